@@ -1,0 +1,242 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TimeoutDefault bounds a client call whose context has no deadline.
+const TimeoutDefault = 10 * time.Second
+
+// Client submits jobs, manages them and follows their events over NATS. It
+// needs no database credentials: coordinators answer its requests.
+type Client struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects Subjects
+	maxArgs  int64
+}
+
+// ClientOptions configures a Client.
+type ClientOptions struct {
+	// Prefix is the subject prefix. Defaults to "fairway".
+	Prefix string
+	// MaxArgsSize is checked before publishing, so an oversized job fails
+	// here with a clear error. Defaults to 1 MiB.
+	MaxArgsSize int64
+}
+
+// NewClient returns a client on an open NATS connection.
+func NewClient(nc *nats.Conn, opts ClientOptions) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	maxArgs := opts.MaxArgsSize
+	if maxArgs == 0 {
+		maxArgs = fairway.DefaultMaxArgsSize
+	}
+	return &Client{nc: nc, js: js, subjects: NewSubjects(opts.Prefix), maxArgs: maxArgs}, nil
+}
+
+// Subjects returns the subjects the client uses.
+func (c *Client) Subjects() Subjects { return c.subjects }
+
+// prepare validates a submission locally and gives it an id, without filling
+// the defaults that the coordinator owns (priority, retries).
+func (c *Client) prepare(sub fairway.Submission) (fairway.Submission, []byte, error) {
+	check := sub
+	if err := check.Normalize(sub.Group, sub.Task, c.maxArgs, 0); err != nil {
+		return sub, nil, err
+	}
+	sub.ID = check.ID
+	data, err := json.Marshal(sub)
+	return sub, data, err
+}
+
+// Submit publishes one job to JetStream and returns its id once JetStream
+// has stored it: from then on the job survives a coordinator that is down.
+// Validation that needs the database (tracker conflicts) happens at ingest
+// and is reported as a rejected event; use SubmitWait to learn it at once.
+func (c *Client) Submit(ctx context.Context, sub fairway.Submission) (string, error) {
+	sub, data, err := c.prepare(sub)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	msg := &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, sub.ID)
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return "", publishError(err)
+	}
+	return sub.ID, nil
+}
+
+// SubmitMany publishes many jobs with asynchronous publishes and returns
+// their ids, in order, once JetStream has stored all of them. On error some
+// jobs may have been stored; submitting the same ids again is safe.
+func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]string, error) {
+	ids := make([]string, len(subs))
+	msgs := make([]*nats.Msg, len(subs))
+	for i, sub := range subs {
+		sub, data, err := c.prepare(sub)
+		if err != nil {
+			return nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		ids[i] = sub.ID
+		msgs[i] = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {sub.ID}}}
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	const window = 4096 // bounded number of publishes in flight
+	futures := make([]jetstream.PubAckFuture, 0, window)
+	wait := func() error {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return publishError(err)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		futures = futures[:0]
+		return nil
+	}
+	for _, msg := range msgs {
+		f, err := c.js.PublishMsgAsync(msg)
+		if err != nil {
+			return nil, publishError(err)
+		}
+		futures = append(futures, f)
+		if len(futures) == window {
+			if err := wait(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// SubmitWait submits through the request/reply API: the reply carries the
+// stored job, or the validation or tracker error at once.
+func (c *Client) SubmitWait(ctx context.Context, sub fairway.Submission) (*fairway.Job, error) {
+	sub, _, err := c.prepare(sub)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.request(ctx, c.subjects.API(sub.Group, VerbSubmit), sub)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Job, nil
+}
+
+// Cancel cancels a job: a job that has not started ends cancelled at once;
+// a running job's handler sees its context cancelled and the job ends
+// cancelled when the handler returns. group may be "" for the operator API.
+func (c *Client) Cancel(ctx context.Context, group, id string) (*fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbCancel), JobRequest{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Job, nil
+}
+
+// Get returns a job. group may be "" for the operator API.
+func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbGet), JobRequest{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Job, nil
+}
+
+// Logs returns the lines a job's task logged, oldest first.
+func (c *Client) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbLogs), JobRequest{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Logs, nil
+}
+
+// List returns jobs, newest first. With req.Group set it asks the tenant API
+// of that group, else the operator API.
+func (c *Client) List(ctx context.Context, req ListRequest) ([]fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(req.Group, VerbList), req)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Jobs, nil
+}
+
+// Executors lists the executors the coordinators know of.
+func (c *Client) Executors(ctx context.Context) ([]fairway.Executor, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbExecutors), struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Executors, nil
+}
+
+func (c *Client) jobSubject(group, verb string) string {
+	if group == "" {
+		return c.subjects.Admin(verb)
+	}
+	return c.subjects.API(group, verb)
+}
+
+func (c *Client) request(ctx context.Context, subject string, body any) (*Reply, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, &fairway.Error{Code: fairway.CodeUnavailable,
+				Message: fmt.Sprintf("no coordinator answered on %s (%v): is Fairway running (fairway dev), and is --nats-url right?", subject, err)}
+		}
+		return nil, fmt.Errorf("requesting %s: %w", subject, err)
+	}
+	var reply Reply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return nil, fmt.Errorf("decoding the reply on %s: %w", subject, err)
+	}
+	if reply.Error != nil {
+		return nil, reply.Error
+	}
+	return &reply, nil
+}
+
+func publishError(err error) error {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fairway.Invalid("args", "submission too large for the NATS server: %v", err)
+	}
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return &fairway.Error{Code: fairway.CodeUnavailable,
+			Message: fmt.Sprintf("no JetStream stream stored the submission (%v): is a coordinator running? It creates the streams at start", err)}
+	}
+	return fmt.Errorf("publishing a submission: %w", err)
+}
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, TimeoutDefault)
+}

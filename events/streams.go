@@ -1,0 +1,83 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// StreamOptions tunes the JetStream streams Fairway creates.
+type StreamOptions struct {
+	// EventMaxAge is how long lifecycle events are kept for replay.
+	// Defaults to 7 days.
+	EventMaxAge time.Duration
+	// Replicas is the replication factor (3 in a three-node cluster).
+	// Defaults to 1.
+	Replicas int
+	// MaxMsgSize caps one message. Defaults to 8 MiB, which leaves room for
+	// 1 MiB of args and the rest of a submission.
+	MaxMsgSize int32
+}
+
+// EventMaxAgeDefault is the default retention of lifecycle events.
+const EventMaxAgeDefault = 7 * 24 * time.Hour
+
+// MaxMsgSizeDefault is the default cap on one message.
+const MaxMsgSizeDefault = 8 << 20
+
+// EnsureStreams creates or updates the submit, events and results streams.
+// Coordinators call it at start; it is idempotent.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts StreamOptions) error {
+	replicas := max(opts.Replicas, 1)
+	maxMsg := opts.MaxMsgSize
+	if maxMsg == 0 {
+		maxMsg = MaxMsgSizeDefault
+	}
+	maxAge := opts.EventMaxAge
+	if maxAge == 0 {
+		maxAge = EventMaxAgeDefault
+	}
+	configs := []jetstream.StreamConfig{
+		{
+			Name:        s.SubmitStream(),
+			Description: "Fairway submissions, removed once ingested into PostgreSQL",
+			Subjects:    []string{s.SubmitAll()},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			MaxMsgSize:  maxMsg,
+			Duplicates:  2 * time.Minute,
+		},
+		{
+			Name:        s.EventStream(),
+			Description: "Fairway lifecycle events",
+			Subjects:    []string{s.EventsAll()},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			MaxAge:      maxAge,
+			Duplicates:  2 * time.Minute,
+		},
+		{
+			Name:        s.ResultStream(),
+			Description: "Fairway executor reports, removed once applied to PostgreSQL",
+			Subjects:    []string{s.ResultsAll()},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			MaxMsgSize:  maxMsg,
+		},
+	}
+	for _, cfg := range configs {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+				return fmt.Errorf("creating stream %s: %w (is JetStream enabled on the NATS server?)", cfg.Name, err)
+			}
+			return fmt.Errorf("creating stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}

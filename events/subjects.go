@@ -1,0 +1,162 @@
+// Package events is Fairway's wire contract over NATS: the subjects, the
+// JetStream streams, the JSON bodies, and a Go client that speaks them.
+// It is the only package that knows subject names and stream names.
+//
+// Every subject lives under a prefix (default "fairway"). The group is the
+// first token that varies, so NATS permissions can confine a tenant to its
+// own group: fairway.submit.acme.>, fairway.api.acme.>, fairway.events.acme.>.
+//
+//	<p>.submit.<group>.<task>             JetStream (stream <P>_SUBMIT): asynchronous submit, body Submission
+//	<p>.api.<group>.<verb>                request/reply: what a tenant may do to its own jobs
+//	<p>.admin.<verb>                      request/reply: operator API over all groups
+//	<p>.events.<group>.<task>.<state>     JetStream (stream <P>_EVENTS): lifecycle events, body Event
+//	<p>.notify.work                       core: "new work may be eligible" (coordinators to executors)
+//	<p>.internal.dispatch                 request/reply: an executor asks for up to N jobs
+//	<p>.internal.register                 request/reply: an executor announces itself
+//	<p>.internal.heartbeat                core: an executor's heartbeat, with the jobs it holds
+//	<p>.results.<app-id>                  JetStream (stream <P>_RESULTS): reports from executors, body Report
+//	<p>.executor.<app-id>.<verb>          core: commands to one executor (cancel, ping)
+package events
+
+import (
+	"strings"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// DefaultPrefix is the default first token of every Fairway subject.
+const DefaultPrefix = "fairway"
+
+// The verbs of the request/reply API.
+const (
+	VerbSubmit    = "submit"
+	VerbCancel    = "cancel"
+	VerbGet       = "get"
+	VerbList      = "list"
+	VerbLogs      = "logs"
+	VerbExecutors = "executors" // admin only
+)
+
+// Subjects builds the subjects and stream names under one prefix.
+type Subjects struct{ Prefix string }
+
+// NewSubjects returns the subjects under prefix, or under DefaultPrefix when
+// prefix is empty.
+func NewSubjects(prefix string) Subjects {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Subjects{Prefix: prefix}
+}
+
+func (s Subjects) join(tokens ...string) string {
+	return s.Prefix + "." + strings.Join(tokens, ".")
+}
+
+// Submit is the subject a job for group and task is published to.
+func (s Subjects) Submit(group, task string) string { return s.join("submit", group, task) }
+
+// SubmitAll matches every submission.
+func (s Subjects) SubmitAll() string { return s.join("submit", ">") }
+
+// API is the request subject of a tenant's verb.
+func (s Subjects) API(group, verb string) string { return s.join("api", group, verb) }
+
+// APIAll matches every tenant API request: <p>.api.<group>.<verb>.
+func (s Subjects) APIAll() string { return s.join("api", "*", "*") }
+
+// Admin is the request subject of an operator verb.
+func (s Subjects) Admin(verb string) string { return s.join("admin", verb) }
+
+// AdminAll matches every operator API request.
+func (s Subjects) AdminAll() string { return s.join("admin", "*") }
+
+// Event is the subject an event about a job of group and task in state is
+// published to.
+func (s Subjects) Event(group, task string, state fairway.State) string {
+	return s.join("events", safeToken(group), safeToken(task), string(state))
+}
+
+// EventFilter is the subject filter for events; empty arguments match all.
+func (s Subjects) EventFilter(group, task string, state fairway.State) string {
+	return s.join("events", orStar(group), orStar(task), orStar(string(state)))
+}
+
+// EventsAll matches every event.
+func (s Subjects) EventsAll() string { return s.join("events", ">") }
+
+// NotifyWork is the wakeup subject executors listen on.
+func (s Subjects) NotifyWork() string { return s.join("notify", "work") }
+
+// Dispatch is the subject executors request jobs on.
+func (s Subjects) Dispatch() string { return s.join("internal", "dispatch") }
+
+// Register is the subject executors register on.
+func (s Subjects) Register() string { return s.join("internal", "register") }
+
+// Heartbeat is the subject executors send heartbeats to.
+func (s Subjects) Heartbeat() string { return s.join("internal", "heartbeat") }
+
+// Results is the subject executor appID reports to.
+func (s Subjects) Results(appID string) string { return s.join("results", appID) }
+
+// ResultsAll matches every executor's reports.
+func (s Subjects) ResultsAll() string { return s.join("results", ">") }
+
+// Executor is the subject of a command to executor appID.
+func (s Subjects) Executor(appID, verb string) string { return s.join("executor", appID, verb) }
+
+// SubmitStream is the name of the JetStream stream holding submissions.
+func (s Subjects) SubmitStream() string { return s.streamName("SUBMIT") }
+
+// EventStream is the name of the JetStream stream holding lifecycle events.
+func (s Subjects) EventStream() string { return s.streamName("EVENTS") }
+
+// ResultStream is the name of the JetStream stream holding executor reports.
+func (s Subjects) ResultStream() string { return s.streamName("RESULTS") }
+
+func (s Subjects) streamName(kind string) string {
+	return strings.ToUpper(s.Prefix) + "_" + kind
+}
+
+// ParseSubmit splits a submit subject into group and task. ok is false when
+// the subject does not have exactly that shape.
+func (s Subjects) ParseSubmit(subject string) (group, task string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".submit.")
+	if !found {
+		return "", "", false
+	}
+	group, task, ok = strings.Cut(rest, ".")
+	return group, task, ok && !strings.Contains(task, ".")
+}
+
+// ParseAPI splits an API subject into group and verb.
+func (s Subjects) ParseAPI(subject string) (group, verb string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".api.")
+	if !found {
+		return "", "", false
+	}
+	group, verb, ok = strings.Cut(rest, ".")
+	return group, verb, ok
+}
+
+// ParseAdmin returns the verb of an admin subject.
+func (s Subjects) ParseAdmin(subject string) (verb string, ok bool) {
+	return strings.CutPrefix(subject, s.Prefix+".admin.")
+}
+
+func orStar(v string) string {
+	if v == "" {
+		return "*"
+	}
+	return v
+}
+
+// safeToken keeps a name usable as one subject token: a name that is not
+// (only possible for rejected submissions) becomes "_".
+func safeToken(name string) string {
+	if fairway.CheckName("name", name) != nil {
+		return "_"
+	}
+	return name
+}

@@ -1,0 +1,123 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// Event is the body of a lifecycle event, published to
+// <p>.events.<group>.<task>.<state> after the state change committed.
+type Event struct {
+	// ID is the event's stable, unique id; it is also the message's
+	// Nats-Msg-Id, so subscribers can drop duplicates.
+	ID            string        `json:"id"`
+	JobID         string        `json:"job_id"`
+	Task          string        `json:"task"`
+	Group         string        `json:"group"`
+	State         fairway.State `json:"state"`
+	PreviousState fairway.State `json:"previous_state,omitempty"`
+	// Attempt counts the job's runs: 1 for the first run, 0 before any.
+	Attempt int `json:"attempt"`
+	// Error is the failure's text (stuck, failed) or the rejection's reason.
+	Error string `json:"error,omitempty"`
+	// Code and Field classify a rejection (see fairway.Error).
+	Code  fairway.Code `json:"code,omitempty"`
+	Field string       `json:"field,omitempty"`
+	// Executor is the app-id of the executor holding the job.
+	Executor string    `json:"executor,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// Reply is the body of every request/reply API answer: either Error is set,
+// or the verb's result is in the other fields.
+type Reply struct {
+	Error     *fairway.Error     `json:"error,omitempty"`
+	ID        string             `json:"id,omitempty"`    // submit
+	Job       *fairway.Job       `json:"job,omitempty"`   // submit, get, cancel
+	Jobs      []fairway.Job      `json:"jobs,omitempty"`  // list
+	Logs      []fairway.LogLine  `json:"logs,omitempty"`  // logs
+	Executors []fairway.Executor `json:"executors,omitempty"`
+}
+
+// JobRequest is the body of cancel, get and logs.
+type JobRequest struct {
+	ID string `json:"id"`
+}
+
+// ListRequest is the body of list. Empty fields match everything.
+type ListRequest struct {
+	Group string        `json:"group,omitempty"` // admin only; the tenant API uses the subject's group
+	Task  string        `json:"task,omitempty"`
+	State fairway.State `json:"state,omitempty"`
+	// Limit caps the answer (newest first). Defaults to 100, at most 1000.
+	Limit int `json:"limit,omitempty"`
+}
+
+// DispatchRequest is an executor asking for up to Slots jobs.
+type DispatchRequest struct {
+	Executor string   `json:"executor"`
+	Instance string   `json:"instance"`
+	Slots    int      `json:"slots"`
+	Tasks    []string `json:"tasks"`
+}
+
+// DispatchReply hands jobs to an executor. The jobs are scheduled for it and
+// leased until LeaseUntil; the executor must report on each.
+type DispatchReply struct {
+	Error *fairway.Error `json:"error,omitempty"`
+	Jobs  []fairway.Job  `json:"jobs,omitempty"`
+}
+
+// RegisterRequest announces an executor before it takes work.
+type RegisterRequest struct {
+	Executor fairway.Executor `json:"executor"`
+}
+
+// Heartbeat tells the coordinators an executor is alive and which jobs it
+// holds; their leases are extended.
+type Heartbeat struct {
+	Executor string   `json:"executor"`
+	Instance string   `json:"instance"`
+	Jobs     []string `json:"jobs"`
+	Slots    int      `json:"slots"`
+}
+
+// The kinds of Report.
+const (
+	ReportStarted  = "started"
+	ReportProgress = "progress"
+	ReportLog      = "log"
+	ReportDone     = "done"
+)
+
+// The outcomes of a done Report.
+const (
+	OutcomeSuccess   = "success"   // the handler returned nil
+	OutcomeError     = "error"     // the handler failed: retry if retries remain
+	OutcomePermanent = "permanent" // the handler failed permanently: no retry
+	OutcomeCancelled = "cancelled" // the job was cancelled while running
+	OutcomeReleased  = "released"  // the executor gave the job back unfinished (shutdown): back to waiting, not a failure
+)
+
+// Report is what an executor says about a job it holds, published to
+// <p>.results.<app-id>.
+type Report struct {
+	Type     string            `json:"type"`
+	JobID    string            `json:"job_id"`
+	Attempt  int               `json:"attempt"`
+	Executor string            `json:"executor"`
+	Time     time.Time         `json:"time"`
+	Progress int               `json:"progress,omitempty"`
+	Outcome  string            `json:"outcome,omitempty"`
+	Result   json.RawMessage   `json:"result,omitempty"`
+	Error    string            `json:"error,omitempty"`
+	Logs     []fairway.LogLine `json:"logs,omitempty"`
+}
+
+// CancelCommand asks an executor to cancel a job it holds.
+type CancelCommand struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+}

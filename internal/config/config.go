@@ -1,0 +1,336 @@
+// Package config loads Fairway's configuration from built-in defaults, an
+// optional YAML file, FAIRWAY_* environment variables and command-line
+// flags, in increasing order of precedence.
+//
+// A single key table drives defaults, environment variable names, flags,
+// validation and Print; see Keys.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// Config is the effective configuration.
+type Config struct {
+	Log         LogConfig
+	NATS        NATSConfig
+	Database    DatabaseConfig
+	Scheduler   SchedulerConfig
+	Coordinator CoordinatorConfig
+	Executor    ExecutorConfig
+	Dev         DevConfig
+
+	sources map[string]string // key name -> default|file|env|flag
+}
+
+// LogConfig holds the log.* keys.
+type LogConfig struct {
+	Level  string // debug, info, warn or error
+	Format string // auto, text or json
+}
+
+// NATSConfig holds the nats.* keys.
+type NATSConfig struct {
+	URL    string // one or more comma-separated server URLs
+	Prefix string // subject prefix, a single subject token
+}
+
+// DatabaseConfig holds the database.* keys.
+type DatabaseConfig struct {
+	URL string // PostgreSQL connection string; empty means unset
+}
+
+// SchedulerConfig holds the scheduler.* keys, which keep Docspell's meaning.
+type SchedulerConfig struct {
+	PoolSize       int // job slots of one executor
+	CountingScheme CountingScheme
+	Retries        int
+	RetryDelay     time.Duration
+	LogBufferSize  int
+	WakeupPeriod   time.Duration
+}
+
+// CoordinatorConfig holds the coordinator.* keys.
+type CoordinatorConfig struct {
+	MaxArgsSize int64         // bytes
+	Lease       time.Duration // lifetime of a claimed job's lease without a heartbeat
+	IngestBatch int
+}
+
+// ExecutorConfig holds the executor.* keys.
+type ExecutorConfig struct {
+	AppID        string // empty means the caller's default (the hostname)
+	Heartbeat    time.Duration
+	HTTPAddr     string // host:port; empty disables the HTTP endpoint
+	DrainTimeout time.Duration
+}
+
+// DevConfig holds the dev.* keys of the development cluster.
+type DevConfig struct {
+	Dir      string
+	NATSAddr string
+	PGPort   int
+}
+
+// Sources of a value, as reported by Config.Source and Print.
+const (
+	SourceDefault = "default"
+	SourceFile    = "file"
+	SourceEnv     = "env"
+	SourceFlag    = "flag"
+)
+
+// Load builds the effective configuration. configFile may be "" (no file);
+// a named file that does not exist is an error. environ is os.Environ() in
+// production. fs may be nil; only flags registered by AddFlags and set by
+// the user are used. All problems found are reported together.
+func Load(configFile string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	type layer struct {
+		source string
+		values map[string]any // key name -> raw value
+	}
+	defaults := map[string]any{}
+	for _, k := range keys {
+		defaults[k.name] = k.def
+	}
+	layers := []layer{{SourceDefault, defaults}}
+	var errs []error
+	add := func(source string, values map[string]any, err error) {
+		layers = append(layers, layer{source, values})
+		errs = append(errs, err)
+	}
+	if configFile != "" {
+		values, err := readFile(configFile)
+		add(SourceFile, values, err)
+	}
+	values, err := readEnv(environ)
+	add(SourceEnv, values, err)
+	if fs != nil {
+		values, err := readFlags(fs)
+		add(SourceFlag, values, err)
+	}
+
+	k := koanf.New(".")
+	cfg := &Config{sources: map[string]string{}}
+	for _, l := range layers {
+		if err := k.Load(confmap.Provider(l.values, "."), nil); err != nil {
+			errs = append(errs, fmt.Errorf("config: loading %s values: %w", l.source, err))
+		}
+		for name := range l.values {
+			cfg.sources[name] = l.source
+		}
+	}
+
+	for _, key := range keys {
+		raw, err := scalar(k.Get(key.name))
+		if err == nil {
+			err = key.set(cfg, raw)
+		}
+		if err != nil {
+			if key.secret {
+				raw = maskSecret(raw)
+			}
+			var from string
+			switch src := cfg.Source(key.name); src {
+			case SourceFile:
+				from = "file " + configFile
+			case SourceEnv:
+				from = "env " + envName(key.name)
+			case SourceFlag:
+				from = "flag --" + key.flag
+			default:
+				from = src
+			}
+			errs = append(errs, fmt.Errorf("config: %s = %q (from %s): %w", key.name, raw, from, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// readFile reads a YAML file into a map of known keys. Unknown keys are
+// reported as errors.
+func readFile(path string) (map[string]any, error) {
+	fk := koanf.New(".")
+	if err := fk.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+	}
+	values := map[string]any{}
+	var errs []error
+	for _, name := range fk.Keys() {
+		if _, ok := byName[name]; !ok {
+			errs = append(errs, fmt.Errorf("config: unknown key %q in file %s%s", name, path, suggest(name, keyNames())))
+			continue
+		}
+		values[name] = fk.Get(name)
+	}
+	return values, errors.Join(errs...)
+}
+
+// readFlags returns the values of the flags registered by AddFlags that
+// the user set.
+func readFlags(fs *pflag.FlagSet) (map[string]any, error) {
+	fk := koanf.New(".")
+	err := fk.Load(posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
+		if v, ok := f.Value.(*flagValue); ok && f.Changed {
+			return v.key, v.s
+		}
+		return "", nil
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("config: reading flags: %w", err)
+	}
+	return fk.All(), nil
+}
+
+// readEnv picks the FAIRWAY_* variables out of environ. Unknown ones are
+// errors, except FAIRWAY_TEST_*, which tests use.
+func readEnv(environ []string) (map[string]any, error) {
+	names := map[string]string{} // env name -> key name
+	for _, k := range keys {
+		names[envName(k.name)] = k.name
+	}
+	values := map[string]any{}
+	var errs []error
+	for _, kv := range environ {
+		env, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(env, "FAIRWAY_") || strings.HasPrefix(env, "FAIRWAY_TEST_") {
+			continue
+		}
+		name, ok := names[env]
+		if !ok {
+			errs = append(errs, fmt.Errorf("config: unknown environment variable %s%s", env, suggest(env, slices.Sorted(maps.Keys(names)))))
+			continue
+		}
+		values[name] = v
+	}
+	return values, errors.Join(errs...)
+}
+
+// scalar turns a raw value from any layer into a string.
+func scalar(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case map[string]any, []any:
+		return fmt.Sprint(v), errors.New("must be a single value, not a list or map")
+	default:
+		return fmt.Sprint(v), nil
+	}
+}
+
+// Source reports where the value of a key came from: "default", "file",
+// "env" or "flag".
+func (c *Config) Source(key string) string {
+	if s, ok := c.sources[key]; ok {
+		return s
+	}
+	return SourceDefault
+}
+
+// Print writes the configuration as "key: value" lines sorted by key, with
+// secrets masked and each value's source as a trailing comment.
+func (c *Config) Print(w io.Writer) error {
+	var b strings.Builder
+	for _, k := range Keys() {
+		v := byName[k.Name].get(c)
+		if k.Secret {
+			v = maskSecret(v)
+		}
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(&b, "%s: %s # %s\n", k.Name, v, c.Source(k.Name))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// flagValue is the pflag.Value of a configuration flag. It keeps the raw
+// string so that Load validates flags like every other source.
+type flagValue struct {
+	key, typ, s string
+}
+
+func (v *flagValue) String() string     { return v.s }
+func (v *flagValue) Set(s string) error { v.s = s; return nil }
+func (v *flagValue) Type() string       { return v.typ }
+
+// AddFlags registers command-line flags for the given keys on fs; with no
+// keys it registers all of them. It panics on an unknown key.
+func AddFlags(fs *pflag.FlagSet, keys ...string) {
+	if len(keys) == 0 {
+		for _, k := range Keys() {
+			keys = append(keys, k.Name)
+		}
+	}
+	for _, name := range keys {
+		k, ok := byName[name]
+		if !ok {
+			panic("config: AddFlags: unknown key " + name)
+		}
+		fs.Var(&flagValue{key: k.name, typ: k.typ, s: k.def}, k.flag,
+			fmt.Sprintf("%s (%s, env %s)", k.help, k.name, envName(k.name)))
+	}
+}
+
+func keyNames() []string { return slices.Sorted(maps.Keys(byName)) }
+
+// suggest returns " (did you mean X?)" for the candidates close to s: a
+// small edit away, or with the same last element (FAIRWAY_POOL_SIZE ->
+// FAIRWAY_SCHEDULER_POOL_SIZE, pool-size -> scheduler.pool-size).
+func suggest(s string, candidates []string) string {
+	var close []string
+	rest := strings.TrimPrefix(s, "FAIRWAY_")
+	if i := strings.LastIndex(rest, "."); i >= 0 {
+		rest = rest[i+1:]
+	}
+	for _, c := range candidates {
+		if distance(strings.ToLower(s), strings.ToLower(c)) <= max(2, len(s)/4) ||
+			strings.HasSuffix(c, "_"+rest) || strings.HasSuffix(c, "."+rest) {
+			close = append(close, c)
+		}
+	}
+	if len(close) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", strings.Join(close, " or "))
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,252 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// key is one row of the key table. The table drives defaults, environment
+// variable names, flags, validation and Print.
+type key struct {
+	name   string // koanf path, e.g. "scheduler.pool-size"
+	flag   string // flag name without dashes
+	def    string // default, in the same syntax a user would write
+	help   string
+	secret bool
+	binding
+}
+
+// binding parses a raw value into its Config field and formats it back.
+type binding struct {
+	typ string // type name shown in flag help
+	set func(c *Config, s string) error
+	get func(c *Config) string
+}
+
+var keys = []key{
+	{name: "log.level", flag: "log-level", def: "info", help: "log level: debug, info, warn or error",
+		binding: stringVar(func(c *Config) *string { return &c.Log.Level }, oneOf("debug", "info", "warn", "error"))},
+	{name: "log.format", flag: "log-format", def: "auto", help: "log format: auto (coloured text on a terminal, else JSON), text or json",
+		binding: stringVar(func(c *Config) *string { return &c.Log.Format }, oneOf("auto", "text", "json"))},
+	{name: "nats.url", flag: "nats-url", def: "nats://127.0.0.1:4222", help: "NATS server URL(s), comma-separated",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.URL }, natsURL)},
+	{name: "nats.prefix", flag: "prefix", def: "fairway", help: "NATS subject prefix (letters, digits, - and _)",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.Prefix }, token)},
+	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL", secret: true,
+		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
+	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",
+		binding: intVar(func(c *Config) *int { return &c.Scheduler.PoolSize }, 1, -1)},
+	{name: "scheduler.counting-scheme", flag: "counting-scheme", def: "4,1", help: `"H,L": take H high-priority jobs, then L low-priority jobs, then start over`,
+		binding: binding{typ: "H,L",
+			set: func(c *Config, s string) (err error) {
+				c.Scheduler.CountingScheme, err = ParseCountingScheme(s)
+				return err
+			},
+			get: func(c *Config) string { return c.Scheduler.CountingScheme.String() }}},
+	{name: "scheduler.retries", flag: "retries", def: "5", help: "how often a failed job is retried",
+		binding: intVar(func(c *Config) *int { return &c.Scheduler.Retries }, 0, -1)},
+	{name: "scheduler.retry-delay", flag: "retry-delay", def: "1m", help: "delay before the first retry of a failed job",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Scheduler.RetryDelay })},
+	{name: "scheduler.log-buffer-size", flag: "log-buffer-size", def: "500", help: "job log lines buffered before they are stored",
+		binding: intVar(func(c *Config) *int { return &c.Scheduler.LogBufferSize }, 1, -1)},
+	{name: "scheduler.wakeup-period", flag: "wakeup-period", def: "10s", help: "how often the scheduler looks for work without being notified",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Scheduler.WakeupPeriod })},
+	{name: "coordinator.max-args-size", flag: "max-args-size", def: "1MiB", help: "largest accepted job arguments (bytes, or e.g. 512KiB, 1MiB, 2MB; at most 64MiB)",
+		binding: binding{typ: "size",
+			set: func(c *Config, s string) (err error) { c.Coordinator.MaxArgsSize, err = parseByteSize(s); return err },
+			get: func(c *Config) string { return formatByteSize(c.Coordinator.MaxArgsSize) }}},
+	{name: "coordinator.lease", flag: "lease", def: "30s", help: "how long a claimed job's lease lasts without a heartbeat",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Coordinator.Lease })},
+	{name: "coordinator.ingest-batch", flag: "ingest-batch", def: "500", help: "most submitted jobs written to the database in one batch",
+		binding: intVar(func(c *Config) *int { return &c.Coordinator.IngestBatch }, 1, 10000)},
+	{name: "executor.app-id", flag: "app-id", def: "", help: "executor id (letters, digits, - and _; empty: the hostname)",
+		binding: stringVar(func(c *Config) *string { return &c.Executor.AppID }, optional(token))},
+	{name: "executor.heartbeat", flag: "heartbeat", def: "5s", help: "how often an executor renews the leases of its running jobs",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Executor.Heartbeat })},
+	{name: "executor.http-addr", flag: "http-addr", def: "127.0.0.1:7878", help: "host:port of the executor's HTTP endpoint (empty: disabled)",
+		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPAddr }, optional(hostPort))},
+	{name: "executor.drain-timeout", flag: "drain-timeout", def: "30s", help: "how long a stopping executor waits for running jobs",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Executor.DrainTimeout })},
+	{name: "dev.dir", flag: "dev-dir", def: ".fairway", help: "directory for the development cluster's state",
+		binding: stringVar(func(c *Config) *string { return &c.Dev.Dir }, nonEmpty)},
+	{name: "dev.nats-addr", flag: "nats-addr", def: "127.0.0.1:4222", help: "host:port of the development NATS server",
+		binding: stringVar(func(c *Config) *string { return &c.Dev.NATSAddr }, hostPort)},
+	{name: "dev.pg-port", flag: "pg-port", def: "5433", help: "port of the development PostgreSQL server",
+		binding: intVar(func(c *Config) *int { return &c.Dev.PGPort }, 1, 65535)},
+}
+
+// byName indexes keys by name.
+var byName = func() map[string]*key {
+	m := make(map[string]*key, len(keys))
+	for i := range keys {
+		m[keys[i].name] = &keys[i]
+	}
+	return m
+}()
+
+// envName returns the environment variable for a key name.
+func envName(name string) string {
+	return "FAIRWAY_" + strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToUpper(name))
+}
+
+// Key describes one configuration key, for documentation.
+type Key struct {
+	Name    string // koanf path, e.g. "scheduler.pool-size"
+	Flag    string // flag name without dashes, e.g. "pool-size"
+	Env     string // environment variable, e.g. "FAIRWAY_SCHEDULER_POOL_SIZE"
+	Default string
+	Help    string
+	Secret  bool // masked by Print
+}
+
+// Keys lists every configuration key, sorted by name.
+func Keys() []Key {
+	out := make([]Key, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, Key{Name: k.name, Flag: k.flag, Env: envName(k.name), Default: k.def, Help: k.help, Secret: k.secret})
+	}
+	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func stringVar(p func(*Config) *string, check func(string) error) binding {
+	return binding{typ: "string",
+		set: func(c *Config, s string) error {
+			if err := check(s); err != nil {
+				return err
+			}
+			*p(c) = s
+			return nil
+		},
+		get: func(c *Config) string { return *p(c) }}
+}
+
+// intVar binds an int in [lo, hi]; hi < 0 means no upper bound.
+func intVar(p func(*Config) *int, lo, hi int) binding {
+	return binding{typ: "int",
+		set: func(c *Config, s string) error {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			switch {
+			case err != nil:
+				return fmt.Errorf("not an integer")
+			case n < lo:
+				return fmt.Errorf("must be at least %d", lo)
+			case hi >= 0 && n > hi:
+				return fmt.Errorf("must be at most %d", hi)
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.Itoa(*p(c)) }}
+}
+
+// durationVar binds a positive duration.
+func durationVar(p func(*Config) *time.Duration) binding {
+	return binding{typ: "duration",
+		set: func(c *Config, s string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("not a duration (examples: 30s, 1m, 2h)")
+			}
+			if d <= 0 {
+				return fmt.Errorf("must be positive")
+			}
+			*p(c) = d
+			return nil
+		},
+		get: func(c *Config) string { return formatDuration(*p(c)) }}
+}
+
+// formatDuration is time.Duration.String without zero minutes and
+// seconds: "1m" rather than "1m0s".
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func oneOf(values ...string) func(string) error {
+	return func(s string) error {
+		if !slices.Contains(values, s) {
+			return fmt.Errorf("must be one of %s", strings.Join(values, ", "))
+		}
+		return nil
+	}
+}
+
+func optional(check func(string) error) func(string) error {
+	return func(s string) error {
+		if s == "" {
+			return nil
+		}
+		return check(s)
+	}
+}
+
+func nonEmpty(s string) error {
+	if s == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	return nil
+}
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// token checks that s is usable as one NATS subject token.
+func token(s string) error {
+	if !tokenRE.MatchString(s) {
+		return fmt.Errorf("must be non-empty and contain only letters, digits, - and _")
+	}
+	return nil
+}
+
+func natsURL(s string) error {
+	for part := range strings.SplitSeq(s, ",") {
+		u, err := url.Parse(strings.TrimSpace(part))
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("not a URL (example: nats://127.0.0.1:4222)")
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("scheme must be nats, tls, ws or wss, not %q", u.Scheme)
+		}
+	}
+	return nil
+}
+
+func databaseURL(s string) error {
+	if !strings.Contains(s, "://") {
+		return nil // empty, or a keyword/value connection string
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL (example: postgres://user:password@host/db)")
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Errorf("scheme must be postgres or postgresql, not %q", u.Scheme)
+	}
+	return nil
+}
+
+func hostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("not host:port (example: 127.0.0.1:7878)")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}

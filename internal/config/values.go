@@ -1,0 +1,110 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// CountingScheme is Docspell's "H,L": take H high-priority jobs, then L
+// low-priority jobs, then start over.
+type CountingScheme struct{ High, Low int }
+
+// ParseCountingScheme parses "H,L": two non-negative integers, not both 0.
+func ParseCountingScheme(s string) (CountingScheme, error) {
+	hs, ls, ok := strings.Cut(s, ",")
+	if !ok {
+		return CountingScheme{}, errors.New(`not a counting scheme "H,L" (example: 4,1)`)
+	}
+	h, errH := strconv.Atoi(strings.TrimSpace(hs))
+	l, errL := strconv.Atoi(strings.TrimSpace(ls))
+	switch {
+	case errH != nil || errL != nil:
+		return CountingScheme{}, errors.New(`not a counting scheme "H,L" (example: 4,1)`)
+	case h < 0 || l < 0:
+		return CountingScheme{}, errors.New("counts must not be negative")
+	case h == 0 && l == 0:
+		return CountingScheme{}, errors.New("counts must not both be 0")
+	}
+	return CountingScheme{High: h, Low: l}, nil
+}
+
+// String returns the scheme as "H,L", e.g. "4,1".
+func (c CountingScheme) String() string { return fmt.Sprintf("%d,%d", c.High, c.Low) }
+
+// maxByteSize is the upper bound of coordinator.max-args-size.
+const maxByteSize = 64 << 20
+
+var byteUnits = []struct {
+	suffix string
+	factor int64
+}{ // longest suffixes first
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
+	{"B", 1}, {"", 1},
+}
+
+// parseByteSize parses a positive size of at most 64 MiB: plain bytes
+// ("1048576") or a number with a unit ("512KiB", "1MiB", "2MB").
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	for _, u := range byteUnits {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil {
+			break
+		}
+		if n <= 0 {
+			return 0, errors.New("must be positive")
+		}
+		if n > maxByteSize/u.factor {
+			return 0, errors.New("must be at most 64MiB")
+		}
+		return n * u.factor, nil
+	}
+	return 0, errors.New("not a size (examples: 1048576, 512KiB, 1MiB, 2MB)")
+}
+
+// formatByteSize formats n with the largest 1024-based unit that divides it.
+func formatByteSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		factor int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.factor == 0 {
+			return strconv.FormatInt(n/u.factor, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+const mask = "****"
+
+var passwordRE = regexp.MustCompile(`(?i)(password=)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+
+// maskSecret hides the password of a connection URL or keyword/value
+// connection string, keeping everything else visible.
+func maskSecret(s string) string {
+	if s == "" {
+		return ""
+	}
+	if !strings.Contains(s, "://") {
+		return passwordRE.ReplaceAllString(s, "${1}"+mask)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return mask
+	}
+	if _, ok := u.User.Password(); ok {
+		const placeholder = "FAIRWAYMASKEDPASSWORD"
+		u.User = url.UserPassword(u.User.Username(), placeholder)
+		s = strings.Replace(u.String(), placeholder, mask, 1)
+	}
+	return passwordRE.ReplaceAllString(s, "${1}"+mask)
+}

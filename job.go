@@ -1,0 +1,107 @@
+// Package fairway holds the domain types that every part of Fairway shares:
+// jobs, their states and priorities, the submission that creates them, and
+// the errors the parts return to each other and to clients.
+//
+// The packages below it each implement one side of the system: store/ keeps
+// jobs in PostgreSQL, events/ is the NATS wire contract and Go client,
+// coordinator/ ingests and fairly selects jobs, executor/ runs task code.
+package fairway
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is where a job is in its life.
+type State string
+
+// The job states: Docspell's, plus REGARDS' pending (held until released).
+const (
+	StatePending   State = "pending"   // held until released
+	StateWaiting   State = "waiting"   // eligible once run_at has passed
+	StateScheduled State = "scheduled" // claimed for an executor
+	StateRunning   State = "running"   // the executor started the task
+	StateStuck     State = "stuck"     // failed, will be retried after its delay
+	StateSuccess   State = "success"   // final
+	StateFailed    State = "failed"    // final: retries exhausted, permanent error or expired
+	StateCancelled State = "cancelled" // final
+	// StateRejected is not a job state: it is the state named by the event
+	// published for a submission that failed validation. No job row exists.
+	StateRejected State = "rejected"
+)
+
+// States lists every job state in lifecycle order.
+var States = []State{StatePending, StateWaiting, StateScheduled, StateRunning, StateStuck, StateSuccess, StateFailed, StateCancelled}
+
+// Final reports whether no further state change can happen.
+func (s State) Final() bool {
+	return s == StateSuccess || s == StateFailed || s == StateCancelled
+}
+
+// Valid reports whether s is a job state.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Priority decides, through the counting scheme, which jobs of a group go
+// first.
+type Priority string
+
+// The two priorities, as in Docspell.
+const (
+	PriorityHigh Priority = "high"
+	PriorityLow  Priority = "low"
+)
+
+// Job is a submitted unit of work, as stored and as reported to clients.
+type Job struct {
+	ID         string          `json:"id"`
+	Task       string          `json:"task"`
+	Group      string          `json:"group"`
+	Args       json.RawMessage `json:"args"`
+	Subject    string          `json:"subject,omitempty"`
+	Submitter  string          `json:"submitter,omitempty"`
+	Priority   Priority        `json:"priority"`
+	Tracker    string          `json:"tracker,omitempty"`
+	State      State           `json:"state"`
+	Retries    int             `json:"retries"`
+	MaxRetries int             `json:"max_retries"`
+	Attempt    int             `json:"attempt"`
+	RunAt      time.Time       `json:"run_at"`
+	ExpiresAt  *time.Time      `json:"expires_at,omitempty"`
+	DependsOn  []string        `json:"depends_on,omitempty"`
+	Progress   int             `json:"progress"`
+	Worker     string          `json:"worker,omitempty"`
+	LeaseUntil *time.Time      `json:"lease_until,omitempty"`
+	Submitted  time.Time       `json:"submitted"`
+	Started    *time.Time      `json:"started,omitempty"`
+	Finished   *time.Time      `json:"finished,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+// LogLine is one line a task logged while running a job.
+type LogLine struct {
+	JobID   string    `json:"job_id"`
+	Attempt int       `json:"attempt"`
+	Time    time.Time `json:"time"`
+	Level   string    `json:"level"`
+	Message string    `json:"message"`
+}
+
+// Executor is an executor as the coordinators know it.
+type Executor struct {
+	AppID         string    `json:"app_id"`
+	Instance      string    `json:"instance"`
+	Host          string    `json:"host"`
+	Slots         int       `json:"slots"`
+	Running       int       `json:"running"`
+	Tasks         []string  `json:"tasks"`
+	Started       time.Time `json:"started"`
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+}

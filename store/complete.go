@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/complete.sql
+	completeSQL string
+	//go:embed sql/mark_running.sql
+	markRunningSQL string
+)
+
+// Outcome kinds that only the coordinators produce (the others are the
+// executor's, see events.Outcome*).
+const (
+	// OutcomeLost: the executor died (lease expired) or restarted. The
+	// attempt counts as failed; the job is due again at once.
+	OutcomeLost = "lost"
+)
+
+// Attempt names one run of a job by one executor.
+type Attempt struct {
+	JobID   string
+	Attempt int
+	Worker  string
+}
+
+// Outcome is how an attempt ended.
+type Outcome struct {
+	Attempt
+	// Kind is success, error, permanent, cancelled, released or lost.
+	Kind   string
+	Result []byte
+	Error  string
+}
+
+// Applied is an outcome that changed its job.
+type Applied struct {
+	JobID string
+	State fairway.State
+}
+
+// MarkRunning records that executors started attempts. Reports about
+// attempts that are no longer current change nothing.
+func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
+	if len(started) == 0 {
+		return nil
+	}
+	ids, attempts, workers := attemptArrays(started)
+	if _, err := s.pool.Exec(ctx, markRunningSQL, ids, attempts, workers); err != nil {
+		return fmt.Errorf("marking %d jobs running: %w", len(started), interpretError(err))
+	}
+	return nil
+}
+
+// Complete applies outcomes in one transaction. An outcome applies only if
+// its attempt is the job's current one and still held by that executor; the
+// result lists those that applied, in order.
+func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
+	if len(outcomes) == 0 {
+		return nil, nil
+	}
+	var applied []Applied
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		applied, err = complete(ctx, tx, outcomes, retryDelay)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
+	}
+	return applied, nil
+}
+
+func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
+	n := len(outcomes)
+	atts := make([]Attempt, n)
+	kinds, errs := make([]string, n), make([]string, n)
+	results := make([][]byte, n)
+	for i, o := range outcomes {
+		atts[i], kinds[i], results[i], errs[i] = o.Attempt, o.Kind, o.Result, o.Error
+	}
+	ids, attempts, workers := attemptArrays(atts)
+	rows, err := tx.Query(ctx, completeSQL, ids, attempts, workers, kinds, results, errs, interval(retryDelay))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
+		var a Applied
+		err := row.Scan(&a.JobID, &a.State)
+		return a, err
+	})
+}
+
+func attemptArrays(as []Attempt) (ids []string, attempts []int32, workers []string) {
+	ids, attempts, workers = make([]string, len(as)), make([]int32, len(as)), make([]string, len(as))
+	for i, a := range as {
+		ids[i], attempts[i], workers[i] = a.JobID, int32(a.Attempt), a.Worker
+	}
+	return ids, attempts, workers
+}
+
+// ExpireLeases ends the attempts whose lease ran out (their executor died
+// or lost its connection) as lost: each counts as a failed attempt, and the
+// job is due again at once, or failed when its retries are used up. It
+// handles at most limit jobs per call and returns what it changed.
+func (s *Store) ExpireLeases(ctx context.Context, limit int, retryDelay time.Duration) ([]Applied, error) {
+	return s.loseAttempts(ctx, `SELECT id, attempt, worker FROM fairway_job
+		WHERE state IN ('scheduled', 'running') AND lease_until < now()
+		ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: its lease expired without a heartbeat", limit)
+}
+
+// ReleaseWorker ends every attempt held by the executor appID as lost: used
+// when an executor restarts under the same app-id (Docspell's rule: its old
+// jobs are released at once).
+func (s *Store) ReleaseWorker(ctx context.Context, appID string, retryDelay time.Duration) ([]Applied, error) {
+	return s.loseAttempts(ctx, `SELECT id, attempt, worker FROM fairway_job
+		WHERE state IN ('scheduled', 'running') AND worker = $1
+		FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: it restarted", appID)
+}
+
+func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.Duration, reason string, arg any) ([]Applied, error) {
+	var applied []Applied
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		applied, err = loseAttempts(ctx, tx, query, retryDelay, reason, arg)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("releasing lost jobs: %w", err)
+	}
+	return applied, nil
+}
+
+func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.Duration, reason string, arg any) ([]Applied, error) {
+	rows, err := tx.Query(ctx, query, arg)
+	if err != nil {
+		return nil, err
+	}
+	lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Outcome, error) {
+		o := Outcome{Kind: OutcomeLost, Error: reason}
+		err := row.Scan(&o.JobID, &o.Attempt.Attempt, &o.Worker)
+		return o, err
+	})
+	if err != nil || len(lost) == 0 {
+		return nil, err
+	}
+	return complete(ctx, tx, lost, retryDelay)
+}
+
+// ExtendLeases renews the leases of the jobs an executor says it holds.
+func (s *Store) ExtendLeases(ctx context.Context, worker string, jobIDs []string, lease time.Duration) error {
+	if len(jobIDs) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE fairway_job SET lease_until = now() + $3::interval
+		WHERE worker = $1 AND id = ANY ($2) AND state IN ('scheduled', 'running')`, worker, jobIDs, interval(lease))
+	if err != nil {
+		return fmt.Errorf("extending leases of %q: %w", worker, interpretError(err))
+	}
+	return nil
+}

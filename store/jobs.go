@@ -1,0 +1,344 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed sql/insert_jobs.sql
+var insertJobsSQL string
+
+// Rejection is a submission that failed validation: it gets a rejected
+// event and no job row.
+type Rejection struct {
+	JobID string
+	Group string
+	Task  string
+	Err   *fairway.Error
+}
+
+// Inserted is the outcome of one submission passed to InsertJobs.
+type Inserted struct {
+	// ID is the job's id.
+	ID string
+	// Created is false when a job with this id existed already: the submit
+	// was a duplicate and changed nothing.
+	Created bool
+	// Err is set when the submission was refused (a tracker held by another
+	// job); a rejected event was written for it.
+	Err *fairway.Error
+}
+
+// InsertJobs stores normalized submissions and writes their events, and
+// writes rejected events for rejections, all in one transaction. The result
+// has one entry per submission, in order.
+func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
+	out := make([]Inserted, len(subs))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = insertJobs(ctx, tx, subs)
+		if err != nil {
+			return err
+		}
+		for i, r := range out {
+			if r.Err != nil {
+				rejections = append(rejections, Rejection{JobID: subs[i].ID, Group: subs[i].Group, Task: subs[i].Task, Err: r.Err})
+			}
+		}
+		return insertRejections(ctx, tx, rejections)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), err)
+	}
+	return out, nil
+}
+
+func insertJobs(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]Inserted, error) {
+	out := make([]Inserted, len(subs))
+	if len(subs) == 0 {
+		return out, nil
+	}
+	// Insert in id order, so that concurrent inserts of overlapping batches
+	// take their locks in the same order and cannot deadlock.
+	order := make([]int, len(subs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(subs[a].ID, subs[b].ID) })
+	n := len(subs)
+	ids, tasks, groups := make([]string, n), make([]string, n), make([]string, n)
+	args := make([][]byte, n)
+	subjects, submitters, prios, trackers, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	maxRetries := make([]int32, n)
+	runAts := make([]*time.Time, n)
+	positions := make([]int32, n)
+	for k, i := range order {
+		sub := subs[i]
+		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
+		subjects[k], submitters[k], prios[k], trackers[k] = sub.Subject, sub.Submitter, string(sub.Priority), sub.Tracker
+		states[k] = string(fairway.StateWaiting)
+		if sub.MaxRetries != nil {
+			maxRetries[k] = int32(*sub.MaxRetries)
+		}
+		runAts[k], positions[k] = sub.RunAt, int32(i)
+	}
+	rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions)
+	if err != nil {
+		return nil, err
+	}
+	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	isCreated := make(map[string]bool, len(created))
+	for _, id := range created {
+		isCreated[id] = true
+	}
+	var missing, trackersWanted []string
+	for i, sub := range subs {
+		// Only the first of several submissions of one id created it.
+		out[i] = Inserted{ID: sub.ID, Created: isCreated[sub.ID]}
+		delete(isCreated, sub.ID)
+		if !out[i].Created {
+			missing = append(missing, sub.ID) // a duplicate in the batch is found by id below
+			if sub.Tracker != "" {
+				trackersWanted = append(trackersWanted, sub.Tracker)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	// A row not created either has an existing id (a duplicate submit,
+	// fine) or a tracker held by a non-final job (refused).
+	existing := map[string]bool{}
+	rows, err = tx.Query(ctx, "SELECT id FROM fairway_job WHERE id = ANY ($1)", missing)
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range found {
+		existing[id] = true
+	}
+	holders := map[string]string{}
+	if len(trackersWanted) > 0 {
+		rows, err = tx.Query(ctx, `SELECT tracker, id FROM fairway_job
+			WHERE tracker = ANY ($1) AND state NOT IN ('success', 'failed', 'cancelled')`, trackersWanted)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var tracker, id string
+			if err := rows.Scan(&tracker, &id); err != nil {
+				return nil, err
+			}
+			holders[tracker] = id
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	for i, sub := range subs {
+		if out[i].Created || existing[sub.ID] {
+			continue
+		}
+		holder := holders[sub.Tracker]
+		if holder == "" {
+			return nil, fmt.Errorf("job %s was neither inserted nor found: the submission raced with another; retry", sub.ID)
+		}
+		out[i].Err = fairway.Duplicate(sub.Tracker, holder)
+	}
+	return out, nil
+}
+
+func insertRejections(ctx context.Context, tx pgx.Tx, rejections []Rejection) error {
+	if len(rejections) == 0 {
+		return nil
+	}
+	n := len(rejections)
+	ids, groups, tasks, errs, codes, fields := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range rejections {
+		ids[i], groups[i], tasks[i] = r.JobID, r.Group, r.Task
+		errs[i], codes[i], fields[i] = r.Err.Message, string(r.Err.Code), r.Err.Field
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
+		SELECT id, g, t, 'rejected', e, c, f FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+			WITH ORDINALITY AS r (id, g, t, e, c, f, ord) ORDER BY ord`,
+		ids, groups, tasks, errs, codes, fields)
+	return err
+}
+
+// Get returns a job. With group set, a job of another group is not found.
+func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2)", id, group))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fairway.NotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, interpretError(err))
+	}
+	return &j, nil
+}
+
+// ListParams filters List; empty fields match everything.
+type ListParams struct {
+	Group string
+	Task  string
+	State fairway.State
+	// Limit caps the result. Defaults to 100.
+	Limit int
+}
+
+// List returns jobs newest first.
+func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, "SELECT "+jobColumns+` FROM fairway_job
+		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3)
+		ORDER BY submitted DESC, id DESC LIMIT $4`, p.Group, p.Task, string(p.State), limit)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
+	}
+	return jobs, nil
+}
+
+// Logs returns the log lines of a job, oldest first. With group set, a job
+// of another group is not found.
+func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
+	if _, err := s.Get(ctx, group, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT job_id, attempt, time, level, message FROM fairway_job_log
+		WHERE job_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.LogLine, error) {
+		var l fairway.LogLine
+		err := row.Scan(&l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	return lines, nil
+}
+
+// AppendLogs stores log lines of jobs. Lines of jobs that do not exist are
+// dropped.
+func (s *Store) AppendLogs(ctx context.Context, lines []fairway.LogLine) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	n := len(lines)
+	ids, levels, msgs := make([]string, n), make([]string, n), make([]string, n)
+	attempts := make([]int32, n)
+	times := make([]time.Time, n)
+	for i, l := range lines {
+		ids[i], attempts[i], times[i], levels[i], msgs[i] = l.JobID, int32(l.Attempt), l.Time, l.Level, l.Message
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO fairway_job_log (job_id, attempt, time, level, message)
+		SELECT l.id, l.attempt, l.time, l.level, l.message
+		  FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[])
+		       WITH ORDINALITY AS l (id, attempt, time, level, message, ord)
+		 WHERE EXISTS (SELECT 1 FROM fairway_job j WHERE j.id = l.id)
+		 ORDER BY l.ord`, ids, attempts, times, levels, msgs)
+	if err != nil {
+		return fmt.Errorf("storing %d log lines: %w", n, interpretError(err))
+	}
+	return nil
+}
+
+// Progress is a task's progress report.
+type Progress struct {
+	JobID    string
+	Attempt  int
+	Worker   string
+	Progress int
+}
+
+// SetProgress records progress of running attempts.
+func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	n := len(ps)
+	ids, workers := make([]string, n), make([]string, n)
+	attempts, values := make([]int32, n), make([]int32, n)
+	for i, p := range ps {
+		ids[i], workers[i], attempts[i], values[i] = p.JobID, p.Worker, int32(p.Attempt), int32(min(max(p.Progress, 0), 100))
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE fairway_job j SET progress = p.progress
+		FROM unnest($1::text[], $2::int[], $3::text[], $4::int[]) AS p (id, attempt, worker, progress)
+		WHERE j.id = p.id AND j.attempt = p.attempt AND j.worker = p.worker AND j.state IN ('scheduled', 'running')`,
+		ids, attempts, workers, values)
+	if err != nil {
+		return fmt.Errorf("storing progress: %w", interpretError(err))
+	}
+	return nil
+}
+
+// Cancelled is the outcome of Cancel.
+type Cancelled struct {
+	Job fairway.Job
+	// Signal is true when the job is held by an executor: it ends cancelled
+	// once the executor has stopped it, so the executor must be told.
+	Signal bool
+}
+
+// Cancel cancels a job. A job not yet handed to an executor ends cancelled
+// at once; a scheduled or running one is marked, and ends cancelled when its
+// executor reports or its lease expires. With group set, a job of another
+// group is not found. Cancelling a final job is a conflict.
+func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error) {
+	var out Cancelled
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var state fairway.State
+		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2) FOR UPDATE", id, group).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fairway.NotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case state.Final():
+			return fairway.Conflict(id, "job %s is already %s", id, state)
+		case state == fairway.StateScheduled || state == fairway.StateRunning:
+			out.Signal = true
+			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE id = $1", id)
+		default:
+			_, err = tx.Exec(ctx, `WITH upd AS (
+				UPDATE fairway_job SET state = 'cancelled', cancel_requested = true, finished = now()
+				 WHERE id = $1 RETURNING id, task, group_name, attempt)
+				INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
+				SELECT id, task, group_name, 'cancelled', $2, attempt FROM upd`, id, string(state))
+		}
+		if err != nil {
+			return err
+		}
+		out.Job, err = scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1", id))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancelling job %s: %w", id, err)
+	}
+	return &out, nil
+}

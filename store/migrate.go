@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// migrationLock is the advisory lock key held while migrating, so that two
+// coordinators starting together apply each migration once.
+const migrationLock = 0x6661697277617901 // "fairway" + 1
+
+// Migrate applies the embedded migrations that the database lacks, in
+// order, under an advisory lock. It returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var applied []int
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS fairway_migration (
+			version int PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		done := map[int]bool{}
+		rows, err := tx.Query(ctx, "SELECT version FROM fairway_migration")
+		if err != nil {
+			return err
+		}
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
+		}
+		for _, v := range versions {
+			done[v] = true
+		}
+		for _, file := range files {
+			name := strings.TrimPrefix(file, "migrations/")
+			version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+			if err != nil {
+				return fmt.Errorf("migration %s: name must start with a number", name)
+			}
+			if done[version] {
+				continue
+			}
+			sql, err := migrations.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return fmt.Errorf("migration %s: %w", name, interpretError(err))
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO fairway_migration (version, name) VALUES ($1, $2)", version, name); err != nil {
+				return err
+			}
+			applied = append(applied, version)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migrating the database: %w", err)
+	}
+	return applied, nil
+}

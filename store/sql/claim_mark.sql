@@ -1,0 +1,19 @@
+-- Marks the chosen jobs scheduled for an executor, writes their events and
+-- returns them in claim order.
+-- $1: ids in claim order, $2: their previous states, $3: executor app-id,
+-- $4: lease.
+WITH chosen AS (
+    SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c (id, prev_state, ord)
+), claimed AS (
+    UPDATE fairway_job j
+       SET state = 'scheduled', worker = $3, lease_until = now() + $4::interval,
+           attempt = j.attempt + 1
+      FROM chosen c
+     WHERE j.id = c.id
+ RETURNING c.ord, c.prev_state, j.*
+), ev AS (
+    INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
+    SELECT id, task, group_name, 'scheduled', prev_state, attempt, worker
+      FROM claimed ORDER BY ord
+)
+SELECT {{job_columns}} FROM claimed ORDER BY ord

@@ -1,0 +1,24 @@
+-- Inserts jobs and their first events. The rows come in id order (so that
+-- concurrent batches lock in the same order); pos is each one's place in the
+-- submission order, which orders their submitted times. A row whose id exists already, or
+-- whose tracker is held by a non-final job, is skipped; the caller finds out
+-- which and why.
+WITH ins AS (
+    INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
+                             tracker, state, max_retries, run_at, submitted)
+    SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
+           nullif(i.tracker, ''), i.state, i.max_retries,
+           coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
+           now() + i.pos * interval '1 microsecond'
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[],
+                  $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[])
+           WITH ORDINALITY AS i (id, task, group_name, args, subject, submitter, priority,
+                                 tracker, state, max_retries, run_at, pos, ord)
+     ORDER BY i.ord
+        ON CONFLICT DO NOTHING
+ RETURNING id, task, group_name, state
+), ev AS (
+    INSERT INTO fairway_event (job_id, task, group_name, state)
+    SELECT id, task, group_name, state FROM ins
+)
+SELECT id FROM ins

@@ -1,0 +1,13 @@
+-- Marks scheduled jobs running when their executor reports the start.
+-- $1..$3: id, attempt, worker of each report.
+WITH s AS (
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[]) WITH ORDINALITY AS s (id, attempt, worker, ord)
+), upd AS (
+    UPDATE fairway_job j
+       SET state = 'running', started = now()
+      FROM s
+     WHERE j.id = s.id AND j.attempt = s.attempt AND j.worker = s.worker AND j.state = 'scheduled'
+ RETURNING j.id, j.task, j.group_name, j.attempt, j.worker, s.ord
+)
+INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
+SELECT id, task, group_name, 'running', 'scheduled', attempt, worker FROM upd ORDER BY ord

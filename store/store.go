@@ -1,0 +1,152 @@
+// Package store keeps Fairway's jobs in PostgreSQL: the single source of
+// truth for job state. It is the only package that imports pgx; its methods
+// take and return domain types, and pgx errors never leave it.
+//
+// Every state change writes its lifecycle event into an outbox table in the
+// same transaction, so an event exists for every committed change even if
+// the process dies right after the commit.
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is Fairway's PostgreSQL store.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *slog.Logger
+}
+
+// Options configures Open.
+type Options struct {
+	// MaxConns caps the connection pool. Defaults to 10.
+	MaxConns int32
+	// Logger receives the store's own logs. Defaults to discard.
+	Logger *slog.Logger
+}
+
+// Open connects to the database at url. It does not migrate: call Migrate.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 10
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", redact(cfg), interpretError(err))
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, log: log}, nil
+}
+
+func redact(cfg *pgxpool.Config) string {
+	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return interpretError(s.pool.Ping(ctx)) }
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	return interpretError(pgx.BeginFunc(ctx, s.pool, fn))
+}
+
+// interpretError turns pgx and PostgreSQL errors into Fairway's: a
+// connection failure is unavailable, the rest keep their text.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *fairway.Error
+	if errors.As(err, &fe) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P03":
+			return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL: " + pgErr.Message}
+		}
+		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)
+	}
+	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL unreachable: " + err.Error()}
+	}
+	return err
+}
+
+//go:embed sql/job_columns.sql
+var jobColumns string
+
+func init() {
+	jobColumns = strings.TrimSpace(stripComments(jobColumns))
+	claimMarkSQL = strings.ReplaceAll(claimMarkSQL, "{{job_columns}}", jobColumns)
+}
+
+func stripComments(sql string) string {
+	var b strings.Builder
+	for line := range strings.Lines(sql) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// scanJob reads a row selected with jobColumns.
+func scanJob(row pgx.Row) (fairway.Job, error) {
+	var j fairway.Job
+	var args, result []byte
+	err := row.Scan(&j.ID, &j.Task, &j.Group, &args, &j.Subject, &j.Submitter, &j.Priority,
+		&j.Tracker, &j.State, &j.Retries, &j.MaxRetries, &j.Attempt, &j.RunAt, &j.ExpiresAt,
+		&j.DependsOn, &j.Progress, &j.Worker, &j.LeaseUntil, &j.Submitted, &j.Started,
+		&j.Finished, &result, &j.Error)
+	j.Args, j.Result = args, result
+	return j, err
+}
+
+func collectJobs(rows pgx.Rows) ([]fairway.Job, error) {
+	defer rows.Close()
+	var jobs []fairway.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+// interval renders a duration for a ::interval parameter.
+func interval(d time.Duration) string {
+	return fmt.Sprintf("%d microseconds", d.Microseconds())
+}

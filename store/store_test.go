@@ -1,0 +1,383 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	pgtest.SetTemplate(func(ctx context.Context, url string) error {
+		s, err := store.Open(ctx, url, store.Options{})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		_, err = s.Migrate(ctx)
+		return err
+	})
+	pgtest.Main(m)
+}
+
+var allTasks = []string{"t"}
+
+
+func setup(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := store.Open(ctx, pgtest.NewDB(t), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s, ctx
+}
+
+func sub(group string, prio fairway.Priority) fairway.Submission {
+	s := fairway.Submission{Group: group, Task: "t", Priority: prio}
+	if err := s.Normalize("", "", fairway.DefaultMaxArgsSize, 3); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func insert(t *testing.T, s *store.Store, subs ...fairway.Submission) []string {
+	t.Helper()
+	res, err := s.InsertJobs(t.Context(), subs, nil)
+	require.NoError(t, err)
+	ids := make([]string, len(res))
+	for i, r := range res {
+		require.Nil(t, r.Err)
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+func claim(t *testing.T, s *store.Store, worker string, n int) []fairway.Job {
+	t.Helper()
+	jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: worker, Limit: n, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(jobs), n, "never more jobs than free slots")
+	return jobs
+}
+
+func groupsOf(jobs []fairway.Job) []string {
+	var gs []string
+	for _, j := range jobs {
+		gs = append(gs, j.Group)
+	}
+	return gs
+}
+
+func priosOf(jobs []fairway.Job) string {
+	var b []byte
+	for _, j := range jobs {
+		b = append(b, "HL"[map[fairway.Priority]int{fairway.PriorityHigh: 0, fairway.PriorityLow: 1}[j.Priority]])
+	}
+	return string(b)
+}
+
+// claimOneByOne claims n jobs with one claim each.
+func claimOneByOne(t *testing.T, s *store.Store, n int) []fairway.Job {
+	var jobs []fairway.Job
+	for range n {
+		jobs = append(jobs, claim(t, s, "w", 1)...)
+	}
+	return jobs
+}
+
+func TestRoundRobinOverGroups(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t)
+			// Group a submits everything first: FIFO would run a's jobs first.
+			for _, g := range []string{"a", "a", "a", "a", "b", "b", "c", "c", "c"} {
+				insert(t, s, sub(g, fairway.PriorityLow))
+			}
+			var jobs []fairway.Job
+			if batch {
+				jobs = claim(t, s, "w", 100)
+			} else {
+				jobs = claimOneByOne(t, s, 10)
+			}
+			require.Equal(t, []string{"a", "b", "c", "a", "b", "c", "a", "c", "a"}, groupsOf(jobs))
+			// Within a group, oldest first.
+			var aJobs []fairway.Job
+			for _, j := range jobs {
+				if j.Group == "a" {
+					aJobs = append(aJobs, j)
+				}
+			}
+			for i := 1; i < len(aJobs); i++ {
+				require.True(t, aJobs[i-1].Submitted.Before(aJobs[i].Submitted))
+			}
+		})
+	}
+}
+
+func TestRoundRobinContinuesAcrossClaims(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	for range 3 {
+		insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
+	}
+	require.Equal(t, []string{"a", "b"}, groupsOf(claim(t, s, "w", 2)))
+	require.Equal(t, []string{"c", "a"}, groupsOf(claim(t, s, "w", 2)))
+	// A new group that sorts before the cursor waits for the wrap-around.
+	insert(t, s, sub("0", fairway.PriorityLow))
+	require.Equal(t, []string{"b", "c", "0", "a", "b", "c"}, groupsOf(claim(t, s, "w", 10)))
+}
+
+func TestCountingScheme(t *testing.T) {
+	t.Parallel()
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			t.Parallel()
+			s, _ := setup(t)
+			for range 10 {
+				insert(t, s, sub("a", fairway.PriorityLow))
+			}
+			for range 10 {
+				insert(t, s, sub("a", fairway.PriorityHigh))
+			}
+			var jobs []fairway.Job
+			if batch {
+				jobs = claim(t, s, "w", 20)
+			} else {
+				jobs = claimOneByOne(t, s, 20)
+			}
+			// 4,1: four high, one low, start over; when high runs out, low
+			// is taken instead.
+			require.Equal(t, "HHHHLHHHHLHHLLLLLLLL", priosOf(jobs))
+		})
+	}
+}
+
+func TestCountingSchemeFallsBackToOtherPriority(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	for range 3 {
+		insert(t, s, sub("a", fairway.PriorityLow))
+	}
+	require.Equal(t, "LLL", priosOf(claimOneByOne(t, s, 3)))
+	// The scheme moved on by three steps even so: the next asks are
+	// H, L, H, H, H, H; with three of each, the last two fall back to low.
+	for range 3 {
+		insert(t, s, sub("a", fairway.PriorityHigh), sub("a", fairway.PriorityLow))
+	}
+	require.Equal(t, "HLHHLL", priosOf(claim(t, s, "w", 6)))
+}
+
+// fail runs the claimed job into an error outcome, as the executor would.
+func fail(t *testing.T, s *store.Store, j fairway.Job, kind string, delay time.Duration) store.Applied {
+	t.Helper()
+	ctx := t.Context()
+	a := store.Attempt{JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
+	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: kind, Error: "boom"}}, delay)
+	require.NoError(t, err)
+	require.Len(t, applied, 1)
+	return applied[0]
+}
+
+func TestDueStuckJobsComeFirst(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	first := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	j := claim(t, s, "w", 1)[0]
+	require.Equal(t, first, j.ID)
+	require.Equal(t, fairway.StateStuck, fail(t, s, j, "error", 0).State)
+	// Newer waiting jobs, even of high priority, come after the due stuck one.
+	insert(t, s, sub("a", fairway.PriorityHigh), sub("a", fairway.PriorityHigh))
+	jobs := claim(t, s, "w", 3)
+	require.Equal(t, first, jobs[0].ID)
+	require.Equal(t, 2, jobs[0].Attempt)
+	require.Len(t, jobs, 3)
+}
+
+func TestRetryDelaysAndAttempts(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	su := sub("a", fairway.PriorityLow)
+	retries := 2
+	su.MaxRetries = &retries
+	id := insert(t, s, su)[0]
+	delay := time.Hour
+	for attempt := 1; attempt <= 3; attempt++ {
+		jobs := claim(t, s, "w", 1)
+		require.Len(t, jobs, 1, "attempt %d", attempt)
+		require.Equal(t, attempt, jobs[0].Attempt)
+		applied := fail(t, s, jobs[0], "error", delay)
+		job, err := s.Get(ctx, "", id)
+		require.NoError(t, err)
+		require.Equal(t, attempt, job.Retries)
+		if attempt <= retries {
+			require.Equal(t, fairway.StateStuck, applied.State)
+			// retry-delay × 2^(retries-1), counted from the attempt's start.
+			want := delay * time.Duration(1<<(attempt-1))
+			require.Equal(t, want, job.RunAt.Sub(*job.Started))
+			require.Empty(t, claim(t, s, "w", 1), "not due before its delay")
+			makeDue(t, s, id)
+		} else {
+			require.Equal(t, fairway.StateFailed, applied.State, "N retries: N+1 attempts, then failed")
+			require.NotNil(t, job.Finished)
+			require.Equal(t, "boom", job.Error)
+		}
+	}
+	require.Empty(t, claim(t, s, "w", 1))
+}
+
+func TestPermanentErrorFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow))
+	require.Equal(t, fairway.StateFailed, fail(t, s, claim(t, s, "w", 1)[0], "permanent", time.Hour).State)
+}
+
+func TestLateResultIsRefused(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	j := claim(t, s, "old", 1)[0]
+	expireLease(t, s, id)
+	lost, err := s.ExpireLeases(ctx, 100, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []store.Applied{{JobID: id, State: fairway.StateStuck}}, lost)
+	again := claim(t, s, "new", 1)
+	require.Len(t, again, 1, "a lost job is due again at once")
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "old"}, Kind: "success"}}, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, applied, "the old attempt's result must not apply")
+	job, err := s.Get(ctx, "", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateScheduled, job.State)
+	require.Equal(t, "new", job.Worker)
+	require.Equal(t, 1, job.Retries)
+}
+
+func TestDuplicateIDAndTracker(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	a := sub("a", fairway.PriorityLow)
+	a.Tracker = "invoice-7"
+	res, err := s.InsertJobs(ctx, []fairway.Submission{a, a}, nil)
+	require.NoError(t, err)
+	require.True(t, res[0].Created)
+	require.False(t, res[1].Created, "the same id twice makes one job")
+	require.Nil(t, res[1].Err)
+
+	b := sub("a", fairway.PriorityLow)
+	b.Tracker = "invoice-7"
+	res, err = s.InsertJobs(ctx, []fairway.Submission{b}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, fairway.ErrDuplicate)
+	require.Equal(t, a.ID, res[0].Err.JobID, "the reply names the job holding the tracker")
+
+	// Once the first is final, the tracker is free again.
+	_, err = s.Cancel(ctx, "", a.ID)
+	require.NoError(t, err)
+	res, err = s.InsertJobs(ctx, []fairway.Submission{b}, nil)
+	require.NoError(t, err)
+	require.True(t, res[0].Created)
+}
+
+func TestConcurrentClaimsNeverShareAJob(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	var subs []fairway.Submission
+	for i := range 300 {
+		subs = append(subs, sub(fmt.Sprintf("g%d", i%7), fairway.PriorityLow))
+	}
+	insert(t, s, subs...)
+	var mu sync.Mutex
+	seen := map[string]string{}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			worker := fmt.Sprintf("w%d", w)
+			for {
+				jobs, err := s.Claim(context.Background(), store.ClaimParams{Worker: worker, Limit: 7, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(jobs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range jobs {
+					if other, dup := seen[j.ID]; dup {
+						t.Errorf("job %s handed to %s and %s", j.ID, other, worker)
+					}
+					seen[j.ID] = worker
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, seen, 300)
+}
+
+func TestClaimOnlyTasksTheExecutorRuns(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	other := sub("a", fairway.PriorityLow)
+	other.Task = "other"
+	insert(t, s, other, sub("a", fairway.PriorityLow))
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 5, Tasks: []string{"other"}, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "other", jobs[0].Task)
+}
+
+func TestEventsFollowEachChangeInOrder(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	j := claim(t, s, "w", 1)[0]
+	a := store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "w"}
+	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+	_, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: "success", Result: []byte(`{"n":1}`)}}, time.Second)
+	require.NoError(t, err)
+	var got []string
+	n, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		for _, e := range evs {
+			require.Equal(t, id, e.JobID)
+			got = append(got, string(e.PreviousState)+">"+string(e.State))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>success"}, got)
+	// Published events are gone from the outbox.
+	n, err = s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
+	require.NoError(t, err)
+	require.Zero(t, n)
+	job, err := s.Get(ctx, "", id)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":1}`, string(job.Result))
+	require.Equal(t, 100, job.Progress)
+}
+
+func TestFailedPublishKeepsEvents(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow))
+	_, err := s.PublishEvents(ctx, 100, func([]store.Event) error { return fmt.Errorf("nats down") })
+	require.ErrorContains(t, err, "nats down")
+	n, err := s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
+
+func makeDue(t *testing.T, s *store.Store, id string)     { s.SetDue(t, id) }
+func expireLease(t *testing.T, s *store.Store, id string) { s.ExpireLease(t, id) }

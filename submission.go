@@ -1,0 +1,239 @@
+package fairway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Limits on the sizes of a submission's text fields.
+const (
+	MaxNameLength      = 64  // group and task names
+	MaxIDLength        = 128 // client-supplied job ids
+	MaxSubjectLength   = 512
+	MaxSubmitterLength = 256
+	MaxTrackerLength   = 256
+	MaxRetriesLimit    = 100
+	// DefaultMaxArgsSize is the default limit on a job's args (1 MiB).
+	DefaultMaxArgsSize = 1 << 20
+)
+
+// Submission is a request to create a job: the JSON body clients publish to
+// fairway.submit.<group>.<task> or send to fairway.api.<group>.submit.
+type Submission struct {
+	// ID makes the submit idempotent: a job id submitted twice creates one
+	// job. Generated (UUIDv7, time-ordered) when empty.
+	ID string `json:"id,omitempty"`
+	// Task names the code to run. Optional in the body when the subject
+	// names it; must match the subject when both do.
+	Task string `json:"task,omitempty"`
+	// Group is the tenant the job is fair to. Same rule as Task.
+	Group string `json:"group,omitempty"`
+	// Args is the task's input: a JSON object. Defaults to {}.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Subject is a human description of the job.
+	Subject string `json:"subject,omitempty"`
+	// Submitter says who submitted the job.
+	Submitter string `json:"submitter,omitempty"`
+	// Priority is high or low. Defaults to low.
+	Priority Priority `json:"priority,omitempty"`
+	// Tracker is a de-duplication key: the submit is refused while a
+	// non-final job with the same tracker exists.
+	Tracker string `json:"tracker,omitempty"`
+	// MaxRetries is how many times a failed job is retried. Defaults to the
+	// coordinator's scheduler.retries.
+	MaxRetries *int `json:"max_retries,omitempty"`
+	// RunAt makes the job ineligible before this time.
+	RunAt *time.Time `json:"run_at,omitempty"`
+}
+
+// DecodeSubmission parses a submission body strictly: unknown fields and
+// values of the wrong type are errors naming the field. The body may not
+// exceed maxArgs plus 64 KiB for the other fields.
+func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
+	var s Submission
+	if limit := maxArgs + 64<<10; int64(len(data)) > limit {
+		return s, Invalid("args", "submission of %d bytes exceeds the limit of %d bytes (args may be at most %d bytes)", len(data), limit, maxArgs)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return s, decodeError(err)
+	}
+	if dec.More() {
+		return s, Invalid("body", "unexpected data after the JSON object")
+	}
+	return s, nil
+}
+
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return Invalid("body", "must be a JSON object, not %s", typeErr.Value)
+		}
+		return Invalid(field, "must be %s, not %s", jsonTypeName(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return Invalid("body", "not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return Invalid(field, "unknown field")
+	case strings.Contains(err.Error(), "parsing time"):
+		return Invalid("run_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
+	case errors.Is(err, io.EOF):
+		return Invalid("body", "empty body: expected a JSON object")
+	}
+	return Invalid("body", "%v", err)
+}
+
+func jsonTypeName(goType string) string {
+	switch goType {
+	case "string", "fairway.Priority":
+		return "a string"
+	case "int", "*int":
+		return "a whole number"
+	case "time.Time":
+		return "an RFC 3339 time string"
+	}
+	return goType
+}
+
+// Normalize checks the submission against the group and task named by its
+// subject (either may be "" when the subject names none), fills defaults
+// and returns the first problem as an *Error naming the field.
+func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries int) error {
+	if s.Group == "" {
+		s.Group = group
+	} else if group != "" && s.Group != group {
+		return Invalid("group", "body names group %q but the subject names %q", s.Group, group)
+	}
+	if s.Task == "" {
+		s.Task = task
+	} else if task != "" && s.Task != task {
+		return Invalid("task", "body names task %q but the subject names %q", s.Task, task)
+	}
+	if err := CheckName("group", s.Group); err != nil {
+		return err
+	}
+	if err := CheckName("task", s.Task); err != nil {
+		return err
+	}
+	if s.ID == "" {
+		s.ID = NewID()
+	} else if err := checkID(s.ID); err != nil {
+		return err
+	}
+	switch s.Priority {
+	case "":
+		s.Priority = PriorityLow
+	case PriorityHigh, PriorityLow:
+	default:
+		return Invalid("priority", "unknown priority %q: use \"high\" or \"low\"", s.Priority)
+	}
+	if err := checkArgs(s.Args, maxArgs); err != nil {
+		return err
+	}
+	if len(s.Args) == 0 {
+		s.Args = json.RawMessage("{}")
+	}
+	if err := checkLen("subject", s.Subject, MaxSubjectLength); err != nil {
+		return err
+	}
+	if err := checkLen("submitter", s.Submitter, MaxSubmitterLength); err != nil {
+		return err
+	}
+	if err := checkLen("tracker", s.Tracker, MaxTrackerLength); err != nil {
+		return err
+	}
+	if s.MaxRetries == nil {
+		s.MaxRetries = &defaultRetries
+	} else if *s.MaxRetries < 0 || *s.MaxRetries > MaxRetriesLimit {
+		return Invalid("max_retries", "%d is not in 0..%d", *s.MaxRetries, MaxRetriesLimit)
+	}
+	return nil
+}
+
+func checkArgs(args json.RawMessage, maxArgs int64) error {
+	if int64(len(args)) > maxArgs {
+		return Invalid("args", "%d bytes exceeds the limit of %d bytes", len(args), maxArgs)
+	}
+	trimmed := bytes.TrimSpace(args)
+	if len(trimmed) == 0 {
+		return nil
+	}
+	if trimmed[0] != '{' {
+		return Invalid("args", "must be a JSON object, not %s", describeJSON(trimmed))
+	}
+	if !json.Valid(trimmed) {
+		return Invalid("args", "not valid JSON")
+	}
+	return nil
+}
+
+func describeJSON(v []byte) string {
+	switch v[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func checkLen(field, v string, limit int) error {
+	if len(v) > limit {
+		return Invalid(field, "%d bytes exceeds the limit of %d", len(v), limit)
+	}
+	return nil
+}
+
+// CheckName checks that a group or task name is one safe NATS subject
+// token: 1 to 64 letters, digits, '-' or '_'.
+func CheckName(field, name string) error {
+	if name == "" {
+		return Invalid(field, "missing: every job needs a %s", field)
+	}
+	if len(name) > MaxNameLength {
+		return Invalid(field, "%q is longer than %d characters", name, MaxNameLength)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return Invalid(field, "%q contains %q: only letters, digits, '-' and '_' are allowed (it must be one NATS subject token)", name, r)
+		}
+	}
+	return nil
+}
+
+func checkID(id string) error {
+	if len(id) > MaxIDLength {
+		return Invalid("id", "%d characters exceeds the limit of %d", len(id), MaxIDLength)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+			return Invalid("id", "%q contains %q: only letters, digits, '-', '_', '.' and ':' are allowed", id, r)
+		}
+	}
+	return nil
+}
+
+// NewID returns a new time-ordered job id (UUIDv7).
+func NewID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		panic(fmt.Sprintf("fairway: generating a job id: %v", err))
+	}
+	return id.String()
+}
