@@ -89,6 +89,8 @@ func decodeError(err error) error {
 		return Invalid(field, "unknown field")
 	case strings.Contains(err.Error(), "parsing time"):
 		return Invalid("run_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return Invalid("body", "not valid JSON: it ends too early")
 	case errors.Is(err, io.EOF):
 		return Invalid("body", "empty body: expected a JSON object")
 	}

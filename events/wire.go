@@ -34,10 +34,10 @@ type Event struct {
 // or the verb's result is in the other fields.
 type Reply struct {
 	Error     *fairway.Error     `json:"error,omitempty"`
-	ID        string             `json:"id,omitempty"`    // submit
-	Job       *fairway.Job       `json:"job,omitempty"`   // submit, get, cancel
-	Jobs      []fairway.Job      `json:"jobs,omitempty"`  // list
-	Logs      []fairway.LogLine  `json:"logs,omitempty"`  // logs
+	ID        string             `json:"id,omitempty"`   // submit
+	Job       *fairway.Job       `json:"job,omitempty"`  // submit, get, cancel
+	Jobs      []fairway.Job      `json:"jobs,omitempty"` // list
+	Logs      []fairway.LogLine  `json:"logs,omitempty"` // logs
 	Executors []fairway.Executor `json:"executors,omitempty"`
 }
 

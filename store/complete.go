@@ -45,6 +45,8 @@ type Outcome struct {
 type Applied struct {
 	JobID string
 	State fairway.State
+	// RunAt is when a waiting or stuck job becomes due.
+	RunAt time.Time
 }
 
 // MarkRunning records that executors started attempts. Reports about
@@ -94,7 +96,7 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
 		var a Applied
-		err := row.Scan(&a.JobID, &a.State)
+		err := row.Scan(&a.JobID, &a.State, &a.RunAt)
 		return a, err
 	})
 }

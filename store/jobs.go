@@ -342,3 +342,14 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 	}
 	return &out, nil
 }
+
+// FutureDueTimes returns the distinct times at which waiting or stuck jobs
+// that are not due yet become due, earliest first, at most limit of them.
+func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT run_at FROM fairway_job
+		WHERE state IN ('waiting', 'stuck') AND run_at > now() ORDER BY run_at LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading due times: %w", interpretError(err))
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
+}

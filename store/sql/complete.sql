@@ -42,10 +42,10 @@ WITH o AS (
            lease_until = NULL
       FROM cur
      WHERE j.id = cur.id
- RETURNING j.id, j.task, j.group_name, j.state, j.attempt, coalesce(j.error, '') AS error,
+ RETURNING j.id, j.task, j.group_name, j.state, j.attempt, j.run_at, coalesce(j.error, '') AS error,
            cur.prev_state, cur.worker, cur.ord
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error, worker)
     SELECT id, task, group_name, state, prev_state, attempt, error, worker FROM upd ORDER BY ord
 )
-SELECT id, state FROM upd ORDER BY ord
+SELECT id, state, run_at FROM upd ORDER BY ord

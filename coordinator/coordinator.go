@@ -1,0 +1,261 @@
+// Package coordinator ingests submissions into PostgreSQL, hands jobs to
+// executors fairly, applies their reports, recovers jobs whose executor was
+// lost, and publishes every committed state change as an event.
+//
+// Coordinators are all equal: run as many as you like against the same
+// PostgreSQL and NATS. They share work through JetStream durable consumers
+// and NATS queue groups, and share the fairness state through PostgreSQL.
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults of Config.
+const (
+	RetriesDefault          = 5
+	RetryDelayDefault       = time.Minute
+	LeaseDefault            = 30 * time.Second
+	IngestBatchDefault      = 500
+	HeartbeatTimeoutDefault = 15 * time.Second
+	queueGroup              = "fairway-coordinators"
+)
+
+// Config configures a Coordinator.
+type Config struct {
+	// Prefix is the subject prefix. Defaults to "fairway".
+	Prefix string
+	// Scheme is the counting scheme. Defaults to 4,1.
+	Scheme store.CountingScheme
+	// Retries is the max_retries of jobs submitted without one. Defaults to 5.
+	Retries *int
+	// RetryDelay is the delay before the first retry; it doubles with each
+	// further one. Defaults to 1 minute.
+	RetryDelay time.Duration
+	// Lease is how long a job handed to an executor stays its own without a
+	// heartbeat. Defaults to 30 seconds.
+	Lease time.Duration
+	// MaxArgsSize caps a job's args. Defaults to 1 MiB.
+	MaxArgsSize int64
+	// IngestBatch caps the submissions stored in one transaction. Defaults
+	// to 500.
+	IngestBatch int
+	// HeartbeatTimeout is how long an executor may stay silent before another
+	// executor may take over its app-id. Defaults to 15 seconds.
+	HeartbeatTimeout time.Duration
+	// StreamOptions tunes the JetStream streams.
+	StreamOptions events.StreamOptions
+	// Logger receives the coordinator's logs. Defaults to discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Scheme == (store.CountingScheme{}) {
+		c.Scheme = store.CountingScheme{High: 4, Low: 1}
+	}
+	if c.Retries == nil {
+		r := RetriesDefault
+		c.Retries = &r
+	}
+	c.RetryDelay = cmp.Or(c.RetryDelay, RetryDelayDefault)
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
+	c.IngestBatch = cmp.Or(c.IngestBatch, IngestBatchDefault)
+	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
+		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
+	}
+	if *c.Retries < 0 || *c.Retries > fairway.MaxRetriesLimit {
+		errs = append(errs, fmt.Errorf("retries %d: must be in 0..%d", *c.Retries, fairway.MaxRetriesLimit))
+	}
+	if c.RetryDelay < 0 {
+		errs = append(errs, fmt.Errorf("retry-delay %s: must be positive", c.RetryDelay))
+	}
+	if c.Lease < time.Second {
+		errs = append(errs, fmt.Errorf("lease %s: must be at least 1s", c.Lease))
+	}
+	if c.IngestBatch < 1 || c.IngestBatch > 10000 {
+		errs = append(errs, fmt.Errorf("ingest-batch %d: must be in 1..10000", c.IngestBatch))
+	}
+	return errors.Join(errs...)
+}
+
+// Coordinator is one coordinator process's worth of services.
+type Coordinator struct {
+	cfg      Config
+	store    *store.Store
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects events.Subjects
+	log      *slog.Logger
+
+	outboxKick chan struct{}
+	due        *dueTimes
+	tasks      *taskCache
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	subs     []*nats.Subscription
+	consumes []jetstream.ConsumeContext
+	wg       sync.WaitGroup
+}
+
+// New returns a coordinator; Start runs it.
+func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("coordinator config: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	return &Coordinator{
+		cfg: cfg, store: st, nc: nc, js: js,
+		subjects:   events.NewSubjects(cfg.Prefix),
+		log:        cfg.Logger,
+		outboxKick: make(chan struct{}, 1),
+		due:        newDueTimes(),
+		tasks:      &taskCache{},
+	}, nil
+}
+
+// Start creates the streams and consumers and starts the services. It
+// returns once they run; they stop with Stop or when ctx ends.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return errors.New("coordinator already started")
+	}
+	if err := events.EnsureStreams(ctx, c.js, c.subjects, c.cfg.StreamOptions); err != nil {
+		return err
+	}
+	if err := c.tasks.refresh(ctx, c.store); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.Stop()
+		case <-runCtx.Done():
+		}
+	}()
+	steps := []func(context.Context) error{c.startAPI, c.startExecutorProtocol, c.startIngest, c.startResults}
+	for _, step := range steps {
+		if err := step(runCtx); err != nil {
+			c.stopLocked()
+			return err
+		}
+	}
+	c.goLoop(runCtx, c.publishLoop)
+	c.goLoop(runCtx, c.sweepLoop)
+	c.goLoop(runCtx, c.dueLoop)
+	if err := c.due.load(ctx, c.store); err != nil {
+		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
+	}
+	c.kickOutbox()
+	c.notifyWork()
+	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
+		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay, "lease", c.cfg.Lease)
+	return nil
+}
+
+func (c *Coordinator) goLoop(ctx context.Context, loop func(context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		loop(ctx)
+	}()
+}
+
+// Stop stops taking requests and messages and waits for the work in hand to
+// finish. Safe to call twice.
+func (c *Coordinator) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopLocked()
+}
+
+func (c *Coordinator) stopLocked() {
+	if c.cancel == nil {
+		return
+	}
+	for _, s := range c.subs {
+		_ = s.Drain()
+	}
+	for _, cc := range c.consumes {
+		cc.Drain()
+	}
+	for _, cc := range c.consumes {
+		<-cc.Closed()
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.subs, c.consumes = nil, nil
+	c.log.Info("coordinator stopped")
+}
+
+// subscribe adds a queue subscription shared by all coordinators.
+func (c *Coordinator) subscribe(subject string, handle nats.MsgHandler) error {
+	sub, err := c.nc.QueueSubscribe(subject, queueGroup, handle)
+	if err != nil {
+		return fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	c.subs = append(c.subs, sub)
+	return nil
+}
+
+// notifyWork wakes idle executors: new work may be eligible.
+func (c *Coordinator) notifyWork() {
+	if err := c.nc.Publish(c.subjects.NotifyWork(), nil); err != nil {
+		c.log.Debug("publishing a work notification", "error", err)
+	}
+}
+
+func (c *Coordinator) kickOutbox() {
+	select {
+	case c.outboxKick <- struct{}{}:
+	default:
+	}
+}
+
+// afterChange follows up committed changes: publish their events, wake
+// executors when jobs became eligible now, and remember later due times.
+func (c *Coordinator) afterChange(applied []store.Applied) {
+	if len(applied) == 0 {
+		return
+	}
+	c.kickOutbox()
+	for _, a := range applied {
+		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
+			if a.RunAt.After(time.Now()) {
+				c.due.add(a.RunAt)
+			} else {
+				c.notifyWork()
+			}
+		}
+	}
+}

@@ -1,0 +1,409 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	pgtest.SetTemplate(func(ctx context.Context, url string) error {
+		s, err := store.Open(ctx, url, store.Options{})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		_, err = s.Migrate(ctx)
+		return err
+	})
+	pgtest.Main(m)
+}
+
+// waitTimeout bounds every wait for an event: generous, since a failing
+// test ends at the first one that does not come.
+const waitTimeout = 20 * time.Second
+
+type harness struct {
+	t      *testing.T
+	ns     *server.Server
+	nc     *nats.Conn
+	store  *store.Store
+	client *events.Client
+	events chan events.Event
+}
+
+func setup(t *testing.T) *harness {
+	t.Helper()
+	ctx := t.Context()
+	ns, nc := natstest.Start(t)
+	st, err := store.Open(ctx, pgtest.NewDB(t), store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	retries := 3
+	coord, err := coordinator.New(st, nc, coordinator.Config{
+		RetryDelay: 20 * time.Millisecond,
+		Retries:    &retries,
+		Logger:     testLogger(t),
+	})
+	require.NoError(t, err)
+	require.NoError(t, coord.Start(ctx))
+	t.Cleanup(coord.Stop)
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 10000)}
+	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+	return h
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// executor starts an executor with the given handlers.
+func (h *harness) executor(appID string, pool int, handlers map[string]executor.Handler) *executor.Executor {
+	h.t.Helper()
+	nc, err := nats.Connect(h.ns.ClientURL())
+	require.NoError(h.t, err)
+	h.t.Cleanup(nc.Close)
+	ex, err := executor.New(nc, executor.Config{AppID: appID, PoolSize: pool, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(h.t)})
+	require.NoError(h.t, err)
+	for task, handler := range handlers {
+		ex.Handle(task, handler)
+	}
+	require.NoError(h.t, ex.Start(h.t.Context()))
+	h.t.Cleanup(ex.Stop)
+	return ex
+}
+
+// until collects events until one satisfies done, and returns them all.
+func (h *harness) until(done func(events.Event) bool) []events.Event {
+	h.t.Helper()
+	var seen []events.Event
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case ev := <-h.events:
+			seen = append(seen, ev)
+			if done(ev) {
+				return seen
+			}
+		case <-timeout:
+			h.t.Fatalf("no matching event within %s; saw %d events: %v", waitTimeout, len(seen), seen)
+		}
+	}
+}
+
+// final waits until job id reaches a final state and returns its events.
+func (h *harness) final(id string) []events.Event {
+	h.t.Helper()
+	var mine []events.Event
+	h.until(func(ev events.Event) bool {
+		if ev.JobID != id {
+			return false
+		}
+		mine = append(mine, ev)
+		return ev.State.Final()
+	})
+	return mine
+}
+
+func transitions(evs []events.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, string(ev.PreviousState)+">"+string(ev.State))
+	}
+	return out
+}
+
+func echo(_ context.Context, job *executor.Job) error { return job.SetResult(job.Args) }
+
+func submit(t *testing.T, h *harness, sub fairway.Submission) string {
+	t.Helper()
+	id, err := h.client.Submit(t.Context(), sub)
+	require.NoError(t, err)
+	return id
+}
+
+func TestJobRunsEndToEndWithEvents(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("ex1", 2, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
+		job.Logger.Info("hello from the task", "n", 1)
+		job.SetProgress(50)
+		return echo(ctx, job)
+	}})
+	id := submit(t, h, fairway.Submission{Group: "acme", Task: "echo", Args: json.RawMessage(`{"x":1}`)})
+	evs := h.final(id)
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(evs))
+	for _, ev := range evs {
+		require.Equal(t, "acme", ev.Group)
+		require.Equal(t, "echo", ev.Task)
+		require.NotEmpty(t, ev.ID)
+		require.False(t, ev.Time.IsZero())
+	}
+	require.Equal(t, "ex1", evs[3].Executor)
+	require.Equal(t, 1, evs[3].Attempt)
+	job, err := h.client.Get(t.Context(), "acme", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, job.State)
+	require.JSONEq(t, `{"x":1}`, string(job.Result))
+	logs, err := h.client.Logs(t.Context(), "acme", id)
+	require.NoError(t, err)
+	require.Len(t, logs, 1)
+	require.Contains(t, logs[0].Message, "hello from the task")
+	require.Contains(t, logs[0].Message, "n=1")
+	// The tenant API does not show another group's job.
+	_, err = h.client.Get(t.Context(), "other", id)
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+}
+
+func TestRetriesThenSuccessAndExhaustion(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("ex1", 2, map[string]executor.Handler{"flaky": func(_ context.Context, job *executor.Job) error {
+		var args struct{ Fails int }
+		_ = job.Bind(&args)
+		if job.Attempt <= args.Fails {
+			return errors.New("not yet")
+		}
+		return nil
+	}})
+	ok := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":2}`)})
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck",
+		"stuck>scheduled", "scheduled>running", "running>stuck",
+		"stuck>scheduled", "scheduled>running", "running>success"}, transitions(h.final(ok)))
+
+	one := 1
+	bad := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":99}`), MaxRetries: &one})
+	evs := h.final(bad)
+	last := evs[len(evs)-1]
+	require.Equal(t, fairway.StateFailed, last.State, "1 retry: 2 attempts, then failed")
+	require.Equal(t, 2, last.Attempt)
+	require.Equal(t, "not yet", last.Error)
+}
+
+func TestPermanentErrorAndPanic(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("ex1", 1, map[string]executor.Handler{
+		"perm":  func(context.Context, *executor.Job) error { return fairway.Permanent(errors.New("bad input")) },
+		"panic": func(context.Context, *executor.Job) error { panic("kaboom") },
+		"echo":  echo,
+	})
+	perm := submit(t, h, fairway.Submission{Group: "g", Task: "perm"})
+	evs := h.final(perm)
+	require.Equal(t, "running>failed", transitions(evs)[len(evs)-1], "a permanent error is not retried")
+
+	zero := 0
+	p := submit(t, h, fairway.Submission{Group: "g", Task: "panic", MaxRetries: &zero})
+	evs = h.final(p)
+	require.Equal(t, fairway.StateFailed, evs[len(evs)-1].State)
+	require.Contains(t, evs[len(evs)-1].Error, "kaboom")
+	// The executor survived the panic and runs the next job.
+	e := submit(t, h, fairway.Submission{Group: "g", Task: "echo"})
+	require.Equal(t, fairway.StateSuccess, h.final(e)[3].State)
+}
+
+func TestCancelWaitingAndRunningJobs(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	started := make(chan string, 1)
+	h.executor("ex1", 1, map[string]executor.Handler{"block": func(ctx context.Context, job *executor.Job) error {
+		started <- job.ID
+		<-ctx.Done()
+		return ctx.Err()
+	}})
+	later := time.Now().Add(time.Hour)
+	waiting := submit(t, h, fairway.Submission{Group: "g", Task: "block", RunAt: &later})
+	ingested := h.until(func(ev events.Event) bool { return ev.JobID == waiting })
+	job, err := h.client.Cancel(t.Context(), "g", waiting)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateCancelled, job.State)
+	require.Equal(t, []string{">waiting", "waiting>cancelled"}, transitions(append(ingested[len(ingested)-1:], h.final(waiting)...)))
+
+	running := submit(t, h, fairway.Submission{Group: "g", Task: "block"})
+	select {
+	case id := <-started:
+		require.Equal(t, running, id)
+	case <-time.After(waitTimeout):
+		t.Fatal("the job did not start")
+	}
+	_, err = h.client.Cancel(t.Context(), "", running)
+	require.NoError(t, err)
+	evs := h.final(running)
+	require.Equal(t, "running>cancelled", transitions(evs)[len(evs)-1], "cancelled, not stuck, not retried")
+
+	_, err = h.client.Cancel(t.Context(), "", running)
+	require.ErrorIs(t, err, fairway.ErrConflict, "a final job cannot be cancelled")
+	_, err = h.client.Cancel(t.Context(), "", "no-such-job")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+}
+
+func TestDuplicateSubmitMakesOneJob(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	sub := fairway.Submission{ID: "order-42", Group: "g", Task: "echo"}
+	submit(t, h, sub)
+	submit(t, h, sub)
+	_, err := h.client.SubmitWait(t.Context(), sub)
+	require.NoError(t, err)
+	// A marker job submitted after: once its event arrives, the duplicates'
+	// events would have too.
+	marker := submit(t, h, fairway.Submission{Group: "g", Task: "echo"})
+	evs := h.until(func(ev events.Event) bool { return ev.JobID == marker })
+	count := 0
+	for _, ev := range evs {
+		if ev.JobID == "order-42" {
+			count++
+		}
+	}
+	require.Equal(t, 1, count, "one job, one waiting event")
+	jobs, err := h.client.List(t.Context(), events.ListRequest{Group: "g"})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+}
+
+func TestSubmitValidationErrors(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("ex1", 1, map[string]executor.Handler{"echo": echo})
+	big := `{"s":"` + strings.Repeat("x", fairway.DefaultMaxArgsSize) + `"}`
+	cases := []struct {
+		name, group, body, field, message string
+	}{
+		{"unknown priority", "g", `{"task":"echo","priority":"urgent"}`, "priority", `unknown priority "urgent"`},
+		{"missing task", "g", `{}`, "task", "missing"},
+		{"task not a token", "g", `{"task":"a.b"}`, "task", "only letters, digits"},
+		{"group differs from subject", "g", `{"task":"echo","group":"other"}`, "group", `body names group "other" but the subject names "g"`},
+		{"args not an object", "g", `{"task":"echo","args":[1,2]}`, "args", "must be a JSON object, not an array"},
+		{"args too large", "g", `{"task":"echo","args":` + big + `}`, "args", "exceeds the limit"},
+		{"unknown field", "g", `{"task":"echo","priorty":"high"}`, "priorty", "unknown field"},
+		{"wrong type", "g", `{"task":"echo","max_retries":"three"}`, "max_retries", "must be a whole number"},
+		{"not json", "g", `{"task":`, "body", "not valid JSON"},
+		{"unknown task", "g", `{"task":"nope"}`, "task", `unknown task "nope"`},
+	}
+	for _, tc := range cases {
+		msg, err := h.nc.Request("fairway.api."+tc.group+".submit", []byte(tc.body), waitTimeout)
+		require.NoError(t, err, tc.name)
+		var reply events.Reply
+		require.NoError(t, json.Unmarshal(msg.Data, &reply), tc.name)
+		require.NotNil(t, reply.Error, tc.name)
+		require.Equal(t, fairway.CodeInvalid, reply.Error.Code, tc.name)
+		require.Equal(t, tc.field, reply.Error.Field, tc.name)
+		require.Contains(t, reply.Error.Message, tc.message, tc.name)
+	}
+	// Nothing was stored.
+	jobs, err := h.client.List(t.Context(), events.ListRequest{})
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+}
+
+func TestAsyncInvalidSubmissionGetsRejectedEvent(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	js, err := h.nc.JetStream()
+	require.NoError(t, err)
+	_, err = js.Publish("fairway.submit.acme.echo", []byte(`{"id":"bad-1","priority":"urgent"}`))
+	require.NoError(t, err)
+	_, err = js.Publish("fairway.submit.acme.echo", []byte(`{"id":"bad-2","group":"evil"}`))
+	require.NoError(t, err)
+	_, err = js.Publish("fairway.submit.acme.echo", []byte(`{"id":"good"}`))
+	require.NoError(t, err)
+	var rejected []events.Event
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateRejected {
+			rejected = append(rejected, ev)
+		}
+		return len(rejected) == 2
+	})
+	require.Equal(t, "bad-1", rejected[0].JobID)
+	require.Equal(t, "priority", rejected[0].Field)
+	require.Equal(t, fairway.CodeInvalid, rejected[0].Code)
+	require.Equal(t, "acme", rejected[0].Group)
+	require.Equal(t, "group", rejected[1].Field)
+	// The valid job next to them was stored.
+	job, err := h.client.Get(t.Context(), "acme", "good")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State)
+}
+
+func TestDuplicateAppIDIsRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("same", 1, map[string]executor.Handler{"echo": echo})
+	ex, err := executor.New(h.nc, executor.Config{AppID: "same", PoolSize: 1})
+	require.NoError(t, err)
+	ex.Handle("echo", echo)
+	err = ex.Start(t.Context())
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `app-id "same" is already in use`)
+}
+
+func TestFairnessAcrossGroupsEndToEnd(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var mu sync.Mutex
+	var order []string
+	gate := make(chan struct{})
+	h.executor("ex1", 1, map[string]executor.Handler{"work": func(_ context.Context, job *executor.Job) error {
+		<-gate
+		mu.Lock()
+		order = append(order, job.Group)
+		mu.Unlock()
+		return nil
+	}})
+	// Group a submits 10 jobs, then group b submits 2: with one slot, b's
+	// jobs run second and fourth, not after a's backlog.
+	var subs []fairway.Submission
+	for range 10 {
+		subs = append(subs, fairway.Submission{Group: "a", Task: "work"})
+	}
+	_, err := h.client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	h.until(func(ev events.Event) bool { return ev.State == fairway.StateRunning })
+	ids, err := h.client.SubmitMany(t.Context(), []fairway.Submission{{Group: "b", Task: "work"}, {Group: "b", Task: "work"}})
+	require.NoError(t, err)
+	seen := 0
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting && (ev.JobID == ids[0] || ev.JobID == ids[1]) {
+			seen++
+		}
+		return seen == 2
+	})
+	close(gate)
+	done := 0
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess {
+			done++
+		}
+		return done == 12
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"a", "b", "a", "b", "a", "a", "a", "a", "a", "a", "a", "a"}, order)
+}

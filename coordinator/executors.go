@@ -1,0 +1,144 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+)
+
+// startExecutorProtocol answers executors: registration, dispatch requests
+// and heartbeats.
+func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
+	if err := c.subscribe(c.subjects.Register(), func(msg *nats.Msg) { c.register(ctx, msg) }); err != nil {
+		return err
+	}
+	if err := c.subscribe(c.subjects.Dispatch(), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
+		return err
+	}
+	return c.subscribe(c.subjects.Heartbeat(), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
+}
+
+func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
+	var req events.RegisterRequest
+	if err := decode(msg.Data, &req); err != nil {
+		c.respond(msg, events.Reply{}, err)
+		return
+	}
+	e := req.Executor
+	if err := fairway.CheckName("app-id", e.AppID); err != nil {
+		c.respond(msg, events.Reply{}, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	released, err := c.store.RegisterExecutor(ctx, e, c.cfg.RetryDelay, c.alive)
+	if err != nil {
+		c.log.Warn("executor refused", "executor", e.AppID, "host", e.Host, "error", err)
+		c.respond(msg, events.Reply{}, err)
+		return
+	}
+	if len(released) > 0 {
+		c.log.Warn("executor restarted: released the jobs of its previous instance", "executor", e.AppID, "jobs", len(released))
+		c.afterChange(released)
+	}
+	if err := c.tasks.refresh(ctx, c.store); err != nil {
+		c.log.Warn("refreshing the known tasks", "error", err)
+	}
+	c.log.Info("executor registered", "executor", e.AppID, "host", e.Host, "slots", e.Slots, "tasks", strings.Join(e.Tasks, ","))
+	c.respond(msg, events.Reply{}, nil)
+}
+
+// alive tells whether the executor instance prev still runs: it has sent a
+// heartbeat recently and answers a ping.
+func (c *Coordinator) alive(prev fairway.Executor) bool {
+	if time.Since(prev.LastHeartbeat) > c.cfg.HeartbeatTimeout {
+		return false
+	}
+	reply, err := c.nc.Request(c.subjects.Executor(prev.AppID, "ping"), nil, time.Second)
+	return err == nil && string(reply.Data) == prev.Instance
+}
+
+func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
+	var req events.DispatchRequest
+	if err := decode(msg.Data, &req); err != nil {
+		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
+		return
+	}
+	if req.Slots <= 0 || len(req.Tasks) == 0 {
+		c.respondDispatch(msg, events.DispatchReply{})
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Error("claiming jobs", "executor", req.Executor, "error", err)
+		}
+		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
+		return
+	}
+	if len(jobs) > 0 {
+		c.kickOutbox()
+	}
+	c.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+}
+
+func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {
+	data, _ := json.Marshal(reply)
+	if err := msg.Respond(data); err != nil {
+		// The jobs stay scheduled for the executor until their lease runs
+		// out, then run elsewhere.
+		c.log.Warn("dispatch reply not sent", "error", err, "jobs", len(reply.Jobs))
+	}
+}
+
+func (c *Coordinator) heartbeat(ctx context.Context, msg *nats.Msg) {
+	var hb events.Heartbeat
+	if err := decode(msg.Data, &hb); err != nil {
+		c.log.Warn("undecodable heartbeat", "error", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := c.store.Heartbeat(ctx, hb.Executor, hb.Instance, hb.Jobs, c.cfg.Lease); err != nil {
+		c.log.Debug("heartbeat not recorded", "executor", hb.Executor, "error", err)
+	}
+}
+
+// taskCache holds the tasks some registered executor runs, so that a
+// submission of a task nobody runs is refused with a clear error.
+type taskCache struct {
+	mu    sync.RWMutex
+	tasks []string
+}
+
+func (t *taskCache) refresh(ctx context.Context, st *store.Store) error {
+	tasks, err := st.KnownTasks(ctx)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.tasks = tasks
+	t.mu.Unlock()
+	return nil
+}
+
+// check refuses a task that no registered executor runs. Before any
+// executor registered, every task is accepted.
+func (t *taskCache) check(task string) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if len(t.tasks) == 0 || slices.Contains(t.tasks, task) {
+		return nil
+	}
+	return fairway.Invalid("task", "unknown task %q: no executor has registered it (known tasks: %s)", task, strings.Join(t.tasks, ", "))
+}

@@ -1,0 +1,155 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// startIngest consumes the submit stream: submissions are validated,
+// stored in batches, and acknowledged only after the commit.
+func (c *Coordinator) startIngest(ctx context.Context) error {
+	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, c.ingest)
+}
+
+// consume runs handle on batches of messages from a durable consumer shared
+// by all coordinators. A batch is whatever has arrived, up to size: the
+// first message is waited for, the rest are taken as they are.
+func (c *Coordinator) consume(ctx context.Context, stream, name string, size int, handle func(context.Context, []jetstream.Msg)) error {
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable:       name,
+		Description:   "Fairway coordinators",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		MaxAckPending: 4 * size * 4,
+	})
+	if err != nil {
+		return fmt.Errorf("creating consumer %s on stream %s: %w", name, stream, err)
+	}
+	msgs := make(chan jetstream.Msg, 2*size)
+	cc, err := cons.Consume(func(msg jetstream.Msg) { msgs <- msg }, jetstream.PullMaxMessages(2*size))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", stream, err)
+	}
+	c.consumes = append(c.consumes, cc)
+	c.goLoop(ctx, func(ctx context.Context) {
+		batch := make([]jetstream.Msg, 0, size)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case msg := <-msgs:
+				batch = append(batch[:0], msg)
+			}
+		fill:
+			for len(batch) < size {
+				select {
+				case msg := <-msgs:
+					batch = append(batch, msg)
+				default:
+					break fill
+				}
+			}
+			handle(ctx, batch)
+		}
+	})
+	return nil
+}
+
+func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
+	subs := make([]fairway.Submission, 0, len(msgs))
+	var rejections []store.Rejection
+	for _, msg := range msgs {
+		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
+		sub, err := c.validate(group, task, msg.Data())
+		if sub.ID == "" {
+			sub.ID = messageID(msg)
+		}
+		if err != nil {
+			rejections = append(rejections, rejection(sub, group, task, err))
+			continue
+		}
+		subs = append(subs, sub)
+	}
+	res, err := c.store.InsertJobs(ctx, subs, rejections)
+	if err != nil && !errors.Is(err, fairway.ErrUnavailable) && len(msgs) > 1 {
+		// One bad value (say, a string PostgreSQL refuses) must not hold up
+		// the others: store them one by one.
+		c.log.Warn("storing a batch of submissions failed; storing them one at a time", "error", err, "batch", len(msgs))
+		for _, msg := range msgs {
+			c.ingest(ctx, []jetstream.Msg{msg})
+		}
+		return
+	}
+	if err != nil && !errors.Is(err, fairway.ErrUnavailable) {
+		sub := fairway.Submission{}
+		if len(subs) == 1 {
+			sub = subs[0]
+		}
+		group, task, _ := c.subjects.ParseSubmit(msgs[0].Subject())
+		reason := fairway.Invalid("body", "PostgreSQL refused the job: %v", err)
+		if _, err2 := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, reason)}); err2 == nil {
+			c.log.Warn("submission rejected by PostgreSQL", "job_id", sub.ID, "group", group, "task", task, "error", err)
+			_ = msgs[0].Ack()
+			c.kickOutbox()
+			return
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping: the messages are redelivered to a running coordinator
+		}
+		c.log.Error("storing submissions; they stay in JetStream and are retried", "error", err, "batch", len(msgs))
+		for _, msg := range msgs {
+			_ = msg.NakWithDelay(retryAfterOutage)
+		}
+		return
+	}
+	for _, msg := range msgs {
+		if err := msg.Ack(); err != nil {
+			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
+		}
+	}
+	var added []fairway.Submission
+	for i, r := range res {
+		if r.Created {
+			added = append(added, subs[i])
+		}
+	}
+	for _, r := range rejections {
+		c.log.Info("submission rejected", "job_id", r.JobID, "group", r.Group, "task", r.Task, "error", r.Err)
+	}
+	c.kickOutbox()
+	c.jobsAdded(added...)
+}
+
+// messageID gives a submission without an id one that is the same on every
+// redelivery: the Nats-Msg-Id header if it is a valid id, else a UUIDv7
+// made from the message's stream time and sequence.
+func messageID(msg jetstream.Msg) string {
+	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+		s := fairway.Submission{ID: id}
+		if s.Normalize("g", "t", 1, 0) == nil {
+			return id
+		}
+	}
+	meta, err := msg.Metadata()
+	if err != nil {
+		return fairway.NewID()
+	}
+	var u uuid.UUID
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", meta.Stream, meta.Sequence.Stream))
+	copy(u[6:], sum[:10])
+	ms := uint64(meta.Timestamp.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (8 * (5 - i)))
+	}
+	u[6] = u[6]&0x0f | 0x70 // version 7
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
+}

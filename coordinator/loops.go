@@ -1,0 +1,210 @@
+package coordinator
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Intervals of the background loops.
+const (
+	outboxPollInterval = time.Second // fallback when no change kicked the publisher
+	outboxBatch        = 1000
+	sweepInterval      = time.Second
+	sweepBatch         = 1000
+)
+
+// publishLoop moves events from the PostgreSQL outbox to JetStream.
+func (c *Coordinator) publishLoop(ctx context.Context) {
+	ticker := time.NewTicker(outboxPollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.outboxKick:
+		case <-ticker.C:
+		}
+		for {
+			n, err := c.store.PublishEvents(ctx, outboxBatch, func(evs []store.Event) error { return c.publishEvents(ctx, evs) })
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("publishing events; will retry", "error", err)
+				}
+				break
+			}
+			if n < outboxBatch {
+				break
+			}
+		}
+	}
+}
+
+// publishEvents publishes asynchronously and waits for every ack. Each
+// message carries the event id as Nats-Msg-Id, so a retry after a partial
+// failure does not duplicate within JetStream's window.
+func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(evs))
+	for _, e := range evs {
+		data, err := json.Marshal(events.Event{
+			ID: e.ID, JobID: e.JobID, Task: e.Task, Group: e.Group, State: e.State, PreviousState: e.PreviousState,
+			Attempt: e.Attempt, Error: e.Error, Code: e.Code, Field: e.Field, Executor: e.Worker, Time: e.Time,
+		})
+		if err != nil {
+			return err
+		}
+		msg := &nats.Msg{Subject: c.subjects.Event(e.Group, e.Task, e.State), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {e.ID}}}
+		f, err := c.js.PublishMsgAsync(msg)
+		if err != nil {
+			return fmt.Errorf("publishing event %s: %w", e.ID, err)
+		}
+		futures = append(futures, f)
+	}
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publishing event: %w", err)
+		case <-timeout.C:
+			return fmt.Errorf("publishing %d events: no ack from JetStream within 10s", len(evs))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// sweepLoop recovers the jobs of executors that died or lost their
+// connection: when a lease runs out the attempt counts as failed and the job
+// is due again at once.
+func (c *Coordinator) sweepLoop(ctx context.Context) {
+	ticker := time.NewTicker(sweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		applied, err := c.store.ExpireLeases(ctx, sweepBatch, c.cfg.RetryDelay)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("expiring leases", "error", err)
+			}
+			continue
+		}
+		if len(applied) > 0 {
+			states := map[string]int{}
+			for _, a := range applied {
+				states[string(a.State)]++
+			}
+			c.log.Warn("leases expired: jobs of lost executors released", "jobs", len(applied), "states", states)
+			c.afterChange(applied)
+		}
+	}
+}
+
+// dueLoop wakes the executors when a delayed job or a retry becomes due,
+// so they need not poll for it.
+func (c *Coordinator) dueLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next, ok := c.due.next()
+		wait := time.Hour
+		if ok {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.due.changed:
+		case <-timer.C:
+			if c.due.popDue(time.Now()) {
+				c.notifyWork()
+			}
+		}
+	}
+}
+
+// dueTimesCap bounds the remembered due times; beyond it the executors'
+// wakeup period catches the rest.
+const dueTimesCap = 100_000
+
+// dueTimes is a min-heap of times at which jobs become due.
+type dueTimes struct {
+	mu      sync.Mutex
+	h       timeHeap
+	changed chan struct{}
+}
+
+func newDueTimes() *dueTimes { return &dueTimes{changed: make(chan struct{}, 1)} }
+
+func (d *dueTimes) add(t time.Time) {
+	d.mu.Lock()
+	if d.h.Len() < dueTimesCap {
+		heap.Push(&d.h, t)
+	}
+	d.mu.Unlock()
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (d *dueTimes) next() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.h.Len() == 0 {
+		return time.Time{}, false
+	}
+	return d.h[0], true
+}
+
+// popDue removes the times up to now and says whether there were any.
+func (d *dueTimes) popDue(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	popped := false
+	for d.h.Len() > 0 && !d.h[0].After(now) {
+		heap.Pop(&d.h)
+		popped = true
+	}
+	return popped
+}
+
+// load reads the due times of the jobs not yet due, at start.
+func (d *dueTimes) load(ctx context.Context, st *store.Store) error {
+	times, err := st.FutureDueTimes(ctx, dueTimesCap)
+	if err != nil {
+		return err
+	}
+	for _, t := range times {
+		d.add(t)
+	}
+	return nil
+}
+
+type timeHeap []time.Time
+
+func (h timeHeap) Len() int           { return len(h) }
+func (h timeHeap) Less(i, j int) bool { return h[i].Before(h[j]) }
+func (h timeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap) Push(x any)        { *h = append(*h, x.(time.Time)) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return t
+}

@@ -1,0 +1,94 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// retryAfterOutage is how long a message waits in JetStream before it is
+// tried again when PostgreSQL is unavailable.
+const retryAfterOutage = 2 * time.Second
+
+// resultBatch caps the executor reports applied in one go.
+const resultBatch = 1000
+
+// startResults consumes executors' reports and applies them in batches.
+func (c *Coordinator) startResults(ctx context.Context) error {
+	return c.consume(ctx, c.subjects.ResultStream(), "results", resultBatch, c.applyReports)
+}
+
+// applyReports applies a batch in report order per job: starts, then
+// progress and logs, then outcomes.
+func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
+	var started []store.Attempt
+	var progress []store.Progress
+	var logs []fairway.LogLine
+	var outcomes []store.Outcome
+	for _, msg := range msgs {
+		var r events.Report
+		if err := json.Unmarshal(msg.Data(), &r); err != nil {
+			c.log.Warn("dropping an undecodable executor report", "subject", msg.Subject(), "error", err)
+			continue
+		}
+		a := store.Attempt{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor}
+		switch r.Type {
+		case events.ReportStarted:
+			started = append(started, a)
+		case events.ReportProgress:
+			progress = append(progress, store.Progress{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor, Progress: r.Progress})
+		case events.ReportLog:
+			logs = append(logs, r.Logs...)
+		case events.ReportDone:
+			outcomes = append(outcomes, store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error})
+		default:
+			c.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
+		}
+	}
+	applied, err := c.applyReportParts(ctx, started, progress, logs, outcomes)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping: the messages are redelivered to a running coordinator
+		}
+		c.log.Error("applying executor reports; they stay in JetStream and are retried", "error", err, "batch", len(msgs))
+		for _, msg := range msgs {
+			_ = msg.NakWithDelay(retryAfterOutage)
+		}
+		return
+	}
+	for _, msg := range msgs {
+		_ = msg.Ack()
+	}
+	if len(started) > 0 {
+		c.kickOutbox()
+	}
+	c.afterChange(applied)
+}
+
+func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []fairway.LogLine, outcomes []store.Outcome) ([]store.Applied, error) {
+	if err := c.store.MarkRunning(ctx, started); err != nil {
+		return nil, err
+	}
+	if err := c.store.SetProgress(ctx, progress); err != nil {
+		return nil, err
+	}
+	if err := c.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
+		return nil, err
+	} else if err != nil {
+		c.log.Warn("dropping job log lines PostgreSQL refused", "lines", len(logs), "error", err)
+	}
+	applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(outcomes) - len(applied); n > 0 {
+		c.log.Info("ignored outcomes of attempts that are no longer current (late results)", "count", n)
+	}
+	return applied, nil
+}

@@ -1,0 +1,613 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/stretchr/testify/require"
+)
+
+// start creates an executor on b's connection with handlers, starts it and
+// stops it when the test ends.
+func start(t *testing.T, b *bundle, cfg executor.Config, handlers map[string]executor.Handler) *executor.Executor {
+	t.Helper()
+	e := newExecutor(t, b, cfg, handlers)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, e.Start(ctx))
+	return e
+}
+
+func newExecutor(t *testing.T, b *bundle, cfg executor.Config, handlers map[string]executor.Handler) *executor.Executor {
+	t.Helper()
+	if cfg.AppID == "" {
+		cfg.AppID = "worker-1"
+	}
+	e, err := executor.New(b.execNC, cfg)
+	require.NoError(t, err)
+	for task, h := range handlers {
+		e.Handle(task, h)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// recv waits for a value on ch.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out after %s waiting for %s", waitTimeout, what)
+		var zero T
+		return zero
+	}
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		cfg   executor.Config
+		field string
+	}{
+		{executor.Config{}, "AppID"},
+		{executor.Config{AppID: "a.b"}, "AppID"},
+		{executor.Config{AppID: "w", PoolSize: -1}, "PoolSize"},
+		{executor.Config{AppID: "w", LogBufferSize: -5}, "LogBufferSize"},
+		{executor.Config{AppID: "w", Heartbeat: -time.Second}, "Heartbeat"},
+		{executor.Config{AppID: "w", WakeupPeriod: -time.Second}, "WakeupPeriod"},
+		{executor.Config{AppID: "w", Prefix: "fair way"}, "Prefix"},
+	} {
+		_, err := executor.New(b.execNC, tc.cfg)
+		require.ErrorIs(t, err, fairway.ErrInvalid, "%+v", tc.cfg)
+		var ferr *fairway.Error
+		require.ErrorAs(t, err, &ferr)
+		require.Equal(t, tc.field, ferr.Field, "%+v: %v", tc.cfg, err)
+	}
+
+	cfg := executor.Config{AppID: "w"}.WithDefaults()
+	require.Equal(t, executor.PoolSizeDefault, cfg.PoolSize)
+	require.Equal(t, executor.LogBufferSizeDefault, cfg.LogBufferSize)
+	require.Equal(t, executor.HeartbeatDefault, cfg.Heartbeat)
+	require.Equal(t, executor.WakeupPeriodDefault, cfg.WakeupPeriod)
+	require.Equal(t, "fairway", cfg.Prefix)
+	require.NotEmpty(t, cfg.Host)
+	require.NotNil(t, cfg.Logger)
+}
+
+func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{}, nil)
+	ok := func(context.Context, *executor.Job) error { return nil }
+	require.PanicsWithValue(t, `executor.Handle: task: "a.b" contains '.': only letters, digits, '-' and '_' are allowed (it must be one NATS subject token)`,
+		func() { e.Handle("a.b", ok) })
+	require.Panics(t, func() { e.Handle("x", nil) })
+	e.Handle("x", ok)
+	require.PanicsWithValue(t, `executor.Handle: task "x" already has a handler`, func() { e.Handle("x", ok) })
+}
+
+func TestStartWithoutHandlers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{}, nil)
+	require.ErrorContains(t, e.Start(context.Background()), "no handlers")
+}
+
+func TestSuccessWithResult(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	type args struct{ N int }
+	gotCtxValue := make(chan any, 1)
+	type ctxKey struct{}
+	e := newExecutor(t, b, executor.Config{PoolSize: 2, Host: "box"}, map[string]executor.Handler{
+		"double": func(ctx context.Context, job *executor.Job) error {
+			gotCtxValue <- ctx.Value(ctxKey{})
+			var a args
+			if err := job.Bind(&a); err != nil {
+				return err
+			}
+			job.SetProgress(10)
+			job.SetProgress(150) // clamped to 100
+			return job.SetResult(map[string]int{"double": 2 * a.N})
+		},
+		"noop": func(context.Context, *executor.Job) error { return nil },
+	})
+	job := newJob("double", `{"n": 21}`)
+	b.coord.add(job)
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), ctxKey{}, "v"), waitTimeout)
+	defer cancel()
+	require.NoError(t, e.Start(ctx))
+
+	reg := recv(t, b.coord.registers, "the registration")
+	require.Equal(t, "worker-1", reg.Executor.AppID)
+	require.NotEmpty(t, reg.Executor.Instance)
+	require.Equal(t, "box", reg.Executor.Host)
+	require.Equal(t, 2, reg.Executor.Slots)
+	require.Equal(t, []string{"double", "noop"}, reg.Executor.Tasks)
+	require.False(t, reg.Executor.Started.IsZero())
+
+	req := b.coord.nextDispatch()
+	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}}, req)
+
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, events.ReportStarted, reports[0].Type)
+	done := reports[len(reports)-1]
+	require.Equal(t, events.OutcomeSuccess, done.Outcome, "error: %s", done.Error)
+	require.JSONEq(t, `{"double": 42}`, string(done.Result))
+	require.Equal(t, "worker-1", done.Executor)
+	require.Equal(t, 1, done.Attempt)
+	require.Empty(t, done.Error)
+	var progress []int
+	for _, r := range reports {
+		if r.Type == events.ReportProgress {
+			progress = append(progress, r.Progress)
+		}
+	}
+	require.NotEmpty(t, progress)
+	require.Equal(t, 100, progress[len(progress)-1])
+	require.Equal(t, "v", recv(t, gotCtxValue, "the handler's context value"), "handlers' contexts carry Start's values")
+
+	// The ping command answers with the instance id.
+	msg, err := b.coord.nc.Request(b.coord.subjects.Executor("worker-1", "ping"), nil, waitTimeout)
+	require.NoError(t, err)
+	require.Equal(t, reg.Executor.Instance, string(msg.Data))
+
+	require.NoError(t, e.Shutdown(context.Background()))
+	require.NoError(t, e.Shutdown(context.Background()), "safe to call twice")
+	require.Equal(t, 0, e.Running())
+}
+
+func TestOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1}, map[string]executor.Handler{
+		"fail": func(context.Context, *executor.Job) error { return errors.New("disk full") },
+		"perm": func(context.Context, *executor.Job) error {
+			return fmt.Errorf("checking input: %w", fairway.Permanent(errors.New("bad input")))
+		},
+		"panic": func(context.Context, *executor.Job) error { panic("kaboom") },
+		"bind": func(_ context.Context, job *executor.Job) error {
+			var v struct{ N int }
+			return job.Bind(&v)
+		},
+		"ok": func(context.Context, *executor.Job) error { return nil },
+	})
+	fail, perm, panicking, bind, unknown, ok := newJob("fail", `{}`), newJob("perm", `{}`), newJob("panic", `{}`),
+		newJob("bind", `{"n": "x"}`), newJob("nope", `{}`), newJob("ok", `{}`)
+	b.coord.add(fail, perm, panicking, bind, unknown, ok)
+	require.NoError(t, e.Start(context.Background()))
+
+	done := b.coord.done(fail.ID)
+	require.Equal(t, events.OutcomeError, done.Outcome)
+	require.Equal(t, "disk full", done.Error)
+
+	done = b.coord.done(perm.ID)
+	require.Equal(t, events.OutcomePermanent, done.Outcome)
+	require.Equal(t, "checking input: bad input", done.Error)
+
+	reports := b.coord.reportsUntilDone(panicking.ID)
+	done = reports[len(reports)-1]
+	require.Equal(t, events.OutcomeError, done.Outcome)
+	require.Equal(t, "panic: kaboom", done.Error)
+	var stack string
+	for _, r := range reports {
+		for _, line := range r.Logs {
+			stack += line.Level + " " + line.Message + "\n"
+		}
+	}
+	require.Contains(t, stack, "error panic: kaboom\ngoroutine ")
+
+	done = b.coord.done(bind.ID)
+	require.Equal(t, events.OutcomePermanent, done.Outcome)
+	require.Contains(t, done.Error, "decoding the args of job "+bind.ID)
+
+	reports = b.coord.reportsUntilDone(unknown.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports))
+	require.Equal(t, events.OutcomePermanent, reports[0].Outcome)
+	require.Equal(t, `no handler for task "nope" on executor "worker-1"`, reports[0].Error)
+
+	// The executor keeps working after a panic.
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(ok.ID).Outcome)
+}
+
+func TestPoolSizeBoundsConcurrency(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const poolSize, jobs = 3, 12
+	var running, maxRunning, finished atomic.Int64
+	started := make(chan string, jobs)
+	tokens := make(chan struct{}, jobs)
+	b.coord.mu.Lock()
+	b.coord.poolSize = poolSize
+	b.coord.finished = func() int { return int(finished.Load()) }
+	b.coord.mu.Unlock()
+	e := newExecutor(t, b, executor.Config{PoolSize: poolSize}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			defer finished.Add(1)
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				m := maxRunning.Load()
+				if n <= m || maxRunning.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			started <- job.ID
+			select {
+			case <-tokens:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	var ids []string
+	for range jobs {
+		j := newJob("work", `{}`)
+		ids = append(ids, j.ID)
+		b.coord.add(j)
+	}
+	require.NoError(t, e.Start(context.Background()))
+
+	for range poolSize {
+		recv(t, started, "a job to start")
+	}
+	require.EqualValues(t, poolSize, running.Load())
+	require.Equal(t, poolSize, e.Running())
+	for range jobs {
+		tokens <- struct{}{}
+	}
+	for _, id := range ids {
+		require.Equal(t, events.OutcomeSuccess, b.coord.done(id).Outcome)
+	}
+	require.EqualValues(t, poolSize, maxRunning.Load())
+
+	close(b.coord.dispatches)
+	b.coord.mu.Lock()
+	defer b.coord.mu.Unlock()
+	require.Empty(t, b.coord.violations)
+	for req := range b.coord.dispatches {
+		require.True(t, req.Slots >= 1 && req.Slots <= poolSize, "slots %d", req.Slots)
+	}
+}
+
+func TestCancelRunningJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 1)
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"wait": func(ctx context.Context, job *executor.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil // the outcome is cancelled whatever the handler returns
+		},
+	})
+	job := newJob("wait", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	recv(t, started, "the handler to start")
+
+	b.coord.cancel("worker-1", job.ID, 1)
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, []string{events.ReportStarted, events.ReportDone}, types(reports))
+	require.Equal(t, events.OutcomeCancelled, reports[1].Outcome)
+}
+
+func TestCancelBeforeJobArrives(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ran atomic.Bool
+	e := newExecutor(t, b, executor.Config{WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(context.Context, *executor.Job) error { ran.Store(true); return nil },
+	})
+	require.NoError(t, e.Start(context.Background()))
+	b.coord.nextDispatch() // idle now
+
+	job, other := newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.cancel("worker-1", job.ID, 0)
+	b.coord.add(job, other)
+	b.coord.notify()
+
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports), "not started")
+	require.Equal(t, events.OutcomeCancelled, reports[0].Outcome)
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(other.ID).Outcome)
+	require.True(t, ran.Load(), "the other job ran")
+}
+
+func TestShutdownWaitsForRunningJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 1)
+	release := make(chan struct{})
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return job.SetResult("finished")
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	job := newJob("work", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	recv(t, started, "the handler to start")
+
+	shutdown := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		shutdown <- e.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shutdown:
+		t.Fatalf("Shutdown returned %v while a job was running", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.Equal(t, 1, e.Running())
+	close(release)
+	require.NoError(t, recv(t, shutdown, "Shutdown to return"))
+
+	done := b.coord.done(job.ID)
+	require.Equal(t, events.OutcomeSuccess, done.Outcome)
+	require.JSONEq(t, `"finished"`, string(done.Result))
+	require.ErrorContains(t, e.Start(context.Background()), "Start after Shutdown")
+}
+
+func TestShutdownWithExpiredContextReleasesJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 2)
+	e := newExecutor(t, b, executor.Config{PoolSize: 2}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			job.Logger.Info("waiting")
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	j1, j2 := newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.add(j1, j2)
+	require.NoError(t, e.Start(context.Background()))
+	recv(t, started, "the first handler to start")
+	recv(t, started, "the second handler to start")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := e.Shutdown(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "released 2 running jobs")
+	require.Equal(t, 0, e.Running())
+	for _, id := range []string{j1.ID, j2.ID} {
+		reports := b.coord.reportsUntilDone(id)
+		require.Equal(t, events.ReportStarted, reports[0].Type)
+		require.Equal(t, events.OutcomeReleased, reports[len(reports)-1].Outcome)
+	}
+	e.Stop() // safe after Shutdown
+}
+
+func TestDuplicateRegistrationRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.coord.mu.Lock()
+	b.coord.registerErr = &fairway.Error{Code: fairway.CodeConflict, Message: `app id "worker-1" is in use by instance 1234 on host elsewhere`}
+	b.coord.mu.Unlock()
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"work": func(context.Context, *executor.Job) error { return nil },
+	})
+	err := e.Start(context.Background())
+	require.EqualError(t, err, `executor "worker-1": app id "worker-1" is in use by instance 1234 on host elsewhere`)
+	require.ErrorIs(t, err, fairway.ErrConflict)
+	select {
+	case req := <-b.coord.dispatches:
+		t.Fatalf("a refused executor asked for work: %+v", req)
+	default:
+	}
+}
+
+func TestStartWaitsForCoordinator(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs syncBuffer
+	e := newExecutor(t, b, executor.Config{
+		Prefix: "nobody", // no coordinator answers under this prefix
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	}, map[string]executor.Handler{
+		"work": func(context.Context, *executor.Job) error { return nil },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := e.Start(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `executor "worker-1": no coordinator answered on nobody.internal.register`)
+	require.Contains(t, logs.String(), "waiting for a coordinator")
+}
+
+func TestJobLogArrivesBeforeDone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var execLogs syncBuffer
+	e := newExecutor(t, b, executor.Config{
+		Logger: slog.New(slog.NewTextHandler(&execLogs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			job.Logger.Info("step one", "count", 3, "name", "a b")
+			job.Logger.With("user", "ann").WithGroup("req").Warn("slow", "ms", 12, slog.Group("db", "rows", 7))
+			job.Logger.Debug("details")
+			job.Logger.Error("oops")
+			return nil
+		},
+	})
+	job := newJob("work", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, events.ReportStarted, reports[0].Type)
+	require.Equal(t, events.ReportDone, reports[len(reports)-1].Type)
+	var lines []fairway.LogLine
+	for _, r := range reports[1 : len(reports)-1] {
+		require.Equal(t, events.ReportLog, r.Type)
+		lines = append(lines, r.Logs...)
+	}
+	require.Len(t, lines, 4)
+	var got []string
+	for _, line := range lines {
+		require.Equal(t, job.ID, line.JobID)
+		require.Equal(t, 1, line.Attempt)
+		require.False(t, line.Time.IsZero())
+		got = append(got, line.Level+": "+line.Message)
+	}
+	require.Equal(t, []string{
+		`info: step one count=3 name="a b"`,
+		`warn: slow user=ann req.ms=12 req.db.rows=7`,
+		`debug: details`,
+		`error: oops`,
+	}, got)
+	require.Contains(t, execLogs.String(), `level=DEBUG msg="step one" executor=worker-1 job_id=`+job.ID)
+}
+
+func TestLogBufferOverflowIsReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const lines = 2000
+	e := newExecutor(t, b, executor.Config{LogBufferSize: 5}, map[string]executor.Handler{
+		"chatty": func(ctx context.Context, job *executor.Job) error {
+			for i := range lines {
+				job.Logger.Info("line " + strconv.Itoa(i))
+			}
+			return nil
+		},
+	})
+	job := newJob("chatty", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, events.OutcomeSuccess, reports[len(reports)-1].Outcome)
+	dropRE := regexp.MustCompile(`^(\d+) log lines dropped \(log-buffer-size is 5\)$`)
+	kept, dropped := 0, 0
+	for _, r := range reports {
+		for _, line := range r.Logs {
+			if m := dropRE.FindStringSubmatch(line.Message); m != nil {
+				require.Equal(t, "warn", line.Level)
+				n, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				dropped += n
+				continue
+			}
+			kept++
+		}
+	}
+	require.Positive(t, dropped)
+	require.Equal(t, lines, kept+dropped, "every line is either sent or counted")
+}
+
+func TestNotifyWakesIdleExecutor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(context.Context, *executor.Job) error { return nil },
+	})
+	require.NoError(t, e.Start(context.Background()))
+	first := b.coord.nextDispatch()
+	require.Equal(t, executor.PoolSizeDefault, first.Slots)
+
+	// Nothing was handed out: the executor is idle and does not ask again.
+	select {
+	case req := <-b.coord.dispatches:
+		t.Fatalf("an idle executor asked again without a wakeup: %+v", req)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	job := newJob("work", `{}`)
+	b.coord.add(job)
+	sent := time.Now()
+	b.coord.notify()
+	b.coord.nextDispatch()
+	require.Less(t, time.Since(sent), 5*time.Second)
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(job.ID).Outcome)
+}
+
+func TestHeartbeatListsHeldJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 1)
+	e := newExecutor(t, b, executor.Config{Heartbeat: 20 * time.Millisecond}, map[string]executor.Handler{
+		"wait": func(ctx context.Context, job *executor.Job) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	job := newJob("wait", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	reg := recv(t, b.coord.registers, "the registration")
+	recv(t, started, "the handler to start")
+	for {
+		hb := recv(t, b.coord.heartbeats, "a heartbeat")
+		require.Equal(t, "worker-1", hb.Executor)
+		require.Equal(t, reg.Executor.Instance, hb.Instance)
+		require.Equal(t, executor.PoolSizeDefault, hb.Slots)
+		if len(hb.Jobs) == 1 {
+			require.Equal(t, []string{job.ID}, hb.Jobs)
+			break
+		}
+	}
+	b.coord.cancel("worker-1", job.ID, 1)
+	require.Equal(t, events.OutcomeCancelled, b.coord.done(job.ID).Outcome)
+}
+
+func TestResultTooLarge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"big": func(ctx context.Context, job *executor.Job) error {
+			return job.SetResult(strings.Repeat("x", 8<<20))
+		},
+	})
+	job := newJob("big", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	done := b.coord.done(job.ID)
+	require.Equal(t, events.OutcomeError, done.Outcome)
+	require.Contains(t, done.Error, "more than the")
+}

@@ -1,0 +1,221 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+)
+
+// resultHeadroom is the room a done report needs beside its result.
+const resultHeadroom = 64 << 10
+
+// Job is the job a handler runs: the stored job, a logger whose lines
+// become the job's log, and ways to report progress and a result.
+type Job struct {
+	fairway.Job
+
+	// Logger writes the job's log: each record becomes a fairway.LogLine
+	// (message, then attributes as key=value) that the coordinators store
+	// with the job. Records also go to the executor's logger at debug
+	// level, with job_id. Lines logged faster than they can be sent are
+	// dropped once the executor's log buffer is full, and the job's log
+	// says how many.
+	Logger *slog.Logger
+
+	exec     *Executor
+	finished atomic.Bool // reported done: later progress and lines are dropped
+
+	mu       sync.Mutex
+	result   json.RawMessage
+	progress int // last value passed to SetProgress, -1 before
+}
+
+// SetProgress reports how far the job is, in percent; values outside
+// 0..100 are clamped. Reports are coalesced: the coordinator sees the
+// latest value within about 100 ms.
+func (j *Job) SetProgress(pct int) {
+	pct = min(max(pct, 0), 100)
+	j.mu.Lock()
+	changed := pct != j.progress
+	j.progress = pct
+	j.mu.Unlock()
+	if changed && !j.finished.Load() {
+		j.exec.logs.setProgress(j.ID, j.Attempt, pct)
+	}
+}
+
+// SetResult stores v, encoded as JSON, as the job's result if the handler
+// succeeds. A later call replaces an earlier one. It fails when v cannot
+// be encoded or is too large for one NATS message.
+func (j *Job) SetResult(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding the result of job %s: %w", j.ID, err)
+	}
+	if limit := j.exec.nc.MaxPayload() - resultHeadroom; limit > 0 && int64(len(data)) > limit {
+		return fmt.Errorf("the result of job %s is %d bytes: more than the %d bytes a report can carry (NATS max payload %d bytes)",
+			j.ID, len(data), limit, j.exec.nc.MaxPayload())
+	}
+	j.mu.Lock()
+	j.result = data
+	j.mu.Unlock()
+	return nil
+}
+
+// Bind decodes the job's args into v, as json.Unmarshal does. Its error is
+// permanent (see fairway.Permanent): running the job again cannot fix its
+// args, so a handler can return it as is.
+func (j *Job) Bind(v any) error {
+	if err := json.Unmarshal(j.Args, v); err != nil {
+		return fairway.Permanent(fmt.Errorf("decoding the args of job %s (task %s): %w", j.ID, j.Task, err))
+	}
+	return nil
+}
+
+// runningJob is a job the executor holds, from dispatch to its done report.
+type runningJob struct {
+	job      *Job
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	logger   *slog.Logger // the executor's logger with the job's keys
+	reported atomic.Bool  // the done report has been sent
+}
+
+// Ways to treat a job that a dispatch reply handed over.
+type runMode int
+
+const (
+	modeRun       runMode = iota
+	modeCancelled         // a cancel command came before the job
+	modeRelease           // the executor is stopping, or full
+)
+
+// outcome is how a job ended, for its done report.
+type outcome struct {
+	kind   string // events.Outcome*
+	err    string
+	result json.RawMessage
+}
+
+// newRunningJob prepares fj to run. Called with e.mu held.
+func (e *Executor) newRunningJob(fj fairway.Job) *runningJob {
+	logger := e.logger.With("job_id", fj.ID, "task", fj.Task, "group", fj.Group, "attempt", fj.Attempt)
+	job := &Job{Job: fj, exec: e, progress: -1}
+	job.Logger = slog.New(&jobLogHandler{job: job, fwd: logger.Handler()})
+	ctx, cancel := context.WithCancelCause(e.baseCtx)
+	return &runningJob{job: job, ctx: ctx, cancel: cancel, logger: logger}
+}
+
+// run runs a job accepted from a dispatch reply and reports its outcome.
+func (e *Executor) run(rj *runningJob, mode runMode) {
+	defer e.jobsWG.Done()
+	job := rj.job
+	switch mode {
+	case modeRelease:
+		e.complete(rj, outcome{kind: events.OutcomeReleased, err: "executor is shutting down"})
+		return
+	case modeCancelled:
+		rj.logger.Info("job cancelled before it arrived; not running it")
+		e.complete(rj, outcome{kind: events.OutcomeCancelled, err: "cancelled before it started"})
+		return
+	}
+	h := e.handlers[job.Task]
+	if h == nil {
+		msg := fmt.Sprintf("no handler for task %q on executor %q", job.Task, e.cfg.AppID)
+		rj.logger.Error(msg)
+		e.complete(rj, outcome{kind: events.OutcomePermanent, err: msg})
+		return
+	}
+	if rj.ctx.Err() != nil { // cancelled between dispatch and now
+		e.complete(rj, e.outcome(rj, rj.ctx.Err(), nil))
+		return
+	}
+
+	e.reports.publish(events.Report{Type: events.ReportStarted, JobID: job.ID, Attempt: job.Attempt, Executor: e.cfg.AppID, Time: time.Now().UTC()})
+	rj.logger.Debug("job started")
+	start := time.Now()
+	err, panicked := e.call(rj, h)
+	out := e.outcome(rj, err, panicked)
+	e.complete(rj, out)
+	level := slog.LevelInfo
+	if out.kind == events.OutcomeError || out.kind == events.OutcomePermanent {
+		level = slog.LevelWarn
+	}
+	rj.logger.Log(context.Background(), level, "job finished", "outcome", out.kind, "duration", time.Since(start), "error", out.err)
+}
+
+// call runs the handler, turning a panic into an error and a log line
+// with the stack.
+func (e *Executor) call(rj *runningJob, h Handler) (err error, panicked any) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = v
+			stack := debug.Stack()
+			rj.logger.Error("job handler panicked", "panic", fmt.Sprint(v))
+			e.logs.add(fairway.LogLine{JobID: rj.job.ID, Attempt: rj.job.Attempt, Time: time.Now().UTC(), Level: "error",
+				Message: truncate(fmt.Sprintf("panic: %v\n%s", v, stack))})
+		}
+	}()
+	return h(rj.ctx, rj.job), nil
+}
+
+// outcome maps a handler's return to the job's outcome.
+func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
+	cause := context.Cause(rj.ctx)
+	var perm *fairway.PermanentError
+	switch {
+	case errors.Is(cause, errCancelRequested):
+		return outcome{kind: events.OutcomeCancelled, err: "cancelled while running"}
+	case errors.Is(cause, errShutdown):
+		return outcome{kind: events.OutcomeReleased, err: "executor shut down before the job finished"}
+	case panicked != nil:
+		return outcome{kind: events.OutcomeError, err: fmt.Sprintf("panic: %v", panicked)}
+	case err == nil:
+		rj.job.mu.Lock()
+		result := rj.job.result
+		rj.job.mu.Unlock()
+		return outcome{kind: events.OutcomeSuccess, result: result}
+	case errors.As(err, &perm):
+		return outcome{kind: events.OutcomePermanent, err: err.Error()}
+	default:
+		return outcome{kind: events.OutcomeError, err: err.Error()}
+	}
+}
+
+// complete sends the job's pending log lines and progress, then its done
+// report, and frees its slot. Only the first call for a job does anything.
+func (e *Executor) complete(rj *runningJob, out outcome) {
+	if !rj.reported.CompareAndSwap(false, true) {
+		rj.logger.Warn("job handler returned after the job was released; its outcome is dropped", "outcome", out.kind)
+		return
+	}
+	job := rj.job
+	job.finished.Store(true)
+	e.pubMu.Lock()
+	e.publishBatch(e.logs.takeJob(job.ID))
+	e.reports.publish(events.Report{
+		Type:     events.ReportDone,
+		JobID:    job.ID,
+		Attempt:  job.Attempt,
+		Executor: e.cfg.AppID,
+		Time:     time.Now().UTC(),
+		Outcome:  out.kind,
+		Result:   out.result,
+		Error:    out.err,
+	})
+	e.pubMu.Unlock()
+	rj.cancel(errJobDone)
+	e.mu.Lock()
+	delete(e.jobs, job.ID)
+	e.mu.Unlock()
+	e.signal()
+}

@@ -1,0 +1,331 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+)
+
+const (
+	logFlushInterval = 100 * time.Millisecond // how often pending lines and progress are sent
+	logFlushLines    = 100                    // pending lines that trigger a flush at once
+	maxLogMessage    = 8 << 10                // longer messages are truncated
+	logLineOverhead  = 128                    // JSON bytes of a log line besides its message
+	minLogChunk      = 64 << 10               // smallest report a job's lines are split into
+)
+
+// logBuffer holds the job log lines and progress values that the flusher
+// has not sent yet. It is bounded: a line added while it is full is
+// dropped and counted, per job.
+type logBuffer struct {
+	size    int
+	flushAt int
+	kick    chan struct{} // capacity 1: flush now
+
+	mu       sync.Mutex
+	lines    []fairway.LogLine
+	dropped  map[string]jobCount
+	progress map[string]jobCount
+}
+
+// jobCount is a number about one attempt of a job.
+type jobCount struct {
+	attempt int
+	n       int
+}
+
+// logBatch is what one flush sends.
+type logBatch struct {
+	lines    []fairway.LogLine
+	dropped  map[string]jobCount
+	progress map[string]jobCount
+}
+
+func newLogBuffer(size int) *logBuffer {
+	return &logBuffer{
+		size:     size,
+		flushAt:  min(size, logFlushLines),
+		kick:     make(chan struct{}, 1),
+		dropped:  make(map[string]jobCount),
+		progress: make(map[string]jobCount),
+	}
+}
+
+func (b *logBuffer) add(line fairway.LogLine) {
+	b.mu.Lock()
+	if len(b.lines) >= b.size {
+		d := b.dropped[line.JobID]
+		b.dropped[line.JobID] = jobCount{attempt: line.Attempt, n: d.n + 1}
+		b.mu.Unlock()
+		return
+	}
+	b.lines = append(b.lines, line)
+	full := len(b.lines) >= b.flushAt
+	b.mu.Unlock()
+	if full {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (b *logBuffer) setProgress(jobID string, attempt, pct int) {
+	b.mu.Lock()
+	b.progress[jobID] = jobCount{attempt: attempt, n: pct}
+	b.mu.Unlock()
+}
+
+// take removes and returns everything pending.
+func (b *logBuffer) take() logBatch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	batch := logBatch{lines: b.lines, dropped: b.dropped, progress: b.progress}
+	b.lines = nil
+	if len(b.dropped) > 0 {
+		b.dropped = make(map[string]jobCount)
+	}
+	if len(b.progress) > 0 {
+		b.progress = make(map[string]jobCount)
+	}
+	return batch
+}
+
+// takeJob removes and returns what is pending for one job.
+func (b *logBuffer) takeJob(jobID string) logBatch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch logBatch
+	kept := b.lines[:0]
+	for _, line := range b.lines {
+		if line.JobID == jobID {
+			batch.lines = append(batch.lines, line)
+		} else {
+			kept = append(kept, line)
+		}
+	}
+	clear(b.lines[len(kept):])
+	b.lines = kept
+	if d, ok := b.dropped[jobID]; ok {
+		batch.dropped = map[string]jobCount{jobID: d}
+		delete(b.dropped, jobID)
+	}
+	if p, ok := b.progress[jobID]; ok {
+		batch.progress = map[string]jobCount{jobID: p}
+		delete(b.progress, jobID)
+	}
+	return batch
+}
+
+// flushLoop sends pending log lines and progress every 100 ms, or at once
+// when many lines are pending, and once more when the executor stops.
+func (e *Executor) flushLoop() {
+	defer e.bgWG.Done()
+	t := time.NewTicker(logFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.bgStop:
+			e.flushLogs()
+			return
+		case <-t.C:
+		case <-e.logs.kick:
+		}
+		e.flushLogs()
+	}
+}
+
+func (e *Executor) flushLogs() {
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
+	e.publishBatch(e.logs.take())
+}
+
+// publishBatch sends a batch as one log report per job (split only when it
+// would not fit in a NATS message), then one progress report per job.
+// Called with e.pubMu held.
+func (e *Executor) publishBatch(b logBatch) {
+	if len(b.lines) == 0 && len(b.dropped) == 0 && len(b.progress) == 0 {
+		return
+	}
+	now := time.Now().UTC()
+	var order []string
+	perJob := make(map[string][]fairway.LogLine)
+	for _, line := range b.lines {
+		if _, seen := perJob[line.JobID]; !seen {
+			order = append(order, line.JobID)
+		}
+		perJob[line.JobID] = append(perJob[line.JobID], line)
+	}
+	droppedIDs := mapKeys(b.dropped)
+	for _, id := range droppedIDs {
+		d := b.dropped[id]
+		if _, seen := perJob[id]; !seen {
+			order = append(order, id)
+		}
+		perJob[id] = append(perJob[id], fairway.LogLine{JobID: id, Attempt: d.attempt, Time: now, Level: "warn",
+			Message: fmt.Sprintf("%d log lines dropped (log-buffer-size is %d)", d.n, e.cfg.LogBufferSize)})
+	}
+	chunk := max(int(e.nc.MaxPayload()/2), minLogChunk)
+	for _, id := range order {
+		lines := perJob[id]
+		for len(lines) > 0 {
+			n, size := 0, 0
+			for n < len(lines) && (n == 0 || size+len(lines[n].Message)+logLineOverhead <= chunk) {
+				size += len(lines[n].Message) + logLineOverhead
+				n++
+			}
+			e.reports.publish(events.Report{Type: events.ReportLog, JobID: id, Attempt: lines[0].Attempt, Executor: e.cfg.AppID, Time: now, Logs: lines[:n]})
+			lines = lines[n:]
+		}
+	}
+	for _, id := range mapKeys(b.progress) {
+		p := b.progress[id]
+		e.reports.publish(events.Report{Type: events.ReportProgress, JobID: id, Attempt: p.attempt, Executor: e.cfg.AppID, Time: now, Progress: p.n})
+	}
+}
+
+func mapKeys(m map[string]jobCount) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// jobLogHandler is the slog.Handler behind Job.Logger: it turns records
+// into the job's log lines and forwards them to the executor's logger at
+// debug level.
+type jobLogHandler struct {
+	job    *Job
+	fwd    slog.Handler // the executor's handler, with the job's keys
+	attrs  string       // formatted attributes from WithAttrs
+	prefix string       // group prefix from WithGroup, "a.b."
+}
+
+func (h *jobLogHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.job.finished.Load() {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString(r.Message)
+	b.WriteString(h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		appendAttr(&b, h.prefix, a)
+		return true
+	})
+	at := r.Time
+	if at.IsZero() {
+		at = time.Now()
+	}
+	h.job.exec.logs.add(fairway.LogLine{
+		JobID:   h.job.ID,
+		Attempt: h.job.Attempt,
+		Time:    at.UTC(),
+		Level:   levelName(r.Level),
+		Message: truncate(b.String()),
+	})
+	if h.fwd.Enabled(ctx, slog.LevelDebug) {
+		fr := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool {
+			fr.AddAttrs(a)
+			return true
+		})
+		return h.fwd.Handle(ctx, fr)
+	}
+	return nil
+}
+
+func (h *jobLogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	for _, a := range attrs {
+		appendAttr(&b, h.prefix, a)
+	}
+	h2 := *h
+	h2.attrs = b.String()
+	h2.fwd = h.fwd.WithAttrs(attrs)
+	return &h2
+}
+
+func (h *jobLogHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	h2 := *h
+	h2.prefix = h.prefix + name + "."
+	h2.fwd = h.fwd.WithGroup(name)
+	return &h2
+}
+
+// appendAttr writes " key=value", flattening groups into dotted keys.
+func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		if a.Key != "" {
+			prefix += a.Key + "."
+		}
+		for _, ga := range a.Value.Group() {
+			appendAttr(b, prefix, ga)
+		}
+		return
+	}
+	var v string
+	switch a.Value.Kind() {
+	case slog.KindTime:
+		v = a.Value.Time().Format(time.RFC3339Nano)
+	default:
+		v = a.Value.String()
+	}
+	b.WriteByte(' ')
+	b.WriteString(prefix)
+	b.WriteString(a.Key)
+	b.WriteByte('=')
+	if v == "" || strings.ContainsAny(v, " \t\r\n\"=") || !utf8.ValidString(v) {
+		v = strconv.Quote(v)
+	}
+	b.WriteString(v)
+}
+
+// levelName is the level of a log line: debug, info, warn or error.
+func levelName(l slog.Level) string {
+	switch {
+	case l < slog.LevelInfo:
+		return "debug"
+	case l < slog.LevelWarn:
+		return "info"
+	case l < slog.LevelError:
+		return "warn"
+	}
+	return "error"
+}
+
+// truncate caps a log message at maxLogMessage bytes, on a rune boundary.
+func truncate(s string) string {
+	if len(s) <= maxLogMessage {
+		return s
+	}
+	cut := maxLogMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf(" … (%d bytes truncated)", len(s)-cut)
+}

@@ -1,0 +1,314 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/spf13/cobra"
+)
+
+func newSubmitCmd(e *env) *cobra.Command {
+	var sub fairway.Submission
+	var args, priority, runAt string
+	var maxRetries int
+	var async bool
+	cmd := &cobra.Command{
+		Use:   "submit TASK --group GROUP [--args JSON]",
+		Short: "Submit a job",
+		Long: `Submit a job of TASK for GROUP. By default the request/reply API answers at
+once with the job id, or with the validation error naming the field. With
+--async the job is published to JetStream (fairway.submit.<group>.<task>):
+stored even while no coordinator runs; problems found at ingest appear as a
+"rejected" event.`,
+		Example: `  fairway submit echo --group acme --args '{"hello":"world"}'
+  fairway submit sleep --group acme --args '{"seconds":10}' --priority high
+  fairway submit fail --group acme --args '{"times":2}' --max-retries 3`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			sub.Task = pos[0]
+			sub.Priority = fairway.Priority(priority)
+			if args != "" {
+				sub.Args = json.RawMessage(args)
+			}
+			if cmd.Flags().Changed("max-retries") {
+				sub.MaxRetries = &maxRetries
+			}
+			if runAt != "" {
+				t, err := parseTimeOrDelay(runAt)
+				if err != nil {
+					return usageError{fmt.Errorf("--run-at: %w", err)}
+				}
+				sub.RunAt = &t
+			}
+			c, closeConn, err := e.client()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			if async {
+				id, err := c.Submit(cmd.Context(), sub)
+				if err != nil {
+					return describe(err)
+				}
+				fmt.Fprintln(e.stdout, id)
+				return nil
+			}
+			job, err := c.SubmitWait(cmd.Context(), sub)
+			if err != nil {
+				return describe(err)
+			}
+			fmt.Fprintln(e.stdout, job.ID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sub.Group, "group", "", "the group (tenant) the job belongs to (required)")
+	f.StringVar(&args, "args", "", "the task's arguments: a JSON object")
+	f.StringVar(&priority, "priority", "", "high or low (default low)")
+	f.StringVar(&sub.ID, "id", "", "job id, for an idempotent submit (default: a new UUIDv7)")
+	f.StringVar(&sub.Tracker, "tracker", "", "refuse the job while a non-final job with this tracker exists")
+	f.StringVar(&sub.Subject, "subject", "", "a human description of the job")
+	f.StringVar(&sub.Submitter, "submitter", "", "who submits the job")
+	f.IntVar(&maxRetries, "max-retries", 0, "retries after a failure (default: the coordinator's scheduler.retries)")
+	f.StringVar(&runAt, "run-at", "", "not before this time: RFC 3339, or a delay such as 10m")
+	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
+	return e.withConfig(cmd, clientKeys...)
+}
+
+func parseTimeOrDelay(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a delay such as 10m", s)
+	}
+	return t, nil
+}
+
+func newJobsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel jobs and read their logs"}
+	var group string
+	var list events.ListRequest
+	var state string
+	var asJSON bool
+	listCmd := e.withConfig(&cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, closeConn, err := e.client()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			list.Group, list.State = group, fairway.State(state)
+			jobs, err := c.List(cmd.Context(), list)
+			if err != nil {
+				return describe(err)
+			}
+			if asJSON {
+				return writeJSON(e.stdout, jobs)
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tGROUP\tTASK\tSTATE\tPRIO\tATTEMPT\tPROGRESS\tSUBMITTED\tERROR")
+			for _, j := range jobs {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d%%\t%s\t%s\n", j.ID, j.Group, j.Task, j.State, j.Priority,
+					j.Attempt, j.MaxRetries+1, j.Progress, j.Submitted.Local().Format(time.DateTime), firstLine(j.Error))
+			}
+			return w.Flush()
+		},
+	}, clientKeys...)
+	listCmd.Flags().StringVar(&group, "group", "", "only this group")
+	listCmd.Flags().StringVar(&list.Task, "task", "", "only this task")
+	listCmd.Flags().StringVar(&state, "state", "", "only this state")
+	listCmd.Flags().IntVar(&list.Limit, "limit", 50, "at most this many")
+	listCmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	jobCmd := func(use, short string, run func(cmd *cobra.Command, c *events.Client, id string) error) *cobra.Command {
+		sub := e.withConfig(&cobra.Command{
+			Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, closeConn, err := e.client()
+				if err != nil {
+					return err
+				}
+				defer closeConn()
+				return describe(run(cmd, c, args[0]))
+			},
+		}, clientKeys...)
+		sub.Flags().StringVar(&group, "group", "", "the job's group (uses the tenant API; default: the operator API)")
+		return sub
+	}
+	show := jobCmd("show", "Show a job", func(cmd *cobra.Command, c *events.Client, id string) error {
+		job, err := c.Get(cmd.Context(), group, id)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, job)
+	})
+	logs := jobCmd("logs", "Print a job's log", func(cmd *cobra.Command, c *events.Client, id string) error {
+		lines, err := c.Logs(cmd.Context(), group, id)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			fmt.Fprintf(e.stdout, "%s #%d %-5s %s\n", l.Time.Local().Format("15:04:05.000"), l.Attempt, strings.ToUpper(l.Level), l.Message)
+		}
+		return nil
+	})
+	cancel := jobCmd("cancel", "Cancel a job (a running one is stopped)", func(cmd *cobra.Command, c *events.Client, id string) error {
+		job, err := c.Cancel(cmd.Context(), group, id)
+		if err != nil {
+			return err
+		}
+		if job.State == fairway.StateCancelled {
+			fmt.Fprintf(e.stdout, "job %s cancelled\n", id)
+		} else {
+			fmt.Fprintf(e.stdout, "job %s is %s on executor %s: asked it to stop; it ends cancelled when the task returns\n", id, job.State, job.Worker)
+		}
+		return nil
+	})
+	cmd.AddCommand(listCmd, show, logs, cancel)
+	return cmd
+}
+
+func newEventsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "events", Short: "Follow lifecycle events"}
+	var f events.Filter
+	var state, since string
+	var asJSON bool
+	tail := e.withConfig(&cobra.Command{
+		Use:   "tail",
+		Short: "Print lifecycle events as they happen",
+		Long: `Print every committed state change (and every rejected submission) as it
+happens, from the JetStream stream of events. Filters narrow the subject
+fairway.events.<group>.<task>.<state>. --since replays stored events first.`,
+		Example: `  fairway events tail
+  fairway events tail --group acme --state failed
+  fairway events tail --since 1h --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.State = fairway.State(state)
+			switch since {
+			case "":
+			case "all":
+				f.Since = time.Unix(0, 0)
+			default:
+				t, err := parseTimeOrDelay("-" + strings.TrimPrefix(since, "-"))
+				if err != nil {
+					if t, err = time.Parse(time.RFC3339, since); err != nil {
+						return usageError{fmt.Errorf("--since %q: use a duration such as 1h, an RFC 3339 time, or all", since)}
+					}
+				}
+				f.Since = t
+			}
+			c, closeConn, err := e.client()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			out := make(chan events.Event, 256)
+			sub, err := c.Subscribe(cmd.Context(), f, func(ev events.Event) { out <- ev })
+			if err != nil {
+				return describe(err)
+			}
+			defer sub.Stop()
+			fmt.Fprintf(e.stderr, "following events on %s (Ctrl-C to stop)\n", c.Subjects().EventFilter(f.Group, f.Task, f.State))
+			for {
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case ev := <-out:
+					if asJSON {
+						data, _ := json.Marshal(ev)
+						fmt.Fprintln(e.stdout, string(data))
+						continue
+					}
+					fmt.Fprintln(e.stdout, formatEvent(ev))
+				}
+			}
+		},
+	}, clientKeys...)
+	tail.Flags().StringVar(&f.Group, "group", "", "only this group")
+	tail.Flags().StringVar(&f.Task, "task", "", "only this task")
+	tail.Flags().StringVar(&state, "state", "", "only this state (or rejected)")
+	tail.Flags().StringVar(&since, "since", "", "replay stored events from this long ago (1h), this time (RFC 3339), or all")
+	tail.Flags().BoolVar(&asJSON, "json", false, "print each event's JSON body")
+	cmd.AddCommand(tail)
+	return cmd
+}
+
+func formatEvent(ev events.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %-9s %s/%s %s", ev.Time.Local().Format("15:04:05.000"), ev.State, ev.Group, ev.Task, ev.JobID)
+	if ev.Attempt > 0 {
+		fmt.Fprintf(&b, " attempt=%d", ev.Attempt)
+	}
+	if ev.Executor != "" {
+		fmt.Fprintf(&b, " executor=%s", ev.Executor)
+	}
+	if ev.Field != "" {
+		fmt.Fprintf(&b, " field=%s", ev.Field)
+	}
+	if ev.Error != "" {
+		fmt.Fprintf(&b, " error=%q", firstLine(ev.Error))
+	}
+	return b.String()
+}
+
+func newExecutorsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "executors", Short: "Show the executors"}
+	list := e.withConfig(&cobra.Command{
+		Use: "list", Short: "List executors: app-id, host, slots in use, last heartbeat", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, closeConn, err := e.client()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			execs, err := c.Executors(cmd.Context())
+			if err != nil {
+				return describe(err)
+			}
+			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "APP-ID\tHOST\tSLOTS\tRUNNING\tTASKS\tSTARTED\tLAST HEARTBEAT")
+			for _, x := range execs {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s ago\n", x.AppID, x.Host, x.Slots, x.Running, strings.Join(x.Tasks, ","),
+					x.Started.Local().Format(time.DateTime), time.Since(x.LastHeartbeat).Round(time.Second))
+			}
+			return w.Flush()
+		},
+	}, clientKeys...)
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func newConfigCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Show the configuration"}
+	print := e.withConfig(&cobra.Command{
+		Use:   "print",
+		Short: "Print the effective configuration (secrets masked) and where each value comes from",
+		Args:  cobra.NoArgs,
+		RunE:  func(*cobra.Command, []string) error { return e.cfg.Print(e.stdout) },
+	})
+	cmd.AddCommand(print)
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,158 @@
+// Package cli is the fairway command: its subcommands parse flags and
+// configuration, wire the parts together and run them. cmd/fairway only
+// handles signals and the exit code.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/logging"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// Main runs the fairway command with args and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "fairway: %v\n", err)
+	var usage usageError
+	if errors.As(err, &usage) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// usageError marks errors in the command line itself.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// env is what every command shares: its output streams and the loaded
+// configuration.
+type env struct {
+	stdout, stderr io.Writer
+	configFile     string
+	cfg            *config.Config
+	log            *slog.Logger
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "fairway",
+		Short: "Fairway: durable, fair job processing on PostgreSQL and NATS",
+		Long: `Fairway stores jobs durably in PostgreSQL, carries submissions, wakeups and
+lifecycle events over NATS JetStream, and runs the jobs on a fleet of
+executors, fairly: a group (tenant) that submits 10,000 jobs does not make
+another group wait.
+
+Start everything in one process for development:
+
+  fairway dev
+
+then, from a second terminal:
+
+  fairway submit echo --group acme --args '{"hello":"world"}'
+  fairway events tail
+
+Configuration: built-in defaults < --config file (YAML) < FAIRWAY_* environment
+variables < flags. See 'fairway config print' and the README.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&e.configFile, "config", "", "YAML configuration file")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newMigrateCmd(e),
+		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e),
+	)
+	return root
+}
+
+// withConfig registers the flags of keys on cmd and loads the configuration
+// before it runs.
+func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
+	config.AddFlags(cmd.Flags(), append([]string{"log.level", "log.format"}, keys...)...)
+	run := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		cfg, err := config.Load(e.configFile, os.Environ(), cmd.Flags())
+		if err != nil {
+			return err
+		}
+		e.cfg = cfg
+		e.log, err = logging.New(e.stderr, cfg.Log.Level, cfg.Log.Format)
+		if err != nil {
+			return err
+		}
+		return run(cmd, args)
+	}
+	return cmd
+}
+
+// connect opens a NATS connection that reconnects forever.
+func (e *env) connect(name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(e.cfg.NATS.URL,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				e.log.Warn("disconnected from NATS", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { e.log.Warn("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w (is Fairway running? start it with 'fairway dev', or pass --nats-url)", e.cfg.NATS.URL, err)
+	}
+	return nc, nil
+}
+
+// client connects a Fairway client for the commands that talk to a running
+// Fairway.
+func (e *env) client() (*events.Client, func(), error) {
+	nc, err := e.connect("fairway-cli")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := events.NewClient(nc, events.ClientOptions{Prefix: e.cfg.NATS.Prefix, MaxArgsSize: e.cfg.Coordinator.MaxArgsSize})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, nc.Close, nil
+}
+
+// clientKeys are the configuration keys of commands that talk to a running
+// Fairway.
+var clientKeys = []string{"nats.url", "nats.prefix"}
+
+// describe renders an error for a user: coded errors say which field.
+func describe(err error) error {
+	var fe *fairway.Error
+	if errors.As(err, &fe) && fe.Code == fairway.CodeInvalid {
+		return fmt.Errorf("invalid: %w", err)
+	}
+	return err
+}

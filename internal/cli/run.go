@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/demo"
+	"github.com/fairwayhq/fairway/internal/natsserver"
+	"github.com/fairwayhq/fairway/internal/pgserver"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+var (
+	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "scheduler.counting-scheme", "scheduler.retries",
+		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch"}
+	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
+		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.drain-timeout"}
+)
+
+func newDevCmd(e *env) *cobra.Command {
+	keys := append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port"}, coordinatorKeys...), executorKeys[2:]...)
+	return e.withConfig(&cobra.Command{
+		Use:   "dev",
+		Short: "Run the whole system in one process, for development",
+		Long: `Run Fairway in one process: an embedded NATS server with JetStream (data in
+<dev-dir>/nats, listening on --nats-addr), a PostgreSQL server that Fairway
+starts itself from the PostgreSQL binaries on PATH or in
+/usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port), a
+coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
+
+--database-url and --nats-url use external servers instead. Ctrl-C stops
+everything, PostgreSQL included; the data stays for the next run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return e.runDev(cmd.Context()) },
+	}, keys...)
+}
+
+func (e *env) runDev(ctx context.Context) error {
+	cfg := e.cfg
+	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", cfg.Dev.Dir, err)
+	}
+	var connect func(name string) (*nats.Conn, error)
+	if cfg.Source("nats.url") == config.SourceDefault {
+		host, port, err := splitHostPort(cfg.Dev.NATSAddr)
+		if err != nil {
+			return fmt.Errorf("dev.nats-addr: %w", err)
+		}
+		ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			e.log.Info("NATS stopped")
+		}()
+		e.log.Info("NATS ready", "url", ns.ClientURL(), "store_dir", filepath.Join(cfg.Dev.Dir, "nats"))
+		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(ns, name) }
+	} else {
+		connect = e.connect
+	}
+	if cfg.Database.URL == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.Dev.Dir, "pg"), Port: cfg.Dev.PGPort, Logger: e.log.With("component", "postgres")})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := pg.Stop(); err != nil {
+				e.log.Error("stopping PostgreSQL", "error", err)
+			} else {
+				e.log.Info("PostgreSQL stopped")
+			}
+		}()
+		cfg.Database.URL = pg.URL()
+	}
+	stop, err := e.startCoordinator(ctx, connect)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	nc, err := connect("fairway-dev-executor")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	fmt.Fprintf(e.stderr, `
+Fairway is running. From a second terminal:
+
+  fairway submit echo --group acme --args '{"hello":"world"}'
+  fairway submit sleep --group acme --args '{"seconds":5}'
+  fairway submit fail --group acme --args '{"times":2}'
+  fairway events tail
+  fairway jobs list
+
+(with 'go run ./cmd/fairway' in place of 'fairway' if it is not installed)
+Ctrl-C stops everything.
+
+`)
+	return e.runExecutor(ctx, nc)
+}
+
+// startCoordinator opens the store, migrates it and starts a coordinator.
+func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.Conn, error)) (stop func(), err error) {
+	cfg := e.cfg
+	if cfg.Database.URL == "" {
+		return nil, errors.New("database.url is not set: pass --database-url or set FAIRWAY_DATABASE_URL (postgres://user:password@host:5432/db)")
+	}
+	st, err := store.Open(ctx, cfg.Database.URL, store.Options{Logger: e.log})
+	if err != nil {
+		return nil, err
+	}
+	applied, err := st.Migrate(ctx)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if len(applied) > 0 {
+		e.log.Info("database migrated", "versions", applied)
+	}
+	nc, err := connect("fairway-coordinator")
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	retries := cfg.Scheduler.Retries
+	coord, err := coordinator.New(st, nc, coordinator.Config{
+		Prefix:           cfg.NATS.Prefix,
+		Scheme:           store.CountingScheme{High: cfg.Scheduler.CountingScheme.High, Low: cfg.Scheduler.CountingScheme.Low},
+		Retries:          &retries,
+		RetryDelay:       cfg.Scheduler.RetryDelay,
+		Lease:            cfg.Coordinator.Lease,
+		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
+		IngestBatch:      cfg.Coordinator.IngestBatch,
+		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
+		Logger:           e.log.With("component", "coordinator"),
+	})
+	if err == nil {
+		err = coord.Start(ctx)
+	}
+	if err != nil {
+		nc.Close()
+		st.Close()
+		return nil, err
+	}
+	return func() {
+		coord.Stop()
+		nc.Close()
+		st.Close()
+	}, nil
+}
+
+func newCoordinatorCmd(e *env) *cobra.Command {
+	return e.withConfig(&cobra.Command{
+		Use:   "coordinator",
+		Short: "Run a coordinator: ingest, fair selection, recovery, events",
+		Long: `Run a coordinator against PostgreSQL (--database-url) and NATS (--nats-url).
+Run as many as you like: they share the work and the fairness state. It
+applies database migrations at start (under an advisory lock).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stop, err := e.startCoordinator(cmd.Context(), e.connect)
+			if err != nil {
+				return err
+			}
+			<-cmd.Context().Done()
+			e.log.Info("stopping")
+			stop()
+			return nil
+		},
+	}, coordinatorKeys...)
+}
+
+func newExecutorCmd(e *env) *cobra.Command {
+	return e.withConfig(&cobra.Command{
+		Use:   "executor",
+		Short: "Run an executor with the built-in demo tasks",
+		Long: `Run an executor that needs only a NATS connection, with the built-in demo
+tasks (echo, sleep, fail, panic). Go programs embed the executor package with
+their own tasks instead. Each executor needs its own --app-id (defaults to
+the host name).
+
+POST /api/v1/shutdownAndExit on --http-addr, SIGTERM or Ctrl-C stop taking
+jobs and let the running ones finish (at most --drain-timeout).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			nc, err := e.connect("fairway-executor")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			return e.runExecutor(cmd.Context(), nc)
+		},
+	}, executorKeys...)
+}
+
+// runExecutor runs an executor with the demo tasks until ctx ends or the
+// shutdown endpoint is called, then drains it.
+func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
+	cfg := e.cfg
+	appID := cfg.Executor.AppID
+	if appID == "" {
+		host, _ := os.Hostname()
+		appID = sanitizeToken(host)
+	}
+	ex, err := executor.New(nc, executor.Config{
+		AppID:         appID,
+		PoolSize:      cfg.Scheduler.PoolSize,
+		LogBufferSize: cfg.Scheduler.LogBufferSize,
+		Heartbeat:     cfg.Executor.Heartbeat,
+		WakeupPeriod:  cfg.Scheduler.WakeupPeriod,
+		Prefix:        cfg.NATS.Prefix,
+		Logger:        e.log.With("component", "executor"),
+	})
+	if err != nil {
+		return err
+	}
+	demo.Register(ex)
+	if err := ex.Start(ctx); err != nil {
+		return err
+	}
+	e.log.Info("executor started", "executor", appID, "pool_size", cfg.Scheduler.PoolSize)
+	shutdown := make(chan struct{})
+	if cfg.Executor.HTTPAddr != "" {
+		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown)
+		if err != nil {
+			_ = ex.Shutdown(context.Background())
+			return err
+		}
+		defer srv.Close()
+		e.log.Info("executor HTTP endpoint", "addr", cfg.Executor.HTTPAddr, "shutdown", "POST /api/v1/shutdownAndExit")
+	}
+	select {
+	case <-ctx.Done():
+	case <-shutdown:
+	}
+	e.log.Info("executor draining: no new jobs; waiting for running ones", "running", ex.Running(), "drain_timeout", cfg.Executor.DrainTimeout)
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Executor.DrainTimeout)
+	defer cancel()
+	return ex.Shutdown(drainCtx)
+}
+
+// serveHTTP serves Docspell's shutdown endpoint and a health check.
+func serveHTTP(addr string, shutdown chan struct{}) (*http.Server, error) {
+	mux := http.NewServeMux()
+	var once bool
+	mux.HandleFunc("POST /api/v1/shutdownAndExit", func(w http.ResponseWriter, _ *http.Request) {
+		if !once {
+			once = true
+			close(shutdown)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}`)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("executor.http-addr %s: %w (pass --http-addr '' to disable it, or another address)", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
+}
+
+func newMigrateCmd(e *env) *cobra.Command {
+	return e.withConfig(&cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations (coordinators also do this at start)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if e.cfg.Database.URL == "" {
+				return errors.New("database.url is not set: pass --database-url or set FAIRWAY_DATABASE_URL")
+			}
+			st, err := store.Open(cmd.Context(), e.cfg.Database.URL, store.Options{})
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			applied, err := st.Migrate(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintln(e.stdout, "the database is up to date")
+			} else {
+				fmt.Fprintf(e.stdout, "applied migrations %v\n", applied)
+			}
+			return nil
+		},
+	}, "database.url")
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(portText)
+	return host, port, err
+}
+
+// sanitizeToken makes a host name a valid app-id.
+func sanitizeToken(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "executor"
+	}
+	return string(b)
+}
