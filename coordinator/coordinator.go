@@ -179,7 +179,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.kickOutbox()
 	c.notifyWork()
 	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
-		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay, "lease", c.cfg.Lease)
+		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
 	return nil
 }
 

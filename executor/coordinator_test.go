@@ -31,6 +31,7 @@ type coordinator struct {
 	dispatches chan events.DispatchRequest
 	heartbeats chan events.Heartbeat
 	reports    chan events.Report
+	backlog    []events.Report // reports read but not asked for yet; test goroutine only
 
 	mu          sync.Mutex
 	registerErr *fairway.Error
@@ -191,32 +192,39 @@ func (c *coordinator) nextDispatch() events.DispatchRequest {
 }
 
 // reportsUntilDone collects the reports about jobID, in stream order,
-// until its done report. Reports about other jobs are kept for later.
+// until its done report. Reports about other jobs are kept, in order, for
+// later calls.
 func (c *coordinator) reportsUntilDone(jobID string) []events.Report {
 	c.t.Helper()
-	var got, others []events.Report
-	defer func() {
-		for _, r := range others {
-			c.reports <- r
+	var got []events.Report
+	take := func(r events.Report) bool {
+		got = append(got, r)
+		return r.Type == events.ReportDone
+	}
+	kept := c.backlog[:0]
+	done := false
+	for _, r := range c.backlog {
+		if !done && r.JobID == jobID {
+			done = take(r)
+			continue
 		}
-	}()
+		kept = append(kept, r)
+	}
+	c.backlog = kept
 	timeout := time.After(waitTimeout)
-	for {
+	for !done {
 		select {
 		case r := <-c.reports:
 			if r.JobID != jobID {
-				others = append(others, r)
+				c.backlog = append(c.backlog, r)
 				continue
 			}
-			got = append(got, r)
-			if r.Type == events.ReportDone {
-				return got
-			}
+			done = take(r)
 		case <-timeout:
 			c.t.Fatalf("no done report for job %s within %s; got %+v", jobID, waitTimeout, got)
-			return nil
 		}
 	}
+	return got
 }
 
 // done waits for jobID's done report.

@@ -296,12 +296,18 @@ func TestPoolSizeBoundsConcurrency(t *testing.T) {
 	}
 	require.EqualValues(t, poolSize, maxRunning.Load())
 
-	close(b.coord.dispatches)
+	require.NoError(t, e.Shutdown(context.Background())) // no more dispatch requests
 	b.coord.mu.Lock()
-	defer b.coord.mu.Unlock()
 	require.Empty(t, b.coord.violations)
-	for req := range b.coord.dispatches {
-		require.True(t, req.Slots >= 1 && req.Slots <= poolSize, "slots %d", req.Slots)
+	b.coord.mu.Unlock()
+	for {
+		select {
+		case req := <-b.coord.dispatches:
+			require.True(t, req.Slots >= 1 && req.Slots <= poolSize, "slots %d", req.Slots)
+			continue
+		default:
+		}
+		break
 	}
 }
 

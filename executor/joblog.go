@@ -89,12 +89,16 @@ func (b *logBuffer) setProgress(jobID string, attempt, pct int) {
 func (b *logBuffer) take() logBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	batch := logBatch{lines: b.lines, dropped: b.dropped, progress: b.progress}
+	batch := logBatch{lines: b.lines}
 	b.lines = nil
+	// Hand the maps over only when they hold something: an empty one stays
+	// in use, so it must not be shared.
 	if len(b.dropped) > 0 {
+		batch.dropped = b.dropped
 		b.dropped = make(map[string]jobCount)
 	}
 	if len(b.progress) > 0 {
+		batch.progress = b.progress
 		b.progress = make(map[string]jobCount)
 	}
 	return batch

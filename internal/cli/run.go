@@ -80,8 +80,6 @@ func (e *env) runDev(ctx context.Context) error {
 		defer func() {
 			if err := pg.Stop(); err != nil {
 				e.log.Error("stopping PostgreSQL", "error", err)
-			} else {
-				e.log.Info("PostgreSQL stopped")
 			}
 		}()
 		cfg.Database.URL = pg.URL()

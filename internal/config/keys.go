@@ -50,7 +50,7 @@ var keys = []key{
 			},
 			get: func(c *Config) string { return c.Scheduler.CountingScheme.String() }}},
 	{name: "scheduler.retries", flag: "retries", def: "5", help: "how often a failed job is retried",
-		binding: intVar(func(c *Config) *int { return &c.Scheduler.Retries }, 0, -1)},
+		binding: intVar(func(c *Config) *int { return &c.Scheduler.Retries }, 0, 100)},
 	{name: "scheduler.retry-delay", flag: "retry-delay", def: "1m", help: "delay before the first retry of a failed job",
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Scheduler.RetryDelay })},
 	{name: "scheduler.log-buffer-size", flag: "log-buffer-size", def: "500", help: "job log lines buffered before they are stored",
