@@ -23,13 +23,20 @@
 //
 // The wire protocol (all subjects from events.Subjects):
 //
-//	request  <p>.internal.register    events.RegisterRequest -> events.Reply
-//	request  <p>.internal.dispatch    events.DispatchRequest -> events.DispatchReply
-//	publish  <p>.internal.heartbeat   events.Heartbeat, every Heartbeat
-//	JetStream <p>.results.<app-id>    events.Report (started, progress, log, done)
-//	listen   <p>.executor.<app-id>.cancel  events.CancelCommand (a reply, if asked for, is an empty events.Reply)
-//	listen   <p>.executor.<app-id>.ping    replied to with the instance id
-//	listen   <p>.notify.work               wakes an idle executor
+//	request    <p>.internal.register           events.RegisterRequest -> events.Reply
+//	request    <p>.internal.dispatch           events.DispatchRequest -> events.DispatchReply
+//	publish    <p>.internal.heartbeat          events.Heartbeat, every Heartbeat
+//	JetStream  <p>.results.<app-id>            events.Report: started, progress, log, done
+//	subscribe  <p>.executor.<app-id>.cancel    events.CancelCommand; a request gets an empty events.Reply
+//	subscribe  <p>.executor.<app-id>.ping      a request gets the instance id
+//	subscribe  <p>.notify.work                 wakes an idle executor
+//
+// Every report carries a unique Nats-Msg-Id. A job's reports are published
+// in order (started, log and progress, done), but a report that JetStream
+// fails to store is sent again later, so a consumer must tolerate a late
+// started, log or progress report after done. Jobs that never run
+// (cancelled before they arrived, released at shutdown, no handler) get a
+// done report without a started one.
 package executor
 
 import (
@@ -53,10 +60,16 @@ import (
 
 // Defaults of Config.
 const (
-	PoolSizeDefault      = 4
+	// PoolSizeDefault is the default number of jobs run at once.
+	PoolSizeDefault = 4
+	// LogBufferSizeDefault is the default bound on job log lines waiting
+	// to be sent.
 	LogBufferSizeDefault = 500
-	HeartbeatDefault     = 5 * time.Second
-	WakeupPeriodDefault  = 10 * time.Second
+	// HeartbeatDefault is the default period of heartbeats.
+	HeartbeatDefault = 5 * time.Second
+	// WakeupPeriodDefault is the default period of an idle executor's
+	// unprompted request for work.
+	WakeupPeriodDefault = 10 * time.Second
 )
 
 // Timings that are not worth a setting.
@@ -433,7 +446,10 @@ func (e *Executor) Running() int {
 // Shutdown stops the executor gracefully: it stops taking jobs and waits
 // for the running ones to finish. If ctx ends first, it cancels the running
 // jobs' contexts, reports them released (the coordinator hands them out
-// again) and returns ctx's error. It returns once every report has been
+// again) and returns ctx's error; a handler that has not returned 5 s after
+// its context was cancelled is reported released anyway, and its outcome is
+// dropped. Jobs in a dispatch reply that arrives while stopping are
+// released at once. Shutdown returns once every report has been
 // acknowledged by JetStream (waiting at most 5 s for that). It is safe to
 // call more than once and concurrently; a later call whose ctx ends sooner
 // releases the jobs sooner.

@@ -617,3 +617,36 @@ func TestResultTooLarge(t *testing.T) {
 	require.Equal(t, events.OutcomeError, done.Outcome)
 	require.Contains(t, done.Error, "more than the")
 }
+
+func TestShutdownReleasesHandlerThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	returned := make(chan struct{})
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"stubborn": func(ctx context.Context, job *executor.Job) error {
+			defer close(returned)
+			started <- struct{}{}
+			<-unblock // ignores ctx
+			job.Logger.Info("too late")
+			return nil
+		},
+	})
+	job := newJob("stubborn", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	recv(t, started, "the handler to start")
+
+	stopped := make(chan struct{})
+	go func() {
+		e.Stop()
+		close(stopped)
+	}()
+	recv(t, stopped, "Stop to give up on the handler")
+	require.Equal(t, events.OutcomeReleased, b.coord.done(job.ID).Outcome)
+	require.Equal(t, 0, e.Running())
+
+	close(unblock)
+	recv(t, returned, "the handler to return")
+}

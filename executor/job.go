@@ -146,11 +146,15 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	err, panicked := e.call(rj, h)
 	out := e.outcome(rj, err, panicked)
 	e.complete(rj, out)
-	level := slog.LevelInfo
-	if out.kind == events.OutcomeError || out.kind == events.OutcomePermanent {
-		level = slog.LevelWarn
+	if out.err == "" {
+		rj.logger.Info("job finished", "outcome", out.kind, "duration", time.Since(start))
+	} else {
+		level := slog.LevelInfo
+		if out.kind == events.OutcomeError || out.kind == events.OutcomePermanent {
+			level = slog.LevelWarn
+		}
+		rj.logger.Log(context.Background(), level, "job finished", "outcome", out.kind, "duration", time.Since(start), "error", out.err)
 	}
-	rj.logger.Log(context.Background(), level, "job finished", "outcome", out.kind, "duration", time.Since(start), "error", out.err)
 }
 
 // call runs the handler, turning a panic into an error and a log line

@@ -1,0 +1,111 @@
+package fairway_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSubmissionValidation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body, group, task string
+		maxArgs                 int64
+		field, message          string
+	}{
+		{"valid", `{"args":{"a":1}}`, "g", "t", 100, "", ""},
+		{"task from body", `{"task":"t"}`, "g", "", 100, "", ""},
+		{"missing group", `{"task":"t"}`, "", "", 100, "group", "missing"},
+		{"missing task", `{}`, "g", "", 100, "task", "missing"},
+		{"group not a token", `{"group":"a b","task":"t"}`, "", "", 100, "group", `contains ' '`},
+		{"task with a wildcard", `{}`, "g", "*", 100, "task", `contains '*'`},
+		{"group too long", `{}`, strings.Repeat("g", 65), "t", 100, "group", "longer than 64"},
+		{"group differs", `{"group":"h"}`, "g", "t", 100, "group", `body names group "h" but the subject names "g"`},
+		{"task differs", `{"task":"u"}`, "g", "t", 100, "task", `body names task "u"`},
+		{"priority", `{"priority":"HIGH"}`, "g", "t", 100, "priority", `unknown priority "HIGH"`},
+		{"args array", `{"args":[1]}`, "g", "t", 100, "args", "not an array"},
+		{"args string", `{"args":"x"}`, "g", "t", 100, "args", "not a string"},
+		{"args null", `{"args":null}`, "g", "t", 100, "args", "not null"},
+		{"args too large", `{"args":{"a":"` + strings.Repeat("x", 100) + `"}}`, "g", "t", 100, "args", "exceeds the limit of 100 bytes"},
+		{"body far too large", `{"args":{"a":"` + strings.Repeat("x", 70<<10) + `"}}`, "g", "t", 100, "args", "exceeds the limit"},
+		{"unknown field", `{"prio":"high"}`, "g", "t", 100, "prio", "unknown field"},
+		{"wrong type", `{"max_retries":"3"}`, "g", "t", 100, "max_retries", "must be a whole number"},
+		{"retries out of range", `{"max_retries":101}`, "g", "t", 100, "max_retries", "not in 0..100"},
+		{"negative retries", `{"max_retries":-1}`, "g", "t", 100, "max_retries", "not in 0..100"},
+		{"bad run_at", `{"run_at":"tomorrow"}`, "g", "t", 100, "run_at", "RFC 3339"},
+		{"not an object", `[1]`, "g", "t", 100, "body", "must be a JSON object"},
+		{"empty", ``, "g", "t", 100, "body", "empty body"},
+		{"truncated", `{"args":`, "g", "t", 100, "body", "ends too early"},
+		{"trailing data", `{} {}`, "g", "t", 100, "body", "unexpected data"},
+		{"bad id", `{"id":"a b"}`, "g", "t", 100, "id", `contains ' '`},
+		{"subject too long", `{"subject":"` + strings.Repeat("s", 513) + `"}`, "g", "t", 100, "subject", "exceeds the limit of 512"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sub, err := fairway.DecodeSubmission([]byte(tc.body), tc.maxArgs)
+			if err == nil {
+				err = sub.Normalize(tc.group, tc.task, tc.maxArgs, 5)
+			}
+			if tc.field == "" {
+				require.NoError(t, err)
+				return
+			}
+			var fe *fairway.Error
+			require.True(t, errors.As(err, &fe), "got %v", err)
+			require.ErrorIs(t, err, fairway.ErrInvalid)
+			require.Equal(t, tc.field, fe.Field)
+			require.Contains(t, fe.Message, tc.message)
+		})
+	}
+}
+
+func TestNormalizeFillsDefaults(t *testing.T) {
+	t.Parallel()
+	var sub fairway.Submission
+	require.NoError(t, sub.Normalize("g", "t", 100, 7))
+	require.Equal(t, "g", sub.Group)
+	require.Equal(t, "t", sub.Task)
+	require.Equal(t, fairway.PriorityLow, sub.Priority)
+	require.Equal(t, 7, *sub.MaxRetries)
+	require.JSONEq(t, `{}`, string(sub.Args))
+	require.Len(t, sub.ID, 36)
+}
+
+func TestIDsAreTimeOrdered(t *testing.T) {
+	t.Parallel()
+	prev := fairway.NewID()
+	for range 1000 {
+		id := fairway.NewID()
+		require.Greater(t, id, prev)
+		prev = id
+	}
+}
+
+func TestErrorsMatchByCode(t *testing.T) {
+	t.Parallel()
+	err := error(fairway.Duplicate("tr", "job-1"))
+	require.ErrorIs(t, err, fairway.ErrDuplicate)
+	require.NotErrorIs(t, err, fairway.ErrInvalid)
+	data, _ := json.Marshal(err)
+	require.JSONEq(t, `{"code":"duplicate","field":"tracker","message":"tracker \"tr\" is held by job job-1, which is not final yet","job_id":"job-1"}`, string(data))
+	inner := errors.New("x")
+	require.ErrorIs(t, fairway.Permanent(inner), inner)
+	var perm *fairway.PermanentError
+	require.ErrorAs(t, fmt.Errorf("wrapped: %w", fairway.Permanent(inner)), &perm)
+	require.NoError(t, fairway.Permanent(nil))
+}
+
+func TestStates(t *testing.T) {
+	t.Parallel()
+	for _, s := range fairway.States {
+		require.True(t, s.Valid())
+		require.Equal(t, s == fairway.StateSuccess || s == fairway.StateFailed || s == fairway.StateCancelled, s.Final(), s)
+	}
+	require.False(t, fairway.StateRejected.Valid())
+}
