@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -406,4 +407,29 @@ func TestFairnessAcrossGroupsEndToEnd(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"a", "b", "a", "b", "a", "a", "a", "a", "a", "a", "a", "a"}, order)
+}
+
+func TestValueRefusedByPostgreSQLRejectsOnlyThatJob(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var subs []fairway.Submission
+	for i, args := range []string{`{"n":1}`, `{"nul":"\u0000"}`, `{"n":3}`} {
+		subs = append(subs, fairway.Submission{ID: fmt.Sprintf("job-%d", i), Group: "g", Task: "echo", Args: json.RawMessage(args)})
+	}
+	_, err := h.client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	var rejected events.Event
+	stored := 0
+	h.until(func(ev events.Event) bool {
+		switch ev.State {
+		case fairway.StateRejected:
+			rejected = ev
+		case fairway.StateWaiting:
+			stored++
+		}
+		return stored == 2 && rejected.ID != ""
+	})
+	require.Equal(t, "job-1", rejected.JobID)
+	require.Equal(t, "args", rejected.Field)
+	require.Contains(t, rejected.Error, "PostgreSQL refused the job")
 }

@@ -77,38 +77,31 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		subs = append(subs, sub)
 	}
 	res, err := c.store.InsertJobs(ctx, subs, rejections)
-	if err != nil && !errors.Is(err, fairway.ErrUnavailable) && len(msgs) > 1 {
-		// One bad value (say, a string PostgreSQL refuses) must not hold up
-		// the others: store them one by one.
+	switch {
+	case err == nil:
+	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
+		c.retryLater(ctx, msgs, err)
+		return
+	case len(msgs) > 1:
+		// One value PostgreSQL refuses (say, a \u0000 in args) must not hold
+		// up the others: store them one at a time.
 		c.log.Warn("storing a batch of submissions failed; storing them one at a time", "error", err, "batch", len(msgs))
 		for _, msg := range msgs {
 			c.ingest(ctx, []jetstream.Msg{msg})
 		}
 		return
-	}
-	if err != nil && !errors.Is(err, fairway.ErrUnavailable) {
-		sub := fairway.Submission{}
+	default:
+		group, task, _ := c.subjects.ParseSubmit(msgs[0].Subject())
+		var sub fairway.Submission
 		if len(subs) == 1 {
 			sub = subs[0]
 		}
-		group, task, _ := c.subjects.ParseSubmit(msgs[0].Subject())
-		reason := fairway.Invalid("body", "PostgreSQL refused the job: %v", err)
-		if _, err2 := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, reason)}); err2 == nil {
-			c.log.Warn("submission rejected by PostgreSQL", "job_id", sub.ID, "group", group, "task", task, "error", err)
-			_ = msgs[0].Ack()
-			c.kickOutbox()
+		subs, res = nil, nil
+		rejections = []store.Rejection{rejection(sub, group, task, fairway.Invalid("args", "PostgreSQL refused the job: %v", err))}
+		if _, err := c.store.InsertJobs(ctx, nil, rejections); err != nil {
+			c.retryLater(ctx, msgs, err)
 			return
 		}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return // stopping: the messages are redelivered to a running coordinator
-		}
-		c.log.Error("storing submissions; they stay in JetStream and are retried", "error", err, "batch", len(msgs))
-		for _, msg := range msgs {
-			_ = msg.NakWithDelay(retryAfterOutage)
-		}
-		return
 	}
 	for _, msg := range msgs {
 		if err := msg.Ack(); err != nil {
@@ -126,6 +119,17 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	c.kickOutbox()
 	c.jobsAdded(added...)
+}
+
+// retryLater leaves messages in JetStream for a later try, when PostgreSQL
+// is unavailable or the coordinator is stopping.
+func (c *Coordinator) retryLater(ctx context.Context, msgs []jetstream.Msg, err error) {
+	if ctx.Err() == nil {
+		c.log.Error("storing in PostgreSQL failed; the messages stay in JetStream and are retried", "error", err, "messages", len(msgs))
+	}
+	for _, msg := range msgs {
+		_ = msg.NakWithDelay(retryAfterOutage)
+	}
 }
 
 // messageID gives a submission without an id one that is the same on every

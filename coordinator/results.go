@@ -53,13 +53,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	applied, err := c.applyReportParts(ctx, started, progress, logs, outcomes)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // stopping: the messages are redelivered to a running coordinator
-		}
-		c.log.Error("applying executor reports; they stay in JetStream and are retried", "error", err, "batch", len(msgs))
-		for _, msg := range msgs {
-			_ = msg.NakWithDelay(retryAfterOutage)
-		}
+		c.retryLater(ctx, msgs, err)
 		return
 	}
 	for _, msg := range msgs {

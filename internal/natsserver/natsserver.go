@@ -46,7 +46,7 @@ type Options struct {
 	Port int
 	// MaxPayload caps one message. Defaults to 8 MiB.
 	MaxPayload int32
-	// Logger receives the server's notices, warnings and errors (debug and
+	// Logger receives the server's notices (at debug level), warnings and errors (debug and
 	// trace output stay off). Defaults to none: the server is quiet.
 	Logger *slog.Logger
 }
@@ -164,7 +164,7 @@ type logAdapter struct {
 	fatal  chan string
 }
 
-func (l *logAdapter) Noticef(format string, v ...any) { l.logger.Info(fmt.Sprintf(format, v...)) }
+func (l *logAdapter) Noticef(format string, v ...any) { l.logger.Debug(fmt.Sprintf(format, v...)) }
 func (l *logAdapter) Warnf(format string, v ...any)   { l.logger.Warn(fmt.Sprintf(format, v...)) }
 func (l *logAdapter) Errorf(format string, v ...any)  { l.logger.Error(fmt.Sprintf(format, v...)) }
 func (l *logAdapter) Debugf(string, ...any)           {}
