@@ -11,8 +11,7 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
-	"github.com/fairwayhq/fairway/internal/pgtest"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -27,11 +26,7 @@ func BenchmarkDrain(b *testing.B) {
 	const jobs = 10_000
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
-	st, err := store.Open(ctx, pgtest.NewDB(b), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(b)
 	coord, err := coordinator.New(st, nc, coordinator.Config{})
 	if err != nil {
 		b.Fatal(err)

@@ -16,25 +16,14 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
-	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) {
-	pgtest.SetTemplate(func(ctx context.Context, url string) error {
-		s, err := store.Open(ctx, url, store.Options{})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		_, err = s.Migrate(ctx)
-		return err
-	})
-	pgtest.Main(m)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 // waitTimeout bounds every wait for an event: generous, since a failing
 // test ends at the first one that does not come.
@@ -53,9 +42,7 @@ func setup(t *testing.T) *harness {
 	t.Helper()
 	ctx := t.Context()
 	ns, nc := natstest.Start(t)
-	st, err := store.Open(ctx, pgtest.NewDB(t), store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st := storetest.Open(t)
 	retries := 3
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		RetryDelay: 20 * time.Millisecond,

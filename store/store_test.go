@@ -8,33 +8,18 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) {
-	pgtest.SetTemplate(func(ctx context.Context, url string) error {
-		s, err := store.Open(ctx, url, store.Options{})
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		_, err = s.Migrate(ctx)
-		return err
-	})
-	pgtest.Main(m)
-}
+func TestMain(m *testing.M) { storetest.Main(m) }
 
 var allTasks = []string{"t"}
 
 func setup(t *testing.T) (*store.Store, context.Context) {
 	t.Helper()
-	ctx := t.Context()
-	s, err := store.Open(ctx, pgtest.NewDB(t), store.Options{})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	return s, ctx
+	return storetest.Open(t), t.Context()
 }
 
 func sub(group string, prio fairway.Priority) fairway.Submission {

@@ -1,0 +1,37 @@
+// Package storetest gives tests a migrated Fairway database on a real
+// PostgreSQL: one throwaway cluster per test binary (internal/pgtest), a
+// fresh database per test, cloned from a template migrated once.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/store"
+)
+
+// Main runs the tests of a package that uses Open. Call it from TestMain.
+func Main(m *testing.M) {
+	pgtest.SetTemplate(func(ctx context.Context, url string) error {
+		s, err := store.Open(ctx, url, store.Options{})
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		_, err = s.Migrate(ctx)
+		return err
+	})
+	pgtest.Main(m)
+}
+
+// Open returns a store on a fresh, migrated database, closed when t ends.
+func Open(t testing.TB) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), pgtest.NewDB(t), store.Options{})
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
