@@ -19,6 +19,12 @@ var (
 	claimWaitingSQL string
 	//go:embed sql/claim_mark.sql
 	claimMarkSQL string
+	//go:embed sql/claim_lock.sql
+	claimLockSQL string
+	//go:embed sql/claim_pin.sql
+	claimPinSQL string
+	//go:embed sql/claim_unpin.sql
+	claimUnpinSQL string
 )
 
 // CountingScheme is Docspell's "H,L": H high-priority jobs, then L
@@ -73,7 +79,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		jobs = jobs[:0]
 		var st fairness
-		if err := tx.QueryRow(ctx, "SELECT last_group, counter FROM fairway_fairness WHERE id = 1 FOR UPDATE").Scan(&st.cursor, &st.counter); err != nil {
+		if err := tx.QueryRow(ctx, claimLockSQL).Scan(&st.cursor, &st.counter, nil, nil, nil); err != nil {
 			return err
 		}
 		start := st
@@ -81,6 +87,11 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 		// of fetched candidates before the batch was full. Each round marks
 		// its jobs, so the next one's queries no longer see them.
 		for round := 0; round < maxClaimRounds && len(jobs) < p.Limit; round++ {
+			if round > 0 {
+				if _, err := tx.Exec(ctx, claimPinSQL); err != nil {
+					return err
+				}
+			}
 			picked, more, err := claimRound(ctx, tx, p, p.Limit-len(jobs), &st)
 			if err != nil {
 				return err
@@ -114,11 +125,16 @@ func markClaimed(ctx context.Context, tx pgx.Tx, picked []candidate, p ClaimPara
 	for i, c := range picked {
 		ids[i], prev[i] = c.id, string(c.state)
 	}
-	rows, err := tx.Query(ctx, claimMarkSQL, ids, prev, p.Worker, interval(p.Lease))
-	if err != nil {
-		return nil, err
-	}
-	return collectJobs(rows)
+	var jobs []fairway.Job
+	batch := &pgx.Batch{}
+	batch.Queue(claimUnpinSQL)
+	batch.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+		var err error
+		jobs, err = collectJobs(rows)
+		return err
+	})
+	err := tx.SendBatch(ctx, batch).Close()
+	return jobs, err
 }
 
 type fairness struct {

@@ -9,13 +9,14 @@ import (
 )
 
 // SetDue makes a job's run_at now.
-func (s *Store) SetDue(t *testing.T, id string) {
+func (s *Store) SetDue(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET run_at = now() - interval '1 millisecond' WHERE id = $1", id)
 	require.NoError(t, err)
 }
 
 // ExpireLease makes a job's lease run out.
-func (s *Store) ExpireLease(t *testing.T, id string) {
+func (s *Store) ExpireLease(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET lease_until = now() - interval '1 second' WHERE id = $1", id)
 	require.NoError(t, err)
 }
+

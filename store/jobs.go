@@ -208,7 +208,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
 	}
 	rows, err := s.pool.Query(ctx, "SELECT "+jobColumns+` FROM fairway_job
 		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3)
-		ORDER BY submitted DESC, id DESC LIMIT $4`, p.Group, p.Task, string(p.State), limit)
+		ORDER BY seq DESC LIMIT $4`, p.Group, p.Task, string(p.State), limit)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
 	}

@@ -3,6 +3,7 @@
 
 CREATE TABLE fairway_job (
     id               text PRIMARY KEY,
+    seq              bigint GENERATED ALWAYS AS IDENTITY, -- insertion order, for listing
     task             text NOT NULL,
     group_name       text NOT NULL,
     args             jsonb NOT NULL DEFAULT '{}',
@@ -42,6 +43,10 @@ CREATE TABLE fairway_job (
 CREATE INDEX fairway_job_eligible ON fairway_job (group_name, state, priority, submitted, id)
     INCLUDE (run_at, task) WHERE state IN ('waiting', 'stuck');
 
+-- Due stuck jobs of a group, oldest first: the first choice of a claim.
+CREATE INDEX fairway_job_stuck ON fairway_job (group_name, submitted, id)
+    INCLUDE (run_at, task) WHERE state = 'stuck';
+
 -- Tracker de-duplication: one non-final job per tracker.
 CREATE UNIQUE INDEX fairway_job_tracker ON fairway_job (tracker)
     WHERE tracker IS NOT NULL AND state NOT IN ('success', 'failed', 'cancelled');
@@ -50,9 +55,11 @@ CREATE UNIQUE INDEX fairway_job_tracker ON fairway_job (tracker)
 CREATE INDEX fairway_job_held ON fairway_job (worker, lease_until) WHERE state IN ('scheduled', 'running');
 CREATE INDEX fairway_job_lease ON fairway_job (lease_until) WHERE state IN ('scheduled', 'running');
 
--- Listing newest first, per group and overall.
-CREATE INDEX fairway_job_group_submitted ON fairway_job (group_name, submitted DESC);
-CREATE INDEX fairway_job_submitted ON fairway_job (submitted DESC);
+-- Listing newest first, per group and overall. These order by seq, not
+-- submitted, on purpose: an index that gives submitted order tempts the
+-- planner away from fairway_job_eligible in the claim queries.
+CREATE INDEX fairway_job_group_seq ON fairway_job (group_name, seq);
+CREATE INDEX fairway_job_seq ON fairway_job (seq);
 
 CREATE TABLE fairway_job_log (
     id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

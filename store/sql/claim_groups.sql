@@ -8,14 +8,14 @@ WITH RECURSIVE walk (group_name, n) AS (
        FROM fairway_job j
       WHERE j.state IN ('waiting', 'stuck') AND j.group_name > $1
         AND j.run_at <= now() AND j.task = ANY ($3::text[])
-      ORDER BY j.group_name
+      ORDER BY j.group_name, j.state -- only fairway_job_eligible has this order
       LIMIT 1)
     UNION ALL
     SELECT (SELECT j.group_name
               FROM fairway_job j
              WHERE j.state IN ('waiting', 'stuck') AND j.group_name > w.group_name
                AND j.run_at <= now() AND j.task = ANY ($3::text[])
-             ORDER BY j.group_name
+             ORDER BY j.group_name, j.state
              LIMIT 1),
            w.n + 1
       FROM walk w

@@ -7,6 +7,7 @@ SELECT c.id, c.group_name, c.priority
          FROM fairway_job j
         WHERE j.group_name = g.name AND j.state = 'stuck'
           AND j.run_at <= now() AND j.task = ANY ($3::text[])
-        ORDER BY j.submitted, j.id
+        -- Matches fairway_job_stuck only (group_name is fixed).
+        ORDER BY j.group_name, j.submitted, j.id
         LIMIT g.n
           FOR UPDATE OF j SKIP LOCKED) c

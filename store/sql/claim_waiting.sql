@@ -8,6 +8,8 @@ SELECT c.id, c.group_name, c.priority
          FROM fairway_job j
         WHERE j.group_name = g.name AND j.state = 'waiting' AND j.priority = $4
           AND j.run_at <= now() AND j.task = ANY ($3::text[])
-        ORDER BY j.submitted, j.id
+        -- The leading columns are fixed by the WHERE clause; naming them
+        -- keeps the planner on fairway_job_eligible.
+        ORDER BY j.group_name, j.state, j.priority, j.submitted, j.id
         LIMIT g.n
           FOR UPDATE OF j SKIP LOCKED) c

@@ -1,0 +1,13 @@
+-- Starts a claim: locks the fairness state (serialising claims across all
+-- coordinators) and pins the claim's plans for the rest of the transaction.
+-- The claim queries are written so that only the partial indexes
+-- fairway_job_eligible and fairway_job_stuck give their order; with sorts,
+-- bitmap and sequential scans off, the planner cannot wander to a plan that
+-- reads every row of a group (it does, on a table without fresh statistics).
+SELECT last_group, counter,
+       set_config('enable_sort', 'off', true),
+       set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_seqscan', 'off', true)
+  FROM fairway_fairness
+ WHERE id = 1
+   FOR UPDATE

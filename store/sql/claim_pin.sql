@@ -1,0 +1,4 @@
+-- Pins the plans of the claim queries (see claim_lock.sql).
+SELECT set_config('enable_sort', 'off', true),
+       set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_seqscan', 'off', true)
