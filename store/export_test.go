@@ -19,4 +19,3 @@ func (s *Store) ExpireLease(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET lease_until = now() - interval '1 second' WHERE id = $1", id)
 	require.NoError(t, err)
 }
-
