@@ -353,3 +353,12 @@ func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
 }
+
+// Analyze refreshes the planner statistics of the job table (used after
+// bulk loads, such as the scale benchmark's).
+func (s *Store) Analyze(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, "ANALYZE fairway_job"); err != nil {
+		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
+	}
+	return nil
+}

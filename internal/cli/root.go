@@ -86,7 +86,7 @@ variables < flags. See 'fairway config print' and the README.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newMigrateCmd(e),
-		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e),
+		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e), newBenchCmd(e),
 	)
 	return root
 }

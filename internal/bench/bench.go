@@ -1,0 +1,426 @@
+// Package bench measures Fairway as users see it: throughput, latency,
+// fairness and scale, with coordinators and executors running in-process
+// against a real PostgreSQL and NATS. It backs `fairway bench`.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Scenarios lists the scenarios in the order "all" runs them.
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale"}
+
+// Options configures a benchmark run.
+type Options struct {
+	// ServerURL is a PostgreSQL URL whose user may create databases; each
+	// scenario runs in a fresh database of its own, dropped afterwards.
+	ServerURL string
+	// NATSURL is an external NATS server; empty starts an embedded one.
+	NATSURL string
+	// Jobs is the drain backlog (default 100,000).
+	Jobs int
+	// Slots is the executors' pool size (default 100 for throughput
+	// scenarios; the fairness scenario uses 10).
+	Slots int
+	// Rate and Duration drive the steady scenario (default 5,000/s, 10 s).
+	Rate     int
+	Duration time.Duration
+	// ScaleSizes are the queue lengths of the scale scenario (default
+	// 10,000, 100,000 and 1,000,000 over 10,000 groups).
+	ScaleSizes []int
+	JSON       bool
+	Out        io.Writer
+	Logger     *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Jobs == 0 {
+		o.Jobs = 100_000
+	}
+	if o.Slots == 0 {
+		o.Slots = 100
+	}
+	if o.Rate == 0 {
+		o.Rate = 5000
+	}
+	if o.Duration == 0 {
+		o.Duration = 10 * time.Second
+	}
+	if len(o.ScaleSizes) == 0 {
+		o.ScaleSizes = []int{10_000, 100_000, 1_000_000}
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Result is one scenario's figures, printed as one line.
+type Result struct {
+	Scenario string
+	Jobs     int
+	Figures  []Figure
+}
+
+// Figure is one named value of a result.
+type Figure struct {
+	Key   string
+	Value any
+}
+
+func (r *Result) add(key string, value any) { r.Figures = append(r.Figures, Figure{key, value}) }
+
+// MarshalJSON writes the result as one flat object: scenario, jobs, figures.
+func (r Result) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"scenario":%q,"jobs":%d`, r.Scenario, r.Jobs)
+	for _, f := range r.Figures {
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, `,%q:%s`, f.Key, v)
+	}
+	b.WriteString("}")
+	return []byte(b.String()), nil
+}
+
+func (r Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s jobs=%d", r.Scenario, r.Jobs)
+	for _, f := range r.Figures {
+		switch v := f.Value.(type) {
+		case float64:
+			fmt.Fprintf(&b, " %s=%.1f", f.Key, v)
+		default:
+			fmt.Fprintf(&b, " %s=%v", f.Key, v)
+		}
+	}
+	return b.String()
+}
+
+// Run runs the named scenario ("all" for every one) and prints one line per
+// scenario (JSON with opts.JSON).
+func Run(ctx context.Context, scenario string, opts Options) error {
+	opts = opts.withDefaults()
+	names := []string{scenario}
+	if scenario == "all" {
+		names = Scenarios
+	} else if !slices.Contains(Scenarios, scenario) {
+		return fmt.Errorf("unknown scenario %q (known: %s, all)", scenario, strings.Join(Scenarios, ", "))
+	}
+	settings, err := serverSettings(ctx, opts.ServerURL)
+	if err != nil {
+		return err
+	}
+	if !opts.JSON {
+		fmt.Fprintf(opts.Out, "# PostgreSQL %s\n", settings)
+	}
+	for _, name := range names {
+		res, err := runScenario(ctx, name, opts)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", name, err)
+		}
+		if opts.JSON {
+			res.add("pg_settings", settings)
+			data, err := json.Marshal(res)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(opts.Out, string(data))
+		} else {
+			fmt.Fprintln(opts.Out, res)
+		}
+	}
+	return nil
+}
+
+func runScenario(ctx context.Context, name string, opts Options) (*Result, error) {
+	switch name {
+	case "drain":
+		return drain(ctx, opts)
+	case "latency":
+		return latency(ctx, opts)
+	case "steady":
+		return steady(ctx, opts)
+	case "fairness":
+		return fairness(ctx, opts)
+	default:
+		return scale(ctx, opts)
+	}
+}
+
+// serverSettings reads the durability settings the figures depend on.
+func serverSettings(ctx context.Context, url string) (string, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", fmt.Errorf("connecting to PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	var parts []string
+	for _, name := range []string{"server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_sync_method", "shared_buffers"} {
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+			return "", err
+		}
+		if name == "server_version" {
+			v, _, _ = strings.Cut(v, " ")
+		}
+		parts = append(parts, name+"="+v)
+	}
+	return strings.Join(parts, " "), nil
+}
+
+// system is one scenario's Fairway: a fresh database, NATS, a coordinator
+// and executors, all in this process.
+type system struct {
+	opts    Options
+	store   *store.Store
+	ns      *server.Server
+	nc      *nats.Conn
+	coord   *coordinator.Coordinator
+	execs   []*executor.Executor
+	client  *events.Client
+	cleanup []func()
+	connect func(name string) (*nats.Conn, error)
+
+	started  sync.Map // job id -> time the handler started
+	finished chan events.Event
+	success  atomic.Int64
+}
+
+type systemConfig struct {
+	slots     int
+	executors int
+	handler   executor.Handler
+	// noExecutors leaves the executors to be started later (scale).
+	noExecutors bool
+}
+
+func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
+	s = &system{opts: opts, finished: make(chan events.Event, 1<<20)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	dbURL, drop, err := createDatabase(ctx, opts.ServerURL)
+	if err != nil {
+		return nil, err
+	}
+	s.cleanup = append(s.cleanup, drop)
+	s.store, err = store.Open(ctx, dbURL, store.Options{MaxConns: 20})
+	if err != nil {
+		return nil, err
+	}
+	s.cleanup = append(s.cleanup, s.store.Close)
+	if _, err := s.store.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	connect := func(name string) (*nats.Conn, error) { return nats.Connect(opts.NATSURL, nats.Name(name)) }
+	if opts.NATSURL == "" {
+		dir, err := os.MkdirTemp("", "fairway-bench-nats-")
+		if err != nil {
+			return nil, err
+		}
+		s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
+		s.ns, err = natsserver.Start(natsserver.Options{StoreDir: dir, Port: -1})
+		if err != nil {
+			return nil, err
+		}
+		s.cleanup = append(s.cleanup, func() { s.ns.Shutdown(); s.ns.WaitForShutdown() })
+		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(s.ns, name) }
+	}
+	s.connect = connect
+	if s.nc, err = connect("fairway-bench"); err != nil {
+		return nil, err
+	}
+	s.cleanup = append(s.cleanup, s.nc.Close)
+	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	if err := s.coord.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.cleanup = append(s.cleanup, s.coord.Stop)
+	if s.client, err = events.NewClient(s.nc, events.ClientOptions{}); err != nil {
+		return nil, err
+	}
+	sub, err := s.client.Subscribe(ctx, events.Filter{}, func(ev events.Event) {
+		if ev.State.Final() {
+			s.success.Add(1)
+			s.finished <- ev
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.cleanup = append(s.cleanup, sub.Stop)
+	if !cfg.noExecutors {
+		if err := s.startExecutors(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
+	handler := cfg.handler
+	for i := range max(cfg.executors, 1) {
+		nc, err := s.connect(fmt.Sprintf("fairway-bench-executor-%d", i))
+		if err != nil {
+			return err
+		}
+		s.cleanup = append(s.cleanup, nc.Close)
+		ex, err := executor.New(nc, executor.Config{AppID: fmt.Sprintf("bench-%d", i), PoolSize: cfg.slots, WakeupPeriod: time.Second, Logger: s.opts.Logger})
+		if err != nil {
+			return err
+		}
+		ex.Handle("work", func(ctx context.Context, job *executor.Job) error {
+			s.started.Store(job.ID, time.Now())
+			if handler != nil {
+				return handler(ctx, job)
+			}
+			return nil
+		})
+		if err := ex.Start(ctx); err != nil {
+			return err
+		}
+		s.cleanup = append(s.cleanup, ex.Stop)
+		s.execs = append(s.execs, ex)
+	}
+	return nil
+}
+
+func (s *system) close() {
+	for i := len(s.cleanup) - 1; i >= 0; i-- {
+		s.cleanup[i]()
+	}
+	s.cleanup = nil
+}
+
+// waitFinished waits until n jobs reached a final state, returning their
+// events in arrival order with the time each arrived.
+func (s *system) waitFinished(ctx context.Context, n int, timeout time.Duration) ([]arrival, error) {
+	out := make([]arrival, 0, n)
+	deadline := time.After(timeout)
+	for len(out) < n {
+		select {
+		case ev := <-s.finished:
+			out = append(out, arrival{ev, time.Now()})
+		case <-deadline:
+			return out, fmt.Errorf("only %d of %d jobs finished within %s", len(out), n, timeout)
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+type arrival struct {
+	ev events.Event
+	at time.Time
+}
+
+func submissions(n int, group func(i int) string) []fairway.Submission {
+	subs := make([]fairway.Submission, n)
+	for i := range subs {
+		subs[i] = fairway.Submission{ID: fairway.NewID(), Group: group(i), Task: "work"}
+	}
+	return subs
+}
+
+// createDatabase creates a fresh database on the server and returns its URL
+// and a function that drops it.
+func createDatabase(ctx context.Context, serverURL string) (string, func(), error) {
+	cfg, err := pgx.ParseConfig(serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("database url: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(ctx)
+	name := fmt.Sprintf("fairway_bench_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("creating a scratch database (the user needs CREATEDB): %w", err)
+	}
+	drop := func() {
+		c, err := pgx.ConnectConfig(context.Background(), cfg)
+		if err != nil {
+			return
+		}
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	return replaceDatabase(serverURL, name), drop, nil
+}
+
+// replaceDatabase swaps the database name in a postgres:// URL.
+func replaceDatabase(url, db string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url + " dbname=" + db
+	}
+	hostPart, query, _ := strings.Cut(rest, "?")
+	host, _, _ := strings.Cut(hostPart, "/")
+	out := scheme + "://" + host + "/" + db
+	if query != "" {
+		out += "?" + query
+	}
+	return out
+}
+
+// percentile returns the p-th percentile (0..100) of ds in milliseconds.
+func percentile(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(ds)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	i := int(float64(len(sorted)-1) * p / 100)
+	return ms(sorted[i])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// peakRSSMiB reads this process's peak resident set size.
+func peakRSSMiB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}

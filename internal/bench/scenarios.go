@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/store"
+)
+
+// drain: a backlog of opts.Jobs no-op jobs over 10 groups, submitted at
+// once; then the time until all are successful (events received).
+func drain(ctx context.Context, opts Options) (*Result, error) {
+	s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	subs := submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	start := time.Now()
+	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+		return nil, err
+	}
+	submitted := time.Since(start)
+	if _, err := s.waitFinished(ctx, opts.Jobs, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	worked := time.Since(start)
+	r := &Result{Scenario: "drain", Jobs: opts.Jobs}
+	r.add("submit_jobs_per_s", float64(opts.Jobs)/submitted.Seconds())
+	r.add("work_jobs_per_s", float64(opts.Jobs)/worked.Seconds())
+	r.add("slots", opts.Slots)
+	return r, nil
+}
+
+// latency: an idle system, one job at a time; submit-to-start and
+// submit-to-success.
+func latency(ctx context.Context, opts Options) (*Result, error) {
+	s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	const n = 300
+	var toStart, toSuccess []time.Duration
+	for i := range n {
+		id := fmt.Sprintf("lat-%d", i)
+		submitted := time.Now()
+		if _, err := s.client.Submit(ctx, fairway.Submission{ID: id, Group: "g", Task: "work"}); err != nil {
+			return nil, err
+		}
+		done, err := s.waitFinished(ctx, 1, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		startedAt, _ := s.started.Load(id)
+		if i < 10 {
+			continue // warm-up: connections, prepared statements
+		}
+		toStart = append(toStart, startedAt.(time.Time).Sub(submitted))
+		toSuccess = append(toSuccess, done[0].at.Sub(submitted))
+	}
+	r := &Result{Scenario: "latency", Jobs: n - 10}
+	r.add("start_p50_ms", percentile(toStart, 50))
+	r.add("start_p99_ms", percentile(toStart, 99))
+	r.add("start_max_ms", percentile(toStart, 100))
+	r.add("e2e_p50_ms", percentile(toSuccess, 50))
+	r.add("e2e_p99_ms", percentile(toSuccess, 99))
+	r.add("e2e_max_ms", percentile(toSuccess, 100))
+	return r, nil
+}
+
+// steady: a constant submit rate for a fixed time; end-to-end latency under
+// load and whether the rate was sustained.
+func steady(ctx context.Context, opts Options) (*Result, error) {
+	s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	const tick = 10 * time.Millisecond
+	perTick := max(opts.Rate*int(tick)/int(time.Second), 1)
+	ticks := int(opts.Duration / tick)
+	submittedAt := make(map[string]time.Time, perTick*ticks)
+	start := time.Now()
+	next := start
+	behind := 0
+	for t := range ticks {
+		subs := submissions(perTick, func(i int) string { return fmt.Sprintf("g%d", (t*perTick+i)%10) })
+		now := time.Now()
+		for _, sub := range subs {
+			submittedAt[sub.ID] = now
+		}
+		if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+			return nil, err
+		}
+		next = next.Add(tick)
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d) // pacing the load generator, not synchronisation
+		} else {
+			behind++
+		}
+	}
+	submitDur := time.Since(start)
+	total := perTick * ticks
+	arrivals, err := s.waitFinished(ctx, total, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	var e2e []time.Duration
+	for _, a := range arrivals {
+		e2e = append(e2e, a.at.Sub(submittedAt[a.ev.JobID]))
+	}
+	drainDur := time.Since(start)
+	offered := float64(total) / submitDur.Seconds()
+	worked := float64(total) / drainDur.Seconds()
+	r := &Result{Scenario: "steady", Jobs: total}
+	r.add("rate_target_per_s", opts.Rate)
+	r.add("rate_offered_per_s", offered)
+	r.add("work_jobs_per_s", worked)
+	r.add("sustained", offered >= 0.95*float64(opts.Rate) && percentile(e2e, 99) < 1000)
+	r.add("e2e_p50_ms", percentile(e2e, 50))
+	r.add("e2e_p99_ms", percentile(e2e, 99))
+	r.add("e2e_max_ms", percentile(e2e, 100))
+	return r, nil
+}
+
+// fairness: group A submits a backlog of N jobs of D ms each, then group B
+// submits M jobs; W slots. B's wait (submit to start) against pure FIFO.
+func fairness(ctx context.Context, opts Options) (*Result, error) {
+	const n, d, m, w = 2000, 5 * time.Millisecond, 20, 10
+	s, err := newSystem(ctx, opts, systemConfig{slots: w, handler: func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if _, err := s.client.SubmitMany(ctx, submissions(n, func(int) string { return "a" })); err != nil {
+		return nil, err
+	}
+	// B submits once A's backlog is stored and running.
+	if _, err := s.waitFinished(ctx, 1, time.Minute); err != nil {
+		return nil, err
+	}
+	bSubs := submissions(m, func(int) string { return "b" })
+	bAt := time.Now()
+	if _, err := s.client.SubmitMany(ctx, bSubs); err != nil {
+		return nil, err
+	}
+	if _, err := s.waitFinished(ctx, n+m-1, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	var waits []time.Duration
+	for _, sub := range bSubs {
+		at, ok := s.started.Load(sub.ID)
+		if !ok {
+			return nil, fmt.Errorf("job %s of group b never started", sub.ID)
+		}
+		waits = append(waits, at.(time.Time).Sub(bAt))
+	}
+	r := &Result{Scenario: "fairness", Jobs: n + m}
+	r.add("b_p50_wait_ms", percentile(waits, 50))
+	r.add("b_max_wait_ms", percentile(waits, 100))
+	r.add("fifo_b_wait_ms", float64(n*int(d/time.Millisecond))/w)
+	r.add("n", n)
+	r.add("d_ms", int(d/time.Millisecond))
+	r.add("m", m)
+	r.add("w", w)
+	return r, nil
+}
+
+// scale: the time of one fair selection and the drain rate with 10,000,
+// 100,000 and 1,000,000 waiting jobs over 10,000 groups; peak RSS.
+func scale(ctx context.Context, opts Options) (*Result, error) {
+	r := &Result{Scenario: "scale"}
+	const groups = 10_000
+	var firstRate, lastRate, selectMS float64
+	for _, size := range opts.ScaleSizes {
+		s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots, noExecutors: true})
+		if err != nil {
+			return nil, err
+		}
+		err = func() error {
+			defer s.close()
+			for done := 0; done < size; done += 10_000 {
+				batch := submissions(min(10_000, size-done), func(i int) string { return fmt.Sprintf("g%05d", (done+i)%groups) })
+				for i := range batch {
+					if err := batch[i].Normalize("", "", fairway.DefaultMaxArgsSize, 5); err != nil {
+						return err
+					}
+				}
+				if _, err := s.store.InsertJobs(ctx, batch, nil); err != nil {
+					return err
+				}
+			}
+			if err := s.store.Analyze(ctx); err != nil {
+				return err
+			}
+			// Selection time: claims of 100 by a worker nobody runs.
+			var sel []time.Duration
+			for range 20 {
+				t := time.Now()
+				jobs, err := s.store.Claim(ctx, store.ClaimParams{Worker: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: store.CountingScheme{High: 4, Low: 1}})
+				if err != nil {
+					return err
+				}
+				if len(jobs) != 100 {
+					return fmt.Errorf("claimed %d of 100", len(jobs))
+				}
+				sel = append(sel, time.Since(t))
+			}
+			// Drain rate: run the executors for a fixed time.
+			if err := s.startExecutors(ctx, systemConfig{slots: opts.Slots}); err != nil {
+				return err
+			}
+			const window = 10 * time.Second
+			before := s.success.Load()
+			t := time.NewTimer(window)
+			<-t.C
+			rate := float64(s.success.Load()-before) / window.Seconds()
+			if firstRate == 0 {
+				firstRate = rate
+			}
+			lastRate = rate
+			r.Jobs += size
+			r.add(fmt.Sprintf("select_ms_%d", size), percentile(sel, 50))
+			selectMS = percentile(sel, 50)
+			r.add(fmt.Sprintf("work_jobs_per_s_%d", size), rate)
+			return nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	r.add("select_ms", selectMS) // at the largest size
+	if firstRate > 0 {
+		r.add("drain_ratio_largest_to_smallest", lastRate/firstRate)
+	}
+	r.add("coordinator_rss_mib", peakRSSMiB()) // the whole bench process: coordinator, executors, NATS
+	r.add("groups", groups)
+	return r, nil
+}
