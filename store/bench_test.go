@@ -46,3 +46,71 @@ func BenchmarkClaim(b *testing.B) {
 	}
 	b.ReportMetric(float64(claimed)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+func normalized(n int) []fairway.Submission {
+	subs := make([]fairway.Submission, n)
+	for i := range subs {
+		subs[i] = fairway.Submission{Group: fmt.Sprintf("g%d", i%10), Task: "t"}
+		if err := subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 3); err != nil {
+			panic(err)
+		}
+	}
+	return subs
+}
+
+// BenchmarkInsertJobs measures storing a batch of 500 submissions (one
+// transaction, events included).
+//
+//	go test -run '^$' -bench InsertJobs ./store/
+func BenchmarkInsertJobs(b *testing.B) {
+	s := storetest.Open(b)
+	const batch = 500
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		subs := normalized(batch)
+		b.StartTimer()
+		if _, err := s.InsertJobs(b.Context(), subs, nil); err != nil {
+			b.Fatal(err)
+		}
+		n += batch
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkComplete measures applying a batch of 100 success outcomes.
+//
+//	go test -run '^$' -bench Complete ./store/
+func BenchmarkComplete(b *testing.B) {
+	s := storetest.Open(b)
+	ctx := b.Context()
+	const batch = 100
+	p := store.ClaimParams{Worker: "w", Limit: batch, Tasks: []string{"t"}, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		jobs, err := s.Claim(ctx, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(jobs) < batch {
+			if _, err := s.InsertJobs(ctx, normalized(10_000), nil); err != nil {
+				b.Fatal(err)
+			}
+			if jobs, err = s.Claim(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		outcomes := make([]store.Outcome, len(jobs))
+		for i, j := range jobs {
+			outcomes[i] = store.Outcome{Attempt: store.Attempt{JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
+		}
+		b.StartTimer()
+		applied, err := s.Complete(ctx, outcomes, time.Second)
+		if err != nil || len(applied) != len(outcomes) {
+			b.Fatalf("applied %d of %d: %v", len(applied), len(outcomes), err)
+		}
+		n += len(applied)
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+}
