@@ -111,6 +111,7 @@ type Coordinator struct {
 
 	outboxKick chan struct{}
 	due        *dueTimes
+	parking    *parking
 	tasks      *taskCache
 
 	mu       sync.Mutex
@@ -136,6 +137,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:        cfg.Logger,
 		outboxKick: make(chan struct{}, 1),
 		due:        newDueTimes(),
+		parking:    newParking(),
 		tasks:      &taskCache{},
 	}, nil
 }
@@ -173,6 +175,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.publishLoop)
 	c.goLoop(runCtx, c.sweepLoop)
 	c.goLoop(runCtx, c.dueLoop)
+	c.goLoop(runCtx, c.parkLoop)
 	if err := c.due.load(ctx, c.store); err != nil {
 		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
 	}
@@ -230,6 +233,7 @@ func (c *Coordinator) subscribe(subject string, handle nats.MsgHandler) error {
 
 // notifyWork wakes idle executors: new work may be eligible.
 func (c *Coordinator) notifyWork() {
+	c.parking.signal()
 	if err := c.nc.Publish(c.subjects.NotifyWork(), nil); err != nil {
 		c.log.Debug("publishing a work notification", "error", err)
 	}

@@ -420,3 +420,42 @@ func TestValueRefusedByPostgreSQLRejectsOnlyThatJob(t *testing.T) {
 	require.Equal(t, "args", rejected.Field)
 	require.Contains(t, rejected.Error, "PostgreSQL refused the job")
 }
+
+func dispatchRequest(t *testing.T, h *harness, waitMS int) (events.DispatchReply, time.Duration) {
+	t.Helper()
+	data, err := json.Marshal(events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, WaitMS: waitMS})
+	require.NoError(t, err)
+	start := time.Now()
+	msg, err := h.nc.Request("fairway.internal.dispatch", data, waitTimeout)
+	require.NoError(t, err)
+	var reply events.DispatchReply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	return reply, time.Since(start)
+}
+
+func TestDispatchLongPoll(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	// Nothing eligible: the request is held for its wait, then answered empty.
+	reply, took := dispatchRequest(t, h, 300)
+	require.Nil(t, reply.Error)
+	require.Empty(t, reply.Jobs)
+	require.GreaterOrEqual(t, took, 300*time.Millisecond)
+
+	// A job submitted while a request is held is in its answer.
+	got := make(chan events.DispatchReply, 1)
+	go func() {
+		r, _ := dispatchRequest(t, h, 10_000)
+		got <- r
+	}()
+	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
+	require.NoError(t, err)
+	select {
+	case r := <-got:
+		require.Len(t, r.Jobs, 1)
+		require.Equal(t, job.ID, r.Jobs[0].ID)
+		require.Equal(t, fairway.StateScheduled, r.Jobs[0].State)
+	case <-time.After(waitTimeout):
+		t.Fatal("the held request was not answered")
+	}
+}

@@ -23,6 +23,13 @@ func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 	if err := c.subscribe(c.subjects.Dispatch(), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
 		return err
 	}
+	// Every coordinator hears every work notification, to serve the
+	// dispatch requests it holds.
+	notify, err := c.nc.Subscribe(c.subjects.NotifyWork(), func(*nats.Msg) { c.parking.signal() })
+	if err != nil {
+		return err
+	}
+	c.subs = append(c.subs, notify)
 	return c.subscribe(c.subjects.Heartbeat(), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
 }
 
@@ -72,9 +79,24 @@ func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
 		return
 	}
-	if req.Slots <= 0 || len(req.Tasks) == 0 {
-		c.respondDispatch(msg, events.DispatchReply{})
+	gen := c.parking.generation()
+	jobs, err := c.claim(ctx, req)
+	if err != nil {
+		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
 		return
+	}
+	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
+		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
+		c.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
+		return
+	}
+	c.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+}
+
+// claim claims jobs for a dispatch request.
+func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]fairway.Job, error) {
+	if req.Slots <= 0 || len(req.Tasks) == 0 {
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
@@ -83,13 +105,12 @@ func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 		if ctx.Err() == nil {
 			c.log.Error("claiming jobs", "executor", req.Executor, "error", err)
 		}
-		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
-		return
+		return nil, err
 	}
 	if len(jobs) > 0 {
 		c.kickOutbox()
 	}
-	c.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+	return jobs, nil
 }
 
 func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {

@@ -61,6 +61,10 @@ type DispatchRequest struct {
 	Instance string   `json:"instance"`
 	Slots    int      `json:"slots"`
 	Tasks    []string `json:"tasks"`
+	// WaitMS lets the coordinator hold the request for up to this many
+	// milliseconds when no job is eligible, and answer as soon as one is
+	// (a long poll): new work then starts without another round trip.
+	WaitMS int `json:"wait_ms,omitempty"`
 }
 
 // DispatchReply hands jobs to an executor. The jobs are scheduled for it and

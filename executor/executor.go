@@ -77,6 +77,7 @@ const (
 	registerTimeout    = 2 * time.Second // one register request
 	registerRetry      = time.Second     // pause between register attempts
 	dispatchTimeout    = 5 * time.Second // one dispatch request
+	longPoll           = time.Second     // how long a coordinator may hold a dispatch request
 	dispatchBackoff    = time.Second     // pause after a failed dispatch
 	noCoordinatorLog   = time.Minute     // at most one "no coordinator" warning per period
 	releaseGrace       = 5 * time.Second // how long a cancelled handler may take to return at shutdown
@@ -654,10 +655,14 @@ func (e *Executor) dispatchLoop() {
 		}
 		idle := true
 		if free := e.free(); free > 0 {
+			asked := time.Now()
 			got, err := e.dispatch(free)
 			switch {
 			case err == nil:
-				idle = got < free
+				// A long poll that ran its course found nothing: ask again at
+				// once. An empty answer that came quickly means the
+				// coordinator does not hold requests: wait for a wakeup.
+				idle = got == 0 && time.Since(asked) < longPoll/2
 			case errors.Is(err, nats.ErrNoResponders):
 				if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
 					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Dispatch())
@@ -699,7 +704,8 @@ func (e *Executor) free() int {
 // dispatch asks for up to free jobs and starts them; it returns how many
 // it got.
 func (e *Executor) dispatch(free int) (int, error) {
-	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks})
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks,
+		WaitMS: int(longPoll / time.Millisecond)})
 	if err != nil {
 		return 0, err
 	}

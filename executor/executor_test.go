@@ -161,7 +161,7 @@ func TestSuccessWithResult(t *testing.T) {
 	require.False(t, reg.Executor.Started.IsZero())
 
 	req := b.coord.nextDispatch()
-	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}}, req)
+	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}, WaitMS: 1000}, req, "a long poll of a second")
 
 	reports := b.coord.reportsUntilDone(job.ID)
 	require.Equal(t, events.ReportStarted, reports[0].Type)

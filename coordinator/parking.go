@@ -1,0 +1,148 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/nats-io/nats.go"
+)
+
+// maxParkWait caps how long a dispatch request is held, whatever it asks:
+// below the executors' request timeout.
+const maxParkWait = 3 * time.Second
+
+// parkedRequest is a dispatch request held until work is eligible (a long
+// poll): new work then reaches an idle executor in the reply it is already
+// waiting for, without a notify and another request.
+type parkedRequest struct {
+	msg      *nats.Msg
+	req      events.DispatchRequest
+	deadline time.Time
+}
+
+// parking holds the dispatch requests of idle executors.
+type parking struct {
+	mu   sync.Mutex
+	reqs []*parkedRequest
+	gen  uint64 // counts wake signals, to catch one that raced a park
+	wake chan struct{}
+	// parked tells the loop a request arrived, so it sets its timer to the
+	// earliest deadline.
+	parked chan struct{}
+}
+
+func newParking() *parking {
+	return &parking{wake: make(chan struct{}, 1), parked: make(chan struct{}, 1)}
+}
+
+// signal says work may be eligible: parked requests are tried again.
+func (p *parking) signal() {
+	p.mu.Lock()
+	p.gen++
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *parking) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
+}
+
+// park holds r. If a wake signal came since gen (the generation read before
+// the claim that found nothing), it is tried again at once.
+func (p *parking) park(r *parkedRequest, gen uint64) {
+	p.mu.Lock()
+	p.reqs = append(p.reqs, r)
+	missed := p.gen != gen
+	p.mu.Unlock()
+	if missed {
+		p.signal()
+	}
+	select {
+	case p.parked <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns every parked request, oldest first.
+func (p *parking) take() []*parkedRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reqs := p.reqs
+	p.reqs = nil
+	return reqs
+}
+
+// putBack returns requests that are still waiting, ahead of newer ones.
+func (p *parking) putBack(reqs []*parkedRequest) {
+	if len(reqs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.reqs = append(reqs, p.reqs...)
+	p.mu.Unlock()
+}
+
+func (p *parking) nextDeadline() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var next time.Time
+	for _, r := range p.reqs {
+		if next.IsZero() || r.deadline.Before(next) {
+			next = r.deadline
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// parkLoop serves the parked dispatch requests when work may be eligible,
+// and answers them empty at their deadline.
+func (c *Coordinator) parkLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Hour
+		if next, ok := c.parking.nextDeadline(); ok {
+			wait = max(time.Until(next), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			for _, r := range c.parking.take() {
+				c.respondDispatch(r.msg, events.DispatchReply{})
+			}
+			return
+		case <-c.parking.parked:
+		case <-c.parking.wake:
+			c.serveParked(ctx, false)
+		case <-timer.C:
+			c.serveParked(ctx, true)
+		}
+	}
+}
+
+// serveParked claims jobs for the parked requests, oldest first. Requests
+// that get none stay parked, unless their deadline has passed (expire).
+func (c *Coordinator) serveParked(ctx context.Context, expire bool) {
+	var keep []*parkedRequest
+	now := time.Now()
+	for _, r := range c.parking.take() {
+		jobs, err := c.claim(ctx, r.req)
+		switch {
+		case err != nil:
+			c.respondDispatch(r.msg, events.DispatchReply{Error: fairway.AsError(err)})
+		case len(jobs) > 0 || (expire && !now.Before(r.deadline)) || ctx.Err() != nil:
+			c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
+		default:
+			keep = append(keep, r)
+		}
+	}
+	c.parking.putBack(keep)
+}
