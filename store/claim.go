@@ -11,8 +11,8 @@ import (
 )
 
 var (
-	//go:embed sql/claim_groups.sql
-	claimGroupsSQL string
+	//go:embed sql/claim_walk.sql
+	claimWalkSQL string
 	//go:embed sql/claim_stuck.sql
 	claimStuckSQL string
 	//go:embed sql/claim_waiting.sql
@@ -71,70 +71,84 @@ const maxClaimRounds = 8
 // row lock serialises claims, so selection stays fair with any number of
 // coordinators. Candidates are locked FOR UPDATE SKIP LOCKED: no job is
 // handed out twice.
+//
+// A claim costs three round trips, its statements pipelined: begin, lock
+// and walk the groups; fetch the candidates; mark them, move the cursor and
+// commit. A claim that needs further rounds (rare) costs two more each.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error) {
 	if p.Limit <= 0 || len(p.Tasks) == 0 {
 		return nil, nil
 	}
-	var jobs []fairway.Job
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		jobs = jobs[:0]
-		var st fairness
-		if err := tx.QueryRow(ctx, claimLockSQL).Scan(&st.cursor, &st.counter, nil, nil, nil); err != nil {
-			return err
-		}
-		start := st
-		// Rounds after the first are rare: they happen when a group ran out
-		// of fetched candidates before the batch was full. Each round marks
-		// its jobs, so the next one's queries no longer see them.
-		for round := 0; round < maxClaimRounds && len(jobs) < p.Limit; round++ {
-			if round > 0 {
-				if _, err := tx.Exec(ctx, claimPinSQL); err != nil {
-					return err
-				}
-			}
-			picked, more, err := claimRound(ctx, tx, p, p.Limit-len(jobs), &st)
-			if err != nil {
-				return err
-			}
-			if len(picked) == 0 {
-				break
-			}
-			marked, err := markClaimed(ctx, tx, picked, p)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, marked...)
-			if !more {
-				break
-			}
-		}
-		if st == start {
-			return nil
-		}
-		_, err := tx.Exec(ctx, "UPDATE fairway_fairness SET last_group = $1, counter = $2 WHERE id = 1", st.cursor, st.counter)
-		return err
-	})
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, err)
+		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
+	}
+	defer conn.Release()
+	jobs, err := claim(ctx, conn.Conn(), p)
+	if err != nil {
+		// Leave no transaction open on a pooled connection.
+		if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
 	}
 	return jobs, nil
 }
 
-func markClaimed(ctx context.Context, tx pgx.Tx, picked []candidate, p ClaimParams) ([]fairway.Job, error) {
-	ids, prev := make([]string, len(picked)), make([]string, len(picked))
-	for i, c := range picked {
-		ids[i], prev[i] = c.id, string(c.state)
+func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, error) {
+	var st fairness
+	var groups []string
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(claimLockSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&st.cursor, &st.counter, nil, nil, nil, nil) })
+	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks).Query(collectGroups(&groups))
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
 	}
+	start := st
 	var jobs []fairway.Job
-	batch := &pgx.Batch{}
-	batch.Queue(claimUnpinSQL)
-	batch.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+	for round := 1; ; round++ {
+		limit := p.Limit - len(jobs)
+		picked, more, err := claimRound(ctx, conn, p, limit, groups, &st)
+		if err != nil {
+			return nil, err
+		}
+		last := !more || len(picked) == 0 || len(picked) == limit || round == maxClaimRounds
+		b := &pgx.Batch{}
+		if len(picked) > 0 {
+			ids, prev := make([]string, len(picked)), make([]string, len(picked))
+			for i, c := range picked {
+				ids[i], prev[i] = c.id, string(c.state)
+			}
+			b.Queue(claimUnpinSQL)
+			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+				marked, err := collectJobs(rows)
+				jobs = append(jobs, marked...)
+				return err
+			})
+		}
+		if last {
+			if st != start {
+				b.Queue("UPDATE fairway_fairness SET last_group = $1, counter = $2 WHERE id = 1", st.cursor, st.counter)
+			}
+			b.Queue("COMMIT")
+			return jobs, conn.SendBatch(ctx, b).Close()
+		}
+		// Another round, on the jobs the marking left.
+		b.Queue(claimPinSQL)
+		b.Queue(claimWalkSQL, st.cursor, limit-len(picked), p.Tasks).Query(collectGroups(&groups))
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func collectGroups(groups *[]string) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
 		var err error
-		jobs, err = collectJobs(rows)
+		*groups, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
-	})
-	err := tx.SendBatch(ctx, batch).Close()
-	return jobs, err
+	}
 }
 
 type fairness struct {
@@ -158,20 +172,21 @@ type groupQueue struct {
 }
 
 // claimRound picks up to limit jobs from the candidates that one fetch can
-// see. more is true when the round stopped because it could not know the
-// next job without fetching again (a list or the group walk was cut off).
-func claimRound(ctx context.Context, tx pgx.Tx, p ClaimParams, limit int, st *fairness) (picked []candidate, more bool, err error) {
-	groups, walkCut, err := walkGroups(ctx, tx, st.cursor, limit, p.Tasks)
-	if err != nil || len(groups) == 0 {
-		return nil, false, err
+// see, given the groups walked in round-robin order. more is true when the
+// round stopped because it could not know the next job without fetching
+// again (a list or the group walk was cut off).
+func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness) (picked []candidate, more bool, err error) {
+	if len(groups) == 0 {
+		return nil, false, nil
 	}
+	walkCut := len(groups) == limit
 	// Each group's share if every group had enough jobs; a group that runs
 	// out passes its turn on, and a list that was cut off ends the round.
 	share := make([]int32, len(groups))
 	for i := range limit {
 		share[i%len(groups)]++
 	}
-	queues, err := fetchCandidates(ctx, tx, groups, share, p.Tasks)
+	queues, err := fetchCandidates(ctx, conn, groups, share, p.Tasks)
 	if err != nil {
 		return nil, false, err
 	}
@@ -225,41 +240,9 @@ func (q *groupQueue) take(hint fairway.Priority) (c candidate, ok, unknown bool)
 	return c, false, false
 }
 
-// walkGroups lists up to limit groups with eligible jobs in round-robin
-// order from the cursor, wrapping around to the first group. cut is true
-// when the list stopped at limit, so more groups may follow.
-func walkGroups(ctx context.Context, tx pgx.Tx, cursor string, limit int, tasks []string) (groups []string, cut bool, err error) {
-	rows, err := tx.Query(ctx, claimGroupsSQL, cursor, limit, tasks)
-	if err != nil {
-		return nil, false, err
-	}
-	groups, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, false, err
-	}
-	if len(groups) < limit && cursor != "" {
-		// Wrap around: the groups from the first up to the cursor itself.
-		rows, err := tx.Query(ctx, claimGroupsSQL, "", limit-len(groups), tasks)
-		if err != nil {
-			return nil, false, err
-		}
-		wrapped, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, false, err
-		}
-		for _, g := range wrapped {
-			if g > cursor {
-				return groups, false, nil // back where the first walk began
-			}
-			groups = append(groups, g)
-		}
-	}
-	return groups, len(groups) == limit, nil
-}
-
 // fetchCandidates locks up to share[i] jobs of each kind (due stuck, high
 // waiting, low waiting) of each group, in one round trip.
-func fetchCandidates(ctx context.Context, tx pgx.Tx, groups []string, share []int32, tasks []string) ([]*groupQueue, error) {
+func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string) ([]*groupQueue, error) {
 	queues := make([]*groupQueue, len(groups))
 	index := make(map[string]*groupQueue, len(groups))
 	for i, g := range groups {
@@ -297,7 +280,7 @@ func fetchCandidates(ctx context.Context, tx pgx.Tx, groups []string, share []in
 	batch.Queue(claimStuckSQL, groups, share, tasks).Query(add("stuck"))
 	batch.Queue(claimWaitingSQL, groups, share, tasks, string(fairway.PriorityHigh)).Query(add("high"))
 	batch.Queue(claimWaitingSQL, groups, share, tasks, string(fairway.PriorityLow)).Query(add("low"))
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, err
 	}
 	for i, q := range queues {
