@@ -37,35 +37,37 @@ type Inserted struct {
 	Err *fairway.Error
 }
 
-// InsertJobs stores normalized submissions and writes their events, and
-// writes rejected events for rejections, all in one transaction. The result
-// has one entry per submission, in order.
+// InsertJobs stores normalized submissions with their events, and writes
+// rejected events for rejections. The result has one entry per submission,
+// in order. The common case is one statement; submissions that were not
+// created (a duplicate id, or a tracker held by another job) cost a
+// follow-up query, and a refusal its rejected event.
 func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
-	out := make([]Inserted, len(subs))
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = insertJobs(ctx, tx, subs)
-		if err != nil {
-			return err
-		}
-		for i, r := range out {
-			if r.Err != nil {
-				rejections = append(rejections, Rejection{JobID: subs[i].ID, Group: subs[i].Group, Task: subs[i].Task, Err: r.Err})
-			}
-		}
-		return insertRejections(ctx, tx, rejections)
-	})
+	out, err := insertJobs(ctx, s.pool, subs, rejections)
 	if err != nil {
-		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), err)
+		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+	}
+	var refused []Rejection
+	for i, r := range out {
+		if r.Err != nil {
+			refused = append(refused, Rejection{JobID: subs[i].ID, Group: subs[i].Group, Task: subs[i].Task, Err: r.Err})
+		}
+	}
+	if len(refused) > 0 {
+		if _, err := insertJobs(ctx, s.pool, nil, refused); err != nil {
+			return nil, fmt.Errorf("recording %d refused jobs: %w", len(refused), interpretError(err))
+		}
 	}
 	return out, nil
 }
 
-func insertJobs(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]Inserted, error) {
+// querier is what insertJobs needs of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
 	out := make([]Inserted, len(subs))
-	if len(subs) == 0 {
-		return out, nil
-	}
 	// Insert in id order, so that concurrent inserts of overlapping batches
 	// take their locks in the same order and cannot deadlock.
 	order := make([]int, len(subs))
@@ -90,7 +92,14 @@ func insertJobs(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]In
 		}
 		runAts[k], positions[k] = sub.RunAt, int32(i)
 	}
-	rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions)
+	m := len(rejections)
+	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+	for i, r := range rejections {
+		rIDs[i], rGroups[i], rTasks[i] = r.JobID, r.Group, r.Task
+		rErrs[i], rCodes[i], rFields[i] = r.Err.Message, string(r.Err.Code), r.Err.Field
+	}
+	rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
+		rIDs, rGroups, rTasks, rErrs, rCodes, rFields)
 	if err != nil {
 		return nil, err
 	}
@@ -155,28 +164,14 @@ func insertJobs(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]In
 		}
 		holder := holders[sub.Tracker]
 		if holder == "" {
-			return nil, fmt.Errorf("job %s was neither inserted nor found: the submission raced with another; retry", sub.ID)
+			// The tracker's holder ended between the insert and the look-up:
+			// trying again will store it.
+			return nil, &fairway.Error{Code: fairway.CodeUnavailable, JobID: sub.ID,
+				Message: fmt.Sprintf("job %s raced with the end of the job holding its tracker; try again", sub.ID)}
 		}
 		out[i].Err = fairway.Duplicate(sub.Tracker, holder)
 	}
 	return out, nil
-}
-
-func insertRejections(ctx context.Context, tx pgx.Tx, rejections []Rejection) error {
-	if len(rejections) == 0 {
-		return nil
-	}
-	n := len(rejections)
-	ids, groups, tasks, errs, codes, fields := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for i, r := range rejections {
-		ids[i], groups[i], tasks[i] = r.JobID, r.Group, r.Task
-		errs[i], codes[i], fields[i] = r.Err.Message, string(r.Err.Code), r.Err.Field
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
-		SELECT id, g, t, 'rejected', e, c, f FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
-			WITH ORDINALITY AS r (id, g, t, e, c, f, ord) ORDER BY ord`,
-		ids, groups, tasks, errs, codes, fields)
-	return err
 }
 
 // Get returns a job. With group set, a job of another group is not found.

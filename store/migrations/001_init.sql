@@ -51,9 +51,10 @@ CREATE INDEX fairway_job_stuck ON fairway_job (group_name, submitted, id)
 CREATE UNIQUE INDEX fairway_job_tracker ON fairway_job (tracker)
     WHERE tracker IS NOT NULL AND state NOT IN ('success', 'failed', 'cancelled');
 
--- Leases: the jobs an executor holds, and the ones whose lease ran out.
+-- Jobs held by executors: by executor, and (a scan of the whole index,
+-- which holds only jobs in flight, at most the executors' slots) the ones
+-- whose lease ran out.
 CREATE INDEX fairway_job_held ON fairway_job (worker, lease_until) WHERE state IN ('scheduled', 'running');
-CREATE INDEX fairway_job_lease ON fairway_job (lease_until) WHERE state IN ('scheduled', 'running');
 
 -- Listing newest first, per group and overall. These order by seq, not
 -- submitted, on purpose: an index that gives submitted order tempts the

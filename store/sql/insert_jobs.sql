@@ -1,4 +1,5 @@
--- Inserts jobs and their first events. The rows come in id order (so that
+-- Inserts jobs and their first events, and the rejected events of
+-- submissions that failed validation, in one statement (one round trip). The rows come in id order (so that
 -- concurrent batches lock in the same order); pos is each one's place in the
 -- submission order, which orders their submitted times. A row whose id exists already, or
 -- whose tracker is held by a non-final job, is skipped; the caller finds out
@@ -20,5 +21,12 @@ WITH ins AS (
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state)
     SELECT id, task, group_name, state FROM ins
+), rejected AS (
+    -- Submissions that failed validation: an event each, no job.
+    INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
+    SELECT r.id, r.group_name, r.task, 'rejected', r.error, r.code, r.field
+      FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
+           WITH ORDINALITY AS r (id, group_name, task, error, code, field, ord)
+     ORDER BY r.ord
 )
 SELECT id FROM ins
