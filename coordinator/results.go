@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -31,22 +30,45 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	var progress []store.Progress
 	var logs []fairway.LogLine
 	var outcomes []store.Outcome
+	var reports []events.Report
 	for _, msg := range msgs {
-		var r events.Report
-		if err := json.Unmarshal(msg.Data(), &r); err != nil {
+		batch, err := events.DecodeReports(msg.Data())
+		if err != nil {
 			c.log.Warn("dropping an undecodable executor report", "subject", msg.Subject(), "error", err)
 			continue
 		}
+		reports = append(reports, batch...)
+	}
+	// A start reported in the same batch as its end is recorded with the
+	// end: one row write instead of two.
+	startedAt := map[store.Attempt]time.Time{}
+	ended := map[store.Attempt]bool{}
+	for _, r := range reports {
 		a := store.Attempt{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor}
 		switch r.Type {
 		case events.ReportStarted:
-			started = append(started, a)
+			startedAt[a] = r.Time
+		case events.ReportDone:
+			ended[a] = true
+		}
+	}
+	for _, r := range reports {
+		a := store.Attempt{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor}
+		switch r.Type {
+		case events.ReportStarted:
+			if !ended[a] {
+				started = append(started, a)
+			}
 		case events.ReportProgress:
 			progress = append(progress, store.Progress{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor, Progress: r.Progress})
 		case events.ReportLog:
 			logs = append(logs, r.Logs...)
 		case events.ReportDone:
-			outcomes = append(outcomes, store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error})
+			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error}
+			if t, ok := startedAt[a]; ok {
+				o.StartedAt = &t
+			}
+			outcomes = append(outcomes, o)
 		default:
 			c.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}

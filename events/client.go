@@ -96,7 +96,7 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	const window = 4096 // bounded number of publishes in flight
+	const window = 2048 // bounded number of publishes in flight, under nats.go's default cap of 4000
 	futures := make([]jetstream.PubAckFuture, 0, window)
 	wait := func() error {
 		for _, f := range futures {

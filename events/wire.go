@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 
@@ -105,8 +106,9 @@ const (
 	OutcomeReleased  = "released"  // the executor gave the job back unfinished (shutdown): back to waiting, not a failure
 )
 
-// Report is what an executor says about a job it holds, published to
-// <p>.results.<app-id>.
+// Report is what an executor says about a job it holds. Executors publish
+// reports to <p>.results.<app-id> as a JSON array of one or more, in the
+// order they happened; a single object is accepted too.
 type Report struct {
 	Type     string            `json:"type"`
 	JobID    string            `json:"job_id"`
@@ -124,4 +126,20 @@ type Report struct {
 type CancelCommand struct {
 	JobID   string `json:"job_id"`
 	Attempt int    `json:"attempt"`
+}
+
+// DecodeReports decodes a results message: a JSON array of reports, or one
+// report object.
+func DecodeReports(data []byte) ([]Report, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' {
+		var reports []Report
+		err := json.Unmarshal(data, &reports)
+		return reports, err
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	return []Report{r}, nil
 }

@@ -32,3 +32,16 @@ func BenchmarkEventEncoding(b *testing.B) {
 		}
 	}
 }
+
+func TestDecodeReports(t *testing.T) {
+	t.Parallel()
+	reports, err := events.DecodeReports([]byte(` [{"type":"started","job_id":"a","attempt":1},{"type":"done","job_id":"a","attempt":1,"outcome":"success"}]`))
+	require.NoError(t, err)
+	require.Len(t, reports, 2)
+	require.Equal(t, events.ReportDone, reports[1].Type)
+	reports, err = events.DecodeReports([]byte(`{"type":"log","job_id":"b"}`))
+	require.NoError(t, err)
+	require.Equal(t, []events.Report{{Type: events.ReportLog, JobID: "b"}}, reports)
+	_, err = events.DecodeReports([]byte(`[{"type":1}]`))
+	require.Error(t, err)
+}

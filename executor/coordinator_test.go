@@ -92,12 +92,14 @@ func setup(t *testing.T) *bundle {
 	})
 	require.NoError(t, err)
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		var r events.Report
-		if err := json.Unmarshal(msg.Data(), &r); err != nil {
+		reports, err := events.DecodeReports(msg.Data())
+		if err != nil {
 			t.Errorf("undecodable report: %v", err)
 		}
 		_ = msg.Ack()
-		c.reports <- r
+		for _, r := range reports {
+			c.reports <- r
+		}
 	})
 	require.NoError(t, err)
 	t.Cleanup(cc.Stop)

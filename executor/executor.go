@@ -379,9 +379,13 @@ func (e *Executor) start(ctx context.Context) error {
 	e.baseCtx = context.WithoutCancel(ctx)
 	e.mu.Unlock()
 
-	e.bgWG.Add(2)
+	e.bgWG.Add(3)
 	go e.heartbeatLoop()
 	go e.flushLoop()
+	go func() {
+		defer e.bgWG.Done()
+		e.reports.run(e.bgStop)
+	}()
 	go e.dispatchLoop()
 	e.logger.Info("executor started", "instance", e.instance, "pool_size", e.cfg.PoolSize, "tasks", e.tasks)
 	return nil

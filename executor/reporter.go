@@ -21,6 +21,7 @@ const (
 	reportAckTimeout = 10 * time.Second // a publish not acknowledged by then is retried
 	reportRetryDelay = time.Second      // pause before a failed report is sent again
 	reportWarnEvery  = 10 * time.Second // at most one "report failed" warning per period
+	reportBatchBytes = 256 << 10        // reports sent in one message, at most
 )
 
 // reporter publishes reports to JetStream asynchronously, with a bounded
@@ -34,6 +35,11 @@ type reporter struct {
 	idBase  string
 	seq     atomic.Uint64
 	logger  *slog.Logger
+
+	qmu    sync.Mutex
+	queue  []events.Report // published, not yet sent
+	kick   chan struct{}   // capacity 1: the queue is not empty
+	sendMu sync.Mutex      // one sender at a time keeps reports in order
 
 	mu       sync.Mutex
 	retrying int           // reports waiting to be sent again
@@ -50,6 +56,7 @@ func newReporter(nc *nats.Conn, subject, stream string, logger *slog.Logger) (*r
 		idBase:  uuid.NewString() + "-",
 		logger:  logger,
 		changed: make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(reportMaxPending),
@@ -63,17 +70,69 @@ func newReporter(nc *nats.Conn, subject, stream string, logger *slog.Logger) (*r
 	return r, nil
 }
 
-// publish sends a report; failures are logged and retried in the
-// background.
+// publish queues a report. The reports queued while the previous message
+// was being sent go out together, as one message holding a JSON array: at
+// low load each report leaves at once, under load they batch by themselves.
+// Failures are logged and retried in the background.
 func (r *reporter) publish(rep events.Report) {
-	data, err := json.Marshal(rep)
-	if err != nil {
-		r.logger.Error("encoding a report; dropping it", "job_id", rep.JobID, "type", rep.Type, "error", err)
-		return
+	r.qmu.Lock()
+	r.queue = append(r.queue, rep)
+	r.qmu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
-	msg := &nats.Msg{Subject: r.subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, r.idBase+strconv.FormatUint(r.seq.Add(1), 10))
-	r.send(msg)
+}
+
+// run sends the queued reports until stop is closed.
+func (r *reporter) run(stop <-chan struct{}) {
+	for {
+		select {
+		case <-r.kick:
+			r.sendQueued()
+		case <-stop:
+			r.sendQueued()
+			return
+		}
+	}
+}
+
+// sendQueued sends every queued report, in order, in messages of at most
+// reportBatchBytes.
+func (r *reporter) sendQueued() {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	r.qmu.Lock()
+	queue := r.queue
+	r.queue = nil
+	r.qmu.Unlock()
+	var buf []byte
+	flush := func() {
+		if len(buf) == 0 {
+			return
+		}
+		msg := &nats.Msg{Subject: r.subject, Data: append(buf, ']'), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, r.idBase+strconv.FormatUint(r.seq.Add(1), 10))
+		r.send(msg)
+		buf = nil
+	}
+	for _, rep := range queue {
+		data, err := json.Marshal(rep)
+		if err != nil {
+			r.logger.Error("encoding a report; dropping it", "job_id", rep.JobID, "type", rep.Type, "error", err)
+			continue
+		}
+		if len(buf) > 0 && len(buf)+len(data) > reportBatchBytes {
+			flush()
+		}
+		if len(buf) == 0 {
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, data...)
+	}
+	flush()
 }
 
 func (r *reporter) send(msg *nats.Msg) {
@@ -130,6 +189,7 @@ func (r *reporter) failed(msg *nats.Msg, err error) {
 // flush waits until every report is acknowledged or being retried no more,
 // at most timeout; then later failures are dropped.
 func (r *reporter) flush(timeout time.Duration) error {
+	r.sendQueued()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	defer func() {

@@ -39,6 +39,9 @@ type Outcome struct {
 	Kind   string
 	Result []byte
 	Error  string
+	// StartedAt, when set, is when the attempt started: its start was
+	// reported along with its end, and is recorded with it.
+	StartedAt *time.Time
 }
 
 // Applied is an outcome that changed its job.
@@ -86,11 +89,12 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	atts := make([]Attempt, n)
 	kinds, errs := make([]string, n), make([]string, n)
 	results := make([][]byte, n)
+	started := make([]*time.Time, n)
 	for i, o := range outcomes {
-		atts[i], kinds[i], results[i], errs[i] = o.Attempt, o.Kind, o.Result, o.Error
+		atts[i], kinds[i], results[i], errs[i], started[i] = o.Attempt, o.Kind, o.Result, o.Error, o.StartedAt
 	}
 	ids, attempts, workers := attemptArrays(atts)
-	rows, err := tx.Query(ctx, completeSQL, ids, attempts, workers, kinds, results, errs, interval(retryDelay))
+	rows, err := tx.Query(ctx, completeSQL, ids, attempts, workers, kinds, results, errs, interval(retryDelay), started)
 	if err != nil {
 		return nil, err
 	}

@@ -282,7 +282,8 @@ func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
 	}
 	_, err := s.pool.Exec(ctx, `UPDATE fairway_job j SET progress = p.progress
 		FROM unnest($1::text[], $2::int[], $3::text[], $4::int[]) AS p (id, attempt, worker, progress)
-		WHERE j.id = p.id AND j.attempt = p.attempt AND j.worker = p.worker AND j.state IN ('scheduled', 'running')`,
+		WHERE j.id = ANY ($1) AND j.id = p.id AND j.attempt = p.attempt AND j.worker = p.worker
+		  AND j.state IN ('scheduled', 'running')`,
 		ids, attempts, workers, values)
 	if err != nil {
 		return fmt.Errorf("storing progress: %w", interpretError(err))

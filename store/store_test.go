@@ -367,3 +367,29 @@ func TestFailedPublishKeepsEvents(t *testing.T) {
 
 func makeDue(t *testing.T, s *store.Store, id string)     { s.SetDue(t, id) }
 func expireLease(t *testing.T, s *store.Store, id string) { s.ExpireLease(t, id) }
+
+func TestStartAndEndReportedTogether(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	j := claim(t, s, "w", 1)[0]
+	startedAt := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "w"},
+		Kind: "error", Error: "boom", StartedAt: &startedAt}}, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, applied, 1)
+	job, err := s.Get(ctx, "", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateStuck, job.State)
+	require.True(t, startedAt.Equal(*job.Started), "the reported start is recorded")
+	require.Equal(t, time.Hour, job.RunAt.Sub(startedAt), "the retry delay counts from the reported start")
+	var got []string
+	_, err = s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		for _, e := range evs {
+			got = append(got, string(e.PreviousState)+">"+string(e.State))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck"}, got)
+}

@@ -9,7 +9,7 @@ WITH chosen AS (
        SET state = 'scheduled', worker = $3, lease_until = now() + $4::interval,
            attempt = j.attempt + 1
       FROM chosen c
-     WHERE j.id = c.id
+     WHERE j.id = ANY ($1::text[]) AND j.id = c.id
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)

@@ -5,13 +5,18 @@
 -- sends it: a late result from an expired lease changes nothing.
 -- Retry delay: retry-delay × 2^(retries-1) after the retries-th failure,
 -- counted from the start of the failed attempt.
+-- An outcome may carry the time its attempt started (the start and the end
+-- were reported together): a job still scheduled then passes through
+-- running in the same statement, with both events, and one row write.
 -- $1..$6: id, attempt, worker, outcome, result, error of each outcome;
--- $7: retry delay.
+-- $7: retry delay; $8: started_at of each outcome, or NULL.
 WITH o AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[])
-           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, ord)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[])
+           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, ord)
 ), cur AS (
     SELECT j.id, j.state AS prev_state, o.worker, o.outcome, o.result, o.error, o.ord,
+           (o.started_at IS NOT NULL AND j.state = 'scheduled') AS via_running,
+           coalesce(CASE WHEN j.state = 'scheduled' THEN o.started_at END, j.started) AS started,
            CASE
                WHEN o.outcome = 'success' THEN 'success'
                WHEN o.outcome = 'cancelled' OR j.cancel_requested THEN 'cancelled'
@@ -20,17 +25,18 @@ WITH o AS (
                ELSE 'stuck'
            END AS new_state
       FROM o
-      JOIN fairway_job j ON j.id = o.id AND j.attempt = o.attempt AND j.worker = o.worker
-     WHERE j.state IN ('scheduled', 'running')
-       FOR UPDATE OF j
+     -- One primary-key look-up per outcome, whatever the statistics say.
+     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.id = o.id FOR UPDATE) j
+     WHERE j.attempt = o.attempt AND j.worker = o.worker AND j.state IN ('scheduled', 'running')
 ), upd AS (
     UPDATE fairway_job j
        SET state = cur.new_state,
+           started = cur.started,
            retries = j.retries + CASE WHEN cur.new_state IN ('stuck', 'failed') THEN 1 ELSE 0 END,
            run_at = CASE
                         WHEN cur.new_state = 'stuck' AND cur.outcome = 'lost' THEN now()
                         WHEN cur.new_state = 'stuck'
-                            THEN coalesce(j.started, now()) + $7::interval * power(2, least(j.retries, 40))
+                            THEN coalesce(cur.started, now()) + $7::interval * power(2, least(j.retries, 40))
                         WHEN cur.new_state = 'waiting' THEN now()
                         ELSE j.run_at
                     END,
@@ -41,11 +47,20 @@ WITH o AS (
            worker = CASE WHEN cur.new_state IN ('stuck', 'waiting') THEN NULL ELSE j.worker END,
            lease_until = NULL
       FROM cur
-     WHERE j.id = cur.id
+     -- By id, not ctid: a row updated since this statement's snapshot (a
+     -- heartbeat, a cancel) is found again through its update chain.
+     WHERE j.id = ANY ($1::text[]) AND j.id = cur.id
  RETURNING j.id, j.task, j.group_name, j.state, j.attempt, j.run_at, coalesce(j.error, '') AS error,
-           cur.prev_state, cur.worker, cur.ord
+           cur.prev_state, cur.via_running, cur.started, cur.worker, cur.ord
 ), ev AS (
-    INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error, worker)
-    SELECT id, task, group_name, state, prev_state, attempt, error, worker FROM upd ORDER BY ord
+    INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error, worker, time)
+    SELECT upd.id, upd.task, upd.group_name, e.state, e.prev_state, upd.attempt, e.error, upd.worker, e.time
+      FROM upd
+     CROSS JOIN LATERAL (VALUES
+           (0, 'running', 'scheduled', '', upd.started),
+           (1, upd.state, CASE WHEN upd.via_running THEN 'running' ELSE upd.prev_state END, upd.error, clock_timestamp())
+           ) AS e (k, state, prev_state, error, time)
+     WHERE e.k = 1 OR upd.via_running
+     ORDER BY upd.ord, e.k
 )
 SELECT id, state, run_at FROM upd ORDER BY ord

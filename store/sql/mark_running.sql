@@ -1,12 +1,16 @@
 -- Marks scheduled jobs running when their executor reports the start.
 -- $1..$3: id, attempt, worker of each report.
 WITH s AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::text[]) WITH ORDINALITY AS s (id, attempt, worker, ord)
+    SELECT s.*, j.task, j.group_name
+      FROM unnest($1::text[], $2::int[], $3::text[]) WITH ORDINALITY AS s (id, attempt, worker, ord)
+     -- One primary-key look-up per report, whatever the statistics say.
+     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.id = s.id FOR UPDATE) j
+     WHERE j.attempt = s.attempt AND j.worker = s.worker AND j.state = 'scheduled'
 ), upd AS (
     UPDATE fairway_job j
        SET state = 'running', started = now()
       FROM s
-     WHERE j.id = s.id AND j.attempt = s.attempt AND j.worker = s.worker AND j.state = 'scheduled'
+     WHERE j.id = ANY ($1::text[]) AND j.id = s.id
  RETURNING j.id, j.task, j.group_name, j.attempt, j.worker, s.ord
 )
 INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
