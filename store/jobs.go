@@ -358,3 +358,4 @@ func (s *Store) Analyze(ctx context.Context) error {
 	}
 	return nil
 }
+

@@ -210,7 +210,11 @@ type system struct {
 
 	started  sync.Map // job id -> time the handler started
 	finished chan events.Event
-	success  atomic.Int64
+	// ran counts handler calls; ranEnough is closed when it reaches
+	// ranTarget (when that is set).
+	ran       atomic.Int64
+	ranTarget atomic.Int64
+	ranEnough chan struct{}
 }
 
 type systemConfig struct {
@@ -222,7 +226,7 @@ type systemConfig struct {
 }
 
 func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
-	s = &system{opts: opts, finished: make(chan events.Event, 1<<20)}
+	s = &system{opts: opts, finished: make(chan events.Event, 1<<20), ranEnough: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -270,11 +274,8 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if s.client, err = events.NewClient(s.nc, events.ClientOptions{}); err != nil {
 		return nil, err
 	}
-	sub, err := s.client.Subscribe(ctx, events.Filter{}, func(ev events.Event) {
-		if ev.State.Final() {
-			s.success.Add(1)
-			s.finished <- ev
-		}
+	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateSuccess}, func(ev events.Event) {
+		s.finished <- ev
 	})
 	if err != nil {
 		return nil, err
@@ -302,6 +303,9 @@ func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
 		}
 		ex.Handle("work", func(ctx context.Context, job *executor.Job) error {
 			s.started.Store(job.ID, time.Now())
+			if n := s.ran.Add(1); n == s.ranTarget.Load() {
+				close(s.ranEnough)
+			}
 			if handler != nil {
 				return handler(ctx, job)
 			}
