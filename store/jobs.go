@@ -358,4 +358,3 @@ func (s *Store) Analyze(ctx context.Context) error {
 	}
 	return nil
 }
-
