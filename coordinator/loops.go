@@ -96,7 +96,7 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		applied, err := c.store.ExpireLeases(ctx, sweepBatch, c.cfg.RetryDelay)
+		applied, err := c.store.ExpireLeases(ctx, sweepBatch, c.cfg.Lease, c.cfg.RetryDelay)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("expiring leases", "error", err)

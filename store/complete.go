@@ -113,15 +113,27 @@ func attemptArrays(as []Attempt) (ids []string, attempts []int32, workers []stri
 	return ids, attempts, workers
 }
 
-// ExpireLeases ends the attempts whose lease ran out (their executor died
-// or lost its connection) as lost: each counts as a failed attempt, and the
-// job is due again at once, or failed when its retries are used up. It
-// handles at most limit jobs per call and returns what it changed.
-func (s *Store) ExpireLeases(ctx context.Context, limit int, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, `SELECT id, attempt, worker FROM fairway_job
-		WHERE state IN ('scheduled', 'running') AND lease_until < now()
-		ORDER BY lease_until LIMIT $1 FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: its lease expired without a heartbeat", limit)
+// ExpireLeases ends as lost the attempts whose lease ran out while their
+// executor went silent too (no heartbeat for a lease): it died or lost its
+// connection. Each counts as a failed attempt, and the job is due again at
+// once, or failed when its retries are used up. An attempt whose executor
+// still sends heartbeats is left alone a while longer, since its end may be
+// waiting in the report stream behind others (an overloaded coordinator);
+// after lease × staleLeaseFactor it is expired all the same (say, a dispatch
+// reply that never reached the executor). It handles at most limit jobs
+// per call and returns what it changed.
+func (s *Store) ExpireLeases(ctx context.Context, limit int, lease, retryDelay time.Duration) ([]Applied, error) {
+	return s.loseAttempts(ctx, `SELECT j.id, j.attempt, j.worker FROM fairway_job j
+		LEFT JOIN fairway_executor e ON e.app_id = j.worker
+		WHERE j.state IN ('scheduled', 'running') AND j.lease_until < now()
+		  AND (e.last_heartbeat IS NULL OR e.last_heartbeat < now() - $2::interval OR j.lease_until < now() - $3::interval)
+		ORDER BY j.lease_until LIMIT $1 FOR UPDATE OF j SKIP LOCKED`, retryDelay, "executor lost: its lease expired without a heartbeat",
+		limit, interval(lease), interval(lease*(staleLeaseFactor-1)))
 }
+
+// staleLeaseFactor: an attempt whose executor is alive but does not hold
+// it any more is expired after this many leases.
+const staleLeaseFactor = 10
 
 // ReleaseWorker ends every attempt held by the executor appID as lost: used
 // when an executor restarts under the same app-id (Docspell's rule: its old
@@ -132,11 +144,11 @@ func (s *Store) ReleaseWorker(ctx context.Context, appID string, retryDelay time
 		FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: it restarted", appID)
 }
 
-func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.Duration, reason string, arg any) ([]Applied, error) {
+func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.Duration, reason string, args ...any) ([]Applied, error) {
 	var applied []Applied
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		applied, err = loseAttempts(ctx, tx, query, retryDelay, reason, arg)
+		applied, err = loseAttempts(ctx, tx, query, retryDelay, reason, args...)
 		return err
 	})
 	if err != nil {
@@ -145,8 +157,8 @@ func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.
 	return applied, nil
 }
 
-func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.Duration, reason string, arg any) ([]Applied, error) {
-	rows, err := tx.Query(ctx, query, arg)
+func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.Duration, reason string, args ...any) ([]Applied, error) {
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

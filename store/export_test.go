@@ -19,3 +19,9 @@ func (s *Store) ExpireLease(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET lease_until = now() - interval '1 second' WHERE id = $1", id)
 	require.NoError(t, err)
 }
+
+// SilenceExecutor makes an executor's last heartbeat an hour old.
+func (s *Store) SilenceExecutor(t testing.TB, appID string) {
+	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_executor SET last_heartbeat = now() - interval '1 hour' WHERE app_id = $1", appID)
+	require.NoError(t, err)
+}

@@ -231,7 +231,7 @@ func TestLateResultIsRefused(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "old", 1)[0]
 	expireLease(t, s, id)
-	lost, err := s.ExpireLeases(ctx, 100, time.Hour)
+	lost, err := s.ExpireLeases(ctx, 100, time.Minute, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, lost, 1)
 	require.Equal(t, id, lost[0].JobID)
@@ -392,4 +392,21 @@ func TestStartAndEndReportedTogether(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck"}, got)
+}
+
+func TestLeaseOfALiveExecutorWaitsForItsReport(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "live", Instance: "i1", Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	claim(t, s, "live", 1)
+	expireLease(t, s, id)
+	lost, err := s.ExpireLeases(ctx, 100, time.Minute, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, lost, "its executor still sends heartbeats: the end may be on its way")
+	s.SilenceExecutor(t, "live")
+	lost, err = s.ExpireLeases(ctx, 100, time.Minute, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, lost, 1, "a silent executor's job is lost")
 }
