@@ -223,6 +223,9 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			// drainSample jobs to run (counted in the handler: the event
 			// stream lags behind a million waiting events here).
 			sample := min(drainSample, size-len(sel)*100)
+			if sample <= 0 {
+				return fmt.Errorf("scale size %d too small: the selection probe alone claims %d jobs", size, len(sel)*100)
+			}
 			s.ranTarget.Store(int64(sample))
 			start := time.Now()
 			if err := s.startExecutors(ctx, systemConfig{slots: opts.Slots}); err != nil {

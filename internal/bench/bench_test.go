@@ -1,0 +1,43 @@
+package bench_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fairwayhq/fairway/internal/bench"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestScenariosReportTheirKeys runs small versions of the scenarios against
+// a real PostgreSQL and an embedded NATS, and checks the JSON lines.
+func TestScenariosReportTheirKeys(t *testing.T) {
+	server := pgtest.NewDB(t)
+	cases := map[string][]string{
+		"drain":    {"submit_jobs_per_s", "work_jobs_per_s"},
+		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms"},
+		"scale":    {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib"},
+	}
+	for scenario, keys := range cases {
+		var out bytes.Buffer
+		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, JSON: true, Out: &out})
+		require.NoError(t, err, scenario)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		require.Len(t, lines, 1, scenario)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[0]), &got), scenario)
+		require.Equal(t, scenario, got["scenario"])
+		require.Contains(t, got["pg_settings"], "fsync=on", "durability stays on")
+		for _, k := range keys {
+			v, ok := got[k].(float64)
+			require.True(t, ok, "%s: key %s missing in %s", scenario, k, lines[0])
+			require.Greater(t, v, 0.0, "%s: %s", scenario, k)
+		}
+	}
+	err := bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
+	require.ErrorContains(t, err, `unknown scenario "nope"`)
+}
