@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/bench"
@@ -12,7 +15,7 @@ import (
 
 func newBenchCmd(e *env) *cobra.Command {
 	var opts bench.Options
-	var scenario string
+	var scenario, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency, fairness and scale",
@@ -48,6 +51,17 @@ server. Durability stays on; the output names the server's settings.`,
 			if e.cfg.Source("nats.url") != config.SourceDefault {
 				opts.NATSURL = e.cfg.NATS.URL
 			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			opts.Out = e.stdout
 			opts.Logger = e.log
 			return bench.Run(ctx, scenario, opts)
@@ -60,6 +74,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.Rate, "rate", 5000, "jobs per second in the steady scenario")
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of the steady scenario")
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
 }
