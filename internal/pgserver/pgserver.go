@@ -113,6 +113,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// Port returns the TCP port the server listens on: pass it as Options.Port to
+// start the same cluster again on the same port.
+func (s *Server) Port() int { return s.port }
+
 // URL returns the connection URL of the server's database.
 func (s *Server) URL() string { return s.URLFor(s.database) }
 

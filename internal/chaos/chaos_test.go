@@ -1,0 +1,79 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+var (
+	long   = flag.Bool("chaos.long", false, "run the long suite (7,000 jobs and 4 faults per scenario, over 50,000 jobs in all)")
+	only   = flag.String("chaos.run", "", "run only the scenario of this name")
+	report = flag.String("chaos.report", "", "also write the results as a Markdown table to this file")
+)
+
+// TestChaos starts real processes (PostgreSQL, NATS servers, fairway
+// coordinators and executors), injects each scenario's fault under load
+// and checks that no acknowledged job is lost, none runs twice at once,
+// each has exactly one final state, and every committed change has its
+// event.
+func TestChaos(t *testing.T) {
+	ctx := t.Context()
+	dir, err := os.MkdirTemp("", "fairway-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Under root PostgreSQL runs as postgres, which must reach its directory.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(dir)
+		}
+	})
+	bin, err := Build(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := StartPG(ctx, filepath.Join(dir, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+
+	size := Short
+	if *long {
+		size = Long
+	}
+	var results []Result
+	for _, sc := range Scenarios() {
+		if *only != "" && sc.Name != *only {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			res, notes, err := RunScenario(ctx, bin, pg, dir, sc, size)
+			for _, n := range notes {
+				t.Log(n)
+			}
+			t.Log(res)
+			t.Log("slowest job:", res.SlowestJob)
+			fmt.Fprintln(os.Stderr, "chaos:", res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			results = append(results, res)
+		})
+	}
+	if *report != "" {
+		if err := os.WriteFile(*report, []byte(Table(results)), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Result is the accounting of one scenario.
+type Result struct {
+	Scenario  string
+	Submitted int // acknowledged by JetStream
+	Final     int // reached a final state in PostgreSQL
+	Lost      int // acknowledged but not final (or not stored at all)
+	// Concurrent counts jobs that two runs executed at the same time, from
+	// the executors' own logs.
+	Concurrent int
+	// NotOneFinal counts jobs with more than one final state among their
+	// events, or events that disagree with PostgreSQL.
+	NotOneFinal int
+	// WithoutEvent counts committed changes with no event: a final state,
+	// or a claim (attempt), that PostgreSQL holds and the event stream
+	// does not, plus outbox rows never published.
+	WithoutEvent int
+	// Unexpected counts jobs whose final state is not the one their task
+	// should reach (a lost attempt can use up a job's retries).
+	Unexpected int
+	// Reruns counts runs beyond the first of the jobs that did not fail on
+	// purpose: the price of at-least-once after faults.
+	Reruns int
+	// Recovery is the longest time from a fault until every job that was
+	// in flight (scheduled or running) at the fault reached a final state.
+	Recovery time.Duration
+	Faults   int
+	Duration time.Duration
+	// Slowest is the longest time from a job's first event to its final
+	// one, and SlowestJob that job's events.
+	Slowest    time.Duration
+	SlowestJob string
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%-22s submitted=%-6d final=%-6d lost=%d concurrent=%d not_one_final=%d without_event=%d unexpected=%d reruns=%d faults=%d recovery=%s slowest=%s took=%s",
+		r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent, r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Faults,
+		r.Recovery.Round(10*time.Millisecond), r.Slowest.Round(10*time.Millisecond), r.Duration.Round(100*time.Millisecond))
+}
+
+// OK says whether the guarantees held.
+func (r Result) OK() bool {
+	return r.Lost == 0 && r.Concurrent == 0 && r.NotOneFinal == 0 && r.WithoutEvent == 0
+}
+
+// waitFinal waits until every job of ids is in a final state in
+// PostgreSQL, or until ctx ends. It polls: PostgreSQL is the ground truth
+// and no single event says "all done" across outages.
+func waitFinal(ctx context.Context, db *pgxpool.Pool, ids []string) error {
+	for {
+		var n int
+		err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = ANY($1) AND state IN ('success', 'failed', 'cancelled')`, ids).Scan(&n)
+		if err == nil && n == len(ids) {
+			var outbox int
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_event`).Scan(&outbox); err == nil && outbox == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil // the accounting reports what is missing
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// readEvents reads the whole event stream.
+func readEvents(ctx context.Context, natsURL string) ([]events.Event, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("chaos-check"))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, events.NewSubjects("").EventStream())
+	if err != nil {
+		return nil, err
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := info.State.LastSeq
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Event
+	for seq := uint64(0); seq < last; {
+		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			seq = meta.Sequence.Stream
+			var ev events.Event
+			if err := json.Unmarshal(msg.Data(), &ev); err != nil {
+				return nil, fmt.Errorf("event %d: %w", seq, err)
+			}
+			out = append(out, ev)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("event stream: read %d of %d", seq, last)
+		}
+	}
+	return out, nil
+}
+
+// jobRow is what the accounting reads of a job in PostgreSQL.
+type jobRow struct {
+	state   fairway.State
+	attempt int
+	retries int
+}
+
+func readJobs(ctx context.Context, db *pgxpool.Pool) (map[string]jobRow, int, error) {
+	rows, err := db.Query(ctx, `SELECT id, state, attempt, retries FROM fairway_job`)
+	if err != nil {
+		return nil, 0, err
+	}
+	jobs := map[string]jobRow{}
+	for rows.Next() {
+		var id string
+		var r jobRow
+		if err := rows.Scan(&id, &r.state, &r.attempt, &r.retries); err != nil {
+			return nil, 0, err
+		}
+		jobs[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	var outbox int
+	err = db.QueryRow(ctx, `SELECT count(*) FROM fairway_event`).Scan(&outbox)
+	return jobs, outbox, err
+}
+
+// account checks the guarantees for the submitted jobs.
+func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbox int, evs []events.Event, trace *Trace, faults []time.Time) {
+	r.Submitted = len(submitted)
+	byJob := map[string][]events.Event{}
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		if seen[ev.ID] { // at-least-once: a duplicate delivery of one event
+			continue
+		}
+		seen[ev.ID] = true
+		byJob[ev.JobID] = append(byJob[ev.JobID], ev)
+	}
+	r.WithoutEvent = outbox
+	_, runs := trace.overlapping(time.Now())
+	concurrent, _ := trace.overlapping(time.Now())
+	r.Concurrent = len(concurrent)
+	for id, k := range submitted {
+		row, ok := jobs[id]
+		if !ok || !row.state.Final() {
+			r.Lost++
+			continue
+		}
+		r.Final++
+		if row.state != k.final {
+			r.Unexpected++
+		}
+		if k.task != "fail" && runs[id] > 1 {
+			r.Reruns += runs[id] - 1
+		}
+		var finals []fairway.State
+		claimed := map[int]bool{}
+		for _, ev := range byJob[id] {
+			if ev.State.Final() {
+				finals = append(finals, ev.State)
+			}
+			if ev.State == fairway.StateScheduled {
+				claimed[ev.Attempt] = true
+			}
+		}
+		if evs := byJob[id]; len(evs) > 1 {
+			slices.SortFunc(evs, func(a, b events.Event) int { return a.Time.Compare(b.Time) })
+			if d := evs[len(evs)-1].Time.Sub(evs[0].Time); d > r.Slowest {
+				r.Slowest = d
+				var b strings.Builder
+				for _, ev := range evs {
+					fmt.Fprintf(&b, " %s@+%s/%s", ev.State, ev.Time.Sub(evs[0].Time).Round(time.Millisecond), ev.Executor)
+				}
+				r.SlowestJob = id + ":" + b.String()
+			}
+		}
+		switch {
+		case len(finals) == 0:
+			r.WithoutEvent++
+		case len(finals) > 1 || finals[0] != row.state:
+			r.NotOneFinal++
+		}
+		if missing := row.attempt - len(claimed); missing > 0 {
+			r.WithoutEvent += missing
+		}
+	}
+	r.Faults = len(faults)
+	for _, f := range faults {
+		if d := recovery(byJob, submitted, f); d > r.Recovery {
+			r.Recovery = d
+		}
+	}
+}
+
+// recovery is the time from fault until the last of the jobs in flight at
+// the fault (last event before it: scheduled or running) reached a final
+// state.
+func recovery(byJob map[string][]events.Event, submitted map[string]kind, fault time.Time) time.Duration {
+	var worst time.Duration
+	for id := range submitted {
+		evs := byJob[id]
+		slices.SortFunc(evs, func(a, b events.Event) int { return a.Time.Compare(b.Time) })
+		var before *events.Event
+		for i := range evs {
+			if evs[i].Time.After(fault) {
+				break
+			}
+			before = &evs[i]
+		}
+		if before == nil || (before.State != fairway.StateScheduled && before.State != fairway.StateRunning) {
+			continue
+		}
+		for _, ev := range evs {
+			if ev.State.Final() && ev.Time.After(fault) {
+				worst = max(worst, ev.Time.Sub(fault))
+				break
+			}
+		}
+	}
+	return worst
+}
+
+// Table renders results as a Markdown table.
+func Table(results []Result) string {
+	var b strings.Builder
+	b.WriteString("| scenario | submitted | final | lost | concurrent | not one final | without event | unexpected | reruns | faults | recovery |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent,
+			r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Faults, r.Recovery.Round(10*time.Millisecond))
+	}
+	return b.String()
+}

@@ -1,0 +1,379 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Size scales a run: the short one runs in CI, the long one with `task
+// chaos`.
+type Size struct {
+	Jobs     int           // per scenario
+	Duration time.Duration // over which they are submitted
+	Repeats  int           // faults per scenario
+}
+
+// Short and Long are the two sizes.
+var (
+	Short = Size{Jobs: 1500, Duration: 8 * time.Second, Repeats: 1}
+	Long  = Size{Jobs: 7000, Duration: 60 * time.Second, Repeats: 4}
+)
+
+// Scenario is one fault and the cluster it hits.
+type Scenario struct {
+	Name    string
+	Cluster ClusterOptions
+	// Inject injects the fault repeats times while the workload runs and
+	// returns when the cluster is whole again. It records each fault's
+	// time with r.fault.
+	Inject func(ctx context.Context, r *Run, repeats int) error
+	// Check adds scenario-specific checks after the accounting.
+	Check func(r *Run, res Result) error
+}
+
+// Run is a scenario in progress.
+type Run struct {
+	C      *Cluster
+	PG     *PG
+	faults []time.Time
+	notes  []string
+}
+
+func (r *Run) fault() { r.faults = append(r.faults, time.Now()) }
+
+func (r *Run) note(format string, args ...any) { r.notes = append(r.notes, fmt.Sprintf(format, args...)) }
+
+// killExecutor SIGKILLs an executor and records when.
+func (r *Run) killExecutor(p *Proc) {
+	r.fault()
+	p.Kill()
+	r.C.Trace.killed(p.Name, time.Now())
+}
+
+// between waits d between faults: the fault's pace, not a synchronisation.
+func between(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// Scenarios lists the faults of the suite.
+func Scenarios() []Scenario {
+	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
+	return []Scenario{
+		{
+			Name: "kill-executor", Cluster: base,
+			// SIGKILL an executor in the middle of jobs and never restart it:
+			// its jobs run elsewhere once the lease expires. A new executor
+			// with a new app-id keeps the capacity for the next fault.
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for i := range repeats {
+					victim := r.C.Executors[i]
+					if err := r.C.Trace.waitRunning(ctx, victim.Name, "sleep", 1); err != nil {
+						return err
+					}
+					r.killExecutor(victim)
+					if _, err := r.C.AddExecutor(fmt.Sprintf("executor-new-%d", i+1), base.PoolSize, 30*time.Second); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			Check: func(_ *Run, res Result) error {
+				if res.Recovery < Lease {
+					return fmt.Errorf("recovery %s is shorter than the lease %s: were the killed executor's jobs not held?", res.Recovery, Lease)
+				}
+				return nil
+			},
+		},
+		{
+			Name: "kill-restart-executor", Cluster: base,
+			// SIGKILL an executor and restart it at once with the same
+			// app-id: its old jobs are released at once, not after the lease.
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				victim := r.C.Executors[0]
+				for i := range repeats {
+					if err := r.C.Trace.waitRunning(ctx, victim.Name, "sleep", 1); err != nil {
+						return err
+					}
+					r.killExecutor(victim)
+					if err := r.C.RestartExecutor(victim); err != nil {
+						return err
+					}
+					if err := r.C.Trace.waitStarted(ctx, victim.Name, i+2); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			Check: func(_ *Run, res Result) error {
+				if res.Recovery >= Lease+2*time.Second {
+					return fmt.Errorf("recovery %s: the restarted executor's old jobs waited for the lease (%s) instead of being released at once", res.Recovery, Lease)
+				}
+				return nil
+			},
+		},
+		{
+			Name: "kill-coordinator", Cluster: base,
+			// SIGKILL one of two coordinators under load; restart it before
+			// the next fault, which hits the other one.
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for i := range repeats {
+					if err := between(ctx, time.Second); err != nil {
+						return err
+					}
+					victim := r.C.Coordinators[i%2]
+					r.fault()
+					victim.Kill()
+					if err := between(ctx, 2*time.Second); err != nil {
+						return err
+					}
+					if err := victim.Start(); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "restart-postgres", Cluster: base,
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for range repeats {
+					if err := between(ctx, time.Second); err != nil {
+						return err
+					}
+					r.fault()
+					if err := r.PG.Stop(); err != nil {
+						return err
+					}
+					if err := between(ctx, 2*time.Second); err != nil {
+						return err
+					}
+					if err := r.PG.Start(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "restart-nats", Cluster: base,
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for range repeats {
+					if err := between(ctx, time.Second); err != nil {
+						return err
+					}
+					r.fault()
+					r.C.NATS[0].Kill()
+					if err := between(ctx, time.Second); err != nil {
+						return err
+					}
+					if err := r.C.RestartNATS(0); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "kill-nats-node", Cluster: ClusterOptions{NATSNodes: 3, Coordinators: 2, Executors: 3, PoolSize: 16},
+			// Kill one node of a three-node JetStream cluster (streams have
+			// three replicas); restart it before the next fault, which hits
+			// the next node.
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for i := range repeats {
+					if err := between(ctx, time.Second); err != nil {
+						return err
+					}
+					node := i % 3
+					r.fault()
+					r.C.NATS[node].Kill()
+					if err := between(ctx, 3*time.Second); err != nil {
+						return err
+					}
+					if err := r.C.RestartNATS(node); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name: "drop-notify", Cluster: ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16, DropNotify: true},
+			// The coordinators may not publish work notifications at all:
+			// executors find work by their wakeup period and long polls.
+			Inject: func(context.Context, *Run, int) error { return nil },
+		},
+		{
+			Name: "graceful-shutdown", Cluster: base,
+			// executor-1: POST /api/v1/shutdownAndExit in the middle of slow
+			// jobs: it finishes them and exits 0. executor-2: SIGTERM, then a
+			// second SIGTERM: its running jobs are released, go back to
+			// waiting without counting as failed attempts, and run elsewhere.
+			Inject: func(ctx context.Context, r *Run, repeats int) error {
+				for i := range repeats {
+					graceful, forced := r.C.Executors[0], r.C.Executors[1]
+					if err := r.C.Trace.waitRunning(ctx, graceful.Name, "sleep", 2); err != nil {
+						return err
+					}
+					r.fault()
+					if err := shutdownAndExit(ctx, graceful.HTTPAddr()); err != nil {
+						return err
+					}
+					if err := r.C.Trace.waitRunning(ctx, forced.Name, "sleep", 1); err != nil {
+						return err
+					}
+					r.fault()
+					if err := forced.Signal(syscall.SIGTERM); err != nil {
+						return err
+					}
+					if err := between(ctx, 100*time.Millisecond); err != nil {
+						return err
+					}
+					if err := forced.Signal(syscall.SIGTERM); err != nil {
+						return err
+					}
+					for _, p := range []*Proc{graceful, forced} {
+						code, err := p.Wait(time.Minute)
+						if err != nil {
+							return err
+						}
+						r.note("%s exit=%d outcomes=%v", p.Name, code, r.C.Trace.outcomes(p.Name))
+						if code != 0 {
+							return fmt.Errorf("%s exited with %d, want 0 (log: %s)", p.Name, code, p.log)
+						}
+					}
+					if i+1 < repeats {
+						for _, p := range []*Proc{graceful, forced} {
+							if err := r.C.RestartExecutor(p); err != nil {
+								return err
+							}
+							if err := r.C.Trace.waitStarted(ctx, p.Name, i+2); err != nil {
+								return err
+							}
+						}
+					}
+				}
+				return nil
+			},
+			Check: func(r *Run, res Result) error {
+				graceful, forced := r.C.Trace.outcomes(r.C.Executors[0].Name), r.C.Trace.outcomes(r.C.Executors[1].Name)
+				if graceful["released"] > 0 {
+					return fmt.Errorf("the gracefully stopped executor released %d jobs instead of finishing them", graceful["released"])
+				}
+				if forced["released"] == 0 {
+					return fmt.Errorf("the executor stopped by two signals released no job (outcomes %v)", forced)
+				}
+				if res.Unexpected > 0 {
+					return fmt.Errorf("%d jobs ended in an unexpected state: a released job counted as a failed attempt?", res.Unexpected)
+				}
+				return nil
+			},
+		},
+	}
+}
+
+func shutdownAndExit(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/api/v1/shutdownAndExit", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("shutdownAndExit: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// RunScenario runs one scenario on a fresh database and fresh processes.
+func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scenario, size Size) (Result, []string, error) {
+	res := Result{Scenario: sc.Name}
+	start := time.Now()
+	dbURL, err := pg.NewDatabase(ctx, "chaos_"+sanitize(sc.Name))
+	if err != nil {
+		return res, nil, err
+	}
+	c, err := NewCluster(ctx, bin, filepath.Join(dir, sc.Name), dbURL, sc.Cluster)
+	if err != nil {
+		return res, nil, err
+	}
+	defer c.Close()
+	run := &Run{C: c, PG: pg}
+	w, nc, err := newWorkload(c.NATSURL(""))
+	if err != nil {
+		return res, nil, err
+	}
+	defer nc.Close()
+
+	// The workload and the faults run side by side.
+	workCtx, cancel := context.WithTimeout(ctx, size.Duration+5*time.Minute)
+	defer cancel()
+	workErr := make(chan error, 1)
+	go func() { workErr <- w.run(workCtx, size.Jobs, size.Duration) }()
+	if err := sc.Inject(workCtx, run, size.Repeats); err != nil {
+		return res, run.notes, fmt.Errorf("injecting the fault: %w", err)
+	}
+	if err := <-workErr; err != nil {
+		return res, run.notes, err
+	}
+	submitted := w.submitted()
+	ids := make([]string, 0, len(submitted))
+	for id := range submitted {
+		ids = append(ids, id)
+	}
+	db, err := c.DB(ctx)
+	if err != nil {
+		return res, run.notes, err
+	}
+	defer db.Close()
+	waitCtx, cancelWait := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelWait()
+	if err := waitFinal(waitCtx, db, ids); err != nil {
+		return res, run.notes, err
+	}
+	jobs, outbox, err := readJobs(ctx, db)
+	if err != nil {
+		return res, run.notes, err
+	}
+	evs, err := readEvents(ctx, c.NATSURL(""))
+	if err != nil {
+		return res, run.notes, fmt.Errorf("reading the event stream: %w", err)
+	}
+	account(&res, submitted, jobs, outbox, evs, c.Trace, run.faults)
+	res.Duration = time.Since(start)
+	if w.attempts > 0 {
+		run.note("submissions retried %d times during the fault", w.attempts)
+	}
+	if !res.OK() {
+		return res, run.notes, fmt.Errorf("guarantees broken: %s (logs in %s)", res, c.dir)
+	}
+	if sc.Check != nil {
+		if err := sc.Check(run, res); err != nil {
+			return res, run.notes, fmt.Errorf("%w (logs in %s)", err, c.dir)
+		}
+	}
+	return res, run.notes, nil
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
