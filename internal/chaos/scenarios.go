@@ -46,7 +46,9 @@ type Run struct {
 
 func (r *Run) fault() { r.faults = append(r.faults, time.Now()) }
 
-func (r *Run) note(format string, args ...any) { r.notes = append(r.notes, fmt.Sprintf(format, args...)) }
+func (r *Run) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
 
 // killExecutor SIGKILLs an executor and records when.
 func (r *Run) killExecutor(p *Proc) {
