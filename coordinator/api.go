@@ -130,7 +130,7 @@ func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 // submit stores one submission from the request/reply API. Invalid ones
 // get a rejected event, as on the asynchronous path.
 func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*fairway.Job, error) {
-	sub, err := c.validate(group, "", data)
+	sub, err := c.validate(ctx, group, "", data, time.Now())
 	if err != nil {
 		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
 		if ierr == nil {
@@ -153,8 +153,9 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 }
 
 // validate decodes and checks a submission for the group and task of its
-// subject (task "" on the API, where the body names it).
-func (c *Coordinator) validate(group, task string, data []byte) (fairway.Submission, error) {
+// subject (task "" on the API, where the body names it). received is when
+// the submission arrived.
+func (c *Coordinator) validate(ctx context.Context, group, task string, data []byte, received time.Time) (fairway.Submission, error) {
 	sub, err := fairway.DecodeSubmission(data, c.cfg.MaxArgsSize)
 	if err != nil {
 		return sub, err
@@ -162,7 +163,7 @@ func (c *Coordinator) validate(group, task string, data []byte) (fairway.Submiss
 	if err := sub.Normalize(group, task, c.cfg.MaxArgsSize, *c.cfg.Retries); err != nil {
 		return sub, err
 	}
-	if err := c.tasks.check(sub.Task); err != nil {
+	if err := c.tasks.check(ctx, sub.Task, received); err != nil {
 		return sub, err
 	}
 	return sub, nil

@@ -138,7 +138,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		outboxKick: make(chan struct{}, 1),
 		due:        newDueTimes(),
 		parking:    newParking(),
-		tasks:      &taskCache{},
+		tasks:      &taskCache{store: st, log: cfg.Logger},
 	}, nil
 }
 
@@ -153,7 +153,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err := events.EnsureStreams(ctx, c.js, c.subjects, c.cfg.StreamOptions); err != nil {
 		return err
 	}
-	if err := c.tasks.refresh(ctx, c.store); err != nil {
+	if err := c.tasks.refresh(ctx); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

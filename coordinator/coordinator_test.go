@@ -423,7 +423,24 @@ func TestValueRefusedByPostgreSQLRejectsOnlyThatJob(t *testing.T) {
 
 func dispatchRequest(t *testing.T, h *harness, waitMS int) (events.DispatchReply, time.Duration) {
 	t.Helper()
-	data, err := json.Marshal(events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, WaitMS: waitMS})
+	return dispatchRequestAs(t, h, "i", waitMS)
+}
+
+// registerRaw registers the executor "raw" as instance.
+func registerRaw(t *testing.T, h *harness, instance string) {
+	t.Helper()
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw", Instance: instance, Host: "h", Slots: 5, Tasks: []string{"echo"}}})
+	require.NoError(t, err)
+	msg, err := h.nc.Request("fairway.internal.register", data, waitTimeout)
+	require.NoError(t, err)
+	var reply events.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.Nil(t, reply.Error)
+}
+
+func dispatchRequestAs(t *testing.T, h *harness, instance string, waitMS int) (events.DispatchReply, time.Duration) {
+	t.Helper()
+	data, err := json.Marshal(events.DispatchRequest{Executor: "raw", Instance: instance, Slots: 5, Tasks: []string{"echo"}, WaitMS: waitMS})
 	require.NoError(t, err)
 	start := time.Now()
 	msg, err := h.nc.Request("fairway.internal.dispatch", data, waitTimeout)
@@ -436,6 +453,7 @@ func dispatchRequest(t *testing.T, h *harness, waitMS int) (events.DispatchReply
 func TestDispatchLongPoll(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
+	registerRaw(t, h, "i")
 	// Nothing eligible: the request is held for its wait, then answered empty.
 	reply, took := dispatchRequest(t, h, 300)
 	require.Nil(t, reply.Error)
@@ -458,4 +476,120 @@ func TestDispatchLongPoll(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the held request was not answered")
 	}
+}
+
+// TestDispatchForAnOldInstanceClaimsNothing: a request left over from an
+// executor instance that has since restarted (a long poll answered after
+// the restart) must not claim jobs that nobody would run.
+func TestDispatchForAnOldInstanceClaimsNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	registerRaw(t, h, "old")
+	registerRaw(t, h, "new") // the restart: "old" has no heartbeat, so it is taken over
+	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
+	require.NoError(t, err)
+	reply, _ := dispatchRequestAs(t, h, "old", 0)
+	require.Nil(t, reply.Error)
+	require.Empty(t, reply.Jobs, "claimed for a dead instance")
+	reply, _ = dispatchRequestAs(t, h, "new", 0)
+	require.Len(t, reply.Jobs, 1)
+	require.Equal(t, job.ID, reply.Jobs[0].ID)
+}
+
+// registrations is a slog.Handler that reports the app-ids of the executors
+// whose registration a coordinator handled.
+type registrations chan string
+
+func (r registrations) Enabled(context.Context, slog.Level) bool { return true }
+func (r registrations) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r registrations) WithGroup(string) slog.Handler            { return r }
+
+func (r registrations) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message == "executor registered" {
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "executor" {
+				r <- a.Value.String()
+			}
+			return true
+		})
+	}
+	return nil
+}
+
+// TestUnknownTaskCheckSeesRegistrationsThroughAnotherCoordinator starts two
+// coordinators, registers an executor through one of them, stops that one
+// and submits the executor's task: the other coordinator, whose list of
+// tasks predates the registration, must accept it.
+func TestUnknownTaskCheckSeesRegistrationsThroughAnotherCoordinator(t *testing.T) {
+	t.Parallel()
+	// stale returns a harness whose only running coordinator has not
+	// handled the registration of task "second".
+	stale := func(t *testing.T) *harness {
+		ns, nc := natstest.Start(t)
+		st := storetest.Open(t)
+		start := func() (*coordinator.Coordinator, registrations) {
+			regs := make(registrations, 10)
+			coord, err := coordinator.New(st, nc, coordinator.Config{Logger: slog.New(regs)})
+			require.NoError(t, err)
+			require.NoError(t, coord.Start(t.Context()))
+			t.Cleanup(coord.Stop)
+			return coord, regs
+		}
+		a, regsA := start()
+		client, err := events.NewClient(nc, events.ClientOptions{})
+		require.NoError(t, err)
+		h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 10000)}
+		sub, err := client.Subscribe(t.Context(), events.Filter{}, func(ev events.Event) { h.events <- ev })
+		require.NoError(t, err)
+		t.Cleanup(sub.Stop)
+
+		// Both coordinators know "first", so they refuse the tasks they do
+		// not know.
+		h.executor("ex1", 1, map[string]executor.Handler{"first": echo})
+		require.Equal(t, "ex1", <-regsA)
+		b, regsB := start()
+		h.executor("ex2", 1, map[string]executor.Handler{"second": echo})
+		select {
+		case id := <-regsA:
+			require.Equal(t, "ex2", id)
+			a.Stop()
+		case id := <-regsB:
+			require.Equal(t, "ex2", id)
+			b.Stop()
+		case <-time.After(waitTimeout):
+			t.Fatal("no coordinator logged the registration of ex2")
+		}
+		return h
+	}
+
+	t.Run("ingest", func(t *testing.T) {
+		t.Parallel()
+		h := stale(t)
+		id := submit(t, h, fairway.Submission{Group: "g", Task: "second"})
+		evs := h.until(func(ev events.Event) bool { return ev.JobID == id })
+		require.Equal(t, fairway.StateWaiting, evs[len(evs)-1].State, "stored, not rejected: %v", evs[len(evs)-1])
+		evs = h.final(id)
+		require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+	})
+
+	t.Run("api", func(t *testing.T) {
+		t.Parallel()
+		h := stale(t)
+		var wg sync.WaitGroup
+		errs := make(chan error, 10)
+		for range 10 {
+			wg.Go(func() {
+				_, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "second"})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		_, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "third"})
+		require.ErrorIs(t, err, fairway.ErrInvalid)
+		require.ErrorContains(t, err, `unknown task "third": no executor has registered it (known tasks: first, second)`)
+	})
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -56,7 +57,7 @@ func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
 		c.log.Warn("executor restarted: released the jobs of its previous instance", "executor", e.AppID, "jobs", len(released))
 		c.afterChange(released)
 	}
-	if err := c.tasks.refresh(ctx, c.store); err != nil {
+	if err := c.tasks.refresh(ctx); err != nil {
 		c.log.Warn("refreshing the known tasks", "error", err)
 	}
 	c.log.Info("executor registered", "executor", e.AppID, "host", e.Host, "slots", e.Slots, "tasks", strings.Join(e.Tasks, ","))
@@ -100,7 +101,7 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
+	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Error("claiming jobs", "executor", req.Executor, "error", err)
@@ -137,29 +138,73 @@ func (c *Coordinator) heartbeat(ctx context.Context, msg *nats.Msg) {
 
 // taskCache holds the tasks some registered executor runs, so that a
 // submission of a task nobody runs is refused with a clear error.
+//
+// An executor registers through one coordinator of the queue group; the
+// others learn its tasks from the store. So a task missing from the cache is
+// looked up in the store before it is refused, unless the cache was read
+// after the submission arrived. Concurrent lookups share one read.
 type taskCache struct {
+	store *store.Store
+	log   *slog.Logger
+
+	refreshMu sync.Mutex // held while the store is read: one read at a time
+
 	mu    sync.RWMutex
 	tasks []string
+	asOf  time.Time // when the read that returned tasks began
 }
 
-func (t *taskCache) refresh(ctx context.Context, st *store.Store) error {
-	tasks, err := st.KnownTasks(ctx)
+// refresh reads the known tasks from the store.
+func (t *taskCache) refresh(ctx context.Context) error {
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
+	return t.refreshLocked(ctx)
+}
+
+func (t *taskCache) refreshLocked(ctx context.Context) error {
+	began := time.Now()
+	tasks, err := t.store.KnownTasks(ctx)
 	if err != nil {
 		return err
 	}
 	t.mu.Lock()
-	t.tasks = tasks
+	t.tasks, t.asOf = tasks, began
 	t.mu.Unlock()
 	return nil
 }
 
-// check refuses a task that no registered executor runs. Before any
-// executor registered, every task is accepted.
-func (t *taskCache) check(task string) error {
+// lookup refuses task if no executor in the cache runs it, and tells
+// whether the cache was read at or after received.
+func (t *taskCache) lookup(task string, received time.Time) (fresh bool, err error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
+	fresh = !t.asOf.Before(received)
 	if len(t.tasks) == 0 || slices.Contains(t.tasks, task) {
+		return fresh, nil
+	}
+	return fresh, fairway.Invalid("task", "unknown task %q: no executor has registered it (known tasks: %s)", task, strings.Join(t.tasks, ", "))
+}
+
+// check refuses a task that no registered executor runs. received is when
+// the submission arrived: a task some executor registered before then is
+// accepted, through whichever coordinator it registered. Before any
+// executor registered, every task is accepted. When the store cannot be
+// read, the task is accepted too: a job wrongly refused is lost, one wrongly
+// accepted waits for an executor that runs its task.
+func (t *taskCache) check(ctx context.Context, task string, received time.Time) error {
+	if fresh, err := t.lookup(task, received); err == nil || fresh {
+		return err
+	}
+	t.refreshMu.Lock()
+	defer t.refreshMu.Unlock()
+	// A read that began while this one waited for the lock may do.
+	if fresh, err := t.lookup(task, received); err == nil || fresh {
+		return err
+	}
+	if err := t.refreshLocked(ctx); err != nil {
+		t.log.Warn("reading the known tasks failed; accepting the task unchecked", "task", task, "error", err)
 		return nil
 	}
-	return fairway.Invalid("task", "unknown task %q: no executor has registered it (known tasks: %s)", task, strings.Join(t.tasks, ", "))
+	_, err := t.lookup(task, received)
+	return err
 }

@@ -5,12 +5,17 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// ackWait is how long a message handed to a coordinator waits for its ack
+// before JetStream hands it to another (JetStream's default is 30 s).
+const ackWait = 10 * time.Second
 
 // startIngest consumes the submit stream: submissions are validated,
 // stored in batches, and acknowledged only after the commit.
@@ -23,9 +28,12 @@ func (c *Coordinator) startIngest(ctx context.Context) error {
 // first message is waited for, the rest are taken as they are.
 func (c *Coordinator) consume(ctx context.Context, stream, name string, size int, handle func(context.Context, []jetstream.Msg)) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:       name,
-		Description:   "Fairway coordinators",
-		AckPolicy:     jetstream.AckExplicitPolicy,
+		Durable:     name,
+		Description: "Fairway coordinators",
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		// A coordinator that dies holding messages leaves them to the
+		// others after this long; a batch is stored well within it.
+		AckWait:       ackWait,
 		MaxAckPending: 4 * size * 4,
 	})
 	if err != nil {
@@ -62,11 +70,12 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size int
 }
 
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
+	received := time.Now() // every message of the batch arrived before
 	subs := make([]fairway.Submission, 0, len(msgs))
 	var rejections []store.Rejection
 	for _, msg := range msgs {
 		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
-		sub, err := c.validate(group, task, msg.Data())
+		sub, err := c.validate(ctx, group, task, msg.Data(), received)
 		if sub.ID == "" {
 			sub.ID = messageID(msg)
 		}

@@ -29,7 +29,8 @@ const EventMaxAgeDefault = 7 * 24 * time.Hour
 const MaxMsgSizeDefault = 8 << 20
 
 // EnsureStreams creates or updates the submit, events and results streams.
-// Coordinators call it at start; it is idempotent.
+// Coordinators call it at start; it is idempotent. A stream that exists with
+// other settings, a replica count included, is updated to these.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts StreamOptions) error {
 	replicas := max(opts.Replicas, 1)
 	maxMsg := opts.MaxMsgSize
@@ -73,11 +74,20 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 	}
 	for _, cfg := range configs {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+			var apiErr *jetstream.APIError
+			switch {
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled):
 				return fmt.Errorf("creating stream %s: %w (is JetStream enabled on the NATS server?)", cfg.Name, err)
+			case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported:
+				return fmt.Errorf("creating stream %s with %d replicas: %w (a single NATS server keeps 1 replica: use 1, or a JetStream cluster of at least %d servers)",
+					cfg.Name, replicas, err, replicas)
 			}
 			return fmt.Errorf("creating stream %s: %w", cfg.Name, err)
 		}
 	}
 	return nil
 }
+
+// errCodeReplicasNotSupported is the JetStream error code of a stream asking
+// for more than one replica on a server that is not clustered.
+const errCodeReplicasNotSupported jetstream.ErrorCode = 10074

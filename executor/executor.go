@@ -174,6 +174,11 @@ const (
 	stateStopped
 )
 
+// ErrJobsReleased is in the error of a Shutdown whose context ended before
+// the running jobs did: they were released (back to waiting, no failed
+// attempt). Nothing was lost, so a program may treat it as a clean stop.
+var ErrJobsReleased = errors.New("running jobs released")
+
 // Errors used as context causes, to tell why a job's context ended.
 var (
 	errCancelRequested = errors.New("job cancelled")
@@ -451,13 +456,13 @@ func (e *Executor) Running() int {
 // Shutdown stops the executor gracefully: it stops taking jobs and waits
 // for the running ones to finish. If ctx ends first, it cancels the running
 // jobs' contexts, reports them released (the coordinator hands them out
-// again) and returns ctx's error; a handler that has not returned 5 s after
-// its context was cancelled is reported released anyway, and its outcome is
-// dropped. Jobs in a dispatch reply that arrives while stopping are
-// released at once. Shutdown returns once every report has been
-// acknowledged by JetStream (waiting at most 5 s for that). It is safe to
-// call more than once and concurrently; a later call whose ctx ends sooner
-// releases the jobs sooner.
+// again) and returns ctx's error (its cause, when it has one); a handler
+// that has not returned 5 s after its context was cancelled is reported
+// released anyway, and its outcome is dropped. Jobs in a dispatch reply
+// that arrives while stopping are released at once. Shutdown returns once
+// every report has been acknowledged by JetStream (waiting at most 5 s for
+// that). It is safe to call more than once and concurrently; a later call
+// whose ctx ends sooner releases the jobs sooner.
 func (e *Executor) Shutdown(ctx context.Context) error {
 	e.shutdownOnce.Do(func() {
 		e.mu.Lock()
@@ -471,7 +476,7 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 		return e.shutdownErr
 	case <-ctx.Done():
 	}
-	e.force(ctx.Err())
+	e.force(context.Cause(ctx))
 	<-e.done
 	return e.shutdownErr
 }
@@ -547,7 +552,7 @@ func (e *Executor) shutdown() {
 
 	var errs []error
 	if forced && forcedJobs > 0 {
-		errs = append(errs, fmt.Errorf("executor %q: released %d running jobs: %w", e.cfg.AppID, forcedJobs, forceErr))
+		errs = append(errs, fmt.Errorf("executor %q: %w (%d): %w", e.cfg.AppID, ErrJobsReleased, forcedJobs, forceErr))
 	}
 	if err := e.reports.flush(reportFlushTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("executor %q: %w", e.cfg.AppID, err))

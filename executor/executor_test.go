@@ -419,7 +419,8 @@ func TestShutdownWithExpiredContextReleasesJobs(t *testing.T) {
 	cancel()
 	err := e.Shutdown(ctx)
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorContains(t, err, "released 2 running jobs")
+	require.ErrorIs(t, err, executor.ErrJobsReleased)
+	require.ErrorContains(t, err, "running jobs released (2)")
 	require.Equal(t, 0, e.Running())
 	for _, id := range []string{j1.ID, j2.ID} {
 		reports := b.coord.reportsUntilDone(id)

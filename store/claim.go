@@ -45,6 +45,9 @@ func (c CountingScheme) At(n int64) fairway.Priority {
 type ClaimParams struct {
 	// Worker is the executor's app-id.
 	Worker string
+	// Instance, when set, is the executor instance that asks: nothing is
+	// claimed unless it is the instance registered for Worker now.
+	Instance string
 	// Limit is the number of free slots: at most this many jobs are claimed.
 	Limit int
 	// Tasks are the tasks the executor can run; only those are claimed.
@@ -121,7 +124,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 				ids[i], prev[i] = c.id, string(c.state)
 			}
 			b.Queue(claimUnpinSQL)
-			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance).Query(func(rows pgx.Rows) error {
 				marked, err := collectJobs(rows)
 				jobs = append(jobs, marked...)
 				return err

@@ -133,7 +133,7 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int, lease, retryDelay t
 
 // staleLeaseFactor: an attempt whose executor is alive but does not hold
 // it any more is expired after this many leases.
-const staleLeaseFactor = 10
+const staleLeaseFactor = 3
 
 // ReleaseWorker ends every attempt held by the executor appID as lost: used
 // when an executor restarts under the same app-id (Docspell's rule: its old

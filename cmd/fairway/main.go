@@ -5,15 +5,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/fairwayhq/fairway/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	ctx, force, stop := cli.NotifyShutdown(context.Background(), os.Stderr, os.Exit)
+	code := cli.Main(ctx, force, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -8,39 +8,83 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
-// signalWriter is an io.Writer that closes seen when its output first
-// contains want.
-type signalWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	once sync.Once
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// waitTimeout bounds every wait for an event: generous, since a failing
+// test ends at the first one that does not come.
+const waitTimeout = time.Minute
+
+// output is an io.Writer that tests wait on.
+type output struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	watches map[string]chan struct{}
 }
 
-func (w *signalWriter) Write(p []byte) (int, error) {
+// seen returns a channel closed once the output contains want.
+func (w *output) seen(want string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watches == nil {
+		w.watches = map[string]chan struct{}{}
+	}
+	ch, ok := w.watches[want]
+	if !ok {
+		ch = make(chan struct{})
+		w.watches[want] = ch
+		w.notify()
+	}
+	return ch
+}
+
+// wait waits until the output contains want.
+func (w *output) wait(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case <-w.seen(want):
+	case <-time.After(waitTimeout):
+		t.Fatalf("no %q in the output within %s:\n%s", want, waitTimeout, w)
+	}
+}
+
+func (w *output) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf.Write(p)
-	if strings.Contains(w.buf.String(), w.want) {
-		w.once.Do(func() { close(w.seen) })
-	}
+	w.notify()
 	return len(p), nil
 }
 
-func (w *signalWriter) String() string {
+// notify closes the watches of the strings the output contains.
+func (w *output) notify() {
+	for want, ch := range w.watches {
+		if strings.Contains(w.buf.String(), want) {
+			close(ch)
+			delete(w.watches, want)
+		}
+	}
+}
+
+func (w *output) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
@@ -57,7 +101,7 @@ func freePort(t *testing.T) int {
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = cli.Main(t.Context(), args, &out, &errOut)
+	code = cli.Main(t.Context(), nil, args, &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -72,17 +116,17 @@ func TestDevEndToEnd(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	natsPort, pgPort, httpPort := freePort(t), freePort(t), freePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &signalWriter{want: "Fairway is running", seen: make(chan struct{})}
+	stderr := &output{}
 	devDone := make(chan int, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		devDone <- cli.Main(ctx, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
 			"--pg-port", fmt.Sprint(pgPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-format", "json",
 			"--retry-delay", "10ms"}, &bytes.Buffer{}, stderr)
 	}()
 	select {
-	case <-stderr.seen:
+	case <-stderr.seen("Fairway is running"):
 	case code := <-devDone:
 		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
 	case <-time.After(time.Minute):
@@ -176,4 +220,204 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 	require.NotContains(t, out, "s3cret")
 	require.Contains(t, out, "postgres://fair:****@db:5432/fairway")
 	require.Contains(t, out, "scheduler.counting-scheme")
+}
+
+// cluster is a coordinator on a fresh database and an embedded NATS server,
+// for the commands that need a running Fairway.
+type cluster struct {
+	url    string
+	client *events.Client
+	events chan events.Event
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	ns, nc := natstest.Start(t)
+	coord, err := coordinator.New(storetest.Open(t), nc, coordinator.Config{})
+	require.NoError(t, err)
+	require.NoError(t, coord.Start(t.Context()))
+	t.Cleanup(coord.Stop)
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	c := &cluster{url: ns.ClientURL(), client: client, events: make(chan events.Event, 1000)}
+	sub, err := client.Subscribe(t.Context(), events.Filter{}, func(ev events.Event) { c.events <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+	return c
+}
+
+// await waits for the event of job id that enters state.
+func (c *cluster) await(t *testing.T, id string, state fairway.State) events.Event {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case ev := <-c.events:
+			if ev.JobID == id && ev.State == state {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("job %s did not become %s within %s", id, state, waitTimeout)
+		}
+	}
+}
+
+// executorArgs runs `fairway executor` on c with a drain timeout that no
+// test waits for, and one slot: while its job runs it asks for no other, so
+// a released job is not handed back to it by a request still in flight.
+func (c *cluster) executorArgs(appID string) []string {
+	return []string{"executor", "--nats-url", c.url, "--app-id", appID, "--pool-size", "1", "--http-addr", "", "--drain-timeout", "1h", "--log-format", "json"}
+}
+
+// startExecutor runs `fairway executor` in the test's process, stopped by
+// ctx and force; the exit code arrives on the returned channel.
+func (c *cluster) startExecutor(t *testing.T, ctx context.Context, force <-chan struct{}, appID string) (<-chan int, *output) {
+	t.Helper()
+	stderr := &output{}
+	done := make(chan int, 1)
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		done <- cli.Main(ctx, force, c.executorArgs(appID), &bytes.Buffer{}, stderr)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-returned:
+		case <-time.After(waitTimeout):
+			t.Errorf("fairway executor did not exit:\n%s", stderr)
+		}
+	})
+	return done, stderr
+}
+
+func exitCode(t *testing.T, done <-chan int, stderr *output) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(waitTimeout):
+		t.Fatalf("fairway executor did not exit within %s:\n%s", waitTimeout, stderr)
+		return 0
+	}
+}
+
+// TestExecutorFirstSignalLetsRunningJobsFinish cancels the command's
+// context, as a first SIGTERM does: the running job finishes, then the
+// executor exits cleanly.
+func TestExecutorFirstSignalLetsRunningJobsFinish(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, stderr := c.startExecutor(t, ctx, make(chan struct{}), "ex-graceful")
+	id, err := c.client.Submit(t.Context(), fairway.Submission{Group: "g", Task: "sleep", Args: json.RawMessage(`{"seconds":1}`)})
+	require.NoError(t, err)
+	c.await(t, id, fairway.StateRunning)
+
+	cancel()
+	stderr.wait(t, "executor draining")
+	c.await(t, id, fairway.StateSuccess)
+	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
+	require.NotContains(t, stderr.String(), "second signal")
+}
+
+// TestExecutorSecondSignalReleasesRunningJobs cancels the context, then
+// closes force, as a second SIGTERM does: the running job, which would run
+// for an hour, is cancelled and returns to waiting without a failed attempt.
+func TestExecutorSecondSignalReleasesRunningJobs(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	force := make(chan struct{})
+	done, stderr := c.startExecutor(t, ctx, force, "ex-forced")
+	id, err := c.client.Submit(t.Context(), fairway.Submission{Group: "g", Task: "sleep", Args: json.RawMessage(`{"seconds":3600}`)})
+	require.NoError(t, err)
+	c.await(t, id, fairway.StateRunning)
+
+	cancel()
+	stderr.wait(t, "executor draining")
+	close(force)
+	ev := c.await(t, id, fairway.StateWaiting)
+	require.Equal(t, fairway.StateRunning, ev.PreviousState)
+	require.Equal(t, 0, exitCode(t, done, stderr), "released jobs lose nothing: a clean stop\n%s", stderr)
+	out := stderr.String()
+	require.Contains(t, out, "second signal: cancelling 1 running jobs; they return to waiting")
+	require.Contains(t, out, `executor \"ex-forced\": running jobs released (1): cancelled by a second signal`)
+	job, err := c.client.Get(t.Context(), "g", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State)
+	require.Equal(t, 0, job.Retries, "a released job has not failed an attempt")
+}
+
+// TestSignalsToBuiltBinary delivers real SIGTERM and SIGINT to a built
+// fairway executor: the first drains it, the second releases its running
+// job, and it exits.
+func TestSignalsToBuiltBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the fairway binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "fairway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/fairwayhq/fairway/cmd/fairway")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	c := startCluster(t)
+	stderr := &output{}
+	cmd := exec.Command(bin, c.executorArgs("ex-binary")...)
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-waited
+	})
+	id, err := c.client.Submit(t.Context(), fairway.Submission{Group: "g", Task: "sleep", Args: json.RawMessage(`{"seconds":3600}`)})
+	require.NoError(t, err)
+	c.await(t, id, fairway.StateRunning)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	stderr.wait(t, "executor draining")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	c.await(t, id, fairway.StateWaiting)
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "released jobs lose nothing: exit 0\n%s", stderr)
+	case <-time.After(waitTimeout):
+		t.Fatalf("fairway executor did not exit after two signals:\n%s", stderr)
+	}
+	require.Contains(t, stderr.String(), "second signal: cancelling 1 running jobs")
+}
+
+// TestCoordinatorStreamReplicasFromConfig checks that nats.replicas reaches
+// the streams: a single NATS server refuses 3 replicas, with a hint.
+func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
+	t.Parallel()
+	ns, _ := natstest.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &output{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, nil, []string{"coordinator", "--nats-url", ns.ClientURL(), "--database-url", pgtest.NewDB(t),
+			"--replicas", "3", "--log-format", "json"}, &bytes.Buffer{}, stderr)
+	}()
+	select {
+	case code := <-done:
+		require.Equal(t, 1, code, stderr.String())
+	case <-stderr.seen("coordinator started"):
+		cancel()
+		<-done
+		t.Fatalf("the coordinator started with 3 replicas on a single NATS server:\n%s", stderr)
+	case <-time.After(waitTimeout):
+		t.Fatalf("fairway coordinator neither started nor failed within %s:\n%s", waitTimeout, stderr)
+	}
+	require.Contains(t, stderr.String(), "with 3 replicas")
+	require.Contains(t, stderr.String(), "a single NATS server keeps 1 replica: use 1, or a JetStream cluster of at least 3 servers")
 }

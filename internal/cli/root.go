@@ -1,6 +1,7 @@
 // Package cli is the fairway command: its subcommands parse flags and
-// configuration, wire the parts together and run them. cmd/fairway only
-// handles signals and the exit code.
+// configuration, wire the parts together and run them. NotifyShutdown turns
+// signals into the stages of a shutdown; cmd/fairway only connects it to Main
+// and exits with Main's code.
 package cli
 
 import (
@@ -26,9 +27,11 @@ const (
 	exitUsage = 2
 )
 
-// Main runs the fairway command with args and returns the exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+// Main runs the fairway command with args and returns the exit code. ctx
+// ending asks the command to stop gracefully; force closing, after that,
+// asks an executor to cancel its running jobs at once. force may be nil.
+func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr, force)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -47,17 +50,18 @@ type usageError struct{ error }
 
 func (e usageError) Unwrap() error { return e.error }
 
-// env is what every command shares: its output streams and the loaded
-// configuration.
+// env is what every command shares: its output streams, the loaded
+// configuration, and the request to stop at once.
 type env struct {
 	stdout, stderr io.Writer
+	force          <-chan struct{}
 	configFile     string
 	cfg            *config.Config
 	log            *slog.Logger
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	e := &env{stdout: stdout, stderr: stderr}
+func newRoot(stdout, stderr io.Writer, force <-chan struct{}) *cobra.Command {
+	e := &env{stdout: stdout, stderr: stderr, force: force}
 	root := &cobra.Command{
 		Use:   "fairway",
 		Short: "Fairway: durable, fair job processing on PostgreSQL and NATS",

@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/demo"
@@ -23,7 +25,7 @@ import (
 )
 
 var (
-	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "scheduler.counting-scheme", "scheduler.retries",
+	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.drain-timeout"}
@@ -41,7 +43,9 @@ starts itself from the PostgreSQL binaries on PATH or in
 coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
 
 --database-url and --nats-url use external servers instead. Ctrl-C stops
-everything, PostgreSQL included; the data stays for the next run.`,
+everything, PostgreSQL included, once the running jobs have finished (at most
+--drain-timeout); a second Ctrl-C cancels them, and a third exits at once.
+The data stays for the next run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.runDev(cmd.Context()) },
 	}, keys...)
@@ -104,7 +108,7 @@ Fairway is running. From a second terminal:
   fairway jobs list
 
 (with 'go run ./cmd/fairway' in place of 'fairway' if it is not installed)
-Ctrl-C stops everything.
+Ctrl-C stops everything; a second Ctrl-C cancels the running jobs.
 
 `)
 	return e.runExecutor(ctx, nc)
@@ -143,10 +147,13 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
 		IngestBatch:      cfg.Coordinator.IngestBatch,
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
+		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
 		Logger:           e.log.With("component", "coordinator"),
 	})
 	if err == nil {
-		err = coord.Start(ctx)
+		// Not stopped by ctx: the caller stops it with stop, which in dev
+		// is after the executor has drained and reported its last jobs.
+		err = coord.Start(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		nc.Close()
@@ -191,7 +198,9 @@ their own tasks instead. Each executor needs its own --app-id (defaults to
 the host name).
 
 POST /api/v1/shutdownAndExit on --http-addr, SIGTERM or Ctrl-C stop taking
-jobs and let the running ones finish (at most --drain-timeout).`,
+jobs and let the running ones finish (at most --drain-timeout). A second
+SIGTERM or Ctrl-C cancels the running jobs: they return to waiting without
+counting as a failed attempt. A third exits at once, with code 130.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nc, err := e.connect("fairway-executor")
@@ -205,7 +214,9 @@ jobs and let the running ones finish (at most --drain-timeout).`,
 }
 
 // runExecutor runs an executor with the demo tasks until ctx ends or the
-// shutdown endpoint is called, then drains it.
+// shutdown endpoint is called, then drains it: it waits for the running
+// jobs until executor.drain-timeout passes or e.force closes, then cancels
+// them.
 func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	cfg := e.cfg
 	appID := cfg.Executor.AppID
@@ -243,22 +254,59 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	select {
 	case <-ctx.Done():
 	case <-shutdown:
+	case <-e.force:
 	}
-	e.log.Info("executor draining: no new jobs; waiting for running ones", "running", ex.Running(), "drain_timeout", cfg.Executor.DrainTimeout)
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Executor.DrainTimeout)
+	e.log.Info("executor draining: no new jobs; waiting for running ones", "running", ex.Running(), "drain_timeout", cfg.Executor.DrainTimeout.String())
+	drainCtx, cancel := context.WithTimeoutCause(context.Background(), cfg.Executor.DrainTimeout,
+		fmt.Errorf("executor.drain-timeout %s passed: %w", cfg.Executor.DrainTimeout, context.DeadlineExceeded))
 	defer cancel()
-	return ex.Shutdown(drainCtx)
+	drainCtx, cancelDrain := context.WithCancelCause(drainCtx)
+	defer cancelDrain(nil)
+	go func() {
+		select {
+		case <-e.force:
+			n := ex.Running()
+			e.log.Warn(fmt.Sprintf("second signal: cancelling %d running jobs; they return to waiting", n), "running", n)
+			cancelDrain(errForced)
+		case <-drainCtx.Done():
+		}
+	}()
+	err = ex.Shutdown(drainCtx)
+	if onlyReleased(err) {
+		// Released jobs go back to waiting without a failed attempt:
+		// nothing is lost, so this is a clean stop (exit 0), as in Sidekiq.
+		e.log.Warn("executor stopped before its running jobs finished; they were released and run again elsewhere", "reason", err.Error())
+		return nil
+	}
+	return err
 }
+
+// onlyReleased says whether err says only that running jobs were released.
+func onlyReleased(err error) bool {
+	if err == nil {
+		return false
+	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !errors.Is(e, executor.ErrJobsReleased) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, executor.ErrJobsReleased)
+}
+
+// errForced is why an executor cancelled its running jobs on a second
+// signal.
+var errForced = fmt.Errorf("cancelled by a second signal: %w", context.Canceled)
 
 // serveHTTP serves Docspell's shutdown endpoint and a health check.
 func serveHTTP(addr string, shutdown chan struct{}) (*http.Server, error) {
 	mux := http.NewServeMux()
-	var once bool
+	var once sync.Once
 	mux.HandleFunc("POST /api/v1/shutdownAndExit", func(w http.ResponseWriter, _ *http.Request) {
-		if !once {
-			once = true
-			close(shutdown)
-		}
+		once.Do(func() { close(shutdown) })
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}`)
 	})

@@ -44,8 +44,9 @@ type LogConfig struct {
 
 // NATSConfig holds the nats.* keys.
 type NATSConfig struct {
-	URL    string // one or more comma-separated server URLs
-	Prefix string // subject prefix, a single subject token
+	URL      string // one or more comma-separated server URLs
+	Prefix   string // subject prefix, a single subject token
+	Replicas int    // replication factor of the JetStream streams, 1..5
 }
 
 // DatabaseConfig holds the database.* keys.

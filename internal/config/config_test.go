@@ -34,7 +34,7 @@ func TestDefaults(t *testing.T) {
 
 	want := &Config{
 		Log:         LogConfig{Level: "info", Format: "auto"},
-		NATS:        NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway"},
+		NATS:        NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
 		Database:    DatabaseConfig{URL: ""},
 		Scheduler:   SchedulerConfig{PoolSize: 4, CountingScheme: CountingScheme{4, 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
 		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500},
@@ -92,6 +92,8 @@ nats:
 		{"flag over default", "", nil, []string{"--counting-scheme=2,3"}, "scheduler.counting-scheme", func(c *Config) any { return c.Scheduler.CountingScheme }, CountingScheme{2, 3}, SourceFlag},
 		{"unset flag keeps env", file, env, []string{"--pool-size=16"}, "nats.prefix", func(c *Config) any { return c.NATS.Prefix }, "env", SourceEnv},
 		{"empty flag clears", "", env, []string{"--database-url="}, "database.url", func(c *Config) any { return c.Database.URL }, "", SourceFlag},
+		{"env replicas", "", []string{"FAIRWAY_NATS_REPLICAS=3"}, nil, "nats.replicas", func(c *Config) any { return c.NATS.Replicas }, 3, SourceEnv},
+		{"flag replicas", "", []string{"FAIRWAY_NATS_REPLICAS=3"}, []string{"--replicas=5"}, "nats.replicas", func(c *Config) any { return c.NATS.Replicas }, 5, SourceFlag},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Load(tc.file, tc.env, flags(t, tc.args...))
@@ -115,6 +117,9 @@ func TestValidation(t *testing.T) {
 		{"FAIRWAY_NATS_URL=nats://a:4222,localhost", `nats.url = "nats://a:4222,localhost" (from env FAIRWAY_NATS_URL): not a URL`},
 		{"FAIRWAY_NATS_PREFIX=a.b", `nats.prefix = "a.b" (from env FAIRWAY_NATS_PREFIX): must be non-empty and contain only letters, digits, - and _`},
 		{"FAIRWAY_NATS_PREFIX=", `nats.prefix = "" (from env FAIRWAY_NATS_PREFIX): must be non-empty`},
+		{"FAIRWAY_NATS_REPLICAS=0", `config: nats.replicas = "0" (from env FAIRWAY_NATS_REPLICAS): must be at least 1`},
+		{"FAIRWAY_NATS_REPLICAS=6", `config: nats.replicas = "6" (from env FAIRWAY_NATS_REPLICAS): must be at most 5`},
+		{"FAIRWAY_NATS_REPLICAS=three", `config: nats.replicas = "three" (from env FAIRWAY_NATS_REPLICAS): not an integer`},
 		{"FAIRWAY_DATABASE_URL=mysql://u:pw@h/db", `database.url = "mysql://u:****@h/db" (from env FAIRWAY_DATABASE_URL): scheme must be postgres or postgresql`},
 		{"FAIRWAY_SCHEDULER_COUNTING_SCHEME=0,0", `scheduler.counting-scheme = "0,0" (from env FAIRWAY_SCHEDULER_COUNTING_SCHEME): counts must not both be 0`},
 		{"FAIRWAY_SCHEDULER_RETRIES=-1", `scheduler.retries = "-1" (from env FAIRWAY_SCHEDULER_RETRIES): must be at least 0`},

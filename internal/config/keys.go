@@ -38,6 +38,8 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.NATS.URL }, natsURL)},
 	{name: "nats.prefix", flag: "prefix", def: "fairway", help: "NATS subject prefix (letters, digits, - and _)",
 		binding: stringVar(func(c *Config) *string { return &c.NATS.Prefix }, token)},
+	{name: "nats.replicas", flag: "replicas", def: "1", help: "copies JetStream keeps of each Fairway stream (3 in a three-server NATS cluster; 1 on a single server)",
+		binding: intVar(func(c *Config) *int { return &c.NATS.Replicas }, 1, 5)},
 	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL", secret: true,
 		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
 	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",

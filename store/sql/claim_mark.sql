@@ -1,7 +1,9 @@
 -- Marks the chosen jobs scheduled for an executor, writes their events and
 -- returns them in claim order.
 -- $1: ids in claim order, $2: their previous states, $3: executor app-id,
--- $4: lease.
+-- $4: lease, $5: the executor's instance ('' for any): jobs are only marked
+-- for the instance registered now, so a request left over from an instance
+-- that died (a long poll answered after its restart) claims nothing.
 WITH chosen AS (
     SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c (id, prev_state, ord)
 ), claimed AS (
@@ -10,6 +12,7 @@ WITH chosen AS (
            attempt = j.attempt + 1
       FROM chosen c
      WHERE j.id = ANY ($1::text[]) AND j.id = c.id
+       AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)

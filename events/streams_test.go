@@ -1,0 +1,98 @@
+package events_test
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// startCluster starts a JetStream cluster of n embedded servers and returns
+// a connection to it once it has a meta leader.
+func startCluster(t *testing.T, n int) *nats.Conn {
+	t.Helper()
+	// JetStream needs every server's routes configured up front, so the
+	// cluster ports are picked first.
+	routes := make([]*url.URL, n)
+	for i := range routes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		routes[i] = &url.URL{Scheme: "nats", Host: ln.Addr().String()}
+		require.NoError(t, ln.Close())
+	}
+	var urls []string
+	for i := range n {
+		port, err := strconv.Atoi(routes[i].Port())
+		require.NoError(t, err)
+		s, err := server.NewServer(&server.Options{
+			ServerName: fmt.Sprintf("s%d", i),
+			Host:       "127.0.0.1",
+			Port:       -1,
+			JetStream:  true,
+			StoreDir:   t.TempDir(),
+			NoSigs:     true,
+			Cluster:    server.ClusterOpts{Name: "fairway-test", Host: "127.0.0.1", Port: port},
+			Routes:     routes,
+		})
+		require.NoError(t, err)
+		go s.Start()
+		t.Cleanup(func() {
+			s.Shutdown()
+			s.WaitForShutdown()
+		})
+		require.True(t, s.ReadyForConnections(10*time.Second), "server %d did not start", i)
+		urls = append(urls, s.ClientURL())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := js.AccountInfo(t.Context())
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "the cluster elected no JetStream meta leader")
+	return nc
+}
+
+// TestEnsureStreamsUpdatesReplicas raises and lowers the replica count of
+// existing streams on a three-server cluster.
+func TestEnsureStreamsUpdatesReplicas(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a three-server NATS cluster")
+	}
+	nc := startCluster(t, 3)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	subjects := events.NewSubjects("fairway")
+	for _, replicas := range []int{1, 3, 1} {
+		require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{Replicas: replicas}))
+		for _, name := range []string{subjects.SubmitStream(), subjects.EventStream(), subjects.ResultStream()} {
+			s, err := js.Stream(t.Context(), name)
+			require.NoError(t, err)
+			require.Equal(t, replicas, s.CachedInfo().Config.Replicas, "%s", name)
+		}
+	}
+}
+
+// TestEnsureStreamsRefusesReplicasOnOneServer checks the hint given when a
+// single server is asked for more than one replica.
+func TestEnsureStreamsRefusesReplicasOnOneServer(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	err = events.EnsureStreams(t.Context(), js, events.NewSubjects("fairway"), events.StreamOptions{Replicas: 3})
+	require.ErrorContains(t, err, "a single NATS server keeps 1 replica")
+}
