@@ -150,7 +150,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if c.cancel != nil {
 		return errors.New("coordinator already started")
 	}
-	if err := events.EnsureStreams(ctx, c.js, c.subjects, c.cfg.StreamOptions); err != nil {
+	if err := c.ensureStreams(ctx); err != nil {
 		return err
 	}
 	if err := c.tasks.refresh(ctx); err != nil {
@@ -184,6 +184,25 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
 		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
 	return nil
+}
+
+// ensureStreams creates or updates the streams, waiting for JetStream while
+// it is not ready (a cluster still electing its meta leader, a server
+// restarting) until ctx ends.
+func (c *Coordinator) ensureStreams(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := events.EnsureStreams(ctx, c.js, c.subjects, c.cfg.StreamOptions)
+		if err == nil || events.Permanent(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := min(time.Duration(attempt)*time.Second, 5*time.Second)
+		c.log.Warn("JetStream not ready; trying again", "error", err, "attempt", attempt, "retry_in", wait.String())
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (c *Coordinator) goLoop(ctx context.Context, loop func(context.Context)) {

@@ -593,3 +593,51 @@ func TestUnknownTaskCheckSeesRegistrationsThroughAnotherCoordinator(t *testing.T
 		require.ErrorContains(t, err, `unknown task "third": no executor has registered it (known tasks: first, second)`)
 	})
 }
+
+// messages is a slog.Handler that passes on each record's message.
+type messages chan string
+
+func (m messages) Enabled(context.Context, slog.Level) bool { return true }
+func (m messages) WithAttrs([]slog.Attr) slog.Handler       { return m }
+func (m messages) WithGroup(string) slog.Handler            { return m }
+func (m messages) Handle(_ context.Context, rec slog.Record) error {
+	select {
+	case m <- rec.Message:
+	default:
+	}
+	return nil
+}
+
+// TestStartWaitsForJetStream: a coordinator started before JetStream is
+// ready (a cluster electing its leader, a server restarting) waits for it
+// instead of exiting.
+func TestStartWaitsForJetStream(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	ns.Start()
+	t.Cleanup(ns.Shutdown)
+	require.True(t, ns.ReadyForConnections(10*time.Second))
+	nc, err := nats.Connect(ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+
+	logs := make(messages, 100)
+	coord, err := coordinator.New(storetest.Open(t), nc, coordinator.Config{Logger: slog.New(logs)})
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- coord.Start(t.Context()) }()
+	t.Cleanup(coord.Stop)
+	for msg := range logs {
+		if msg == "JetStream not ready; trying again" {
+			break
+		}
+	}
+	require.NoError(t, ns.EnableJetStream(&server.JetStreamConfig{StoreDir: t.TempDir()}))
+	select {
+	case err := <-started:
+		require.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("the coordinator did not start once JetStream was enabled")
+	}
+}
