@@ -87,20 +87,33 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 // sweepLoop recovers the jobs of executors that died or lost their
 // connection: when a lease runs out the attempt counts as failed and the job
 // is due again at once.
+//
+// Leases are only expired once PostgreSQL has been reachable for a whole
+// lease: heartbeats sent while it was down (or before this coordinator
+// started) were not recorded, and the executors' next ones must have a
+// chance to renew their leases before they are judged lost.
 func (c *Coordinator) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(sweepInterval)
 	defer ticker.Stop()
+	reachableSince := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
+		if time.Since(reachableSince) < c.cfg.Lease {
+			if err := c.store.Ping(ctx); err != nil {
+				reachableSince = time.Now()
+			}
+			continue
+		}
 		applied, err := c.store.ExpireLeases(ctx, sweepBatch, c.cfg.Lease, c.cfg.RetryDelay)
 		if err != nil {
 			if ctx.Err() == nil {
-				c.log.Warn("expiring leases", "error", err)
+				c.log.Warn("expiring leases; PostgreSQL unreachable? leases are not expired until it has been back for a lease", "error", err)
 			}
+			reachableSince = time.Now()
 			continue
 		}
 		if len(applied) > 0 {

@@ -67,6 +67,28 @@ func between(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// outages takes a part of the cluster down repeats times under load, for
+// downFor each time, one second apart: stop(i) and start(i) act on the
+// part of fault i.
+func outages(ctx context.Context, r *Run, repeats int, downFor time.Duration, stop, start func(i int) error) error {
+	for i := range repeats {
+		if err := between(ctx, time.Second); err != nil {
+			return err
+		}
+		r.fault()
+		if err := stop(i); err != nil {
+			return err
+		}
+		if err := between(ctx, downFor); err != nil {
+			return err
+		}
+		if err := start(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Scenarios lists the faults of the suite.
 func Scenarios() []Scenario {
 	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
@@ -128,61 +150,25 @@ func Scenarios() []Scenario {
 			// SIGKILL one of two coordinators under load; restart it before
 			// the next fault, which hits the other one.
 			Inject: func(ctx context.Context, r *Run, repeats int) error {
-				for i := range repeats {
-					if err := between(ctx, time.Second); err != nil {
-						return err
-					}
-					victim := r.C.Coordinators[i%2]
-					r.fault()
-					victim.Kill()
-					if err := between(ctx, 2*time.Second); err != nil {
-						return err
-					}
-					if err := victim.Start(); err != nil {
-						return err
-					}
-				}
-				return nil
+				return outages(ctx, r, repeats, 2*time.Second,
+					func(i int) error { r.C.Coordinators[i%2].Kill(); return nil },
+					func(i int) error { return r.C.Coordinators[i%2].Start() })
 			},
 		},
 		{
 			Name: "restart-postgres", Cluster: base,
 			Inject: func(ctx context.Context, r *Run, repeats int) error {
-				for range repeats {
-					if err := between(ctx, time.Second); err != nil {
-						return err
-					}
-					r.fault()
-					if err := r.PG.Stop(); err != nil {
-						return err
-					}
-					if err := between(ctx, 2*time.Second); err != nil {
-						return err
-					}
-					if err := r.PG.Start(ctx); err != nil {
-						return err
-					}
-				}
-				return nil
+				return outages(ctx, r, repeats, 2*time.Second,
+					func(int) error { return r.PG.Stop() },
+					func(int) error { return r.PG.Start(ctx) })
 			},
 		},
 		{
 			Name: "restart-nats", Cluster: base,
 			Inject: func(ctx context.Context, r *Run, repeats int) error {
-				for range repeats {
-					if err := between(ctx, time.Second); err != nil {
-						return err
-					}
-					r.fault()
-					r.C.NATS[0].Kill()
-					if err := between(ctx, time.Second); err != nil {
-						return err
-					}
-					if err := r.C.RestartNATS(0); err != nil {
-						return err
-					}
-				}
-				return nil
+				return outages(ctx, r, repeats, time.Second,
+					func(int) error { r.C.NATS[0].Kill(); return nil },
+					func(int) error { return r.C.RestartNATS(0) })
 			},
 		},
 		{
@@ -191,21 +177,9 @@ func Scenarios() []Scenario {
 			// three replicas); restart it before the next fault, which hits
 			// the next node.
 			Inject: func(ctx context.Context, r *Run, repeats int) error {
-				for i := range repeats {
-					if err := between(ctx, time.Second); err != nil {
-						return err
-					}
-					node := i % 3
-					r.fault()
-					r.C.NATS[node].Kill()
-					if err := between(ctx, 3*time.Second); err != nil {
-						return err
-					}
-					if err := r.C.RestartNATS(node); err != nil {
-						return err
-					}
-				}
-				return nil
+				return outages(ctx, r, repeats, 3*time.Second,
+					func(i int) error { r.C.NATS[i%3].Kill(); return nil },
+					func(i int) error { return r.C.RestartNATS(i % 3) })
 			},
 		},
 		{
