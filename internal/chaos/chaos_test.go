@@ -64,6 +64,9 @@ func TestChaos(t *testing.T) {
 			}
 			t.Log(res)
 			t.Log("slowest job:", res.SlowestJob)
+			for _, j := range res.RerunJobs {
+				t.Log("rerun job:", j)
+			}
 			fmt.Fprintln(os.Stderr, "chaos:", res)
 			if err != nil {
 				t.Fatal(err)

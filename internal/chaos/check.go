@@ -46,6 +46,8 @@ type Result struct {
 	// one, and SlowestJob that job's events.
 	Slowest    time.Duration
 	SlowestJob string
+	// RerunJobs shows the events of a few rerun jobs, for diagnosis.
+	RerunJobs []string
 }
 
 func (r Result) String() string {
@@ -191,6 +193,9 @@ func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbo
 		}
 		if k.task != "fail" && runs[id] > 1 {
 			r.Reruns += runs[id] - 1
+			if len(r.RerunJobs) < 3 {
+				r.RerunJobs = append(r.RerunJobs, id+":"+history(byJob[id]))
+			}
 		}
 		var finals []fairway.State
 		claimed := map[int]bool{}
@@ -206,11 +211,7 @@ func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbo
 			slices.SortFunc(evs, func(a, b events.Event) int { return a.Time.Compare(b.Time) })
 			if d := evs[len(evs)-1].Time.Sub(evs[0].Time); d > r.Slowest {
 				r.Slowest = d
-				var b strings.Builder
-				for _, ev := range evs {
-					fmt.Fprintf(&b, " %s@+%s/%s", ev.State, ev.Time.Sub(evs[0].Time).Round(time.Millisecond), ev.Executor)
-				}
-				r.SlowestJob = id + ":" + b.String()
+				r.SlowestJob = id + ":" + history(evs)
 			}
 		}
 		switch {
@@ -229,6 +230,20 @@ func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbo
 			r.Recovery = d
 		}
 	}
+}
+
+// history renders a job's events (sorted by time) with times relative to
+// the first.
+func history(evs []events.Event) string {
+	slices.SortFunc(evs, func(a, b events.Event) int { return a.Time.Compare(b.Time) })
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, " %s@+%s/%s", ev.State, ev.Time.Sub(evs[0].Time).Round(time.Millisecond), ev.Executor)
+		if ev.Error != "" {
+			fmt.Fprintf(&b, "(%s)", ev.Error)
+		}
+	}
+	return b.String()
 }
 
 // recovery is the time from fault until the last of the jobs in flight at
