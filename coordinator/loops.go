@@ -96,6 +96,20 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 	ticker := time.NewTicker(sweepInterval)
 	defer ticker.Stop()
 	reachableSince := time.Now()
+	var downSince time.Time // zero while PostgreSQL answers
+	unreachable := func(err error) {
+		if downSince.IsZero() && ctx.Err() == nil {
+			downSince = time.Now()
+			c.log.Warn("PostgreSQL unreachable: submissions and reports wait in JetStream; leases are not expired until it has been back for a lease", "error", err)
+		}
+		reachableSince = time.Now()
+	}
+	reachable := func() {
+		if !downSince.IsZero() {
+			c.log.Warn("PostgreSQL reachable again", "outage", time.Since(downSince).Round(time.Millisecond).String())
+			downSince = time.Time{}
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,18 +118,18 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 		}
 		if time.Since(reachableSince) < c.cfg.Lease {
 			if err := c.store.Ping(ctx); err != nil {
-				reachableSince = time.Now()
+				unreachable(err)
+			} else {
+				reachable()
 			}
 			continue
 		}
 		applied, err := c.store.ExpireLeases(ctx, sweepBatch, c.cfg.Lease, c.cfg.RetryDelay)
 		if err != nil {
-			if ctx.Err() == nil {
-				c.log.Warn("expiring leases; PostgreSQL unreachable? leases are not expired until it has been back for a lease", "error", err)
-			}
-			reachableSince = time.Now()
+			unreachable(err)
 			continue
 		}
+		reachable()
 		if len(applied) > 0 {
 			states := map[string]int{}
 			for _, a := range applied {
