@@ -74,15 +74,17 @@ type Job struct {
 	Attempt    int             `json:"attempt"`
 	RunAt      time.Time       `json:"run_at"`
 	ExpiresAt  *time.Time      `json:"expires_at,omitempty"`
-	DependsOn  []string        `json:"depends_on,omitempty"`
-	Progress   int             `json:"progress"`
-	Worker     string          `json:"worker,omitempty"`
-	LeaseUntil *time.Time      `json:"lease_until,omitempty"`
-	Submitted  time.Time       `json:"submitted"`
-	Started    *time.Time      `json:"started,omitempty"`
-	Finished   *time.Time      `json:"finished,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Error      string          `json:"error,omitempty"`
+	// TriggerAfter is when a pending job is released by itself.
+	TriggerAfter *time.Time      `json:"trigger_after,omitempty"`
+	DependsOn    []string        `json:"depends_on,omitempty"`
+	Progress     int             `json:"progress"`
+	Worker       string          `json:"worker,omitempty"`
+	LeaseUntil   *time.Time      `json:"lease_until,omitempty"`
+	Submitted    time.Time       `json:"submitted"`
+	Started      *time.Time      `json:"started,omitempty"`
+	Finished     *time.Time      `json:"finished,omitempty"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
 }
 
 // LogLine is one line a task logged while running a job.

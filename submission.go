@@ -51,7 +51,24 @@ type Submission struct {
 	MaxRetries *int `json:"max_retries,omitempty"`
 	// RunAt makes the job ineligible before this time.
 	RunAt *time.Time `json:"run_at,omitempty"`
+	// RunIn delays the job by a duration ("90s", "15m", "2h") counted from
+	// when the coordinator stores it. Not together with RunAt.
+	RunIn string `json:"run_in,omitempty"`
+	// Pending holds the job: it does not run until it is released (fairway
+	// jobs release ID), or until TriggerAfter.
+	Pending bool `json:"pending,omitempty"`
+	// TriggerAfter releases a pending job at this time; it implies Pending.
+	TriggerAfter *time.Time `json:"trigger_after,omitempty"`
+	// ExpiresAt fails the job with the error "expired" if it has not
+	// started by then.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
+
+// MaxDelay bounds run_in: a longer delay is more likely a unit mistake.
+const MaxDelay = 10 * 365 * 24 * time.Hour
+
+// Held says whether the job is submitted pending.
+func (s *Submission) Held() bool { return s.Pending || s.TriggerAfter != nil }
 
 // DecodeSubmission parses a submission body strictly: unknown fields and
 // values of the wrong type are errors naming the field. The body may not
@@ -64,12 +81,30 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
+		if strings.Contains(err.Error(), "parsing time") {
+			return s, Invalid(badTimeField(data), "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
+		}
 		return s, decodeError(err)
 	}
 	if dec.More() {
 		return s, Invalid("body", "unexpected data after the JSON object")
 	}
 	return s, nil
+}
+
+// badTimeField names the time field of a submission body that does not
+// parse (the JSON decoder does not say which).
+func badTimeField(data []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(data, &fields) == nil {
+		for _, name := range []string{"run_at", "trigger_after", "expires_at"} {
+			var t time.Time
+			if raw, ok := fields[name]; ok && json.Unmarshal(raw, &t) != nil {
+				return name
+			}
+		}
+	}
+	return "run_at"
 }
 
 func decodeError(err error) error {
@@ -156,10 +191,47 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	if err := checkLen("tracker", s.Tracker, MaxTrackerLength); err != nil {
 		return err
 	}
+	if err := s.normalizeTimes(time.Now()); err != nil {
+		return err
+	}
 	if s.MaxRetries == nil {
 		s.MaxRetries = &defaultRetries
 	} else if *s.MaxRetries < 0 || *s.MaxRetries > MaxRetriesLimit {
 		return Invalid("max_retries", "%d is not in 0..%d", *s.MaxRetries, MaxRetriesLimit)
+	}
+	return nil
+}
+
+// normalizeTimes turns run_in into run_at and checks that the times fit
+// together.
+func (s *Submission) normalizeTimes(now time.Time) error {
+	if s.RunIn != "" {
+		if s.RunAt != nil {
+			return Invalid("run_in", "give run_at or run_in, not both")
+		}
+		d, err := time.ParseDuration(s.RunIn)
+		if err != nil {
+			return Invalid("run_in", "%q is not a duration (examples: 90s, 15m, 2h)", s.RunIn)
+		}
+		if d < 0 || d > MaxDelay {
+			return Invalid("run_in", "%s is not in 0s..%s", s.RunIn, MaxDelay)
+		}
+		at := now.Add(d)
+		s.RunAt, s.RunIn = &at, ""
+	}
+	if s.TriggerAfter != nil && s.RunAt != nil {
+		return Invalid("trigger_after", "give run_at (or run_in) or trigger_after, not both: a pending job becomes eligible at trigger_after")
+	}
+	if s.ExpiresAt != nil {
+		start := now
+		if s.RunAt != nil {
+			start = *s.RunAt
+		} else if s.TriggerAfter != nil {
+			start = *s.TriggerAfter
+		}
+		if s.ExpiresAt.Before(start) {
+			return Invalid("expires_at", "%s is before the job may start (%s): it could never run", s.ExpiresAt.Format(time.RFC3339), start.Format(time.RFC3339))
+		}
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package fairway_test
 
 import (
+	"time"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,13 @@ func TestSubmissionValidation(t *testing.T) {
 		{"retries out of range", `{"max_retries":101}`, "g", "t", 100, "max_retries", "not in 0..100"},
 		{"negative retries", `{"max_retries":-1}`, "g", "t", 100, "max_retries", "not in 0..100"},
 		{"bad run_at", `{"run_at":"tomorrow"}`, "g", "t", 100, "run_at", "RFC 3339"},
+		{"bad expires_at", `{"expires_at":"soon"}`, "g", "t", 100, "expires_at", "RFC 3339"},
+		{"bad trigger_after", `{"pending":true,"trigger_after":"2026-13-01T00:00:00Z"}`, "g", "t", 100, "trigger_after", "RFC 3339"},
+		{"bad run_in", `{"run_in":"10 minutes"}`, "g", "t", 100, "run_in", `"10 minutes" is not a duration`},
+		{"negative run_in", `{"run_in":"-5m"}`, "g", "t", 100, "run_in", "is not in 0s.."},
+		{"run_in and run_at", `{"run_in":"5m","run_at":"2030-01-01T00:00:00Z"}`, "g", "t", 100, "run_in", "not both"},
+		{"trigger_after and run_at", `{"trigger_after":"2030-01-01T00:00:00Z","run_at":"2030-01-01T00:00:00Z"}`, "g", "t", 100, "trigger_after", "not both"},
+		{"expires before it may run", `{"run_at":"2030-01-02T00:00:00Z","expires_at":"2030-01-01T00:00:00Z"}`, "g", "t", 100, "expires_at", "could never run"},
 		{"not an object", `[1]`, "g", "t", 100, "body", "must be a JSON object"},
 		{"empty", ``, "g", "t", 100, "body", "empty body"},
 		{"truncated", `{"args":`, "g", "t", 100, "body", "ends too early"},
@@ -108,4 +117,17 @@ func TestStates(t *testing.T) {
 		require.Equal(t, s == fairway.StateSuccess || s == fairway.StateFailed || s == fairway.StateCancelled, s.Final(), s)
 	}
 	require.False(t, fairway.StateRejected.Valid())
+}
+
+func TestRunInBecomesRunAt(t *testing.T) {
+	before := time.Now()
+	s := fairway.Submission{Group: "g", Task: "t", RunIn: "15m"}
+	require.NoError(t, s.Normalize("", "", 100, 0))
+	require.Empty(t, s.RunIn)
+	require.NotNil(t, s.RunAt)
+	require.WithinRange(t, *s.RunAt, before.Add(15*time.Minute), time.Now().Add(15*time.Minute))
+	require.False(t, s.Held())
+	s = fairway.Submission{Group: "g", Task: "t", Pending: true}
+	require.NoError(t, s.Normalize("", "", 100, 0))
+	require.True(t, s.Held())
 }

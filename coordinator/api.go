@@ -49,7 +49,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 		if reply.Job != nil {
 			reply.ID = reply.Job.ID
 		}
-	case events.VerbCancel, events.VerbGet, events.VerbLogs:
+	case events.VerbCancel, events.VerbGet, events.VerbLogs, events.VerbRelease, events.VerbPriority:
 		var req events.JobRequest
 		if err = decode(msg.Data, &req); err != nil {
 			break
@@ -63,6 +63,12 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 			reply.Job, err = c.cancelJob(ctx, group, req.ID)
 		case events.VerbGet:
 			reply.Job, err = c.store.Get(ctx, group, req.ID)
+		case events.VerbRelease:
+			if reply.Job, err = c.store.Release(ctx, group, req.ID); err == nil {
+				c.afterChange([]store.Applied{{JobID: reply.Job.ID, State: reply.Job.State, RunAt: reply.Job.RunAt}})
+			}
+		case events.VerbPriority:
+			reply.Job, err = c.store.SetPriority(ctx, group, req.ID, req.Priority)
 		default:
 			reply.Logs, err = c.store.Logs(ctx, group, req.ID)
 		}
@@ -90,7 +96,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 		}
 		reply.Executors, err = c.store.Executors(ctx)
 	default:
-		err = fairway.Invalid("verb", "unknown verb %q (known: submit, cancel, get, logs, list, executors)", verb)
+		err = fairway.Invalid("verb", "unknown verb %q (known: submit, cancel, get, logs, list, release, priority, executors)", verb)
 	}
 	c.respond(msg, reply, err)
 }

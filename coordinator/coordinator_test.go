@@ -641,3 +641,49 @@ func TestStartWaitsForJetStream(t *testing.T) {
 		t.Fatal("the coordinator did not start once JetStream was enabled")
 	}
 }
+
+// TestHeldDelayedAndExpiringJobs: a pending job runs once released through
+// the API; one with a trigger time runs when it comes; one that expires
+// before it can start fails with "expired"; a delayed one is not handed out
+// before its time. Times are a fraction of a second ahead: the coordinator
+// checks them every second, and the test awaits their events.
+func TestHeldDelayedAndExpiringJobs(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo})
+	soon := time.Now().Add(300 * time.Millisecond)
+
+	held := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true})
+	triggered := submit(t, h, fairway.Submission{Group: "g", Task: "echo", TriggerAfter: &soon})
+	// Held forever, expiring soon: it can never start.
+	expiring := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true, ExpiresAt: &soon})
+	delayed := submit(t, h, fairway.Submission{Group: "g", Task: "echo", RunIn: "1h"})
+
+	byJob := map[string][]events.Event{}
+	h.until(func(ev events.Event) bool {
+		byJob[ev.JobID] = append(byJob[ev.JobID], ev)
+		return len(byJob[triggered]) > 0 && byJob[triggered][len(byJob[triggered])-1].State.Final() &&
+			len(byJob[expiring]) > 0 && byJob[expiring][len(byJob[expiring])-1].State.Final()
+	})
+	require.Equal(t, []string{">pending", "pending>waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(byJob[triggered]))
+	evs := byJob[expiring]
+	require.Equal(t, []string{">pending", "pending>failed"}, transitions(evs))
+	require.Equal(t, "expired", evs[len(evs)-1].Error)
+
+	job, err := h.client.Get(t.Context(), "g", held)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StatePending, job.State, "a pending job without a trigger waits for its release")
+	job, err = h.client.SetPriority(t.Context(), "g", held, fairway.PriorityHigh)
+	require.NoError(t, err)
+	require.Equal(t, fairway.PriorityHigh, job.Priority)
+	_, err = h.client.Release(t.Context(), "g", held)
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(append(byJob[held], h.final(held)...)))
+	_, err = h.client.Release(t.Context(), "g", held)
+	require.ErrorContains(t, err, "is success, not pending")
+
+	job, err = h.client.Get(t.Context(), "g", delayed)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State, "a job delayed by an hour does not run now")
+	require.WithinDuration(t, time.Now().Add(time.Hour), job.RunAt, time.Minute)
+}

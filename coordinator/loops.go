@@ -121,6 +121,7 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 				unreachable(err)
 			} else {
 				reachable()
+				c.timedChanges(ctx)
 			}
 			continue
 		}
@@ -130,6 +131,7 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 			continue
 		}
 		reachable()
+		c.timedChanges(ctx)
 		if len(applied) > 0 {
 			states := map[string]int{}
 			for _, a := range applied {
@@ -138,6 +140,25 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 			c.log.Warn("leases expired: jobs of lost executors released", "jobs", len(applied), "states", states)
 			c.afterChange(applied)
 		}
+	}
+}
+
+// timedChanges releases the pending jobs whose trigger time has come and
+// fails the jobs that expired before they started.
+func (c *Coordinator) timedChanges(ctx context.Context) {
+	triggered, err := c.store.TriggerPending(ctx, sweepBatch)
+	if err != nil {
+		c.log.Warn("releasing triggered pending jobs", "error", err)
+	} else if len(triggered) > 0 {
+		c.log.Info("pending jobs released: their trigger time came", "jobs", len(triggered))
+		c.afterChange(triggered)
+	}
+	expired, err := c.store.ExpireJobs(ctx, sweepBatch)
+	if err != nil {
+		c.log.Warn("expiring jobs", "error", err)
+	} else if len(expired) > 0 {
+		c.log.Info("jobs expired before they started", "jobs", len(expired))
+		c.afterChange(expired)
 	}
 }
 

@@ -154,6 +154,26 @@ func (c *Client) Cancel(ctx context.Context, group, id string) (*fairway.Job, er
 	return reply.Job, nil
 }
 
+// Release releases a pending job: it becomes waiting, due now. group may
+// be "" for the operator API.
+func (c *Client) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbRelease), JobRequest{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Job, nil
+}
+
+// SetPriority re-prioritises a job that is pending, waiting or stuck.
+// group may be "" for the operator API.
+func (c *Client) SetPriority(ctx context.Context, group, id string, prio fairway.Priority) (*fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbPriority), JobRequest{ID: id, Priority: prio})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Job, nil
+}
+
 // Get returns a job. group may be "" for the operator API.
 func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
 	reply, err := c.request(ctx, c.jobSubject(group, VerbGet), JobRequest{ID: id})

@@ -34,6 +34,8 @@ const (
 	VerbGet       = "get"
 	VerbList      = "list"
 	VerbLogs      = "logs"
+	VerbRelease   = "release"   // a pending job becomes waiting
+	VerbPriority  = "priority"  // body: id and priority
 	VerbExecutors = "executors" // admin only
 )
 

@@ -45,6 +45,8 @@ type Reply struct {
 // JobRequest is the body of cancel, get and logs.
 type JobRequest struct {
 	ID string `json:"id"`
+	// Priority is the new priority, for the priority verb.
+	Priority fairway.Priority `json:"priority,omitempty"`
 }
 
 // ListRequest is the body of list. Empty fields match everything.

@@ -25,3 +25,11 @@ func (s *Store) SilenceExecutor(t testing.TB, appID string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_executor SET last_heartbeat = now() - interval '1 hour' WHERE app_id = $1", appID)
 	require.NoError(t, err)
 }
+
+// Backdate moves a job's trigger_after and expires_at (those that are set)
+// into the past.
+func (s *Store) Backdate(t testing.TB, id string) {
+	_, err := s.pool.Exec(t.Context(), `UPDATE fairway_job SET trigger_after = trigger_after - interval '100 years',
+		expires_at = expires_at - interval '100 years' WHERE id = $1`, id)
+	require.NoError(t, err)
+}

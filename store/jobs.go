@@ -80,13 +80,17 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	args := make([][]byte, n)
 	subjects, submitters, prios, trackers, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	maxRetries := make([]int32, n)
-	runAts := make([]*time.Time, n)
+	runAts, expiresAts, triggers := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 	positions := make([]int32, n)
 	for k, i := range order {
 		sub := subs[i]
 		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
 		subjects[k], submitters[k], prios[k], trackers[k] = sub.Subject, sub.Submitter, string(sub.Priority), sub.Tracker
 		states[k] = string(fairway.StateWaiting)
+		if sub.Held() {
+			states[k] = string(fairway.StatePending)
+		}
+		expiresAts[k], triggers[k] = sub.ExpiresAt, sub.TriggerAfter
 		if sub.MaxRetries != nil {
 			maxRetries[k] = int32(*sub.MaxRetries)
 		}
@@ -99,7 +103,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		rErrs[i], rCodes[i], rFields[i] = r.Err.Message, string(r.Err.Code), r.Err.Field
 	}
 	rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-		rIDs, rGroups, rTasks, rErrs, rCodes, rFields)
+		rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers)
 	if err != nil {
 		return nil, err
 	}

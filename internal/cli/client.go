@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 func newSubmitCmd(e *env) *cobra.Command {
 	var sub fairway.Submission
-	var args, priority, runAt string
+	var args, priority, runAt, triggerAfter, expiresAt string
 	var maxRetries int
 	var async bool
 	cmd := &cobra.Command{
@@ -39,12 +40,18 @@ stored even while no coordinator runs; problems found at ingest appear as a
 			if cmd.Flags().Changed("max-retries") {
 				sub.MaxRetries = &maxRetries
 			}
-			if runAt != "" {
-				t, err := parseTimeOrDelay(runAt)
-				if err != nil {
-					return usageError{fmt.Errorf("--run-at: %w", err)}
+			for _, tf := range []struct {
+				flag, value string
+				dst         **time.Time
+			}{{"run-at", runAt, &sub.RunAt}, {"trigger-after", triggerAfter, &sub.TriggerAfter}, {"expires-at", expiresAt, &sub.ExpiresAt}} {
+				if tf.value == "" {
+					continue
 				}
-				sub.RunAt = &t
+				t, err := parseTimeOrDelay(tf.value)
+				if err != nil {
+					return usageError{fmt.Errorf("--%s: %w", tf.flag, err)}
+				}
+				*tf.dst = &t
 			}
 			c, closeConn, err := e.client()
 			if err != nil {
@@ -77,6 +84,9 @@ stored even while no coordinator runs; problems found at ingest appear as a
 	f.StringVar(&sub.Submitter, "submitter", "", "who submits the job")
 	f.IntVar(&maxRetries, "max-retries", 0, "retries after a failure (default: the coordinator's scheduler.retries)")
 	f.StringVar(&runAt, "run-at", "", "not before this time: RFC 3339, or a delay such as 10m")
+	f.BoolVar(&sub.Pending, "pending", false, "hold the job until 'fairway jobs release ID' (or --trigger-after)")
+	f.StringVar(&triggerAfter, "trigger-after", "", "hold the job until this time: RFC 3339, or a delay such as 1h (implies --pending)")
+	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
 	return e.withConfig(cmd, clientKeys...)
 }
@@ -175,7 +185,27 @@ func newJobsCmd(e *env) *cobra.Command {
 		}
 		return nil
 	})
-	cmd.AddCommand(listCmd, show, logs, cancel)
+	release := jobCmd("release", "Release a pending job: it runs as soon as it is its turn", func(cmd *cobra.Command, c *events.Client, id string) error {
+		if _, err := c.Release(cmd.Context(), group, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "job %s released: waiting\n", id)
+		return nil
+	})
+	var newPriority string
+	priority := jobCmd("priority", "Change the priority of a job that has not started (pending, waiting or stuck)", func(cmd *cobra.Command, c *events.Client, id string) error {
+		if newPriority == "" {
+			return usageError{errors.New("--set is required: high or low")}
+		}
+		job, err := c.SetPriority(cmd.Context(), group, id, fairway.Priority(newPriority))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "job %s: priority %s\n", id, job.Priority)
+		return nil
+	})
+	priority.Flags().StringVar(&newPriority, "set", "", "the new priority: high or low")
+	cmd.AddCommand(listCmd, show, logs, cancel, release, priority)
 	return cmd
 }
 

@@ -6,15 +6,16 @@
 -- which and why.
 WITH ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
-                             tracker, state, max_retries, run_at, submitted)
+                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after)
     SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), i.state, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
-           now() + i.pos * interval '1 microsecond'
+           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after
       FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[],
-                  $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[])
+                  $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
+                  $19::timestamptz[], $20::timestamptz[])
            WITH ORDINALITY AS i (id, task, group_name, args, subject, submitter, priority,
-                                 tracker, state, max_retries, run_at, pos, ord)
+                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, ord)
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
  RETURNING id, task, group_name, state

@@ -1,0 +1,124 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+// ExpiredError is the error of a job that expired before it started.
+const ExpiredError = "expired"
+
+// TriggerPending releases the pending jobs whose trigger_after has come:
+// they become waiting, due now. It handles at most limit jobs per call.
+func (s *Store) TriggerPending(ctx context.Context, limit int) ([]Applied, error) {
+	return s.timed(ctx, "releasing triggered pending jobs", `WITH due AS (
+		SELECT id FROM fairway_job WHERE state = 'pending' AND trigger_after <= now()
+		 ORDER BY trigger_after LIMIT $1 FOR UPDATE SKIP LOCKED
+	), upd AS (
+		UPDATE fairway_job j SET state = 'waiting', run_at = now(), trigger_after = NULL
+		  FROM due WHERE j.id = due.id
+		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at
+	), ev AS (
+		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
+		SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd
+	)
+	SELECT id, 'waiting', run_at FROM upd`, limit)
+}
+
+// ExpireJobs fails the jobs not started yet (pending, waiting or stuck)
+// whose expires_at has passed, with the error "expired". It handles at
+// most limit jobs per call.
+func (s *Store) ExpireJobs(ctx context.Context, limit int) ([]Applied, error) {
+	return s.timed(ctx, "expiring jobs", `WITH due AS (
+		SELECT id, state FROM fairway_job
+		 WHERE expires_at <= now() AND expires_at IS NOT NULL AND state IN ('pending', 'waiting', 'stuck')
+		 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+	), upd AS (
+		UPDATE fairway_job j SET state = 'failed', error = '`+ExpiredError+`', finished = now(), trigger_after = NULL
+		  FROM due WHERE j.id = due.id
+		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at, due.state AS prev_state
+	), ev AS (
+		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error)
+		SELECT id, task, group_name, 'failed', prev_state, attempt, '`+ExpiredError+`' FROM upd
+	)
+	SELECT id, 'failed', run_at FROM upd`, limit)
+}
+
+func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]Applied, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, interpretError(err))
+	}
+	applied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
+		var a Applied
+		err := row.Scan(&a.JobID, &a.State, &a.RunAt)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, interpretError(err))
+	}
+	return applied, nil
+}
+
+// Release releases a pending job by hand: it becomes waiting, due now.
+// With group set, a job of another group is not found. A job that is not
+// pending is a conflict.
+func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
+	return s.changeJob(ctx, group, id, "releasing", func(tx pgx.Tx, state fairway.State) error {
+		if state != fairway.StatePending {
+			return fairway.Conflict(id, "job %s is %s, not pending: only pending jobs can be released", id, state)
+		}
+		_, err := tx.Exec(ctx, `WITH upd AS (
+			UPDATE fairway_job SET state = 'waiting', run_at = now(), trigger_after = NULL
+			 WHERE id = $1 RETURNING id, task, group_name, attempt)
+			INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
+			SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd`, id)
+		return err
+	})
+}
+
+// SetPriority changes the priority of a job that has not been handed to
+// an executor yet (pending, waiting or stuck). Other states are a conflict.
+func (s *Store) SetPriority(ctx context.Context, group, id string, prio fairway.Priority) (*fairway.Job, error) {
+	if prio != fairway.PriorityHigh && prio != fairway.PriorityLow {
+		return nil, fairway.Invalid("priority", "unknown priority %q: use \"high\" or \"low\"", prio)
+	}
+	return s.changeJob(ctx, group, id, "re-prioritising", func(tx pgx.Tx, state fairway.State) error {
+		switch state {
+		case fairway.StatePending, fairway.StateWaiting, fairway.StateStuck:
+		default:
+			return fairway.Conflict(id, "job %s is %s: only pending, waiting or stuck jobs can be re-prioritised", id, state)
+		}
+		_, err := tx.Exec(ctx, "UPDATE fairway_job SET priority = $2 WHERE id = $1", id, string(prio))
+		return err
+	})
+}
+
+// changeJob locks a job, lets change act on it by its state, and returns
+// the job as it is then.
+func (s *Store) changeJob(ctx context.Context, group, id, what string, change func(pgx.Tx, fairway.State) error) (*fairway.Job, error) {
+	var job fairway.Job
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var state fairway.State
+		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2) FOR UPDATE", id, group).Scan(&state)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fairway.NotFound(id)
+		}
+		if err != nil {
+			return err
+		}
+		if err := change(tx, state); err != nil {
+			return err
+		}
+		job, err = scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1", id))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s job %s: %w", what, id, err)
+	}
+	return &job, nil
+}
