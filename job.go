@@ -28,7 +28,18 @@ const (
 	// StateRejected is not a job state: it is the state named by the event
 	// published for a submission that failed validation. No job row exists.
 	StateRejected State = "rejected"
+	// StateFired and StateSkipped are not job states either: they name the
+	// events of a periodic task that submitted its job (fired; the event's
+	// job is the new one) or skipped a due time because its previous job
+	// has not ended (skipped; the event's job is that previous one).
+	StateFired   State = "fired"
+	StateSkipped State = "skipped"
 )
+
+// EventOnly reports whether s names events but no job state.
+func (s State) EventOnly() bool {
+	return s == StateRejected || s == StateFired || s == StateSkipped
+}
 
 // States lists every job state in lifecycle order.
 var States = []State{StatePending, StateWaiting, StateScheduled, StateRunning, StateStuck, StateSuccess, StateFailed, StateCancelled}

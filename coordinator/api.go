@@ -95,8 +95,15 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 			break
 		}
 		reply.Executors, err = c.store.Executors(ctx)
+	case events.VerbPeriodicSave, events.VerbPeriodicList, events.VerbPeriodicEnable, events.VerbPeriodicDisable,
+		events.VerbPeriodicRunNow, events.VerbPeriodicDelete:
+		if !admin {
+			err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", verb, c.subjects.Admin(verb))
+			break
+		}
+		reply.Periodic, err = c.handlePeriodic(ctx, verb, msg.Data, time.Now())
 	default:
-		err = fairway.Invalid("verb", "unknown verb %q (known: submit, cancel, get, logs, list, release, priority, executors)", verb)
+		err = fairway.Invalid("verb", "unknown verb %q (known: submit, cancel, get, logs, list, release, priority, executors, periodic-save, periodic-list, periodic-enable, periodic-disable, periodic-run-now, periodic-delete)", verb)
 	}
 	c.respond(msg, reply, err)
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -59,6 +60,9 @@ type Config struct {
 	StreamOptions events.StreamOptions
 	// Logger receives the coordinator's logs. Defaults to discard.
 	Logger *slog.Logger
+	// Clock tells the time periodic tasks are fired at. Defaults to
+	// time.Now; tests set it to control time.
+	Clock func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -109,10 +113,12 @@ type Coordinator struct {
 	subjects events.Subjects
 	log      *slog.Logger
 
-	outboxKick chan struct{}
-	due        *dueTimes
-	parking    *parking
-	tasks      *taskCache
+	id           string // names this coordinator in periodic task marks
+	outboxKick   chan struct{}
+	periodicKick chan struct{}
+	due          *dueTimes
+	parking      *parking
+	tasks        *taskCache
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -133,12 +139,14 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	}
 	return &Coordinator{
 		cfg: cfg, store: st, nc: nc, js: js,
-		subjects:   events.NewSubjects(cfg.Prefix),
-		log:        cfg.Logger,
-		outboxKick: make(chan struct{}, 1),
-		due:        newDueTimes(),
-		parking:    newParking(),
-		tasks:      &taskCache{store: st, log: cfg.Logger},
+		subjects:     events.NewSubjects(cfg.Prefix),
+		log:          cfg.Logger,
+		id:           coordinatorID(),
+		outboxKick:   make(chan struct{}, 1),
+		periodicKick: make(chan struct{}, 1),
+		due:          newDueTimes(),
+		parking:      newParking(),
+		tasks:        &taskCache{store: st, log: cfg.Logger},
 	}, nil
 }
 
@@ -176,6 +184,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.sweepLoop)
 	c.goLoop(runCtx, c.dueLoop)
 	c.goLoop(runCtx, c.parkLoop)
+	c.goLoop(runCtx, c.periodicLoop)
 	if err := c.due.load(ctx, c.store); err != nil {
 		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
 	}
@@ -248,6 +257,12 @@ func (c *Coordinator) subscribe(subject string, handle nats.MsgHandler) error {
 	}
 	c.subs = append(c.subs, sub)
 	return nil
+}
+
+// coordinatorID names a coordinator process: host, pid and a random part.
+func coordinatorID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), fairway.NewID()[24:])
 }
 
 // notifyWork wakes idle executors: new work may be eligible.

@@ -31,6 +31,11 @@ func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 		return err
 	}
 	c.subs = append(c.subs, notify)
+	periodic, err := c.nc.Subscribe(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.kickPeriodic() })
+	if err != nil {
+		return err
+	}
+	c.subs = append(c.subs, periodic)
 	return c.subscribe(c.subjects.Heartbeat(), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
 }
 

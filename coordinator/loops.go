@@ -56,7 +56,7 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 	for _, e := range evs {
 		data, err := json.Marshal(events.Event{
 			ID: e.ID, JobID: e.JobID, Task: e.Task, Group: e.Group, State: e.State, PreviousState: e.PreviousState,
-			Attempt: e.Attempt, Error: e.Error, Code: e.Code, Field: e.Field, Executor: e.Worker, Time: e.Time,
+			Attempt: e.Attempt, Error: e.Error, Code: e.Code, Field: e.Field, Executor: e.Worker, Periodic: e.Periodic, Time: e.Time,
 		})
 		if err != nil {
 			return err

@@ -260,3 +260,50 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	}
 	return context.WithTimeout(ctx, TimeoutDefault)
 }
+
+// SavePeriodic creates or replaces a periodic task (operator API). Its
+// nextrun is computed by the coordinator from its timer.
+func (c *Client) SavePeriodic(ctx context.Context, p fairway.PeriodicTask) (*fairway.PeriodicTask, error) {
+	return c.periodic(ctx, VerbPeriodicSave, p)
+}
+
+// ListPeriodic lists the periodic tasks.
+func (c *Client) ListPeriodic(ctx context.Context) ([]fairway.PeriodicTask, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbPeriodicList), struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Periodic, nil
+}
+
+// SetPeriodic enables (with the next time of its timer) or disables a
+// periodic task.
+func (c *Client) SetPeriodic(ctx context.Context, id string, enabled bool) (*fairway.PeriodicTask, error) {
+	verb := VerbPeriodicDisable
+	if enabled {
+		verb = VerbPeriodicEnable
+	}
+	return c.periodic(ctx, verb, JobRequest{ID: id})
+}
+
+// RunPeriodicNow makes a periodic task fire at once (and enables it).
+func (c *Client) RunPeriodicNow(ctx context.Context, id string) (*fairway.PeriodicTask, error) {
+	return c.periodic(ctx, VerbPeriodicRunNow, JobRequest{ID: id})
+}
+
+// DeletePeriodic deletes a periodic task; its jobs stay.
+func (c *Client) DeletePeriodic(ctx context.Context, id string) error {
+	_, err := c.periodic(ctx, VerbPeriodicDelete, JobRequest{ID: id})
+	return err
+}
+
+func (c *Client) periodic(ctx context.Context, verb string, body any) (*fairway.PeriodicTask, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(verb), body)
+	if err != nil {
+		return nil, err
+	}
+	if len(reply.Periodic) == 0 {
+		return nil, nil
+	}
+	return &reply.Periodic[0], nil
+}

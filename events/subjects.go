@@ -37,6 +37,13 @@ const (
 	VerbRelease   = "release"   // a pending job becomes waiting
 	VerbPriority  = "priority"  // body: id and priority
 	VerbExecutors = "executors" // admin only
+	// Periodic task verbs (admin only).
+	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
+	VerbPeriodicList    = "periodic-list"    // no body
+	VerbPeriodicEnable  = "periodic-enable"  // body: {"id": …}
+	VerbPeriodicDisable = "periodic-disable" // body: {"id": …}
+	VerbPeriodicRunNow  = "periodic-run-now" // body: {"id": …}; fires at once
+	VerbPeriodicDelete  = "periodic-delete"  // body: {"id": …}
 )
 
 // Subjects builds the subjects and stream names under one prefix.
@@ -89,6 +96,9 @@ func (s Subjects) EventsAll() string { return s.join("events", ">") }
 
 // NotifyWork is the wakeup subject executors listen on.
 func (s Subjects) NotifyWork() string { return s.join("notify", "work") }
+
+// NotifyPeriodic tells the coordinators that a periodic task changed.
+func (s Subjects) NotifyPeriodic() string { return s.join("notify", "periodic") }
 
 // Dispatch is the subject executors request jobs on.
 func (s Subjects) Dispatch() string { return s.join("internal", "dispatch") }

@@ -77,7 +77,7 @@ func checkFilter(f Filter) error {
 			return err
 		}
 	}
-	if f.State != "" && !f.State.Valid() && f.State != fairway.StateRejected {
+	if f.State != "" && !f.State.Valid() && !f.State.EventOnly() {
 		return fairway.Invalid("state", "unknown state %q", f.State)
 	}
 	return nil

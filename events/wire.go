@@ -27,7 +27,9 @@ type Event struct {
 	Code  fairway.Code `json:"code,omitempty"`
 	Field string       `json:"field,omitempty"`
 	// Executor is the app-id of the executor holding the job.
-	Executor string    `json:"executor,omitempty"`
+	Executor string `json:"executor,omitempty"`
+	// Periodic is the periodic task of a fired or skipped event.
+	Periodic string    `json:"periodic,omitempty"`
 	Time     time.Time `json:"time"`
 }
 
@@ -40,6 +42,8 @@ type Reply struct {
 	Jobs      []fairway.Job      `json:"jobs,omitempty"` // list
 	Logs      []fairway.LogLine  `json:"logs,omitempty"` // logs
 	Executors []fairway.Executor `json:"executors,omitempty"`
+	// Periodic holds the periodic tasks of the periodic-* verbs.
+	Periodic []fairway.PeriodicTask `json:"periodic,omitempty"`
 }
 
 // JobRequest is the body of cancel, get and logs.

@@ -23,6 +23,7 @@ type Event struct {
 	Code          fairway.Code
 	Field         string
 	Worker        string
+	Periodic      string // the periodic task of a fired or skipped event
 	Time          time.Time
 }
 
@@ -41,7 +42,7 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(outboxLock)).Scan(&locked); err != nil || !locked {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT id, job_id, task, group_name, state, prev_state, attempt, error, code, field, worker, time
+		rows, err := tx.Query(ctx, `SELECT id, job_id, task, group_name, state, prev_state, attempt, error, code, field, worker, periodic, time
 			FROM fairway_event ORDER BY id LIMIT $1`, limit)
 		if err != nil {
 			return err
@@ -50,7 +51,7 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 			var e Event
 			var id int64
-			err := row.Scan(&id, &e.JobID, &e.Task, &e.Group, &e.State, &e.PreviousState, &e.Attempt, &e.Error, &e.Code, &e.Field, &e.Worker, &e.Time)
+			err := row.Scan(&id, &e.JobID, &e.Task, &e.Group, &e.State, &e.PreviousState, &e.Attempt, &e.Error, &e.Code, &e.Field, &e.Worker, &e.Periodic, &e.Time)
 			e.ID = strconv.FormatInt(id, 10)
 			ids = append(ids, id)
 			return e, err

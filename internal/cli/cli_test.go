@@ -204,6 +204,35 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "trigger_after: give run_at (or run_in) or trigger_after, not both")
 
+	// Periodic tasks: a bad timer is refused naming the part; run-now fires.
+	code, _, errOut = run(t, "periodic", "add", "nightly", "echo", "--group", "acme", "--timer", "*-*-* 88:00", "--nats-url", natsURL)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "hour value 88 not in range 0..23")
+	code, out, errOut = run(t, "periodic", "add", "nightly", "echo", "--group", "acme", "--timer", "*-*-* 03:00", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "periodic task nightly saved; next run")
+	fired := make(chan events.Event, 1)
+	periodicSub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", State: fairway.StateFired}, func(ev events.Event) { fired <- ev })
+	require.NoError(t, err)
+	defer periodicSub.Stop()
+	code, out, errOut = run(t, "periodic", "run-now", "nightly", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	select {
+	case ev := <-fired:
+		require.Equal(t, "nightly", ev.Periodic)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run-now did not fire the periodic task")
+	}
+	code, out, errOut = run(t, "periodic", "list", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "nightly")
+	require.Contains(t, out, "*-*-* 03:00")
+	code, _, errOut = run(t, "periodic", "delete", "nightly", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = run(t, "periodic", "disable", "nightly", "--nats-url", natsURL)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `no periodic task "nightly"`)
+
 	code, out, _ = run(t, "executors", "list", "--nats-url", natsURL)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "echo,fail,panic,sleep")

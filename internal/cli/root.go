@@ -90,7 +90,8 @@ variables < flags. See 'fairway config print' and the README.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newMigrateCmd(e),
-		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e), newBenchCmd(e),
+		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
+		newCalendarCmd(e),
 	)
 	return root
 }

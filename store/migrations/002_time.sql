@@ -32,3 +32,6 @@ CREATE TABLE fairway_periodic_task (
 );
 
 CREATE INDEX fairway_periodic_task_due ON fairway_periodic_task (nextrun) WHERE enabled;
+
+-- Events about periodic tasks (fired, skipped) name the task.
+ALTER TABLE fairway_event ADD COLUMN periodic text NOT NULL DEFAULT '';

@@ -1,0 +1,110 @@
+package coordinator_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPeriodicTaskWithRacingCoordinators drives three coordinators with a
+// controlled clock: a due time fires once whoever races for it, a due time
+// is skipped while the previous job has not ended, and runs missed while
+// nothing fired collapse into one.
+func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	var clock atomic.Pointer[time.Time]
+	setClock := func(s string) {
+		tm, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		clock.Store(&tm)
+	}
+	setClock("2026-11-23T08:01:00Z")
+	var coords []*coordinator.Coordinator
+	for range 3 {
+		c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
+		require.NoError(t, err)
+		require.NoError(t, c.Start(ctx))
+		t.Cleanup(c.Stop)
+		coords = append(coords, c)
+	}
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	periodicEvents := make(chan events.Event, 100)
+	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) {
+		if ev.Periodic != "" {
+			periodicEvents <- ev
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+
+	p, err := client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "poll", Enabled: true, Task: "echo", Group: "g", Timer: "*-*-* *:0/5"})
+	require.NoError(t, err)
+	require.Equal(t, "2026-11-23T08:05:00Z", p.NextRun.UTC().Format(time.RFC3339))
+
+	fireAll := func() {
+		var wg sync.WaitGroup
+		for _, c := range coords {
+			wg.Go(func() { c.FirePeriodic(ctx) })
+		}
+		wg.Wait()
+	}
+	jobs := func() []fairway.Job {
+		list, err := client.List(ctx, events.ListRequest{Group: "g"})
+		require.NoError(t, err)
+		return list
+	}
+	nextRun := func() string {
+		p, err := st.GetPeriodic(ctx, "poll")
+		require.NoError(t, err)
+		require.Nil(t, p.Marked, "unmarked after firing")
+		return p.NextRun.UTC().Format(time.RFC3339)
+	}
+
+	fireAll() // 08:01: not due
+	require.Empty(t, jobs())
+	setClock("2026-11-23T08:05:00Z")
+	fireAll()
+	fireAll()
+	require.Len(t, jobs(), 1, "one job for one due time, whatever the number of coordinators")
+	first := jobs()[0]
+	require.Equal(t, "poll", first.Tracker)
+	require.Equal(t, "2026-11-23T08:10:00Z", nextRun())
+
+	setClock("2026-11-23T08:10:00Z")
+	fireAll()
+	require.Len(t, jobs(), 1, "skipped while the previous job waits")
+	require.Equal(t, "2026-11-23T08:15:00Z", nextRun())
+
+	_, err = client.Cancel(ctx, "g", first.ID)
+	require.NoError(t, err)
+	setClock("2026-11-23T09:03:00Z") // 08:15 … 09:00 were missed
+	fireAll()
+	require.Len(t, jobs(), 2, "missed runs collapse into one")
+	require.Equal(t, "2026-11-23T09:05:00Z", nextRun())
+
+	// The events: fired, skipped (naming the waiting job), fired.
+	var seen []events.Event
+	for len(seen) < 3 {
+		select {
+		case ev := <-periodicEvents:
+			require.Equal(t, "poll", ev.Periodic)
+			seen = append(seen, ev)
+		case <-time.After(waitTimeout):
+			t.Fatalf("saw %d periodic events, want 3: %v", len(seen), seen)
+		}
+	}
+	require.Equal(t, []fairway.State{fairway.StateFired, fairway.StateSkipped, fairway.StateFired}, []fairway.State{seen[0].State, seen[1].State, seen[2].State})
+	require.Equal(t, first.ID, seen[1].JobID)
+}

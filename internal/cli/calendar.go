@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway/internal/calendar"
+	"github.com/spf13/cobra"
+)
+
+// newCalendarCmd shows when a calendar event fires. It reads no
+// configuration and connects to nothing, so it is not wrapped in
+// withConfig.
+func newCalendarCmd(e *env) *cobra.Command {
+	var next int
+	var after string
+	cmd := &cobra.Command{
+		Use:   "calendar EXPR [--next N] [--after TIME]",
+		Short: "Show when a calendar event, the timer of a periodic task, fires next",
+		Long: `Parse the calendar event EXPR, a systemd-style timer as Docspell's periodic
+tasks use, and print the next N times it fires, one RFC 3339 time a line in
+the event's time zone:
+
+  [WEEKDAYS ]YEAR-MONTH-DAY HOUR:MINUTE[:SECOND][ TIME-ZONE]
+
+Each date and time part is * or a comma list of values: n, n/r (n and every
+r-th value after it), a..b or a..b/r. Weekdays are Mon..Sun or Monday..Sunday.
+The time zone is an IANA name; the default is UTC. A wall time that a
+daylight-saving change skips does not fire; one that it repeats fires once.`,
+		Example: `  fairway calendar '*-*-* 00:00'
+  fairway calendar 'Mon..Fri *-*-* 08:00 Europe/Berlin' --next 10
+  fairway calendar '*-*-* *:0/15' --after 2026-03-29T00:00:00Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ev, err := calendar.Parse(args[0])
+			if err != nil {
+				return usageError{err}
+			}
+			if next < 1 {
+				return usageError{fmt.Errorf("--next %d: must be at least 1", next)}
+			}
+			from := time.Now()
+			if after != "" {
+				if from, err = time.Parse(time.RFC3339, after); err != nil {
+					return usageError{fmt.Errorf("--after: %q is not an RFC 3339 time such as 2026-01-02T15:04:05Z", after)}
+				}
+			}
+			at := from
+			for i := range next {
+				t, ok := ev.Next(at)
+				if !ok {
+					if i == 0 {
+						return fmt.Errorf("calendar event %q does not fire after %s (Fairway looks until the end of %d)",
+							ev, from.Format(time.RFC3339), calendar.MaxYear)
+					}
+					fmt.Fprintf(e.stderr, "fairway: calendar event %q does not fire again\n", ev)
+					return nil
+				}
+				fmt.Fprintln(e.stdout, t.Format(time.RFC3339))
+				at = t
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&next, "next", 5, "how many times to print")
+	cmd.Flags().StringVar(&after, "after", "", "print the times after this RFC 3339 time (default now)")
+	return cmd
+}
