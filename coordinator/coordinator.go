@@ -185,6 +185,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.dueLoop)
 	c.goLoop(runCtx, c.parkLoop)
 	c.goLoop(runCtx, c.periodicLoop)
+	if err := c.clearDeadMarks(ctx); err != nil {
+		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
+	}
+	c.kickPeriodic()
 	if err := c.due.load(ctx, c.store); err != nil {
 		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
 	}

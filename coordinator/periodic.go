@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -98,6 +103,38 @@ func (c *Coordinator) firePeriodic(ctx context.Context) {
 		}
 		c.kickOutbox()
 	}
+}
+
+// clearDeadMarks clears the periodic task marks left by coordinators that
+// ran on this host and are gone (this one's previous run, say): their
+// tasks need not wait for the marks to go stale.
+func (c *Coordinator) clearDeadMarks(ctx context.Context) error {
+	host, _ := os.Hostname()
+	tasks, err := c.store.ListPeriodic(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range tasks {
+		parts := strings.Split(p.Worker, "/")
+		if p.Marked == nil || len(parts) != 3 || parts[0] != host {
+			continue
+		}
+		pid, err := strconv.Atoi(parts[1])
+		if err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		if err := c.store.UnmarkPeriodic(ctx, p.Worker, p.ID, p.NextRun, p.Enabled); err != nil {
+			return err
+		}
+		c.log.Warn("cleared the mark of a periodic task left by a coordinator that is gone", "periodic", p.ID, "coordinator", p.Worker)
+	}
+	return nil
+}
+
+// processAlive says whether a process with this pid runs on this host.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // kickPeriodic makes the periodic loop look again (a task changed).

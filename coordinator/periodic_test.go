@@ -1,6 +1,9 @@
 package coordinator_test
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,4 +110,51 @@ func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 	}
 	require.Equal(t, []fairway.State{fairway.StateFired, fairway.StateSkipped, fairway.StateFired}, []fairway.State{seen[0].State, seen[1].State, seen[2].State})
 	require.Equal(t, first.ID, seen[1].JobID)
+}
+
+// TestRestartClearsMarksOfDeadCoordinators: a coordinator killed while it
+// held a periodic task's mark, restarted on the same host, clears the mark
+// at start instead of waiting for it to go stale (a minute).
+func TestRestartClearsMarksOfDeadCoordinators(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	// A pid that ran on this host and is gone, and one that runs (init).
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	due := time.Now().Add(-time.Second)
+	for _, m := range []struct {
+		id  string
+		pid int
+	}{{"dead", gone.Process.Pid}, {"alive", 1}} {
+		_, err := st.SavePeriodic(ctx, fairway.PeriodicTask{ID: m.id, Enabled: true, Task: "echo", Group: "g", Priority: fairway.PriorityLow, Timer: "*-*-* 00:00", NextRun: due})
+		require.NoError(t, err)
+		marked, err := st.MarkDuePeriodic(ctx, fmt.Sprintf("%s/%d/x", host, m.pid), time.Now(), time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, marked, 1)
+		require.Equal(t, m.id, marked[0].ID)
+	}
+
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(c.Stop)
+	fired := make(chan events.Event, 10)
+	sub, err := client.Subscribe(ctx, events.Filter{State: fairway.StateFired, Since: time.Unix(0, 0)}, func(ev events.Event) { fired <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+	select {
+	case ev := <-fired:
+		require.Equal(t, "dead", ev.Periodic, "only the dead coordinator's mark is cleared")
+	case <-time.After(waitTimeout):
+		t.Fatal("the task marked by a dead coordinator did not fire")
+	}
+	p, err := st.GetPeriodic(ctx, "alive")
+	require.NoError(t, err)
+	require.NotNil(t, p.Marked, "a live coordinator keeps its mark")
 }
