@@ -273,6 +273,17 @@ type Progress struct {
 	Progress int
 }
 
+// setProgressSQL finds rows by primary key only (see complete.sql): with
+// statistics that expect few held jobs, the planner would otherwise scan an
+// executor's held jobs once per report.
+const setProgressSQL = `WITH p AS (
+    SELECT p.id, p.progress
+      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[]) AS p (id, attempt, worker, progress)
+     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.id = p.id LIMIT 1 FOR UPDATE) j
+     WHERE j.attempt = p.attempt AND j.worker = p.worker AND j.state IN ('scheduled', 'running')
+)
+UPDATE fairway_job j SET progress = p.progress FROM p WHERE j.id = p.id`
+
 // SetProgress records progress of running attempts.
 func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
 	if len(ps) == 0 {
@@ -284,10 +295,7 @@ func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
 	for i, p := range ps {
 		ids[i], workers[i], attempts[i], values[i] = p.JobID, p.Worker, int32(p.Attempt), int32(min(max(p.Progress, 0), 100))
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE fairway_job j SET progress = p.progress
-		FROM unnest($1::text[], $2::int[], $3::text[], $4::int[]) AS p (id, attempt, worker, progress)
-		WHERE j.id = ANY ($1) AND j.id = p.id AND j.attempt = p.attempt AND j.worker = p.worker
-		  AND j.state IN ('scheduled', 'running')`,
+	_, err := s.pool.Exec(ctx, setProgressSQL,
 		ids, attempts, workers, values)
 	if err != nil {
 		return fmt.Errorf("storing progress: %w", interpretError(err))

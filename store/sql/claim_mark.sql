@@ -11,7 +11,7 @@ WITH chosen AS (
        SET state = 'scheduled', worker = $3, lease_until = now() + $4::interval,
            attempt = j.attempt + 1
       FROM chosen c
-     WHERE j.id = ANY ($1::text[]) AND j.id = c.id
+     WHERE j.id = c.id
        AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (
