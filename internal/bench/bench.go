@@ -209,7 +209,7 @@ type system struct {
 	connect func(name string) (*nats.Conn, error)
 
 	started  sync.Map // job id -> time the handler started
-	finished chan events.Event
+	finished chan arrival // success events, stamped when they arrive
 	// ran counts handler calls; ranEnough is closed when it reaches
 	// ranTarget (when that is set).
 	ran       atomic.Int64
@@ -226,7 +226,7 @@ type systemConfig struct {
 }
 
 func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
-	s = &system{opts: opts, finished: make(chan events.Event, 1<<20), ranEnough: make(chan struct{})}
+	s = &system{opts: opts, finished: make(chan arrival, 1<<20), ranEnough: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close()
@@ -275,7 +275,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateSuccess}, func(ev events.Event) {
-		s.finished <- ev
+		s.finished <- arrival{ev, time.Now()}
 	})
 	if err != nil {
 		return nil, err
@@ -334,8 +334,8 @@ func (s *system) waitFinished(ctx context.Context, n int, timeout time.Duration)
 	deadline := time.After(timeout)
 	for len(out) < n {
 		select {
-		case ev := <-s.finished:
-			out = append(out, arrival{ev, time.Now()})
+		case a := <-s.finished:
+			out = append(out, a)
 		case <-deadline:
 			return out, fmt.Errorf("only %d of %d jobs finished within %s", len(out), n, timeout)
 		case <-ctx.Done():
