@@ -17,6 +17,11 @@ const (
 	CodeConflict    Code = "conflict"    // the job's state does not allow the operation
 	CodeUnavailable Code = "unavailable" // a dependency (database, NATS) is down; try again
 	CodeInternal    Code = "internal"    // a bug or an unexpected failure
+	// CodeNotRegistered answers an executor's dispatch request when its
+	// instance is not the one registered under its app-id (the database
+	// was restored, or another instance took the app-id over): it must
+	// register again before it gets jobs.
+	CodeNotRegistered Code = "not_registered"
 )
 
 // Error is Fairway's coded error. It is returned by the store, the
@@ -44,11 +49,12 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels for errors.Is: they match every Error of their code.
 var (
-	ErrInvalid     = &Error{Code: CodeInvalid}
-	ErrNotFound    = &Error{Code: CodeNotFound}
-	ErrDuplicate   = &Error{Code: CodeDuplicate}
-	ErrConflict    = &Error{Code: CodeConflict}
-	ErrUnavailable = &Error{Code: CodeUnavailable}
+	ErrInvalid       = &Error{Code: CodeInvalid}
+	ErrNotFound      = &Error{Code: CodeNotFound}
+	ErrDuplicate     = &Error{Code: CodeDuplicate}
+	ErrConflict      = &Error{Code: CodeConflict}
+	ErrUnavailable   = &Error{Code: CodeUnavailable}
+	ErrNotRegistered = &Error{Code: CodeNotRegistered}
 )
 
 // Invalid returns a CodeInvalid error about field.
@@ -64,6 +70,13 @@ func NotFound(id string) *Error {
 // Conflict returns the error for an operation the job's state forbids.
 func Conflict(id string, format string, args ...any) *Error {
 	return &Error{Code: CodeConflict, Message: fmt.Sprintf(format, args...), JobID: id}
+}
+
+// NotRegistered returns the error for an executor instance that is not the
+// registered one.
+func NotRegistered(appID, instance string) *Error {
+	return &Error{Code: CodeNotRegistered, Field: "instance",
+		Message: fmt.Sprintf("executor %q instance %s is not registered: register again", appID, instance)}
 }
 
 // Duplicate returns the error for a tracker held by the non-final job id.

@@ -482,7 +482,8 @@ func TestDispatchLongPoll(t *testing.T) {
 
 // TestDispatchForAnOldInstanceClaimsNothing: a request left over from an
 // executor instance that has since restarted (a long poll answered after
-// the restart) must not claim jobs that nobody would run.
+// the restart) must not claim jobs that nobody would run; its answer tells
+// it to register again.
 func TestDispatchForAnOldInstanceClaimsNothing(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -491,7 +492,8 @@ func TestDispatchForAnOldInstanceClaimsNothing(t *testing.T) {
 	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
 	require.NoError(t, err)
 	reply, _ := dispatchRequestAs(t, h, "old", 0)
-	require.Nil(t, reply.Error)
+	require.ErrorIs(t, reply.Error, fairway.ErrNotRegistered)
+	require.Equal(t, "instance", reply.Error.Field)
 	require.Empty(t, reply.Jobs, "claimed for a dead instance")
 	reply, _ = dispatchRequestAs(t, h, "new", 0)
 	require.Len(t, reply.Jobs, 1)

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -107,7 +108,12 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
-	if err != nil {
+	switch {
+	case errors.Is(err, fairway.ErrNotRegistered):
+		c.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
+			"executor", req.Executor, "instance", req.Instance)
+		return nil, err
+	case err != nil:
 		if ctx.Err() == nil {
 			c.log.Error("claiming jobs", "executor", req.Executor, "error", err)
 		}

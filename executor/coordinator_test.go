@@ -35,6 +35,7 @@ type coordinator struct {
 
 	mu          sync.Mutex
 	registerErr *fairway.Error
+	dispatchErr *fairway.Error // the answer to the next dispatch request, once
 	queue       []fairway.Job
 	handedOut   int
 	violations  []string // dispatch requests that asked for more slots than free
@@ -131,6 +132,13 @@ func (c *coordinator) onDispatch(msg *nats.Msg) {
 		return
 	}
 	c.mu.Lock()
+	if err := c.dispatchErr; err != nil {
+		c.dispatchErr = nil
+		c.mu.Unlock()
+		c.dispatches <- req
+		c.respond(msg, events.DispatchReply{Error: err})
+		return
+	}
 	if req.Slots < 1 {
 		c.violations = append(c.violations, "asked for no slots")
 	}

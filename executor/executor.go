@@ -672,6 +672,11 @@ func (e *Executor) dispatchLoop() {
 				// once. An empty answer that came quickly means the
 				// coordinator does not hold requests: wait for a wakeup.
 				idle = got == 0 && time.Since(asked) < longPoll/2
+			case errors.Is(err, fairway.ErrNotRegistered):
+				if !e.registerAgain() {
+					return
+				}
+				continue
 			case errors.Is(err, nats.ErrNoResponders):
 				if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
 					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Dispatch())
@@ -698,6 +703,41 @@ func (e *Executor) dispatchLoop() {
 		case <-e.wake:
 		case <-ticker.C:
 		}
+	}
+}
+
+// registerAgain registers this instance again after a coordinator said it
+// does not know it: the database was restored, or the executor was taken
+// for dead and another instance took its app-id over. A refusal (that other
+// instance runs) is logged, and tried again after a wakeup period. It
+// returns false when the executor stops meanwhile.
+func (e *Executor) registerAgain() bool {
+	e.logger.Warn("the coordinators do not know this executor instance (database restored, or its app-id taken over); registering again",
+		"instance", e.instance)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := e.register(ctx)
+	if err == nil {
+		e.logger.Info("executor registered again", "instance", e.instance)
+		return true
+	}
+	if ctx.Err() == nil {
+		e.logger.Error("registering again failed; no jobs until it succeeds", "error", err, "retry_in", e.cfg.WakeupPeriod)
+	}
+	t := time.NewTimer(e.cfg.WakeupPeriod)
+	defer t.Stop()
+	select {
+	case <-e.stopCh:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

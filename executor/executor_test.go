@@ -651,3 +651,29 @@ func TestShutdownReleasesHandlerThatIgnoresItsContext(t *testing.T) {
 	close(unblock)
 	recv(t, returned, "the handler to return")
 }
+
+// TestRegistersAgainWhenNotKnown: a coordinator that answers a dispatch
+// request with not_registered (the database was restored) makes the
+// executor register the same instance again, and then get jobs.
+func TestRegistersAgainWhenNotKnown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ran := make(chan string, 1)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1}, map[string]executor.Handler{
+		"noop": func(_ context.Context, job *executor.Job) error { ran <- job.ID; return nil },
+	})
+	b.coord.mu.Lock()
+	b.coord.dispatchErr = fairway.NotRegistered("worker-1", "whatever")
+	b.coord.mu.Unlock()
+	require.NoError(t, e.Start(t.Context()))
+	first := recv(t, b.coord.registers, "the registration")
+	b.coord.nextDispatch() // answered not_registered
+	again := recv(t, b.coord.registers, "the second registration")
+	require.Equal(t, first.Executor.Instance, again.Executor.Instance, "the same instance registers again")
+
+	job := newJob("noop", `{}`)
+	b.coord.add(job)
+	b.coord.notify()
+	require.Equal(t, job.ID, recv(t, ran, "the job after registering again"))
+	require.NoError(t, e.Shutdown(context.Background()))
+}

@@ -45,8 +45,9 @@ func (c CountingScheme) At(n int64) fairway.Priority {
 type ClaimParams struct {
 	// Worker is the executor's app-id.
 	Worker string
-	// Instance, when set, is the executor instance that asks: nothing is
-	// claimed unless it is the instance registered for Worker now.
+	// Instance, when set, is the executor instance that asks: unless it is
+	// the instance registered for Worker now, the claim fails with
+	// fairway.ErrNotRegistered and changes nothing.
 	Instance string
 	// Limit is the number of free slots: at most this many jobs are claimed.
 	Limit int
@@ -100,13 +101,20 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 
 func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, error) {
 	var st fairness
+	var registered bool
 	var groups []string
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(claimLockSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&st.cursor, &st.counter, nil, nil, nil, nil) })
+	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil)
+	})
 	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks).Query(collectGroups(&groups))
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
+	}
+	if !registered {
+		// Rolled back by the caller: the cursor stays where it was.
+		return nil, fairway.NotRegistered(p.Worker, p.Instance)
 	}
 	start := st
 	var jobs []fairway.Job

@@ -443,3 +443,21 @@ func TestReportBatchesFindJobsByPrimaryKey(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, applied, len(outcomes))
 }
+
+// TestClaimForAnUnregisteredInstance: it fails with not_registered, claims
+// nothing and leaves the round-robin cursor where it was.
+func TestClaimForAnUnregisteredInstance(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "now", Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	p := store.ClaimParams{Worker: "w", Instance: "gone", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	jobs, err := s.Claim(ctx, p)
+	require.ErrorIs(t, err, fairway.ErrNotRegistered)
+	require.Empty(t, jobs)
+	p.Instance = "now"
+	jobs, err = s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a"}, groupsOf(jobs), "the refused claim did not move the cursor")
+}

@@ -208,7 +208,7 @@ type system struct {
 	cleanup []func()
 	connect func(name string) (*nats.Conn, error)
 
-	started  sync.Map // job id -> time the handler started
+	started  sync.Map     // job id -> time the handler started
 	finished chan arrival // success events, stamped when they arrive
 	// ran counts handler calls; ranEnough is closed when it reaches
 	// ranTarget (when that is set).
