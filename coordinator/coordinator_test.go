@@ -442,7 +442,12 @@ func registerRaw(t *testing.T, h *harness, instance string) {
 
 func dispatchRequestAs(t *testing.T, h *harness, instance string, waitMS int) (events.DispatchReply, time.Duration) {
 	t.Helper()
-	data, err := json.Marshal(events.DispatchRequest{Executor: "raw", Instance: instance, Slots: 5, Tasks: []string{"echo"}, WaitMS: waitMS})
+	return sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: instance, Slots: 5, Tasks: []string{"echo"}, WaitMS: waitMS})
+}
+
+func sendDispatch(t *testing.T, h *harness, req events.DispatchRequest) (events.DispatchReply, time.Duration) {
+	t.Helper()
+	data, err := json.Marshal(req)
 	require.NoError(t, err)
 	start := time.Now()
 	msg, err := h.nc.Request("fairway.internal.dispatch", data, waitTimeout)
@@ -690,4 +695,31 @@ func TestHeldDelayedAndExpiringJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, job.State, "a job delayed by an hour does not run now")
 	require.WithinDuration(t, time.Now().Add(time.Hour), job.RunAt, time.Minute)
+}
+
+// TestDispatchSentAgainGetsTheJobsItClaimed: an executor whose dispatch
+// answer was lost asks again under the same request id and gets the jobs
+// already claimed for it, instead of leaving them scheduled for three leases.
+func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	registerRaw(t, h, "i")
+	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
+	require.NoError(t, err)
+	req := events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, RequestID: "r1"}
+	lost, _ := sendDispatch(t, h, req) // the executor never sees this answer
+	require.Len(t, lost.Jobs, 1)
+
+	other, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, RequestID: "r2", Retry: true})
+	require.Nil(t, other.Error)
+	require.Empty(t, other.Jobs, "another request's jobs are not handed out")
+
+	req.Retry = true
+	again, _ := sendDispatch(t, h, req)
+	require.Nil(t, again.Error)
+	require.Len(t, again.Jobs, 1)
+	require.Equal(t, job.ID, again.Jobs[0].ID)
+	require.Equal(t, lost.Jobs[0].Attempt, again.Jobs[0].Attempt, "the same attempt, not a new claim")
+	require.Equal(t, fairway.StateScheduled, again.Jobs[0].State)
+	require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
 }

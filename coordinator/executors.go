@@ -94,6 +94,7 @@ func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
 		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
+		req.Retry = false // nothing to hand out again: the claim found none
 		c.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
 		return
 	}
@@ -107,7 +108,21 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
+	if req.Retry {
+		// The answer to this request was lost: hand out again what it
+		// claimed, rather than leave it scheduled until the lease runs out.
+		jobs, err := c.store.Reclaim(ctx, req.Executor, req.RequestID, c.cfg.Lease)
+		if err != nil {
+			return nil, err
+		}
+		if len(jobs) > 0 {
+			c.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
+				"executor", req.Executor, "request_id", req.RequestID, "jobs", len(jobs))
+			return jobs, nil
+		}
+	}
+	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
+		Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		c.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
@@ -128,8 +143,10 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {
 	data, _ := json.Marshal(reply)
 	if err := msg.Respond(data); err != nil {
-		// The jobs stay scheduled for the executor until their lease runs
-		// out, then run elsewhere.
+		// The executor's request times out and is sent again under the same
+		// id, which hands these jobs out again (see claim). An executor that
+		// does not ask again leaves them scheduled until their lease runs
+		// out; then they run elsewhere.
 		c.log.Warn("dispatch reply not sent", "error", err, "jobs", len(reply.Jobs))
 	}
 }

@@ -36,6 +36,7 @@ type coordinator struct {
 	mu          sync.Mutex
 	registerErr *fairway.Error
 	dispatchErr *fairway.Error // the answer to the next dispatch request, once
+	dropNext    bool           // leave the next dispatch request unanswered
 	queue       []fairway.Job
 	handedOut   int
 	violations  []string // dispatch requests that asked for more slots than free
@@ -132,6 +133,12 @@ func (c *coordinator) onDispatch(msg *nats.Msg) {
 		return
 	}
 	c.mu.Lock()
+	if c.dropNext {
+		c.dropNext = false
+		c.mu.Unlock()
+		c.dispatches <- req
+		return
+	}
 	if err := c.dispatchErr; err != nil {
 		c.dispatchErr = nil
 		c.mu.Unlock()

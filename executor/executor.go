@@ -231,6 +231,10 @@ type Executor struct {
 	shutdownErr  error
 
 	noCoordinatorAt time.Time // last "no coordinator" warning, dispatch loop only
+	// dispatchID names the dispatch request being made, and dispatchRetry
+	// says it was sent before without an answer (dispatch loop only).
+	dispatchID    string
+	dispatchRetry bool
 }
 
 // New returns an executor that talks to the coordinators over nc. It
@@ -753,8 +757,11 @@ func (e *Executor) free() int {
 // dispatch asks for up to free jobs and starts them; it returns how many
 // it got.
 func (e *Executor) dispatch(free int) (int, error) {
+	if e.dispatchID == "" {
+		e.dispatchID, e.dispatchRetry = uuid.NewString(), false
+	}
 	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks,
-		WaitMS: int(longPoll / time.Millisecond)})
+		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID, Retry: e.dispatchRetry})
 	if err != nil {
 		return 0, err
 	}
@@ -764,8 +771,14 @@ func (e *Executor) dispatch(free int) (int, error) {
 	defer cancel()
 	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Dispatch(), data)
 	if err != nil {
+		// A coordinator may have claimed jobs whose answer never came: the
+		// next request goes out under the same id, and gets them.
+		if !errors.Is(err, nats.ErrNoResponders) {
+			e.dispatchRetry = true
+		}
 		return 0, err
 	}
+	e.dispatchID = ""
 	var reply events.DispatchReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
 		return 0, fmt.Errorf("decoding the dispatch reply: %w", err)

@@ -161,7 +161,9 @@ func TestSuccessWithResult(t *testing.T) {
 	require.False(t, reg.Executor.Started.IsZero())
 
 	req := b.coord.nextDispatch()
-	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}, WaitMS: 1000}, req, "a long poll of a second")
+	require.NotEmpty(t, req.RequestID)
+	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}, WaitMS: 1000,
+		RequestID: req.RequestID}, req, "a long poll of a second")
 
 	reports := b.coord.reportsUntilDone(job.ID)
 	require.Equal(t, events.ReportStarted, reports[0].Type)
@@ -675,5 +677,31 @@ func TestRegistersAgainWhenNotKnown(t *testing.T) {
 	b.coord.add(job)
 	b.coord.notify()
 	require.Equal(t, job.ID, recv(t, ran, "the job after registering again"))
+	require.NoError(t, e.Shutdown(context.Background()))
+}
+
+// TestUnansweredDispatchIsSentAgainUnderItsID: a dispatch request that got
+// no answer (the coordinator may have claimed jobs for it) is sent again
+// with the same id, marked as a retry; an answered one is not.
+func TestUnansweredDispatchIsSentAgainUnderItsID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1}, map[string]executor.Handler{
+		"noop": func(context.Context, *executor.Job) error { return nil },
+	})
+	b.coord.mu.Lock()
+	b.coord.dropNext = true
+	b.coord.mu.Unlock()
+	require.NoError(t, e.Start(t.Context()))
+	first := b.coord.nextDispatch() // unanswered: times out after 5 s
+	require.NotEmpty(t, first.RequestID)
+	require.False(t, first.Retry)
+	again := b.coord.nextDispatch()
+	require.Equal(t, first.RequestID, again.RequestID, "sent again under its id")
+	require.True(t, again.Retry)
+	b.coord.notify() // the answered request is followed by a new one
+	next := b.coord.nextDispatch()
+	require.NotEqual(t, first.RequestID, next.RequestID)
+	require.False(t, next.Retry)
 	require.NoError(t, e.Shutdown(context.Background()))
 }

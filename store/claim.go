@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -49,6 +51,8 @@ type ClaimParams struct {
 	// the instance registered for Worker now, the claim fails with
 	// fairway.ErrNotRegistered and changes nothing.
 	Instance string
+	// ClaimID, when set, is the id of the dispatch request; see Reclaim.
+	ClaimID string
 	// Limit is the number of free slots: at most this many jobs are claimed.
 	Limit int
 	// Tasks are the tasks the executor can run; only those are claimed.
@@ -132,7 +136,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 				ids[i], prev[i] = c.id, string(c.state)
 			}
 			b.Queue(claimUnpinSQL)
-			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance).Query(func(rows pgx.Rows) error {
+			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance, p.ClaimID).Query(func(rows pgx.Rows) error {
 				marked, err := collectJobs(rows)
 				jobs = append(jobs, marked...)
 				return err
@@ -300,4 +304,26 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 		q.lowMore = counts["low"][q.name] == share[i]
 	}
 	return queues, nil
+}
+
+// Reclaim returns the jobs that the dispatch request claimID of executor
+// worker claimed and that are still scheduled, with a fresh lease: the
+// answer to that request was lost, and the executor asks again under the
+// same id.
+func (s *Store) Reclaim(ctx context.Context, worker, claimID string, lease time.Duration) ([]fairway.Job, error) {
+	if claimID == "" {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE fairway_job SET lease_until = now() + $3::interval
+		WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled'
+		RETURNING `+jobColumns, worker, claimID, interval(lease))
+	if err != nil {
+		return nil, fmt.Errorf("reclaiming the jobs of dispatch request %s: %w", claimID, interpretError(err))
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reclaiming the jobs of dispatch request %s: %w", claimID, interpretError(err))
+	}
+	slices.SortFunc(jobs, func(a, b fairway.Job) int { return strings.Compare(a.ID, b.ID) })
+	return jobs, nil
 }

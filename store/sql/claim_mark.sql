@@ -4,12 +4,13 @@
 -- $4: lease, $5: the executor's instance ('' for any): jobs are only marked
 -- for the instance registered now, so a request left over from an instance
 -- that died (a long poll answered after its restart) claims nothing.
+-- $6: the dispatch request's id, or ''.
 WITH chosen AS (
     SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c (id, prev_state, ord)
 ), claimed AS (
     UPDATE fairway_job j
        SET state = 'scheduled', worker = $3, lease_until = now() + $4::interval,
-           attempt = j.attempt + 1
+           attempt = j.attempt + 1, claim_id = nullif($6, '')
       FROM chosen c
      WHERE j.id = c.id
        AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5))
