@@ -237,19 +237,21 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		return err
 	}
 	demo.Register(ex)
-	if err := ex.Start(ctx); err != nil {
-		return err
-	}
-	e.log.Info("executor started", "executor", appID, "pool_size", cfg.Scheduler.PoolSize)
+	// The HTTP endpoint listens before the executor registers: an address
+	// in use fails the start before any job is taken, and once "executor
+	// started" is logged, shutdownAndExit is answered. A shutdown asked
+	// for during the start is honoured right after it.
 	shutdown := make(chan struct{})
 	if cfg.Executor.HTTPAddr != "" {
 		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown)
 		if err != nil {
-			_ = ex.Shutdown(context.Background())
 			return err
 		}
 		defer srv.Close()
 		e.log.Info("executor HTTP endpoint", "addr", cfg.Executor.HTTPAddr, "shutdown", "POST /api/v1/shutdownAndExit")
+	}
+	if err := ex.Start(ctx); err != nil { // logs "executor started"
+		return err
 	}
 	select {
 	case <-ctx.Done():
