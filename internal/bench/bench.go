@@ -51,7 +51,10 @@ type Options struct {
 	ScaleSizes []int
 	JSON       bool
 	Out        io.Writer
-	Logger     *slog.Logger
+	// Logger receives the benchmark's progress; ComponentLogger the logs
+	// of the coordinator and executors it runs (default: Logger).
+	Logger          *slog.Logger
+	ComponentLogger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -75,6 +78,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ComponentLogger == nil {
+		o.ComponentLogger = o.Logger
 	}
 	return o
 }
@@ -141,6 +147,7 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 		fmt.Fprintf(opts.Out, "# PostgreSQL %s\n", settings)
 	}
 	for _, name := range names {
+		opts.Logger.Info("bench: running scenario", "scenario", name)
 		res, err := runScenario(ctx, name, opts)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
@@ -264,7 +271,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	s.cleanup = append(s.cleanup, s.nc.Close)
-	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.Logger}); err != nil {
+	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger}); err != nil {
 		return nil, err
 	}
 	if err := s.coord.Start(ctx); err != nil {
@@ -297,7 +304,7 @@ func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
 			return err
 		}
 		s.cleanup = append(s.cleanup, nc.Close)
-		ex, err := executor.New(nc, executor.Config{AppID: fmt.Sprintf("bench-%d", i), PoolSize: cfg.slots, WakeupPeriod: time.Second, Logger: s.opts.Logger})
+		ex, err := executor.New(nc, executor.Config{AppID: fmt.Sprintf("bench-%d", i), PoolSize: cfg.slots, WakeupPeriod: time.Second, Logger: s.opts.ComponentLogger})
 		if err != nil {
 			return err
 		}
@@ -332,10 +339,14 @@ func (s *system) close() {
 func (s *system) waitFinished(ctx context.Context, n int, timeout time.Duration) ([]arrival, error) {
 	out := make([]arrival, 0, n)
 	deadline := time.After(timeout)
+	progress := time.NewTicker(progressEvery)
+	defer progress.Stop()
 	for len(out) < n {
 		select {
 		case a := <-s.finished:
 			out = append(out, a)
+		case <-progress.C:
+			s.opts.Logger.Info("bench: waiting for jobs to succeed", "succeeded", len(out), "total", n)
 		case <-deadline:
 			return out, fmt.Errorf("only %d of %d jobs finished within %s", len(out), n, timeout)
 		case <-ctx.Done():
@@ -344,6 +355,9 @@ func (s *system) waitFinished(ctx context.Context, n int, timeout time.Duration)
 	}
 	return out, nil
 }
+
+// progressEvery is how often a long wait logs how far it got.
+const progressEvery = 5 * time.Second
 
 type arrival struct {
 	ev events.Event

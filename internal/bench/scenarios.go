@@ -192,7 +192,11 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 		}
 		err = func() error {
 			defer s.close()
+			opts.Logger.Info("bench: scale: storing waiting jobs", "jobs", size, "groups", groups)
 			for done := 0; done < size; done += 10_000 {
+				if done > 0 && done%200_000 == 0 {
+					opts.Logger.Info("bench: scale: storing waiting jobs", "stored", done, "total", size)
+				}
 				batch := submissions(min(10_000, size-done), func(i int) string { return fmt.Sprintf("g%05d", (done+i)%groups) })
 				for i := range batch {
 					if err := batch[i].Normalize("", "", fairway.DefaultMaxArgsSize, 5); err != nil {

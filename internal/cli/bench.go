@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/logging"
 	"github.com/fairwayhq/fairway/internal/pgserver"
 	"github.com/spf13/cobra"
 )
@@ -64,6 +66,15 @@ server. Durability stays on; the output names the server's settings.`,
 			}
 			opts.Out = e.stdout
 			opts.Logger = e.log
+			// At the default level the coordinator and executors log only
+			// warnings and errors: a line per job would flood the terminal
+			// and cost the figures CPU (--log-level debug shows them all).
+			if level, _ := logging.ParseLevel(e.cfg.Log.Level); level == slog.LevelInfo {
+				var err error
+				if opts.ComponentLogger, err = logging.New(e.stderr, "warn", e.cfg.Log.Format); err != nil {
+					return err
+				}
+			}
 			return bench.Run(ctx, scenario, opts)
 		},
 	}
