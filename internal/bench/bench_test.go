@@ -19,7 +19,7 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	server := pgtest.NewDB(t)
 	cases := map[string][]string{
 		"drain":    {"submit_jobs_per_s", "work_jobs_per_s"},
-		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms"},
+		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "b_stored_max_ms"},
 		"scale":    {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib"},
 	}
 	for scenario, keys := range cases {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/store"
 )
@@ -149,6 +150,19 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := s.waitFinished(ctx, 1, time.Minute); err != nil {
 		return nil, err
 	}
+	// When each of B's jobs was stored (its waiting event's time): the
+	// part of B's wait spent behind A's submissions in the ingest stream.
+	stored := make(chan time.Time, m)
+	sub, err := s.client.Subscribe(ctx, events.Filter{Group: "b", State: fairway.StateWaiting}, func(ev events.Event) {
+		select {
+		case stored <- ev.Time:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Stop()
 	bSubs := submissions(m, func(int) string { return "b" })
 	bAt := time.Now()
 	if _, err := s.client.SubmitMany(ctx, bSubs); err != nil {
@@ -156,6 +170,15 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 	}
 	if _, err := s.waitFinished(ctx, n+m-1, 5*time.Minute); err != nil {
 		return nil, err
+	}
+	var storedAfter []time.Duration
+	for range m {
+		select {
+		case t := <-stored:
+			storedAfter = append(storedAfter, t.Sub(bAt))
+		case <-time.After(time.Minute):
+			return nil, fmt.Errorf("only %d of group b's %d waiting events arrived", len(storedAfter), m)
+		}
 	}
 	var waits []time.Duration
 	for _, sub := range bSubs {
@@ -169,6 +192,7 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 	r.add("b_p50_wait_ms", percentile(waits, 50))
 	r.add("b_max_wait_ms", percentile(waits, 100))
 	r.add("fifo_b_wait_ms", float64(n*int(d/time.Millisecond))/w)
+	r.add("b_stored_max_ms", percentile(storedAfter, 100))
 	r.add("n", n)
 	r.add("d_ms", int(d/time.Millisecond))
 	r.add("m", m)
