@@ -699,7 +699,8 @@ func TestHeldDelayedAndExpiringJobs(t *testing.T) {
 
 // TestDispatchSentAgainGetsTheJobsItClaimed: an executor whose dispatch
 // answer was lost asks again under the same request id and gets the jobs
-// already claimed for it, instead of leaving them scheduled for three leases.
+// already claimed for it, instead of leaving them scheduled for three
+// leases.
 func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
@@ -710,11 +711,10 @@ func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	lost, _ := sendDispatch(t, h, req) // the executor never sees this answer
 	require.Len(t, lost.Jobs, 1)
 
-	other, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, RequestID: "r2", Retry: true})
+	other, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}, RequestID: "r2"})
 	require.Nil(t, other.Error)
 	require.Empty(t, other.Jobs, "another request's jobs are not handed out")
 
-	req.Retry = true
 	again, _ := sendDispatch(t, h, req)
 	require.Nil(t, again.Error)
 	require.Len(t, again.Jobs, 1)

@@ -76,7 +76,9 @@ func (c *Coordinator) alive(prev fairway.Executor) bool {
 	if time.Since(prev.LastHeartbeat) > c.cfg.HeartbeatTimeout {
 		return false
 	}
-	reply, err := c.nc.Request(c.subjects.Executor(prev.AppID, "ping"), nil, time.Second)
+	// The ping names the instance: only it answers, not a newer or older
+	// instance of the same app-id.
+	reply, err := c.nc.Request(c.subjects.Executor(prev.AppID, "ping"), []byte(prev.Instance), time.Second)
 	return err == nil && string(reply.Data) == prev.Instance
 }
 
@@ -94,7 +96,6 @@ func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
 		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
-		req.Retry = false // nothing to hand out again: the claim found none
 		c.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
 		return
 	}
@@ -108,21 +109,15 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if req.Retry {
-		// The answer to this request was lost: hand out again what it
-		// claimed, rather than leave it scheduled until the lease runs out.
-		jobs, err := c.store.Reclaim(ctx, req.Executor, req.RequestID, c.cfg.Lease)
-		if err != nil {
-			return nil, err
-		}
-		if len(jobs) > 0 {
-			c.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
-				"executor", req.Executor, "request_id", req.RequestID, "jobs", len(jobs))
-			return jobs, nil
-		}
+	// A request sent again under the same id (its answer was lost) gets
+	// the jobs it claimed, rather than leave them scheduled until their
+	// lease runs out.
+	reclaimed := func(n int) {
+		c.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
+			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
-		Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		c.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",

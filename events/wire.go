@@ -73,11 +73,10 @@ type DispatchRequest struct {
 	// (a long poll): new work then starts without another round trip.
 	WaitMS int `json:"wait_ms,omitempty"`
 	// RequestID names the request. A request that got no answer (timed
-	// out, connection lost) is sent again with the same id and Retry set:
-	// the coordinator then answers with the jobs it had already claimed
-	// under that id, if any are still scheduled, instead of claiming more.
+	// out, connection lost) is sent again with the same id: the coordinator
+	// then answers with the jobs it had already claimed under that id, if
+	// any are still scheduled, instead of claiming more.
 	RequestID string `json:"request_id,omitempty"`
-	Retry     bool   `json:"retry,omitempty"`
 }
 
 // DispatchReply hands jobs to an executor. The jobs are scheduled for it and

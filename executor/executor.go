@@ -231,10 +231,12 @@ type Executor struct {
 	shutdownErr  error
 
 	noCoordinatorAt time.Time // last "no coordinator" warning, dispatch loop only
-	// dispatchID names the dispatch request being made, and dispatchRetry
-	// says it was sent before without an answer (dispatch loop only).
-	dispatchID    string
-	dispatchRetry bool
+	// dispatchID names the dispatch request being made; it is kept until
+	// an answer comes (dispatch loop only).
+	dispatchID string
+	// registeredAgainAt is when the instance last registered again
+	// (dispatch loop only).
+	registeredAgainAt time.Time
 }
 
 // New returns an executor that talks to the coordinators over nc. It
@@ -589,10 +591,15 @@ func (e *Executor) signal() {
 	}
 }
 
+// onPing answers with the instance id. A ping that names an instance is
+// answered only by that instance: while a replaced instance of the same
+// app-id still runs, its answer must not make a coordinator think the
+// other one is alive, or dead.
 func (e *Executor) onPing(msg *nats.Msg) {
-	if msg.Reply != "" {
-		_ = msg.Respond([]byte(e.instance))
+	if msg.Reply == "" || (len(msg.Data) > 0 && string(msg.Data) != e.instance) {
+		return
 	}
+	_ = msg.Respond([]byte(e.instance))
 }
 
 func (e *Executor) onCancel(msg *nats.Msg) {
@@ -716,6 +723,18 @@ func (e *Executor) dispatchLoop() {
 // instance runs) is logged, and tried again after a wakeup period. It
 // returns false when the executor stops meanwhile.
 func (e *Executor) registerAgain() bool {
+	// Told again soon after registering again: the coordinators disagree
+	// (say, one on a restored database). Do not hammer them.
+	if since := time.Since(e.registeredAgainAt); since < e.cfg.WakeupPeriod {
+		t := time.NewTimer(e.cfg.WakeupPeriod - since)
+		select {
+		case <-e.stopCh:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	e.registeredAgainAt = time.Now()
 	e.logger.Warn("the coordinators do not know this executor instance (database restored, or its app-id taken over); registering again",
 		"instance", e.instance)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -758,10 +777,10 @@ func (e *Executor) free() int {
 // it got.
 func (e *Executor) dispatch(free int) (int, error) {
 	if e.dispatchID == "" {
-		e.dispatchID, e.dispatchRetry = uuid.NewString(), false
+		e.dispatchID = uuid.NewString()
 	}
 	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks,
-		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID, Retry: e.dispatchRetry})
+		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID})
 	if err != nil {
 		return 0, err
 	}
@@ -770,15 +789,13 @@ func (e *Executor) dispatch(free int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), dispatchTimeout)
 	defer cancel()
 	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Dispatch(), data)
+	// Until a reply hands out jobs (or says there are none), a coordinator
+	// may have claimed jobs whose answer never came, or came unreadable:
+	// the next request goes out under the same id, and gets them. Reusing
+	// the id of a claim that failed costs nothing.
 	if err != nil {
-		// A coordinator may have claimed jobs whose answer never came: the
-		// next request goes out under the same id, and gets them.
-		if !errors.Is(err, nats.ErrNoResponders) {
-			e.dispatchRetry = true
-		}
 		return 0, err
 	}
-	e.dispatchID = ""
 	var reply events.DispatchReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
 		return 0, fmt.Errorf("decoding the dispatch reply: %w", err)
@@ -786,6 +803,7 @@ func (e *Executor) dispatch(free int) (int, error) {
 	if reply.Error != nil {
 		return 0, reply.Error
 	}
+	e.dispatchID = ""
 	if !e.noCoordinatorAt.IsZero() {
 		e.logger.Info("a coordinator answers again")
 		e.noCoordinatorAt = time.Time{}

@@ -17,6 +17,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -682,7 +683,7 @@ func TestRegistersAgainWhenNotKnown(t *testing.T) {
 
 // TestUnansweredDispatchIsSentAgainUnderItsID: a dispatch request that got
 // no answer (the coordinator may have claimed jobs for it) is sent again
-// with the same id, marked as a retry; an answered one is not.
+// with the same id; after an answer, a new request has a new id.
 func TestUnansweredDispatchIsSentAgainUnderItsID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -695,13 +696,30 @@ func TestUnansweredDispatchIsSentAgainUnderItsID(t *testing.T) {
 	require.NoError(t, e.Start(t.Context()))
 	first := b.coord.nextDispatch() // unanswered: times out after 5 s
 	require.NotEmpty(t, first.RequestID)
-	require.False(t, first.Retry)
 	again := b.coord.nextDispatch()
 	require.Equal(t, first.RequestID, again.RequestID, "sent again under its id")
-	require.True(t, again.Retry)
 	b.coord.notify() // the answered request is followed by a new one
 	next := b.coord.nextDispatch()
 	require.NotEqual(t, first.RequestID, next.RequestID)
-	require.False(t, next.Retry)
+	require.NoError(t, e.Shutdown(context.Background()))
+}
+
+// TestPingNamingAnotherInstanceIsNotAnswered: a coordinator asking whether
+// instance X of an app-id is alive must not get the answer of another
+// instance of that app-id.
+func TestPingNamingAnotherInstanceIsNotAnswered(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1}, map[string]executor.Handler{
+		"noop": func(context.Context, *executor.Job) error { return nil },
+	})
+	require.NoError(t, e.Start(t.Context()))
+	reg := recv(t, b.coord.registers, "the registration")
+	subject := b.coord.subjects.Executor("worker-1", "ping")
+	msg, err := b.coord.nc.Request(subject, []byte(reg.Executor.Instance), waitTimeout)
+	require.NoError(t, err)
+	require.Equal(t, reg.Executor.Instance, string(msg.Data))
+	_, err = b.coord.nc.Request(subject, []byte("another-instance"), 300*time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout, "answered a ping for another instance")
 	require.NoError(t, e.Shutdown(context.Background()))
 }

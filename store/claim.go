@@ -51,8 +51,15 @@ type ClaimParams struct {
 	// the instance registered for Worker now, the claim fails with
 	// fairway.ErrNotRegistered and changes nothing.
 	Instance string
-	// ClaimID, when set, is the id of the dispatch request; see Reclaim.
+	// ClaimID, when set, is the id of the dispatch request. A claim under
+	// an id that already claimed jobs still scheduled returns those, with a
+	// fresh lease, and claims nothing new: the executor sent the request
+	// again because the answer was lost (or the first request was served
+	// late, after the executor had sent it again and been answered).
 	ClaimID string
+	// Reclaimed, when set, is called with the number of jobs handed out
+	// again under ClaimID.
+	Reclaimed func(jobs int)
 	// Limit is the number of free slots: at most this many jobs are claimed.
 	Limit int
 	// Tasks are the tasks the executor can run; only those are claimed.
@@ -62,6 +69,13 @@ type ClaimParams struct {
 	// Scheme is the counting scheme.
 	Scheme CountingScheme
 }
+
+// reclaimSQL hands out again the jobs a dispatch request claimed that are
+// still scheduled, with a fresh lease (see ClaimParams.ClaimID). It runs in
+// the claim's transaction, after the fairness lock.
+var reclaimSQL = `UPDATE fairway_job SET lease_until = now() + $3::interval
+	WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled'
+	RETURNING {{job_columns}}`
 
 // maxClaimRounds bounds the rounds of one claim (see Claim).
 const maxClaimRounds = 8
@@ -107,11 +121,21 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 	var st fairness
 	var registered bool
 	var groups []string
+	var reclaimed []fairway.Job
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil)
 	})
+	if p.ClaimID != "" {
+		// After the lock: a claim under this id that was in progress has
+		// committed, and its jobs are seen.
+		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+			var err error
+			reclaimed, err = collectJobs(rows)
+			return err
+		})
+	}
 	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks).Query(collectGroups(&groups))
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
@@ -119,6 +143,16 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 	if !registered {
 		// Rolled back by the caller: the cursor stays where it was.
 		return nil, fairway.NotRegistered(p.Worker, p.Instance)
+	}
+	if len(reclaimed) > 0 {
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return nil, err
+		}
+		slices.SortFunc(reclaimed, func(a, b fairway.Job) int { return strings.Compare(a.ID, b.ID) })
+		if p.Reclaimed != nil {
+			p.Reclaimed(len(reclaimed))
+		}
+		return reclaimed, nil
 	}
 	start := st
 	var jobs []fairway.Job
@@ -304,26 +338,4 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 		q.lowMore = counts["low"][q.name] == share[i]
 	}
 	return queues, nil
-}
-
-// Reclaim returns the jobs that the dispatch request claimID of executor
-// worker claimed and that are still scheduled, with a fresh lease: the
-// answer to that request was lost, and the executor asks again under the
-// same id.
-func (s *Store) Reclaim(ctx context.Context, worker, claimID string, lease time.Duration) ([]fairway.Job, error) {
-	if claimID == "" {
-		return nil, nil
-	}
-	rows, err := s.pool.Query(ctx, `UPDATE fairway_job SET lease_until = now() + $3::interval
-		WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled'
-		RETURNING `+jobColumns, worker, claimID, interval(lease))
-	if err != nil {
-		return nil, fmt.Errorf("reclaiming the jobs of dispatch request %s: %w", claimID, interpretError(err))
-	}
-	jobs, err := collectJobs(rows)
-	if err != nil {
-		return nil, fmt.Errorf("reclaiming the jobs of dispatch request %s: %w", claimID, interpretError(err))
-	}
-	slices.SortFunc(jobs, func(a, b fairway.Job) int { return strings.Compare(a.ID, b.ID) })
-	return jobs, nil
 }

@@ -3,6 +3,7 @@ package store
 // Test hooks: move a job's clock forward without waiting.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,9 @@ func (s *Store) Backdate(t testing.TB, id string) {
 
 // BatchPlans returns the plans PostgreSQL chooses for the statements that
 // apply executors' reports (starts, progress, outcomes) to the attempts
-// given, by statement name.
+// given, by statement name: the plans for these values, and (names ending
+// in "/generic") the generic plans a cached prepared statement may switch
+// to.
 func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 	ids, attempts, workers := attemptArrays(atts)
 	n := len(atts)
@@ -48,8 +51,26 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 		outcomes[i], progress[i] = "success", 50
 	}
 	plans := map[string]string{}
-	explain := func(name, sql string, args ...any) {
-		rows, err := s.pool.Query(t.Context(), "EXPLAIN "+sql, args...)
+	conn, err := s.pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	suffix := ""
+	explain := func(name, sql, types string, args ...any) {
+		// A prepared statement, as pgx's statement cache makes: under
+		// force_generic_plan, EXPLAIN EXECUTE shows its generic plan.
+		_, err := conn.Exec(t.Context(), "PREPARE fw_plan ("+types+") AS "+sql)
+		require.NoError(t, err)
+		defer func() {
+			_, err := conn.Exec(t.Context(), "DEALLOCATE fw_plan")
+			require.NoError(t, err)
+		}()
+		// EXECUTE takes no bind parameters: the values go in as literals.
+		params := make([]string, len(args))
+		for i, a := range args {
+			params[i] = sqlLiteral(t, a)
+		}
+		name += suffix
+		rows, err := conn.Query(t.Context(), "EXPLAIN EXECUTE fw_plan ("+strings.Join(params, ", ")+")")
 		require.NoError(t, err)
 		var lines []string
 		for rows.Next() {
@@ -60,8 +81,44 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 		require.NoError(t, rows.Err())
 		plans[name] = strings.Join(lines, "\n")
 	}
-	explain("complete", completeSQL, ids, attempts, workers, outcomes, results, texts, interval(time.Second), started)
-	explain("mark_running", markRunningSQL, ids, attempts, workers)
-	explain("set_progress", setProgressSQL, ids, attempts, workers, progress)
+	for _, mode := range []string{"auto", "force_generic_plan"} {
+		_, err := conn.Exec(t.Context(), "SELECT set_config('plan_cache_mode', $1, false)", mode)
+		require.NoError(t, err)
+		if mode != "auto" {
+			suffix = "/generic"
+		}
+		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[]",
+			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started)
+		explain("mark_running", markRunningSQL, "text[], int[], text[]", ids, attempts, workers)
+		explain("set_progress", setProgressSQL, "text[], int[], text[], int[]", ids, attempts, workers, progress)
+	}
+	_, err = conn.Exec(t.Context(), "RESET plan_cache_mode")
+	require.NoError(t, err)
 	return plans
+}
+
+// sqlLiteral writes the values BatchPlans passes as SQL literals.
+func sqlLiteral(t testing.TB, v any) string {
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	var elems []string
+	switch v := v.(type) {
+	case string:
+		return quote(v)
+	case []string:
+		for _, s := range v {
+			elems = append(elems, quote(s))
+		}
+		return "ARRAY[" + strings.Join(elems, ",") + "]::text[]"
+	case []int32:
+		for _, n := range v {
+			elems = append(elems, fmt.Sprint(n))
+		}
+		return "ARRAY[" + strings.Join(elems, ",") + "]::int[]"
+	case [][]byte: // all nil here
+		return fmt.Sprintf("array_fill(NULL::jsonb, ARRAY[%d])", len(v))
+	case []*time.Time: // all nil here
+		return fmt.Sprintf("array_fill(NULL::timestamptz, ARRAY[%d])", len(v))
+	}
+	t.Fatalf("sqlLiteral: unexpected %T", v)
+	return ""
 }

@@ -109,6 +109,7 @@ var jobColumns string
 func init() {
 	jobColumns = strings.TrimSpace(stripComments(jobColumns))
 	claimMarkSQL = strings.ReplaceAll(claimMarkSQL, "{{job_columns}}", jobColumns)
+	reclaimSQL = strings.ReplaceAll(reclaimSQL, "{{job_columns}}", jobColumns)
 }
 
 func stripComments(sql string) string {

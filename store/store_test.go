@@ -434,6 +434,7 @@ func TestReportBatchesFindJobsByPrimaryKey(t *testing.T) {
 	for name, plan := range s.BatchPlans(t, atts) {
 		require.Contains(t, plan, "fairway_job_pkey", "%s: look-up by primary key\n%s", name, plan)
 		require.NotContains(t, plan, "fairway_job_held", "%s: no scan of the held jobs per report\n%s", name, plan)
+		require.NotContains(t, plan, "Seq Scan on fairway_job", "%s: no scan of the whole job table\n%s", name, plan)
 	}
 	outcomes := make([]store.Outcome, len(atts))
 	for i, a := range atts {
@@ -460,4 +461,33 @@ func TestClaimForAnUnregisteredInstance(t *testing.T) {
 	jobs, err = s.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a"}, groupsOf(jobs), "the refused claim did not move the cursor")
+}
+
+// TestClaimUnderTheSameIDReturnsItsJobs: a claim under an id that already
+// claimed jobs, still scheduled, returns those and claims nothing new,
+// whether it is the executor's request sent again or the first one served
+// late; another id claims new jobs.
+func TestClaimUnderTheSameIDReturnsItsJobs(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
+	p := store.ClaimParams{Worker: "w", ClaimID: "r1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	first, err := s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, groupsOf(first))
+	reclaimed := 0
+	p.Reclaimed = func(n int) { reclaimed = n }
+	again, err := s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, 2, reclaimed)
+	require.ElementsMatch(t, []string{first[0].ID, first[1].ID}, []string{again[0].ID, again[1].ID})
+	for _, j := range again {
+		require.Equal(t, 1, j.Attempt, "the same attempt")
+		require.Equal(t, fairway.StateScheduled, j.State)
+	}
+	p.ClaimID, reclaimed = "r2", 0
+	next, err := s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Zero(t, reclaimed)
+	require.Equal(t, []string{"c"}, groupsOf(next))
 }

@@ -472,3 +472,25 @@ func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
 	require.Contains(t, stderr.String(), "with 3 replicas")
 	require.Contains(t, stderr.String(), "a single NATS server keeps 1 replica: use 1, or a JetStream cluster of at least 3 servers")
 }
+
+// TestShutdownAndExitBeforeACoordinatorAnswers: an executor still waiting
+// for a coordinator to register with stops on shutdownAndExit and exits 0.
+func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
+	t.Parallel()
+	ns, _ := natstest.Start(t) // no coordinator
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	stderr := &output{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(t.Context(), nil, []string{"executor", "--nats-url", ns.ClientURL(), "--app-id", "early",
+			"--http-addr", addr, "--log-format", "json"}, &bytes.Buffer{}, stderr)
+	}()
+	stderr.wait(t, "executor HTTP endpoint")
+	resp, err := http.Post("http://"+addr+"/api/v1/shutdownAndExit", "application/json", nil)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
+	require.Contains(t, stderr.String(), "shutdown asked for before the executor registered")
+	require.NotContains(t, stderr.String(), "executor started")
+}

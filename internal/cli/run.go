@@ -240,7 +240,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	// The HTTP endpoint listens before the executor registers: an address
 	// in use fails the start before any job is taken, and once "executor
 	// started" is logged, shutdownAndExit is answered. A shutdown asked
-	// for during the start is honoured right after it.
+	// for during the start (say, while no coordinator answers) ends it.
 	shutdown := make(chan struct{})
 	if cfg.Executor.HTTPAddr != "" {
 		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown)
@@ -250,7 +250,22 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		defer srv.Close()
 		e.log.Info("executor HTTP endpoint", "addr", cfg.Executor.HTTPAddr, "shutdown", "POST /api/v1/shutdownAndExit")
 	}
-	if err := ex.Start(ctx); err != nil { // logs "executor started"
+	startCtx, cancelStart := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-shutdown:
+			cancelStart(errShutdownBeforeStart)
+		case <-startCtx.Done():
+		}
+	}()
+	err = ex.Start(startCtx) // logs "executor started"
+	stoppedEarly := errors.Is(context.Cause(startCtx), errShutdownBeforeStart)
+	cancelStart(nil) // handlers' contexts do not inherit its cancellation
+	switch {
+	case err != nil && stoppedEarly:
+		e.log.Info("shutdown asked for before the executor registered: exiting")
+		return nil
+	case err != nil:
 		return err
 	}
 	select {
@@ -298,6 +313,10 @@ func onlyReleased(err error) bool {
 	}
 	return errors.Is(err, executor.ErrJobsReleased)
 }
+
+// errShutdownBeforeStart ends an executor's start when shutdownAndExit
+// comes before it registered.
+var errShutdownBeforeStart = errors.New("shutdown asked for during the start")
 
 // errForced is why an executor cancelled its running jobs on a second
 // signal.
