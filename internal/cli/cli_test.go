@@ -486,6 +486,10 @@ func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
 			"--http-addr", addr, "--log-format", "json"}, &bytes.Buffer{}, stderr)
 	}()
 	stderr.wait(t, "executor HTTP endpoint")
+	health, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	require.NoError(t, health.Body.Close())
+	require.Equal(t, http.StatusServiceUnavailable, health.StatusCode, "not healthy before it registered")
 	resp, err := http.Post("http://"+addr+"/api/v1/shutdownAndExit", "application/json", nil)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
@@ -493,4 +497,26 @@ func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
 	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
 	require.Contains(t, stderr.String(), "shutdown asked for before the executor registered")
 	require.NotContains(t, stderr.String(), "executor started")
+}
+
+// TestHealthzOnceRegistered: the executor's health check answers 200 once
+// the executor has registered.
+func TestHealthzOnceRegistered(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	stderr := &output{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, nil, []string{"executor", "--nats-url", c.url, "--app-id", "healthy", "--http-addr", addr, "--log-format", "json"},
+			&bytes.Buffer{}, stderr)
+	}()
+	stderr.wait(t, "executor started")
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway/coordinator"
@@ -242,8 +243,9 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	// started" is logged, shutdownAndExit is answered. A shutdown asked
 	// for during the start (say, while no coordinator answers) ends it.
 	shutdown := make(chan struct{})
+	var registered atomic.Bool
 	if cfg.Executor.HTTPAddr != "" {
-		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown)
+		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown, registered.Load)
 		if err != nil {
 			return err
 		}
@@ -268,6 +270,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	case err != nil:
 		return err
 	}
+	registered.Store(true)
 	select {
 	case <-ctx.Done():
 	case <-shutdown:
@@ -322,8 +325,9 @@ var errShutdownBeforeStart = errors.New("shutdown asked for during the start")
 // signal.
 var errForced = fmt.Errorf("cancelled by a second signal: %w", context.Canceled)
 
-// serveHTTP serves Docspell's shutdown endpoint and a health check.
-func serveHTTP(addr string, shutdown chan struct{}) (*http.Server, error) {
+// serveHTTP serves Docspell's shutdown endpoint and a health check, which
+// answers 503 until the executor has registered.
+func serveHTTP(addr string, shutdown chan struct{}, registered func() bool) (*http.Server, error) {
 	mux := http.NewServeMux()
 	var once sync.Once
 	mux.HandleFunc("POST /api/v1/shutdownAndExit", func(w http.ResponseWriter, _ *http.Request) {
@@ -331,7 +335,13 @@ func serveHTTP(addr string, shutdown chan struct{}) (*http.Server, error) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}`)
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !registered() {
+			http.Error(w, "starting: not registered with a coordinator yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("executor.http-addr %s: %w (pass --http-addr '' to disable it, or another address)", addr, err)
