@@ -72,18 +72,9 @@ func (c *Coordinator) firePeriodic(ctx context.Context) {
 		return
 	}
 	for _, p := range due {
-		ev, err := calendar.Parse(p.Timer)
-		var next time.Time
-		ok := false
-		if err == nil {
-			next, ok = ev.Next(now)
-		}
-		if !ok {
-			reason := "its timer has no further time"
-			if err != nil {
-				reason = err.Error()
-			}
-			c.log.Error("periodic task disabled", "periodic", p.ID, "timer", p.Timer, "reason", reason)
+		_, next, err := nextRun(p.Timer, now)
+		if err != nil {
+			c.log.Error("periodic task disabled", "periodic", p.ID, "timer", p.Timer, "reason", err)
 			if err := c.store.UnmarkPeriodic(ctx, c.id, p.ID, p.NextRun, false); err != nil {
 				c.log.Warn("unmarking a periodic task", "periodic", p.ID, "error", err)
 			}
@@ -158,7 +149,7 @@ func (c *Coordinator) savePeriodic(ctx context.Context, p fairway.PeriodicTask, 
 	if err := c.tasks.check(ctx, sub.Task, received); err != nil {
 		return nil, err
 	}
-	ev, next, err := c.nextRun(p.Timer)
+	ev, next, err := nextRun(p.Timer, c.now())
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +172,7 @@ func (c *Coordinator) setPeriodic(ctx context.Context, id string, enabled, runNo
 	if runNow {
 		p.NextRun = c.now()
 	} else if enabled {
-		_, next, err := c.nextRun(p.Timer)
+		_, next, err := nextRun(p.Timer, c.now())
 		if err != nil {
 			return nil, err
 		}
@@ -195,15 +186,15 @@ func (c *Coordinator) setPeriodic(ctx context.Context, id string, enabled, runNo
 	return saved, nil
 }
 
-// nextRun parses a timer and returns its first time after now.
-func (c *Coordinator) nextRun(timer string) (*calendar.Event, time.Time, error) {
+// nextRun parses a timer and returns its first time after after.
+func nextRun(timer string, after time.Time) (*calendar.Event, time.Time, error) {
 	ev, err := calendar.Parse(timer)
 	if err != nil {
 		return nil, time.Time{}, fairway.Invalid("timer", "%v", err)
 	}
-	next, ok := ev.Next(c.now())
+	next, ok := ev.Next(after)
 	if !ok {
-		return nil, time.Time{}, fairway.Invalid("timer", "calendar event %q has no time after now", timer)
+		return nil, time.Time{}, fairway.Invalid("timer", "calendar event %q has no time after %s", timer, after.Format(time.RFC3339))
 	}
 	return ev, next, nil
 }

@@ -147,27 +147,24 @@ func (c *Client) SubmitWait(ctx context.Context, sub fairway.Submission) (*fairw
 // a running job's handler sees its context cancelled and the job ends
 // cancelled when the handler returns. group may be "" for the operator API.
 func (c *Client) Cancel(ctx context.Context, group, id string) (*fairway.Job, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, VerbCancel), JobRequest{ID: id})
-	if err != nil {
-		return nil, err
-	}
-	return reply.Job, nil
+	return c.jobVerb(ctx, group, VerbCancel, JobRequest{ID: id})
 }
 
 // Release releases a pending job: it becomes waiting, due now. group may
 // be "" for the operator API.
 func (c *Client) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, VerbRelease), JobRequest{ID: id})
-	if err != nil {
-		return nil, err
-	}
-	return reply.Job, nil
+	return c.jobVerb(ctx, group, VerbRelease, JobRequest{ID: id})
 }
 
 // SetPriority re-prioritises a job that is pending, waiting or stuck.
 // group may be "" for the operator API.
 func (c *Client) SetPriority(ctx context.Context, group, id string, prio fairway.Priority) (*fairway.Job, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, VerbPriority), JobRequest{ID: id, Priority: prio})
+	return c.jobVerb(ctx, group, VerbPriority, JobRequest{ID: id, Priority: prio})
+}
+
+// jobVerb sends a request about one job and returns the job of the reply.
+func (c *Client) jobVerb(ctx context.Context, group, verb string, req JobRequest) (*fairway.Job, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, verb), req)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +173,7 @@ func (c *Client) SetPriority(ctx context.Context, group, id string, prio fairway
 
 // Get returns a job. group may be "" for the operator API.
 func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, VerbGet), JobRequest{ID: id})
-	if err != nil {
-		return nil, err
-	}
-	return reply.Job, nil
+	return c.jobVerb(ctx, group, VerbGet, JobRequest{ID: id})
 }
 
 // Logs returns the lines a job's task logged, oldest first.

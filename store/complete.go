@@ -98,6 +98,11 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	if err != nil {
 		return nil, err
 	}
+	return collectApplied(rows)
+}
+
+// collectApplied reads rows of (id, state, run_at).
+func collectApplied(rows pgx.Rows) ([]Applied, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
 		var a Applied
 		err := row.Scan(&a.JobID, &a.State, &a.RunAt)

@@ -316,21 +316,14 @@ type Cancelled struct {
 // executor reports or its lease expires. With group set, a job of another
 // group is not found. Cancelling a final job is a conflict.
 func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error) {
-	var out Cancelled
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var state fairway.State
-		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2) FOR UPDATE", id, group).Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fairway.NotFound(id)
-		}
-		if err != nil {
-			return err
-		}
+	var signal bool
+	job, err := s.changeJob(ctx, group, id, "cancelling", func(tx pgx.Tx, state fairway.State) error {
+		var err error
 		switch {
 		case state.Final():
 			return fairway.Conflict(id, "job %s is already %s", id, state)
 		case state == fairway.StateScheduled || state == fairway.StateRunning:
-			out.Signal = true
+			signal = true
 			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE id = $1", id)
 		default:
 			_, err = tx.Exec(ctx, `WITH upd AS (
@@ -339,16 +332,12 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 				INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
 				SELECT id, task, group_name, 'cancelled', $2, attempt FROM upd`, id, string(state))
 		}
-		if err != nil {
-			return err
-		}
-		out.Job, err = scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1", id))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cancelling job %s: %w", id, err)
+		return nil, err
 	}
-	return &out, nil
+	return &Cancelled{Job: *job, Signal: signal}, nil
 }
 
 // FutureDueTimes returns the distinct times at which waiting or stuck jobs

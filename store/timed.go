@@ -53,11 +53,7 @@ func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]A
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, interpretError(err))
 	}
-	applied, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
-		var a Applied
-		err := row.Scan(&a.JobID, &a.State, &a.RunAt)
-		return a, err
-	})
+	applied, err := collectApplied(rows)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, interpretError(err))
 	}

@@ -2,8 +2,9 @@
 -- returns them in claim order.
 -- $1: ids in claim order, $2: their previous states, $3: executor app-id,
 -- $4: lease, $5: the executor's instance ('' for any): jobs are only marked
--- for the instance registered now, so a request left over from an instance
--- that died (a long poll answered after its restart) claims nothing.
+-- for the instance registered now. claim_lock.sql refuses a claim for
+-- another instance; this check covers a registration committed between
+-- that statement and this one.
 -- $6: the dispatch request's id, or ''.
 WITH chosen AS (
     SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c (id, prev_state, ord)
