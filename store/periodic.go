@@ -132,7 +132,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 	var out Fired
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var mine bool
-		err := tx.QueryRow(ctx, `SELECT worker = $2 FROM fairway_periodic_task WHERE id = $1 FOR UPDATE`, p.ID, worker).Scan(&mine)
+		err := tx.QueryRow(ctx, `SELECT coalesce(worker = $2, false) FROM fairway_periodic_task WHERE id = $1 FOR UPDATE`, p.ID, worker).Scan(&mine)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !mine) {
 			return errNotMine
 		}

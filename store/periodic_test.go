@@ -93,3 +93,21 @@ func TestPeriodicTaskFiresOnceSkipsWhileItsJobRunsAndMarksGoStale(t *testing.T) 
 	require.NoError(t, s.DeletePeriodic(ctx, "poll"))
 	require.ErrorIs(t, s.DeletePeriodic(ctx, "poll"), fairway.ErrNotFound)
 }
+
+// TestFiringAnUnmarkedPeriodicTaskChangesNothing: a coordinator whose mark
+// went stale, was taken over and cleared by the one that fired the task,
+// finds the task unmarked: that is "not mine", not an error.
+func TestFiringAnUnmarkedPeriodicTaskChangesNothing(t *testing.T) {
+	s, ctx := setup(t)
+	t0 := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	_, err := s.SavePeriodic(ctx, store.PeriodicTask{ID: "poll", Enabled: true, Task: "t", Group: "g", Priority: fairway.PriorityLow,
+		Timer: "*-*-* *:00/5", NextRun: t0})
+	require.NoError(t, err)
+	marked, err := s.MarkDuePeriodic(ctx, "c1", t0, time.Minute, 10)
+	require.NoError(t, err)
+	require.Len(t, marked, 1)
+	require.NoError(t, s.UnmarkPeriodic(ctx, "c1", "poll", t0.Add(5*time.Minute), true))
+	fired, err := s.FirePeriodic(ctx, "c1", marked[0], fairway.NewID(), 2, t0.Add(5*time.Minute))
+	require.NoError(t, err)
+	require.Nil(t, fired)
+}
