@@ -84,6 +84,23 @@ func waitFinal(ctx context.Context, db *pgxpool.Pool, ids []string) error {
 
 // readEvents reads the whole event stream.
 func readEvents(ctx context.Context, natsURL string) ([]events.Event, error) {
+	// Right after a fault the server the connection lands on may not serve
+	// JetStream yet ("no responders"): try again, on a new connection (to a
+	// server picked at random), until ctx ends.
+	for {
+		evs, err := readEventsOnce(ctx, natsURL)
+		if err == nil || ctx.Err() != nil {
+			return evs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (context: %v)", err, ctx.Err())
+		case <-time.After(500 * time.Millisecond): // nothing to await: JetStream says nothing when it is back
+		}
+	}
+}
+
+func readEventsOnce(ctx context.Context, natsURL string) ([]events.Event, error) {
 	nc, err := nats.Connect(natsURL, nats.Name("chaos-check"))
 	if err != nil {
 		return nil, err

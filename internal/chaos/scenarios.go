@@ -324,7 +324,9 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	if err != nil {
 		return res, run.notes, err
 	}
-	evs, err := readEvents(ctx, c.NATSURL(""))
+	readCtx, cancelRead := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelRead()
+	evs, err := readEvents(readCtx, c.NATSURL(""))
 	if err != nil {
 		return res, run.notes, fmt.Errorf("reading the event stream: %w", err)
 	}

@@ -40,6 +40,7 @@ var mix = []kind{
 // acknowledged jobs count as submitted.
 type Workload struct {
 	client *events.Client
+	nc     *nats.Conn
 
 	mu       sync.Mutex
 	acked    map[string]kind
@@ -56,7 +57,7 @@ func newWorkload(natsURL string) (*Workload, *nats.Conn, error) {
 		nc.Close()
 		return nil, nil, err
 	}
-	return &Workload{client: client, acked: map[string]kind{}}, nc, nil
+	return &Workload{client: client, nc: nc, acked: map[string]kind{}}, nc, nil
 }
 
 // run submits n jobs spread evenly over d, in batches every 50 ms.
@@ -88,7 +89,11 @@ func (w *Workload) run(ctx context.Context, n int, d time.Duration) error {
 
 func (w *Workload) submit(ctx context.Context, batch []fairway.Submission, kinds []kind) error {
 	for {
-		_, err := w.client.SubmitMany(ctx, batch)
+		// Each attempt has its own timeout: acks that never come (a server
+		// whose JetStream is not back yet) must not hold the whole run.
+		attemptCtx, cancel := context.WithTimeout(ctx, submitAttemptTimeout)
+		_, err := w.client.SubmitMany(attemptCtx, batch)
+		cancel()
 		if err == nil {
 			break
 		}
@@ -98,6 +103,9 @@ func (w *Workload) submit(ctx context.Context, batch []fairway.Submission, kinds
 		w.mu.Lock()
 		w.attempts++
 		w.mu.Unlock()
+		// Try another server of the cluster: this one may be up with its
+		// JetStream still out of the cluster.
+		_ = w.nc.ForceReconnect()
 		// The same ids again: JetStream and the store de-duplicate them.
 		select {
 		case <-ctx.Done():
@@ -111,6 +119,9 @@ func (w *Workload) submit(ctx context.Context, batch []fairway.Submission, kinds
 	}
 	return nil
 }
+
+// submitAttemptTimeout bounds one attempt to publish a batch.
+const submitAttemptTimeout = 10 * time.Second
 
 // submitted returns the acknowledged jobs.
 func (w *Workload) submitted() map[string]kind {
