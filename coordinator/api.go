@@ -212,7 +212,7 @@ func (c *Coordinator) cancelJob(ctx context.Context, group, id string) (*fairway
 	c.kickOutbox()
 	if res.Signal {
 		data, _ := json.Marshal(events.CancelCommand{JobID: id, Attempt: res.Job.Attempt})
-		if err := c.nc.Publish(c.subjects.Executor(res.Job.Worker, "cancel"), data); err != nil {
+		if err := c.nc.Publish(c.subjects.Cancel(res.Job.Worker), data); err != nil {
 			return nil, fmt.Errorf("telling executor %q to cancel job %s: %w", res.Job.Worker, id, err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -433,7 +434,7 @@ func registerRaw(t *testing.T, h *harness, instance string) {
 	t.Helper()
 	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw", Instance: instance, Host: "h", Slots: 5, Tasks: []string{"echo"}}})
 	require.NoError(t, err)
-	msg, err := h.nc.Request("fairway.internal.register", data, waitTimeout)
+	msg, err := h.nc.Request("fairway.exec.raw.register", data, waitTimeout)
 	require.NoError(t, err)
 	var reply events.Reply
 	require.NoError(t, json.Unmarshal(msg.Data, &reply))
@@ -450,7 +451,7 @@ func sendDispatch(t *testing.T, h *harness, req events.DispatchRequest) (events.
 	data, err := json.Marshal(req)
 	require.NoError(t, err)
 	start := time.Now()
-	msg, err := h.nc.Request("fairway.internal.dispatch", data, waitTimeout)
+	msg, err := h.nc.Request("fairway.exec."+req.Executor+".dispatch", data, waitTimeout)
 	require.NoError(t, err)
 	var reply events.DispatchReply
 	require.NoError(t, json.Unmarshal(msg.Data, &reply))
@@ -722,4 +723,59 @@ func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	require.Equal(t, lost.Jobs[0].Attempt, again.Jobs[0].Attempt, "the same attempt, not a new claim")
 	require.Equal(t, fairway.StateScheduled, again.Jobs[0].State)
 	require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
+}
+
+// TestExecutorSpeaksOnlyForItself: an executor's identity is the app-id in
+// the subject it sends on. Registrations, dispatch requests and reports
+// naming another executor change nothing.
+func TestExecutorSpeaksOnlyForItself(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	registerRaw(t, h, "i")
+	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
+	require.NoError(t, err)
+
+	// "evil" registers as "raw", and asks for jobs as "raw".
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw", Instance: "evil", Slots: 5, Tasks: []string{"echo"}}})
+	require.NoError(t, err)
+	msg, err := h.nc.Request("fairway.exec.evil.register", data, waitTimeout)
+	require.NoError(t, err)
+	var reply events.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.NotNil(t, reply.Error, "registered under another executor's app-id")
+	require.Equal(t, "executor", reply.Error.Field)
+	data, err = json.Marshal(events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 5, Tasks: []string{"echo"}})
+	require.NoError(t, err)
+	msg, err = h.nc.Request("fairway.exec.evil.dispatch", data, waitTimeout)
+	require.NoError(t, err)
+	var dreply events.DispatchReply
+	require.NoError(t, json.Unmarshal(msg.Data, &dreply))
+	require.NotNil(t, dreply.Error)
+	require.Empty(t, dreply.Jobs, "claimed jobs for another executor")
+
+	// "raw" claims the job; "evil" reports its success, first naming
+	// "raw", then naming no one. Then "raw" reports the start.
+	claimed, _ := dispatchRequestAs(t, h, "i", 0)
+	require.Len(t, claimed.Jobs, 1)
+	require.Equal(t, job.ID, claimed.Jobs[0].ID)
+	attempt := claimed.Jobs[0].Attempt
+	js, err := jetstream.New(h.nc)
+	require.NoError(t, err)
+	report := func(subject string, r events.Report) {
+		data, err := json.Marshal([]events.Report{r})
+		require.NoError(t, err)
+		_, err = js.Publish(t.Context(), subject, data)
+		require.NoError(t, err)
+	}
+	forged := events.Report{Type: events.ReportDone, JobID: job.ID, Attempt: attempt, Executor: "raw", Time: time.Now(),
+		Outcome: events.OutcomeSuccess, Result: json.RawMessage(`{"forged":true}`)}
+	report("fairway.results.evil", forged)
+	forged.Executor = ""
+	report("fairway.results.evil", forged)
+	report("fairway.results.raw", events.Report{Type: events.ReportStarted, JobID: job.ID, Attempt: attempt, Executor: "raw", Time: time.Now()})
+	h.until(func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateRunning })
+	got, err := h.store.Get(t.Context(), "g", job.ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateRunning, got.State, "a forged report applied")
+	require.Empty(t, got.Result)
 }

@@ -19,10 +19,10 @@ import (
 // startExecutorProtocol answers executors: registration, dispatch requests
 // and heartbeats.
 func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
-	if err := c.subscribe(c.subjects.Register(), func(msg *nats.Msg) { c.register(ctx, msg) }); err != nil {
+	if err := c.subscribe(c.subjects.ExecAll(events.ExecRegister), func(msg *nats.Msg) { c.register(ctx, msg) }); err != nil {
 		return err
 	}
-	if err := c.subscribe(c.subjects.Dispatch(), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
+	if err := c.subscribe(c.subjects.ExecAll(events.ExecDispatch), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
 		return err
 	}
 	// Every coordinator hears every work notification, to serve the
@@ -37,7 +37,25 @@ func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 		return err
 	}
 	c.subs = append(c.subs, periodic)
-	return c.subscribe(c.subjects.Heartbeat(), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
+	return c.subscribe(c.subjects.ExecAll(events.ExecHeartbeat), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
+}
+
+// sender returns the app-id an executor protocol message was sent under.
+// The subject is the executor's identity (in operator mode its credential
+// can publish under its own app-id only); a body naming another executor
+// is refused.
+func (c *Coordinator) sender(msg *nats.Msg, named string) (string, error) {
+	appID, _, ok := c.subjects.ParseExec(msg.Subject)
+	if !ok {
+		return "", fairway.Invalid("subject", "not an executor protocol subject: %s", msg.Subject)
+	}
+	if err := fairway.CheckName("app-id", appID); err != nil {
+		return "", err
+	}
+	if named != "" && named != appID {
+		return "", fairway.Invalid("executor", "names executor %q but was sent under app-id %q: an executor speaks only for itself", named, appID)
+	}
+	return appID, nil
 }
 
 func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
@@ -47,10 +65,13 @@ func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	e := req.Executor
-	if err := fairway.CheckName("app-id", e.AppID); err != nil {
+	appID, err := c.sender(msg, e.AppID)
+	if err != nil {
+		c.log.Warn("executor registration refused", "subject", msg.Subject, "error", err)
 		c.respond(msg, events.Reply{}, err)
 		return
 	}
+	e.AppID = appID
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	released, err := c.store.RegisterExecutor(ctx, e, c.cfg.RetryDelay, c.alive)
@@ -77,14 +98,28 @@ func (c *Coordinator) alive(prev fairway.Executor) bool {
 		return false
 	}
 	// The ping names the instance: only it answers, not a newer or older
-	// instance of the same app-id.
-	reply, err := c.nc.Request(c.subjects.Executor(prev.AppID, "ping"), []byte(prev.Instance), time.Second)
+	// instance of the same app-id. The answer comes back under the
+	// executor's own app-id (its credential can publish nowhere else).
+	pong := c.subjects.Pong(prev.AppID, fairway.NewID())
+	sub, err := c.nc.SubscribeSync(pong)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishMsg(&nats.Msg{Subject: c.subjects.Ping(prev.AppID), Reply: pong, Data: []byte(prev.Instance)}); err != nil {
+		return false
+	}
+	reply, err := sub.NextMsg(time.Second)
 	return err == nil && string(reply.Data) == prev.Instance
 }
 
 func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 	var req events.DispatchRequest
-	if err := decode(msg.Data, &req); err != nil {
+	err := decode(msg.Data, &req)
+	if err == nil {
+		req.Executor, err = c.sender(msg, req.Executor)
+	}
+	if err != nil {
 		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
 		return
 	}
@@ -148,8 +183,12 @@ func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply)
 
 func (c *Coordinator) heartbeat(ctx context.Context, msg *nats.Msg) {
 	var hb events.Heartbeat
-	if err := decode(msg.Data, &hb); err != nil {
-		c.log.Warn("undecodable heartbeat", "error", err)
+	err := decode(msg.Data, &hb)
+	if err == nil {
+		hb.Executor, err = c.sender(msg, hb.Executor)
+	}
+	if err != nil {
+		c.log.Warn("heartbeat refused", "subject", msg.Subject, "error", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)

@@ -37,7 +37,22 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			c.log.Warn("dropping an undecodable executor report", "subject", msg.Subject(), "error", err)
 			continue
 		}
-		reports = append(reports, batch...)
+		// The subject is the executor's identity: in operator mode its
+		// credential publishes under its own app-id only.
+		appID, ok := c.subjects.ParseResults(msg.Subject())
+		if !ok {
+			c.log.Warn("dropping executor reports on a malformed subject", "subject", msg.Subject())
+			continue
+		}
+		for _, r := range batch {
+			if r.Executor != "" && r.Executor != appID {
+				c.log.Warn("dropping an executor report about another executor's job", "subject", msg.Subject(),
+					"executor", appID, "names", r.Executor, "job_id", r.JobID)
+				continue
+			}
+			r.Executor = appID
+			reports = append(reports, r)
+		}
 	}
 	// A start reported in the same batch as its end is recorded with the
 	// end: one row write instead of two.

@@ -11,11 +11,17 @@
 //	<p>.admin.<verb>                      request/reply: operator API over all groups
 //	<p>.events.<group>.<task>.<state>     JetStream (stream <P>_EVENTS): lifecycle events, body Event
 //	<p>.notify.work                       core: "new work may be eligible" (coordinators to executors)
-//	<p>.internal.dispatch                 request/reply: an executor asks for up to N jobs
-//	<p>.internal.register                 request/reply: an executor announces itself
-//	<p>.internal.heartbeat                core: an executor's heartbeat, with the jobs it holds
+//	<p>.exec.<app-id>.dispatch            request/reply: an executor asks for up to N jobs
+//	<p>.exec.<app-id>.register            request/reply: an executor announces itself
+//	<p>.exec.<app-id>.heartbeat           core: an executor's heartbeat, with the jobs it holds
+//	<p>.exec.<app-id>.pong.<nonce>        core: an executor's answer to a ping (the ping's reply subject)
 //	<p>.results.<app-id>                  JetStream (stream <P>_RESULTS): reports from executors, body Report
 //	<p>.executor.<app-id>.<verb>          core: commands to one executor (cancel, ping)
+//
+// Everything an executor sends carries its app-id in the subject, and in
+// operator mode its credential can publish under its own app-id only (see
+// internal/natsauth): the coordinators take the executor's identity from
+// the subject, never from the body.
 package events
 
 import (
@@ -100,17 +106,49 @@ func (s Subjects) NotifyWork() string { return s.join("notify", "work") }
 // NotifyPeriodic tells the coordinators that a periodic task changed.
 func (s Subjects) NotifyPeriodic() string { return s.join("notify", "periodic") }
 
-// Dispatch is the subject executors request jobs on.
-func (s Subjects) Dispatch() string { return s.join("internal", "dispatch") }
+// The verbs of the executor protocol, <p>.exec.<app-id>.<verb>.
+const (
+	ExecRegister  = "register"
+	ExecDispatch  = "dispatch"
+	ExecHeartbeat = "heartbeat"
+	ExecPong      = "pong"
+)
 
-// Register is the subject executors register on.
-func (s Subjects) Register() string { return s.join("internal", "register") }
+// Exec is the subject executor appID sends verb on (ExecRegister,
+// ExecDispatch, ExecHeartbeat).
+func (s Subjects) Exec(appID, verb string) string { return s.join("exec", appID, verb) }
 
-// Heartbeat is the subject executors send heartbeats to.
-func (s Subjects) Heartbeat() string { return s.join("internal", "heartbeat") }
+// ExecAll matches verb from every executor.
+func (s Subjects) ExecAll(verb string) string { return s.join("exec", "*", verb) }
+
+// Pong is the reply subject of a ping to executor appID: the executor
+// answers there, under its own app-id.
+func (s Subjects) Pong(appID, nonce string) string { return s.join("exec", appID, ExecPong, nonce) }
+
+// ParseExec returns the app-id and verb of an executor protocol subject.
+func (s Subjects) ParseExec(subject string) (appID, verb string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".exec.")
+	if !found {
+		return "", "", false
+	}
+	appID, verb, ok = strings.Cut(rest, ".")
+	return appID, verb, ok && appID != ""
+}
 
 // Results is the subject executor appID reports to.
 func (s Subjects) Results(appID string) string { return s.join("results", appID) }
+
+// ParseResults returns the app-id of a results subject.
+func (s Subjects) ParseResults(subject string) (appID string, ok bool) {
+	appID, ok = strings.CutPrefix(subject, s.Prefix+".results.")
+	return appID, ok && appID != "" && !strings.Contains(appID, ".")
+}
+
+// Cancel is the subject that tells executor appID to cancel a job.
+func (s Subjects) Cancel(appID string) string { return s.Executor(appID, "cancel") }
+
+// Ping is the subject that asks executor appID whether it is alive.
+func (s Subjects) Ping(appID string) string { return s.Executor(appID, "ping") }
 
 // ResultsAll matches every executor's reports.
 func (s Subjects) ResultsAll() string { return s.join("results", ">") }

@@ -72,11 +72,11 @@ func setup(t *testing.T) *bundle {
 		heartbeats: make(chan events.Heartbeat, 1000),
 		reports:    make(chan events.Report, 10000),
 	}
-	_, err = nc.Subscribe(subjects.Register(), c.onRegister)
+	_, err = nc.Subscribe(subjects.ExecAll(events.ExecRegister), c.onRegister)
 	require.NoError(t, err)
-	_, err = nc.Subscribe(subjects.Dispatch(), c.onDispatch)
+	_, err = nc.Subscribe(subjects.ExecAll(events.ExecDispatch), c.onDispatch)
 	require.NoError(t, err)
-	_, err = nc.Subscribe(subjects.Heartbeat(), func(msg *nats.Msg) {
+	_, err = nc.Subscribe(subjects.ExecAll(events.ExecHeartbeat), func(msg *nats.Msg) {
 		var hb events.Heartbeat
 		if err := json.Unmarshal(msg.Data, &hb); err != nil {
 			t.Errorf("undecodable heartbeat: %v", err)
@@ -192,7 +192,7 @@ func (c *coordinator) notify() {
 func (c *coordinator) cancel(appID, jobID string, attempt int) {
 	data, err := json.Marshal(events.CancelCommand{JobID: jobID, Attempt: attempt})
 	require.NoError(c.t, err)
-	_, err = c.nc.Request(c.subjects.Executor(appID, "cancel"), data, waitTimeout)
+	_, err = c.nc.Request(c.subjects.Cancel(appID), data, waitTimeout)
 	require.NoError(c.t, err)
 }
 

@@ -23,12 +23,13 @@
 //
 // The wire protocol (all subjects from events.Subjects):
 //
-//	request    <p>.internal.register           events.RegisterRequest -> events.Reply
-//	request    <p>.internal.dispatch           events.DispatchRequest -> events.DispatchReply
-//	publish    <p>.internal.heartbeat          events.Heartbeat, every Heartbeat
+//	request    <p>.exec.<app-id>.register      events.RegisterRequest -> events.Reply
+//	request    <p>.exec.<app-id>.dispatch      events.DispatchRequest -> events.DispatchReply
+//	publish    <p>.exec.<app-id>.heartbeat     events.Heartbeat, every Heartbeat
 //	JetStream  <p>.results.<app-id>            events.Report: started, progress, log, done
 //	subscribe  <p>.executor.<app-id>.cancel    events.CancelCommand; a request gets an empty events.Reply
-//	subscribe  <p>.executor.<app-id>.ping      a request gets the instance id
+//	subscribe  <p>.executor.<app-id>.ping      a request gets the instance id (the reply
+//	                                           subject is <p>.exec.<app-id>.pong.<nonce>)
 //	subscribe  <p>.notify.work                 wakes an idle executor
 //
 // Every report carries a unique Nats-Msg-Id. A job's reports are published
@@ -354,8 +355,8 @@ func (e *Executor) start(ctx context.Context) error {
 		subject string
 		handle  nats.MsgHandler
 	}{
-		{e.subjects.Executor(e.cfg.AppID, "cancel"), e.onCancel},
-		{e.subjects.Executor(e.cfg.AppID, "ping"), e.onPing},
+		{e.subjects.Cancel(e.cfg.AppID), e.onCancel},
+		{e.subjects.Ping(e.cfg.AppID), e.onPing},
 		{e.subjects.NotifyWork(), func(*nats.Msg) { e.signal() }},
 	}
 	subs := make([]*nats.Subscription, 0, len(subscribe))
@@ -404,7 +405,7 @@ func (e *Executor) start(ctx context.Context) error {
 
 // register announces the executor, retrying while no coordinator answers.
 func (e *Executor) register(ctx context.Context) error {
-	subject := e.subjects.Register()
+	subject := e.subjects.Exec(e.cfg.AppID, events.ExecRegister)
 	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{
 		AppID:    e.cfg.AppID,
 		Instance: e.instance,
@@ -655,7 +656,7 @@ func (e *Executor) heartbeat() {
 	slices.Sort(ids)
 	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: e.cfg.PoolSize})
 	if err == nil {
-		err = e.nc.Publish(e.subjects.Heartbeat(), data)
+		err = e.nc.Publish(e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat), data)
 	}
 	if err != nil {
 		e.logger.Warn("sending a heartbeat", "error", err)
@@ -690,11 +691,11 @@ func (e *Executor) dispatchLoop() {
 				continue
 			case errors.Is(err, nats.ErrNoResponders):
 				if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
-					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Dispatch())
+					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch))
 					e.noCoordinatorAt = time.Now()
 				}
 			default:
-				e.logger.Warn("asking for jobs", "subject", e.subjects.Dispatch(), "error", err)
+				e.logger.Warn("asking for jobs", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
 				t := time.NewTimer(dispatchBackoff)
 				select {
 				case <-e.stopCh:
@@ -788,7 +789,7 @@ func (e *Executor) dispatch(free int) (int, error) {
 	// this executor, which must be reported on.
 	ctx, cancel := context.WithTimeout(context.Background(), dispatchTimeout)
 	defer cancel()
-	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Dispatch(), data)
+	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), data)
 	// Until a reply hands out jobs (or says there are none), a coordinator
 	// may have claimed jobs whose answer never came, or came unreadable:
 	// the next request goes out under the same id, and gets them. Reusing

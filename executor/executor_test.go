@@ -185,7 +185,7 @@ func TestSuccessWithResult(t *testing.T) {
 	require.Equal(t, "v", recv(t, gotCtxValue, "the handler's context value"), "handlers' contexts carry Start's values")
 
 	// The ping command answers with the instance id.
-	msg, err := b.coord.nc.Request(b.coord.subjects.Executor("worker-1", "ping"), nil, waitTimeout)
+	msg, err := b.coord.nc.Request(b.coord.subjects.Ping("worker-1"), nil, waitTimeout)
 	require.NoError(t, err)
 	require.Equal(t, reg.Executor.Instance, string(msg.Data))
 
@@ -466,7 +466,7 @@ func TestStartWaitsForCoordinator(t *testing.T) {
 	defer cancel()
 	err := e.Start(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, `executor "worker-1": no coordinator answered on nobody.internal.register`)
+	require.ErrorContains(t, err, `executor "worker-1": no coordinator answered on nobody.exec.worker-1.register`)
 	require.Contains(t, logs.String(), "waiting for a coordinator")
 }
 
@@ -715,7 +715,7 @@ func TestPingNamingAnotherInstanceIsNotAnswered(t *testing.T) {
 	})
 	require.NoError(t, e.Start(t.Context()))
 	reg := recv(t, b.coord.registers, "the registration")
-	subject := b.coord.subjects.Executor("worker-1", "ping")
+	subject := b.coord.subjects.Ping("worker-1")
 	msg, err := b.coord.nc.Request(subject, []byte(reg.Executor.Instance), waitTimeout)
 	require.NoError(t, err)
 	require.Equal(t, reg.Executor.Instance, string(msg.Data))

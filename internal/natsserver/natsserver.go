@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fairwayhq/fairway/internal/natsauth"
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -46,6 +48,15 @@ type Options struct {
 	Port int
 	// MaxPayload caps one message. Defaults to 8 MiB.
 	MaxPayload int32
+	// Accounts, when set, runs the server in operator (JWT) mode with
+	// Fairway's accounts (see package natsauth): every connection needs a
+	// credential, and each tenant and executor is an account of its own.
+	// The account JWTs are kept in ResolverDir, where fairway creds pushes
+	// new ones while the server runs. Defaults to none: no authentication.
+	Accounts *natsauth.Keyring
+	// ResolverDir is the account JWT directory of operator mode. Required
+	// with Accounts.
+	ResolverDir string
 	// Logger receives the server's notices (at debug level), warnings and errors (debug and
 	// trace output stay off). Defaults to none: the server is quiet.
 	Logger *slog.Logger
@@ -97,14 +108,20 @@ func Start(opts Options) (*server.Server, error) {
 		_ = ln.Close()
 	}
 
-	s, err := server.NewServer(&server.Options{
+	sopts := &server.Options{
 		Host:       host,
 		Port:       port,
 		MaxPayload: maxPayload,
 		JetStream:  true,
 		StoreDir:   opts.StoreDir,
 		NoSigs:     true,
-	})
+	}
+	if opts.Accounts != nil {
+		if err := operatorMode(sopts, opts.Accounts, opts.ResolverDir); err != nil {
+			return nil, err
+		}
+	}
+	s, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: configuring the server: %w", err)
 	}
@@ -142,6 +159,39 @@ func Start(opts Options) (*server.Server, error) {
 		return nil, fmt.Errorf("natsserver: JetStream did not start (store dir %s)", opts.StoreDir)
 	}
 	return s, nil
+}
+
+// operatorMode makes the server trust the keyring's operator and resolve
+// accounts from dir, where it stores every account the keyring knows.
+func operatorMode(sopts *server.Options, k *natsauth.Keyring, dir string) error {
+	if dir == "" {
+		return errors.New("natsserver: ResolverDir is required in operator mode")
+	}
+	opJWT, err := k.OperatorJWT()
+	if err != nil {
+		return err
+	}
+	op, err := jwt.DecodeOperatorClaims(opJWT)
+	if err != nil {
+		return fmt.Errorf("natsserver: decoding the operator: %w", err)
+	}
+	res, err := server.NewDirAccResolver(dir, 0, time.Minute, server.RenameDeleted)
+	if err != nil {
+		return fmt.Errorf("natsserver: account resolver in %s: %w", dir, err)
+	}
+	accounts, err := k.Accounts()
+	if err != nil {
+		return err
+	}
+	for _, a := range accounts {
+		if err := res.Store(a.PublicKey, a.JWT); err != nil {
+			return fmt.Errorf("natsserver: storing account %s: %w", a.Name, err)
+		}
+	}
+	sopts.TrustedOperators = []*jwt.OperatorClaims{op}
+	sopts.SystemAccount = k.SystemAccountPublicKey()
+	sopts.AccountResolver = res
+	return nil
 }
 
 // Connect opens a client connection to s through an in-process pipe, with

@@ -1,0 +1,372 @@
+// Package natsauth provisions Fairway's NATS accounts in operator (JWT)
+// mode, where each tenant and each executor is an account of its own and
+// isolation holds by construction rather than by a permissions file.
+//
+// The layout, under one operator:
+//
+//	SYS               the system account (claim updates, server events)
+//	FAIRWAY           coordinators and operators; holds the JetStream streams.
+//	                  Exports, as services: <p>.api.*.*, <p>.submit.*.*,
+//	                  <p>.exec.*.>, <p>.results.*; as streams: <p>.events.>,
+//	                  <p>.executor.*.*, <p>.notify.work
+//	TENANT_<group>    one tenant. Imports <p>.api.<group>.* and
+//	                  <p>.submit.<group>.* (services) and
+//	                  <p>.events.<group>.> (stream, captured by the tenant's
+//	                  own stream <P>_EVENTS). Nothing else exists in it.
+//	EXECUTOR_<app-id> one executor. Imports <p>.exec.<app-id>.> and
+//	                  <p>.results.<app-id> (services), <p>.executor.<app-id>.*
+//	                  and <p>.notify.work (streams). No JetStream.
+//
+// A tenant's connection therefore cannot name another group's subjects at
+// all: no subscription, consumer, inbox or JetStream call reaches them, and
+// replies come back through the service imports' response mappings. An
+// executor's subjects carry its app-id, and the only app-id its account
+// can publish under is its own, so the coordinators take the executor's
+// identity from the subject.
+//
+// The keys live in one directory (0700, files 0600): the operator's, the
+// system account's and every account's seed. The same directory serves
+// fairway dev (which runs an embedded server with a directory resolver) and
+// production (fairway creds, then push the account JWTs to the servers).
+package natsauth
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+)
+
+// Account names.
+const (
+	SystemAccount  = "SYS"
+	FairwayAccount = "FAIRWAY"
+	tenantPrefix   = "TENANT_"
+	executorPrefix = "EXECUTOR_"
+)
+
+// Tenant JetStream limits: a tenant's own copy of its events.
+const (
+	// TenantDiskDefault bounds the disk a tenant's streams use (1 GiB).
+	TenantDiskDefault = 1 << 30
+	// TenantStreamsDefault bounds a tenant's streams.
+	TenantStreamsDefault = 4
+	// TenantConsumersDefault bounds a tenant's consumers.
+	TenantConsumersDefault = 256
+)
+
+// ErrNoKeys is returned by Open when the directory holds no operator key
+// and create is false.
+var ErrNoKeys = errors.New("no NATS operator key")
+
+// Keyring is a directory of keys that signs Fairway's accounts and users.
+type Keyring struct {
+	dir    string
+	prefix string
+
+	operator nkeys.KeyPair
+	system   nkeys.KeyPair
+	fairway  nkeys.KeyPair
+}
+
+// Open reads the keys in dir, creating the directory and the operator,
+// system and FAIRWAY keys when create is true and they are missing.
+// prefix is the subject prefix (nats.prefix) the exports are built for.
+func Open(dir, prefix string, create bool) (*Keyring, error) {
+	if prefix == "" {
+		prefix = "fairway"
+	}
+	if create {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating the NATS key directory: %w", err)
+		}
+	} else if _, err := os.Stat(filepath.Join(dir, "operator.nk")); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s: run fairway dev --tenants … or fairway creds init first", ErrNoKeys, dir)
+	}
+	k := &Keyring{dir: dir, prefix: prefix}
+	var err error
+	if k.operator, err = k.key("operator", nkeys.PrefixByteOperator, create); err != nil {
+		return nil, err
+	}
+	if k.system, err = k.key("account-"+SystemAccount, nkeys.PrefixByteAccount, create); err != nil {
+		return nil, err
+	}
+	if k.fairway, err = k.key("account-"+FairwayAccount, nkeys.PrefixByteAccount, create); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// Dir is the key directory.
+func (k *Keyring) Dir() string { return k.dir }
+
+// key reads the seed in <dir>/<name>.nk, or makes one.
+func (k *Keyring) key(name string, kind nkeys.PrefixByte, create bool) (nkeys.KeyPair, error) {
+	path := filepath.Join(k.dir, name+".nk")
+	seed, err := os.ReadFile(path)
+	if err == nil {
+		kp, err := nkeys.FromSeed(seed)
+		if err != nil {
+			return nil, fmt.Errorf("reading key %s: %w", path, err)
+		}
+		return kp, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) || !create {
+		return nil, fmt.Errorf("reading key %s: %w", path, err)
+	}
+	kp, err := nkeys.CreatePair(kind)
+	if err != nil {
+		return nil, err
+	}
+	seed, err = kp.Seed()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeSecret(path, seed); err != nil {
+		return nil, err
+	}
+	return kp, nil
+}
+
+// writeSecret writes data to path, readable by its owner only, atomically.
+func writeSecret(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// OperatorJWT is the operator's self-signed JWT, naming the system account.
+func (k *Keyring) OperatorJWT() (string, error) {
+	pub, _ := k.operator.PublicKey()
+	oc := jwt.NewOperatorClaims(pub)
+	oc.Name = "fairway"
+	oc.SystemAccount, _ = k.system.PublicKey()
+	return oc.Encode(k.operator)
+}
+
+// SystemAccountPublicKey names the system account.
+func (k *Keyring) SystemAccountPublicKey() string {
+	pub, _ := k.system.PublicKey()
+	return pub
+}
+
+// Account is a signed account: its public key (its name on the server) and
+// its JWT.
+type Account struct {
+	Name      string
+	PublicKey string
+	JWT       string
+}
+
+// SystemAccountJWT signs the system account.
+func (k *Keyring) SystemAccountJWT() (Account, error) {
+	return k.sign(SystemAccount, k.system, func(*jwt.AccountClaims) {})
+}
+
+// FairwayAccountJWT signs the account of coordinators and operators, with
+// unlimited JetStream and the exports tenants and executors import.
+func (k *Keyring) FairwayAccountJWT() (Account, error) {
+	p := k.prefix
+	return k.sign(FairwayAccount, k.fairway, func(ac *jwt.AccountClaims) {
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{DiskStorage: -1, MemoryStorage: -1, Streams: -1, Consumer: -1}
+		service := func(name, subject string) *jwt.Export {
+			return &jwt.Export{Name: name, Subject: jwt.Subject(subject), Type: jwt.Service, ResponseType: jwt.ResponseTypeSingleton}
+		}
+		stream := func(name, subject string) *jwt.Export {
+			return &jwt.Export{Name: name, Subject: jwt.Subject(subject), Type: jwt.Stream}
+		}
+		ac.Exports.Add(
+			service("tenant-api", p+".api.*.*"),
+			service("submit", p+".submit.*.*"),
+			stream("events", p+".events.>"),
+			service("executor-protocol", p+".exec.*.>"),
+			service("executor-results", p+".results.*"),
+			stream("executor-commands", p+".executor.*.*"),
+			stream("notify-work", p+".notify.work"),
+		)
+	})
+}
+
+// TenantAccountJWT signs the account of one tenant (a group): it reaches its
+// own API, submissions and events, and nothing else.
+func (k *Keyring) TenantAccountJWT(group string) (Account, error) {
+	if err := fairway.CheckName("group", group); err != nil {
+		return Account{}, err
+	}
+	kp, err := k.key("account-"+tenantPrefix+group, nkeys.PrefixByteAccount, true)
+	if err != nil {
+		return Account{}, err
+	}
+	fw, _ := k.fairway.PublicKey()
+	p := k.prefix
+	return k.sign(tenantPrefix+group, kp, func(ac *jwt.AccountClaims) {
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{DiskStorage: TenantDiskDefault, MemoryStorage: 0,
+			Streams: TenantStreamsDefault, Consumer: TenantConsumersDefault}
+		ac.Imports.Add(
+			&jwt.Import{Name: "api", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".api." + group + ".*")},
+			&jwt.Import{Name: "submit", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".submit." + group + ".*")},
+			&jwt.Import{Name: "events", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".events." + group + ".>")},
+		)
+	})
+}
+
+// ExecutorAccountJWT signs the account of one executor: it speaks the
+// executor protocol and reports under its own app-id only.
+func (k *Keyring) ExecutorAccountJWT(appID string) (Account, error) {
+	if err := fairway.CheckName("app-id", appID); err != nil {
+		return Account{}, err
+	}
+	kp, err := k.key("account-"+executorPrefix+appID, nkeys.PrefixByteAccount, true)
+	if err != nil {
+		return Account{}, err
+	}
+	fw, _ := k.fairway.PublicKey()
+	p := k.prefix
+	return k.sign(executorPrefix+appID, kp, func(ac *jwt.AccountClaims) {
+		ac.Imports.Add(
+			&jwt.Import{Name: "protocol", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".exec." + appID + ".>")},
+			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".results." + appID)},
+			&jwt.Import{Name: "commands", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".executor." + appID + ".*")},
+			&jwt.Import{Name: "notify", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".notify.work")},
+		)
+	})
+}
+
+func (k *Keyring) sign(name string, kp nkeys.KeyPair, fill func(*jwt.AccountClaims)) (Account, error) {
+	pub, _ := kp.PublicKey()
+	ac := jwt.NewAccountClaims(pub)
+	ac.Name = name
+	fill(ac)
+	var vr jwt.ValidationResults
+	ac.Validate(&vr)
+	if vr.IsBlocking(true) {
+		return Account{}, fmt.Errorf("account %s: %v", name, vr.Errors())
+	}
+	token, err := ac.Encode(k.operator)
+	if err != nil {
+		return Account{}, fmt.Errorf("signing account %s: %w", name, err)
+	}
+	return Account{Name: name, PublicKey: pub, JWT: token}, nil
+}
+
+// Accounts lists the accounts a server needs at start: SYS, FAIRWAY and
+// every tenant and executor account whose key is in the directory.
+func (k *Keyring) Accounts() ([]Account, error) {
+	sys, err := k.SystemAccountJWT()
+	if err != nil {
+		return nil, err
+	}
+	fw, err := k.FairwayAccountJWT()
+	if err != nil {
+		return nil, err
+	}
+	accounts := []Account{sys, fw}
+	entries, err := os.ReadDir(k.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".nk")
+		if !ok {
+			continue
+		}
+		name, ok = strings.CutPrefix(name, "account-")
+		if !ok {
+			continue
+		}
+		var a Account
+		switch {
+		case strings.HasPrefix(name, tenantPrefix):
+			a, err = k.TenantAccountJWT(strings.TrimPrefix(name, tenantPrefix))
+		case strings.HasPrefix(name, executorPrefix):
+			a, err = k.ExecutorAccountJWT(strings.TrimPrefix(name, executorPrefix))
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		accounts = append(accounts, a)
+	}
+	return accounts, nil
+}
+
+// The kinds of user a Keyring issues credentials for.
+const (
+	KindOperator    = "operator"    // FAIRWAY: the operator API and everything else
+	KindCoordinator = "coordinator" // FAIRWAY
+	KindSystem      = "system"      // SYS: pushes account JWTs
+	KindTenant      = "tenant"      // TENANT_<name>
+	KindExecutor    = "executor"    // EXECUTOR_<name>
+)
+
+// Creds issues a user of kind (name: the tenant's group, the executor's
+// app-id, or a label) and returns a standard .creds file: a user JWT and
+// its nkey seed, usable by any NATS client with nothing else to know.
+func (k *Keyring) Creds(kind, name string) ([]byte, error) {
+	var account nkeys.KeyPair
+	switch kind {
+	case KindOperator, KindCoordinator:
+		account = k.fairway
+	case KindSystem:
+		account = k.system
+	case KindTenant:
+		a, err := k.TenantAccountJWT(name)
+		if err != nil {
+			return nil, err
+		}
+		if account, err = k.key("account-"+tenantPrefix+name, nkeys.PrefixByteAccount, false); err != nil {
+			return nil, fmt.Errorf("tenant %q: %w", a.Name, err)
+		}
+	case KindExecutor:
+		a, err := k.ExecutorAccountJWT(name)
+		if err != nil {
+			return nil, err
+		}
+		if account, err = k.key("account-"+executorPrefix+name, nkeys.PrefixByteAccount, false); err != nil {
+			return nil, fmt.Errorf("executor %q: %w", a.Name, err)
+		}
+	default:
+		return nil, fmt.Errorf("unknown kind of credential %q (use %s, %s, %s, %s or %s)", kind,
+			KindTenant, KindExecutor, KindOperator, KindCoordinator, KindSystem)
+	}
+	user, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, err
+	}
+	upub, _ := user.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	uc.Name = kind + "-" + name
+	token, err := uc.Encode(account)
+	if err != nil {
+		return nil, fmt.Errorf("signing the %s user %q: %w", kind, name, err)
+	}
+	seed, err := user.Seed()
+	if err != nil {
+		return nil, err
+	}
+	return jwt.FormatUserConfig(token, seed)
+}
+
+// WriteCreds issues a user of kind and writes its .creds file to path
+// (0600).
+func (k *Keyring) WriteCreds(path, kind, name string) error {
+	creds, err := k.Creds(kind, name)
+	if err != nil {
+		return err
+	}
+	return writeSecret(path, creds)
+}
