@@ -99,3 +99,37 @@ func Permanent(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported
 }
+
+// TenantEventMaxBytesDefault caps a tenant's own copy of its events
+// (512 MiB), within its account's JetStream limit.
+const TenantEventMaxBytesDefault = 512 << 20
+
+// EnsureTenantStream creates or updates, in a tenant's own NATS account
+// (operator mode, see internal/natsauth), the stream that keeps the
+// tenant's copy of its events. The account imports only its group's events,
+// so the stream captures nothing else; it has the same name and subjects as
+// the coordinators' events stream, so subscribers use it the same way.
+// maxBytes <= 0 means TenantEventMaxBytesDefault.
+func EnsureTenantStream(ctx context.Context, js jetstream.JetStream, s Subjects, maxAge time.Duration, maxBytes int64) error {
+	if maxAge <= 0 {
+		maxAge = EventMaxAgeDefault
+	}
+	if maxBytes <= 0 {
+		maxBytes = TenantEventMaxBytesDefault
+	}
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        s.EventStream(),
+		Description: "This tenant's Fairway lifecycle events",
+		Subjects:    []string{s.EventsAll()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      maxAge,
+		MaxBytes:    maxBytes,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the tenant's stream %s: %w", s.EventStream(), err)
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,7 @@ var (
 )
 
 func newDevCmd(e *env) *cobra.Command {
-	keys := append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port"}, coordinatorKeys...), executorKeys[2:]...)
+	keys := append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port", "dev.tenants"}, coordinatorKeys...), executorKeys[2:]...)
 	return e.withConfig(&cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system in one process, for development",
@@ -42,6 +43,11 @@ func newDevCmd(e *env) *cobra.Command {
 starts itself from the PostgreSQL binaries on PATH or in
 /usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port), a
 coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
+
+--tenants acme,globex isolates tenants as production does: the embedded NATS
+runs in operator mode, each tenant and the executor are NATS accounts of their
+own, and their credentials are written to <dev-dir>/creds (tenant-<group>.creds,
+operator.creds, executor-<app-id>.creds). 'fairway creds add' issues more.
 
 --database-url and --nats-url use external servers instead. Ctrl-C stops
 everything, PostgreSQL included, once the running jobs have finished (at most
@@ -57,13 +63,23 @@ func (e *env) runDev(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", cfg.Dev.Dir, err)
 	}
-	var connect func(name string) (*nats.Conn, error)
+	tenants := cfg.Dev.TenantList()
+	connect, executorConnect := e.connect, e.connect
+	var credsDir string
 	if cfg.Source("nats.url") == config.SourceDefault {
 		host, port, err := splitHostPort(cfg.Dev.NATSAddr)
 		if err != nil {
 			return fmt.Errorf("dev.nats-addr: %w", err)
 		}
-		ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")})
+		opts := natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")}
+		if len(tenants) > 0 {
+			if opts.Accounts, credsDir, err = devAccounts(cfg.Dev.Dir, cfg.NATS.Prefix, tenants, executorAppID(cfg)); err != nil {
+				return err
+			}
+			opts.StoreDir = filepath.Join(cfg.Dev.Dir, "nats-accounts") // JetStream keeps each account's streams apart
+			opts.ResolverDir = filepath.Join(cfg.Dev.Dir, resolverDirName)
+		}
+		ns, err := natsserver.Start(opts)
 		if err != nil {
 			return err
 		}
@@ -72,10 +88,30 @@ func (e *env) runDev(ctx context.Context) error {
 			ns.WaitForShutdown()
 			e.log.Info("NATS stopped")
 		}()
-		e.log.Info("NATS ready", "url", ns.ClientURL(), "store_dir", filepath.Join(cfg.Dev.Dir, "nats"))
+		e.log.Info("NATS ready", "url", ns.ClientURL(), "store_dir", opts.StoreDir, "tenants", cfg.Dev.Tenants)
 		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(ns, name) }
-	} else {
-		connect = e.connect
+		executorConnect = connect
+		if credsDir != "" {
+			connect = func(name string) (*nats.Conn, error) {
+				return natsserver.Connect(ns, name, nats.UserCredentials(filepath.Join(credsDir, "coordinator.creds")))
+			}
+			executorConnect = func(name string) (*nats.Conn, error) {
+				return natsserver.Connect(ns, name, nats.UserCredentials(filepath.Join(credsDir, "executor-"+executorAppID(cfg)+".creds")))
+			}
+			for _, t := range tenants {
+				tnc, err := natsserver.Connect(ns, "fairway-dev-tenant-setup", nats.UserCredentials(filepath.Join(credsDir, "tenant-"+t+".creds")))
+				if err != nil {
+					return err
+				}
+				err = ensureTenantStream(ctx, tnc, cfg.NATS.Prefix)
+				tnc.Close()
+				if err != nil {
+					return fmt.Errorf("tenant %s: %w", t, err)
+				}
+			}
+		}
+	} else if len(tenants) > 0 {
+		return usageError{errors.New("--tenants configures the embedded NATS server; with --nats-url, provision accounts on your server with 'fairway creds'")}
 	}
 	if cfg.Database.URL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.Dev.Dir, "pg"), Port: cfg.Dev.PGPort, Logger: e.log.With("component", "postgres")})
@@ -94,11 +130,15 @@ func (e *env) runDev(ctx context.Context) error {
 		return err
 	}
 	defer stop()
-	nc, err := connect("fairway-dev-executor")
+	nc, err := executorConnect("fairway-dev-executor")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if credsDir != "" {
+		e.printTenantBanner(credsDir, tenants)
+		return e.runExecutor(ctx, nc)
+	}
 	fmt.Fprintf(e.stderr, `
 Fairway is running. From a second terminal:
 
@@ -220,11 +260,7 @@ counting as a failed attempt. A third exits at once, with code 130.`,
 // them.
 func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	cfg := e.cfg
-	appID := cfg.Executor.AppID
-	if appID == "" {
-		host, _ := os.Hostname()
-		appID = sanitizeToken(host)
-	}
+	appID := executorAppID(cfg)
 	ex, err := executor.New(nc, executor.Config{
 		AppID:         appID,
 		PoolSize:      cfg.Scheduler.PoolSize,
@@ -386,6 +422,36 @@ func splitHostPort(addr string) (string, int, error) {
 	}
 	port, err := strconv.Atoi(portText)
 	return host, port, err
+}
+
+// executorAppID is executor.app-id, or the host name made a valid app-id.
+func executorAppID(cfg *config.Config) string {
+	if cfg.Executor.AppID != "" {
+		return cfg.Executor.AppID
+	}
+	host, _ := os.Hostname()
+	return sanitizeToken(host)
+}
+
+// printTenantBanner tells how to reach a dev running in operator mode.
+func (e *env) printTenantBanner(credsDir string, tenants []string) {
+	first := tenants[0]
+	fmt.Fprintf(e.stderr, `
+Fairway is running with tenant isolation: each of %s is a NATS account of its
+own. Credentials (standard NATS .creds files) are in %s:
+
+  tenant-<group>.creds   a tenant: its own jobs and events, nothing else
+  operator.creds         the operator API (jobs of every group, executors, periodic tasks)
+
+From a second terminal:
+
+  fairway submit echo --group %s --args '{"hello":"world"}' --creds %s
+  fairway events tail --creds %s
+  fairway jobs list --creds %s
+  fairway creds add executor worker-2      # another executor's credential
+
+`, strings.Join(tenants, ", "), credsDir, first, filepath.Join(credsDir, "tenant-"+first+".creds"),
+		filepath.Join(credsDir, "tenant-"+first+".creds"), filepath.Join(credsDir, "operator.creds"))
 }
 
 // sanitizeToken makes a host name a valid app-id.

@@ -84,6 +84,19 @@ type DevConfig struct {
 	Dir      string
 	NATSAddr string
 	PGPort   int
+	// Tenants, comma-separated, turns on operator mode (see natsauth).
+	Tenants string
+}
+
+// TenantList returns the groups of dev.tenants.
+func (d DevConfig) TenantList() []string {
+	var out []string
+	for part := range strings.SplitSeq(d.Tenants, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 // Sources of a value, as reported by Config.Source and Print.

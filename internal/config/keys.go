@@ -81,6 +81,8 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Dev.NATSAddr }, hostPort)},
 	{name: "dev.pg-port", flag: "pg-port", def: "5433", help: "port of the development PostgreSQL server",
 		binding: intVar(func(c *Config) *int { return &c.Dev.PGPort }, 1, 65535)},
+	{name: "dev.tenants", flag: "tenants", def: "", help: "comma-separated groups: run the development NATS in operator mode with an account and a credential for each (<dev-dir>/creds/tenant-<group>.creds)",
+		binding: stringVar(func(c *Config) *string { return &c.Dev.Tenants }, tokenList)},
 }
 
 // byName indexes keys by name.
@@ -209,6 +211,19 @@ var tokenRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 func token(s string) error {
 	if !tokenRE.MatchString(s) {
 		return fmt.Errorf("must be non-empty and contain only letters, digits, - and _")
+	}
+	return nil
+}
+
+// tokenList checks a comma-separated list of subject tokens (may be empty).
+func tokenList(s string) error {
+	if s == "" {
+		return nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		if err := token(strings.TrimSpace(part)); err != nil {
+			return fmt.Errorf("%q: %w", part, err)
+		}
 	}
 	return nil
 }

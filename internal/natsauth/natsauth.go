@@ -31,14 +31,17 @@
 package natsauth
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 )
 
@@ -369,4 +372,53 @@ func (k *Keyring) WriteCreds(path, kind, name string) error {
 		return err
 	}
 	return writeSecret(path, creds)
+}
+
+// Push sends an account's JWT to the servers of nc, which must be a
+// system-account connection; a server with a full resolver stores it and
+// applies it at once (what nsc push does).
+func Push(nc *nats.Conn, a Account) error {
+	msg, err := nc.Request("$SYS.REQ.CLAIMS.UPDATE", []byte(a.JWT), 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("pushing account %s: %w (is the NATS server in operator mode with a full resolver, and the credential the system account's?)", a.Name, err)
+	}
+	var resp struct {
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("pushing account %s: undecodable answer %q", a.Name, msg.Data)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("pushing account %s: the server refused it: %s", a.Name, resp.Error.Description)
+	}
+	return nil
+}
+
+// ServerConfig is the part of a nats-server configuration that makes it
+// trust the keyring's operator: the operator JWT, the system account, a
+// full resolver storing account JWTs in resolverDir, and the system and
+// FAIRWAY accounts preloaded. Tenant and executor accounts are pushed
+// (fairway creds add) or preloaded the same way.
+func (k *Keyring) ServerConfig(resolverDir string) (string, error) {
+	op, err := k.OperatorJWT()
+	if err != nil {
+		return "", err
+	}
+	accounts, err := k.Accounts()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Fairway's NATS accounts (written by fairway creds server-config).\n")
+	fmt.Fprintf(&b, "operator: %s\n", op)
+	fmt.Fprintf(&b, "system_account: %s\n", k.SystemAccountPublicKey())
+	fmt.Fprintf(&b, "resolver: {\n  type: full\n  dir: %q\n  allow_delete: false\n  interval: \"2m\"\n}\n", resolverDir)
+	fmt.Fprintf(&b, "resolver_preload: {\n")
+	for _, a := range accounts {
+		fmt.Fprintf(&b, "  # %s\n  %s: %s\n", a.Name, a.PublicKey, a.JWT)
+	}
+	fmt.Fprintf(&b, "}\n")
+	return b.String(), nil
 }

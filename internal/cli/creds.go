@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsauth"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// The files of operator mode under the dev dir (or beside --keys).
+const (
+	keysDirName     = "nats-keys" // seeds; 0700
+	resolverDirName = "nats-jwt"  // the embedded server's account JWTs
+	credsDirName    = "creds"     // .creds files handed out; 0700
+	systemCredsName = "system.creds"
+)
+
+func newCredsCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "creds",
+		Short: "Provision NATS credentials for tenants, executors and operators (operator mode)",
+		Long: `Fairway isolates tenants with NATS accounts: each tenant (group) and each
+executor is an account of its own under one operator, and its credential is a
+standard NATS .creds file that works with any NATS client as it is.
+
+Development: 'fairway dev --tenants acme,globex' creates the keys in
+<dev-dir>/nats-keys and writes <dev-dir>/creds/tenant-<group>.creds,
+operator.creds and the dev executor's credential. Against that running dev:
+
+  fairway creds add executor worker-2      # <dev-dir>/creds/executor-worker-2.creds
+  fairway creds add tenant initech         # <dev-dir>/creds/tenant-initech.creds
+
+Production: create the keys once, give the NATS servers their configuration,
+then add tenants and executors (pushed to the running servers):
+
+  fairway creds init --keys /etc/fairway/nats-keys
+  fairway creds server-config --keys /etc/fairway/nats-keys --resolver-dir /var/lib/nats/jwt > accounts.conf
+  fairway creds add tenant acme --keys /etc/fairway/nats-keys --out acme.creds --nats-url nats://nats-1:4222
+
+Keep the keys directory secret: whoever holds it can sign any credential.`,
+	}
+	var keysDir string
+	cmd.PersistentFlags().StringVar(&keysDir, "keys", "", "directory of the operator and account keys (default <dev-dir>/nats-keys)")
+	keys := func() string {
+		if keysDir != "" {
+			return keysDir
+		}
+		return filepath.Join(e.cfg.Dev.Dir, keysDirName)
+	}
+
+	initCmd := e.withConfig(&cobra.Command{
+		Use:   "init",
+		Short: "Create the operator, system and FAIRWAY account keys, and the system, operator and coordinator credentials",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			k, err := natsauth.Open(keys(), e.cfg.NATS.Prefix, true)
+			if err != nil {
+				return err
+			}
+			for _, kind := range []string{natsauth.KindSystem, natsauth.KindOperator, natsauth.KindCoordinator} {
+				path := filepath.Join(k.Dir(), kind+".creds")
+				if err := k.WriteCreds(path, kind, kind); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout, path)
+			}
+			return nil
+		},
+	}, "dev.dir", "nats.prefix")
+
+	var out string
+	var push bool
+	addCmd := e.withConfig(&cobra.Command{
+		Use:   "add tenant|executor|operator|coordinator [NAME]",
+		Short: "Issue a credential: a tenant (NAME is its group), an executor (NAME is its app-id), an operator or a coordinator",
+		Long: `Issue a credential and write it as a .creds file (0600), by default to
+<dev-dir>/creds/<kind>-<NAME>.creds (operator.creds, coordinator.creds).
+
+A new tenant or executor is a new NATS account: unless --push=false, its
+account JWT is pushed to the NATS server at --nats-url with the system
+credential in the keys directory, and a new tenant's stream of its own events
+is created there. With --push=false, give the servers the new account with
+'fairway creds server-config' instead.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name := args[0], ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			return e.addCreds(cmd.Context(), keys(), kind, name, out, push)
+		},
+	}, "dev.dir", "nats.url", "nats.prefix")
+	addCmd.Flags().StringVar(&out, "out", "", "file to write the credential to (default <dev-dir>/creds/<kind>-<NAME>.creds)")
+	addCmd.Flags().BoolVar(&push, "push", true, "push a new account to the NATS server at --nats-url")
+
+	var resolverDir string
+	serverCmd := e.withConfig(&cobra.Command{
+		Use:   "server-config",
+		Short: "Print the nats-server configuration that trusts these keys (operator, system account, resolver, accounts)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			k, err := natsauth.Open(keys(), e.cfg.NATS.Prefix, false)
+			if err != nil {
+				return err
+			}
+			conf, err := k.ServerConfig(resolverDir)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(e.stdout, conf)
+			return err
+		},
+	}, "dev.dir", "nats.prefix")
+	serverCmd.Flags().StringVar(&resolverDir, "resolver-dir", "./jwt", "where the NATS server stores account JWTs")
+
+	cmd.AddCommand(initCmd, addCmd, serverCmd)
+	return cmd
+}
+
+// addCreds issues one credential, pushing a new account first.
+func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, push bool) error {
+	k, err := natsauth.Open(keysDir, e.cfg.NATS.Prefix, false)
+	if err != nil {
+		return err
+	}
+	var account *natsauth.Account
+	switch kind {
+	case natsauth.KindTenant, natsauth.KindExecutor:
+		if name == "" {
+			return usageError{fmt.Errorf("creds add %s needs a NAME (the %s)", kind, map[string]string{natsauth.KindTenant: "group", natsauth.KindExecutor: "app-id"}[kind])}
+		}
+		a, err := k.TenantAccountJWT(name)
+		if kind == natsauth.KindExecutor {
+			a, err = k.ExecutorAccountJWT(name)
+		}
+		if err != nil {
+			return err
+		}
+		account = &a
+	case natsauth.KindOperator, natsauth.KindCoordinator, natsauth.KindSystem:
+		name = kind
+	default:
+		return usageError{fmt.Errorf("unknown kind %q: use tenant, executor, operator or coordinator", kind)}
+	}
+	if out == "" {
+		file := kind + ".creds"
+		if account != nil {
+			file = kind + "-" + name + ".creds"
+		}
+		out = filepath.Join(e.cfg.Dev.Dir, credsDirName, file)
+	}
+	if account != nil && push {
+		if err := e.pushAccount(ctx, k, *account, kind, name); err != nil {
+			return err
+		}
+	}
+	if err := k.WriteCreds(out, kind, name); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, out)
+	return nil
+}
+
+// pushAccount sends a new account to the server at nats.url, and creates a
+// tenant's own event stream in it.
+func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.Account, kind, name string) error {
+	sys := filepath.Join(k.Dir(), systemCredsName)
+	if _, err := os.Stat(sys); err != nil {
+		return fmt.Errorf("pushing account %s needs the system credential %s: %w (run 'fairway creds init', or pass --push=false)", a.Name, sys, err)
+	}
+	nc, err := nats.Connect(e.cfg.NATS.URL, nats.Name("fairway-creds"), nats.UserCredentials(sys))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s to push account %s: %w (is the server running? or pass --push=false)", e.cfg.NATS.URL, a.Name, err)
+	}
+	defer nc.Close()
+	if err := natsauth.Push(nc, a); err != nil {
+		return err
+	}
+	e.log.Info("account pushed", "account", a.Name, "public_key", a.PublicKey)
+	if kind != natsauth.KindTenant {
+		return nil
+	}
+	creds, err := os.CreateTemp("", "fairway-tenant-*.creds")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(creds.Name())
+	_ = creds.Close()
+	if err := k.WriteCreds(creds.Name(), kind, name); err != nil {
+		return err
+	}
+	tnc, err := nats.Connect(e.cfg.NATS.URL, nats.Name("fairway-creds"), nats.UserCredentials(creds.Name()))
+	if err != nil {
+		return fmt.Errorf("connecting as tenant %s: %w", name, err)
+	}
+	defer tnc.Close()
+	return ensureTenantStream(ctx, tnc, e.cfg.NATS.Prefix)
+}
+
+// ensureTenantStream creates a tenant's event stream through its own
+// connection.
+func ensureTenantStream(ctx context.Context, nc *nats.Conn, prefix string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return events.EnsureTenantStream(ctx, js, events.NewSubjects(prefix), 0, 0)
+}
+
+// devAccounts prepares operator mode for fairway dev: the keys, one account
+// and credential per tenant, the dev executor's account and credential,
+// and the operator, coordinator and system credentials. It returns the
+// keyring and the credentials directory.
+func devAccounts(devDir, prefix string, tenants []string, executorAppID string) (*natsauth.Keyring, string, error) {
+	k, err := natsauth.Open(filepath.Join(devDir, keysDirName), prefix, true)
+	if err != nil {
+		return nil, "", err
+	}
+	creds := filepath.Join(devDir, credsDirName)
+	if err := os.MkdirAll(creds, 0o700); err != nil {
+		return nil, "", err
+	}
+	write := func(path, kind, name string) error { return k.WriteCreds(path, kind, name) }
+	var errs []error
+	for _, t := range tenants {
+		if _, err := k.TenantAccountJWT(t); err != nil {
+			return nil, "", err
+		}
+		errs = append(errs, write(filepath.Join(creds, "tenant-"+t+".creds"), natsauth.KindTenant, t))
+	}
+	if _, err := k.ExecutorAccountJWT(executorAppID); err != nil {
+		return nil, "", fmt.Errorf("the dev executor's app-id: %w", err)
+	}
+	errs = append(errs,
+		write(filepath.Join(creds, "executor-"+executorAppID+".creds"), natsauth.KindExecutor, executorAppID),
+		write(filepath.Join(creds, "operator.creds"), natsauth.KindOperator, "operator"),
+		write(filepath.Join(creds, "coordinator.creds"), natsauth.KindCoordinator, "coordinator"),
+		write(filepath.Join(k.Dir(), systemCredsName), natsauth.KindSystem, "system"),
+	)
+	return k, creds, errors.Join(errs...)
+}
