@@ -71,6 +71,9 @@ func (e *env) runDev(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dev.nats-addr: %w", err)
 		}
+		if err := checkDevListen(cfg.Dev.NATSAddr, false); err != nil { // TODO: authOn once --tenants exists
+			return err
+		}
 		opts := natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")}
 		if len(tenants) > 0 {
 			if opts.Accounts, credsDir, err = devAccounts(cfg.Dev.Dir, cfg.NATS.Prefix, tenants, executorAppID(cfg)); err != nil {
