@@ -18,6 +18,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/logging"
 	"github.com/fairwayhq/fairway/internal/natsconn"
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -41,7 +42,7 @@ func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, std
 	}
 	// Errors may quote a URL or connection string (pgx, nats.go and our
 	// own): whatever they hold, no password or token reaches the terminal.
-	fmt.Fprintf(stderr, "fairway: %s\n", config.MaskSecrets(err.Error()))
+	fmt.Fprintf(stderr, "fairway: %s\n", secret.Mask(err.Error()))
 	var usage usageError
 	if errors.As(err, &usage) {
 		return exitUsage
@@ -132,7 +133,7 @@ func (e *env) connect(name string) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				e.log.Warn("disconnected from NATS", "error", config.MaskSecrets(err.Error()))
+				e.log.Warn("disconnected from NATS", "error", secret.Mask(err.Error()))
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { e.log.Warn("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),

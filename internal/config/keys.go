@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fairwayhq/fairway/internal/secret"
 )
 
 // key is one row of the key table. The table drives defaults, environment
@@ -27,7 +29,7 @@ type secrecy int
 
 const (
 	public        secrecy = iota
-	embedsSecrets         // a URL or connection string: its passwords and tokens are masked (MaskSecrets)
+	embedsSecrets         // a URL or connection string: its passwords and tokens are masked (secret.Mask)
 	secretValue           // the whole value is a secret: shown as **** when set
 )
 
@@ -35,7 +37,7 @@ const (
 func (k *key) masked(v string) string {
 	switch {
 	case k.secret == embedsSecrets:
-		return MaskSecrets(v)
+		return secret.Mask(v)
 	case k.secret == secretValue && v != "":
 		return mask
 	}

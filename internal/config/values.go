@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fairwayhq/fairway/internal/secret"
 )
 
 // CountingScheme is Docspell's "H,L": take H high-priority jobs, then L
@@ -84,41 +84,5 @@ func formatByteSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-const mask = "****"
-
-var (
-	// userinfoRE matches the scheme and userinfo of a URL anywhere in a
-	// text: up to the last @ before the host, so that an unescaped @ in a
-	// password is masked too. A comma ends it (comma-separated URLs).
-	userinfoRE = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*)://([^\s/?#,]*)@`)
-	// passwordRE matches a password keyword of a libpq keyword/value
-	// string (spaces around = allowed; a value quoted in '...' may hold
-	// spaces and \' escapes, an unquoted one escaped spaces) or of a URL
-	// query; sslpassword too.
-	passwordRE = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|(?:\\.|[^\s&\\])*)`)
-)
-
-// natsSchemes are the URL schemes where a user without a password is a
-// token (nats://TOKEN@host).
-var natsSchemes = []string{"nats", "tls", "ws", "wss"}
-
-// MaskSecrets returns s with every secret it recognises replaced by ****:
-// the password of each URL's userinfo (postgres://u:****@h), a token given
-// as the user of a NATS URL (nats://****@h), and the value of password=
-// (and sslpassword=) in a keyword/value connection string or a URL query,
-// quoted or not. s may be a single value, a comma-separated list of URLs or
-// a whole error message. Everything else stays readable.
-func MaskSecrets(s string) string {
-	s = userinfoRE.ReplaceAllStringFunc(s, func(m string) string {
-		sub := userinfoRE.FindStringSubmatch(m)
-		scheme, userinfo := sub[1], sub[2]
-		if user, _, ok := strings.Cut(userinfo, ":"); ok {
-			return scheme + "://" + user + ":" + mask + "@"
-		}
-		if slices.Contains(natsSchemes, strings.ToLower(scheme)) {
-			return scheme + "://" + mask + "@"
-		}
-		return m // a user name alone is no secret
-	})
-	return passwordRE.ReplaceAllString(s, "${1}"+mask)
-}
+// mask replaces a secret in Print and in errors.
+const mask = secret.Masked

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/nats.go"
 )
 
@@ -58,7 +59,7 @@ func Connect(c config.NATSConfig, extra ...nats.Option) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(c.URL, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", config.MaskSecrets(c.URL), err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", secret.Mask(c.URL), err)
 	}
 	return nc, nil
 }
