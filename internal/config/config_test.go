@@ -415,8 +415,8 @@ func TestNATSConnectionKeys(t *testing.T) {
 		{"key without cert", []string{"FAIRWAY_NATS_TLS_KEY=" + junk}, []string{"nats.tls-key is set but nats.tls-cert is not", "--tls-cert"}},
 		{"cert and key junk", []string{"FAIRWAY_NATS_TLS_CERT=" + junk, "FAIRWAY_NATS_TLS_KEY=" + junk}, []string{"nats.tls-cert " + junk + " and nats.tls-key " + junk + " are not a PEM certificate and its private key"}},
 		{"password without user", []string{"FAIRWAY_NATS_PASSWORD=secret"}, []string{"nats.password is set but nats.user is not"}},
-		{"user and token", []string{"FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret", "FAIRWAY_NATS_TOKEN=secret"}, []string{"nats.user and nats.token are all set: give only one way to authenticate"}},
-		{"url user and user", []string{"FAIRWAY_NATS_URL=nats://a:secret@h:4222", "FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret"}, []string{"a user or token in nats.url and nats.user are all set"}},
+		{"user and token", []string{"FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret", "FAIRWAY_NATS_TOKEN=secret"}, []string{"nats.user and nats.token are set together: give only one way to authenticate"}},
+		{"url user and user", []string{"FAIRWAY_NATS_URL=nats://a:secret@h:4222", "FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret"}, []string{"a user or token in nats.url and nats.user are set together"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load("", tc.env, nil)

@@ -42,7 +42,7 @@ func (c NATSConfig) Validate() error {
 		}
 	}
 	if len(ways) > 1 {
-		errs = append(errs, fmt.Errorf("%s are all set: give only one way to authenticate to NATS", strings.Join(ways, " and ")))
+		errs = append(errs, fmt.Errorf("%s are set together: give only one way to authenticate to NATS", strings.Join(ways, " and ")))
 	}
 	return errors.Join(errs...)
 }
