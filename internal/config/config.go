@@ -170,8 +170,11 @@ func Load(configFile string, environ []string, fs *pflag.FlagSet) (*Config, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if err := cfg.NATS.Validate(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	for _, err := range cfg.NATS.problems() {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

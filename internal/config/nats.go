@@ -17,7 +17,10 @@ import (
 // cannot: a client certificate needs its key, a password needs a user, and
 // only one way to authenticate may be given. Load calls it; call it for a
 // NATSConfig built by hand. Errors name the keys.
-func (c NATSConfig) Validate() error {
+func (c NATSConfig) Validate() error { return errors.Join(c.problems()...) }
+
+// problems returns each error of Validate.
+func (c NATSConfig) problems() []error {
 	var errs []error
 	switch {
 	case c.TLSCert != "" && c.TLSKey == "":
@@ -44,7 +47,7 @@ func (c NATSConfig) Validate() error {
 	if len(ways) > 1 {
 		errs = append(errs, fmt.Errorf("%s are set together: give only one way to authenticate to NATS", strings.Join(ways, " and ")))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // urlHasUser reports whether one of the comma-separated URLs has userinfo.
