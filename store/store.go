@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +41,7 @@ type Options struct {
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
+		return nil, fmt.Errorf("database url: %s", secret.Mask(err.Error())) // pgconn masks only the passwords it recognises
 	}
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MaxConns == 0 {

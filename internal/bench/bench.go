@@ -38,6 +38,9 @@ type Options struct {
 	ServerURL string
 	// NATSURL is an external NATS server; empty starts an embedded one.
 	NATSURL string
+	// NATSOptions authenticate and secure the connections to NATSURL
+	// (natsconn.Options).
+	NATSOptions []nats.Option
 	// Jobs is the drain backlog (default 100,000).
 	Jobs int
 	// Slots is the executors' pool size (default 100 for throughput
@@ -252,7 +255,9 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	connect := func(name string) (*nats.Conn, error) { return nats.Connect(opts.NATSURL, nats.Name(name)) }
+	connect := func(name string) (*nats.Conn, error) {
+		return nats.Connect(opts.NATSURL, append([]nats.Option{nats.Name(name)}, opts.NATSOptions...)...)
+	}
 	if opts.NATSURL == "" {
 		dir, err := os.MkdirTemp("", "fairway-bench-nats-")
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/logging"
+	"github.com/fairwayhq/fairway/internal/natsconn"
 	"github.com/fairwayhq/fairway/internal/pgserver"
 	"github.com/spf13/cobra"
 )
@@ -52,6 +53,10 @@ server. Durability stays on; the output names the server's settings.`,
 			}
 			if e.cfg.Source("nats.url") != config.SourceDefault {
 				opts.NATSURL = e.cfg.NATS.URL
+				var err error
+				if opts.NATSOptions, err = natsconn.Options(e.cfg.NATS); err != nil {
+					return err
+				}
 			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)

@@ -11,11 +11,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/logging"
+	"github.com/fairwayhq/fairway/internal/natsconn"
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -37,7 +40,9 @@ func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, std
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "fairway: %v\n", err)
+	// Errors may quote a URL or connection string (pgx, nats.go and our
+	// own): whatever they hold, no password or token reaches the terminal.
+	fmt.Fprintf(stderr, "fairway: %s\n", secret.Mask(err.Error()))
 	var usage usageError
 	if errors.As(err, &usage) {
 		return exitUsage
@@ -99,7 +104,11 @@ variables < flags. See 'fairway config print' and the README.`,
 // withConfig registers the flags of keys on cmd and loads the configuration
 // before it runs.
 func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
-	config.AddFlags(cmd.Flags(), append([]string{"log.level", "log.format"}, keys...)...)
+	keys = append([]string{"log.level", "log.format"}, keys...)
+	if slices.Contains(keys, "nats.url") {
+		keys = append(keys, natsAuthKeys...) // every command that connects to NATS accepts its credentials
+	}
+	config.AddFlags(cmd.Flags(), keys...)
 	run := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg, err := config.Load(e.configFile, os.Environ(), cmd.Flags())
@@ -116,20 +125,21 @@ func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
 	return cmd
 }
 
-// connect opens a NATS connection that reconnects forever.
+// connect opens a NATS connection that reconnects forever, authenticated
+// and secured by the nats.* keys (see natsconn).
 func (e *env) connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(e.cfg.NATS.URL,
+	nc, err := natsconn.Connect(e.cfg.NATS,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				e.log.Warn("disconnected from NATS", "error", err)
+				e.log.Warn("disconnected from NATS", "error", secret.Mask(err.Error()))
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { e.log.Warn("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w (is Fairway running? start it with 'fairway dev', or pass --nats-url)", e.cfg.NATS.URL, err)
+		return nil, fmt.Errorf("%w (is Fairway running? start it with 'fairway dev', or pass --nats-url and the credentials: --creds, --nkey, --user/--password, --token)", err)
 	}
 	return nc, nil
 }
@@ -148,6 +158,10 @@ func (e *env) client() (*events.Client, func(), error) {
 	}
 	return c, nc.Close, nil
 }
+
+// natsAuthKeys are the keys that authenticate and secure a NATS connection
+// (natsconn.Options). withConfig adds them to every command with nats.url.
+var natsAuthKeys = []string{"nats.creds", "nats.nkey", "nats.user", "nats.password", "nats.token", "nats.tls-ca", "nats.tls-cert", "nats.tls-key"}
 
 // clientKeys are the configuration keys of commands that talk to a running
 // Fairway.

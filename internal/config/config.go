@@ -42,11 +42,22 @@ type LogConfig struct {
 	Format string // auto, text or json
 }
 
-// NATSConfig holds the nats.* keys.
+// NATSConfig holds the nats.* keys. At most one way to authenticate may be
+// set: a user in URL, Creds, NKey, User (with Password) or Token; see
+// Validate. Package natsconn turns it into connection options.
 type NATSConfig struct {
 	URL      string // one or more comma-separated server URLs
 	Prefix   string // subject prefix, a single subject token
 	Replicas int    // replication factor of the JetStream streams, 1..5
+
+	Creds    string // path of a .creds file (user JWT and nkey seed)
+	NKey     string // path of a file holding a user nkey seed
+	User     string
+	Password string // secret
+	Token    string // secret
+	TLSCA    string // path of a PEM file of CA certificates; implies TLS
+	TLSCert  string // path of a PEM client certificate; with TLSKey
+	TLSKey   string // path of the PEM private key of TLSCert
 }
 
 // DatabaseConfig holds the database.* keys.
@@ -154,9 +165,7 @@ func Load(configFile string, environ []string, fs *pflag.FlagSet) (*Config, erro
 			err = key.set(cfg, raw)
 		}
 		if err != nil {
-			if key.secret {
-				raw = maskSecret(raw)
-			}
+			raw = key.masked(raw)
 			var from string
 			switch src := cfg.Source(key.name); src {
 			case SourceFile:
@@ -170,6 +179,12 @@ func Load(configFile string, environ []string, fs *pflag.FlagSet) (*Config, erro
 			}
 			errs = append(errs, fmt.Errorf("config: %s = %q (from %s): %w", key.name, raw, from, err))
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, err := range cfg.NATS.problems() {
+		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -264,10 +279,8 @@ func (c *Config) Source(key string) string {
 func (c *Config) Print(w io.Writer) error {
 	var b strings.Builder
 	for _, k := range Keys() {
-		v := byName[k.Name].get(c)
-		if k.Secret {
-			v = maskSecret(v)
-		}
+		key := byName[k.Name]
+		v := key.masked(key.get(c))
 		if v == "" {
 			v = `""`
 		}

@@ -318,18 +318,52 @@ func TestPrint(t *testing.T) {
 	require.IsIncreasing(t, lines)
 }
 
-func TestMaskSecret(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                                 "",
-		"postgres://u:secret@h/db":         "postgres://u:****@h/db",
-		"postgres://u@h/db":                "postgres://u@h/db",
-		"postgres://h/db?password=secret":  "postgres://h/db?password=****",
-		"host=h user=u password=secret":    "host=h user=u password=****",
-		"host=h password='se cret' user=u": "host=h password=**** user=u",
-		"postgres://u:p%40ss@h/db?x=1":     "postgres://u:****@h/db?x=1",
+// TestPrintMasksEveryForm loads each form of secret from each layer and
+// checks that Print shows none of them.
+func TestPrintMasksEveryForm(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		file  string
+		env   []string
+		flags []string
+		want  string // a line Print must show
+	}{
+		{name: "nats url password from env", env: []string{"FAIRWAY_NATS_URL=nats://u:secret@h:4222"}, want: "nats.url: nats://u:****@h:4222 # env"},
+		{name: "nats url token from flag", flags: []string{"--nats-url=nats://secrettoken@h:4222"}, want: "nats.url: nats://****@h:4222 # flag"},
+		{name: "several nats urls from file", file: "nats:\n  url: nats://a:secret1@h1:4222,nats://b:secret2@h2:4222\n",
+			want: "nats.url: nats://a:****@h1:4222,nats://b:****@h2:4222 # file"},
+		{name: "nats password from env", env: []string{"FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret"}, want: "nats.password: **** # env"},
+		{name: "nats password from file", file: "nats:\n  user: u\n  password: secret\n", want: "nats.password: **** # file"},
+		{name: "nats token from env", env: []string{"FAIRWAY_NATS_TOKEN=secret"}, want: "nats.token: **** # env"},
+		{name: "nats token from flag", flags: []string{"--token=secret"}, want: "nats.token: **** # flag"},
+		{name: "database url", env: []string{"FAIRWAY_DATABASE_URL=postgres://u:secret@h/db"}, want: "database.url: postgres://u:****@h/db # env"},
+		{name: "database dsn", env: []string{"FAIRWAY_DATABASE_URL=host=h user=u password=secret dbname=db"}, want: "database.url: host=h user=u password=**** dbname=db # env"},
+		{name: "database dsn quoted", file: "database:\n  url: \"host=h password='a secret' dbname=db\"\n", want: "database.url: host=h password=**** dbname=db # file"},
+		{name: "database dsn spaces", flags: []string{"--database-url=host=h password = secret dbname=db"}, want: "database.url: host=h password = **** dbname=db # flag"},
 	} {
-		require.Equal(t, want, maskSecret(in), in)
+		t.Run(tc.name, func(t *testing.T) {
+			file := ""
+			if tc.file != "" {
+				file = writeFile(t, tc.file)
+			}
+			c, err := Load(file, tc.env, flags(t, tc.flags...))
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			require.NoError(t, c.Print(&buf))
+			require.NotContains(t, buf.String(), "secret")
+			require.Contains(t, buf.String(), tc.want+"\n")
+		})
 	}
+}
+
+// TestErrorsMaskSecrets: a bad value of a key that holds secrets is quoted
+// masked in the error.
+func TestErrorsMaskSecrets(t *testing.T) {
+	_, err := Load("", []string{"FAIRWAY_NATS_URL=http://u:secret@h:4222", "FAIRWAY_DATABASE_URL=mysql://u:secret@h/db"}, nil)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `nats.url = "http://u:****@h:4222" (from env FAIRWAY_NATS_URL)`)
+	require.Contains(t, err.Error(), `database.url = "mysql://u:****@h/db" (from env FAIRWAY_DATABASE_URL)`)
+	require.NotContains(t, err.Error(), "secret")
 }
 
 func TestKeyTable(t *testing.T) {
@@ -356,4 +390,45 @@ func TestKeyTable(t *testing.T) {
 	require.Contains(t, fs.FlagUsages(), "(default 4)")
 	require.Contains(t, fs.FlagUsages(), "FAIRWAY_SCHEDULER_POOL_SIZE")
 	require.Panics(t, func() { AddFlags(fs, "no.such-key") })
+}
+
+// TestNATSConnectionKeys checks the nats.* credential and TLS keys: each
+// file must be readable and of the right kind, and combinations must make
+// sense. The errors name the key and what to do.
+func TestNATSConnectionKeys(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk")
+	require.NoError(t, os.WriteFile(junk, []byte("not a credential\n"), 0o600))
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"creds missing", []string{"FAIRWAY_NATS_CREDS=" + missing},
+			[]string{`nats.creds = "` + missing + `" (from env FAIRWAY_NATS_CREDS): cannot read the file`, "no such file"}},
+		{"creds junk", []string{"FAIRWAY_NATS_CREDS=" + junk}, []string{`nats.creds = "` + junk + `"`, "not a NATS credentials file"}},
+		{"nkey junk", []string{"FAIRWAY_NATS_NKEY=" + junk}, []string{`nats.nkey = "` + junk + `"`, "not an nkey seed file"}},
+		{"ca junk", []string{"FAIRWAY_NATS_TLS_CA=" + junk}, []string{`nats.tls-ca = "` + junk + `"`, "holds no PEM certificate"}},
+		{"cert missing", []string{"FAIRWAY_NATS_TLS_CERT=" + missing, "FAIRWAY_NATS_TLS_KEY=" + junk}, []string{`nats.tls-cert = "` + missing + `"`, "cannot read the file"}},
+		{"cert without key", []string{"FAIRWAY_NATS_TLS_CERT=" + junk}, []string{"nats.tls-cert is set but nats.tls-key is not", "--tls-key"}},
+		{"key without cert", []string{"FAIRWAY_NATS_TLS_KEY=" + junk}, []string{"nats.tls-key is set but nats.tls-cert is not", "--tls-cert"}},
+		{"cert and key junk", []string{"FAIRWAY_NATS_TLS_CERT=" + junk, "FAIRWAY_NATS_TLS_KEY=" + junk}, []string{"nats.tls-cert " + junk + " and nats.tls-key " + junk + " are not a PEM certificate and its private key"}},
+		{"password without user", []string{"FAIRWAY_NATS_PASSWORD=secret"}, []string{"nats.password is set but nats.user is not"}},
+		{"user and token", []string{"FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret", "FAIRWAY_NATS_TOKEN=secret"}, []string{"nats.user and nats.token are set together: give only one way to authenticate"}},
+		{"url user and user", []string{"FAIRWAY_NATS_URL=nats://a:secret@h:4222", "FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=secret"}, []string{"a user or token in nats.url and nats.user are set together"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("", tc.env, nil)
+			require.Error(t, err)
+			for _, want := range tc.want {
+				require.Contains(t, err.Error(), want)
+			}
+			require.NotContains(t, err.Error(), "secret")
+		})
+	}
+
+	c, err := Load("", []string{"FAIRWAY_NATS_USER=u", "FAIRWAY_NATS_PASSWORD=p"}, flags(t, "--token="))
+	require.NoError(t, err)
+	require.Equal(t, NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1, User: "u", Password: "p"}, c.NATS)
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fairwayhq/fairway/internal/secret"
 )
 
 // key is one row of the key table. The table drives defaults, environment
@@ -18,8 +20,28 @@ type key struct {
 	flag   string // flag name without dashes
 	def    string // default, in the same syntax a user would write
 	help   string
-	secret bool
+	secret secrecy
 	binding
+}
+
+// secrecy says how Print and error messages show a key's value.
+type secrecy int
+
+const (
+	public        secrecy = iota
+	embedsSecrets         // a URL or connection string: its passwords and tokens are masked (secret.Mask)
+	secretValue           // the whole value is a secret: shown as **** when set
+)
+
+// masked returns v as Print and error messages may show it.
+func (k *key) masked(v string) string {
+	switch {
+	case k.secret == embedsSecrets:
+		return secret.Mask(v)
+	case k.secret == secretValue && v != "":
+		return mask
+	}
+	return v
 }
 
 // binding parses a raw value into its Config field and formats it back.
@@ -34,13 +56,29 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Log.Level }, oneOf("debug", "info", "warn", "error"))},
 	{name: "log.format", flag: "log-format", def: "auto", help: "log format: auto (coloured text on a terminal, else JSON), text or json",
 		binding: stringVar(func(c *Config) *string { return &c.Log.Format }, oneOf("auto", "text", "json"))},
-	{name: "nats.url", flag: "nats-url", def: "nats://127.0.0.1:4222", help: "NATS server URL(s), comma-separated",
+	{name: "nats.url", flag: "nats-url", def: "nats://127.0.0.1:4222", help: "NATS server URL(s), comma-separated; user:password@ or token@ in a URL authenticates", secret: embedsSecrets,
 		binding: stringVar(func(c *Config) *string { return &c.NATS.URL }, natsURL)},
+	{name: "nats.creds", flag: "creds", def: "", help: "NATS credentials file (.creds: user JWT and nkey seed)",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.Creds }, optional(credsFile))},
+	{name: "nats.nkey", flag: "nkey", def: "", help: "file holding the nkey seed (SU...) to authenticate to NATS with",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.NKey }, optional(nkeySeedFile))},
+	{name: "nats.user", flag: "user", def: "", help: "NATS user name (with nats.password)",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.User }, anything)},
+	{name: "nats.password", flag: "password", def: "", help: "NATS password of nats.user (prefer env FAIRWAY_NATS_PASSWORD: other users can read command lines)", secret: secretValue,
+		binding: stringVar(func(c *Config) *string { return &c.NATS.Password }, anything)},
+	{name: "nats.token", flag: "token", def: "", help: "NATS authentication token (prefer env FAIRWAY_NATS_TOKEN: other users can read command lines)", secret: secretValue,
+		binding: stringVar(func(c *Config) *string { return &c.NATS.Token }, anything)},
+	{name: "nats.tls-ca", flag: "tls-ca", def: "", help: "PEM file of the CA certificate(s) that NATS server certificates are verified against (implies TLS)",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.TLSCA }, optional(caFile))},
+	{name: "nats.tls-cert", flag: "tls-cert", def: "", help: "PEM client certificate presented to NATS (mTLS; with nats.tls-key)",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.TLSCert }, optional(readableFile))},
+	{name: "nats.tls-key", flag: "tls-key", def: "", help: "PEM private key of nats.tls-cert",
+		binding: stringVar(func(c *Config) *string { return &c.NATS.TLSKey }, optional(readableFile))},
 	{name: "nats.prefix", flag: "prefix", def: "fairway", help: "NATS subject prefix (letters, digits, - and _)",
 		binding: stringVar(func(c *Config) *string { return &c.NATS.Prefix }, token)},
 	{name: "nats.replicas", flag: "replicas", def: "1", help: "copies JetStream keeps of each Fairway stream (3 in a three-server NATS cluster; 1 on a single server)",
 		binding: intVar(func(c *Config) *int { return &c.NATS.Replicas }, 1, 5)},
-	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL", secret: true,
+	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL or keyword/value string (TLS: sslmode=verify-full&sslrootcert=FILE)", secret: embedsSecrets,
 		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
 	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",
 		binding: intVar(func(c *Config) *int { return &c.Scheduler.PoolSize }, 1, -1)},
@@ -106,14 +144,14 @@ type Key struct {
 	Env     string // environment variable, e.g. "FAIRWAY_SCHEDULER_POOL_SIZE"
 	Default string
 	Help    string
-	Secret  bool // masked by Print
+	Secret  bool // masked by Print and in errors
 }
 
 // Keys lists every configuration key, sorted by name.
 func Keys() []Key {
 	out := make([]Key, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, Key{Name: k.name, Flag: k.flag, Env: envName(k.name), Default: k.def, Help: k.help, Secret: k.secret})
+		out = append(out, Key{Name: k.name, Flag: k.flag, Env: envName(k.name), Default: k.def, Help: k.help, Secret: k.secret != public})
 	}
 	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -197,6 +235,8 @@ func optional(check func(string) error) func(string) error {
 		return check(s)
 	}
 }
+
+func anything(string) error { return nil }
 
 func nonEmpty(s string) error {
 	if s == "" {

@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/fairwayhq/fairway/internal/secret"
 )
 
 // CountingScheme is Docspell's "H,L": take H high-priority jobs, then L
@@ -84,27 +84,5 @@ func formatByteSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-const mask = "****"
-
-var passwordRE = regexp.MustCompile(`(?i)(password=)('(?:[^'\\]|\\.)*'|[^\s&]*)`)
-
-// maskSecret hides the password of a connection URL or keyword/value
-// connection string, keeping everything else visible.
-func maskSecret(s string) string {
-	if s == "" {
-		return ""
-	}
-	if !strings.Contains(s, "://") {
-		return passwordRE.ReplaceAllString(s, "${1}"+mask)
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return mask
-	}
-	if _, ok := u.User.Password(); ok {
-		const placeholder = "FAIRWAYMASKEDPASSWORD"
-		u.User = url.UserPassword(u.User.Username(), placeholder)
-		s = strings.Replace(u.String(), placeholder, mask, 1)
-	}
-	return passwordRE.ReplaceAllString(s, "${1}"+mask)
-}
+// mask replaces a secret in Print and in errors.
+const mask = secret.Masked

@@ -57,7 +57,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Settings are extra postgresql.conf settings, passed as -c key=value. They
 	// cannot change the port, listen_addresses or unix_socket_directories.
+	// TLS, for example: ssl=on, ssl_cert_file and ssl_key_file (a key file
+	// the server's user owns, mode 0600).
 	Settings map[string]string
+	// HBA, when not nil, replaces pg_hba.conf with these lines at every
+	// start, e.g. "hostssl all all 127.0.0.1/32 trust" to refuse
+	// connections without TLS. Start's own connection (to create Database)
+	// goes to 127.0.0.1 with sslmode=prefer, so the lines must let the
+	// superuser in from there. Defaults to initdb's file: trust for local
+	// connections.
+	HBA []string
 }
 
 // Server is a running PostgreSQL cluster started by Start.
@@ -100,6 +109,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if err := s.initCluster(ctx); err != nil {
 		return nil, err
+	}
+	if opts.HBA != nil {
+		// The file exists (initdb wrote it), so it keeps its owner.
+		hba := filepath.Join(s.dir, "pg_hba.conf")
+		if err := os.WriteFile(hba, []byte(strings.Join(opts.HBA, "\n")+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("pgserver: %w", err)
+		}
 	}
 	if err := s.start(ctx, opts); err != nil {
 		return nil, err
@@ -342,7 +358,9 @@ func (s *Server) start(ctx context.Context, opts Options) error {
 
 // createDatabase creates s.database if missing and returns the server version.
 func (s *Server) createDatabase(ctx context.Context) (version string, err error) {
-	conn, err := pgx.Connect(ctx, s.URLFor("postgres"))
+	// sslmode=prefer: TLS when the server has it on (HBA may demand it),
+	// unverified, since this only creates a database on our own server.
+	conn, err := pgx.Connect(ctx, strings.Replace(s.URLFor("postgres"), "sslmode=disable", "sslmode=prefer", 1))
 	if err != nil {
 		return "", fmt.Errorf("pgserver: connect: %w", err)
 	}
