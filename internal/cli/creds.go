@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/natsconn"
 	"github.com/fairwayhq/fairway/internal/natsauth"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -176,9 +178,9 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 	if _, err := os.Stat(sys); err != nil {
 		return fmt.Errorf("pushing account %s needs the system credential %s: %w (run 'fairway creds init', or pass --push=false)", a.Name, sys, err)
 	}
-	nc, err := nats.Connect(e.cfg.NATS.URL, nats.Name("fairway-creds"), nats.UserCredentials(sys))
+	nc, err := natsconn.Connect(e.asUser(sys), nats.Name("fairway-creds"))
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s to push account %s: %w (is the server running? or pass --push=false)", e.cfg.NATS.URL, a.Name, err)
+		return fmt.Errorf("pushing account %s: %w (is the server running? or pass --push=false)", a.Name, err)
 	}
 	defer nc.Close()
 	if err := natsauth.Push(nc, a); err != nil {
@@ -197,12 +199,20 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 	if err := k.WriteCreds(creds.Name(), kind, name); err != nil {
 		return err
 	}
-	tnc, err := nats.Connect(e.cfg.NATS.URL, nats.Name("fairway-creds"), nats.UserCredentials(creds.Name()))
+	tnc, err := natsconn.Connect(e.asUser(creds.Name()), nats.Name("fairway-creds"))
 	if err != nil {
 		return fmt.Errorf("connecting as tenant %s: %w", name, err)
 	}
 	defer tnc.Close()
 	return ensureTenantStream(ctx, tnc, e.cfg.NATS.Prefix)
+}
+
+// asUser is the NATS configuration with credentials replaced by the creds
+// file at path (TLS settings kept).
+func (e *env) asUser(path string) config.NATSConfig {
+	c := e.cfg.NATS
+	c.Creds, c.NKey, c.User, c.Password, c.Token = path, "", "", "", ""
+	return c
 }
 
 // ensureTenantStream creates a tenant's event stream through its own
