@@ -205,7 +205,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 func (c *Coordinator) ensureStreams(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		err := events.EnsureStreams(ctx, c.js, c.subjects, c.cfg.StreamOptions)
-		if err == nil || events.Permanent(err) || ctx.Err() != nil {
+		if err == nil || events.IsStreamConfigRefused(err) || ctx.Err() != nil {
 			return err
 		}
 		wait := min(time.Duration(attempt)*time.Second, 5*time.Second)

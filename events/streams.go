@@ -92,10 +92,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 // for more than one replica on a server that is not clustered.
 const errCodeReplicasNotSupported jetstream.ErrorCode = 10074
 
-// Permanent says whether an EnsureStreams error will not go away by
+// IsStreamConfigRefused says whether an EnsureStreams error will not go away by
 // itself (a configuration the servers refuse), as opposed to JetStream
 // not being ready yet (a cluster electing its leader, a server restarting).
-func Permanent(err error) bool {
+func IsStreamConfigRefused(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported
 }
