@@ -222,7 +222,8 @@ func (c *Client) request(ctx context.Context, subject string, body any) (*Reply,
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, &fairway.Error{Code: fairway.CodeUnavailable,
-				Message: fmt.Sprintf("no coordinator answered on %s (%v): is Fairway running (fairway dev), and is --nats-url right?", subject, err)}
+				Message: fmt.Sprintf("no coordinator answered on %s (%v): is Fairway running (fairway dev), and is --nats-url right? "+
+					"A tenant's credential reaches only its own group (%s), and the operator API needs an operator's", subject, err, c.subjects.API("<group>", "…"))}
 		}
 		return nil, fmt.Errorf("requesting %s: %w", subject, err)
 	}
@@ -242,7 +243,8 @@ func publishError(err error) error {
 	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return &fairway.Error{Code: fairway.CodeUnavailable,
-			Message: fmt.Sprintf("no JetStream stream stored the submission (%v): is a coordinator running? It creates the streams at start", err)}
+			Message: fmt.Sprintf("no JetStream stream stored the submission (%v): is a coordinator running? It creates the streams at start. "+
+				"A tenant's credential can submit to its own group only", err)}
 	}
 	return fmt.Errorf("publishing a submission: %w", err)
 }

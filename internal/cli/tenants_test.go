@@ -1,0 +1,133 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDevWithTenants runs `fairway dev --tenants` and uses the credentials
+// it writes as a tenant, an operator and a new executor would, with the
+// client commands and a stock NATS connection given nothing but the file.
+func TestDevWithTenants(t *testing.T) {
+	dir, err := os.MkdirTemp("", "fairway-dev-tenants-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	natsPort, pgPort := freePort(t), freePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	stderr := &output{}
+	devDone := make(chan int, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+			"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--log-format", "json", "--tenants", "acme,globex",
+			"--app-id", "dev-worker"}, &bytes.Buffer{}, stderr)
+	}()
+	select {
+	case <-stderr.seen("Fairway is running with tenant isolation"):
+	case code := <-devDone:
+		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
+	case <-time.After(time.Minute):
+		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
+	}
+	creds := func(name string) string { return filepath.Join(dir, "creds", name+".creds") }
+	for _, name := range []string{"tenant-acme", "tenant-globex", "operator", "executor-dev-worker"} {
+		info, err := os.Stat(creds(name))
+		require.NoError(t, err, name)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), name)
+	}
+
+	// Without a credential, nothing answers.
+	_, err = nats.Connect(natsURL)
+	require.Error(t, err, "connected without a credential")
+
+	code, out, errOut := run(t, "submit", "echo", "--group", "acme", "--args", `{"n":1}`, "--nats-url", natsURL, "--creds", creds("tenant-acme"))
+	require.Equal(t, 0, code, errOut)
+	id := strings.TrimSpace(out)
+
+	// globex's credential cannot submit for acme, read acme's job or use
+	// the operator API.
+	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "only its own group")
+	code, _, _ = run(t, "jobs", "show", id, "--group", "acme", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
+	require.Equal(t, 1, code)
+	code, _, _ = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
+	require.Equal(t, 1, code)
+
+	// The operator sees every group's jobs; the job ran.
+	code, out, errOut = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("operator"))
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, id)
+
+	// acme follows its own events with a stock connection and the file.
+	nc, err := nats.Connect(natsURL, nats.UserCredentials(creds("tenant-acme")))
+	require.NoError(t, err)
+	defer nc.Close()
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	final := make(chan events.Event, 10)
+	sub, err := client.Subscribe(t.Context(), events.Filter{Since: time.Unix(0, 0)}, func(ev events.Event) {
+		if ev.State.Final() {
+			final <- ev
+		}
+	})
+	require.NoError(t, err)
+	defer sub.Stop()
+	select {
+	case ev := <-final:
+		require.Equal(t, id, ev.JobID)
+		require.Equal(t, fairway.StateSuccess, ev.State)
+	case <-time.After(30 * time.Second):
+		t.Fatal("acme's job did not finish within 30s")
+	}
+
+	// A new tenant and a new executor, provisioned against the running dev.
+	code, out, errOut = run(t, "creds", "add", "tenant", "initech", "--dev-dir", dir, "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, creds("tenant-initech"), strings.TrimSpace(out))
+	inc, err := nats.Connect(natsURL, nats.UserCredentials(creds("tenant-initech")))
+	require.NoError(t, err)
+	defer inc.Close()
+	msg, err := inc.Request("fairway.api.initech.list", []byte(`{}`), 10*time.Second)
+	require.NoError(t, err, "the new tenant's API is not reachable")
+	var reply events.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.Nil(t, reply.Error)
+	code, out, errOut = run(t, "creds", "add", "executor", "worker-2", "--dev-dir", dir, "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, creds("executor-worker-2"), strings.TrimSpace(out))
+	enc, err := nats.Connect(natsURL, nats.UserCredentials(creds("executor-worker-2")))
+	require.NoError(t, err)
+	defer enc.Close()
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "worker-2", Instance: "i", Slots: 1, Tasks: []string{"echo"}}})
+	require.NoError(t, err)
+	msg, err = enc.Request("fairway.exec.worker-2.register", data, 10*time.Second)
+	require.NoError(t, err, "the new executor cannot register")
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.Nil(t, reply.Error)
+	_, err = enc.Request("fairway.exec.dev-worker.register", data, time.Second)
+	require.ErrorIs(t, err, nats.ErrNoResponders, "an executor reached another executor's subjects")
+
+	cancel()
+	select {
+	case code := <-devDone:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatal("fairway dev did not stop")
+	}
+}
