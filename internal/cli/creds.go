@@ -10,8 +10,8 @@ import (
 
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/config"
-	"github.com/fairwayhq/fairway/internal/natsconn"
 	"github.com/fairwayhq/fairway/internal/natsauth"
+	"github.com/fairwayhq/fairway/internal/natsconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
