@@ -440,6 +440,17 @@ func TestTenantCannotSeeOrTouchAnotherTenant(t *testing.T) {
 		require.Empty(t, rogueHeard.leaks(secret, blocked.ID, "acme"), "the rogue executor heard about acme's jobs")
 	})
 
+	t.Run("a second executor with w1's credential is refused while w1 lives", func(t *testing.T) {
+		// Executors answer the coordinators' ping through their own
+		// account, so a duplicate app-id is detected.
+		twin, err := executor.New(e.connectAs(natsauth.KindExecutor, "w1"), executor.Config{AppID: "w1", PoolSize: 1, WakeupPeriod: time.Hour})
+		require.NoError(t, err)
+		twin.Handle("block", func(context.Context, *executor.Job) error { return nil })
+		err = twin.Start(ctx)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), `app-id "w1" is already in use`)
+	})
+
 	// globex's own copy of events holds its group's only.
 	for {
 		select {
