@@ -241,14 +241,14 @@ func TestCancelWaitingAndRunningJobs(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the job did not start")
 	}
-	_, err = h.client.Cancel(t.Context(), "", running)
+	_, err = h.client.Cancel(t.Context(), "g", running)
 	require.NoError(t, err)
 	evs := h.final(running)
 	require.Equal(t, "running>cancelled", transitions(evs)[len(evs)-1], "cancelled, not stuck, not retried")
 
-	_, err = h.client.Cancel(t.Context(), "", running)
+	_, err = h.client.Cancel(t.Context(), "g", running)
 	require.ErrorIs(t, err, fairway.ErrConflict, "a final job cannot be cancelled")
-	_, err = h.client.Cancel(t.Context(), "", "no-such-job")
+	_, err = h.client.Cancel(t.Context(), "g", "no-such-job")
 	require.ErrorIs(t, err, fairway.ErrNotFound)
 }
 
