@@ -71,6 +71,7 @@ const (
 
 // Job is a submitted unit of work, as stored and as reported to clients.
 type Job struct {
+	// ID is unique within the job's group.
 	ID         string          `json:"id"`
 	Task       string          `json:"task"`
 	Group      string          `json:"group"`
@@ -98,8 +99,20 @@ type Job struct {
 	Error        string          `json:"error,omitempty"`
 }
 
+// JobRef names a job. Job ids are unique per group only (a tenant's ids
+// never collide with, block or reveal another's), so a job is named by its
+// group and its id.
+type JobRef struct {
+	Group string `json:"group"`
+	ID    string `json:"id"`
+}
+
+// Ref returns the job's name.
+func (j *Job) Ref() JobRef { return JobRef{Group: j.Group, ID: j.ID} }
+
 // LogLine is one line a task logged while running a job.
 type LogLine struct {
+	Group   string    `json:"group,omitempty"`
 	JobID   string    `json:"job_id"`
 	Attempt int       `json:"attempt"`
 	Time    time.Time `json:"time"`

@@ -58,6 +58,9 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 			err = fairway.Invalid("id", "missing: name the job")
 			break
 		}
+		if group, err = jobGroup(group, req.Group, admin); err != nil {
+			break
+		}
 		switch verb {
 		case events.VerbCancel:
 			reply.Job, err = c.cancelJob(ctx, group, req.ID)
@@ -65,7 +68,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 			reply.Job, err = c.store.Get(ctx, group, req.ID)
 		case events.VerbRelease:
 			if reply.Job, err = c.store.Release(ctx, group, req.ID); err == nil {
-				c.afterChange([]store.Applied{{JobID: reply.Job.ID, State: reply.Job.State, RunAt: reply.Job.RunAt}})
+				c.afterChange([]store.Applied{{Group: reply.Job.Group, JobID: reply.Job.ID, State: reply.Job.State, RunAt: reply.Job.RunAt}})
 			}
 		case events.VerbPriority:
 			reply.Job, err = c.store.SetPriority(ctx, group, req.ID, req.Priority)
@@ -108,6 +111,21 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb str
 	c.respond(msg, reply, err)
 }
 
+// jobGroup is the group of the job a request names. Job ids are unique per
+// group only, so the operator API needs the group in the body; the tenant
+// API takes it from the subject, and refuses a body naming another.
+func jobGroup(subject, body string, admin bool) (string, error) {
+	switch {
+	case admin && body == "":
+		return "", fairway.Invalid("group", "missing: job ids are unique per group only, so name the job's group")
+	case admin:
+		return body, fairway.CheckName("group", body)
+	case body != "" && body != subject:
+		return "", fairway.Invalid("group", "body names group %q but the subject names %q", body, subject)
+	}
+	return subject, nil
+}
+
 func decode(data []byte, v any) error {
 	if len(data) == 0 {
 		return nil
@@ -143,7 +161,7 @@ func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 // submit stores one submission from the request/reply API. Invalid ones
 // get a rejected event, as on the asynchronous path.
 func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*fairway.Job, error) {
-	sub, err := c.validate(ctx, group, "", data, time.Now())
+	sub, err := c.validate(ctx, group, "", data, time.Now(), nil)
 	if err != nil {
 		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
 		if ierr == nil {
@@ -162,14 +180,19 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 	if res[0].Created {
 		c.jobsAdded(sub)
 	}
-	return c.store.Get(ctx, "", sub.ID)
+	return c.store.Get(ctx, sub.Group, sub.ID)
 }
 
 // validate decodes and checks a submission for the group and task of its
 // subject (task "" on the API, where the body names it). received is when
-// the submission arrived.
-func (c *Coordinator) validate(ctx context.Context, group, task string, data []byte, received time.Time) (fairway.Submission, error) {
+// the submission arrived. A body without an id gets defaultID's, when
+// given, before anything else (a rejection names it too); else Normalize
+// makes a new one.
+func (c *Coordinator) validate(ctx context.Context, group, task string, data []byte, received time.Time, defaultID func() string) (fairway.Submission, error) {
 	sub, err := fairway.DecodeSubmission(data, c.cfg.MaxArgsSize)
+	if sub.ID == "" && defaultID != nil {
+		sub.ID = defaultID()
+	}
 	if err != nil {
 		return sub, err
 	}
@@ -211,7 +234,9 @@ func (c *Coordinator) cancelJob(ctx context.Context, group, id string) (*fairway
 	}
 	c.kickOutbox()
 	if res.Signal {
-		data, _ := json.Marshal(events.CancelCommand{JobID: id, Attempt: res.Job.Attempt})
+		// The claim counted the attempt it handed out: the executor holds
+		// exactly this one, scheduled or running.
+		data, _ := json.Marshal(events.CancelCommand{Group: res.Job.Group, JobID: id, Attempt: res.Job.Attempt})
 		if err := c.nc.Publish(c.subjects.Cancel(res.Job.Worker), data); err != nil {
 			return nil, fmt.Errorf("telling executor %q to cancel job %s: %w", res.Job.Worker, id, err)
 		}

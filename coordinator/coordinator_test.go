@@ -242,14 +242,14 @@ func TestCancelWaitingAndRunningJobs(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the job did not start")
 	}
-	_, err = h.client.Cancel(t.Context(), "", running)
+	_, err = h.client.Cancel(t.Context(), "g", running)
 	require.NoError(t, err)
 	evs := h.final(running)
 	require.Equal(t, "running>cancelled", transitions(evs)[len(evs)-1], "cancelled, not stuck, not retried")
 
-	_, err = h.client.Cancel(t.Context(), "", running)
+	_, err = h.client.Cancel(t.Context(), "g", running)
 	require.ErrorIs(t, err, fairway.ErrConflict, "a final job cannot be cancelled")
-	_, err = h.client.Cancel(t.Context(), "", "no-such-job")
+	_, err = h.client.Cancel(t.Context(), "g", "no-such-job")
 	require.ErrorIs(t, err, fairway.ErrNotFound)
 }
 
@@ -767,12 +767,12 @@ func TestExecutorSpeaksOnlyForItself(t *testing.T) {
 		_, err = js.Publish(t.Context(), subject, data)
 		require.NoError(t, err)
 	}
-	forged := events.Report{Type: events.ReportDone, JobID: job.ID, Attempt: attempt, Executor: "raw", Time: time.Now(),
+	forged := events.Report{Type: events.ReportDone, Group: "g", JobID: job.ID, Attempt: attempt, Executor: "raw", Instance: "i", Time: time.Now(),
 		Outcome: events.OutcomeSuccess, Result: json.RawMessage(`{"forged":true}`)}
 	report("fairway.results.evil", forged)
 	forged.Executor = ""
 	report("fairway.results.evil", forged)
-	report("fairway.results.raw", events.Report{Type: events.ReportStarted, JobID: job.ID, Attempt: attempt, Executor: "raw", Time: time.Now()})
+	report("fairway.results.raw", events.Report{Type: events.ReportStarted, Group: "g", JobID: job.ID, Attempt: attempt, Executor: "raw", Instance: "i", Time: time.Now()})
 	h.until(func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateRunning })
 	got, err := h.store.Get(t.Context(), "g", job.ID)
 	require.NoError(t, err)

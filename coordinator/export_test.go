@@ -1,7 +1,15 @@
 package coordinator
 
-import "context"
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // FirePeriodic fires the periodic tasks due at the coordinator's clock now,
 // as its periodic loop does when their time comes.
 func (c *Coordinator) FirePeriodic(ctx context.Context) { c.firePeriodic(ctx) }
+
+// Ingest stores a batch of submission messages, as the ingest consumer
+// does with each batch it gets.
+func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest(ctx, msgs) }

@@ -75,10 +75,9 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	var rejections []store.Rejection
 	for _, msg := range msgs {
 		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
-		sub, err := c.validate(ctx, group, task, msg.Data(), received)
-		if sub.ID == "" {
-			sub.ID = messageID(msg)
-		}
+		// A body without an id gets the same one on every redelivery: the
+		// store then keeps one job, whatever the redeliveries.
+		sub, err := c.validate(ctx, group, task, msg.Data(), received, func() string { return messageID(msg) })
 		if err != nil {
 			rejections = append(rejections, rejection(sub, group, task, err))
 			continue
@@ -143,7 +142,9 @@ func (c *Coordinator) retryLater(ctx context.Context, msgs []jetstream.Msg, err 
 
 // messageID gives a submission without an id one that is the same on every
 // redelivery: the Nats-Msg-Id header if it is a valid id, else a UUIDv7
-// made from the message's stream time and sequence.
+// made from the message's stream time and sequence. Like every job id it
+// is unique within the submission's group only: the same Nats-Msg-Id in
+// two groups makes two jobs.
 func messageID(msg jetstream.Msg) string {
 	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		s := fairway.Submission{ID: id}

@@ -28,7 +28,7 @@ func (c *Coordinator) startResults(ctx context.Context) error {
 func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	var started []store.Attempt
 	var progress []store.Progress
-	var logs []fairway.LogLine
+	var logs []store.AttemptLog
 	var outcomes []store.Outcome
 	var reports []events.Report
 	for _, msg := range msgs {
@@ -58,8 +58,13 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	// end: one row write instead of two.
 	startedAt := map[store.Attempt]time.Time{}
 	ended := map[store.Attempt]bool{}
+	// A report names its job by group and id, and its sender by app-id and
+	// instance: the store applies it only where they hold the attempt.
+	attempt := func(r events.Report) store.Attempt {
+		return store.Attempt{Group: r.Group, JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor, Instance: r.Instance}
+	}
 	for _, r := range reports {
-		a := store.Attempt{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor}
+		a := attempt(r)
 		switch r.Type {
 		case events.ReportStarted:
 			startedAt[a] = r.Time
@@ -68,16 +73,17 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	for _, r := range reports {
-		a := store.Attempt{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor}
+		a := attempt(r)
 		switch r.Type {
 		case events.ReportStarted:
 			if !ended[a] {
 				started = append(started, a)
 			}
 		case events.ReportProgress:
-			progress = append(progress, store.Progress{JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor, Progress: r.Progress})
+			progress = append(progress, store.Progress{Attempt: a, Progress: r.Progress})
 		case events.ReportLog:
-			logs = append(logs, r.Logs...)
+			// The lines are the report's job's and attempt's, whatever they say.
+			logs = append(logs, store.AttemptLog{Attempt: a, Lines: r.Logs})
 		case events.ReportDone:
 			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error}
 			if t, ok := startedAt[a]; ok {
@@ -102,7 +108,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	c.afterChange(applied)
 }
 
-func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []fairway.LogLine, outcomes []store.Outcome) ([]store.Applied, error) {
+func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, error) {
 	if err := c.store.MarkRunning(ctx, started); err != nil {
 		return nil, err
 	}
@@ -112,14 +118,14 @@ func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Atte
 	if err := c.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
 		return nil, err
 	} else if err != nil {
-		c.log.Warn("dropping job log lines PostgreSQL refused", "lines", len(logs), "error", err)
+		c.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 	}
 	applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
 	if err != nil {
 		return nil, err
 	}
 	if n := len(outcomes) - len(applied); n > 0 {
-		c.log.Info("ignored outcomes of attempts that are no longer current (late results)", "count", n)
+		c.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
 	}
 	return applied, nil
 }

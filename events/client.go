@@ -72,8 +72,10 @@ func (c *Client) Submit(ctx context.Context, sub fairway.Submission) (string, er
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	msg := &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, sub.ID)
+	// No Nats-Msg-Id: JetStream's de-duplication spans every group (see
+	// SubmitDuplicateWindow). The id in the body de-duplicates a publish
+	// sent again, in PostgreSQL, within the group.
+	msg := &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return "", publishError(err)
 	}
@@ -92,7 +94,7 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		ids[i] = sub.ID
-		msgs[i] = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {sub.ID}}}
+		msgs[i] = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data}
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -143,42 +145,49 @@ func (c *Client) SubmitWait(ctx context.Context, sub fairway.Submission) (*fairw
 	return reply.Job, nil
 }
 
-// Cancel cancels a job: a job that has not started ends cancelled at once;
-// a running job's handler sees its context cancelled and the job ends
-// cancelled when the handler returns. group may be "" for the operator API.
+// Cancel cancels the job id of group: a job that has not started ends
+// cancelled at once; a running job's handler sees its context cancelled and
+// the job ends cancelled when the handler returns. Job ids are unique per
+// group only, so every call about one job names its group.
 func (c *Client) Cancel(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbCancel, JobRequest{ID: id})
 }
 
-// Release releases a pending job: it becomes waiting, due now. group may
-// be "" for the operator API.
+// Release releases a pending job: it becomes waiting, due now.
 func (c *Client) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbRelease, JobRequest{ID: id})
 }
 
 // SetPriority re-prioritises a job that is pending, waiting or stuck.
-// group may be "" for the operator API.
 func (c *Client) SetPriority(ctx context.Context, group, id string, prio fairway.Priority) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbPriority, JobRequest{ID: id, Priority: prio})
 }
 
-// jobVerb sends a request about one job and returns the job of the reply.
+// jobVerb sends a request about one job to its group's API and returns
+// the job of the reply.
 func (c *Client) jobVerb(ctx context.Context, group, verb string, req JobRequest) (*fairway.Job, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, verb), req)
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	reply, err := c.request(ctx, c.subjects.API(group, verb), req)
 	if err != nil {
 		return nil, err
 	}
 	return reply.Job, nil
 }
 
-// Get returns a job. group may be "" for the operator API.
+// Get returns the job id of group.
 func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbGet, JobRequest{ID: id})
 }
 
-// Logs returns the lines a job's task logged, oldest first.
+// Logs returns the lines the task of the job id of group logged, oldest
+// first.
 func (c *Client) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
-	reply, err := c.request(ctx, c.jobSubject(group, VerbLogs), JobRequest{ID: id})
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	reply, err := c.request(ctx, c.subjects.API(group, VerbLogs), JobRequest{ID: id})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,16 @@ const EventMaxAgeDefault = 7 * 24 * time.Hour
 // MaxMsgSizeDefault is the default cap on one message.
 const MaxMsgSizeDefault = 8 << 20
 
+// SubmitDuplicateWindow is the duplicate window of the submit stream: the
+// smallest nats-server accepts (it refuses less than 100 ms, and turns 0
+// into its default of 2 minutes). JetStream de-duplicates by Nats-Msg-Id
+// across the whole stream, so across groups: one tenant's message would
+// make another's with the same Nats-Msg-Id vanish. Submissions are
+// de-duplicated in PostgreSQL instead, per group, by job id (a body
+// without an id takes the Nats-Msg-Id, or one derived from the stream
+// sequence).
+const SubmitDuplicateWindow = 100 * time.Millisecond
+
 // EnsureStreams creates or updates the submit, events and results streams.
 // Coordinators call it at start; it is idempotent. A stream that exists with
 // other settings, a replica count included, is updated to these.
@@ -50,7 +60,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 			MaxMsgSize:  maxMsg,
-			Duplicates:  2 * time.Minute,
+			Duplicates:  SubmitDuplicateWindow,
 		},
 		{
 			Name:        s.EventStream(),

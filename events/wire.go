@@ -46,9 +46,14 @@ type Reply struct {
 	Periodic []fairway.PeriodicTask `json:"periodic,omitempty"`
 }
 
-// JobRequest is the body of cancel, get and logs.
+// JobRequest is the body of cancel, get, logs, release and priority.
 type JobRequest struct {
-	ID string `json:"id"`
+	// Group is the job's group: required on the operator API
+	// (<p>.admin.<verb>), since job ids are unique per group only. On the
+	// tenant API (<p>.api.<group>.<verb>) the subject names the group, and
+	// a body naming another group is refused.
+	Group string `json:"group,omitempty"`
+	ID    string `json:"id"`
 	// Priority is the new priority, for the priority verb.
 	Priority fairway.Priority `json:"priority,omitempty"`
 }
@@ -92,12 +97,13 @@ type RegisterRequest struct {
 }
 
 // Heartbeat tells the coordinators an executor is alive and which jobs it
-// holds; their leases are extended.
+// holds, each named by group and id; their leases are extended where this
+// instance holds them.
 type Heartbeat struct {
-	Executor string   `json:"executor"`
-	Instance string   `json:"instance"`
-	Jobs     []string `json:"jobs"`
-	Slots    int      `json:"slots"`
+	Executor string           `json:"executor"`
+	Instance string           `json:"instance"`
+	Jobs     []fairway.JobRef `json:"jobs"`
+	Slots    int              `json:"slots"`
 }
 
 // The kinds of Report.
@@ -119,12 +125,18 @@ const (
 
 // Report is what an executor says about a job it holds. Executors publish
 // reports to <p>.results.<app-id> as a JSON array of one or more, in the
-// order they happened; a single object is accepted too.
+// order they happened; a single object is accepted too. A report applies
+// only when it names the job's group, id and current attempt, and comes
+// from the executor instance that holds that attempt.
 type Report struct {
-	Type     string            `json:"type"`
-	JobID    string            `json:"job_id"`
-	Attempt  int               `json:"attempt"`
+	Type    string `json:"type"`
+	Group   string `json:"group"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	// Executor is the executor's app-id, Instance its instance id (as
+	// registered).
 	Executor string            `json:"executor"`
+	Instance string            `json:"instance"`
 	Time     time.Time         `json:"time"`
 	Progress int               `json:"progress,omitempty"`
 	Outcome  string            `json:"outcome,omitempty"`
@@ -133,8 +145,13 @@ type Report struct {
 	Logs     []fairway.LogLine `json:"logs,omitempty"`
 }
 
-// CancelCommand asks an executor to cancel a job it holds.
+// CancelCommand asks an executor to cancel one attempt of a job it holds:
+// all three fields are required. An executor ignores a command whose
+// attempt is not the one it holds (there is no "any attempt"), and
+// remembers for a while one about a job it does not hold yet, for that
+// exact attempt.
 type CancelCommand struct {
+	Group   string `json:"group"`
 	JobID   string `json:"job_id"`
 	Attempt int    `json:"attempt"`
 }

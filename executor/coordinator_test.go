@@ -189,11 +189,14 @@ func (c *coordinator) notify() {
 }
 
 // cancel sends a cancel command to executor appID and waits for its reply.
-func (c *coordinator) cancel(appID, jobID string, attempt int) {
-	data, err := json.Marshal(events.CancelCommand{JobID: jobID, Attempt: attempt})
+func (c *coordinator) cancel(appID, group, jobID string, attempt int) events.Reply {
+	data, err := json.Marshal(events.CancelCommand{Group: group, JobID: jobID, Attempt: attempt})
 	require.NoError(c.t, err)
-	_, err = c.nc.Request(c.subjects.Cancel(appID), data, waitTimeout)
+	msg, err := c.nc.Request(c.subjects.Cancel(appID), data, waitTimeout)
 	require.NoError(c.t, err)
+	var reply events.Reply
+	require.NoError(c.t, json.Unmarshal(msg.Data, &reply))
+	return reply
 }
 
 // nextDispatch waits for the next dispatch request.

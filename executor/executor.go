@@ -212,7 +212,7 @@ type Executor struct {
 	tasks    []string
 	started  time.Time
 	baseCtx  context.Context
-	jobs     map[string]*runningJob
+	jobs     map[fairway.JobRef]*runningJob
 	cancels  cancelMemo
 	subs     []*nats.Subscription
 
@@ -259,7 +259,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		logger:       logger,
 		handlers:     make(map[string]Handler),
 		logs:         newLogBuffer(cfg.LogBufferSize),
-		jobs:         make(map[string]*runningJob),
+		jobs:         make(map[fairway.JobRef]*runningJob),
 		cancels:      cancelMemo{ttl: earlyCancelTTL, max: earlyCancelMax},
 		wake:         make(chan struct{}, 1),
 		stopCh:       make(chan struct{}),
@@ -603,29 +603,43 @@ func (e *Executor) onPing(msg *nats.Msg) {
 	_ = msg.Respond([]byte(e.instance))
 }
 
+// onCancel cancels the attempt a command names. The command must name the
+// group, the job and the attempt: a command for another attempt than the
+// one held changes nothing (there is no "whatever attempt is held"), and
+// one for a job not held yet is remembered for that exact attempt, which
+// a dispatch reply may be bringing.
 func (e *Executor) onCancel(msg *nats.Msg) {
 	var cmd events.CancelCommand
-	if err := json.Unmarshal(msg.Data, &cmd); err != nil || cmd.JobID == "" {
-		e.logger.Warn("ignoring an undecodable cancel command", "subject", msg.Subject, "error", err)
+	err := json.Unmarshal(msg.Data, &cmd)
+	if err == nil {
+		err = checkCancel(cmd)
+	}
+	if err != nil {
+		e.logger.Warn("ignoring a cancel command", "subject", msg.Subject, "error", err)
 		if msg.Reply != "" {
-			reply, _ := json.Marshal(events.Reply{Error: fairway.Invalid("job_id", "a cancel command needs a job_id")})
+			reply, _ := json.Marshal(events.Reply{Error: fairway.AsError(err)})
 			_ = msg.Respond(reply)
 		}
 		return
 	}
+	ref := fairway.JobRef{Group: cmd.Group, ID: cmd.JobID}
 	e.mu.Lock()
-	rj, ok := e.jobs[cmd.JobID]
-	if ok && (cmd.Attempt == 0 || cmd.Attempt == rj.job.Attempt) {
+	rj, held := e.jobs[ref]
+	cancel := held && cmd.Attempt == rj.job.Attempt
+	switch {
+	case cancel:
 		rj.cancel(errCancelRequested)
-	} else {
-		ok = false
-		e.cancels.add(cmd.JobID, cmd.Attempt, time.Now())
+	case !held:
+		e.cancels.add(ref, cmd.Attempt, time.Now())
 	}
 	e.mu.Unlock()
-	if ok {
+	switch {
+	case cancel:
 		rj.logger.Info("cancelling job")
-	} else {
-		e.logger.Debug("cancel for a job not held yet: remembered", "job_id", cmd.JobID, "attempt", cmd.Attempt)
+	case held:
+		rj.logger.Warn("ignoring a cancel command for another attempt than the one held", "command_attempt", cmd.Attempt)
+	default:
+		e.logger.Debug("cancel for a job not held yet: remembered", "group", cmd.Group, "job_id", cmd.JobID, "attempt", cmd.Attempt)
 	}
 	if msg.Reply != "" {
 		_ = msg.Respond([]byte("{}"))
@@ -648,12 +662,12 @@ func (e *Executor) heartbeatLoop() {
 
 func (e *Executor) heartbeat() {
 	e.mu.Lock()
-	ids := make([]string, 0, len(e.jobs))
+	ids := make([]fairway.JobRef, 0, len(e.jobs))
 	for id := range e.jobs {
 		ids = append(ids, id)
 	}
 	e.mu.Unlock()
-	slices.Sort(ids)
+	slices.SortFunc(ids, compareRefs)
 	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: e.cfg.PoolSize})
 	if err == nil {
 		err = e.nc.Publish(e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat), data)
@@ -820,7 +834,7 @@ func (e *Executor) accept(jobs []fairway.Job) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, fj := range jobs {
-		if _, dup := e.jobs[fj.ID]; dup {
+		if _, dup := e.jobs[fj.Ref()]; dup {
 			e.logger.Warn("dispatch handed out a job this executor already holds; ignoring it", "job_id", fj.ID, "attempt", fj.Attempt)
 			continue
 		}
@@ -831,35 +845,35 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		case len(e.jobs) >= e.cfg.PoolSize:
 			e.logger.Warn("dispatch handed out more jobs than slots were asked for; releasing the extra job", "job_id", fj.ID)
 			mode = modeRelease
-		case e.cancels.take(fj.ID, fj.Attempt, time.Now()):
+		case e.cancels.take(fj.Ref(), fj.Attempt, time.Now()):
 			mode = modeCancelled
 		}
 		rj := e.newRunningJob(fj)
-		e.jobs[fj.ID] = rj
+		e.jobs[fj.Ref()] = rj
 		e.jobsWG.Add(1)
 		go e.run(rj, mode)
 	}
 }
 
-// cancelMemo remembers cancel commands for jobs not held yet, for ttl, at
-// most max of them; every entry lives equally long, so the queue is in
-// expiry order.
+// cancelMemo remembers cancel commands for jobs not held yet, each for the
+// attempt it names, for ttl, at most max of them; every entry lives equally
+// long, so the queue is in expiry order.
 type cancelMemo struct {
 	ttl   time.Duration
 	max   int
-	byID  map[string]cancelEntry
+	byID  map[fairway.JobRef]cancelEntry
 	queue []cancelEntry
 }
 
 type cancelEntry struct {
-	id      string
+	id      fairway.JobRef
 	attempt int
 	at      time.Time
 }
 
-func (m *cancelMemo) add(id string, attempt int, now time.Time) {
+func (m *cancelMemo) add(id fairway.JobRef, attempt int, now time.Time) {
 	if m.byID == nil {
-		m.byID = make(map[string]cancelEntry)
+		m.byID = make(map[fairway.JobRef]cancelEntry)
 	}
 	for len(m.queue) > 0 && (len(m.queue) >= m.max || now.Sub(m.queue[0].at) > m.ttl) {
 		m.pop()
@@ -878,13 +892,27 @@ func (m *cancelMemo) pop() {
 	}
 }
 
-// take reports whether a cancel for this job attempt is remembered, and
-// forgets it.
-func (m *cancelMemo) take(id string, attempt int, now time.Time) bool {
+// take reports whether a cancel for exactly this job attempt is
+// remembered, and forgets it.
+func (m *cancelMemo) take(id fairway.JobRef, attempt int, now time.Time) bool {
 	entry, ok := m.byID[id]
-	if !ok || now.Sub(entry.at) > m.ttl || (entry.attempt != 0 && entry.attempt != attempt) {
+	if !ok || now.Sub(entry.at) > m.ttl || entry.attempt != attempt {
 		return false
 	}
 	delete(m.byID, id)
 	return true
+}
+
+// checkCancel refuses a cancel command that does not name one attempt of
+// one job: attempts count from 1, and 0 names none.
+func checkCancel(cmd events.CancelCommand) error {
+	switch {
+	case cmd.Group == "":
+		return fairway.Invalid("group", "a cancel command needs the job's group")
+	case cmd.JobID == "":
+		return fairway.Invalid("job_id", "a cancel command needs a job_id")
+	case cmd.Attempt < 1:
+		return fairway.Invalid("attempt", "a cancel command needs the attempt to cancel (from 1), not %d", cmd.Attempt)
+	}
+	return nil
 }

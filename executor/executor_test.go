@@ -330,7 +330,7 @@ func TestCancelRunningJob(t *testing.T) {
 	require.NoError(t, e.Start(context.Background()))
 	recv(t, started, "the handler to start")
 
-	b.coord.cancel("worker-1", job.ID, 1)
+	b.coord.cancel("worker-1", "acme", job.ID, 1)
 	reports := b.coord.reportsUntilDone(job.ID)
 	require.Equal(t, []string{events.ReportStarted, events.ReportDone}, types(reports))
 	require.Equal(t, events.OutcomeCancelled, reports[1].Outcome)
@@ -347,7 +347,7 @@ func TestCancelBeforeJobArrives(t *testing.T) {
 	b.coord.nextDispatch() // idle now
 
 	job, other := newJob("work", `{}`), newJob("work", `{}`)
-	b.coord.cancel("worker-1", job.ID, 0)
+	b.coord.cancel("worker-1", "acme", job.ID, 1)
 	b.coord.add(job, other)
 	b.coord.notify()
 
@@ -598,11 +598,11 @@ func TestHeartbeatListsHeldJobs(t *testing.T) {
 		require.Equal(t, reg.Executor.Instance, hb.Instance)
 		require.Equal(t, executor.PoolSizeDefault, hb.Slots)
 		if len(hb.Jobs) == 1 {
-			require.Equal(t, []string{job.ID}, hb.Jobs)
+			require.Equal(t, []fairway.JobRef{{Group: "acme", ID: job.ID}}, hb.Jobs)
 			break
 		}
 	}
-	b.coord.cancel("worker-1", job.ID, 1)
+	b.coord.cancel("worker-1", "acme", job.ID, 1)
 	require.Equal(t, events.OutcomeCancelled, b.coord.done(job.ID).Outcome)
 }
 
@@ -722,4 +722,67 @@ func TestPingNamingAnotherInstanceIsNotAnswered(t *testing.T) {
 	_, err = b.coord.nc.Request(subject, []byte("another-instance"), 300*time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrTimeout, "answered a ping for another instance")
 	require.NoError(t, e.Shutdown(context.Background()))
+}
+
+// TestCancelNamesGroupJobAndAttempt: a cancel command must name the group,
+// the job and the attempt held. Attempt 0 used to mean "whatever attempt is
+// held", which let any message that reached the cancel subject (say, a
+// rejected event naming the job, attempt 0) cancel a running job; a wrong
+// attempt or another group's job of the same id cancels nothing either.
+func TestCancelNamesGroupJobAndAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	running := make(chan context.Context, 1)
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"wait": func(ctx context.Context, job *executor.Job) error {
+			running <- ctx
+			<-ctx.Done()
+			return nil
+		},
+	})
+	job := newJob("wait", `{}`)
+	b.coord.add(job)
+	require.NoError(t, e.Start(context.Background()))
+	reg := recv(t, b.coord.registers, "the registration")
+	ctx := recv(t, running, "the handler to start")
+
+	// Each command is handled before its reply comes.
+	reply := b.coord.cancel("worker-1", "acme", job.ID, 0)
+	require.NotNil(t, reply.Error, "attempt 0 names no attempt")
+	require.Equal(t, "attempt", reply.Error.Field)
+	reply = b.coord.cancel("worker-1", "", job.ID, 1)
+	require.NotNil(t, reply.Error, "no group")
+	require.Equal(t, "group", reply.Error.Field)
+	require.Nil(t, b.coord.cancel("worker-1", "acme", job.ID, 2).Error)
+	require.Nil(t, b.coord.cancel("worker-1", "globex", job.ID, 1).Error)
+	require.NoError(t, ctx.Err(), "no command above names the attempt held")
+
+	require.Nil(t, b.coord.cancel("worker-1", "acme", job.ID, 1).Error)
+	reports := b.coord.reportsUntilDone(job.ID)
+	require.Equal(t, []string{events.ReportStarted, events.ReportDone}, types(reports))
+	require.Equal(t, events.OutcomeCancelled, reports[1].Outcome)
+	for _, r := range reports {
+		require.Equal(t, "acme", r.Group, "reports name the job's group")
+		require.Equal(t, reg.Executor.Instance, r.Instance, "and the instance holding it")
+		require.Equal(t, "worker-1", r.Executor)
+	}
+}
+
+// TestEarlyCancelForAnotherAttemptIsNotApplied: a cancel that comes before
+// its job is remembered for the attempt it names only.
+func TestEarlyCancelForAnotherAttemptIsNotApplied(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := newExecutor(t, b, executor.Config{WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(context.Context, *executor.Job) error { return nil },
+	})
+	require.NoError(t, e.Start(context.Background()))
+	b.coord.nextDispatch() // idle now
+
+	job := newJob("work", `{}`) // attempt 1
+	require.Nil(t, b.coord.cancel("worker-1", "acme", job.ID, 2).Error)
+	require.Nil(t, b.coord.cancel("worker-1", "globex", job.ID, 1).Error)
+	b.coord.add(job)
+	b.coord.notify()
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(job.ID).Outcome)
 }

@@ -49,7 +49,7 @@ func (j *Job) SetProgress(pct int) {
 	j.progress = pct
 	j.mu.Unlock()
 	if changed && !j.finished.Load() {
-		j.exec.logs.setProgress(j.ID, j.Attempt, pct)
+		j.exec.logs.setProgress(j.Ref(), j.Attempt, pct)
 	}
 }
 
@@ -140,7 +140,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 		return
 	}
 
-	e.reports.publish(events.Report{Type: events.ReportStarted, JobID: job.ID, Attempt: job.Attempt, Executor: e.cfg.AppID, Time: time.Now().UTC()})
+	e.reports.publish(e.report(events.ReportStarted, job.Ref(), job.Attempt, events.Report{Time: time.Now().UTC()}))
 	rj.logger.Debug("job started")
 	start := time.Now()
 	err, panicked := e.call(rj, h)
@@ -165,7 +165,7 @@ func (e *Executor) call(rj *runningJob, h Handler) (err error, panicked any) {
 			panicked = v
 			stack := debug.Stack()
 			rj.logger.Error("job handler panicked", "panic", fmt.Sprint(v))
-			e.logs.add(fairway.LogLine{JobID: rj.job.ID, Attempt: rj.job.Attempt, Time: time.Now().UTC(), Level: "error",
+			e.logs.add(fairway.LogLine{Group: rj.job.Group, JobID: rj.job.ID, Attempt: rj.job.Attempt, Time: time.Now().UTC(), Level: "error",
 				Message: truncate(fmt.Sprintf("panic: %v\n%s", v, stack))})
 		}
 	}()
@@ -205,21 +205,17 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 	job := rj.job
 	job.finished.Store(true)
 	e.pubMu.Lock()
-	e.publishBatch(e.logs.takeJob(job.ID))
-	e.reports.publish(events.Report{
-		Type:     events.ReportDone,
-		JobID:    job.ID,
-		Attempt:  job.Attempt,
-		Executor: e.cfg.AppID,
-		Time:     time.Now().UTC(),
-		Outcome:  out.kind,
-		Result:   out.result,
-		Error:    out.err,
-	})
+	e.publishBatch(e.logs.takeJob(job.Ref()))
+	e.reports.publish(e.report(events.ReportDone, job.Ref(), job.Attempt, events.Report{
+		Time:    time.Now().UTC(),
+		Outcome: out.kind,
+		Result:  out.result,
+		Error:   out.err,
+	}))
 	e.pubMu.Unlock()
 	rj.cancel(errJobDone)
 	e.mu.Lock()
-	delete(e.jobs, job.ID)
+	delete(e.jobs, job.Ref())
 	e.mu.Unlock()
 	e.signal()
 }

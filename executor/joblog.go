@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -33,8 +34,8 @@ type logBuffer struct {
 
 	mu       sync.Mutex
 	lines    []fairway.LogLine
-	dropped  map[string]jobCount
-	progress map[string]jobCount
+	dropped  map[fairway.JobRef]jobCount
+	progress map[fairway.JobRef]jobCount
 }
 
 // jobCount is a number about one attempt of a job.
@@ -46,8 +47,8 @@ type jobCount struct {
 // logBatch is what one flush sends.
 type logBatch struct {
 	lines    []fairway.LogLine
-	dropped  map[string]jobCount
-	progress map[string]jobCount
+	dropped  map[fairway.JobRef]jobCount
+	progress map[fairway.JobRef]jobCount
 }
 
 func newLogBuffer(size int) *logBuffer {
@@ -55,16 +56,17 @@ func newLogBuffer(size int) *logBuffer {
 		size:     size,
 		flushAt:  min(size, logFlushLines),
 		kick:     make(chan struct{}, 1),
-		dropped:  make(map[string]jobCount),
-		progress: make(map[string]jobCount),
+		dropped:  make(map[fairway.JobRef]jobCount),
+		progress: make(map[fairway.JobRef]jobCount),
 	}
 }
 
 func (b *logBuffer) add(line fairway.LogLine) {
 	b.mu.Lock()
 	if len(b.lines) >= b.size {
-		d := b.dropped[line.JobID]
-		b.dropped[line.JobID] = jobCount{attempt: line.Attempt, n: d.n + 1}
+		ref := fairway.JobRef{Group: line.Group, ID: line.JobID}
+		d := b.dropped[ref]
+		b.dropped[ref] = jobCount{attempt: line.Attempt, n: d.n + 1}
 		b.mu.Unlock()
 		return
 	}
@@ -79,9 +81,9 @@ func (b *logBuffer) add(line fairway.LogLine) {
 	}
 }
 
-func (b *logBuffer) setProgress(jobID string, attempt, pct int) {
+func (b *logBuffer) setProgress(job fairway.JobRef, attempt, pct int) {
 	b.mu.Lock()
-	b.progress[jobID] = jobCount{attempt: attempt, n: pct}
+	b.progress[job] = jobCount{attempt: attempt, n: pct}
 	b.mu.Unlock()
 }
 
@@ -95,23 +97,23 @@ func (b *logBuffer) take() logBatch {
 	// in use, so it must not be shared.
 	if len(b.dropped) > 0 {
 		batch.dropped = b.dropped
-		b.dropped = make(map[string]jobCount)
+		b.dropped = make(map[fairway.JobRef]jobCount)
 	}
 	if len(b.progress) > 0 {
 		batch.progress = b.progress
-		b.progress = make(map[string]jobCount)
+		b.progress = make(map[fairway.JobRef]jobCount)
 	}
 	return batch
 }
 
 // takeJob removes and returns what is pending for one job.
-func (b *logBuffer) takeJob(jobID string) logBatch {
+func (b *logBuffer) takeJob(jobID fairway.JobRef) logBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var batch logBatch
 	kept := b.lines[:0]
 	for _, line := range b.lines {
-		if line.JobID == jobID {
+		if line.Group == jobID.Group && line.JobID == jobID.ID {
 			batch.lines = append(batch.lines, line)
 		} else {
 			kept = append(kept, line)
@@ -120,11 +122,11 @@ func (b *logBuffer) takeJob(jobID string) logBatch {
 	clear(b.lines[len(kept):])
 	b.lines = kept
 	if d, ok := b.dropped[jobID]; ok {
-		batch.dropped = map[string]jobCount{jobID: d}
+		batch.dropped = map[fairway.JobRef]jobCount{jobID: d}
 		delete(b.dropped, jobID)
 	}
 	if p, ok := b.progress[jobID]; ok {
-		batch.progress = map[string]jobCount{jobID: p}
+		batch.progress = map[fairway.JobRef]jobCount{jobID: p}
 		delete(b.progress, jobID)
 	}
 	return batch
@@ -162,13 +164,14 @@ func (e *Executor) publishBatch(b logBatch) {
 		return
 	}
 	now := time.Now().UTC()
-	var order []string
-	perJob := make(map[string][]fairway.LogLine)
+	var order []fairway.JobRef
+	perJob := make(map[fairway.JobRef][]fairway.LogLine)
 	for _, line := range b.lines {
-		if _, seen := perJob[line.JobID]; !seen {
-			order = append(order, line.JobID)
+		ref := fairway.JobRef{Group: line.Group, ID: line.JobID}
+		if _, seen := perJob[ref]; !seen {
+			order = append(order, ref)
 		}
-		perJob[line.JobID] = append(perJob[line.JobID], line)
+		perJob[ref] = append(perJob[ref], line)
 	}
 	droppedIDs := mapKeys(b.dropped)
 	for _, id := range droppedIDs {
@@ -176,7 +179,7 @@ func (e *Executor) publishBatch(b logBatch) {
 		if _, seen := perJob[id]; !seen {
 			order = append(order, id)
 		}
-		perJob[id] = append(perJob[id], fairway.LogLine{JobID: id, Attempt: d.attempt, Time: now, Level: "warn",
+		perJob[id] = append(perJob[id], fairway.LogLine{Group: id.Group, JobID: id.ID, Attempt: d.attempt, Time: now, Level: "warn",
 			Message: fmt.Sprintf("%d log lines dropped (log-buffer-size is %d)", d.n, e.cfg.LogBufferSize)})
 	}
 	chunk := max(int(e.nc.MaxPayload()/2), minLogChunk)
@@ -188,23 +191,37 @@ func (e *Executor) publishBatch(b logBatch) {
 				size += len(lines[n].Message) + logLineOverhead
 				n++
 			}
-			e.reports.publish(events.Report{Type: events.ReportLog, JobID: id, Attempt: lines[0].Attempt, Executor: e.cfg.AppID, Time: now, Logs: lines[:n]})
+			e.reports.publish(e.report(events.ReportLog, id, lines[0].Attempt, events.Report{Time: now, Logs: lines[:n]}))
 			lines = lines[n:]
 		}
 	}
 	for _, id := range mapKeys(b.progress) {
 		p := b.progress[id]
-		e.reports.publish(events.Report{Type: events.ReportProgress, JobID: id, Attempt: p.attempt, Executor: e.cfg.AppID, Time: now, Progress: p.n})
+		e.reports.publish(e.report(events.ReportProgress, id, p.attempt, events.Report{Time: now, Progress: p.n}))
 	}
 }
 
-func mapKeys(m map[string]jobCount) []string {
-	keys := make([]string, 0, len(m))
+func mapKeys(m map[fairway.JobRef]jobCount) []fairway.JobRef {
+	keys := make([]fairway.JobRef, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, compareRefs)
 	return keys
+}
+
+func compareRefs(a, b fairway.JobRef) int {
+	return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.ID, b.ID))
+}
+
+// report fills in what every report says about its sender and its job:
+// the job's group, id and attempt, and this executor's app-id and
+// instance. Only the instance that holds the attempt has its reports
+// applied.
+func (e *Executor) report(typ string, job fairway.JobRef, attempt int, r events.Report) events.Report {
+	r.Type, r.Group, r.JobID, r.Attempt = typ, job.Group, job.ID, attempt
+	r.Executor, r.Instance = e.cfg.AppID, e.instance
+	return r
 }
 
 // jobLogHandler is the slog.Handler behind Job.Logger: it turns records
@@ -235,6 +252,7 @@ func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
 		at = time.Now()
 	}
 	h.job.exec.logs.add(fairway.LogLine{
+		Group:   h.job.Group,
 		JobID:   h.job.ID,
 		Attempt: h.job.Attempt,
 		Time:    at.UTC(),

@@ -116,7 +116,7 @@ func benchmarkComplete(b *testing.B, batch int) {
 		}
 		outcomes := make([]store.Outcome, len(jobs))
 		for i, j := range jobs {
-			outcomes[i] = store.Outcome{Attempt: store.Attempt{JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
+			outcomes[i] = store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
 		}
 		b.StartTimer()
 		applied, err := s.Complete(ctx, outcomes, time.Second)

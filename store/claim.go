@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
@@ -49,7 +50,8 @@ type ClaimParams struct {
 	Worker string
 	// Instance, when set, is the executor instance that asks: unless it is
 	// the instance registered for Worker now, the claim fails with
-	// fairway.ErrNotRegistered and changes nothing.
+	// fairway.ErrNotRegistered and changes nothing. The claimed attempts
+	// are recorded as held by this instance: only its reports apply.
 	Instance string
 	// ClaimID, when set, is the id of the dispatch request. A claim under
 	// an id that already claimed jobs still scheduled returns those, with a
@@ -74,7 +76,7 @@ type ClaimParams struct {
 // still scheduled, with a fresh lease (see ClaimParams.ClaimID). It runs in
 // the claim's transaction, after the fairness lock.
 var reclaimSQL = `UPDATE fairway_job SET lease_until = now() + $3::interval
-	WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled'
+	WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled' AND worker_instance = $4
 	RETURNING {{job_columns}}`
 
 // maxClaimRounds bounds the rounds of one claim (see Claim).
@@ -130,7 +132,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
 		// committed, and its jobs are seen.
-		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease)).Query(func(rows pgx.Rows) error {
+		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease), p.Instance).Query(func(rows pgx.Rows) error {
 			var err error
 			reclaimed, err = collectJobs(rows)
 			return err
@@ -148,7 +150,9 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
 			return nil, err
 		}
-		slices.SortFunc(reclaimed, func(a, b fairway.Job) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(reclaimed, func(a, b fairway.Job) int {
+			return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.ID, b.ID))
+		})
 		if p.Reclaimed != nil {
 			p.Reclaimed(len(reclaimed))
 		}
@@ -165,12 +169,12 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 		last := !more || len(picked) == 0 || len(picked) == limit || round == maxClaimRounds
 		b := &pgx.Batch{}
 		if len(picked) > 0 {
-			ids, prev := make([]string, len(picked)), make([]string, len(picked))
+			ids, groups, prev := make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked))
 			for i, c := range picked {
-				ids[i], prev[i] = c.id, string(c.state)
+				ids[i], groups[i], prev[i] = c.id, c.group, string(c.state)
 			}
 			b.Queue(claimUnpinSQL)
-			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance, p.ClaimID).Query(func(rows pgx.Rows) error {
+			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance, p.ClaimID, groups).Query(func(rows pgx.Rows) error {
 				marked, err := collectJobs(rows)
 				jobs = append(jobs, marked...)
 				return err

@@ -25,11 +25,15 @@ const (
 	OutcomeLost = "lost"
 )
 
-// Attempt names one run of a job by one executor.
+// Attempt names one run of a job by one executor instance.
 type Attempt struct {
+	Group   string
 	JobID   string
 	Attempt int
-	Worker  string
+	// Worker is the executor's app-id, Instance the instance of it that
+	// holds the attempt ('' when the claim named none).
+	Worker   string
+	Instance string
 }
 
 // Outcome is how an attempt ended.
@@ -46,6 +50,7 @@ type Outcome struct {
 
 // Applied is an outcome that changed its job.
 type Applied struct {
+	Group string
 	JobID string
 	State fairway.State
 	// RunAt is when a waiting or stuck job becomes due.
@@ -53,21 +58,22 @@ type Applied struct {
 }
 
 // MarkRunning records that executors started attempts. Reports about
-// attempts that are no longer current change nothing.
+// attempts that are no longer current, or that come from another executor
+// instance than the one holding the attempt, change nothing.
 func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
 	if len(started) == 0 {
 		return nil
 	}
-	ids, attempts, workers := attemptArrays(started)
-	if _, err := s.pool.Exec(ctx, markRunningSQL, ids, attempts, workers); err != nil {
+	a := attemptArrays(started)
+	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.workers, a.groups, a.instances); err != nil {
 		return fmt.Errorf("marking %d jobs running: %w", len(started), interpretError(err))
 	}
 	return nil
 }
 
 // Complete applies outcomes in one transaction. An outcome applies only if
-// its attempt is the job's current one and still held by that executor; the
-// result lists those that applied, in order.
+// its attempt is the job's current one and still held by that executor
+// instance; the result lists those that applied, in order.
 func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
 	if len(outcomes) == 0 {
 		return nil, nil
@@ -93,29 +99,37 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	for i, o := range outcomes {
 		atts[i], kinds[i], results[i], errs[i], started[i] = o.Attempt, o.Kind, o.Result, o.Error, o.StartedAt
 	}
-	ids, attempts, workers := attemptArrays(atts)
-	rows, err := tx.Query(ctx, completeSQL, ids, attempts, workers, kinds, results, errs, interval(retryDelay), started)
+	a := attemptArrays(atts)
+	rows, err := tx.Query(ctx, completeSQL, a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances)
 	if err != nil {
 		return nil, err
 	}
 	return collectApplied(rows)
 }
 
-// collectApplied reads rows of (id, state, run_at).
+// collectApplied reads rows of (group_name, id, state, run_at).
 func collectApplied(rows pgx.Rows) ([]Applied, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
 		var a Applied
-		err := row.Scan(&a.JobID, &a.State, &a.RunAt)
+		err := row.Scan(&a.Group, &a.JobID, &a.State, &a.RunAt)
 		return a, err
 	})
 }
 
-func attemptArrays(as []Attempt) (ids []string, attempts []int32, workers []string) {
-	ids, attempts, workers = make([]string, len(as)), make([]int32, len(as)), make([]string, len(as))
+// attemptColumns are attempts as the array parameters of a statement.
+type attemptColumns struct {
+	groups, ids, workers, instances []string
+	attempts                        []int32
+}
+
+func attemptArrays(as []Attempt) attemptColumns {
+	n := len(as)
+	c := attemptColumns{groups: make([]string, n), ids: make([]string, n), workers: make([]string, n),
+		instances: make([]string, n), attempts: make([]int32, n)}
 	for i, a := range as {
-		ids[i], attempts[i], workers[i] = a.JobID, int32(a.Attempt), a.Worker
+		c.groups[i], c.ids[i], c.attempts[i], c.workers[i], c.instances[i] = a.Group, a.JobID, int32(a.Attempt), a.Worker, a.Instance
 	}
-	return ids, attempts, workers
+	return c
 }
 
 // ExpireLeases ends as lost the attempts whose lease ran out while their
@@ -128,7 +142,7 @@ func attemptArrays(as []Attempt) (ids []string, attempts []int32, workers []stri
 // reply that never reached the executor). It handles at most limit jobs
 // per call and returns what it changed.
 func (s *Store) ExpireLeases(ctx context.Context, limit int, lease, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, `SELECT j.id, j.attempt, j.worker FROM fairway_job j
+	return s.loseAttempts(ctx, `SELECT j.group_name, j.id, j.attempt, j.worker, j.worker_instance FROM fairway_job j
 		LEFT JOIN fairway_executor e ON e.app_id = j.worker
 		WHERE j.state IN ('scheduled', 'running') AND j.lease_until < now()
 		  AND (e.last_heartbeat IS NULL OR e.last_heartbeat < now() - $2::interval OR j.lease_until < now() - $3::interval)
@@ -144,7 +158,7 @@ const staleLeaseFactor = 3
 // when an executor restarts under the same app-id (Docspell's rule: its old
 // jobs are released at once).
 func (s *Store) ReleaseWorker(ctx context.Context, appID string, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, `SELECT id, attempt, worker FROM fairway_job
+	return s.loseAttempts(ctx, `SELECT group_name, id, attempt, worker, worker_instance FROM fairway_job
 		WHERE state IN ('scheduled', 'running') AND worker = $1
 		FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: it restarted", appID)
 }
@@ -169,7 +183,7 @@ func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.
 	}
 	lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Outcome, error) {
 		o := Outcome{Kind: OutcomeLost, Error: reason}
-		err := row.Scan(&o.JobID, &o.Attempt.Attempt, &o.Worker)
+		err := row.Scan(&o.Group, &o.JobID, &o.Attempt.Attempt, &o.Worker, &o.Instance)
 		return o, err
 	})
 	if err != nil || len(lost) == 0 {
@@ -178,13 +192,21 @@ func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.
 	return complete(ctx, tx, lost, retryDelay)
 }
 
-// ExtendLeases renews the leases of the jobs an executor says it holds.
-func (s *Store) ExtendLeases(ctx context.Context, worker string, jobIDs []string, lease time.Duration) error {
-	if len(jobIDs) == 0 {
+// ExtendLeases renews the leases of the jobs an executor instance says it
+// holds; jobs held by another instance keep theirs.
+func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
+	if len(jobs) == 0 {
 		return nil
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE fairway_job SET lease_until = now() + $3::interval
-		WHERE worker = $1 AND id = ANY ($2) AND state IN ('scheduled', 'running')`, worker, jobIDs, interval(lease))
+	groups, ids := make([]string, len(jobs)), make([]string, len(jobs))
+	for i, j := range jobs {
+		groups[i], ids[i] = j.Group, j.ID
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE fairway_job j SET lease_until = now() + $3::interval
+		  FROM unnest($5::text[], $2::text[]) AS h (group_name, id)
+		 WHERE j.group_name = h.group_name AND j.id = h.id
+		   AND j.worker = $1 AND j.worker_instance = $4 AND j.state IN ('scheduled', 'running')`,
+		worker, ids, interval(lease), instance, groups)
 	if err != nil {
 		return fmt.Errorf("extending leases of %q: %w", worker, interpretError(err))
 	}

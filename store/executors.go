@@ -32,7 +32,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 				"executor app-id %q is already in use by a running executor on host %q (started %s, last heartbeat %s): give each executor its own --app-id",
 				e.AppID, prev.Host, prev.Started.Format(time.RFC3339), prev.LastHeartbeat.Format(time.RFC3339))}
 		case prev.Instance != e.Instance:
-			released, err = loseAttempts(ctx, tx, `SELECT id, attempt, worker FROM fairway_job
+			released, err = loseAttempts(ctx, tx, `SELECT group_name, id, attempt, worker, worker_instance FROM fairway_job
 				WHERE state IN ('scheduled', 'running') AND worker = $1 FOR UPDATE`, retryDelay, "executor lost: it restarted", e.AppID)
 			if err != nil {
 				return err
@@ -52,18 +52,19 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 }
 
 // Heartbeat records that an executor instance is alive and renews the
-// leases of the jobs it holds. It returns a not-found error when the
-// instance is not the registered one (it was replaced or never registered).
-func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobIDs []string, lease time.Duration) error {
+// leases of the jobs it holds (those held by another instance keep theirs).
+// It returns a not-found error when the instance is not the registered one
+// (it was replaced or never registered).
+func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE fairway_executor SET last_heartbeat = now(), running = $3
-		WHERE app_id = $1 AND instance = $2`, appID, instance, len(jobIDs))
+		WHERE app_id = $1 AND instance = $2`, appID, instance, len(jobs))
 	if err != nil {
 		return fmt.Errorf("recording the heartbeat of %q: %w", appID, interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("executor %q instance %s is not registered", appID, instance)}
 	}
-	return s.ExtendLeases(ctx, appID, jobIDs, lease)
+	return s.ExtendLeases(ctx, appID, instance, jobs, lease)
 }
 
 // Executors lists the registered executors, most recently seen first.

@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// SetDue makes a job's run_at now.
+// SetDue makes a job's run_at now (the job id in any group: tests use
+// ids that are unique).
 func (s *Store) SetDue(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET run_at = now() - interval '1 millisecond' WHERE id = $1", id)
 	require.NoError(t, err)
@@ -43,7 +44,8 @@ func (s *Store) Backdate(t testing.TB, id string) {
 // in "/generic") the generic plans a cached prepared statement may switch
 // to.
 func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
-	ids, attempts, workers := attemptArrays(atts)
+	a := attemptArrays(atts)
+	ids, attempts, workers, groups, instances := a.ids, a.attempts, a.workers, a.groups, a.instances
 	n := len(atts)
 	outcomes, texts, progress := make([]string, n), make([]string, n), make([]int32, n)
 	results, started := make([][]byte, n), make([]*time.Time, n)
@@ -87,10 +89,10 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 		if mode != "auto" {
 			suffix = "/generic"
 		}
-		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[]",
-			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started)
-		explain("mark_running", markRunningSQL, "text[], int[], text[]", ids, attempts, workers)
-		explain("set_progress", setProgressSQL, "text[], int[], text[], int[]", ids, attempts, workers, progress)
+		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[], text[], text[]",
+			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started, groups, instances)
+		explain("mark_running", markRunningSQL, "text[], int[], text[], text[], text[]", ids, attempts, workers, groups, instances)
+		explain("set_progress", setProgressSQL, "text[], int[], text[], int[], text[], text[]", ids, attempts, workers, progress, groups, instances)
 	}
 	_, err = conn.Exec(t.Context(), "RESET plan_cache_mode")
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -27,13 +28,14 @@ type Rejection struct {
 
 // Inserted is the outcome of one submission passed to InsertJobs.
 type Inserted struct {
-	// ID is the job's id.
+	// ID is the job's id (in the submission's group).
 	ID string
-	// Created is false when a job with this id existed already: the submit
-	// was a duplicate and changed nothing.
+	// Created is false when a job with this id existed already in the
+	// group: the submit was a duplicate and changed nothing. Ids of other
+	// groups are no concern: each group has ids of its own.
 	Created bool
 	// Err is set when the submission was refused (a tracker held by another
-	// job); a rejected event was written for it.
+	// job of the group); a rejected event was written for it.
 	Err *fairway.Error
 }
 
@@ -68,13 +70,15 @@ type querier interface {
 
 func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
 	out := make([]Inserted, len(subs))
-	// Insert in id order, so that concurrent inserts of overlapping batches
+	// Insert in key order, so that concurrent inserts of overlapping batches
 	// take their locks in the same order and cannot deadlock.
 	order := make([]int, len(subs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(subs[a].ID, subs[b].ID) })
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(subs[a].Group, subs[b].Group), strings.Compare(subs[a].ID, subs[b].ID))
+	})
 	n := len(subs)
 	ids, tasks, groups := make([]string, n), make([]string, n), make([]string, n)
 	args := make([][]byte, n)
@@ -107,66 +111,72 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	if err != nil {
 		return nil, err
 	}
-	created, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	created, err := collectRefs(rows)
 	if err != nil {
 		return nil, err
 	}
-	isCreated := make(map[string]bool, len(created))
-	for _, id := range created {
-		isCreated[id] = true
+	isCreated := make(map[fairway.JobRef]bool, len(created))
+	for _, ref := range created {
+		isCreated[ref] = true
 	}
-	var missing, trackersWanted []string
+	var missingGroups, missingIDs, trackerGroups, trackersWanted []string
 	for i, sub := range subs {
 		// Only the first of several submissions of one id created it.
-		out[i] = Inserted{ID: sub.ID, Created: isCreated[sub.ID]}
-		delete(isCreated, sub.ID)
+		ref := fairway.JobRef{Group: sub.Group, ID: sub.ID}
+		out[i] = Inserted{ID: sub.ID, Created: isCreated[ref]}
+		delete(isCreated, ref)
 		if !out[i].Created {
-			missing = append(missing, sub.ID) // a duplicate in the batch is found by id below
+			// A duplicate in the batch is found by its key below.
+			missingGroups, missingIDs = append(missingGroups, sub.Group), append(missingIDs, sub.ID)
 			if sub.Tracker != "" {
-				trackersWanted = append(trackersWanted, sub.Tracker)
+				trackerGroups, trackersWanted = append(trackerGroups, sub.Group), append(trackersWanted, sub.Tracker)
 			}
 		}
 	}
-	if len(missing) == 0 {
+	if len(missingIDs) == 0 {
 		return out, nil
 	}
-	// A row not created either has an existing id (a duplicate submit,
-	// fine) or a tracker held by a non-final job (refused).
-	existing := map[string]bool{}
-	rows, err = tx.Query(ctx, "SELECT id FROM fairway_job WHERE id = ANY ($1)", missing)
+	// A row not created either has an existing id in its group (a
+	// duplicate submit, fine) or a tracker held by a non-final job of its
+	// group (refused).
+	rows, err = tx.Query(ctx, `SELECT j.group_name, j.id FROM unnest($1::text[], $2::text[]) AS m (group_name, id)
+		JOIN fairway_job j ON j.group_name = m.group_name AND j.id = m.id`, missingGroups, missingIDs)
 	if err != nil {
 		return nil, err
 	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := collectRefs(rows)
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range found {
-		existing[id] = true
+	existing := make(map[fairway.JobRef]bool, len(found))
+	for _, ref := range found {
+		existing[ref] = true
 	}
-	holders := map[string]string{}
+	// Trackers held, by group and tracker (a JobRef of the two).
+	holders := map[fairway.JobRef]string{}
 	if len(trackersWanted) > 0 {
-		rows, err = tx.Query(ctx, `SELECT tracker, id FROM fairway_job
-			WHERE tracker = ANY ($1) AND state NOT IN ('success', 'failed', 'cancelled')`, trackersWanted)
+		rows, err = tx.Query(ctx, `SELECT j.group_name, j.tracker, j.id FROM unnest($1::text[], $2::text[]) AS t (group_name, tracker)
+			JOIN fairway_job j ON j.group_name = t.group_name AND j.tracker = t.tracker
+			WHERE j.state NOT IN ('success', 'failed', 'cancelled')`, trackerGroups, trackersWanted)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var tracker, id string
-			if err := rows.Scan(&tracker, &id); err != nil {
+			var group, tracker, id string
+			if err := rows.Scan(&group, &tracker, &id); err != nil {
 				return nil, err
 			}
-			holders[tracker] = id
+			holders[fairway.JobRef{Group: group, ID: tracker}] = id
 		}
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}
 	for i, sub := range subs {
-		if out[i].Created || existing[sub.ID] {
+		if out[i].Created || existing[fairway.JobRef{Group: sub.Group, ID: sub.ID}] {
 			continue
 		}
-		holder := holders[sub.Tracker]
+		holder := holders[fairway.JobRef{Group: sub.Group, ID: sub.Tracker}]
 		if holder == "" {
 			// The tracker's holder ended between the insert and the look-up:
 			// trying again will store it.
@@ -178,9 +188,19 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	return out, nil
 }
 
-// Get returns a job. With group set, a job of another group is not found.
+// collectRefs reads rows of (group_name, id).
+func collectRefs(rows pgx.Rows) ([]fairway.JobRef, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.JobRef, error) {
+		var r fairway.JobRef
+		err := row.Scan(&r.Group, &r.ID)
+		return r, err
+	})
+}
+
+// Get returns the job id of group. Ids are unique per group only: a job of
+// another group is not found, whatever its id.
 func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2)", id, group))
+	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE group_name = $2 AND id = $1", id, group))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fairway.NotFound(id)
 	}
@@ -218,20 +238,20 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
 	return jobs, nil
 }
 
-// Logs returns the log lines of a job, oldest first. With group set, a job
+// Logs returns the log lines of the job id of group, oldest first. A job
 // of another group is not found.
 func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
 	if _, err := s.Get(ctx, group, id); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT job_id, attempt, time, level, message FROM fairway_job_log
-		WHERE job_id = $1 ORDER BY id`, id)
+	rows, err := s.pool.Query(ctx, `SELECT group_name, job_id, attempt, time, level, message FROM fairway_job_log
+		WHERE group_name = $2 AND job_id = $1 ORDER BY id`, id, group)
 	if err != nil {
 		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
 	}
 	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.LogLine, error) {
 		var l fairway.LogLine
-		err := row.Scan(&l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
+		err := row.Scan(&l.Group, &l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
 		return l, err
 	})
 	if err != nil {
@@ -240,63 +260,77 @@ func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, 
 	return lines, nil
 }
 
-// AppendLogs stores log lines of jobs. Lines of jobs that do not exist are
-// dropped.
-func (s *Store) AppendLogs(ctx context.Context, lines []fairway.LogLine) error {
-	if len(lines) == 0 {
+// AttemptLog is log lines that the executor instance holding an attempt
+// reported about it.
+type AttemptLog struct {
+	Attempt
+	Lines []fairway.LogLine
+}
+
+// AppendLogs stores log lines of attempts. Lines apply only while their
+// attempt is the job's latest, and only from the executor instance that
+// holds (or held) it; the others are dropped: a late line from an older
+// attempt, or lines that another executor forged.
+func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
+	var atts []Attempt
+	var levels, msgs []string
+	var times []time.Time
+	for _, l := range logs {
+		for _, line := range l.Lines {
+			atts = append(atts, l.Attempt)
+			levels, msgs, times = append(levels, line.Level), append(msgs, line.Message), append(times, line.Time)
+		}
+	}
+	if len(atts) == 0 {
 		return nil
 	}
-	n := len(lines)
-	ids, levels, msgs := make([]string, n), make([]string, n), make([]string, n)
-	attempts := make([]int32, n)
-	times := make([]time.Time, n)
-	for i, l := range lines {
-		ids[i], attempts[i], times[i], levels[i], msgs[i] = l.JobID, int32(l.Attempt), l.Time, l.Level, l.Message
-	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO fairway_job_log (job_id, attempt, time, level, message)
-		SELECT l.id, l.attempt, l.time, l.level, l.message
-		  FROM unnest($1::text[], $2::int[], $3::timestamptz[], $4::text[], $5::text[])
-		       WITH ORDINALITY AS l (id, attempt, time, level, message, ord)
-		 WHERE EXISTS (SELECT 1 FROM fairway_job j WHERE j.id = l.id)
-		 ORDER BY l.ord`, ids, attempts, times, levels, msgs)
+	a := attemptArrays(atts)
+	// The worker is cleared when an attempt ends as stuck: then the
+	// instance alone names the sender.
+	_, err := s.pool.Exec(ctx, `INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message)
+		SELECT l.group_name, l.id, l.attempt, l.time, l.level, l.message
+		  FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
+		       WITH ORDINALITY AS l (group_name, id, attempt, time, level, message, worker, instance, ord)
+		 WHERE EXISTS (SELECT 1 FROM fairway_job j WHERE j.group_name = l.group_name AND j.id = l.id
+		                  AND j.attempt = l.attempt AND j.worker_instance = l.instance AND coalesce(j.worker, l.worker) = l.worker)
+		 ORDER BY l.ord`, a.groups, a.ids, a.attempts, times, levels, msgs, a.workers, a.instances)
 	if err != nil {
-		return fmt.Errorf("storing %d log lines: %w", n, interpretError(err))
+		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
 	}
 	return nil
 }
 
-// Progress is a task's progress report.
+// Progress is a task's progress report about an attempt.
 type Progress struct {
-	JobID    string
-	Attempt  int
-	Worker   string
+	Attempt
 	Progress int
 }
 
 // setProgressSQL finds rows by primary key only (see complete.sql): with
 // statistics that expect few held jobs, the planner would otherwise scan an
-// executor's held jobs once per report.
+// executor's held jobs once per report. Only the instance holding the
+// attempt sets its progress.
 const setProgressSQL = `WITH p AS (
-    SELECT p.id, p.progress
-      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[]) AS p (id, attempt, worker, progress)
-     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.id = p.id LIMIT 1 FOR UPDATE) j
-     WHERE j.attempt = p.attempt AND j.worker = p.worker AND j.state IN ('scheduled', 'running')
+    SELECT j.group_name, j.id, p.progress
+      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[]) AS p (id, attempt, worker, progress, group_name, instance)
+     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.group_name = p.group_name AND j.id = p.id LIMIT 1 FOR UPDATE) j
+     WHERE j.attempt = p.attempt AND j.worker = p.worker AND j.worker_instance = p.instance AND j.state IN ('scheduled', 'running')
 )
-UPDATE fairway_job j SET progress = p.progress FROM p WHERE j.id = p.id`
+UPDATE fairway_job j SET progress = p.progress FROM p WHERE j.group_name = p.group_name AND j.id = p.id`
 
 // SetProgress records progress of running attempts.
 func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	n := len(ps)
-	ids, workers := make([]string, n), make([]string, n)
-	attempts, values := make([]int32, n), make([]int32, n)
+	atts := make([]Attempt, len(ps))
+	values := make([]int32, len(ps))
 	for i, p := range ps {
-		ids[i], workers[i], attempts[i], values[i] = p.JobID, p.Worker, int32(p.Attempt), int32(min(max(p.Progress, 0), 100))
+		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
 	}
+	a := attemptArrays(atts)
 	_, err := s.pool.Exec(ctx, setProgressSQL,
-		ids, attempts, workers, values)
+		a.ids, a.attempts, a.workers, values, a.groups, a.instances)
 	if err != nil {
 		return fmt.Errorf("storing progress: %w", interpretError(err))
 	}
@@ -313,8 +347,8 @@ type Cancelled struct {
 
 // Cancel cancels a job. A job not yet handed to an executor ends cancelled
 // at once; a scheduled or running one is marked, and ends cancelled when its
-// executor reports or its lease expires. With group set, a job of another
-// group is not found. Cancelling a final job is a conflict.
+// executor reports or its lease expires. A job of another group is not
+// found. Cancelling a final job is a conflict.
 func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error) {
 	var signal bool
 	job, err := s.changeJob(ctx, group, id, "cancelling", func(tx pgx.Tx, state fairway.State) error {
@@ -324,13 +358,13 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 			return fairway.Conflict(id, "job %s is already %s", id, state)
 		case state == fairway.StateScheduled || state == fairway.StateRunning:
 			signal = true
-			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE id = $1", id)
+			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE group_name = $2 AND id = $1", id, group)
 		default:
 			_, err = tx.Exec(ctx, `WITH upd AS (
 				UPDATE fairway_job SET state = 'cancelled', cancel_requested = true, finished = now()
-				 WHERE id = $1 RETURNING id, task, group_name, attempt)
+				 WHERE group_name = $3 AND id = $1 RETURNING id, task, group_name, attempt)
 				INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
-				SELECT id, task, group_name, 'cancelled', $2, attempt FROM upd`, id, string(state))
+				SELECT id, task, group_name, 'cancelled', $2, attempt FROM upd`, id, string(state), group)
 		}
 		return err
 	})

@@ -140,7 +140,8 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 			return err
 		}
 		var previous string
-		err = tx.QueryRow(ctx, `SELECT id FROM fairway_job WHERE tracker = $1 AND state NOT IN ('success', 'failed', 'cancelled')`, p.ID).Scan(&previous)
+		err = tx.QueryRow(ctx, `SELECT id FROM fairway_job WHERE group_name = $2 AND tracker = $1 AND state NOT IN ('success', 'failed', 'cancelled')`,
+			p.ID, p.Group).Scan(&previous)
 		switch {
 		case err == nil:
 			out.JobID, out.Skipped = previous, true
@@ -164,7 +165,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 				return fmt.Errorf("job %s of periodic task %s was not created", jobID, p.ID)
 			}
 			out.JobID = jobID
-			out.Applied = []Applied{{JobID: jobID, State: fairway.StateWaiting, RunAt: time.Now()}}
+			out.Applied = []Applied{{Group: p.Group, JobID: jobID, State: fairway.StateWaiting, RunAt: time.Now()}}
 			_, err = tx.Exec(ctx, `INSERT INTO fairway_event (job_id, task, group_name, state, periodic) VALUES ($1, $2, $3, 'fired', $4)`,
 				jobID, p.Task, p.Group, p.ID)
 			if err != nil {

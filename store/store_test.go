@@ -163,7 +163,7 @@ func TestCountingSchemeFallsBackToOtherPriority(t *testing.T) {
 func fail(t *testing.T, s *store.Store, j fairway.Job, kind string, delay time.Duration) store.Applied {
 	t.Helper()
 	ctx := t.Context()
-	a := store.Attempt{JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
+	a := store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: kind, Error: "boom"}}, delay)
 	require.NoError(t, err)
@@ -199,7 +199,7 @@ func TestRetryDelaysAndAttempts(t *testing.T) {
 		require.Len(t, jobs, 1, "attempt %d", attempt)
 		require.Equal(t, attempt, jobs[0].Attempt)
 		applied := fail(t, s, jobs[0], "error", delay)
-		job, err := s.Get(ctx, "", id)
+		job, err := s.Get(ctx, "a", id)
 		require.NoError(t, err)
 		require.Equal(t, attempt, job.Retries)
 		if attempt <= retries {
@@ -238,10 +238,10 @@ func TestLateResultIsRefused(t *testing.T) {
 	require.Equal(t, fairway.StateStuck, lost[0].State)
 	again := claim(t, s, "new", 1)
 	require.Len(t, again, 1, "a lost job is due again at once")
-	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "old"}, Kind: "success"}}, time.Hour)
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "old"}, Kind: "success"}}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, applied, "the old attempt's result must not apply")
-	job, err := s.Get(ctx, "", id)
+	job, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateScheduled, job.State)
 	require.Equal(t, "new", job.Worker)
@@ -267,7 +267,7 @@ func TestDuplicateIDAndTracker(t *testing.T) {
 	require.Equal(t, a.ID, res[0].Err.JobID, "the reply names the job holding the tracker")
 
 	// Once the first is final, the tracker is free again.
-	_, err = s.Cancel(ctx, "", a.ID)
+	_, err = s.Cancel(ctx, "a", a.ID)
 	require.NoError(t, err)
 	res, err = s.InsertJobs(ctx, []fairway.Submission{b}, nil)
 	require.NoError(t, err)
@@ -329,7 +329,7 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
-	a := store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "w"}
+	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 	_, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: "success", Result: []byte(`{"n":1}`)}}, time.Second)
 	require.NoError(t, err)
@@ -348,7 +348,7 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	n, err = s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
 	require.NoError(t, err)
 	require.Zero(t, n)
-	job, err := s.Get(ctx, "", id)
+	job, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"n":1}`, string(job.Result))
 	require.Equal(t, 100, job.Progress)
@@ -374,11 +374,11 @@ func TestStartAndEndReportedTogether(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
 	startedAt := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
-	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{JobID: id, Attempt: j.Attempt, Worker: "w"},
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"},
 		Kind: "error", Error: "boom", StartedAt: &startedAt}}, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, applied, 1)
-	job, err := s.Get(ctx, "", id)
+	job, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateStuck, job.State)
 	require.True(t, startedAt.Equal(*job.Started), "the reported start is recorded")
@@ -429,7 +429,7 @@ func TestReportBatchesFindJobsByPrimaryKey(t *testing.T) {
 	require.Len(t, jobs, 500)
 	atts := make([]store.Attempt, len(jobs))
 	for i, j := range jobs {
-		atts[i] = store.Attempt{JobID: j.ID, Attempt: j.Attempt, Worker: "w"}
+		atts[i] = store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}
 	}
 	for name, plan := range s.BatchPlans(t, atts) {
 		require.Contains(t, plan, "fairway_job_pkey", "%s: look-up by primary key\n%s", name, plan)
@@ -490,4 +490,151 @@ func TestClaimUnderTheSameIDReturnsItsJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, reclaimed)
 	require.Equal(t, []string{"c"}, groupsOf(next))
+}
+
+// TestIDsAndTrackersArePerGroup: a job is named by its group and id. A
+// group may use an id or a tracker that another group uses: it gets a job
+// of its own, and nothing of the other group's is returned, blocked or
+// named.
+func TestIDsAndTrackersArePerGroup(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	a := sub("a", fairway.PriorityLow)
+	a.ID, a.Tracker, a.Args = "shared-id", "shared-tracker", []byte(`{"secret":"a"}`)
+	b := sub("b", fairway.PriorityLow)
+	b.ID, b.Tracker, b.Args = "shared-id", "shared-tracker", []byte(`{"mine":"b"}`)
+	res, err := s.InsertJobs(ctx, []fairway.Submission{a, b}, nil)
+	require.NoError(t, err)
+	require.True(t, res[0].Created)
+	require.True(t, res[1].Created, "another group's id and tracker do not block this group's job")
+	require.Nil(t, res[1].Err)
+
+	for _, want := range []fairway.Submission{a, b} {
+		job, err := s.Get(ctx, want.Group, "shared-id")
+		require.NoError(t, err)
+		require.Equal(t, want.Group, job.Group)
+		require.JSONEq(t, string(want.Args), string(job.Args))
+	}
+	_, err = s.Get(ctx, "", "shared-id")
+	require.ErrorIs(t, err, fairway.ErrNotFound, "no group is no group, not any group")
+	_, err = s.Get(ctx, "c", "shared-id")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+
+	// The same id again in b is a duplicate of b's job, not of a's.
+	again := b
+	again.Args = []byte(`{"other":1}`)
+	res, err = s.InsertJobs(ctx, []fairway.Submission{again}, nil)
+	require.NoError(t, err)
+	require.False(t, res[0].Created)
+	require.Nil(t, res[0].Err)
+
+	// A held tracker is refused within the group, naming the group's own job.
+	c := sub("b", fairway.PriorityLow)
+	c.Tracker = "shared-tracker"
+	res, err = s.InsertJobs(ctx, []fairway.Submission{c}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, fairway.ErrDuplicate)
+	require.Equal(t, "shared-id", res[0].Err.JobID)
+	job, err := s.Get(ctx, "b", res[0].Err.JobID)
+	require.NoError(t, err, "the holder named is a job of the same group")
+	require.Equal(t, "b", job.Group)
+
+	// Changing a's job leaves b's alone.
+	_, err = s.Cancel(ctx, "a", "shared-id")
+	require.NoError(t, err)
+	job, err = s.Get(ctx, "b", "shared-id")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State)
+	_, err = s.Cancel(ctx, "c", "shared-id")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+}
+
+// TestReportsApplyOnlyFromTheHoldingInstance: starts, progress, log lines
+// and outcomes apply only when they name the job's group and current
+// attempt and come from the executor instance holding it; forged ones
+// (another instance, another app-id, another group) change nothing.
+func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 2, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	victim := sub("a", fairway.PriorityLow)
+	victim.ID = "job-1"
+	twin := sub("b", fairway.PriorityLow)
+	twin.ID = "job-1"
+	insert(t, s, victim, twin)
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	j := jobs[0]
+	require.Equal(t, "a", j.Group)
+	held := store.Attempt{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i1"}
+	forged := []store.Attempt{
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i2"},    // another instance
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: ""},      // none
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "evil", Instance: "i1"}, // another app-id
+		{Group: "b", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i1"},    // another group's job
+		{Group: "a", JobID: j.ID, Attempt: 0, Worker: "w", Instance: "i1"},            // no attempt
+	}
+	for _, f := range forged {
+		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{f}))
+		require.NoError(t, s.SetProgress(ctx, []store.Progress{{Attempt: f, Progress: 66}}))
+		require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: f, Lines: []fairway.LogLine{{Level: "info", Message: "forged", Time: time.Now()}}}}))
+		applied, err := s.Complete(ctx, []store.Outcome{{Attempt: f, Kind: "success", Result: []byte(`{"forged":true}`)}}, time.Hour)
+		require.NoError(t, err)
+		require.Empty(t, applied, "forged outcome %+v", f)
+	}
+	for _, group := range []string{"a", "b"} {
+		job, err := s.Get(ctx, group, "job-1")
+		require.NoError(t, err)
+		require.NotEqual(t, fairway.StateRunning, job.State, group)
+		require.False(t, job.State.Final(), group)
+		require.Zero(t, job.Progress, group)
+		logs, err := s.Logs(ctx, group, "job-1")
+		require.NoError(t, err)
+		require.Empty(t, logs, group)
+	}
+
+	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{held}))
+	require.NoError(t, s.SetProgress(ctx, []store.Progress{{Attempt: held, Progress: 50}}))
+	require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: held, Lines: []fairway.LogLine{{Level: "info", Message: "real", Time: time.Now()}}}}))
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: held, Kind: "success", Result: []byte(`{"real":true}`)}}, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []store.Applied{{Group: "a", JobID: "job-1", State: fairway.StateSuccess, RunAt: applied[0].RunAt}}, applied)
+	job, err := s.Get(ctx, "a", "job-1")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"real":true}`, string(job.Result))
+	logs, err := s.Logs(ctx, "a", "job-1")
+	require.NoError(t, err)
+	require.Len(t, logs, 1)
+	require.Equal(t, "real", logs[0].Message)
+	require.Equal(t, "a", logs[0].Group)
+	twinJob, err := s.Get(ctx, "b", "job-1")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, twinJob.State, "the other group's job of the same id is untouched")
+}
+
+// TestHeartbeatExtendsOnlyTheInstancesLeases: a heartbeat renews the leases
+// of the jobs it names only where its instance holds them.
+func TestHeartbeatExtendsOnlyTheInstancesLeases(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	for _, inst := range []string{"i1"} {
+		_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: inst, Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+		require.NoError(t, err)
+	}
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	expireLease(t, s, id)
+	require.NoError(t, s.ExtendLeases(ctx, "w", "i2", []fairway.JobRef{{Group: "a", ID: id}}, time.Hour))
+	require.NoError(t, s.ExtendLeases(ctx, "w", "i1", []fairway.JobRef{{Group: "b", ID: id}}, time.Hour))
+	job, err := s.Get(ctx, "a", id)
+	require.NoError(t, err)
+	require.True(t, job.LeaseUntil.Before(time.Now()), "not renewed by another instance or another group's name")
+	require.NoError(t, s.Heartbeat(ctx, "w", "i1", []fairway.JobRef{{Group: "a", ID: id}}, time.Hour))
+	job, err = s.Get(ctx, "a", id)
+	require.NoError(t, err)
+	require.True(t, job.LeaseUntil.After(time.Now().Add(30*time.Minute)), "renewed by its holder")
 }

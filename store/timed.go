@@ -16,17 +16,17 @@ const ExpiredError = "expired"
 // they become waiting, due now. It handles at most limit jobs per call.
 func (s *Store) TriggerPending(ctx context.Context, limit int) ([]Applied, error) {
 	return s.timed(ctx, "releasing triggered pending jobs", `WITH due AS (
-		SELECT id FROM fairway_job WHERE state = 'pending' AND trigger_after <= now()
+		SELECT group_name, id FROM fairway_job WHERE state = 'pending' AND trigger_after <= now()
 		 ORDER BY trigger_after LIMIT $1 FOR UPDATE SKIP LOCKED
 	), upd AS (
 		UPDATE fairway_job j SET state = 'waiting', run_at = now(), trigger_after = NULL
-		  FROM due WHERE j.id = due.id
+		  FROM due WHERE j.group_name = due.group_name AND j.id = due.id
 		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at
 	), ev AS (
 		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
 		SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd
 	)
-	SELECT id, 'waiting', run_at FROM upd`, limit)
+	SELECT group_name, id, 'waiting', run_at FROM upd`, limit)
 }
 
 // ExpireJobs fails the jobs not started yet (pending, waiting or stuck)
@@ -34,18 +34,18 @@ func (s *Store) TriggerPending(ctx context.Context, limit int) ([]Applied, error
 // most limit jobs per call.
 func (s *Store) ExpireJobs(ctx context.Context, limit int) ([]Applied, error) {
 	return s.timed(ctx, "expiring jobs", `WITH due AS (
-		SELECT id, state FROM fairway_job
+		SELECT group_name, id, state FROM fairway_job
 		 WHERE expires_at <= now() AND expires_at IS NOT NULL AND state IN ('pending', 'waiting', 'stuck')
 		 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 	), upd AS (
 		UPDATE fairway_job j SET state = 'failed', error = '`+ExpiredError+`', finished = now(), trigger_after = NULL
-		  FROM due WHERE j.id = due.id
+		  FROM due WHERE j.group_name = due.group_name AND j.id = due.id
 		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at, due.state AS prev_state
 	), ev AS (
 		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error)
 		SELECT id, task, group_name, 'failed', prev_state, attempt, '`+ExpiredError+`' FROM upd
 	)
-	SELECT id, 'failed', run_at FROM upd`, limit)
+	SELECT group_name, id, 'failed', run_at FROM upd`, limit)
 }
 
 func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]Applied, error) {
@@ -61,8 +61,7 @@ func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]A
 }
 
 // Release releases a pending job by hand: it becomes waiting, due now.
-// With group set, a job of another group is not found. A job that is not
-// pending is a conflict.
+// A job that is not pending is a conflict.
 func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return s.changeJob(ctx, group, id, "releasing", func(tx pgx.Tx, state fairway.State) error {
 		if state != fairway.StatePending {
@@ -70,9 +69,9 @@ func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, er
 		}
 		_, err := tx.Exec(ctx, `WITH upd AS (
 			UPDATE fairway_job SET state = 'waiting', run_at = now(), trigger_after = NULL
-			 WHERE id = $1 RETURNING id, task, group_name, attempt)
+			 WHERE group_name = $2 AND id = $1 RETURNING id, task, group_name, attempt)
 			INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
-			SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd`, id)
+			SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd`, id, group)
 		return err
 	})
 }
@@ -89,18 +88,18 @@ func (s *Store) SetPriority(ctx context.Context, group, id string, prio fairway.
 		default:
 			return fairway.Conflict(id, "job %s is %s: only pending, waiting or stuck jobs can be re-prioritised", id, state)
 		}
-		_, err := tx.Exec(ctx, "UPDATE fairway_job SET priority = $2 WHERE id = $1", id, string(prio))
+		_, err := tx.Exec(ctx, "UPDATE fairway_job SET priority = $2 WHERE group_name = $3 AND id = $1", id, string(prio), group)
 		return err
 	})
 }
 
-// changeJob locks a job, lets change act on it by its state, and returns
-// the job as it is then.
+// changeJob locks the job id of group, lets change act on it by its state,
+// and returns the job as it is then. A job of another group is not found.
 func (s *Store) changeJob(ctx context.Context, group, id, what string, change func(pgx.Tx, fairway.State) error) (*fairway.Job, error) {
 	var job fairway.Job
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var state fairway.State
-		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE id = $1 AND ($2 = '' OR group_name = $2) FOR UPDATE", id, group).Scan(&state)
+		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE group_name = $2 AND id = $1 FOR UPDATE", id, group).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fairway.NotFound(id)
 		}
@@ -110,7 +109,7 @@ func (s *Store) changeJob(ctx context.Context, group, id, what string, change fu
 		if err := change(tx, state); err != nil {
 			return err
 		}
-		job, err = scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE id = $1", id))
+		job, err = scanJob(tx.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE group_name = $2 AND id = $1", id, group))
 		return err
 	})
 	if err != nil {

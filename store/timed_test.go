@@ -26,7 +26,7 @@ func TestPendingJobsWaitForReleaseOrTrigger(t *testing.T) {
 	)
 	held, triggered := ids[0], ids[1]
 	for _, id := range ids {
-		job, err := s.Get(ctx, "", id)
+		job, err := s.Get(ctx, "g", id)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StatePending, job.State)
 	}
@@ -76,13 +76,13 @@ func TestExpiredJobsFailUnstarted(t *testing.T) {
 	require.Len(t, applied, 2)
 	for _, a := range applied {
 		require.NotEqual(t, started[0].ID, a.JobID)
-		job, err := s.Get(ctx, "", a.JobID)
+		job, err := s.Get(ctx, "g", a.JobID)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StateFailed, job.State)
 		require.Equal(t, store.ExpiredError, job.Error)
 		require.NotNil(t, job.Finished)
 	}
-	job, err := s.Get(ctx, "", started[0].ID)
+	job, err := s.Get(ctx, "g", started[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateScheduled, job.State)
 }

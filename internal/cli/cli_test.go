@@ -159,14 +159,21 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Fatal("the job did not finish within 30s")
 	}
 
-	code, out, errOut = run(t, "jobs", "show", id, "--nats-url", natsURL)
+	// Job ids are unique per group only: the job commands need the group.
+	code, _, errOut = run(t, "jobs", "show", id, "--nats-url", natsURL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--group is required")
+	code, _, errOut = run(t, "jobs", "show", id, "--group", "globex", "--nats-url", natsURL)
+	require.Equal(t, 1, code, "another group's job of that id does not exist")
+	require.Contains(t, errOut, "not found")
+	code, out, errOut = run(t, "jobs", "show", id, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	var job fairway.Job
 	require.NoError(t, json.Unmarshal([]byte(out), &job))
 	require.Equal(t, fairway.StateSuccess, job.State)
 	require.Equal(t, 1, job.Retries)
 
-	code, out, _ = run(t, "jobs", "logs", id, "--nats-url", natsURL)
+	code, out, _ = run(t, "jobs", "logs", id, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "failing on purpose")
 
@@ -186,10 +193,10 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out, errOut = run(t, "submit", "echo", "--group", "acme", "--pending", "--expires-at", "1h", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	held := strings.TrimSpace(out)
-	code, out, errOut = run(t, "jobs", "priority", held, "--set", "high", "--nats-url", natsURL)
+	code, out, errOut = run(t, "jobs", "priority", held, "--set", "high", "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "priority high")
-	code, out, errOut = run(t, "jobs", "show", held, "--nats-url", natsURL)
+	code, out, errOut = run(t, "jobs", "show", held, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.NoError(t, json.Unmarshal([]byte(out), &job))
 	require.Equal(t, fairway.StatePending, job.State)
@@ -197,7 +204,7 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out, errOut = run(t, "jobs", "release", held, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "released")
-	code, _, errOut = run(t, "jobs", "release", id, "--nats-url", natsURL)
+	code, _, errOut = run(t, "jobs", "release", id, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is success, not pending")
 	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--run-at", "1h", "--trigger-after", "2h", "--nats-url", natsURL)

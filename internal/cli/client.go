@@ -84,7 +84,7 @@ stored even while no coordinator runs; problems found at ingest appear as a
 	f.StringVar(&sub.Submitter, "submitter", "", "who submits the job")
 	f.IntVar(&maxRetries, "max-retries", 0, "retries after a failure (default: the coordinator's scheduler.retries)")
 	f.StringVar(&runAt, "run-at", "", "not before this time: RFC 3339, or a delay such as 10m")
-	f.BoolVar(&sub.Pending, "pending", false, "hold the job until 'fairway jobs release ID' (or --trigger-after)")
+	f.BoolVar(&sub.Pending, "pending", false, "hold the job until 'fairway jobs release ID --group GROUP' (or --trigger-after)")
 	f.StringVar(&triggerAfter, "trigger-after", "", "hold the job until this time: RFC 3339, or a delay such as 1h (implies --pending)")
 	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
@@ -143,8 +143,11 @@ func newJobsCmd(e *env) *cobra.Command {
 
 	jobCmd := func(use, short string, run func(cmd *cobra.Command, c *events.Client, id string) error) *cobra.Command {
 		sub := e.withConfig(&cobra.Command{
-			Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
+			Use: use + " ID --group GROUP", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if group == "" {
+					return usageError{errors.New("--group is required: job ids are unique per group only")}
+				}
 				c, closeConn, err := e.client()
 				if err != nil {
 					return err
@@ -153,7 +156,7 @@ func newJobsCmd(e *env) *cobra.Command {
 				return describe(run(cmd, c, args[0]))
 			},
 		}, clientKeys...)
-		sub.Flags().StringVar(&group, "group", "", "the job's group (uses the tenant API; default: the operator API)")
+		sub.Flags().StringVar(&group, "group", "", "the job's group (required; the request goes to the group's API, fairway.api.<group>.<verb>)")
 		return sub
 	}
 	show := jobCmd("show", "Show a job", func(cmd *cobra.Command, c *events.Client, id string) error {

@@ -1,19 +1,21 @@
 -- Marks the chosen jobs scheduled for an executor, writes their events and
 -- returns them in claim order.
--- $1: ids in claim order, $2: their previous states, $3: executor app-id,
+-- $1: ids in claim order, $7: their groups, $2: their previous states,
+-- $3: executor app-id,
 -- $4: lease, $5: the executor's instance ('' for any): jobs are only marked
 -- for the instance registered now. claim_lock.sql refuses a claim for
 -- another instance; this check covers a registration committed between
 -- that statement and this one.
--- $6: the dispatch request's id, or ''.
+-- $6: the dispatch request's id, or ''. The instance is recorded with the
+-- attempt: only reports from it apply (see complete.sql).
 WITH chosen AS (
-    SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c (id, prev_state, ord)
+    SELECT * FROM unnest($1::text[], $7::text[], $2::text[]) WITH ORDINALITY AS c (id, group_name, prev_state, ord)
 ), claimed AS (
     UPDATE fairway_job j
-       SET state = 'scheduled', worker = $3, lease_until = now() + $4::interval,
+       SET state = 'scheduled', worker = $3, worker_instance = $5, lease_until = now() + $4::interval,
            attempt = j.attempt + 1, claim_id = nullif($6, '')
       FROM chosen c
-     WHERE j.id = c.id
+     WHERE j.group_name = c.group_name AND j.id = c.id
        AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (

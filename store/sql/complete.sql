@@ -1,20 +1,22 @@
 -- Applies executors' outcomes: success, error (retry while retries remain),
 -- permanent (failed), cancelled, released (back to waiting, not a failure)
 -- and lost (the executor died or restarted: a failure, due again at once).
--- An outcome applies only to the attempt it names, held by the executor that
--- sends it: a late result from an expired lease changes nothing.
+-- An outcome applies only to the attempt it names, held by the executor
+-- instance that sends it: a late result from an expired lease, or a report
+-- forged by another executor, changes nothing.
 -- Retry delay: retry-delay × 2^(retries-1) after the retries-th failure,
 -- counted from the start of the failed attempt.
 -- An outcome may carry the time its attempt started (the start and the end
 -- were reported together): a job still scheduled then passes through
 -- running in the same statement, with both events, and one row write.
 -- $1..$6: id, attempt, worker, outcome, result, error of each outcome;
--- $7: retry delay; $8: started_at of each outcome, or NULL.
+-- $7: retry delay; $8: started_at of each outcome, or NULL; $9, $10: the
+-- group and the worker's instance of each outcome.
 WITH o AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[])
-           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, ord)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[], $9::text[], $10::text[])
+           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, group_name, instance, ord)
 ), cur AS (
-    SELECT j.id, j.state AS prev_state, o.worker, o.outcome, o.result, o.error, o.ord,
+    SELECT j.group_name, j.id, j.state AS prev_state, o.worker, o.outcome, o.result, o.error, o.ord,
            (o.started_at IS NOT NULL AND j.state = 'scheduled') AS via_running,
            coalesce(CASE WHEN j.state = 'scheduled' THEN o.started_at END, j.started) AS started,
            CASE
@@ -30,8 +32,9 @@ WITH o AS (
      -- let the planner pick fairway_job_held when statistics (taken during
      -- a backlog) expect few held jobs, and scan every held job once per
      -- outcome: quadratic, 11 s for a batch of 10,000.
-     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.id = o.id LIMIT 1 FOR UPDATE) j
-     WHERE j.attempt = o.attempt AND j.worker = o.worker AND j.state IN ('scheduled', 'running')
+     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.group_name = o.group_name AND j.id = o.id LIMIT 1 FOR UPDATE) j
+     WHERE j.attempt = o.attempt AND j.worker = o.worker AND j.worker_instance = o.instance
+       AND j.state IN ('scheduled', 'running')
 ), upd AS (
     UPDATE fairway_job j
        SET state = cur.new_state,
@@ -53,7 +56,7 @@ WITH o AS (
       FROM cur
      -- By id, not ctid: a row updated since this statement's snapshot (a
      -- heartbeat, a cancel) is found again through its update chain.
-     WHERE j.id = cur.id
+     WHERE j.group_name = cur.group_name AND j.id = cur.id
  RETURNING j.id, j.task, j.group_name, j.state, j.attempt, j.run_at, coalesce(j.error, '') AS error,
            cur.prev_state, cur.via_running, cur.started, cur.worker, cur.ord
 ), ev AS (
@@ -67,4 +70,4 @@ WITH o AS (
      WHERE e.k = 1 OR upd.via_running
      ORDER BY upd.ord, e.k
 )
-SELECT id, state, run_at FROM upd ORDER BY ord
+SELECT group_name, id, state, run_at FROM upd ORDER BY ord

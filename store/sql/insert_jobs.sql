@@ -1,9 +1,9 @@
 -- Inserts jobs and their first events, and the rejected events of
 -- submissions that failed validation, in one statement (one round trip). The rows come in id order (so that
 -- concurrent batches lock in the same order); pos is each one's place in the
--- submission order, which orders their submitted times. A row whose id exists already, or
--- whose tracker is held by a non-final job, is skipped; the caller finds out
--- which and why.
+-- submission order, which orders their submitted times. A row whose id exists already in its
+-- group, or whose tracker is held by a non-final job of its group, is
+-- skipped; the caller finds out which and why.
 WITH ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
                              tracker, state, max_retries, run_at, submitted, expires_at, trigger_after)
@@ -18,7 +18,7 @@ WITH ins AS (
                                  tracker, state, max_retries, run_at, pos, expires_at, trigger_after, ord)
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
- RETURNING id, task, group_name, state
+ RETURNING group_name, id, task, state
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state)
     SELECT id, task, group_name, state FROM ins
@@ -30,4 +30,4 @@ WITH ins AS (
            WITH ORDINALITY AS r (id, group_name, task, error, code, field, ord)
      ORDER BY r.ord
 )
-SELECT id FROM ins
+SELECT group_name, id FROM ins
