@@ -1,0 +1,97 @@
+package executor
+
+import (
+	"cmp"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+)
+
+// Defaults of Config.
+const (
+	// PoolSizeDefault is the default number of jobs run at once.
+	PoolSizeDefault = 4
+	// LogBufferSizeDefault is the default bound on job log lines waiting
+	// to be sent.
+	LogBufferSizeDefault = 500
+	// HeartbeatDefault is the default period of heartbeats.
+	HeartbeatDefault = 5 * time.Second
+	// WakeupPeriodDefault is the default period of an idle executor's
+	// unprompted request for work.
+	WakeupPeriodDefault = 10 * time.Second
+)
+
+// Config configures an Executor.
+type Config struct {
+	// AppID names the executor. It must be unique among running executors
+	// (the coordinators refuse a second one) and be one NATS subject token:
+	// letters, digits, '-' and '_'. Required.
+	AppID string
+	// PoolSize is how many jobs the executor runs at once. Defaults to
+	// PoolSizeDefault (4).
+	PoolSize int
+	// LogBufferSize bounds the job log lines waiting to be sent; a line
+	// logged while the buffer is full is dropped and counted. Defaults to
+	// LogBufferSizeDefault (500).
+	LogBufferSize int
+	// Heartbeat is how often the executor tells the coordinators it is
+	// alive and which jobs it holds, renewing their leases. Defaults to
+	// HeartbeatDefault (5s).
+	Heartbeat time.Duration
+	// WakeupPeriod is how often an idle executor asks for work without
+	// being notified, in case a notification was lost. Defaults to
+	// WakeupPeriodDefault (10s).
+	WakeupPeriod time.Duration
+	// Prefix is the first token of every subject. Defaults to "fairway".
+	Prefix string
+	// Host is the host name reported to the coordinators. Defaults to
+	// os.Hostname().
+	Host string
+	// Logger receives the executor's own log. Defaults to discarding it.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	c.PoolSize = cmp.Or(c.PoolSize, PoolSizeDefault)
+	c.LogBufferSize = cmp.Or(c.LogBufferSize, LogBufferSizeDefault)
+	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
+	c.WakeupPeriod = cmp.Or(c.WakeupPeriod, WakeupPeriodDefault)
+	c.Prefix = cmp.Or(c.Prefix, events.DefaultPrefix)
+	if c.Host == "" {
+		c.Host, _ = os.Hostname()
+		c.Host = cmp.Or(c.Host, "unknown")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.AppID == "" {
+		return fairway.Invalid("AppID", "missing: every executor needs a unique app id")
+	}
+	if err := fairway.CheckName("AppID", c.AppID); err != nil {
+		return err
+	}
+	if err := fairway.CheckName("Prefix", c.Prefix); err != nil {
+		return err
+	}
+	if c.PoolSize < 1 {
+		return fairway.Invalid("PoolSize", "%d is less than 1", c.PoolSize)
+	}
+	if c.LogBufferSize < 1 {
+		return fairway.Invalid("LogBufferSize", "%d is less than 1", c.LogBufferSize)
+	}
+	if c.Heartbeat <= 0 {
+		return fairway.Invalid("Heartbeat", "%s is not positive", c.Heartbeat)
+	}
+	if c.WakeupPeriod <= 0 {
+		return fairway.Invalid("WakeupPeriod", "%s is not positive", c.WakeupPeriod)
+	}
+	return nil
+}

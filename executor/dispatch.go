@@ -1,0 +1,203 @@
+// The dispatch conversation: ask the coordinators for as many jobs as there
+// are free slots, and take what they hand out.
+
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+)
+
+// signal wakes the dispatch loop.
+func (e *Executor) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatchLoop asks for jobs while there are free slots and work to get.
+func (e *Executor) dispatchLoop() {
+	defer close(e.dispatchDone)
+	ticker := time.NewTicker(e.cfg.WakeupPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-e.stopCh:
+			return
+		default:
+		}
+		idle := true
+		if free := e.free(); free > 0 {
+			asked := time.Now()
+			got, err := e.dispatch(free)
+			switch {
+			case err == nil:
+				// A long poll that ran its course found nothing: ask again at
+				// once. An empty answer that came quickly means the
+				// coordinator does not hold requests: wait for a wakeup.
+				idle = got == 0 && time.Since(asked) < longPoll/2
+			case errors.Is(err, fairway.ErrNotRegistered):
+				if !e.registerAgain() {
+					return
+				}
+				continue
+			case errors.Is(err, nats.ErrNoResponders):
+				if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
+					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch))
+					e.noCoordinatorAt = time.Now()
+				}
+			default:
+				e.logger.Warn("asking for jobs", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
+				t := time.NewTimer(dispatchBackoff)
+				select {
+				case <-e.stopCh:
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				continue
+			}
+		}
+		if !idle {
+			continue
+		}
+		select {
+		case <-e.stopCh:
+			return
+		case <-e.wake:
+		case <-ticker.C:
+		}
+	}
+}
+
+// registerAgain registers this instance again after a coordinator said it
+// does not know it: the database was restored, or the executor was taken
+// for dead and another instance took its app-id over. A refusal (that other
+// instance runs) is logged, and tried again after a wakeup period. It
+// returns false when the executor stops meanwhile.
+func (e *Executor) registerAgain() bool {
+	// Told again soon after registering again: the coordinators disagree
+	// (say, one on a restored database). Do not hammer them.
+	if since := time.Since(e.registeredAgainAt); since < e.cfg.WakeupPeriod {
+		t := time.NewTimer(e.cfg.WakeupPeriod - since)
+		select {
+		case <-e.stopCh:
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	e.registeredAgainAt = time.Now()
+	e.logger.Warn("the coordinators do not know this executor instance (database restored, or its app-id taken over); registering again",
+		"instance", e.instance)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-e.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := e.register(ctx)
+	if err == nil {
+		e.logger.Info("executor registered again", "instance", e.instance)
+		return true
+	}
+	if ctx.Err() == nil {
+		e.logger.Error("registering again failed; no jobs until it succeeds", "error", err, "retry_in", e.cfg.WakeupPeriod)
+	}
+	t := time.NewTimer(e.cfg.WakeupPeriod)
+	defer t.Stop()
+	select {
+	case <-e.stopCh:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (e *Executor) free() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.life.stopping() {
+		return 0
+	}
+	return e.cfg.PoolSize - len(e.jobs)
+}
+
+// dispatch asks for up to free jobs and starts them; it returns how many
+// it got.
+func (e *Executor) dispatch(free int) (int, error) {
+	if e.dispatchID == "" {
+		e.dispatchID = uuid.NewString()
+	}
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks,
+		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID})
+	if err != nil {
+		return 0, err
+	}
+	// Not cancelled by Shutdown: a reply carries jobs already claimed for
+	// this executor, which must be reported on.
+	ctx, cancel := context.WithTimeout(context.Background(), dispatchTimeout)
+	defer cancel()
+	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), data)
+	// Until a reply hands out jobs (or says there are none), a coordinator
+	// may have claimed jobs whose answer never came, or came unreadable:
+	// the next request goes out under the same id, and gets them. Reusing
+	// the id of a claim that failed costs nothing.
+	if err != nil {
+		return 0, err
+	}
+	var reply events.DispatchReply
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return 0, fmt.Errorf("decoding the dispatch reply: %w", err)
+	}
+	if reply.Error != nil {
+		return 0, reply.Error
+	}
+	e.dispatchID = ""
+	if !e.noCoordinatorAt.IsZero() {
+		e.logger.Info("a coordinator answers again")
+		e.noCoordinatorAt = time.Time{}
+	}
+	e.accept(reply.Jobs)
+	return len(reply.Jobs), nil
+}
+
+// accept takes the jobs of a dispatch reply and starts a goroutine for
+// each: to run it, or to report it at once (cancelled before it arrived,
+// or released because the executor is stopping or full).
+func (e *Executor) accept(jobs []fairway.Job) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, fj := range jobs {
+		if _, dup := e.jobs[fj.Ref()]; dup {
+			e.logger.Warn("dispatch handed out a job this executor already holds; ignoring it", "job_id", fj.ID, "attempt", fj.Attempt)
+			continue
+		}
+		mode := modeRun
+		switch {
+		case e.life.stopping():
+			mode = modeRelease
+		case len(e.jobs) >= e.cfg.PoolSize:
+			e.logger.Warn("dispatch handed out more jobs than slots were asked for; releasing the extra job", "job_id", fj.ID)
+			mode = modeRelease
+		case e.cancels.take(fj.Ref(), fj.Attempt, time.Now()):
+			mode = modeCancelled
+		}
+		rj := e.newRunningJob(fj)
+		e.jobs[fj.Ref()] = rj
+		e.jobsWG.Add(1)
+		go e.run(rj, mode)
+	}
+}

@@ -1,0 +1,353 @@
+// The executor's lifecycle: Start registers it and starts its loops;
+// Shutdown drains it; heartbeats keep its leases while it runs.
+
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+)
+
+// lifecycle is where an executor is in its life. It only moves forward,
+// except that a Start that fails goes back to lifeNew.
+type lifecycle int
+
+const (
+	lifeNew       lifecycle = iota // handlers may be added; Start may be called
+	lifeStarting                   // Start is registering
+	lifeRunning                    // taking and running jobs
+	lifeDraining                   // Shutdown began: no new jobs, running ones finish
+	lifeReleasing                  // Shutdown's context ended: running jobs are cancelled and released
+	lifeStopped                    // shut down, or Shutdown before the executor ran
+)
+
+// stopping tells whether Shutdown has begun: no new job may run.
+func (l lifecycle) stopping() bool { return l >= lifeDraining }
+
+// Start registers the executor with a coordinator, subscribes to its
+// commands and starts asking for work. It waits for a coordinator to
+// answer, retrying every second, until ctx ends; it returns the
+// coordinator's refusal (a second executor with the same app id) as an
+// error. ctx bounds only the start: the executor runs until Shutdown, and
+// its handlers' contexts carry ctx's values.
+func (e *Executor) Start(ctx context.Context) error {
+	e.startMu.Lock()
+	defer e.startMu.Unlock()
+	e.mu.Lock()
+	switch {
+	case e.life.stopping():
+		e.mu.Unlock()
+		return fmt.Errorf("executor %q: Start after Shutdown", e.cfg.AppID)
+	case e.life != lifeNew:
+		e.mu.Unlock()
+		return fmt.Errorf("executor %q: already started", e.cfg.AppID)
+	case len(e.handlers) == 0:
+		e.mu.Unlock()
+		return fmt.Errorf("executor %q: no handlers: call Handle before Start", e.cfg.AppID)
+	}
+	e.life = lifeStarting
+	e.instance = uuid.NewString()
+	e.tasks = make([]string, 0, len(e.handlers))
+	for task := range e.handlers {
+		e.tasks = append(e.tasks, task)
+	}
+	sort.Strings(e.tasks)
+	e.started = time.Now().UTC()
+	e.mu.Unlock()
+
+	if err := e.start(ctx); err != nil {
+		e.mu.Lock()
+		if e.life == lifeStarting {
+			e.life = lifeNew
+		}
+		e.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (e *Executor) start(ctx context.Context) error {
+	regCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-e.stopCh:
+			cancel(errShutdown)
+		case <-regCtx.Done():
+		}
+	}()
+	if err := e.register(regCtx); err != nil {
+		return err
+	}
+
+	subscribe := []struct {
+		subject string
+		handle  nats.MsgHandler
+	}{
+		{e.subjects.Cancel(e.cfg.AppID), e.onCancel},
+		{e.subjects.Ping(e.cfg.AppID), e.onPing},
+		{e.subjects.NotifyWork(), func(*nats.Msg) { e.signal() }},
+	}
+	subs := make([]*nats.Subscription, 0, len(subscribe))
+	unsubscribe := func() {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+	}
+	for _, s := range subscribe {
+		sub, err := e.nc.Subscribe(s.subject, s.handle)
+		if err != nil {
+			unsubscribe()
+			return fmt.Errorf("executor %q: subscribing to %s: %w", e.cfg.AppID, s.subject, err)
+		}
+		subs = append(subs, sub)
+	}
+	// Make sure the server has the subscriptions before any job arrives,
+	// so that no cancel command for it can be missed.
+	if err := e.nc.FlushTimeout(registerTimeout); err != nil {
+		unsubscribe()
+		return fmt.Errorf("executor %q: subscribing: %w", e.cfg.AppID, err)
+	}
+
+	e.mu.Lock()
+	if e.life != lifeStarting {
+		e.mu.Unlock()
+		unsubscribe()
+		return fmt.Errorf("executor %q: shut down while starting", e.cfg.AppID)
+	}
+	e.life = lifeRunning
+	e.subs = subs
+	e.baseCtx = context.WithoutCancel(ctx)
+	e.mu.Unlock()
+
+	e.bgWG.Add(3)
+	go e.heartbeatLoop()
+	go e.flushLoop()
+	go func() {
+		defer e.bgWG.Done()
+		e.reports.run(e.bgStop)
+	}()
+	go e.dispatchLoop()
+	e.logger.Info("executor started", "instance", e.instance, "pool_size", e.cfg.PoolSize, "tasks", e.tasks)
+	return nil
+}
+
+// register announces the executor, retrying while no coordinator answers.
+func (e *Executor) register(ctx context.Context) error {
+	subject := e.subjects.Exec(e.cfg.AppID, events.ExecRegister)
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{
+		AppID:    e.cfg.AppID,
+		Instance: e.instance,
+		Host:     e.cfg.Host,
+		Slots:    e.cfg.PoolSize,
+		Tasks:    e.tasks,
+		Started:  e.started,
+	}})
+	if err != nil {
+		return fmt.Errorf("executor %q: encoding the registration: %w", e.cfg.AppID, err)
+	}
+	var loggedAt time.Time
+	for {
+		reqCtx, cancel := context.WithTimeout(ctx, registerTimeout)
+		msg, err := e.nc.RequestWithContext(reqCtx, subject, data)
+		cancel()
+		if err == nil {
+			var reply events.Reply
+			if err := json.Unmarshal(msg.Data, &reply); err != nil {
+				return fmt.Errorf("executor %q: decoding the reply on %s: %w", e.cfg.AppID, subject, err)
+			}
+			if reply.Error != nil {
+				return fmt.Errorf("executor %q: %w", e.cfg.AppID, reply.Error)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("executor %q: no coordinator answered on %s: %w", e.cfg.AppID, subject, context.Cause(ctx))
+		}
+		if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("executor %q: registering on %s: %w", e.cfg.AppID, subject, err)
+		}
+		if time.Since(loggedAt) >= 30*time.Second {
+			e.logger.Info("waiting for a coordinator", "subject", subject, "error", err)
+			loggedAt = time.Now()
+		}
+		t := time.NewTimer(registerRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("executor %q: no coordinator answered on %s: %w", e.cfg.AppID, subject, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// Shutdown stops the executor gracefully: it stops taking jobs and waits
+// for the running ones to finish. If ctx ends first, it cancels the running
+// jobs' contexts, reports them released (the coordinator hands them out
+// again) and returns ctx's error (its cause, when it has one); a handler
+// that has not returned 5 s after its context was cancelled is reported
+// released anyway, and its outcome is dropped. Jobs in a dispatch reply
+// that arrives while stopping are released at once. Shutdown returns once
+// every report has been acknowledged by JetStream (waiting at most 5 s for
+// that). It is safe to call more than once and concurrently; a later call
+// whose ctx ends sooner releases the jobs sooner.
+func (e *Executor) Shutdown(ctx context.Context) error {
+	e.shutdownOnce.Do(func() {
+		e.mu.Lock()
+		if e.life == lifeRunning {
+			e.life = lifeDraining
+		} else {
+			e.life = lifeStopped // it never ran: a Start in progress gives up
+		}
+		e.mu.Unlock()
+		close(e.stopCh)
+		go e.shutdown()
+	})
+	select {
+	case <-e.done:
+		return e.shutdownErr
+	case <-ctx.Done():
+	}
+	e.force(context.Cause(ctx))
+	<-e.done
+	return e.shutdownErr
+}
+
+// Stop shuts the executor down at once: running jobs are cancelled and
+// reported released. It is Shutdown with an expired context.
+func (e *Executor) Stop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = e.Shutdown(ctx)
+}
+
+// force cancels the running jobs because a Shutdown's context ended.
+func (e *Executor) force(cause error) {
+	e.forceOnce.Do(func() {
+		e.mu.Lock()
+		if e.life == lifeDraining {
+			e.life = lifeReleasing
+		}
+		e.forceErr = cause
+		e.forcedJobs = len(e.jobs)
+		for _, rj := range e.jobs {
+			rj.cancel(errShutdown)
+		}
+		e.mu.Unlock()
+		close(e.forceCh)
+	})
+}
+
+func (e *Executor) shutdown() {
+	defer close(e.done)
+	// Wait for a Start in progress: it gives up once stopCh is closed.
+	e.startMu.Lock()
+	defer e.startMu.Unlock()
+	e.mu.Lock()
+	ran := e.life == lifeDraining || e.life == lifeReleasing
+	held := len(e.jobs)
+	e.mu.Unlock()
+	if !ran {
+		return
+	}
+	e.logger.Info("executor shutting down", "running", held)
+
+	// The dispatch loop finishes its request in flight (at most 5 s): jobs
+	// in its reply are released at once, so no claimed job is lost.
+	<-e.dispatchDone
+	jobsDone := make(chan struct{})
+	go func() {
+		e.jobsWG.Wait()
+		close(jobsDone)
+	}()
+	select {
+	case <-jobsDone:
+	case <-e.forceCh:
+		t := time.NewTimer(releaseGrace)
+		select {
+		case <-jobsDone:
+			t.Stop()
+		case <-t.C:
+			e.releaseStragglers()
+		}
+	}
+
+	close(e.bgStop) // the flusher sends what is left
+	e.bgWG.Wait()
+	e.mu.Lock()
+	subs := e.subs
+	e.subs = nil
+	forced, forceErr, forcedJobs := e.life == lifeReleasing, e.forceErr, e.forcedJobs
+	e.life = lifeStopped
+	e.mu.Unlock()
+	for _, sub := range subs {
+		_ = sub.Unsubscribe()
+	}
+
+	var errs []error
+	if forced && forcedJobs > 0 {
+		errs = append(errs, fmt.Errorf("executor %q: %w (%d): %w", e.cfg.AppID, ErrJobsReleased, forcedJobs, forceErr))
+	}
+	if err := e.reports.flush(reportFlushTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("executor %q: %w", e.cfg.AppID, err))
+	}
+	e.shutdownErr = errors.Join(errs...)
+	e.logger.Info("executor stopped")
+}
+
+// releaseStragglers reports the jobs whose handlers ignored their cancelled
+// context as released, so that Shutdown ends. Their outcome, if they ever
+// return, is dropped.
+func (e *Executor) releaseStragglers() {
+	e.mu.Lock()
+	stragglers := make([]*runningJob, 0, len(e.jobs))
+	for _, rj := range e.jobs {
+		stragglers = append(stragglers, rj)
+	}
+	e.mu.Unlock()
+	for _, rj := range stragglers {
+		rj.logger.Error("handler did not return after its context was cancelled; reporting the job released anyway", "grace", releaseGrace)
+		e.complete(rj, outcome{kind: events.OutcomeReleased, err: "executor shut down: the handler did not return in time"})
+	}
+}
+
+func (e *Executor) heartbeatLoop() {
+	defer e.bgWG.Done()
+	t := time.NewTicker(e.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.bgStop:
+			return
+		case <-t.C:
+			e.heartbeat()
+		}
+	}
+}
+
+func (e *Executor) heartbeat() {
+	e.mu.Lock()
+	ids := make([]fairway.JobRef, 0, len(e.jobs))
+	for id := range e.jobs {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	slices.SortFunc(ids, compareRefs)
+	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: e.cfg.PoolSize})
+	if err == nil {
+		err = e.nc.Publish(e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat), data)
+	}
+	if err != nil {
+		e.logger.Warn("sending a heartbeat", "error", err)
+	}
+}
