@@ -89,6 +89,11 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	if dec.More() {
 		return s, Invalid("body", "unexpected data after the JSON object")
 	}
+	// The decoder turns bytes that are not UTF-8 into U+FFFD, so the raw
+	// body is checked too.
+	if err := checkJSONText(data, ""); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -191,6 +196,11 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	if err := checkLen("tracker", s.Tracker, MaxTrackerLength); err != nil {
 		return err
 	}
+	for _, f := range []struct{ name, v string }{{"subject", s.Subject}, {"submitter", s.Submitter}, {"tracker", s.Tracker}} {
+		if err := CheckText(f.name, f.v); err != nil {
+			return err
+		}
+	}
 	if err := s.normalizeTimes(time.Now()); err != nil {
 		return err
 	}
@@ -249,6 +259,9 @@ func checkArgs(args json.RawMessage, maxArgs int64) error {
 	}
 	if !json.Valid(trimmed) {
 		return Invalid("args", "not valid JSON")
+	}
+	if err := checkJSONText(trimmed, "args"); err != nil {
+		return err
 	}
 	return nil
 }
