@@ -95,6 +95,9 @@ func maskSecret(s string) string {
 		return ""
 	}
 	if !strings.Contains(s, "://") {
+		if !strings.Contains(s, "=") {
+			return mask // neither a URL nor keyword=value text: a bare secret
+		}
 		return passwordRE.ReplaceAllString(s, "${1}"+mask)
 	}
 	u, err := url.Parse(s)
