@@ -63,6 +63,9 @@ func (e *env) runDev(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dev.nats-addr: %w", err)
 		}
+		if err := checkDevListen(cfg.Dev.NATSAddr, false); err != nil { // authOn: --tenants, once it exists
+			return err
+		}
 		ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")})
 		if err != nil {
 			return err
