@@ -40,7 +40,8 @@ func newDevCmd(e *env) *cobra.Command {
 		Long: `Run Fairway in one process: an embedded NATS server with JetStream (data in
 <dev-dir>/nats, listening on --nats-addr), a PostgreSQL server that Fairway
 starts itself from the PostgreSQL binaries on PATH or in
-/usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port), a
+/usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port; its
+superuser's password in <dev-dir>/pg.password, mode 0600), a
 coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
 
 --database-url and --nats-url use external servers instead. Ctrl-C stops
