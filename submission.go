@@ -126,6 +126,9 @@ func decodeError(err error) error {
 		return Invalid("body", "not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if field == "" {
+			return Invalid("body", `unknown field ""`)
+		}
 		return Invalid(field, "unknown field")
 	case strings.Contains(err.Error(), "parsing time"):
 		return Invalid("run_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)

@@ -211,3 +211,49 @@ func findBadText(data []byte, root string) *Error {
 
 // plainKey matches the object keys shown as .key in a path.
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+// CleanText returns s with every NUL character and every byte that is not
+// UTF-8 replaced by U+FFFD, for text that must be stored rather than
+// refused (an executor's error message, say).
+func CleanText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// CleanJSON returns a JSON document that CheckJSONText refuses with its
+// strings and keys passed through CleanText, re-encoded; a document it
+// accepts, or one that is not valid JSON, is returned as it is.
+func CleanJSON(data json.RawMessage) json.RawMessage {
+	if badRawText(data) == "" {
+		return data
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return data
+	}
+	out, err := json.Marshal(cleanValue(v))
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+func cleanValue(v any) any {
+	switch v := v.(type) {
+	case string:
+		return CleanText(v)
+	case []any:
+		for i := range v {
+			v[i] = cleanValue(v[i])
+		}
+	case map[string]any:
+		clean := make(map[string]any, len(v))
+		for k, e := range v {
+			clean[CleanText(k)] = cleanValue(e)
+		}
+		return clean
+	}
+	return v
+}
