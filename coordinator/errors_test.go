@@ -3,9 +3,11 @@ package coordinator_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/coordinator"
@@ -162,3 +164,45 @@ func TestInternalErrorsCarryOnlyARequestID(t *testing.T) {
 	require.Contains(t, line["error"], "closed pool")
 	require.Equal(t, "fairway.api.g.get", line["subject"])
 }
+
+// An executor's report whose error or result holds text PostgreSQL refuses
+// (a NUL, bytes that are not UTF-8) is stored with U+FFFD in their place,
+// rather than refused with the whole batch of reports again and again.
+func TestReportWithTextPostgreSQLRefusesIsStored(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	registerRaw(t, h, "i")
+	ok := submit(t, h, fairway.Submission{Group: "g", Task: "echo"})
+	failed := submit(t, h, fairway.Submission{Group: "g", Task: "echo", MaxRetries: new(int)})
+	stored := 0
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting {
+			stored++
+		}
+		return stored == 2
+	})
+	reply, _ := dispatchRequest(t, h, 0)
+	require.Nil(t, reply.Error)
+	require.Len(t, reply.Jobs, 2)
+	attempt := map[string]int{}
+	for _, j := range reply.Jobs {
+		attempt[j.ID] = j.Attempt
+	}
+	js, err := h.nc.JetStream()
+	require.NoError(t, err)
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	body := fmt.Sprintf(`[{"type":"done","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"success","result":{"a":"x\u0000","\u0000":"\ud800"}},
+		{"type":"done","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"permanent","error":"boom\u0000 caf`+"\xe9"+`"}]`,
+		ok, attempt[ok], now, failed, attempt[failed], now)
+	_, err = js.Publish("fairway.results.raw", []byte(body))
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, lastState(h.final(ok)))
+	job, err := h.store.Get(t.Context(), "g", ok)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"a":"x\ufffd","\ufffd":"\ufffd"}`, string(job.Result))
+	evs := h.final(failed)
+	require.Equal(t, fairway.StateFailed, lastState(evs))
+	require.Equal(t, "boom\ufffd caf\ufffd", evs[len(evs)-1].Error)
+}
+
+func lastState(evs []events.Event) fairway.State { return evs[len(evs)-1].State }
