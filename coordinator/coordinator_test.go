@@ -424,6 +424,7 @@ func TestValueRefusedByPostgreSQLRejectsOnlyThatJob(t *testing.T) {
 	require.Equal(t, "job-1", rejected.JobID)
 	require.Equal(t, "args", rejected.Field)
 	require.Contains(t, rejected.Error, "PostgreSQL refused the job")
+	require.NotContains(t, rejected.Error, "numeric", "PostgreSQL's own text stays in the log")
 }
 
 func dispatchRequest(t *testing.T, h *harness, waitMS int) (events.DispatchReply, time.Duration) {
