@@ -31,6 +31,9 @@ type Error struct {
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
 	JobID   string `json:"job_id,omitempty"`
+	// RequestID names the request of an internal or unavailable error in
+	// the coordinator's log, which holds the detail the reply leaves out.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 func (e *Error) Error() string {

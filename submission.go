@@ -89,6 +89,11 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	if dec.More() {
 		return s, Invalid("body", "unexpected data after the JSON object")
 	}
+	// The decoder turns bytes that are not UTF-8 into U+FFFD, so the raw
+	// body is checked too.
+	if err := checkJSONText(data, ""); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -121,6 +126,9 @@ func decodeError(err error) error {
 		return Invalid("body", "not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if field == "" {
+			return Invalid("body", `unknown field ""`)
+		}
 		return Invalid(field, "unknown field")
 	case strings.Contains(err.Error(), "parsing time"):
 		return Invalid("run_at", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
@@ -191,6 +199,11 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	if err := checkLen("tracker", s.Tracker, MaxTrackerLength); err != nil {
 		return err
 	}
+	for _, f := range []struct{ name, v string }{{"subject", s.Subject}, {"submitter", s.Submitter}, {"tracker", s.Tracker}} {
+		if err := CheckText(f.name, f.v); err != nil {
+			return err
+		}
+	}
 	if err := s.normalizeTimes(time.Now()); err != nil {
 		return err
 	}
@@ -249,6 +262,9 @@ func checkArgs(args json.RawMessage, maxArgs int64) error {
 	}
 	if !json.Valid(trimmed) {
 		return Invalid("args", "not valid JSON")
+	}
+	if err := checkJSONText(trimmed, "args"); err != nil {
+		return err
 	}
 	return nil
 }

@@ -53,6 +53,23 @@ func TestSubmissionValidation(t *testing.T) {
 		{"trailing data", `{} {}`, "g", "t", 100, "body", "unexpected data"},
 		{"bad id", `{"id":"a b"}`, "g", "t", 100, "id", `contains ' '`},
 		{"subject too long", `{"subject":"` + strings.Repeat("s", 513) + `"}`, "g", "t", 100, "subject", "exceeds the limit of 512"},
+		// What PostgreSQL's text and jsonb refuse never reaches it.
+		{"NUL in args", `{"args":{"a":{"b":"x\u0000"}}}`, "g", "t", 100, "args", `args.a.b contains a NUL character (\u0000)`},
+		{"NUL in an args array", `{"args":{"l":[1,{"m":"\u0000"}]}}`, "g", "t", 100, "args", `args.l[1].m contains a NUL`},
+		{"NUL in an args key", `{"args":{"a":{"\u0000":1}}}`, "g", "t", 100, "args", `args.a has a key that contains a NUL`},
+		{"NUL in an odd args key", `{"args":{"a b":{"c":"\u0000"}}}`, "g", "t", 100, "args", `args["a b"].c contains a NUL`},
+		{"invalid UTF-8 in args", "{\"args\":{\"a\":\"\xff\"}}", "g", "t", 100, "args", "args.a is not valid UTF-8"},
+		{"half a surrogate pair in args", `{"args":{"a":"\ud800x"}}`, "g", "t", 100, "args", "surrogate"},
+		{"low surrogate alone in args", `{"args":{"a":"\udc00"}}`, "g", "t", 100, "args", "surrogate"},
+		{"surrogate pair in args", `{"args":{"a":"\ud83d\ude00"}}`, "g", "t", 100, "", ""},
+		{"escaped backslash before u0000", `{"args":{"a":"C:\\u0000"}}`, "g", "t", 100, "", ""},
+		{"NUL in subject", `{"subject":"a\u0000b"}`, "g", "t", 100, "subject", "contains a NUL character"},
+		{"invalid UTF-8 in subject", "{\"subject\":\"a\xc3\"}", "g", "t", 100, "subject", "is not valid UTF-8"},
+		{"NUL in submitter", `{"submitter":"\u0000"}`, "g", "t", 100, "submitter", "NUL"},
+		{"invalid UTF-8 in tracker", "{\"tracker\":\"\xed\xa0\x80\"}", "g", "t", 100, "tracker", "not valid UTF-8"},
+		{"NUL in id", `{"id":"a\u0000"}`, "g", "t", 100, "id", "NUL"},
+		{"invalid UTF-8 in run_in", "{\"run_in\":\"5m\xff\"}", "g", "t", 100, "run_in", "not valid UTF-8"},
+		{"unknown field with NUL", `{"x\u0000":1}`, "g", "t", 100, `x\x00`, "unknown field"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +89,34 @@ func TestSubmissionValidation(t *testing.T) {
 			require.Contains(t, fe.Message, tc.message)
 		})
 	}
+}
+
+func TestNormalizeRefusesTextPostgreSQLCannotStore(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []fairway.Submission{
+		{Subject: "a\x00"},
+		{Submitter: "\xff"},
+		{Tracker: "t\x00"},
+		{Args: json.RawMessage(`{"a":"\u0000"}`)},
+		{Args: json.RawMessage("{\"a\":\"\xff\"}")},
+	} {
+		err := sub.Normalize("g", "t", 100, 0)
+		require.ErrorIs(t, err, fairway.ErrInvalid, "%+v", sub)
+	}
+}
+
+func TestCheckJSONText(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, fairway.CheckJSONText([]byte(`{"id":"é","n":[1,2]}`)))
+	err := fairway.CheckJSONText([]byte(`{"tasks":["echo","\u0000"]}`))
+	var fe *fairway.Error
+	require.True(t, errors.As(err, &fe), "got %v", err)
+	require.Equal(t, "tasks", fe.Field)
+	require.Equal(t, `tasks[1] contains a NUL character (\u0000), which cannot be stored`, fe.Message)
+	err = fairway.CheckJSONText([]byte(`{"ok":1,"\u0000":2}`))
+	require.True(t, errors.As(err, &fe), "got %v", err)
+	require.Equal(t, "body", fe.Field)
+	require.Contains(t, fe.Message, "the body has a key that contains a NUL")
 }
 
 func TestNormalizeFillsDefaults(t *testing.T) {

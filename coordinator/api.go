@@ -133,7 +133,9 @@ func decode(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return fairway.Invalid("body", "not a valid request: %v", err)
 	}
-	return nil
+	// Strings go to PostgreSQL, which refuses NUL and bytes that are not
+	// UTF-8 (the decoder turns those into U+FFFD, so the raw body is checked).
+	return fairway.CheckJSONText(data)
 }
 
 // respond sends the reply, or err as a coded error: the one place where
@@ -143,19 +145,33 @@ func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 		return
 	}
 	if err != nil {
-		e := fairway.AsError(err)
-		if e.Code == fairway.CodeInternal || e.Code == fairway.CodeUnavailable {
-			c.log.Error("api request failed", "subject", msg.Subject, "error", err)
-		}
-		reply = events.Reply{Error: e}
+		reply = events.Reply{Error: c.replyError(msg.Subject, err)}
 	}
 	data, err := json.Marshal(reply)
 	if err != nil {
-		data, _ = json.Marshal(events.Reply{Error: &fairway.Error{Code: fairway.CodeInternal, Message: err.Error()}})
+		data, _ = json.Marshal(events.Reply{Error: c.replyError(msg.Subject, err)})
 	}
 	if err := msg.Respond(data); err != nil {
 		c.log.Debug("api reply not sent", "subject", msg.Subject, "error", err)
 	}
+}
+
+// replyError is err as the coded error a reply carries. Internal and
+// unavailable errors carry no internal text (PostgreSQL's errors, say) to
+// tenants: only a request id, under which the detail is logged.
+func (c *Coordinator) replyError(subject string, err error) *fairway.Error {
+	e := fairway.AsError(err)
+	switch e.Code {
+	case fairway.CodeInternal, fairway.CodeUnavailable:
+		id := fairway.NewID()
+		c.log.Error("api request failed", "request_id", id, "subject", subject, "code", e.Code, "error", err)
+		message := "internal error"
+		if e.Code == fairway.CodeUnavailable {
+			message = "temporarily unavailable: try again"
+		}
+		return &fairway.Error{Code: e.Code, Message: message + "; request id " + id, RequestID: id}
+	}
+	return e
 }
 
 // submit stores one submission from the request/reply API. Invalid ones

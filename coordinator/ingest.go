@@ -105,7 +105,11 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 			sub = subs[0]
 		}
 		subs, res = nil, nil
-		rejections = []store.Rejection{rejection(sub, group, task, fairway.Invalid("args", "PostgreSQL refused the job: %v", err))}
+		// PostgreSQL's text stays in the log, under the id the event names.
+		id := fairway.NewID()
+		c.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", sub.ID, "group", group, "task", task, "error", err)
+		refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
+		rejections = []store.Rejection{rejection(sub, group, task, refused)}
 		if _, err := c.store.InsertJobs(ctx, nil, rejections); err != nil {
 			c.retryLater(ctx, msgs, err)
 			return

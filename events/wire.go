@@ -157,17 +157,37 @@ type CancelCommand struct {
 }
 
 // DecodeReports decodes a results message: a JSON array of reports, or one
-// report object.
+// report object. Text PostgreSQL cannot store (a NUL, bytes that are not
+// UTF-8) is replaced by U+FFFD, in the result too: an outcome is stored
+// rather than refused for its error message.
 func DecodeReports(data []byte) ([]Report, error) {
 	data = bytes.TrimSpace(data)
+	var reports []Report
 	if len(data) > 0 && data[0] == '[' {
-		var reports []Report
-		err := json.Unmarshal(data, &reports)
-		return reports, err
+		if err := json.Unmarshal(data, &reports); err != nil {
+			return nil, err
+		}
+	} else {
+		var r Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, err
+		}
+		reports = []Report{r}
 	}
-	var r Report
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, err
+	for i := range reports {
+		reports[i].clean()
 	}
-	return []Report{r}, nil
+	return reports, nil
+}
+
+// clean replaces the text of r that PostgreSQL cannot store.
+func (r *Report) clean() {
+	for _, s := range []*string{&r.Type, &r.JobID, &r.Executor, &r.Outcome, &r.Error} {
+		*s = fairway.CleanText(*s)
+	}
+	r.Result = fairway.CleanJSON(r.Result)
+	for i := range r.Logs {
+		l := &r.Logs[i]
+		l.JobID, l.Level, l.Message = fairway.CleanText(l.JobID), fairway.CleanText(l.Level), fairway.CleanText(l.Message)
+	}
 }

@@ -397,7 +397,8 @@ func (c *Cluster) AddExecutor(appID string, poolSize int, drainTimeout time.Dura
 	p := &Proc{Name: appID, log: filepath.Join(c.dir, appID+".log")}
 	p.args = []string{c.bin.Fairway, "executor", "--nats-url", c.NATSURL(""), "--app-id", appID,
 		"--pool-size", strconv.Itoa(poolSize), "--wakeup-period", WakeupPeriod.String(),
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "--drain-timeout", drainTimeout.String(), "--log-level", "debug"}
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "--http-token", executorHTTPToken,
+		"--drain-timeout", drainTimeout.String(), "--log-level", "debug"}
 	p.env = c.commonEnv()
 	p.onLine = func(line []byte) { c.Trace.add(appID, line) }
 	if err := p.Start(); err != nil {
@@ -412,6 +413,9 @@ func (c *Cluster) RestartExecutor(p *Proc) error {
 	c.Trace.restarted(p.Name)
 	return p.Start()
 }
+
+// executorHTTPToken is the bearer token of the executors' HTTP endpoints.
+const executorHTTPToken = "chaos-executor-http-token"
 
 // HTTPAddr is an executor's HTTP endpoint.
 func (p *Proc) HTTPAddr() string {

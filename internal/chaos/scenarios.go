@@ -262,6 +262,7 @@ func shutdownAndExit(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
+	req.Header.Set("Authorization", "Bearer "+executorHTTPToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

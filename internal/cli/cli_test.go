@@ -246,9 +246,8 @@ func TestDevEndToEnd(t *testing.T) {
 
 	// Docspell's shutdown endpoint drains the executor, and dev stops
 	// everything cleanly.
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/api/v1/shutdownAndExit", httpPort), "", nil)
-	require.NoError(t, err)
-	resp.Body.Close()
+	// Its token was generated into the dev dir.
+	resp := postShutdown(t, fmt.Sprintf("127.0.0.1:%d", httpPort), devToken(t, dir), nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	select {
 	case code := <-devDone:
@@ -490,16 +489,14 @@ func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(t.Context(), nil, []string{"executor", "--nats-url", ns.ClientURL(), "--app-id", "early",
-			"--http-addr", addr, "--log-format", "json"}, &bytes.Buffer{}, stderr)
+			"--http-addr", addr, "--http-token", testToken, "--log-format", "json"}, &bytes.Buffer{}, stderr)
 	}()
 	stderr.wait(t, "executor HTTP endpoint")
 	health, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
 	require.NoError(t, health.Body.Close())
 	require.Equal(t, http.StatusServiceUnavailable, health.StatusCode, "not healthy before it registered")
-	resp, err := http.Post("http://"+addr+"/api/v1/shutdownAndExit", "application/json", nil)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
+	resp := postShutdown(t, addr, testToken, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
 	require.Contains(t, stderr.String(), "shutdown asked for before the executor registered")
@@ -516,7 +513,8 @@ func TestHealthzOnceRegistered(t *testing.T) {
 	stderr := &output{}
 	done := make(chan int, 1)
 	go func() {
-		done <- cli.Main(ctx, nil, []string{"executor", "--nats-url", c.url, "--app-id", "healthy", "--http-addr", addr, "--log-format", "json"},
+		done <- cli.Main(ctx, nil, []string{"executor", "--nats-url", c.url, "--app-id", "healthy", "--http-addr", addr,
+			"--http-token-file", filepath.Join(t.TempDir(), "token"), "--log-format", "json"},
 			&bytes.Buffer{}, stderr)
 	}()
 	stderr.wait(t, "executor started")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,4 +19,15 @@ func TestCheckDevListen(t *testing.T) {
 		require.NoError(t, checkDevListen(addr, true), "%s with authentication", addr)
 	}
 	require.ErrorContains(t, checkDevListen("localhost", false), "dev.nats-addr localhost")
+}
+
+// TestDevRefusesToListenOnEveryInterface: fairway dev stops before it
+// starts anything.
+func TestDevRefusesToListenOnEveryInterface(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	code := Main(t.Context(), nil, []string{"dev", "--dev-dir", t.TempDir(), "--nats-addr", "0.0.0.0:4222"}, &out, &errOut)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut.String(), "dev.nats-addr 0.0.0.0:4222 is not a loopback address")
+	require.NotContains(t, errOut.String(), "NATS ready")
 }

@@ -30,7 +30,7 @@ var (
 	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
-		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.drain-timeout"}
+		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
 
 func newDevCmd(e *env) *cobra.Command {
@@ -41,7 +41,8 @@ func newDevCmd(e *env) *cobra.Command {
 		Long: `Run Fairway in one process: an embedded NATS server with JetStream (data in
 <dev-dir>/nats, listening on --nats-addr), a PostgreSQL server that Fairway
 starts itself from the PostgreSQL binaries on PATH or in
-/usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port), a
+/usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port; its
+superuser's password in <dev-dir>/pg.password, mode 0600), a
 coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
 
 --tenants acme,globex isolates tenants as production does: the embedded NATS
@@ -71,7 +72,7 @@ func (e *env) runDev(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("dev.nats-addr: %w", err)
 		}
-		if err := checkDevListen(cfg.Dev.NATSAddr, false); err != nil { // TODO: authOn once --tenants exists
+		if err := checkDevListen(cfg.Dev.NATSAddr, len(tenants) > 0); err != nil {
 			return err
 		}
 		opts := natsserver.Options{StoreDir: filepath.Join(cfg.Dev.Dir, "nats"), Host: host, Port: port, Logger: e.log.With("component", "nats")}
@@ -241,7 +242,9 @@ tasks (echo, sleep, fail, panic). Go programs embed the executor package with
 their own tasks instead. Each executor needs its own --app-id (defaults to
 the host name).
 
-POST /api/v1/shutdownAndExit on --http-addr, SIGTERM or Ctrl-C stop taking
+POST /api/v1/shutdownAndExit on --http-addr (with the bearer token
+--http-token, or the one generated into --http-token-file), SIGTERM or
+Ctrl-C stop taking
 jobs and let the running ones finish (at most --drain-timeout). A second
 SIGTERM or Ctrl-C cancels the running jobs: they return to waiting without
 counting as a failed attempt. A third exits at once, with code 130.`,
@@ -284,12 +287,20 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	shutdown := make(chan struct{})
 	var registered atomic.Bool
 	if cfg.Executor.HTTPAddr != "" {
-		srv, err := serveHTTP(cfg.Executor.HTTPAddr, shutdown, registered.Load)
+		token, tokenFile, err := e.httpToken(appID)
+		if err != nil {
+			return err
+		}
+		srv, err := serveHTTP(cfg.Executor.HTTPAddr, token, shutdown, registered.Load)
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		e.log.Info("executor HTTP endpoint", "addr", cfg.Executor.HTTPAddr, "shutdown", "POST /api/v1/shutdownAndExit")
+		shutdownHow := "POST /api/v1/shutdownAndExit with Authorization: Bearer <executor.http-token>"
+		if tokenFile != "" {
+			shutdownHow = fmt.Sprintf(`curl -X POST -H "Authorization: Bearer $(cat %s)" http://%s/api/v1/shutdownAndExit`, tokenFile, cfg.Executor.HTTPAddr)
+		}
+		e.log.Info("executor HTTP endpoint", "addr", cfg.Executor.HTTPAddr, "shutdown", shutdownHow, "token_file", tokenFile)
 	}
 	startCtx, cancelStart := context.WithCancelCause(ctx)
 	go func() {
@@ -364,16 +375,17 @@ var errShutdownBeforeStart = errors.New("shutdown asked for during the start")
 // signal.
 var errForced = fmt.Errorf("cancelled by a second signal: %w", context.Canceled)
 
-// serveHTTP serves Docspell's shutdown endpoint and a health check, which
-// answers 503 until the executor has registered.
-func serveHTTP(addr string, shutdown chan struct{}, registered func() bool) (*http.Server, error) {
+// serveHTTP serves Docspell's shutdown endpoint, which requires token (see
+// requireToken), and a health check, which answers 503 until the executor
+// has registered.
+func serveHTTP(addr, token string, shutdown chan struct{}, registered func() bool) (*http.Server, error) {
 	mux := http.NewServeMux()
 	var once sync.Once
-	mux.HandleFunc("POST /api/v1/shutdownAndExit", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /api/v1/shutdownAndExit", requireToken(token, func(w http.ResponseWriter, _ *http.Request) {
 		once.Do(func() { close(shutdown) })
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintln(w, `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}`)
-	})
+	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !registered() {
 			http.Error(w, "starting: not registered with a coordinator yet", http.StatusServiceUnavailable)

@@ -84,10 +84,14 @@ type CoordinatorConfig struct {
 
 // ExecutorConfig holds the executor.* keys.
 type ExecutorConfig struct {
-	AppID        string // empty means the caller's default (the hostname)
-	Heartbeat    time.Duration
-	HTTPAddr     string // host:port; empty disables the HTTP endpoint
-	DrainTimeout time.Duration
+	AppID     string // empty means the caller's default (the hostname)
+	Heartbeat time.Duration
+	HTTPAddr  string // host:port; empty disables the HTTP endpoint
+	// HTTPToken is the bearer token of POST /api/v1/shutdownAndExit; empty
+	// means a random one, written to HTTPTokenFile.
+	HTTPToken     string
+	HTTPTokenFile string // empty means <Dev.Dir>/executor-<app-id>.token
+	DrainTimeout  time.Duration
 }
 
 // DevConfig holds the dev.* keys of the development cluster.

@@ -111,6 +111,10 @@ var keys = []key{
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Executor.Heartbeat })},
 	{name: "executor.http-addr", flag: "http-addr", def: "127.0.0.1:7878", help: "host:port of the executor's HTTP endpoint (empty: disabled)",
 		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPAddr }, optional(hostPort))},
+	{name: "executor.http-token", flag: "http-token", def: "", help: "bearer token that POST /api/v1/shutdownAndExit requires (letters, digits, -._~+/; at least 16; empty: a random one, written to executor.http-token-file)", secret: secretValue,
+		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPToken }, optional(bearerToken))},
+	{name: "executor.http-token-file", flag: "http-token-file", def: "", help: "file (mode 0600) the generated HTTP token is written to (empty: <dev.dir>/executor-<app-id>.token)",
+		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPTokenFile }, func(string) error { return nil })},
 	{name: "executor.drain-timeout", flag: "drain-timeout", def: "30s", help: "how long a stopping executor waits for running jobs",
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Executor.DrainTimeout })},
 	{name: "dev.dir", flag: "dev-dir", def: ".fairway", help: "directory for the development cluster's state",
@@ -293,6 +297,17 @@ func databaseURL(s string) error {
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
 		return fmt.Errorf("scheme must be postgres or postgresql, not %q", u.Scheme)
+	}
+	return nil
+}
+
+var bearerTokenRE = regexp.MustCompile(`^[A-Za-z0-9._~+/-]{16,}$`)
+
+// bearerToken checks an HTTP bearer token: it has no "=" (b64token's
+// padding), so that masking never mistakes it for keyword=value text.
+func bearerToken(s string) error {
+	if !bearerTokenRE.MatchString(s) {
+		return fmt.Errorf("must be at least 16 letters, digits, '-', '.', '_', '~', '+' or '/'")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package pgserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,9 +65,13 @@ type Options struct {
 	// start, e.g. "hostssl all all 127.0.0.1/32 trust" to refuse
 	// connections without TLS. Start's own connection (to create Database)
 	// goes to 127.0.0.1 with sslmode=prefer, so the lines must let the
-	// superuser in from there. Defaults to initdb's file: trust for local
-	// connections.
+	// superuser in from there. Defaults to the file Start writes: the
+	// superuser's password (scram-sha-256) for every connection.
 	HBA []string
+	// PasswordFile holds the superuser's password (mode 0600): a new cluster
+	// gets a random one, and so does a cluster made by an older version,
+	// which trusted every local connection. Defaults to Dir + ".password".
+	PasswordFile string
 }
 
 // Server is a running PostgreSQL cluster started by Start.
@@ -77,6 +82,8 @@ type Server struct {
 	database string
 	log      *slog.Logger
 	attr     *syscall.SysProcAttr // runs commands as osUser when we are root; nil otherwise
+	pwFile   string
+	password string // the superuser's
 
 	mu      sync.Mutex
 	stopped bool
@@ -97,7 +104,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: %w", err)
 	}
-	s := &Server{dir: dir, binDir: binDir, port: opts.Port, database: opts.Database, log: opts.Logger}
+	s := &Server{dir: dir, binDir: binDir, port: opts.Port, database: opts.Database, log: opts.Logger,
+		pwFile: cmp.Or(opts.PasswordFile, dir+".password")}
 	if s.database == "" {
 		s.database = "fairway"
 	}
@@ -107,7 +115,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := s.setUser(); err != nil {
 		return nil, err
 	}
-	if err := s.initCluster(ctx); err != nil {
+	trusting, err := s.initCluster(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if opts.HBA != nil {
@@ -119,6 +128,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if err := s.start(ctx, opts); err != nil {
 		return nil, err
+	}
+	if trusting {
+		if err := s.requirePassword(ctx, opts); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
 	}
 	version, err := s.createDatabase(ctx)
 	if err != nil {
@@ -140,7 +155,7 @@ func (s *Server) URL() string { return s.URLFor(s.database) }
 func (s *Server) URLFor(db string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.User(superuser),
+		User:     url.UserPassword(superuser, s.password),
 		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
 		Path:     "/" + db,
 		RawQuery: "sslmode=disable",
@@ -238,24 +253,26 @@ func (s *Server) setUser() error {
 
 // initCluster creates the data directory and runs initdb unless the cluster
 // already exists, in which case it checks that the cluster can be started.
-func (s *Server) initCluster(ctx context.Context) error {
+// It reads or makes the superuser's password, and tells whether the
+// cluster still trusts local connections (made by an older version).
+func (s *Server) initCluster(ctx context.Context) (trusting bool, err error) {
 	if err := os.MkdirAll(filepath.Dir(s.dir), 0o755); err != nil {
-		return fmt.Errorf("pgserver: %w", err)
+		return false, fmt.Errorf("pgserver: %w", err)
 	}
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("pgserver: %w", err)
+		return false, fmt.Errorf("pgserver: %w", err)
 	}
 	pgVersion, err := os.ReadFile(filepath.Join(s.dir, "PG_VERSION"))
 	initialised := err == nil
 	if !initialised {
 		if entries, err := os.ReadDir(s.dir); err != nil {
-			return fmt.Errorf("pgserver: %w", err)
+			return false, fmt.Errorf("pgserver: %w", err)
 		} else if len(entries) > 0 {
-			return fmt.Errorf("pgserver: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION); remove it or choose another directory", s.dir)
+			return false, fmt.Errorf("pgserver: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION); remove it or choose another directory", s.dir)
 		}
 		if cred := s.credential(); cred != nil {
 			if err := os.Chown(s.dir, int(cred.Uid), int(cred.Gid)); err != nil {
-				return fmt.Errorf("pgserver: %w", err)
+				return false, fmt.Errorf("pgserver: %w", err)
 			}
 		}
 	}
@@ -265,9 +282,9 @@ func (s *Server) initCluster(ctx context.Context) error {
 	out, err := s.run(ctx, "postgres", "--version")
 	if err != nil {
 		if s.attr != nil && errors.Is(err, fs.ErrPermission) {
-			return fmt.Errorf("pgserver: PostgreSQL runs as user %q, which cannot enter %s: it must own it and be able to search every parent directory (chmod o+x), or run Fairway as a non-root user: %w", osUser, s.dir, err)
+			return false, fmt.Errorf("pgserver: PostgreSQL runs as user %q, which cannot enter %s: it must own it and be able to search every parent directory (chmod o+x), or run Fairway as a non-root user: %w", osUser, s.dir, err)
 		}
-		return fmt.Errorf("pgserver: %w", err)
+		return false, fmt.Errorf("pgserver: %w", err)
 	}
 	// "postgres (PostgreSQL) 15.13 (Debian 15.13-1)"
 	binVersion := ""
@@ -278,20 +295,26 @@ func (s *Server) initCluster(ctx context.Context) error {
 	if initialised {
 		v := strings.TrimSpace(string(pgVersion))
 		if !strings.HasPrefix(binVersion, v+".") {
-			return fmt.Errorf("pgserver: the cluster in %s was created by PostgreSQL %s but the binaries in %s are version %s; install PostgreSQL %s or remove %s", s.dir, v, s.binDir, binVersion, v, s.dir)
+			return false, fmt.Errorf("pgserver: the cluster in %s was created by PostgreSQL %s but the binaries in %s are version %s; install PostgreSQL %s or remove %s", s.dir, v, s.binDir, binVersion, v, s.dir)
 		}
 		if pid := s.runningPID(); pid != 0 {
-			return fmt.Errorf("pgserver: PostgreSQL already running in %s (pid %d); stop it or remove the pid file", s.dir, pid)
+			return false, fmt.Errorf("pgserver: PostgreSQL already running in %s (pid %d); stop it or remove the pid file", s.dir, pid)
 		}
-		return nil
+		return s.readPassword()
 	}
 
 	s.log.Info("initialising PostgreSQL cluster", "dir", s.dir, "version", binVersion, "bin_dir", s.binDir)
-	_, err = s.run(ctx, "initdb", "-D", s.dir, "-U", superuser, "--auth=trust", "-E", "UTF8", "--locale=C")
-	if err != nil {
-		return fmt.Errorf("pgserver: initialise cluster in %s: %w", s.dir, err)
+	if err := s.newPassword(); err != nil {
+		return false, err
 	}
-	return nil
+	// The superuser needs its password over TCP and over the unix socket
+	// (which is in the data directory, mode 0700, too).
+	_, err = s.run(ctx, "initdb", "-D", s.dir, "-U", superuser, "--pwfile="+s.pwFile,
+		"--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C")
+	if err != nil {
+		return false, fmt.Errorf("pgserver: initialise cluster in %s: %w", s.dir, err)
+	}
+	return false, nil
 }
 
 // runningPID returns the pid in postmaster.pid if that process is alive, else 0.
