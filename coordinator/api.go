@@ -1,10 +1,15 @@
 package coordinator
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -23,92 +28,167 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 			c.respond(msg, events.Reply{}, err)
 			return
 		}
-		c.handle(ctx, msg, group, verb, false)
+		c.handle(ctx, msg, request{group: group, data: msg.Data}, verb)
 	}); err != nil {
 		return err
 	}
 	return c.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
 		verb, _ := c.subjects.ParseAdmin(msg.Subject)
-		c.handle(ctx, msg, "", verb, true)
+		c.handle(ctx, msg, request{admin: true, data: msg.Data}, verb)
 	})
 }
 
-// handle answers one API request. group is "" on the operator API.
-func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, group, verb string, admin bool) {
+// request is one API request: its subject's group (a tenant's) or the
+// operator API, and its body.
+type request struct {
+	group string // the subject's group; "" on the operator API
+	admin bool
+	data  []byte
+}
+
+// scope says on which API a verb is offered.
+type scope int
+
+const (
+	tenantAndAdmin scope = iota // fairway.api.<group>.<verb> and fairway.admin.<verb>
+	tenantOnly                  // fairway.api.<group>.<verb>
+	adminOnly                   // fairway.admin.<verb>
+)
+
+// apiVerb is one verb of the request/reply API: where it is offered and
+// what answers it. Each handler decodes its body with decode.
+type apiVerb struct {
+	scope  scope
+	handle func(c *Coordinator, ctx context.Context, r request) (events.Reply, error)
+}
+
+// apiVerbs is the request/reply API, verb by verb.
+var apiVerbs = map[string]apiVerb{
+	events.VerbSubmit:          {tenantOnly, (*Coordinator).apiSubmit},
+	events.VerbGet:             {tenantAndAdmin, jobVerb((*Coordinator).apiGet)},
+	events.VerbCancel:          {tenantAndAdmin, jobVerb((*Coordinator).apiCancel)},
+	events.VerbLogs:            {tenantAndAdmin, jobVerb((*Coordinator).apiLogs)},
+	events.VerbRelease:         {tenantAndAdmin, jobVerb((*Coordinator).apiRelease)},
+	events.VerbPriority:        {tenantAndAdmin, jobVerb((*Coordinator).apiPriority)},
+	events.VerbList:            {tenantAndAdmin, (*Coordinator).apiList},
+	events.VerbExecutors:       {adminOnly, (*Coordinator).apiExecutors},
+	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
+	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
+	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},
+	events.VerbPeriodicDisable: {adminOnly, periodicVerb(events.VerbPeriodicDisable)},
+	events.VerbPeriodicRunNow:  {adminOnly, periodicVerb(events.VerbPeriodicRunNow)},
+	events.VerbPeriodicDelete:  {adminOnly, periodicVerb(events.VerbPeriodicDelete)},
+}
+
+// knownVerbs lists the verbs, for the error about an unknown one.
+var knownVerbs = func() string {
+	names := slices.Sorted(maps.Keys(apiVerbs))
+	return strings.Join(names, ", ")
+}()
+
+// handle answers one API request.
+func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name string) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var reply events.Reply
+	v, ok := apiVerbs[name]
 	var err error
-	switch verb {
-	case events.VerbSubmit:
-		if admin {
-			err = fairway.Invalid("verb", "submit through %s instead: the group leads the subject", c.subjects.API("<group>", events.VerbSubmit))
-			break
-		}
-		reply.Job, err = c.submit(ctx, group, msg.Data)
-		if reply.Job != nil {
-			reply.ID = reply.Job.ID
-		}
-	case events.VerbCancel, events.VerbGet, events.VerbLogs, events.VerbRelease, events.VerbPriority:
-		var req events.JobRequest
-		if err = decode(msg.Data, &req); err != nil {
-			break
-		}
-		if req.ID == "" {
-			err = fairway.Invalid("id", "missing: name the job")
-			break
-		}
-		if group, err = jobGroup(group, req.Group, admin); err != nil {
-			break
-		}
-		switch verb {
-		case events.VerbCancel:
-			reply.Job, err = c.cancelJob(ctx, group, req.ID)
-		case events.VerbGet:
-			reply.Job, err = c.store.Get(ctx, group, req.ID)
-		case events.VerbRelease:
-			if reply.Job, err = c.store.Release(ctx, group, req.ID); err == nil {
-				c.afterChange([]store.Applied{{Group: reply.Job.Group, JobID: reply.Job.ID, State: reply.Job.State, RunAt: reply.Job.RunAt}})
-			}
-		case events.VerbPriority:
-			reply.Job, err = c.store.SetPriority(ctx, group, req.ID, req.Priority)
-		default:
-			reply.Logs, err = c.store.Logs(ctx, group, req.ID)
-		}
-	case events.VerbList:
-		var req events.ListRequest
-		if err = decode(msg.Data, &req); err != nil {
-			break
-		}
-		if !admin {
-			req.Group = group
-		}
-		if req.State != "" && !req.State.Valid() {
-			err = fairway.Invalid("state", "unknown state %q", req.State)
-			break
-		}
-		if req.Limit < 0 || req.Limit > 1000 {
-			err = fairway.Invalid("limit", "%d is not in 0..1000", req.Limit)
-			break
-		}
-		reply.Jobs, err = c.store.List(ctx, store.ListParams{Group: req.Group, Task: req.Task, State: req.State, Limit: req.Limit})
-	case events.VerbExecutors:
-		if !admin {
-			err = fairway.Invalid("verb", "executors is an operator verb: ask on %s", c.subjects.Admin(events.VerbExecutors))
-			break
-		}
-		reply.Executors, err = c.store.Executors(ctx)
-	case events.VerbPeriodicSave, events.VerbPeriodicList, events.VerbPeriodicEnable, events.VerbPeriodicDisable,
-		events.VerbPeriodicRunNow, events.VerbPeriodicDelete:
-		if !admin {
-			err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", verb, c.subjects.Admin(verb))
-			break
-		}
-		reply.Periodic, err = c.handlePeriodic(ctx, verb, msg.Data, time.Now())
+	switch {
+	case !ok:
+		err = fairway.Invalid("verb", "unknown verb %q (known: %s)", name, knownVerbs)
+	case v.scope == tenantOnly && r.admin:
+		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
+	case v.scope == adminOnly && !r.admin:
+		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
 	default:
-		err = fairway.Invalid("verb", "unknown verb %q (known: submit, cancel, get, logs, list, release, priority, executors, periodic-save, periodic-list, periodic-enable, periodic-disable, periodic-run-now, periodic-delete)", verb)
+		reply, err = v.handle(c, ctx, r)
 	}
 	c.respond(msg, reply, err)
+}
+
+func (c *Coordinator) apiSubmit(ctx context.Context, r request) (events.Reply, error) {
+	job, err := c.submit(ctx, r.group, r.data)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	return events.Reply{ID: job.ID, Job: job}, nil
+}
+
+// jobVerb decodes a request naming one job, and finds the job's group.
+func jobVerb(f func(c *Coordinator, ctx context.Context, group string, req events.JobRequest) (events.Reply, error)) func(*Coordinator, context.Context, request) (events.Reply, error) {
+	return func(c *Coordinator, ctx context.Context, r request) (events.Reply, error) {
+		var req events.JobRequest
+		if err := decode(r.data, &req); err != nil {
+			return events.Reply{}, err
+		}
+		if req.ID == "" {
+			return events.Reply{}, fairway.Invalid("id", "missing: name the job")
+		}
+		group, err := jobGroup(r.group, req.Group, r.admin)
+		if err != nil {
+			return events.Reply{}, err
+		}
+		return f(c, ctx, group, req)
+	}
+}
+
+func (c *Coordinator) apiGet(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	job, err := c.store.Get(ctx, group, req.ID)
+	return events.Reply{Job: job}, err
+}
+
+func (c *Coordinator) apiCancel(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	job, err := c.cancelJob(ctx, group, req.ID)
+	return events.Reply{Job: job}, err
+}
+
+func (c *Coordinator) apiLogs(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	logs, err := c.store.Logs(ctx, group, req.ID)
+	return events.Reply{Logs: logs}, err
+}
+
+func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	job, err := c.store.Release(ctx, group, req.ID)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	c.afterChange([]store.Applied{{Group: job.Group, JobID: job.ID, State: job.State, RunAt: job.RunAt}})
+	return events.Reply{Job: job}, nil
+}
+
+func (c *Coordinator) apiPriority(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	job, err := c.store.SetPriority(ctx, group, req.ID, req.Priority)
+	return events.Reply{Job: job}, err
+}
+
+func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, error) {
+	var req events.ListRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	if !r.admin {
+		req.Group = r.group
+	}
+	if req.State != "" && !req.State.Valid() {
+		return events.Reply{}, fairway.Invalid("state", "unknown state %q", req.State)
+	}
+	if req.Limit < 0 || req.Limit > 1000 {
+		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..1000", req.Limit)
+	}
+	jobs, err := c.store.List(ctx, store.ListParams{Group: req.Group, Task: req.Task, State: req.State, Limit: req.Limit})
+	return events.Reply{Jobs: jobs}, err
+}
+
+func (c *Coordinator) apiExecutors(ctx context.Context, _ request) (events.Reply, error) {
+	executors, err := c.store.Executors(ctx)
+	return events.Reply{Executors: executors}, err
+}
+
+func periodicVerb(verb string) func(*Coordinator, context.Context, request) (events.Reply, error) {
+	return func(c *Coordinator, ctx context.Context, r request) (events.Reply, error) {
+		periodic, err := c.handlePeriodic(ctx, verb, r.data, time.Now())
+		return events.Reply{Periodic: periodic}, err
+	}
 }
 
 // jobGroup is the group of the job a request names. Job ids are unique per
@@ -126,12 +206,21 @@ func jobGroup(subject, body string, admin bool) (string, error) {
 	return subject, nil
 }
 
+// decode reads a request body: the one decoding policy of every request
+// the coordinators answer (API, periodic tasks, executor protocol). An
+// empty body is an empty request; unknown fields are refused, so a
+// misspelt field is an error rather than silently ignored.
 func decode(data []byte, v any) error {
-	if len(data) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return fairway.Invalid("body", "not a valid request: %v", err)
+	}
+	if dec.More() {
+		return fairway.Invalid("body", "not a valid request: more than one JSON value")
 	}
 	// Strings go to PostgreSQL, which refuses NUL and bytes that are not
 	// UTF-8 (the decoder turns those into U+FFFD, so the raw body is checked).
@@ -164,11 +253,11 @@ func (c *Coordinator) replyError(subject string, err error) *fairway.Error {
 	switch e.Code {
 	case fairway.CodeInternal, fairway.CodeUnavailable:
 		id := fairway.NewID()
-		c.log.Error("api request failed", "request_id", id, "subject", subject, "code", e.Code, "error", err)
-		message := "internal error"
+		level, message := slog.LevelError, "internal error"
 		if e.Code == fairway.CodeUnavailable {
-			message = "temporarily unavailable: try again"
+			level, message = slog.LevelWarn, "temporarily unavailable: try again"
 		}
+		c.log.Log(context.Background(), level, "request failed", "request_id", id, "subject", subject, "code", e.Code, "error", err)
 		return &fairway.Error{Code: e.Code, Message: message + "; request id " + id, RequestID: id}
 	}
 	return e

@@ -783,3 +783,41 @@ func TestExecutorSpeaksOnlyForItself(t *testing.T) {
 	require.Equal(t, fairway.StateRunning, got.State, "a forged report applied")
 	require.Empty(t, got.Result)
 }
+
+// TestAPIVerbsDecodeOneWay: every verb refuses unknown fields (a misspelt
+// field is an error, not ignored), and a verb asked on the wrong API says
+// where to ask.
+func TestAPIVerbsDecodeOneWay(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ask := func(subject, body string) *fairway.Error {
+		t.Helper()
+		msg, err := h.nc.Request(subject, []byte(body), waitTimeout)
+		require.NoError(t, err)
+		var reply events.Reply
+		require.NoError(t, json.Unmarshal(msg.Data, &reply))
+		return reply.Error
+	}
+	for subject, body := range map[string]string{
+		"fairway.api.g.get":             `{"id":"x","idd":"y"}`,
+		"fairway.api.g.list":            `{"limt":5}`,
+		"fairway.admin.cancel":          `{"group":"g","id":"x","force":true}`,
+		"fairway.admin.periodic-enable": `{"id":"p","enabled":true}`,
+		"fairway.api.g.submit":          `{"task":"echo","argz":{}}`,
+	} {
+		e := ask(subject, body)
+		require.NotNil(t, e, subject)
+		require.Equal(t, fairway.CodeInvalid, e.Code, subject)
+		require.Contains(t, e.Message, "unknown field", subject)
+	}
+	e := ask("fairway.admin.submit", `{"task":"echo"}`)
+	require.NotNil(t, e)
+	require.Contains(t, e.Message, "fairway.api.<group>.submit")
+	e = ask("fairway.api.g.executors", ``)
+	require.NotNil(t, e)
+	require.Contains(t, e.Message, "fairway.admin.executors")
+	e = ask("fairway.api.g.frobnicate", ``)
+	require.NotNil(t, e)
+	require.Contains(t, e.Message, "known: cancel, executors, get, list, logs, periodic-delete")
+	require.Nil(t, ask("fairway.api.g.list", ``), "an empty body is an empty request")
+}

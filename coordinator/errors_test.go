@@ -191,8 +191,8 @@ func TestReportWithTextPostgreSQLRefusesIsStored(t *testing.T) {
 	js, err := h.nc.JetStream()
 	require.NoError(t, err)
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	body := fmt.Sprintf(`[{"type":"done","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"success","result":{"a":"x\u0000","\u0000":"\ud800"}},
-		{"type":"done","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"permanent","error":"boom\u0000 caf`+"\xe9"+`"}]`,
+	body := fmt.Sprintf(`[{"type":"done","group":"g","instance":"i","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"success","result":{"a":"x\u0000","\u0000":"\ud800"}},
+		{"type":"done","group":"g","instance":"i","job_id":%q,"attempt":%d,"executor":"raw","time":%q,"outcome":"permanent","error":"boom\u0000 caf`+"\xe9"+`"}]`,
 		ok, attempt[ok], now, failed, attempt[failed], now)
 	_, err = js.Publish("fairway.results.raw", []byte(body))
 	require.NoError(t, err)

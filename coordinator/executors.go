@@ -120,13 +120,13 @@ func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
 		req.Executor, err = c.sender(msg, req.Executor)
 	}
 	if err != nil {
-		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
+		c.respondDispatch(msg, events.DispatchReply{Error: c.replyError(msg.Subject, err)})
 		return
 	}
 	gen := c.parking.generation()
 	jobs, err := c.claim(ctx, req)
 	if err != nil {
-		c.respondDispatch(msg, events.DispatchReply{Error: fairway.AsError(err)})
+		c.respondDispatch(msg, events.DispatchReply{Error: c.replyError(msg.Subject, err)})
 		return
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {

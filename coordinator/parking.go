@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/nats-io/nats.go"
 )
@@ -137,7 +136,7 @@ func (c *Coordinator) serveParked(ctx context.Context, expire bool) {
 		jobs, err := c.claim(ctx, r.req)
 		switch {
 		case err != nil:
-			c.respondDispatch(r.msg, events.DispatchReply{Error: fairway.AsError(err)})
+			c.respondDispatch(r.msg, events.DispatchReply{Error: c.replyError(r.msg.Subject, err)})
 		case len(jobs) > 0 || (expire && !now.Before(r.deadline)) || ctx.Err() != nil:
 			c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
 		default:

@@ -1,9 +1,7 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
@@ -210,23 +208,13 @@ func (c *Coordinator) periodicChanged() {
 // decodePeriodic reads a periodic task from a request body, strictly.
 func decodePeriodic(data []byte) (fairway.PeriodicTask, error) {
 	var p fairway.PeriodicTask
-	if err := strictDecode(data, &p); err != nil {
+	if err := decode(data, &p); err != nil {
 		return p, err
 	}
 	if p.Timer == "" {
 		return p, fairway.Invalid("timer", "missing: a calendar event such as \"*-*-* 08:00\"")
 	}
 	return p, nil
-}
-
-// strictDecode decodes a JSON body, refusing unknown fields.
-func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fairway.Invalid("body", "not a valid request: %v", err)
-	}
-	return nil
 }
 
 func (c *Coordinator) now() time.Time {
@@ -251,7 +239,7 @@ func (c *Coordinator) handlePeriodic(ctx context.Context, verb string, data []by
 		one, err = c.savePeriodic(ctx, p, received)
 	} else {
 		var req events.JobRequest
-		if err := strictDecode(data, &req); err != nil {
+		if err := decode(data, &req); err != nil {
 			return nil, err
 		}
 		if req.ID == "" {
