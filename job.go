@@ -5,6 +5,17 @@
 // The packages below it each implement one side of the system: store/ keeps
 // jobs in PostgreSQL, events/ is the NATS wire contract and Go client,
 // coordinator/ ingests and fairly selects jobs, executor/ runs task code.
+//
+// Start here:
+//
+//   - To submit jobs, follow their events, cancel or inspect them from Go:
+//     events.NewClient(nc, events.ClientOptions{}), then Client.Submit,
+//     SubmitWait, Subscribe, Cancel, Get (nc is a NATS connection; with
+//     isolated tenants, open it with nats.UserCredentials("tenant-….creds")).
+//   - To run task code: executor.New(nc, executor.Config{AppID: …}), then
+//     Handle, Start and Shutdown.
+//   - From any other language: publish JSON to NATS subjects (see package
+//     events and the README's "The NATS API").
 package fairway
 
 import (
