@@ -8,9 +8,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fairwayhq/fairway/internal/secret"
 )
 
 // httpToken returns the bearer token of the executor's HTTP endpoint: the
@@ -25,36 +26,10 @@ func (e *env) httpToken(appID string) (token, file string, err error) {
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	token = hex.EncodeToString(b)
 	file = cmp.Or(e.cfg.Executor.HTTPTokenFile, filepath.Join(e.cfg.Dev.Dir, "executor-"+appID+".token"))
-	if err := writeSecretFile(file, token+"\n"); err != nil {
+	if err := secret.WriteFile(file, []byte(token+"\n")); err != nil {
 		return "", "", fmt.Errorf("executor.http-token-file: %w (set executor.http-token, or another executor.http-token-file)", err)
 	}
 	return token, file, nil
-}
-
-// writeSecretFile replaces path with a file of mode 0600 holding data. The
-// file is written under a temporary name first, so no reader ever sees it
-// with other permissions or half written.
-func writeSecretFile(path, data string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // fails once renamed
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.WriteString(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // requireToken lets a request through to next only if it comes from no web

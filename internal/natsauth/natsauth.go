@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -130,25 +131,10 @@ func (k *Keyring) key(name string, kind nkeys.PrefixByte, create bool) (nkeys.Ke
 	if err != nil {
 		return nil, err
 	}
-	if err := writeSecret(path, seed); err != nil {
+	if err := secret.WriteFile(path, seed); err != nil {
 		return nil, err
 	}
 	return kp, nil
-}
-
-// writeSecret writes data to path, readable by its owner only, atomically.
-func writeSecret(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }
 
 // OperatorJWT is the operator's self-signed JWT, naming the system account.
@@ -371,7 +357,7 @@ func (k *Keyring) WriteCreds(path, kind, name string) error {
 	if err != nil {
 		return err
 	}
-	return writeSecret(path, creds)
+	return secret.WriteFile(path, creds)
 }
 
 // Push sends an account's JWT to the servers of nc, which must be a

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -36,7 +37,7 @@ func (s *Server) newPassword() error {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	password := hex.EncodeToString(b)
-	if err := writeFile0600(s.pwFile, password+"\n"); err != nil {
+	if err := secret.WriteFile(s.pwFile, []byte(password+"\n")); err != nil {
 		return fmt.Errorf("pgserver: writing the superuser's password: %w", err)
 	}
 	if cred := s.credential(); cred != nil {
@@ -112,23 +113,4 @@ func (s *Server) requirePassword(ctx context.Context, opts Options) error {
 		return fmt.Errorf("pgserver: %w", err)
 	}
 	return s.start(ctx, opts)
-}
-
-// writeFile0600 replaces path with a file of mode 0600 holding data,
-// written under a temporary name first so that no reader sees it half
-// written or with other permissions.
-func writeFile0600(path, data string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // mode 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // fails once renamed
-	if _, err := f.WriteString(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -5,6 +5,8 @@
 package secret
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,4 +50,31 @@ func Mask(s string) string {
 		return m // a user name alone is no secret
 	})
 	return passwordRE.ReplaceAllString(s, "${1}"+Masked)
+}
+
+// WriteFile replaces path with a file of mode 0600 holding data, creating
+// its directory (0700) when missing. The file is written under a temporary
+// name first and renamed, so no reader ever sees it half written or with
+// other permissions.
+func WriteFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // fails once renamed
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
