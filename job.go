@@ -108,6 +108,10 @@ type Job struct {
 	Finished     *time.Time      `json:"finished,omitempty"`
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
+	// NoExecutor is true while the job waits (pending, waiting or stuck)
+	// and no live executor runs its task: it runs once one registers.
+	// Computed from the live executors when the job is read, not stored.
+	NoExecutor bool `json:"no_executor,omitempty"`
 }
 
 // JobRef names a job. Job ids are unique per group only (a tenant's ids
@@ -141,4 +145,25 @@ type Executor struct {
 	Tasks         []string  `json:"tasks"`
 	Started       time.Time `json:"started"`
 	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// State is live, gone or deregistered; only a live executor's tasks
+	// count as run. Set by the coordinators: ignored in a registration.
+	State ExecutorState `json:"state,omitempty"`
+	// Left is when the executor was marked gone or deregistered.
+	Left *time.Time `json:"left,omitempty"`
 }
+
+// ExecutorState is where an executor is in its life, as the coordinators
+// see it.
+type ExecutorState string
+
+// The executor states.
+const (
+	// ExecutorLive: registered and sending heartbeats.
+	ExecutorLive ExecutorState = "live"
+	// ExecutorGone: silent for several leases (it died, or is cut off);
+	// marked by the coordinators' sweep. It is live again once it
+	// registers again.
+	ExecutorGone ExecutorState = "gone"
+	// ExecutorDeregistered: it shut down gracefully and said so.
+	ExecutorDeregistered ExecutorState = "deregistered"
+)

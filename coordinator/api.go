@@ -111,7 +111,11 @@ func (c *Coordinator) apiSubmit(ctx context.Context, r request) (events.Reply, e
 	if err != nil {
 		return events.Reply{}, err
 	}
-	return events.Reply{ID: job.ID, Job: job}, nil
+	reply := events.Reply{ID: job.ID, Job: job}
+	if job.NoExecutor {
+		reply.Warning = fmt.Sprintf("no live executor runs task %q: the job waits until one registers", job.Task)
+	}
+	return reply, nil
 }
 
 // jobVerb decodes a request naming one job, and finds the job's group.

@@ -16,10 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// startExecutorProtocol answers executors: registration, dispatch requests
-// and heartbeats.
+// startExecutorProtocol answers executors: registration, deregistration,
+// dispatch requests and heartbeats.
 func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 	if err := c.subscribe(c.subjects.ExecAll(events.ExecRegister), func(msg *nats.Msg) { c.register(ctx, msg) }); err != nil {
+		return err
+	}
+	if err := c.subscribe(c.subjects.ExecAll(events.ExecDeregister), func(msg *nats.Msg) { c.deregister(ctx, msg) }); err != nil {
 		return err
 	}
 	if err := c.subscribe(c.subjects.ExecAll(events.ExecDispatch), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
@@ -90,6 +93,56 @@ func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
 	c.log.Info("executor registered", "executor", e.AppID, "host", e.Host, "slots", e.Slots, "tasks", strings.Join(e.Tasks, ","))
 	c.respond(msg, events.Reply{}, nil)
 }
+
+// deregister records that an executor instance shut down gracefully: its
+// tasks no longer count as run. Only the registered instance is
+// deregistered; an older one that shuts down late changes nothing.
+func (c *Coordinator) deregister(ctx context.Context, msg *nats.Msg) {
+	var req events.DeregisterRequest
+	err := decode(msg.Data, &req)
+	if err == nil {
+		req.Executor, err = c.sender(msg, req.Executor)
+	}
+	if err == nil && req.Instance == "" {
+		err = fairway.Invalid("instance", "missing: name the instance that shuts down")
+	}
+	if err != nil {
+		c.log.Warn("executor deregistration refused", "subject", msg.Subject, "error", err)
+		c.respond(msg, events.Reply{}, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := c.store.DeregisterExecutor(ctx, req.Executor, req.Instance); err != nil {
+		c.log.Info("executor deregistration not applied", "executor", req.Executor, "instance", req.Instance, "error", err)
+		c.respond(msg, events.Reply{}, err)
+		return
+	}
+	c.log.Info("executor deregistered: it shut down", "executor", req.Executor, "instance", req.Instance)
+	c.respond(msg, events.Reply{}, nil)
+}
+
+// markGone marks gone the executors silent for goneLeases leases, and
+// logs each one.
+func (c *Coordinator) markGone(ctx context.Context) {
+	gone, err := c.store.MarkExecutorsGone(ctx, goneLeases*c.cfg.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("marking silent executors gone", "error", err)
+		}
+		return
+	}
+	for _, e := range gone {
+		c.log.Warn("executor gone: no heartbeat for several leases; its tasks no longer count as run until it registers again",
+			"executor", e.AppID, "instance", e.Instance, "host", e.Host, "tasks", strings.Join(e.Tasks, ","),
+			"last_heartbeat", e.LastHeartbeat.Format(time.RFC3339))
+	}
+}
+
+// goneLeases is how many leases an executor may stay silent before it is
+// marked gone: long enough that a busy executor or a short network
+// hiccup is not taken for dead (its leases expire after one).
+const goneLeases = 3
 
 // alive tells whether the executor instance prev still runs: it has sent a
 // heartbeat recently and answers a ping.

@@ -86,10 +86,11 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 
 // sweepLoop recovers the jobs of executors that died or lost their
 // connection: when a lease runs out the attempt counts as failed and the job
-// is due again at once.
+// is due again at once. It also marks gone the executors silent for
+// several leases.
 //
-// Leases are only expired once PostgreSQL has been reachable for a whole
-// lease: heartbeats sent while it was down (or before this coordinator
+// Leases are only expired, and executors marked gone, once PostgreSQL has
+// been reachable for a whole lease: heartbeats sent while it was down (or before this coordinator
 // started) were not recorded, and the executors' next ones must have a
 // chance to renew their leases before they are judged lost.
 func (c *Coordinator) sweepLoop(ctx context.Context) {
@@ -132,6 +133,7 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 		}
 		reachable()
 		c.timedChanges(ctx)
+		c.markGone(ctx)
 		if len(applied) > 0 {
 			states := map[string]int{}
 			for _, a := range applied {

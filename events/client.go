@@ -134,15 +134,21 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 // SubmitWait submits through the request/reply API: the reply carries the
 // stored job, or the validation or tracker error at once.
 func (c *Client) SubmitWait(ctx context.Context, sub fairway.Submission) (*fairway.Job, error) {
-	sub, _, err := c.prepare(sub)
-	if err != nil {
-		return nil, err
-	}
-	reply, err := c.request(ctx, c.subjects.API(sub.Group, VerbSubmit), sub)
+	reply, err := c.SubmitReply(ctx, sub)
 	if err != nil {
 		return nil, err
 	}
 	return reply.Job, nil
+}
+
+// SubmitReply is SubmitWait returning the whole reply: the job, and a
+// Warning when it was accepted but no live executor runs its task.
+func (c *Client) SubmitReply(ctx context.Context, sub fairway.Submission) (*Reply, error) {
+	sub, _, err := c.prepare(sub)
+	if err != nil {
+		return nil, err
+	}
+	return c.request(ctx, c.subjects.API(sub.Group, VerbSubmit), sub)
 }
 
 // Cancel cancels the job id of group: a job that has not started ends

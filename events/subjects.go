@@ -13,6 +13,7 @@
 //	<p>.notify.work                       core: "new work may be eligible" (coordinators to executors)
 //	<p>.exec.<app-id>.dispatch            request/reply: an executor asks for up to N jobs
 //	<p>.exec.<app-id>.register            request/reply: an executor announces itself
+//	<p>.exec.<app-id>.deregister          request/reply: an executor that shuts down says so
 //	<p>.exec.<app-id>.heartbeat           core: an executor's heartbeat, with the jobs it holds
 //	<p>.exec.<app-id>.pong.<nonce>        core: an executor's answer to a ping (the ping's reply subject)
 //	<p>.results.<app-id>                  JetStream (stream <P>_RESULTS): reports from executors, body Report
@@ -108,14 +109,15 @@ func (s Subjects) NotifyPeriodic() string { return s.join("notify", "periodic") 
 
 // The verbs of the executor protocol, <p>.exec.<app-id>.<verb>.
 const (
-	ExecRegister  = "register"
-	ExecDispatch  = "dispatch"
-	ExecHeartbeat = "heartbeat"
-	ExecPong      = "pong"
+	ExecRegister   = "register"
+	ExecDeregister = "deregister" // body DeregisterRequest
+	ExecDispatch   = "dispatch"
+	ExecHeartbeat  = "heartbeat"
+	ExecPong       = "pong"
 )
 
 // Exec is the subject executor appID sends verb on (ExecRegister,
-// ExecDispatch, ExecHeartbeat).
+// ExecDeregister, ExecDispatch, ExecHeartbeat).
 func (s Subjects) Exec(appID, verb string) string { return s.join("exec", appID, verb) }
 
 // ExecAll matches verb from every executor.

@@ -44,6 +44,9 @@ type Reply struct {
 	Executors []fairway.Executor `json:"executors,omitempty"`
 	// Periodic holds the periodic tasks of the periodic-* verbs.
 	Periodic []fairway.PeriodicTask `json:"periodic,omitempty"`
+	// Warning, on submit, says why an accepted job may wait: no live
+	// executor runs its task.
+	Warning string `json:"warning,omitempty"`
 }
 
 // JobRequest is the body of cancel, get, logs, release and priority.
@@ -94,6 +97,15 @@ type DispatchReply struct {
 // RegisterRequest announces an executor before it takes work.
 type RegisterRequest struct {
 	Executor fairway.Executor `json:"executor"`
+}
+
+// DeregisterRequest tells the coordinators that an executor instance shut
+// down gracefully: it is no longer live, and its tasks no longer count as
+// run. Sent under the executor's own app-id; only the registered instance
+// is deregistered.
+type DeregisterRequest struct {
+	Executor string `json:"executor"`
+	Instance string `json:"instance"`
 }
 
 // Heartbeat tells the coordinators an executor is alive and which jobs it

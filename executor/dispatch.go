@@ -81,7 +81,7 @@ func (e *Executor) dispatchLoop() {
 
 // registerAgain registers this instance again after a coordinator said it
 // does not know it: the database was restored, or the executor was taken
-// for dead and another instance took its app-id over. A refusal (that other
+// for dead (marked gone, or another instance took its app-id over). A refusal (that other
 // instance runs) is logged, and tried again after a wakeup period. It
 // returns false when the executor stops meanwhile.
 func (e *Executor) registerAgain() bool {
@@ -97,7 +97,7 @@ func (e *Executor) registerAgain() bool {
 		}
 	}
 	e.registeredAgainAt = time.Now()
-	e.logger.Warn("the coordinators do not know this executor instance (database restored, or its app-id taken over); registering again",
+	e.logger.Warn("the coordinators do not know this executor instance (database restored, its app-id taken over, or marked gone after a silence); registering again",
 		"instance", e.instance)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -199,7 +199,8 @@ func (e *Executor) register(ctx context.Context) error {
 // released anyway, and its outcome is dropped. Jobs in a dispatch reply
 // that arrives while stopping are released at once. Shutdown returns once
 // every report has been acknowledged by JetStream (waiting at most 5 s for
-// that). It is safe to call more than once and concurrently; a later call
+// that) and it has deregistered (at most 2 s more; without an answer the
+// coordinators mark it gone after a few silent leases). It is safe to call more than once and concurrently; a later call
 // whose ctx ends sooner releases the jobs sooner.
 func (e *Executor) Shutdown(ctx context.Context) error {
 	e.shutdownOnce.Do(func() {
@@ -301,8 +302,35 @@ func (e *Executor) shutdown() {
 	if err := e.reports.flush(reportFlushTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("executor %q: %w", e.cfg.AppID, err))
 	}
+	// Last, once the reports are out: from now on no job waits for this
+	// executor, and a submission of a task only it ran gets a warning.
+	e.deregister()
 	e.shutdownErr = errors.Join(errs...)
 	e.logger.Info("executor stopped")
+}
+
+// deregister tells the coordinators that this instance shut down. It is
+// best effort: an executor that could not say so is marked gone after a
+// few leases without a heartbeat.
+func (e *Executor) deregister() {
+	subject := e.subjects.Exec(e.cfg.AppID, events.ExecDeregister)
+	data, err := json.Marshal(events.DeregisterRequest{Executor: e.cfg.AppID, Instance: e.instance})
+	if err != nil {
+		return
+	}
+	msg, err := e.nc.Request(subject, data, deregisterTimeout)
+	if err == nil {
+		var reply events.Reply
+		if err = json.Unmarshal(msg.Data, &reply); err == nil && reply.Error != nil {
+			err = reply.Error
+		}
+	}
+	if err != nil {
+		e.logger.Info("could not deregister; the coordinators mark this executor gone once it has been silent for a few leases",
+			"subject", subject, "error", err)
+		return
+	}
+	e.logger.Debug("executor deregistered", "instance", e.instance)
 }
 
 // releaseStragglers reports the jobs whose handlers ignored their cancelled

@@ -49,7 +49,7 @@ type ClaimParams struct {
 	// Worker is the executor's app-id.
 	Worker string
 	// Instance, when set, is the executor instance that asks: unless it is
-	// the instance registered for Worker now, the claim fails with
+	// the instance registered for Worker now, and live, the claim fails with
 	// fairway.ErrNotRegistered and changes nothing. The claimed attempts
 	// are recorded as held by this instance: only its reports apply.
 	Instance string

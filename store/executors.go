@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -20,14 +21,14 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 	var released []Applied
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var prev fairway.Executor
-		err := tx.QueryRow(ctx, `SELECT app_id, instance, host, slots, tasks, started, last_heartbeat
+		err := tx.QueryRow(ctx, `SELECT app_id, instance, host, slots, tasks, started, last_heartbeat, state
 			FROM fairway_executor WHERE app_id = $1 FOR UPDATE`, e.AppID).
-			Scan(&prev.AppID, &prev.Instance, &prev.Host, &prev.Slots, &prev.Tasks, &prev.Started, &prev.LastHeartbeat)
+			Scan(&prev.AppID, &prev.Instance, &prev.Host, &prev.Slots, &prev.Tasks, &prev.Started, &prev.LastHeartbeat, &prev.State)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case prev.Instance != e.Instance && alive(prev):
+		case prev.Instance != e.Instance && prev.State == fairway.ExecutorLive && alive(prev):
 			return &fairway.Error{Code: fairway.CodeConflict, Field: "app-id", Message: fmt.Sprintf(
 				"executor app-id %q is already in use by a running executor on host %q (started %s, last heartbeat %s): give each executor its own --app-id",
 				e.AppID, prev.Host, prev.Started.Format(time.RFC3339), prev.LastHeartbeat.Format(time.RFC3339))}
@@ -41,7 +42,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 		_, err = tx.Exec(ctx, `INSERT INTO fairway_executor (app_id, instance, host, slots, tasks, started, last_heartbeat)
 			VALUES ($1, $2, $3, $4, $5, now(), now())
 			ON CONFLICT (app_id) DO UPDATE SET instance = $2, host = $3, slots = $4, tasks = $5,
-				started = now(), last_heartbeat = now(), running = 0`,
+				started = now(), last_heartbeat = now(), running = 0, state = 'live', left_at = NULL`,
 			e.AppID, e.Instance, e.Host, e.Slots, e.Tasks)
 		return err
 	})
@@ -54,10 +55,11 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 // Heartbeat records that an executor instance is alive and renews the
 // leases of the jobs it holds (those held by another instance keep theirs).
 // It returns a not-found error when the instance is not the registered one
-// (it was replaced or never registered).
+// (it was replaced or never registered) or is not live (marked gone or
+// deregistered: it must register again, as its dispatch requests tell it).
 func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE fairway_executor SET last_heartbeat = now(), running = $3
-		WHERE app_id = $1 AND instance = $2`, appID, instance, len(jobs))
+		WHERE app_id = $1 AND instance = $2 AND state = 'live'`, appID, instance, len(jobs))
 	if err != nil {
 		return fmt.Errorf("recording the heartbeat of %q: %w", appID, interpretError(err))
 	}
@@ -67,16 +69,17 @@ func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fa
 	return s.ExtendLeases(ctx, appID, instance, jobs, lease)
 }
 
-// Executors lists the registered executors, most recently seen first.
+// Executors lists the registered executors, live ones first, then most
+// recently seen first.
 func (s *Store) Executors(ctx context.Context) ([]fairway.Executor, error) {
-	rows, err := s.pool.Query(ctx, `SELECT app_id, instance, host, slots, running, tasks, started, last_heartbeat
-		FROM fairway_executor ORDER BY last_heartbeat DESC`)
+	rows, err := s.pool.Query(ctx, `SELECT app_id, instance, host, slots, running, tasks, started, last_heartbeat, state, left_at
+		FROM fairway_executor ORDER BY state = 'live' DESC, last_heartbeat DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("listing executors: %w", interpretError(err))
 	}
 	execs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Executor, error) {
 		var e fairway.Executor
-		err := row.Scan(&e.AppID, &e.Instance, &e.Host, &e.Slots, &e.Running, &e.Tasks, &e.Started, &e.LastHeartbeat)
+		err := row.Scan(&e.AppID, &e.Instance, &e.Host, &e.Slots, &e.Running, &e.Tasks, &e.Started, &e.LastHeartbeat, &e.State, &e.Left)
 		return e, err
 	})
 	if err != nil {
@@ -85,11 +88,120 @@ func (s *Store) Executors(ctx context.Context) ([]fairway.Executor, error) {
 	return execs, nil
 }
 
-// KnownTasks lists the tasks that some registered executor can run.
+// KnownTasks lists the tasks that some executor registered, whether it is
+// live, gone or deregistered: a submission of a task that none ever
+// registered is refused. LiveTasks says which of them can run now.
 func (s *Store) KnownTasks(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, "SELECT DISTINCT unnest(tasks) AS t FROM fairway_executor ORDER BY t")
 	if err != nil {
 		return nil, fmt.Errorf("listing known tasks: %w", interpretError(err))
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// LiveTasks lists the tasks that some live executor runs.
+func (s *Store) LiveTasks(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, "SELECT DISTINCT unnest(tasks) AS t FROM fairway_executor WHERE state = 'live' ORDER BY t")
+	if err != nil {
+		return nil, fmt.Errorf("listing live tasks: %w", interpretError(err))
+	}
+	tasks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("listing live tasks: %w", interpretError(err))
+	}
+	return tasks, nil
+}
+
+// DeregisterExecutor records that an executor instance shut down
+// gracefully: it is no longer live, and its tasks no longer count as run.
+// Its jobs are left alone: it reported them (done or released) before it
+// deregistered, and those reports may still wait in the report stream; a
+// job it did not report is recovered when its lease runs out. It returns a
+// not-registered error when the instance is not the registered one (a
+// newer instance took the app-id over); deregistering twice is no error.
+func (s *Store) DeregisterExecutor(ctx context.Context, appID, instance string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE fairway_executor
+		SET state = 'deregistered', left_at = CASE WHEN state = 'deregistered' THEN left_at ELSE now() END, running = 0
+		WHERE app_id = $1 AND instance = $2`, appID, instance)
+	if err != nil {
+		return fmt.Errorf("deregistering executor %q: %w", appID, interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fairway.NotRegistered(appID, instance)
+	}
+	return nil
+}
+
+// MarkExecutorsGone marks gone the live executors that sent no heartbeat
+// for silentFor: they died or are cut off. Their tasks no longer count as
+// run; their jobs are recovered by lease expiry, as always. An executor
+// marked gone is live again once it registers again. It returns the
+// executors it marked.
+func (s *Store) MarkExecutorsGone(ctx context.Context, silentFor time.Duration) ([]fairway.Executor, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE fairway_executor SET state = 'gone', left_at = now(), running = 0
+		WHERE state = 'live' AND last_heartbeat < now() - $1::interval
+		RETURNING app_id, instance, host, tasks, last_heartbeat`, interval(silentFor))
+	if err != nil {
+		return nil, fmt.Errorf("marking silent executors gone: %w", interpretError(err))
+	}
+	gone, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Executor, error) {
+		e := fairway.Executor{State: fairway.ExecutorGone}
+		err := row.Scan(&e.AppID, &e.Instance, &e.Host, &e.Tasks, &e.LastHeartbeat)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marking silent executors gone: %w", interpretError(err))
+	}
+	return gone, nil
+}
+
+// JobsWithoutExecutor counts, per task, the jobs that wait (pending,
+// waiting or stuck) for a task that no live executor runs. It reads every
+// waiting job's task: meant for metrics scraped now and then, not for a
+// hot path.
+func (s *Store) JobsWithoutExecutor(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT j.task, count(*) FROM fairway_job j
+		WHERE j.state IN ('pending', 'waiting', 'stuck')
+		  AND NOT EXISTS (SELECT 1 FROM fairway_executor e WHERE e.state = 'live' AND j.task = ANY (e.tasks))
+		GROUP BY j.task`)
+	if err != nil {
+		return nil, fmt.Errorf("counting jobs without an executor: %w", interpretError(err))
+	}
+	counts := map[string]int64{}
+	var task string
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&task, &n}, func() error {
+		counts[task] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting jobs without an executor: %w", interpretError(err))
+	}
+	return counts, nil
+}
+
+// markNoExecutor sets NoExecutor on the jobs that wait for a task no live
+// executor runs.
+func (s *Store) markNoExecutor(ctx context.Context, jobs []fairway.Job) error {
+	waits := false
+	for _, j := range jobs {
+		waits = waits || waitsForExecutor(j.State)
+	}
+	if !waits {
+		return nil
+	}
+	live, err := s.LiveTasks(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		jobs[i].NoExecutor = waitsForExecutor(jobs[i].State) && !slices.Contains(live, jobs[i].Task)
+	}
+	return nil
+}
+
+// waitsForExecutor tells whether a job in state waits for an executor to
+// take it: not final, and not held by one.
+func waitsForExecutor(state fairway.State) bool {
+	return state == fairway.StatePending || state == fairway.StateWaiting || state == fairway.StateStuck
 }

@@ -207,7 +207,11 @@ func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("reading job %s: %w", id, interpretError(err))
 	}
-	return &j, nil
+	jobs := []fairway.Job{j}
+	if err := s.markNoExecutor(ctx, jobs); err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	return &jobs[0], nil
 }
 
 // ListParams filters List; empty fields match everything.
@@ -232,6 +236,9 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
 		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
 	}
 	jobs, err := collectJobs(rows)
+	if err == nil {
+		err = s.markNoExecutor(ctx, jobs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,11 +67,14 @@ stored even while no coordinator runs; problems found at ingest appear as a
 				fmt.Fprintln(e.stdout, id)
 				return nil
 			}
-			job, err := c.SubmitWait(cmd.Context(), sub)
+			reply, err := c.SubmitReply(cmd.Context(), sub)
 			if err != nil {
 				return describe(err)
 			}
-			fmt.Fprintln(e.stdout, job.ID)
+			if reply.Warning != "" {
+				fmt.Fprintln(e.stderr, "fairway: warning:", reply.Warning)
+			}
+			fmt.Fprintln(e.stdout, reply.Job.ID)
 			return nil
 		},
 	}
@@ -299,7 +303,7 @@ func formatEvent(ev events.Event) string {
 func newExecutorsCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "executors", Short: "Show the executors"}
 	list := e.withConfig(&cobra.Command{
-		Use: "list", Short: "List executors: app-id, host, slots in use, last heartbeat", Args: cobra.NoArgs,
+		Use: "list", Short: "List executors: app-id, host, state (live, gone, deregistered), slots in use, last heartbeat", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, closeConn, err := e.client()
 			if err != nil {
@@ -311,9 +315,9 @@ func newExecutorsCmd(e *env) *cobra.Command {
 				return describe(err)
 			}
 			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "APP-ID\tHOST\tSLOTS\tRUNNING\tTASKS\tSTARTED\tLAST HEARTBEAT")
+			fmt.Fprintln(w, "APP-ID\tHOST\tSTATE\tSLOTS\tRUNNING\tTASKS\tSTARTED\tLAST HEARTBEAT")
 			for _, x := range execs {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s ago\n", x.AppID, x.Host, x.Slots, x.Running, strings.Join(x.Tasks, ","),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s ago\n", x.AppID, x.Host, executorState(x), x.Slots, x.Running, strings.Join(x.Tasks, ","),
 					x.Started.Local().Format(time.DateTime), time.Since(x.LastHeartbeat).Round(time.Second))
 			}
 			return w.Flush()
@@ -321,6 +325,15 @@ func newExecutorsCmd(e *env) *cobra.Command {
 	}, clientKeys...)
 	cmd.AddCommand(list)
 	return cmd
+}
+
+// executorState is an executor's state for executors list: live, or gone
+// or deregistered with how long ago.
+func executorState(x fairway.Executor) string {
+	if x.State == fairway.ExecutorLive || x.State == "" || x.Left == nil {
+		return cmp.Or(string(x.State), string(fairway.ExecutorLive))
+	}
+	return fmt.Sprintf("%s %s ago", x.State, time.Since(*x.Left).Round(time.Second))
 }
 
 func newConfigCmd(e *env) *cobra.Command {

@@ -7,9 +7,10 @@
 -- JIT is off: the disabled plan types add a huge cost that would make every
 -- claim pay for compiling its queries.
 -- $1, $2: the executor's app-id and instance ('' for any): registered tells
--- whether that instance is the one registered now.
+-- whether that instance is the one registered now, and live (not marked
+-- gone nor deregistered: such an instance must register again).
 SELECT last_group, counter,
-       ($2::text = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $1 AND e.instance = $2)) AS registered,
+       ($2::text = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $1 AND e.instance = $2 AND e.state = 'live')) AS registered,
        set_config('enable_sort', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
        set_config('enable_seqscan', 'off', true),

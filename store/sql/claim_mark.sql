@@ -16,7 +16,7 @@ WITH chosen AS (
            attempt = j.attempt + 1, claim_id = nullif($6, '')
       FROM chosen c
      WHERE j.group_name = c.group_name AND j.id = c.id
-       AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5))
+       AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5 AND e.state = 'live'))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
