@@ -3,6 +3,7 @@ package executor_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -785,4 +786,45 @@ func TestEarlyCancelForAnotherAttemptIsNotApplied(t *testing.T) {
 	b.coord.add(job)
 	b.coord.notify()
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(job.ID).Outcome)
+}
+
+// Shutdown deregisters, naming the instance that registered, and waits
+// for the answer.
+func TestShutdownDeregisters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	type deregistration struct {
+		req     events.DeregisterRequest
+		subject string
+	}
+	deregistered := make(chan deregistration, 1)
+	_, err := b.coord.nc.Subscribe(b.coord.subjects.ExecAll(events.ExecDeregister), func(msg *nats.Msg) {
+		d := deregistration{subject: msg.Subject}
+		if err := json.Unmarshal(msg.Data, &d.req); err != nil {
+			t.Errorf("undecodable deregister request: %v", err)
+		}
+		deregistered <- d
+		b.coord.respond(msg, events.Reply{})
+	})
+	require.NoError(t, err)
+	require.NoError(t, b.coord.nc.Flush())
+
+	job := newJob("work", `{}`)
+	b.coord.add(job)
+	e := start(t, b, executor.Config{}, map[string]executor.Handler{
+		"work": func(_ context.Context, job *executor.Job) error { return job.SetResult("ok") },
+	})
+	registered := recv(t, b.coord.registers, "the registration")
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(job.ID).Outcome)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, e.Shutdown(ctx))
+	select {
+	case d := <-deregistered:
+		require.Equal(t, b.coord.subjects.Exec("worker-1", events.ExecDeregister), d.subject)
+		require.Equal(t, events.DeregisterRequest{Executor: "worker-1", Instance: registered.Executor.Instance}, d.req)
+	default:
+		t.Fatal("Shutdown returned without deregistering")
+	}
 }
