@@ -243,6 +243,7 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out, _ = run(t, "executors", "list", "--nats-url", natsURL)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "echo,fail,panic,sleep")
+	require.Regexp(t, `(?m)^\S+\s+\S+\s+live\s`, out, "the state column")
 
 	// Docspell's shutdown endpoint drains the executor, and dev stops
 	// everything cleanly.
