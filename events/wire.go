@@ -44,6 +44,13 @@ type Reply struct {
 	Executors []fairway.Executor `json:"executors,omitempty"`
 	// Periodic holds the periodic tasks of the periodic-* verbs.
 	Periodic []fairway.PeriodicTask `json:"periodic,omitempty"`
+	// NextCursor continues a list or logs answer that stopped at its limit
+	// or at the reply's size cap: pass it as the next request's cursor.
+	// Empty when nothing more exists.
+	NextCursor string `json:"next_cursor,omitempty"`
+	// Truncated names the jobs of this reply whose args and result were
+	// left out because the job alone would not fit in a reply.
+	Truncated []string `json:"truncated,omitempty"`
 }
 
 // JobRequest is the body of cancel, get, logs, release and priority.
@@ -64,7 +71,24 @@ type ListRequest struct {
 	Task  string        `json:"task,omitempty"`
 	State fairway.State `json:"state,omitempty"`
 	// Limit caps the answer (newest first). Defaults to 100, at most 1000.
+	// A reply may hold fewer (it is capped in bytes): follow NextCursor.
 	Limit int `json:"limit,omitempty"`
+	// Cursor continues a previous answer: its Reply.NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+	// Full includes each job's args and result (left out by default).
+	Full bool `json:"full,omitempty"`
+}
+
+// LogsRequest is the body of logs: the job, as in JobRequest, and a page.
+type LogsRequest struct {
+	// Group is the job's group, as in JobRequest.
+	Group string `json:"group,omitempty"`
+	ID    string `json:"id"`
+	// Limit caps the lines of the answer (oldest first). Defaults to 1000,
+	// at most 10000. A reply may hold fewer: follow NextCursor.
+	Limit int `json:"limit,omitempty"`
+	// Cursor continues a previous answer: its Reply.NextCursor.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // DispatchRequest is an executor asking for up to Slots jobs.
