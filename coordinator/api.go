@@ -79,6 +79,9 @@ type request struct {
 	data  []byte
 	// maxReply is the largest reply the NATS server takes (see maxReply).
 	maxReply int
+	// encoded receives the reply of a handler that encodes it itself, so
+	// as to measure it once (list); handle sends it as it is.
+	encoded *[]byte
 }
 
 // scope says on which API a verb is offered.
@@ -136,8 +139,13 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
 	default:
-		r.maxReply = c.maxReply()
+		var encoded []byte
+		r.maxReply, r.encoded = c.maxReply(), &encoded
 		reply, err = v.handle(c, ctx, r)
+		if err == nil && encoded != nil {
+			c.send(msg, encoded)
+			return
+		}
 		if err == nil && reply.Job != nil {
 			fitJob(&reply, r.maxReply)
 		}
@@ -258,6 +266,12 @@ func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 	if err != nil {
 		data, _ = json.Marshal(events.Reply{Error: c.replyError(msg.Subject, err)})
 	}
+	c.send(msg, data)
+}
+
+// send sends an encoded reply, or an error reply in its place when it is
+// larger than the NATS server takes.
+func (c *Coordinator) send(msg *nats.Msg, data []byte) {
 	if limit := c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit {
 		id := fairway.NewID()
 		c.log.Error("api reply too large; answered with an error", "request_id", id, "subject", msg.Subject, "bytes", len(data), "max_payload", limit)

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,28 +81,49 @@ func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, err
 	}
 	// Jobs are added while the reply stays under its cap; the first one
 	// always is, cut if it alone is too large, so every page moves on.
-	var reply events.Reply
-	budget, size := r.maxReply-replyEnvelope, 0
+	// Each job is encoded once, into the reply.
+	budget := r.maxReply - replyEnvelope
+	buf := bytes.NewBufferString(`{"jobs":[`)
+	var truncated []string
+	n := 0
 	next, err := c.store.ListJobs(ctx, store.ListParams{Group: req.Group, Task: req.Task, State: req.State,
-		Limit: req.Limit, Cursor: req.Cursor, Full: req.Full}, func(j fairway.Job) bool {
-		n := encodedSize(j) + 1
-		if size+n > budget {
-			if len(reply.Jobs) > 0 {
+		Limit: req.Limit, Cursor: req.Cursor, Full: req.Full, MaxBytes: budget}, func(j fairway.Job) bool {
+		data, err := json.Marshal(j)
+		if err != nil {
+			return false
+		}
+		if buf.Len()+len(data)+1 > budget {
+			if n > 0 {
 				return false
 			}
 			cutJob(&j)
-			reply.Truncated = append(reply.Truncated, j.ID)
-			n = encodedSize(j) + len(j.ID) + 4
+			truncated = append(truncated, j.ID)
+			if data, err = json.Marshal(j); err != nil {
+				return false
+			}
 		}
-		reply.Jobs = append(reply.Jobs, j)
-		size += n
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(data)
+		n++
 		return true
 	})
 	if err != nil {
 		return events.Reply{}, err
 	}
-	reply.NextCursor = next
-	return reply, nil
+	buf.WriteByte(']')
+	if next != "" {
+		fmt.Fprintf(buf, `,"next_cursor":%q`, next) // digits
+	}
+	if len(truncated) > 0 {
+		ids, _ := json.Marshal(truncated)
+		buf.WriteString(`,"truncated":`)
+		buf.Write(ids)
+	}
+	buf.WriteByte('}')
+	*r.encoded = buf.Bytes()
+	return events.Reply{}, nil
 }
 
 func (c *Coordinator) apiLogs(ctx context.Context, r request) (events.Reply, error) {

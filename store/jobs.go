@@ -221,6 +221,10 @@ type ListParams struct {
 	Cursor string
 	// Full reads args and result too (ListJobs).
 	Full bool
+	// MaxBytes is how many bytes of args and result the caller means to
+	// take at most (ListJobs, Full): queries read about that much. 0: no
+	// hint.
+	MaxBytes int
 }
 
 // List returns jobs newest first, with their args and result: at most

@@ -20,10 +20,13 @@ const (
 	// LogMessageMaxDefault caps a log line's message in LogLines' answers;
 	// a longer one is cut and ends with a marker saying so.
 	LogMessageMaxDefault = 64 << 10
-	// fullChunk is how many jobs with args and result one query of a full
-	// listing reads: a listing that stops early (its reply is full) has
-	// read at most this many rows it did not use.
-	fullChunk = 16
+	// fullChunkMax caps how many jobs with args and result one query of a
+	// full listing reads; the first reads fullChunkFirst, the next as many
+	// as ListParams.MaxBytes still has room for at the average size so far
+	// (plus one), so that a listing that stops when its reply is full has
+	// read few rows it did not use.
+	fullChunkMax   = 256
+	fullChunkFirst = 4
 )
 
 // jobColumnsLight is jobColumns without args and result (NULL instead): a
@@ -69,7 +72,7 @@ func parseCursor(cursor string) (int64, error) {
 // refuse a job and stop; ListJobs then returns the cursor after the last
 // job yield took, and also when more jobs exist beyond p.Limit. The cursor
 // is "" when nothing is left. Memory stays bounded: rows are read one at a
-// time, and a full listing reads fullChunk rows per query.
+// time, and a full listing reads a few rows per query (see fullChunkMax).
 func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.Job) bool) (next string, err error) {
 	before, err := parseCursor(p.Cursor)
 	if err != nil {
@@ -79,16 +82,23 @@ func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.J
 	if limit <= 0 {
 		limit = ListLimitDefault
 	}
-	cols, chunk := jobColumnsLight, limit+1
+	cols := jobColumnsLight
 	if p.Full {
-		cols, chunk = jobColumns, min(fullChunk, limit+1)
+		cols = jobColumns
 	}
 	query := "SELECT seq, " + cols + ` FROM fairway_job
 		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
 		ORDER BY seq DESC LIMIT $5`
-	taken, last := 0, before
+	taken, last, used := 0, before, 0
 	for {
-		want := min(chunk, limit+1-taken)
+		want := limit + 1 - taken
+		if p.Full {
+			chunk := fullChunkFirst
+			if taken > 0 && p.MaxBytes > 0 {
+				chunk = max(0, p.MaxBytes-used)/max(1, used/taken) + 1
+			}
+			want = min(want, max(1, min(chunk, fullChunkMax)))
+		}
 		rows, err := s.pool.Query(ctx, query, p.Group, p.Task, string(p.State), last, want)
 		if err != nil {
 			return "", fmt.Errorf("listing jobs: %w", interpretError(err))
@@ -106,7 +116,7 @@ func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.J
 				stop = true // more exist: this one
 				break
 			}
-			taken, last = taken+1, seq
+			taken, last, used = taken+1, seq, used+len(job.Args)+len(job.Result)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
