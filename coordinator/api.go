@@ -22,7 +22,7 @@ import (
 const apiTimeout = 10 * time.Second
 
 func (c *Coordinator) startAPI(ctx context.Context) error {
-	pool := newAPIPool(c.cfg.APIWorkers, c.cfg.APIQueue)
+	pool := newAPIPool(c.cfg.APIWorkers, c.cfg.APIGroupWorkers, c.cfg.APIQueue)
 	for range c.cfg.APIWorkers {
 		c.goLoop(ctx, func(context.Context) { pool.work() })
 	}

@@ -24,22 +24,30 @@ import (
 // peak Go heap in use of the process (coordinator, NATS server and the
 // clients, which hold A's replies, sampled every 20 ms), and A's answers.
 // "quota" runs with the default rate quota (100/s, burst 200), "unlimited"
-// without, so that only the worker pool's fair share protects B.
+// without, so that only the worker pool's fair share protects B;
+// "a-runs-one" with 4 workers, so that A runs one request at a time;
+// "idle" without A, B's baseline.
 //
 //	go test -run '^$' -bench APIListFlood -benchtime 500x ./coordinator/
 func BenchmarkAPIListFlood(b *testing.B) {
 	for _, bc := range []struct {
-		name string
-		rate float64
-	}{{"quota", 0}, {"unlimited", -1}} {
-		b.Run(bc.name, func(b *testing.B) { benchListFlood(b, bc.rate) })
+		name             string
+		rate             float64
+		workers, clients int
+	}{
+		{"idle", -1, 0, 0},       // no flood: B's baseline on this machine
+		{"quota", 0, 0, 8},       // defaults: 16 workers, A runs at most 4
+		{"unlimited", -1, 0, 8},  // no rate quota
+		{"a-runs-one", -1, 4, 8}, // 4 workers: A runs at most 1
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchListFlood(b, bc.rate, bc.workers, bc.clients) })
 	}
 }
 
-func benchListFlood(b *testing.B, rate float64) {
+func benchListFlood(b *testing.B, rate float64, workers, clients int) {
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
-	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate})
+	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate, APIWorkers: workers})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +81,9 @@ func benchListFlood(b *testing.B, rate float64) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers, refused := 0, 0
-	for range 8 {
+	flowing := make(chan struct{}) // closed at A's 8th answer: the flood is on
+	var once sync.Once
+	for range clients {
 		client := connect()
 		wg.Go(func() {
 			for floodCtx.Err() == nil {
@@ -81,6 +91,9 @@ func benchListFlood(b *testing.B, rate float64) {
 				mu.Lock()
 				if err == nil {
 					answers++
+					if answers == 8 {
+						once.Do(func() { close(flowing) })
+					}
 				} else {
 					refused++
 				}
@@ -104,6 +117,12 @@ func benchListFlood(b *testing.B, rate float64) {
 		}
 	})
 
+	if clients > 0 {
+		<-flowing
+	}
+	mu.Lock()
+	answers, refused = 0, 0
+	mu.Unlock()
 	bClient := connect()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -117,6 +136,9 @@ func benchListFlood(b *testing.B, rate float64) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	mu.Lock()
+	lists, refusals := answers, refused
+	mu.Unlock()
 	stopFlood()
 	wg.Wait()
 	slices.Sort(lat)
@@ -126,6 +148,6 @@ func benchListFlood(b *testing.B, rate float64) {
 	b.ReportMetric(pct(0.50), "b_get_p50_ms")
 	b.ReportMetric(pct(0.99), "b_get_p99_ms")
 	b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
-	b.ReportMetric(float64(answers)/elapsed.Seconds(), "a_lists/s")
-	b.ReportMetric(float64(refused)/elapsed.Seconds(), "a_refused/s")
+	b.ReportMetric(float64(lists)/elapsed.Seconds(), "a_lists/s")
+	b.ReportMetric(float64(refusals)/elapsed.Seconds(), "a_refused/s")
 }

@@ -176,7 +176,7 @@ func TestGetOfJobTooLargeForAReplyIsCut(t *testing.T) {
 // requests in flight, and a takes no more than its share of the workers.
 func TestAPIAnswersOtherGroupsWhileOneIsBusy(t *testing.T) {
 	t.Parallel()
-	h := apiSetup(t, coordinator.Config{}, nil, nil) // 16 workers: a group runs at most 4 at once
+	h := apiSetup(t, coordinator.Config{APIGroupWorkers: 4}, nil, nil) // 16 workers, a group runs at most 4 at once
 	var running atomic.Int32
 	entered, release := make(chan struct{}, 100), make(chan struct{})
 	h.coord.SetAPIHook(func(group, _ string) {
@@ -208,7 +208,7 @@ func TestAPIAnswersOtherGroupsWhileOneIsBusy(t *testing.T) {
 	// coordinator has queued all of a's when it answers b's.
 	_, err = h.client.Get(t.Context(), "b", "nope")
 	require.ErrorIs(t, err, fairway.ErrNotFound, "b is answered while a has requests in flight")
-	require.EqualValues(t, 4, running.Load(), "a runs at most a quarter of the workers at once")
+	require.EqualValues(t, 4, running.Load(), "a runs at most api-group-workers at once")
 
 	close(release)
 	released = true

@@ -14,8 +14,9 @@ import (
 // count of those running. Workers take the next request round-robin over
 // the lanes that may run one, so a group with a hundred requests waiting
 // does not delay another's single one. A lane runs at most perGroup
-// requests at once (a group's slow requests cannot take every worker) and
-// queues at most perGroupQueue: a request beyond that is refused with
+// requests at once (a group's slow or large requests cannot take every
+// worker, nor the CPU and memory of many at once) and queues at most
+// perGroupQueue: a request beyond that is refused with
 // quota. All lanes together queue at most queue requests: beyond that a
 // request is refused with unavailable at once rather than waiting. The
 // operator API has a lane of its own.
@@ -39,9 +40,9 @@ type apiLane struct {
 	isReady bool // in ready
 }
 
-func newAPIPool(workers, queue int) *apiPool {
+func newAPIPool(workers, perGroup, queue int) *apiPool {
 	p := &apiPool{
-		perGroup:      max(1, workers/4),
+		perGroup:      perGroup,
 		perGroupQueue: max(1, queue/8),
 		queue:         queue,
 		lanes:         map[string]*apiLane{},

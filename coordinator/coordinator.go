@@ -34,6 +34,7 @@ const (
 	IngestBatchDefault      = 500
 	HeartbeatTimeoutDefault = 15 * time.Second
 	APIWorkersDefault       = 16
+	APIGroupWorkersDefault  = 1
 	APIQueueDefault         = 1024
 	APIRateDefault          = 100
 	queueGroup              = "fairway-coordinators"
@@ -61,9 +62,14 @@ type Config struct {
 	// HeartbeatTimeout is how long an executor may stay silent before another
 	// executor may take over its app-id. Defaults to 15 seconds.
 	HeartbeatTimeout time.Duration
-	// APIWorkers is how many API requests the coordinator answers at once;
-	// one group runs at most a quarter of them (at least 1). Defaults to 16.
+	// APIWorkers is how many API requests the coordinator answers at once.
+	// Defaults to 16.
 	APIWorkers int
+	// APIGroupWorkers is how many of them one group runs at once: its
+	// other requests wait their turn, and other groups' are answered
+	// meanwhile. Defaults to 1 (BenchmarkAPIListFlood: a group that floods
+	// large lists on 4 workers made others wait 40 times longer than on 1).
+	APIGroupWorkers int
 	// APIQueue caps the API requests waiting for a worker; one group may
 	// have an eighth of them waiting (at least 1). A request beyond is
 	// refused at once: unavailable when the queue is full, quota when its
@@ -100,6 +106,7 @@ func (c Config) withDefaults() Config {
 	c.IngestBatch = cmp.Or(c.IngestBatch, IngestBatchDefault)
 	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
 	c.APIWorkers = cmp.Or(c.APIWorkers, APIWorkersDefault)
+	c.APIGroupWorkers = cmp.Or(c.APIGroupWorkers, APIGroupWorkersDefault)
 	c.APIQueue = cmp.Or(c.APIQueue, APIQueueDefault)
 	c.APIRate = cmp.Or(c.APIRate, APIRateDefault)
 	c.APIBurst = cmp.Or(c.APIBurst, int(math.Ceil(2*c.APIRate)))
@@ -128,6 +135,9 @@ func (c Config) validate() error {
 	}
 	if c.APIWorkers < 1 || c.APIWorkers > 1024 {
 		errs = append(errs, fmt.Errorf("api-workers %d: must be in 1..1024", c.APIWorkers))
+	}
+	if c.APIGroupWorkers < 1 || c.APIGroupWorkers > c.APIWorkers {
+		errs = append(errs, fmt.Errorf("api-group-workers %d: must be in 1..api-workers (%d)", c.APIGroupWorkers, c.APIWorkers))
 	}
 	if c.APIQueue < 1 {
 		errs = append(errs, fmt.Errorf("api-queue %d: must be at least 1", c.APIQueue))

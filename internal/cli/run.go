@@ -29,7 +29,7 @@ import (
 var (
 	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
-		"coordinator.api-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst"}
+		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
@@ -197,6 +197,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
 		IngestBatch:      cfg.Coordinator.IngestBatch,
 		APIWorkers:       cfg.Coordinator.APIWorkers,
+		APIGroupWorkers:  cfg.Coordinator.APIGroupWorkers,
 		APIQueue:         cfg.Coordinator.APIQueue,
 		APIRate:          apiRate,
 		APIBurst:         cfg.Coordinator.APIBurst,
