@@ -17,6 +17,7 @@ const (
 	CodeConflict    Code = "conflict"    // the job's state does not allow the operation
 	CodeUnavailable Code = "unavailable" // a dependency (database, NATS) is down; try again
 	CodeInternal    Code = "internal"    // a bug or an unexpected failure
+	CodeQuota       Code = "quota"       // a per-group limit was reached; the message names it and when to retry
 	// CodeNotRegistered answers an executor's dispatch request when its
 	// instance is not the one registered under its app-id (the database
 	// was restored, or another instance took the app-id over): it must
@@ -58,6 +59,7 @@ var (
 	ErrConflict      = &Error{Code: CodeConflict}
 	ErrUnavailable   = &Error{Code: CodeUnavailable}
 	ErrNotRegistered = &Error{Code: CodeNotRegistered}
+	ErrQuota         = &Error{Code: CodeQuota}
 )
 
 // Invalid returns a CodeInvalid error about field.

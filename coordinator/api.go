@@ -22,19 +22,52 @@ import (
 const apiTimeout = 10 * time.Second
 
 func (c *Coordinator) startAPI(ctx context.Context) error {
+	pool := newAPIPool(c.cfg.APIWorkers, c.cfg.APIGroupWorkers, c.cfg.APIQueue)
+	for range c.cfg.APIWorkers {
+		c.goLoop(ctx, func(context.Context) { pool.work() })
+	}
+	c.goLoop(ctx, func(ctx context.Context) {
+		<-ctx.Done()
+		// Requests still waiting see ctx done and answer unavailable.
+		for _, task := range pool.close() {
+			task()
+		}
+	})
+	// The subscriptions' callbacks only check the rate quota and queue the
+	// request: a slow request holds a worker, never the subscription.
+	enqueue := func(msg *nats.Msg, lane string, r request, verb string) {
+		task := func() {
+			if ctx.Err() != nil {
+				c.respond(msg, events.Reply{}, &fairway.Error{Code: fairway.CodeUnavailable, Message: "coordinator stopping"})
+				return
+			}
+			if hook := c.apiHook.Load(); hook != nil {
+				(*hook)(r.group, verb)
+			}
+			c.handle(ctx, msg, r, verb)
+		}
+		if err := pool.add(lane, task); err != nil {
+			c.respond(msg, events.Reply{}, err)
+		}
+	}
 	if err := c.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) {
 		group, verb, _ := c.subjects.ParseAPI(msg.Subject)
 		if err := fairway.CheckName("group", group); err != nil {
 			c.respond(msg, events.Reply{}, err)
 			return
 		}
-		c.handle(ctx, msg, request{group: group, data: msg.Data}, verb)
+		if ok, wait := c.apiRate.allow(group, time.Now()); !ok {
+			c.respond(msg, events.Reply{}, c.apiRate.quotaError(group, wait))
+			return
+		}
+		enqueue(msg, group, request{group: group, data: msg.Data}, verb)
 	}); err != nil {
 		return err
 	}
 	return c.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
 		verb, _ := c.subjects.ParseAdmin(msg.Subject)
-		c.handle(ctx, msg, request{admin: true, data: msg.Data}, verb)
+		// Operators share one lane of their own, "" (no group's name).
+		enqueue(msg, "", request{admin: true, data: msg.Data}, verb)
 	})
 }
 
@@ -44,6 +77,11 @@ type request struct {
 	group string // the subject's group; "" on the operator API
 	admin bool
 	data  []byte
+	// maxReply is the largest reply the NATS server takes (see maxReply).
+	maxReply int
+	// encoded receives the reply of a handler that encodes it itself, so
+	// as to measure it once (list); handle sends it as it is.
+	encoded *[]byte
 }
 
 // scope says on which API a verb is offered.
@@ -67,7 +105,7 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbSubmit:          {tenantOnly, (*Coordinator).apiSubmit},
 	events.VerbGet:             {tenantAndAdmin, jobVerb((*Coordinator).apiGet)},
 	events.VerbCancel:          {tenantAndAdmin, jobVerb((*Coordinator).apiCancel)},
-	events.VerbLogs:            {tenantAndAdmin, jobVerb((*Coordinator).apiLogs)},
+	events.VerbLogs:            {tenantAndAdmin, (*Coordinator).apiLogs},
 	events.VerbRelease:         {tenantAndAdmin, jobVerb((*Coordinator).apiRelease)},
 	events.VerbPriority:        {tenantAndAdmin, jobVerb((*Coordinator).apiPriority)},
 	events.VerbList:            {tenantAndAdmin, (*Coordinator).apiList},
@@ -101,7 +139,16 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
 	default:
+		var encoded []byte
+		r.maxReply, r.encoded = c.maxReply(), &encoded
 		reply, err = v.handle(c, ctx, r)
+		if err == nil && encoded != nil {
+			c.send(msg, encoded)
+			return
+		}
+		if err == nil && reply.Job != nil {
+			fitJob(&reply, r.maxReply)
+		}
 	}
 	c.respond(msg, reply, err)
 }
@@ -146,11 +193,6 @@ func (c *Coordinator) apiCancel(ctx context.Context, group string, req events.Jo
 	return events.Reply{Job: job}, err
 }
 
-func (c *Coordinator) apiLogs(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	logs, err := c.store.Logs(ctx, group, req.ID)
-	return events.Reply{Logs: logs}, err
-}
-
 func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
 	job, err := c.store.Release(ctx, group, req.ID)
 	if err != nil {
@@ -163,24 +205,6 @@ func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.J
 func (c *Coordinator) apiPriority(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
 	job, err := c.store.SetPriority(ctx, group, req.ID, req.Priority)
 	return events.Reply{Job: job}, err
-}
-
-func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, error) {
-	var req events.ListRequest
-	if err := decode(r.data, &req); err != nil {
-		return events.Reply{}, err
-	}
-	if !r.admin {
-		req.Group = r.group
-	}
-	if req.State != "" && !req.State.Valid() {
-		return events.Reply{}, fairway.Invalid("state", "unknown state %q", req.State)
-	}
-	if req.Limit < 0 || req.Limit > 1000 {
-		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..1000", req.Limit)
-	}
-	jobs, err := c.store.List(ctx, store.ListParams{Group: req.Group, Task: req.Task, State: req.State, Limit: req.Limit})
-	return events.Reply{Jobs: jobs}, err
 }
 
 func (c *Coordinator) apiExecutors(ctx context.Context, _ request) (events.Reply, error) {
@@ -232,7 +256,9 @@ func decode(data []byte, v any) error {
 }
 
 // respond sends the reply, or err as a coded error: the one place where
-// errors become API replies.
+// errors become API replies. A reply larger than the NATS server takes
+// (the handlers cap theirs, so this is a bug) becomes an error reply
+// rather than none.
 func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 	if msg.Reply == "" {
 		return
@@ -243,6 +269,18 @@ func (c *Coordinator) respond(msg *nats.Msg, reply events.Reply, err error) {
 	data, err := json.Marshal(reply)
 	if err != nil {
 		data, _ = json.Marshal(events.Reply{Error: c.replyError(msg.Subject, err)})
+	}
+	c.send(msg, data)
+}
+
+// send sends an encoded reply, or an error reply in its place when it is
+// larger than the NATS server takes.
+func (c *Coordinator) send(msg *nats.Msg, data []byte) {
+	if limit := c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit {
+		id := fairway.NewID()
+		c.log.Error("api reply too large; answered with an error", "request_id", id, "subject", msg.Subject, "bytes", len(data), "max_payload", limit)
+		data, _ = json.Marshal(events.Reply{Error: &fairway.Error{Code: fairway.CodeInternal, RequestID: id,
+			Message: fmt.Sprintf("the reply (%d bytes) exceeds the NATS server's max_payload (%d bytes); request id %s", len(data), limit, id)}})
 	}
 	if err := msg.Respond(data); err != nil {
 		c.log.Debug("api reply not sent", "subject", msg.Subject, "error", err)

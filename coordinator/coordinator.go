@@ -13,8 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -31,6 +33,10 @@ const (
 	LeaseDefault            = 30 * time.Second
 	IngestBatchDefault      = 500
 	HeartbeatTimeoutDefault = 15 * time.Second
+	APIWorkersDefault       = 16
+	APIGroupWorkersDefault  = 1
+	APIQueueDefault         = 1024
+	APIRateDefault          = 100
 	queueGroup              = "fairway-coordinators"
 )
 
@@ -56,6 +62,27 @@ type Config struct {
 	// HeartbeatTimeout is how long an executor may stay silent before another
 	// executor may take over its app-id. Defaults to 15 seconds.
 	HeartbeatTimeout time.Duration
+	// APIWorkers is how many API requests the coordinator answers at once.
+	// Defaults to 16.
+	APIWorkers int
+	// APIGroupWorkers is how many of them one group runs at once: its
+	// other requests wait their turn, and other groups' are answered
+	// meanwhile. Defaults to 1 (BenchmarkAPIListFlood: a group that floods
+	// large lists on 4 workers made others wait 40 times longer than on 1).
+	APIGroupWorkers int
+	// APIQueue caps the API requests waiting for a worker; one group may
+	// have an eighth of them waiting (at least 1). A request beyond is
+	// refused at once: unavailable when the queue is full, quota when its
+	// group has its share waiting. Defaults to 1024.
+	APIQueue int
+	// APIRate is each group's quota of API requests per second on this
+	// coordinator (a token bucket); a request over it is refused with
+	// quota. Negative: unlimited. The operator API has no quota. Defaults
+	// to 100.
+	APIRate float64
+	// APIBurst is how many API requests a group may send at once above
+	// APIRate. Defaults to twice APIRate.
+	APIBurst int
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
 	// Logger receives the coordinator's logs. Defaults to discard.
@@ -78,6 +105,11 @@ func (c Config) withDefaults() Config {
 	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
 	c.IngestBatch = cmp.Or(c.IngestBatch, IngestBatchDefault)
 	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	c.APIWorkers = cmp.Or(c.APIWorkers, APIWorkersDefault)
+	c.APIGroupWorkers = cmp.Or(c.APIGroupWorkers, APIGroupWorkersDefault)
+	c.APIQueue = cmp.Or(c.APIQueue, APIQueueDefault)
+	c.APIRate = cmp.Or(c.APIRate, APIRateDefault)
+	c.APIBurst = cmp.Or(c.APIBurst, int(math.Ceil(2*c.APIRate)))
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,6 +133,18 @@ func (c Config) validate() error {
 	if c.IngestBatch < 1 || c.IngestBatch > 10000 {
 		errs = append(errs, fmt.Errorf("ingest-batch %d: must be in 1..10000", c.IngestBatch))
 	}
+	if c.APIWorkers < 1 || c.APIWorkers > 1024 {
+		errs = append(errs, fmt.Errorf("api-workers %d: must be in 1..1024", c.APIWorkers))
+	}
+	if c.APIGroupWorkers < 1 || c.APIGroupWorkers > c.APIWorkers {
+		errs = append(errs, fmt.Errorf("api-group-workers %d: must be in 1..api-workers (%d)", c.APIGroupWorkers, c.APIWorkers))
+	}
+	if c.APIQueue < 1 {
+		errs = append(errs, fmt.Errorf("api-queue %d: must be at least 1", c.APIQueue))
+	}
+	if c.APIRate > 0 && c.APIBurst < 1 {
+		errs = append(errs, fmt.Errorf("api-burst %d: must be at least 1", c.APIBurst))
+	}
 	return errors.Join(errs...)
 }
 
@@ -119,6 +163,8 @@ type Coordinator struct {
 	due          *dueTimes
 	parking      *parking
 	tasks        *taskCache
+	apiRate      *rateLimiter
+	apiHook      atomic.Pointer[func(group, verb string)] // tests: runs before each API request
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -147,6 +193,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		due:          newDueTimes(),
 		parking:      newParking(),
 		tasks:        &taskCache{store: st, log: cfg.Logger},
+		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
 	}, nil
 }
 

@@ -13,3 +13,8 @@ func (c *Coordinator) FirePeriodic(ctx context.Context) { c.firePeriodic(ctx) }
 // Ingest stores a batch of submission messages, as the ingest consumer
 // does with each batch it gets.
 func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest(ctx, msgs) }
+
+// SetAPIHook makes every API request call hook (with its subject's group,
+// "" on the operator API, and its verb) on its worker before it is
+// answered; tests use it to hold requests in flight.
+func (c *Coordinator) SetAPIHook(hook func(group, verb string)) { c.apiHook.Store(&hook) }

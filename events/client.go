@@ -188,26 +188,72 @@ func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error
 }
 
 // Logs returns the lines the task of the job id of group logged, oldest
-// first.
+// first: every page of them (see LogsPage).
 func (c *Client) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
-	if err := fairway.CheckName("group", group); err != nil {
-		return nil, err
+	var all []fairway.LogLine
+	req := LogsRequest{ID: id}
+	for {
+		lines, next, err := c.LogsPage(ctx, group, req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, lines...)
+		if next == "" {
+			return all, nil
+		}
+		req.Cursor = next
 	}
-	reply, err := c.request(ctx, c.subjects.API(group, VerbLogs), JobRequest{ID: id})
-	if err != nil {
-		return nil, err
-	}
-	return reply.Logs, nil
 }
 
-// List returns jobs, newest first. With req.Group set it asks the tenant API
-// of that group, else the operator API.
+// LogsPage returns one page of the log of the job req.ID of group, oldest
+// first: at most req.Limit lines (default 1000), fewer when the reply's
+// size cap is reached, and the cursor of the next page ("" at the end).
+// Messages longer than 64 KiB are cut, with a marker.
+func (c *Client) LogsPage(ctx context.Context, group string, req LogsRequest) ([]fairway.LogLine, string, error) {
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, "", err
+	}
+	reply, err := c.request(ctx, c.subjects.API(group, VerbLogs), req)
+	if err != nil {
+		return nil, "", err
+	}
+	return reply.Logs, reply.NextCursor, nil
+}
+
+// List returns jobs, newest first: req.Limit of them (default 100), or all
+// there are if fewer, following the pages a reply's size cap makes (see
+// ListPage). Args and result are left out unless req.Full. With req.Group
+// set it asks the tenant API of that group, else the operator API.
 func (c *Client) List(ctx context.Context, req ListRequest) ([]fairway.Job, error) {
+	want := req.Limit
+	if want <= 0 {
+		want = 100
+	}
+	var all []fairway.Job
+	for {
+		req.Limit = want - len(all)
+		jobs, next, err := c.ListPage(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, jobs...)
+		if next == "" || len(all) >= want {
+			return all, nil
+		}
+		req.Cursor = next
+	}
+}
+
+// ListPage returns one page of jobs, newest first: at most req.Limit
+// (default 100, at most 1000), fewer when the reply's size cap is reached,
+// and the cursor of the next page ("" when no more jobs match). Pass it
+// as req.Cursor to go on.
+func (c *Client) ListPage(ctx context.Context, req ListRequest) ([]fairway.Job, string, error) {
 	reply, err := c.request(ctx, c.jobSubject(req.Group, VerbList), req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return reply.Jobs, nil
+	return reply.Jobs, reply.NextCursor, nil
 }
 
 // Executors lists the executors the coordinators know of.

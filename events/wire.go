@@ -47,6 +47,13 @@ type Reply struct {
 	// Warning, on submit, says why an accepted job may wait: no live
 	// executor runs its task.
 	Warning string `json:"warning,omitempty"`
+	// NextCursor continues a list or logs answer that stopped at its limit
+	// or at the reply's size cap: pass it as the next request's cursor.
+	// Empty when nothing more exists.
+	NextCursor string `json:"next_cursor,omitempty"`
+	// Truncated names the jobs of this reply whose args and result were
+	// left out because the job alone would not fit in a reply.
+	Truncated []string `json:"truncated,omitempty"`
 }
 
 // JobRequest is the body of cancel, get, logs, release and priority.
@@ -67,7 +74,24 @@ type ListRequest struct {
 	Task  string        `json:"task,omitempty"`
 	State fairway.State `json:"state,omitempty"`
 	// Limit caps the answer (newest first). Defaults to 100, at most 1000.
+	// A reply may hold fewer (it is capped in bytes): follow NextCursor.
 	Limit int `json:"limit,omitempty"`
+	// Cursor continues a previous answer: its Reply.NextCursor.
+	Cursor string `json:"cursor,omitempty"`
+	// Full includes each job's args and result (left out by default).
+	Full bool `json:"full,omitempty"`
+}
+
+// LogsRequest is the body of logs: the job, as in JobRequest, and a page.
+type LogsRequest struct {
+	// Group is the job's group, as in JobRequest.
+	Group string `json:"group,omitempty"`
+	ID    string `json:"id"`
+	// Limit caps the lines of the answer (oldest first). Defaults to 1000,
+	// at most 10000. A reply may hold fewer: follow NextCursor.
+	Limit int `json:"limit,omitempty"`
+	// Cursor continues a previous answer: its Reply.NextCursor.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // DispatchRequest is an executor asking for up to Slots jobs.

@@ -214,28 +214,32 @@ func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error)
 	return &jobs[0], nil
 }
 
-// ListParams filters List; empty fields match everything.
+// ListParams filters List and ListJobs; empty fields match everything.
 type ListParams struct {
 	Group string
 	Task  string
 	State fairway.State
 	// Limit caps the result. Defaults to 100.
 	Limit int
+	// Cursor continues a ListJobs listing after the job it ended with.
+	Cursor string
+	// Full reads args and result too (ListJobs).
+	Full bool
+	// MaxBytes is how many bytes of args and result the caller means to
+	// take at most (ListJobs, Full): queries read about that much. 0: no
+	// hint.
+	MaxBytes int
 }
 
-// List returns jobs newest first.
+// List returns jobs newest first, with their args and result: at most
+// Limit of them, all in memory. The API serves ListJobs, which streams.
 func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	rows, err := s.pool.Query(ctx, "SELECT "+jobColumns+` FROM fairway_job
-		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3)
-		ORDER BY seq DESC LIMIT $4`, p.Group, p.Task, string(p.State), limit)
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
-	}
-	jobs, err := collectJobs(rows)
+	p.Full = true
+	var jobs []fairway.Job
+	_, err := s.ListJobs(ctx, p, func(j fairway.Job) bool {
+		jobs = append(jobs, j)
+		return true
+	})
 	if err == nil {
 		err = s.markNoExecutor(ctx, jobs)
 	}
@@ -245,8 +249,9 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
 	return jobs, nil
 }
 
-// Logs returns the log lines of the job id of group, oldest first. A job
-// of another group is not found.
+// Logs returns the log lines of the job id of group, oldest first, all in
+// memory. A job of another group is not found. The API serves LogLines,
+// which pages and caps each message.
 func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
 	if _, err := s.Get(ctx, group, id); err != nil {
 		return nil, err

@@ -112,6 +112,7 @@ func newJobsCmd(e *env) *cobra.Command {
 	var list events.ListRequest
 	var state string
 	var asJSON bool
+	var limit int
 	listCmd := e.withConfig(&cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first",
@@ -123,9 +124,28 @@ func newJobsCmd(e *env) *cobra.Command {
 			}
 			defer closeConn()
 			list.Group, list.State = group, fairway.State(state)
-			jobs, err := c.List(cmd.Context(), list)
-			if err != nil {
-				return describe(err)
+			// Follow next_cursor until --limit jobs (0: all), a page of at
+			// most 1000 at a time.
+			var jobs []fairway.Job
+			req := list
+			for {
+				req.Limit = 1000
+				if limit > 0 {
+					req.Limit = min(1000, limit-len(jobs))
+				}
+				page, next, err := c.ListPage(cmd.Context(), req)
+				if err != nil {
+					return describe(err)
+				}
+				jobs = append(jobs, page...)
+				if next == "" {
+					break
+				}
+				if limit > 0 && len(jobs) >= limit {
+					fmt.Fprintf(e.stderr, "more jobs: --cursor %s\n", next)
+					break
+				}
+				req.Cursor = next
 			}
 			if asJSON {
 				return writeJSON(e.stdout, jobs)
@@ -142,7 +162,9 @@ func newJobsCmd(e *env) *cobra.Command {
 	listCmd.Flags().StringVar(&group, "group", "", "only this group")
 	listCmd.Flags().StringVar(&list.Task, "task", "", "only this task")
 	listCmd.Flags().StringVar(&state, "state", "", "only this state")
-	listCmd.Flags().IntVar(&list.Limit, "limit", 50, "at most this many")
+	listCmd.Flags().IntVar(&limit, "limit", 50, "at most this many (0: all), fetched in pages of at most 1000")
+	listCmd.Flags().StringVar(&list.Cursor, "cursor", "", "start after the job a previous listing ended with (the cursor it printed)")
+	listCmd.Flags().BoolVar(&list.Full, "full", false, "include args and result (with --json)")
 	listCmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 
 	jobCmd := func(use, short string, run func(cmd *cobra.Command, c *events.Client, id string) error) *cobra.Command {
@@ -170,16 +192,35 @@ func newJobsCmd(e *env) *cobra.Command {
 		}
 		return writeJSON(e.stdout, job)
 	})
+	var logsLimit int
+	var logsCursor string
 	logs := jobCmd("logs", "Print a job's log", func(cmd *cobra.Command, c *events.Client, id string) error {
-		lines, err := c.Logs(cmd.Context(), group, id)
-		if err != nil {
-			return err
+		// Page by page, printed as they come, until --limit lines (0: all).
+		req, printed := events.LogsRequest{ID: id, Cursor: logsCursor}, 0
+		for {
+			if logsLimit > 0 {
+				req.Limit = min(1000, logsLimit-printed)
+			}
+			lines, next, err := c.LogsPage(cmd.Context(), group, req)
+			if err != nil {
+				return err
+			}
+			for _, l := range lines {
+				fmt.Fprintf(e.stdout, "%s #%d %-5s %s\n", l.Time.Local().Format("15:04:05.000"), l.Attempt, strings.ToUpper(l.Level), l.Message)
+			}
+			printed += len(lines)
+			if next == "" {
+				return nil
+			}
+			if logsLimit > 0 && printed >= logsLimit {
+				fmt.Fprintf(e.stderr, "more lines: --cursor %s\n", next)
+				return nil
+			}
+			req.Cursor = next
 		}
-		for _, l := range lines {
-			fmt.Fprintf(e.stdout, "%s #%d %-5s %s\n", l.Time.Local().Format("15:04:05.000"), l.Attempt, strings.ToUpper(l.Level), l.Message)
-		}
-		return nil
 	})
+	logs.Flags().IntVar(&logsLimit, "limit", 0, "at most this many lines (0: all)")
+	logs.Flags().StringVar(&logsCursor, "cursor", "", "start after the line a previous call ended with (the cursor it printed)")
 	cancel := jobCmd("cancel", "Cancel a job (a running one is stopped)", func(cmd *cobra.Command, c *events.Client, id string) error {
 		job, err := c.Cancel(cmd.Context(), group, id)
 		if err != nil {

@@ -28,7 +28,8 @@ import (
 
 var (
 	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
-		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch"}
+		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
+		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
@@ -183,6 +184,10 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		return nil, err
 	}
 	retries := cfg.Scheduler.Retries
+	apiRate := float64(cfg.Coordinator.APIRate)
+	if apiRate == 0 {
+		apiRate = -1 // unlimited
+	}
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		Prefix:           cfg.NATS.Prefix,
 		Scheme:           store.CountingScheme{High: cfg.Scheduler.CountingScheme.High, Low: cfg.Scheduler.CountingScheme.Low},
@@ -191,6 +196,11 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		Lease:            cfg.Coordinator.Lease,
 		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
 		IngestBatch:      cfg.Coordinator.IngestBatch,
+		APIWorkers:       cfg.Coordinator.APIWorkers,
+		APIGroupWorkers:  cfg.Coordinator.APIGroupWorkers,
+		APIQueue:         cfg.Coordinator.APIQueue,
+		APIRate:          apiRate,
+		APIBurst:         cfg.Coordinator.APIBurst,
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
 		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
 		Logger:           e.log.With("component", "coordinator"),

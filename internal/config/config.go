@@ -80,6 +80,12 @@ type CoordinatorConfig struct {
 	MaxArgsSize int64         // bytes
 	Lease       time.Duration // lifetime of a claimed job's lease without a heartbeat
 	IngestBatch int
+
+	APIWorkers      int // API requests answered at once
+	APIGroupWorkers int // API requests of one group answered at once
+	APIQueue        int // API requests waiting for a worker
+	APIRate         int // API requests per second per group; 0: unlimited
+	APIBurst        int // API requests a group may send at once above APIRate
 }
 
 // ExecutorConfig holds the executor.* keys.

@@ -1,0 +1,153 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/nats-io/nats.go"
+)
+
+// BenchmarkAPIListFlood measures tenant B's get latency while tenant A
+// floods list: 8 clients of A ask, as fast as they are answered, for
+// limit 1000 with args (full) over 50 jobs of 1 MiB args; B gets one small
+// job b.N times, one request at a time. It reports B's p50 and p99 and the
+// peak Go heap in use of the process (coordinator, NATS server and the
+// clients, which hold A's replies, sampled every 20 ms), and A's answers.
+// "quota" runs with the default rate quota (100/s, burst 200), "unlimited"
+// without, so that only the worker pool's fair share protects B;
+// "a-runs-one" with 4 workers, so that A runs one request at a time;
+// "idle" without A, B's baseline.
+//
+//	go test -run '^$' -bench APIListFlood -benchtime 500x ./coordinator/
+func BenchmarkAPIListFlood(b *testing.B) {
+	for _, bc := range []struct {
+		name             string
+		rate             float64
+		workers, clients int
+	}{
+		{"idle", -1, 0, 0},       // no flood: B's baseline on this machine
+		{"quota", 0, 0, 8},       // defaults: 16 workers, A runs at most 4
+		{"unlimited", -1, 0, 8},  // no rate quota
+		{"a-runs-one", -1, 4, 8}, // 4 workers: A runs at most 1
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchListFlood(b, bc.rate, bc.workers, bc.clients) })
+	}
+}
+
+func benchListFlood(b *testing.B, rate float64, workers, clients int) {
+	ctx := context.Background()
+	ns, nc := natstest.Start(b)
+	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate, APIWorkers: workers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := coord.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer coord.Stop()
+	connect := func() *events.Client {
+		c, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(c.Close)
+		client, err := events.NewClient(c, events.ClientOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return client
+	}
+	setupClient := connect()
+	for i := range 50 {
+		if _, err := setupClient.SubmitWait(ctx, fairway.Submission{Group: "a", Task: "big", ID: fmt.Sprintf("big-%d", i), Args: bigArgs(1<<20 - 64)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := setupClient.SubmitWait(ctx, fairway.Submission{Group: "b", Task: "small", ID: "small"}); err != nil {
+		b.Fatal(err)
+	}
+
+	floodCtx, stopFlood := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	answers, refused := 0, 0
+	flowing := make(chan struct{}) // closed at A's 8th answer: the flood is on
+	var once sync.Once
+	for range clients {
+		client := connect()
+		wg.Go(func() {
+			for floodCtx.Err() == nil {
+				_, _, err := client.ListPage(floodCtx, events.ListRequest{Group: "a", Limit: 1000, Full: true})
+				mu.Lock()
+				if err == nil {
+					answers++
+					if answers == 8 {
+						once.Do(func() { close(flowing) })
+					}
+				} else {
+					refused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	var peak uint64
+	wg.Go(func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-floodCtx.Done():
+				return
+			case <-tick.C:
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+			}
+		}
+	})
+
+	if clients > 0 {
+		<-flowing
+	}
+	mu.Lock()
+	answers, refused = 0, 0
+	mu.Unlock()
+	bClient := connect()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := bClient.Get(ctx, "b", "small"); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	mu.Lock()
+	lists, refusals := answers, refused
+	mu.Unlock()
+	stopFlood()
+	wg.Wait()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "b_get_p50_ms")
+	b.ReportMetric(pct(0.99), "b_get_p99_ms")
+	b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
+	b.ReportMetric(float64(lists)/elapsed.Seconds(), "a_lists/s")
+	b.ReportMetric(float64(refusals)/elapsed.Seconds(), "a_refused/s")
+}

@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+// Paging defaults and caps of ListJobs and LogLines.
+const (
+	ListLimitDefault = 100
+	ListLimitMax     = 1000
+	LogsLimitDefault = 1000
+	LogsLimitMax     = 10000
+	// LogMessageMaxDefault caps a log line's message in LogLines' answers;
+	// a longer one is cut and ends with a marker saying so.
+	LogMessageMaxDefault = 64 << 10
+	// fullChunkMax caps how many jobs with args and result one query of a
+	// full listing reads; the first reads fullChunkFirst, the next as many
+	// as ListParams.MaxBytes still has room for at the average size so far
+	// (plus one), so that a listing that stops when its reply is full has
+	// read few rows it did not use.
+	fullChunkMax   = 256
+	fullChunkFirst = 4
+)
+
+// jobColumnsLight is jobColumns without args and result (NULL instead): a
+// listing that does not show them never reads them.
+var jobColumnsLight string
+
+func init() {
+	light := jobColumns
+	for _, col := range []string{"args", "result"} {
+		n := strings.Replace(light, " "+col+",", " NULL::jsonb,", 1)
+		if n == light {
+			panic("store: job_columns.sql has no column " + col)
+		}
+		light = n
+	}
+	jobColumnsLight = light
+}
+
+// seqRow scans a row selected as seq followed by job columns.
+type seqRow struct {
+	pgx.Row
+	seq *int64
+}
+
+func (r seqRow) Scan(dest ...any) error { return r.Row.Scan(append([]any{r.seq}, dest...)...) }
+
+// parseCursor reads a cursor of ListJobs or LogLines: the decimal sequence
+// number of the last item of the previous page. "" starts at the beginning.
+func parseCursor(cursor string) (int64, error) {
+	if cursor == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fairway.Invalid("cursor", "%q is not a cursor of this listing: pass the next_cursor of a previous answer", cursor)
+	}
+	return n, nil
+}
+
+// ListJobs streams the jobs p selects, newest first, to yield, at most
+// p.Limit of them (ListLimitDefault when 0). Without p.Full the jobs come
+// without args and result, which are never read. yield returns false to
+// refuse a job and stop; ListJobs then returns the cursor after the last
+// job yield took, and also when more jobs exist beyond p.Limit. The cursor
+// is "" when nothing is left. Memory stays bounded: rows are read one at a
+// time, and a full listing reads a few rows per query (see fullChunkMax).
+func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.Job) bool) (next string, err error) {
+	before, err := parseCursor(p.Cursor)
+	if err != nil {
+		return "", err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = ListLimitDefault
+	}
+	cols := jobColumnsLight
+	if p.Full {
+		cols = jobColumns
+	}
+	query := "SELECT seq, " + cols + ` FROM fairway_job
+		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
+		ORDER BY seq DESC LIMIT $5`
+	taken, last, used := 0, before, 0
+	for {
+		want := limit + 1 - taken
+		if p.Full {
+			chunk := fullChunkFirst
+			if taken > 0 && p.MaxBytes > 0 {
+				chunk = max(0, p.MaxBytes-used)/max(1, used/taken) + 1
+			}
+			want = min(want, max(1, min(chunk, fullChunkMax)))
+		}
+		rows, err := s.pool.Query(ctx, query, p.Group, p.Task, string(p.State), last, want)
+		if err != nil {
+			return "", fmt.Errorf("listing jobs: %w", interpretError(err))
+		}
+		got, stop := 0, false
+		for rows.Next() {
+			var seq int64
+			job, err := scanJob(seqRow{rows, &seq})
+			if err != nil {
+				rows.Close()
+				return "", fmt.Errorf("listing jobs: %w", interpretError(err))
+			}
+			got++
+			if taken == limit || !yield(job) {
+				stop = true // more exist: this one
+				break
+			}
+			taken, last, used = taken+1, seq, used+len(job.Args)+len(job.Result)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return "", fmt.Errorf("listing jobs: %w", interpretError(err))
+		}
+		switch {
+		case stop && taken == 0:
+			return p.Cursor, nil
+		case stop:
+			return strconv.FormatInt(last, 10), nil
+		case got < want:
+			return "", nil // the end
+		}
+	}
+}
+
+// LogsParams selects a page of a job's log.
+type LogsParams struct {
+	Group string
+	ID    string
+	// Cursor continues after the line a previous page ended with.
+	Cursor string
+	// Limit caps the lines. Defaults to LogsLimitDefault.
+	Limit int
+	// MessageMax caps each message in bytes. Defaults to
+	// LogMessageMaxDefault.
+	MessageMax int
+}
+
+// LogLines streams a page of the log lines of the job p.ID of p.Group,
+// oldest first, to yield; as ListJobs, yield returns false to refuse a line
+// and stop, and the cursor returned continues after the last line taken
+// ("" when nothing is left). A message longer than p.MessageMax bytes is
+// cut, at most that much of it read, and ends with a marker saying how
+// long it was. A job of another group is not found.
+func (s *Store) LogLines(ctx context.Context, p LogsParams, yield func(fairway.LogLine) bool) (next string, err error) {
+	after, err := parseCursor(p.Cursor)
+	if err != nil {
+		return "", err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = LogsLimitDefault
+	}
+	maxMsg := p.MessageMax
+	if maxMsg <= 0 {
+		maxMsg = LogMessageMaxDefault
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fairway_job WHERE group_name = $1 AND id = $2)", p.Group, p.ID).Scan(&exists); err != nil {
+		return "", fmt.Errorf("reading job %s: %w", p.ID, interpretError(err))
+	}
+	if !exists {
+		return "", fairway.NotFound(p.ID)
+	}
+	// left() counts characters, each at least a byte: maxMsg characters
+	// hold at least maxMsg bytes.
+	rows, err := s.pool.Query(ctx, `SELECT id, group_name, job_id, attempt, time, level, left(message, $4), octet_length(message)
+		  FROM fairway_job_log WHERE group_name = $1 AND job_id = $2 AND id > $3 ORDER BY id LIMIT $5`,
+		p.Group, p.ID, after, maxMsg, limit+1)
+	if err != nil {
+		return "", fmt.Errorf("reading the log of job %s: %w", p.ID, interpretError(err))
+	}
+	defer rows.Close()
+	taken, last := 0, after
+	for rows.Next() {
+		var id int64
+		var size int
+		var l fairway.LogLine
+		if err := rows.Scan(&id, &l.Group, &l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message, &size); err != nil {
+			return "", fmt.Errorf("reading the log of job %s: %w", p.ID, interpretError(err))
+		}
+		if size > maxMsg {
+			l.Message = TruncateText(l.Message, maxMsg) + fmt.Sprintf(" … [truncated: %d of %d bytes shown]", len(TruncateText(l.Message, maxMsg)), size)
+		}
+		if taken == limit || !yield(l) {
+			if taken == 0 {
+				return p.Cursor, nil
+			}
+			return strconv.FormatInt(last, 10), nil
+		}
+		taken, last = taken+1, id
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("reading the log of job %s: %w", p.ID, interpretError(err))
+	}
+	return "", nil
+}
+
+// TruncateText cuts s to at most n bytes, at a character boundary.
+func TruncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
