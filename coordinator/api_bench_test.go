@@ -23,31 +23,31 @@ import (
 // job b.N times, one request at a time. It reports B's p50 and p99 and the
 // peak Go heap in use of the process (coordinator, NATS server and the
 // clients, which hold A's replies, sampled every 20 ms), and A's answers.
-// "quota" runs with the default rate quota (100/s, burst 200), "unlimited"
-// without, so that only the worker pool's fair share protects B;
-// "a-runs-one" with 4 workers, so that A runs one request at a time;
-// "idle" without A, B's baseline.
+// "quota" runs with the defaults (rate quota 100/s, burst 200; 16
+// workers, one request per group at a time), "unlimited" without the rate
+// quota, so that only the worker pool's fair share protects B;
+// "a-runs-four" with api-group-workers 4; "idle" without A: B's baseline.
 //
-//	go test -run '^$' -bench APIListFlood -benchtime 500x ./coordinator/
+//	go test -run '^$' -bench APIListFlood -benchtime 300x ./coordinator/
 func BenchmarkAPIListFlood(b *testing.B) {
 	for _, bc := range []struct {
-		name             string
-		rate             float64
-		workers, clients int
+		name                  string
+		rate                  float64
+		groupWorkers, clients int
 	}{
-		{"idle", -1, 0, 0},       // no flood: B's baseline on this machine
-		{"quota", 0, 0, 8},       // defaults: 16 workers, A runs at most 4
-		{"unlimited", -1, 0, 8},  // no rate quota
-		{"a-runs-one", -1, 4, 8}, // 4 workers: A runs at most 1
+		{"idle", -1, 0, 0},
+		{"quota", 0, 0, 8},
+		{"unlimited", -1, 0, 8},
+		{"a-runs-four", -1, 4, 8},
 	} {
-		b.Run(bc.name, func(b *testing.B) { benchListFlood(b, bc.rate, bc.workers, bc.clients) })
+		b.Run(bc.name, func(b *testing.B) { benchListFlood(b, bc.rate, bc.groupWorkers, bc.clients) })
 	}
 }
 
-func benchListFlood(b *testing.B, rate float64, workers, clients int) {
+func benchListFlood(b *testing.B, rate float64, groupWorkers, clients int) {
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
-	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate, APIWorkers: workers})
+	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate, APIGroupWorkers: groupWorkers})
 	if err != nil {
 		b.Fatal(err)
 	}
