@@ -22,6 +22,9 @@ const (
 	// was restored, or another instance took the app-id over): it must
 	// register again before it gets jobs.
 	CodeNotRegistered Code = "not_registered"
+	// CodeQuota refuses a request over one of its group's quotas (non-final
+	// jobs, submissions per second): try again later.
+	CodeQuota Code = "quota"
 )
 
 // Error is Fairway's coded error. It is returned by the store, the
@@ -58,6 +61,7 @@ var (
 	ErrConflict      = &Error{Code: CodeConflict}
 	ErrUnavailable   = &Error{Code: CodeUnavailable}
 	ErrNotRegistered = &Error{Code: CodeNotRegistered}
+	ErrQuota         = &Error{Code: CodeQuota}
 )
 
 // Invalid returns a CodeInvalid error about field.
