@@ -1,0 +1,130 @@
+package store_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/stretchr/testify/require"
+)
+
+// outbox drains the outbox and returns its events.
+func outbox(t *testing.T, s *store.Store) []store.Event {
+	t.Helper()
+	var all []store.Event
+	for {
+		n, err := s.PublishEvents(t.Context(), 1000, func(evs []store.Event) error { all = append(all, evs...); return nil })
+		require.NoError(t, err)
+		if n == 0 {
+			return all
+		}
+	}
+}
+
+// A value PostgreSQL refuses, in one submission of a batch, costs one
+// checked statement: the others are stored, the poison alone is rejected.
+func TestInsertJobsIsolatesPoison(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	subs := normalized(500)
+	subs[137].Args = json.RawMessage(`{"x":1e1000000}`) // past validation, as if it had not checked
+	rejections := []store.Rejection{{JobID: "bad-id", Group: "g0", Task: "t", Err: fairway.Invalid("id", "nope")}}
+	res, err := s.InsertJobs(ctx, subs, rejections)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.CheckedInserts(), "one checked statement, no per-row fallback")
+	for i, r := range res {
+		if i == 137 {
+			require.ErrorIs(t, r.Err, fairway.ErrInvalid)
+			require.Equal(t, "args", r.Err.Field)
+			require.False(t, r.Created)
+			continue
+		}
+		require.Nil(t, r.Err, i)
+		require.True(t, r.Created, i)
+	}
+	_, err = s.Get(ctx, subs[137].Group, subs[137].ID)
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+	var rejected []store.Event
+	created := 0
+	for _, e := range outbox(t, s) {
+		switch e.State {
+		case "rejected":
+			rejected = append(rejected, e)
+		case fairway.StateWaiting:
+			created++
+		}
+	}
+	require.Equal(t, 499, created)
+	require.Len(t, rejected, 2)
+	ids := []string{rejected[0].JobID, rejected[1].JobID}
+	require.ElementsMatch(t, []string{"bad-id", subs[137].ID}, ids)
+
+	// A clean batch takes the one statement.
+	_, err = s.InsertJobs(ctx, normalized(10), nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.CheckedInserts())
+}
+
+// The numeric range that validation assumes is PostgreSQL's.
+func TestNumericRangeMatchesPostgreSQL(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	docs := []string{`{"x":1e131071}`, `{"x":1e131072}`, `{"x":1e-16383}`, `{"x":1e-16384}`, `{"x":0e99999999}`, `{"x":1}`, `{"x":1e1000000}`}
+	raw := make([][]byte, len(docs))
+	var want []int
+	for i, d := range docs {
+		raw[i] = []byte(d)
+		sub := fairway.Submission{Args: json.RawMessage(d)}
+		if sub.Normalize("g", "t", 1<<20, 1) != nil {
+			want = append(want, i)
+		}
+	}
+	bad, err := s.UnstorableJSON(ctx, raw)
+	require.NoError(t, err)
+	require.Equal(t, want, bad)
+	require.Equal(t, []int{1, 3, 6}, bad)
+}
+
+func TestCountOpenJobs(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	insert(t, s, normalized(30)...) // g0..g9, 3 each
+	counts, err := s.CountOpenJobs(ctx, []string{"g0", "g1", "nobody"}, 2)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"g0": 2, "g1": 2}, counts)
+	counts, err = s.CountOpenJobs(ctx, []string{"g0"}, 100)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"g0": 3}, counts)
+}
+
+// BenchmarkInsertPoison compares batches of 500 submissions, clean and
+// with one value in 500 (0.2%) that PostgreSQL refuses, in the same run.
+//
+//	go test -run '^$' -bench InsertPoison -count 3 ./store/
+func BenchmarkInsertPoison(b *testing.B) {
+	s := storetest.Open(b)
+	for _, poison := range []bool{false, true} {
+		b.Run(map[bool]string{false: "clean", true: "poison0.2%"}[poison], func(b *testing.B) {
+			n := 0
+			for b.Loop() {
+				b.StopTimer()
+				subs := normalized(500)
+				for i := range subs {
+					subs[i].Group = fmt.Sprintf("%s-%d", subs[i].Group, n)
+				}
+				if poison {
+					subs[250].Args = json.RawMessage(`{"x":1e1000000}`)
+				}
+				b.StartTimer()
+				if _, err := s.InsertJobs(b.Context(), subs, nil); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64(n*500)/b.Elapsed().Seconds(), "subs/s")
+		})
+	}
+}
