@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -31,6 +32,7 @@ const (
 	LeaseDefault            = 30 * time.Second
 	IngestBatchDefault      = 500
 	HeartbeatTimeoutDefault = 15 * time.Second
+	DeadLetterAfterDefault  = 5
 	queueGroup              = "fairway-coordinators"
 )
 
@@ -58,6 +60,19 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
+	// QuotaJobs caps each group's non-final jobs: a submission beyond it is
+	// refused with code quota. Defaults to 100,000; negative is unlimited.
+	QuotaJobs int
+	// QuotaSubmitRate caps each group's submissions per second through
+	// this coordinator (a token bucket of QuotaSubmitBurst). Defaults to
+	// 1,000; negative is unlimited.
+	QuotaSubmitRate float64
+	// QuotaSubmitBurst is the size of that bucket. Defaults to 5,000.
+	QuotaSubmitBurst int
+	// DeadLetterAfter is how many deliveries a submission or report that
+	// PostgreSQL refuses gets before it goes to the dead-letter stream.
+	// Defaults to 5.
+	DeadLetterAfter int
 	// Logger receives the coordinator's logs. Defaults to discard.
 	Logger *slog.Logger
 	// Clock tells the time periodic tasks are fired at. Defaults to
@@ -78,6 +93,10 @@ func (c Config) withDefaults() Config {
 	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
 	c.IngestBatch = cmp.Or(c.IngestBatch, IngestBatchDefault)
 	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	c.QuotaJobs = cmp.Or(c.QuotaJobs, QuotaJobsDefault)
+	c.QuotaSubmitRate = cmp.Or(c.QuotaSubmitRate, QuotaSubmitRateDefault)
+	c.QuotaSubmitBurst = cmp.Or(c.QuotaSubmitBurst, QuotaSubmitBurstDefault)
+	c.DeadLetterAfter = cmp.Or(c.DeadLetterAfter, DeadLetterAfterDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -119,6 +138,8 @@ type Coordinator struct {
 	due          *dueTimes
 	parking      *parking
 	tasks        *taskCache
+	quotas       *quotas
+	splits       atomic.Int64 // batches split in halves to find a poison
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -147,6 +168,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		due:          newDueTimes(),
 		parking:      newParking(),
 		tasks:        &taskCache{store: st, log: cfg.Logger},
+		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
 	}, nil
 }
 
@@ -157,6 +179,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if c.cancel != nil {
 		return errors.New("coordinator already started")
+	}
+	// A submission may be max-args-size plus 64 KiB for its other fields.
+	if need := c.cfg.MaxArgsSize + 64<<10; need > c.nc.MaxPayload() {
+		return fmt.Errorf("coordinator.max-args-size %d bytes does not fit in the NATS server's max_payload of %d bytes (a submission may be max-args-size + 64 KiB): set max_payload to at least %d in the NATS server's configuration, or lower coordinator.max-args-size",
+			c.cfg.MaxArgsSize, c.nc.MaxPayload(), need)
 	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err

@@ -13,3 +13,7 @@ func (c *Coordinator) FirePeriodic(ctx context.Context) { c.firePeriodic(ctx) }
 // Ingest stores a batch of submission messages, as the ingest consumer
 // does with each batch it gets.
 func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest(ctx, msgs) }
+
+// Splits says how many batches of submissions were split in halves to find
+// one that PostgreSQL refuses (the per-row fallback's successor).
+func (c *Coordinator) Splits() int64 { return c.splits.Load() }

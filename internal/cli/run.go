@@ -28,7 +28,9 @@ import (
 
 var (
 	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
-		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch"}
+		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
+		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
+		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
@@ -192,7 +194,11 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
 		IngestBatch:      cfg.Coordinator.IngestBatch,
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
-		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
+		StreamOptions: events.StreamOptions{Replicas: cfg.NATS.Replicas, SubmitMaxBytes: cfg.Coordinator.SubmitMaxBytes, SubmitMaxMsgs: cfg.Coordinator.SubmitMaxMsgs,
+			ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge},
+		QuotaJobs:        unlimitedIfZero(cfg.Coordinator.QuotaJobs),
+		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
+		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
 		Logger:           e.log.With("component", "coordinator"),
 	})
 	if err == nil {
@@ -481,4 +487,13 @@ func sanitizeToken(s string) string {
 		return "executor"
 	}
 	return string(b)
+}
+
+// unlimitedIfZero turns a quota key's 0 (unlimited) into the coordinator's
+// negative.
+func unlimitedIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

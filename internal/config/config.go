@@ -80,6 +80,12 @@ type CoordinatorConfig struct {
 	MaxArgsSize int64         // bytes
 	Lease       time.Duration // lifetime of a claimed job's lease without a heartbeat
 	IngestBatch int
+	// Per-group quotas; 0 is unlimited.
+	QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst int
+	// Limits of the JetStream streams the coordinators create (the
+	// nats.*-max-* keys).
+	SubmitMaxBytes, SubmitMaxMsgs, ResultsMaxBytes, EventsMaxBytes, DeadMaxBytes int64
+	DeadMaxAge                                                                   time.Duration
 }
 
 // ExecutorConfig holds the executor.* keys.
