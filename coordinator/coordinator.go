@@ -180,10 +180,15 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if c.cancel != nil {
 		return errors.New("coordinator already started")
 	}
-	// A submission may be max-args-size plus 64 KiB for its other fields.
-	if need := c.cfg.MaxArgsSize + 64<<10; need > c.nc.MaxPayload() {
-		return fmt.Errorf("coordinator.max-args-size %d bytes does not fit in the NATS server's max_payload of %d bytes (a submission may be max-args-size + 64 KiB): set max_payload to at least %d in the NATS server's configuration, or lower coordinator.max-args-size",
+	// A submission may be max-args-size plus 64 KiB for its other fields:
+	// args that cannot fit in a message at all are a configuration error;
+	// args that fit without the rest only limit what a client can send.
+	if need := c.cfg.MaxArgsSize + 64<<10; c.cfg.MaxArgsSize > c.nc.MaxPayload() {
+		return fmt.Errorf("coordinator.max-args-size %d bytes does not fit in the NATS server's max_payload of %d bytes: set max_payload to at least %d in the NATS server's configuration (e.g. max_payload: 8MB), or lower coordinator.max-args-size",
 			c.cfg.MaxArgsSize, c.nc.MaxPayload(), need)
+	} else if need > c.nc.MaxPayload() {
+		c.log.Warn("a submission with args of coordinator.max-args-size would not fit in the NATS server's max_payload; set max_payload to at least the size needed (e.g. max_payload: 8MB)",
+			"max_args_size", c.cfg.MaxArgsSize, "max_payload", c.nc.MaxPayload(), "needed", need)
 	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
