@@ -60,8 +60,9 @@ type Config struct {
 	HeartbeatTimeout time.Duration
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
-	// QuotaJobs caps each group's non-final jobs: a submission beyond it is
-	// refused with code quota. Defaults to 100,000; negative is unlimited.
+	// QuotaJobs caps each group's queued jobs (pending, waiting, stuck: not
+	// final and not held by an executor): a submission beyond it is refused
+	// with code quota. Defaults to 100,000; negative is unlimited.
 	QuotaJobs int
 	// QuotaSubmitRate caps each group's submissions per second through
 	// this coordinator (a token bucket of QuotaSubmitBurst). Defaults to

@@ -16,16 +16,16 @@ const (
 	QuotaSubmitBurstDefault = 5000
 )
 
-// openCountTTL is how long a group's count of non-final jobs is trusted
+// openCountTTL is how long a group's count of queued jobs is trusted
 // (plus this coordinator's own submissions since) before it is counted
 // again: other coordinators' submissions and finished jobs show after at
 // most this long.
 const openCountTTL = time.Second
 
 // quotas enforces the per-group quotas of one coordinator: a token bucket
-// of submissions per group, and the count of a group's non-final jobs.
+// of submissions per group, and the count of a group's queued jobs.
 type quotas struct {
-	jobs         int     // non-final jobs per group; <= 0: unlimited
+	jobs         int     // queued jobs per group; <= 0: unlimited
 	rate         float64 // submissions per second per group; <= 0: unlimited
 	burst        float64
 	mu           sync.Mutex
@@ -92,11 +92,11 @@ func errSubmitRate(group string, rate float64) *fairway.Error {
 
 func errJobs(group string, jobs int) *fairway.Error {
 	return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
-		Message: fmt.Sprintf("group %s has %d non-final jobs, its quota: submit again once some have finished", group, jobs)}
+		Message: fmt.Sprintf("group %s has %d queued jobs, its quota: submit again once some have run", group, jobs)}
 }
 
 // admit applies the quotas to valid submissions, in order: errs[i] is the
-// quota refusal of subs[i], or nil. The non-final jobs of the batch's groups
+// quota refusal of subs[i], or nil. The queued jobs of the batch's groups
 // are counted in one statement, when their count is older than
 // openCountTTL.
 func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]error, error) {
@@ -125,7 +125,7 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 	}
 	q.mu.Unlock()
 	if len(stale) > 0 {
-		counts, err := c.store.CountOpenJobs(ctx, stale, q.jobs)
+		counts, err := c.store.CountQueuedJobs(ctx, stale, q.jobs)
 		if err != nil {
 			return nil, err
 		}

@@ -466,15 +466,27 @@ func (s *Store) Analyze(ctx context.Context) error {
 	return nil
 }
 
-// CountOpenJobs returns the number of non-final jobs of each of groups,
-// counting at most limit per group (a group at its quota costs limit index
-// entries, not all its jobs). Groups without any are absent.
-func (s *Store) CountOpenJobs(ctx context.Context, groups []string, limit int) (map[string]int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT g.group_name, (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
-		         WHERE j.group_name = g.group_name AND j.state NOT IN ('success', 'failed', 'cancelled') LIMIT $2) o)
-		  FROM unnest($1::text[]) AS g (group_name)`, groups, limit)
+// countQueuedSQL counts a group's queued jobs, each state through its
+// partial index (fairway_job_eligible, fairway_job_pending) and capped at
+// $2, so that a group at its quota costs that many index entries, not all
+// its jobs.
+const countQueuedSQL = `SELECT g.group_name,
+       (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
+                               WHERE j.group_name = g.group_name AND j.state IN ('waiting', 'stuck') LIMIT $2) e)
+     + (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
+                               WHERE j.group_name = g.group_name AND j.state = 'pending' LIMIT $2) p)
+  FROM unnest($1::text[]) AS g (group_name)`
+
+// CountQueuedJobs returns the number of queued jobs (pending, waiting or
+// stuck: non-final and not held by an executor) of each of groups,
+// counting at most about limit per group. Groups without any are absent.
+// The jobs executors hold (scheduled, running) are not counted: they are
+// at most the executors' slots, and counting them by group would need an
+// index that every claim and completion pays for.
+func (s *Store) CountQueuedJobs(ctx context.Context, groups []string, limit int) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, countQueuedSQL, groups, limit)
 	if err != nil {
-		return nil, fmt.Errorf("counting non-final jobs: %w", interpretError(err))
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
 	}
 	counts := make(map[string]int, len(groups))
 	var group string
@@ -485,7 +497,7 @@ func (s *Store) CountOpenJobs(ctx context.Context, groups []string, limit int) (
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("counting non-final jobs: %w", interpretError(err))
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
 	}
 	return counts, nil
 }

@@ -88,16 +88,28 @@ func TestNumericRangeMatchesPostgreSQL(t *testing.T) {
 	require.Equal(t, []int{1, 3, 6}, bad)
 }
 
-func TestCountOpenJobs(t *testing.T) {
+func TestCountQueuedJobs(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	insert(t, s, normalized(30)...) // g0..g9, 3 each
-	counts, err := s.CountOpenJobs(ctx, []string{"g0", "g1", "nobody"}, 2)
+	insert(t, s, normalized(30)...) // g0..g9, 3 each, waiting
+	held := sub("g0", fairway.PriorityLow)
+	held.Pending = true
+	insert(t, s, held)
+	counts, err := s.CountQueuedJobs(ctx, []string{"g0", "g1", "nobody"}, 2)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int{"g0": 2, "g1": 2}, counts)
-	counts, err = s.CountOpenJobs(ctx, []string{"g0"}, 100)
+	require.Equal(t, map[string]int{"g0": 3, "g1": 2}, counts, "at most the limit per state")
+	counts, err = s.CountQueuedJobs(ctx, []string{"g0"}, 100)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int{"g0": 3}, counts)
+	require.Equal(t, map[string]int{"g0": 4}, counts)
+	// Claimed jobs are not queued any more.
+	claim(t, s, "w", 5)
+	counts, err = s.CountQueuedJobs(ctx, []string{"g0", "g1"}, 100)
+	require.NoError(t, err)
+	require.Less(t, counts["g0"]+counts["g1"], 7)
+	// Each state is counted through its partial index.
+	plan := s.ExplainCountQueued(t, "g0")
+	require.Contains(t, plan, "fairway_job_eligible", plan)
+	require.Contains(t, plan, "fairway_job_pending", plan)
 }
 
 // BenchmarkInsertPoison compares batches of 500 submissions, clean and

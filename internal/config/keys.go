@@ -117,7 +117,7 @@ var keys = []key{
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Coordinator.Lease })},
 	{name: "coordinator.ingest-batch", flag: "ingest-batch", def: "500", help: "most submitted jobs written to the database in one batch",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.IngestBatch }, 1, 10000)},
-	{name: "coordinator.quota.jobs", flag: "quota-jobs", def: "100000", help: "most non-final jobs of one group; a submission beyond is refused with code quota (0: unlimited)",
+	{name: "coordinator.quota.jobs", flag: "quota-jobs", def: "100000", help: "most queued jobs (pending, waiting, stuck) of one group; a submission beyond is refused with code quota (0: unlimited)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaJobs }, 0, -1)},
 	{name: "coordinator.quota.submit-rate", flag: "quota-submit-rate", def: "1000", help: "submissions per second of one group through one coordinator; beyond, refused with code quota (0: unlimited)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitRate }, 0, -1)},
