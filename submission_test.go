@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,45 @@ func TestRunInBecomesRunAt(t *testing.T) {
 	s = fairway.Submission{Group: "g", Task: "t", Pending: true}
 	require.NoError(t, s.Normalize("", "", 100, 0))
 	require.True(t, s.Held())
+}
+
+func TestArgsNumberOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		ok   bool
+	}{
+		{`{"x":1e1000000}`, false},
+		{`{"x":1e131071}`, true},
+		{`{"x":1e131072}`, false},
+		{`{"x":-1E+131072}`, false},
+		{`{"x":1e-16383}`, true},
+		{`{"x":1e-16384}`, false},
+		{`{"x":0e99999999}`, true},
+		{`{"x":0e9999999999}`, false},
+		{`{"x":12345678901234567890.5}`, true},
+		{`{"s":"1e1000000","y":[1,2,{"z":1e1000000}]}`, false},
+	} {
+		sub := fairway.Submission{Args: json.RawMessage(tc.args)}
+		err := sub.Normalize("g", "t", 1<<20, 1)
+		if tc.ok {
+			require.NoError(t, err, tc.args)
+			continue
+		}
+		require.ErrorIs(t, err, fairway.ErrInvalid, tc.args)
+		require.Contains(t, err.Error(), "number out of range", tc.args)
+	}
+	sub := fairway.Submission{Args: json.RawMessage(`{"a":{"b":[0,1e1000000]}}`)}
+	require.EqualError(t, sub.Normalize("g", "t", 1<<20, 1), "args: args.a.b[1] "+`is a number out of range (PostgreSQL stores at most 131072 digits before the decimal point and 16383 after it)`)
+}
+
+func TestTruncate(t *testing.T) {
+	require.Equal(t, "abc", fairway.TruncateRunes("abc", 128))
+	long := strings.Repeat("é", 300)
+	got := fairway.TruncateRunes(long, 128)
+	require.Equal(t, 128, utf8.RuneCountInString(got))
+	require.True(t, strings.HasSuffix(got, "[truncated]"))
+	got = fairway.TruncateBytes(strings.Repeat("é\x00", 5000), fairway.MaxErrorTextSize)
+	require.LessOrEqual(t, len(got), fairway.MaxErrorTextSize)
+	require.True(t, utf8.ValidString(got))
+	require.NotContains(t, got, "\x00")
 }

@@ -45,10 +45,90 @@ func CheckJSONText(data []byte) error {
 // checkJSONText is CheckJSONText for a document found at path root ("" for
 // a whole body).
 func checkJSONText(data []byte, root string) *Error {
-	if badRawText(data) == "" {
+	if badRawText(data) == "" && !hasBadNumber(data) {
 		return nil
 	}
 	return findBadText(data, root)
+}
+
+// PostgreSQL's numeric type, which jsonb stores numbers in, holds at most
+// 131072 digits before the decimal point and 16383 after it; a JSON number
+// beyond that (1e1000000, say) makes it refuse the whole statement.
+const (
+	maxNumericIntDigits  = 131072
+	maxNumericFracDigits = 16383
+)
+
+// numberProblem is the text of the error about a JSON number PostgreSQL
+// cannot store.
+const numberProblem = "is a number out of range (PostgreSQL stores at most 131072 digits before the decimal point and 16383 after it)"
+
+// hasBadNumber says whether raw JSON holds a number, outside strings, that
+// PostgreSQL's numeric type cannot hold. One pass over the bytes; numbers
+// of fewer than 6 characters are always fine.
+func hasBadNumber(data []byte) bool {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		b := data[i]
+		if inString {
+			switch b {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		if b == '"' {
+			inString = true
+			continue
+		}
+		if b != '-' && (b < '0' || b > '9') {
+			continue
+		}
+		j := i
+		for j < len(data) && (data[j] >= '0' && data[j] <= '9' || strings.IndexByte("+-.eE", data[j]) >= 0) {
+			j++
+		}
+		if j-i > 5 && !numberFits(data[i:j]) {
+			return true
+		}
+		i = j - 1
+	}
+	return false
+}
+
+// numberFits says whether PostgreSQL's numeric type holds the JSON number
+// lit: its leading digit at most 131071 places before the decimal point,
+// its scale (digits after the point, as written) at most 16383.
+func numberFits(lit []byte) bool {
+	s := strings.TrimPrefix(string(lit), "-")
+	mant, exp, hasExp := strings.Cut(s, "e")
+	if !hasExp {
+		mant, exp, hasExp = strings.Cut(s, "E")
+	}
+	e := int64(0)
+	if hasExp {
+		n, err := strconv.ParseInt(strings.TrimPrefix(exp, "+"), 10, 64)
+		if err != nil || n >= 1<<30 || n <= -(1<<30) {
+			return false // PostgreSQL refuses such exponents whatever the digits
+		}
+		e = n
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if max(int64(len(frac))-e, 0) > maxNumericFracDigits {
+		return false
+	}
+	// The place of the leading non-zero digit: 0 for units, -1 for tenths.
+	lead := int64(0)
+	if k := strings.IndexFunc(intPart, func(r rune) bool { return r != '0' }); k >= 0 {
+		lead = int64(len(intPart)-k-1) + e
+	} else if k := strings.IndexFunc(frac, func(r rune) bool { return r != '0' }); k >= 0 {
+		lead = -int64(k+1) + e
+	} else {
+		return true // zero
+	}
+	return lead < maxNumericIntDigits
 }
 
 // badRawText says what is wrong with raw JSON text: "" when nothing is.
@@ -196,9 +276,14 @@ func findBadText(data []byte, root string) *Error {
 			done()
 			continue
 		}
-		if _, ok := tok.(string); ok {
+		switch tok := tok.(type) {
+		case string:
 			if problem := badRawText(raw); problem != "" {
 				return fail(path(), problem)
+			}
+		case json.Number:
+			if !numberFits([]byte(tok)) {
+				return fail(path(), numberProblem)
 			}
 		}
 		done()
@@ -206,7 +291,7 @@ func findBadText(data []byte, root string) *Error {
 	// Not found (the document is not valid JSON past some point): name the
 	// root at least.
 	stack = nil
-	return fail(cmp.Or(root, "the body"), badRawText(data))
+	return fail(cmp.Or(root, "the body"), cmp.Or(badRawText(data), "has a number out of range"))
 }
 
 // plainKey matches the object keys shown as .key in a path.
@@ -256,4 +341,44 @@ func cleanValue(v any) any {
 		return clean
 	}
 	return v
+}
+
+// MaxErrorTextSize caps the error text an event or a rejection carries
+// (4 KiB); longer text is cut, with a marker saying so.
+const MaxErrorTextSize = 4 << 10
+
+// truncatedMarker ends text that TruncateBytes or TruncateRunes cut.
+const truncatedMarker = "…[truncated]"
+
+// TruncateBytes returns s cut to at most max bytes (on a character
+// boundary), the cut marked, with NUL characters and bytes that are not
+// UTF-8 replaced as CleanText does: for untrusted text that goes into an
+// event, a rejection or a log line.
+func TruncateBytes(s string, limit int) string {
+	s = CleanText(s)
+	if len(s) <= limit {
+		return s
+	}
+	cut := max(limit-len(truncatedMarker), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + truncatedMarker
+}
+
+// TruncateRunes is TruncateBytes counting characters rather than bytes
+// (job ids, group and task names).
+func TruncateRunes(s string, limit int) string {
+	s = CleanText(s)
+	if utf8.RuneCountInString(s) <= limit {
+		return s
+	}
+	keep, n := max(limit-utf8.RuneCountInString(truncatedMarker), 0), 0
+	for i := range s {
+		if n == keep {
+			return s[:i] + truncatedMarker
+		}
+		n++
+	}
+	return s
 }

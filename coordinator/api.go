@@ -309,6 +309,9 @@ func (c *Coordinator) replyError(subject string, err error) *fairway.Error {
 // get a rejected event, as on the asynchronous path.
 func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*fairway.Job, error) {
 	sub, err := c.validate(ctx, group, "", data, time.Now(), nil)
+	if err == nil {
+		err = c.admitOne(ctx, sub)
+	}
 	if err != nil {
 		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
 		if ierr == nil {

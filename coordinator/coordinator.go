@@ -37,6 +37,7 @@ const (
 	APIGroupWorkersDefault  = 1
 	APIQueueDefault         = 1024
 	APIRateDefault          = 100
+	DeadLetterAfterDefault  = 5
 	queueGroup              = "fairway-coordinators"
 )
 
@@ -85,6 +86,20 @@ type Config struct {
 	APIBurst int
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
+	// QuotaJobs caps each group's queued jobs (pending, waiting, stuck: not
+	// final and not held by an executor): a submission beyond it is refused
+	// with code quota. Defaults to 100,000; negative is unlimited.
+	QuotaJobs int
+	// QuotaSubmitRate caps each group's submissions per second through
+	// this coordinator (a token bucket of QuotaSubmitBurst). Defaults to
+	// 1,000; negative is unlimited.
+	QuotaSubmitRate float64
+	// QuotaSubmitBurst is the size of that bucket. Defaults to 5,000.
+	QuotaSubmitBurst int
+	// DeadLetterAfter is how many deliveries a submission or report that
+	// PostgreSQL refuses gets before it goes to the dead-letter stream.
+	// Defaults to 5.
+	DeadLetterAfter int
 	// Logger receives the coordinator's logs. Defaults to discard.
 	Logger *slog.Logger
 	// Clock tells the time periodic tasks are fired at. Defaults to
@@ -110,6 +125,10 @@ func (c Config) withDefaults() Config {
 	c.APIQueue = cmp.Or(c.APIQueue, APIQueueDefault)
 	c.APIRate = cmp.Or(c.APIRate, APIRateDefault)
 	c.APIBurst = cmp.Or(c.APIBurst, int(math.Ceil(2*c.APIRate)))
+	c.QuotaJobs = cmp.Or(c.QuotaJobs, QuotaJobsDefault)
+	c.QuotaSubmitRate = cmp.Or(c.QuotaSubmitRate, QuotaSubmitRateDefault)
+	c.QuotaSubmitBurst = cmp.Or(c.QuotaSubmitBurst, QuotaSubmitBurstDefault)
+	c.DeadLetterAfter = cmp.Or(c.DeadLetterAfter, DeadLetterAfterDefault)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -165,6 +184,8 @@ type Coordinator struct {
 	tasks        *taskCache
 	apiRate      *rateLimiter
 	apiHook      atomic.Pointer[func(group, verb string)] // tests: runs before each API request
+	quotas       *quotas
+	splits       atomic.Int64 // batches split in halves to find a poison
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -194,6 +215,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		parking:      newParking(),
 		tasks:        &taskCache{store: st, log: cfg.Logger},
 		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
+		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
 	}, nil
 }
 
@@ -204,6 +226,16 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	defer c.mu.Unlock()
 	if c.cancel != nil {
 		return errors.New("coordinator already started")
+	}
+	// A submission may be max-args-size plus 64 KiB for its other fields:
+	// args that cannot fit in a message at all are a configuration error;
+	// args that fit without the rest only limit what a client can send.
+	if need := c.cfg.MaxArgsSize + 64<<10; c.cfg.MaxArgsSize > c.nc.MaxPayload() {
+		return fmt.Errorf("coordinator.max-args-size %d bytes does not fit in the NATS server's max_payload of %d bytes: set max_payload to at least %d in the NATS server's configuration (e.g. max_payload: 8MB), or lower coordinator.max-args-size",
+			c.cfg.MaxArgsSize, c.nc.MaxPayload(), need)
+	} else if need > c.nc.MaxPayload() {
+		c.log.Warn("a submission with args of coordinator.max-args-size would not fit in the NATS server's max_payload; set max_payload to at least the size needed (e.g. max_payload: 8MB)",
+			"max_args_size", c.cfg.MaxArgsSize, "max_payload", c.nc.MaxPayload(), "needed", need)
 	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err

@@ -18,3 +18,7 @@ func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.inge
 // "" on the operator API, and its verb) on its worker before it is
 // answered; tests use it to hold requests in flight.
 func (c *Coordinator) SetAPIHook(hook func(group, verb string)) { c.apiHook.Store(&hook) }
+
+// Splits says how many batches of submissions were split in halves to find
+// one that PostgreSQL refuses (the per-row fallback's successor).
+func (c *Coordinator) Splits() int64 { return c.splits.Load() }

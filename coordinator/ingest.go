@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -69,20 +70,68 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size int
 	return nil
 }
 
+// ingestItem is one submission message of a batch: valid (sub) or
+// rejected (rej).
+type ingestItem struct {
+	msg jetstream.Msg
+	sub *fairway.Submission
+	rej *store.Rejection
+}
+
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	received := time.Now() // every message of the batch arrived before
-	subs := make([]fairway.Submission, 0, len(msgs))
-	var rejections []store.Rejection
-	for _, msg := range msgs {
+	items := make([]ingestItem, len(msgs))
+	var valid []fairway.Submission
+	var validAt []int
+	for i, msg := range msgs {
+		items[i].msg = msg
 		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
 		// A body without an id gets the same one on every redelivery: the
 		// store then keeps one job, whatever the redeliveries.
 		sub, err := c.validate(ctx, group, task, msg.Data(), received, func() string { return messageID(msg) })
 		if err != nil {
-			rejections = append(rejections, rejection(sub, group, task, err))
+			r := rejection(sub, group, task, err)
+			items[i].rej = &r
 			continue
 		}
-		subs = append(subs, sub)
+		valid, validAt = append(valid, sub), append(validAt, i)
+	}
+	if len(valid) > 0 {
+		refusals, err := c.admit(ctx, valid)
+		if err != nil {
+			c.retryLater(ctx, msgs, err)
+			return
+		}
+		for k, i := range validAt {
+			if refusals[k] != nil {
+				r := rejection(valid[k], valid[k].Group, valid[k].Task, refusals[k])
+				items[i].rej = &r
+			} else {
+				items[i].sub = &valid[k]
+			}
+		}
+	}
+	c.storeSubmissions(ctx, items)
+}
+
+// storeSubmissions stores a batch in one statement. A batch PostgreSQL
+// refuses costs one more, checked, statement in the store, which stores all
+// but the args it cannot store; should that be refused too (for a reason
+// it does not check), the batch is split in halves, so that a poison costs
+// a number of statements logarithmic in the batch, never one per row, and
+// a submission refused on its own is dead-lettered after DeadLetterAfter
+// deliveries.
+func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) {
+	var subs []fairway.Submission
+	var rejections []store.Rejection
+	msgs := make([]jetstream.Msg, len(items))
+	for i, it := range items {
+		msgs[i] = it.msg
+		if it.sub != nil {
+			subs = append(subs, *it.sub)
+		} else {
+			rejections = append(rejections, *it.rej)
+		}
 	}
 	res, err := c.store.InsertJobs(ctx, subs, rejections)
 	switch {
@@ -90,30 +139,34 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
 		c.retryLater(ctx, msgs, err)
 		return
-	case len(msgs) > 1:
-		// One value PostgreSQL refuses (say, a \u0000 in args) must not hold
-		// up the others: store them one at a time.
-		c.log.Warn("storing a batch of submissions failed; storing them one at a time", "error", err, "batch", len(msgs))
-		for _, msg := range msgs {
-			c.ingest(ctx, []jetstream.Msg{msg})
-		}
+	case len(items) > 1:
+		c.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
+		c.splits.Add(1)
+		half := len(items) / 2
+		c.storeSubmissions(ctx, items[:half])
+		c.storeSubmissions(ctx, items[half:])
 		return
 	default:
-		group, task, _ := c.subjects.ParseSubmit(msgs[0].Subject())
+		it := items[0]
+		group, task, _ := c.subjects.ParseSubmit(it.msg.Subject())
 		var sub fairway.Submission
-		if len(subs) == 1 {
-			sub = subs[0]
+		if it.sub != nil {
+			sub = *it.sub
+		} else {
+			sub.ID = it.rej.JobID
 		}
-		subs, res = nil, nil
 		// PostgreSQL's text stays in the log, under the id the event names.
 		id := fairway.NewID()
-		c.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", sub.ID, "group", group, "task", task, "error", err)
-		refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
-		rejections = []store.Rejection{rejection(sub, group, task, refused)}
-		if _, err := c.store.InsertJobs(ctx, nil, rejections); err != nil {
-			c.retryLater(ctx, msgs, err)
-			return
-		}
+		c.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", fairway.TruncateRunes(sub.ID, fairway.MaxIDLength),
+			"group", group, "task", task, "error", err)
+		c.refused(ctx, events.DeadSubmit, it.msg, "PostgreSQL refused the submission; request id "+id, func() {
+			refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
+			if _, err := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
+				c.log.Warn("recording the rejection of a dead-lettered submission", "error", err)
+			}
+			c.kickOutbox()
+		})
+		return
 	}
 	for _, msg := range msgs {
 		if err := msg.Ack(); err != nil {
@@ -124,10 +177,13 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	for i, r := range res {
 		if r.Created {
 			added = append(added, subs[i])
+		} else if r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
+			c.log.Info("submission rejected", "job_id", r.ID, "group", subs[i].Group, "task", subs[i].Task, "error", r.Err)
 		}
 	}
 	for _, r := range rejections {
-		c.log.Info("submission rejected", "job_id", r.JobID, "group", r.Group, "task", r.Task, "error", r.Err)
+		c.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
+			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
 	c.kickOutbox()
 	c.jobsAdded(added...)

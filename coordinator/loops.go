@@ -4,10 +4,12 @@ import (
 	"container/heap"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
@@ -51,29 +53,47 @@ func (c *Coordinator) publishLoop(ctx context.Context) {
 // publishEvents publishes asynchronously and waits for every ack. Each
 // message carries the event id as Nats-Msg-Id, so a retry after a partial
 // failure does not duplicate within JetStream's window.
+//
+// What a tenant or an executor sent is capped in an event (ids, names and
+// error text, see eventMessage), so an event is a few KiB at most. One that
+// JetStream still refuses on its own (larger than max_payload or the
+// stream's message size, say) must not wedge the outbox for every tenant:
+// it goes to the dead-letter stream, with a warning, and counts as
+// published.
 func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) error {
-	futures := make([]jetstream.PubAckFuture, 0, len(evs))
-	for _, e := range evs {
-		data, err := json.Marshal(events.Event{
-			ID: e.ID, JobID: e.JobID, Task: e.Task, Group: e.Group, State: e.State, PreviousState: e.PreviousState,
-			Attempt: e.Attempt, Error: e.Error, Code: e.Code, Field: e.Field, Executor: e.Worker, Periodic: e.Periodic, Time: e.Time,
-		})
+	futures := make([]jetstream.PubAckFuture, len(evs))
+	msgs := make([]*nats.Msg, len(evs))
+	for i, e := range evs {
+		msg, err := c.eventMessage(e)
 		if err != nil {
 			return err
 		}
-		msg := &nats.Msg{Subject: c.subjects.Event(e.Group, e.Task, e.State), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {e.ID}}}
+		msgs[i] = msg
 		f, err := c.js.PublishMsgAsync(msg)
+		if errors.Is(err, nats.ErrMaxPayload) {
+			c.deadEvent(ctx, e, msg, err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("publishing event %s: %w", e.ID, err)
 		}
-		futures = append(futures, f)
+		futures[i] = f
 	}
 	timeout := time.NewTimer(10 * time.Second)
 	defer timeout.Stop()
-	for _, f := range futures {
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) {
+				// JetStream refused this message: it would refuse it again.
+				c.deadEvent(ctx, evs[i], msgs[i], err)
+				continue
+			}
 			return fmt.Errorf("publishing event: %w", err)
 		case <-timeout.C:
 			return fmt.Errorf("publishing %d events: no ack from JetStream within 10s", len(evs))
@@ -82,6 +102,31 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 		}
 	}
 	return nil
+}
+
+// eventMessage encodes an outbox event, its untrusted fields capped.
+func (c *Coordinator) eventMessage(e store.Event) (*nats.Msg, error) {
+	name := func(s string) string { return fairway.TruncateRunes(s, fairway.MaxNameLength) }
+	data, err := json.Marshal(events.Event{
+		ID: e.ID, JobID: fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), Task: name(e.Task), Group: name(e.Group),
+		State: e.State, PreviousState: e.PreviousState, Attempt: e.Attempt,
+		Error: fairway.TruncateBytes(e.Error, fairway.MaxErrorTextSize), Code: e.Code, Field: name(e.Field),
+		Executor: name(e.Worker), Periodic: name(e.Periodic), Time: e.Time,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: c.subjects.Event(e.Group, e.Task, e.State), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {e.ID}}}, nil
+}
+
+// deadEvent moves an event JetStream refuses to the dead-letter stream.
+// Should that fail too, the event is dropped: the outbox must flow.
+func (c *Coordinator) deadEvent(ctx context.Context, e store.Event, msg *nats.Msg, cause error) {
+	dm := events.DeadLetterMsg(c.subjects, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data, c.nc.MaxPayload())
+	_, err := c.js.PublishMsg(ctx, dm)
+	c.log.Warn("an event JetStream refuses was moved to the dead-letter stream and removed from the outbox",
+		"event_id", e.ID, "job_id", fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),
+		"error", cause, "dead_letter_error", err)
 }
 
 // sweepLoop recovers the jobs of executors that died or lost their

@@ -24,24 +24,32 @@ func (c *Coordinator) startResults(ctx context.Context) error {
 }
 
 // applyReports applies a batch in report order per job: starts, then
-// progress and logs, then outcomes.
+// progress and logs, then outcomes. A message that cannot be decoded is
+// dead-lettered at once; one whose outcome PostgreSQL refuses does not hold
+// up the others (see complete) and is dead-lettered after DeadLetterAfter
+// deliveries.
 func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	var started []store.Attempt
 	var progress []store.Progress
 	var logs []store.AttemptLog
 	var outcomes []store.Outcome
+	var outcomeMsg []int // the message of each outcome
 	var reports []events.Report
-	for _, msg := range msgs {
+	var reportMsg []int
+	dead := make([]bool, len(msgs))
+	for i, msg := range msgs {
 		batch, err := events.DecodeReports(msg.Data())
 		if err != nil {
-			c.log.Warn("dropping an undecodable executor report", "subject", msg.Subject(), "error", err)
+			c.deadLetter(ctx, events.DeadReport, msg, "undecodable executor report: "+err.Error())
+			dead[i] = true
 			continue
 		}
 		// The subject is the executor's identity: in operator mode its
 		// credential publishes under its own app-id only.
 		appID, ok := c.subjects.ParseResults(msg.Subject())
 		if !ok {
-			c.log.Warn("dropping executor reports on a malformed subject", "subject", msg.Subject())
+			c.deadLetter(ctx, events.DeadReport, msg, "executor reports on a malformed subject")
+			dead[i] = true
 			continue
 		}
 		for _, r := range batch {
@@ -52,6 +60,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			r.Executor = appID
 			reports = append(reports, r)
+			reportMsg = append(reportMsg, i)
 		}
 	}
 	// A start reported in the same batch as its end is recorded with the
@@ -72,7 +81,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			ended[a] = true
 		}
 	}
-	for _, r := range reports {
+	for k, r := range reports {
 		a := attempt(r)
 		switch r.Type {
 		case events.ReportStarted:
@@ -90,17 +99,34 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 				o.StartedAt = &t
 			}
 			outcomes = append(outcomes, o)
+			outcomeMsg = append(outcomeMsg, reportMsg[k])
 		default:
 			c.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}
 	}
-	applied, err := c.applyReportParts(ctx, started, progress, logs, outcomes)
+	applied, refused, err := c.applyReportParts(ctx, started, progress, logs, outcomes)
 	if err != nil {
-		c.retryLater(ctx, msgs, err)
+		var live []jetstream.Msg
+		for i, msg := range msgs {
+			if !dead[i] {
+				live = append(live, msg)
+			}
+		}
+		c.retryLater(ctx, live, err)
 		return
 	}
-	for _, msg := range msgs {
-		_ = msg.Ack()
+	reasons := map[int]string{}
+	for k, reason := range refused {
+		reasons[outcomeMsg[k]] = reason
+	}
+	for i, msg := range msgs {
+		switch {
+		case dead[i]:
+		case reasons[i] != "":
+			c.refused(ctx, events.DeadReport, msg, reasons[i], nil)
+		default:
+			_ = msg.Ack()
+		}
 	}
 	if len(started) > 0 {
 		c.kickOutbox()
@@ -108,24 +134,89 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	c.afterChange(applied)
 }
 
-func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, error) {
+// applyReportParts applies the parts of a batch of reports. refused maps
+// the index of each outcome PostgreSQL refuses on its own to the reason;
+// the others are applied.
+func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
 	if err := c.store.MarkRunning(ctx, started); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.store.SetProgress(ctx, progress); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := c.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
-		return nil, err
+		return nil, nil, err
 	} else if err != nil {
 		c.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 	}
+	applied, refused, err := c.complete(ctx, outcomes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := len(outcomes) - len(applied) - len(refused); n > 0 {
+		c.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
+	}
+	return applied, refused, nil
+}
+
+// complete applies outcomes in one statement. When PostgreSQL refuses the
+// batch, one statement finds the results it cannot store, and the rest are
+// applied: the poison costs one extra round trip. Should the rest be
+// refused too, it is split in halves until the outcomes refused on their
+// own are found (a number of statements logarithmic in the batch).
+func (c *Coordinator) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
 	applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
+	if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
+		return applied, nil, err
+	}
+	c.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
+	results := make([][]byte, len(outcomes))
+	for i, o := range outcomes {
+		results[i] = o.Result
+	}
+	bad, err := c.store.UnstorableJSON(ctx, results)
+	if err != nil {
+		return nil, nil, err
+	}
+	refused := map[int]string{}
+	isBad := map[int]bool{}
+	for _, i := range bad {
+		refused[i] = "PostgreSQL cannot store the result of job " + fairway.TruncateRunes(outcomes[i].JobID, fairway.MaxIDLength)
+		isBad[i] = true
+	}
+	var rest []store.Outcome
+	var restAt []int
+	for i, o := range outcomes {
+		if !isBad[i] {
+			rest, restAt = append(rest, o), append(restAt, i)
+		}
+	}
+	applied, err = c.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
+	return applied, refused, err
+}
+
+// completeSplit applies outcomes (at[i] is the batch index of outcomes[i]);
+// those PostgreSQL refuses on their own are added to refused. knownBad
+// says that the whole of outcomes was refused already.
+func (c *Coordinator) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool) ([]store.Applied, error) {
+	if len(outcomes) == 0 {
+		return nil, nil
+	}
+	if !knownBad {
+		applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
+		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
+			return applied, err
+		}
+		if len(outcomes) == 1 {
+			refused[at[0]] = "PostgreSQL refused the outcome: " + fairway.TruncateBytes(err.Error(), fairway.MaxErrorTextSize)
+			return nil, nil
+		}
+	}
+	half := len(outcomes) / 2
+	applied, err := c.completeSplit(ctx, outcomes[:half], at[:half], refused, false)
 	if err != nil {
 		return nil, err
 	}
-	if n := len(outcomes) - len(applied); n > 0 {
-		c.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
-	}
-	return applied, nil
+	more, err := c.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
+	return append(applied, more...), err
 }

@@ -20,6 +20,47 @@ type StreamOptions struct {
 	// MaxMsgSize caps one message. Defaults to 8 MiB, which leaves room for
 	// 1 MiB of args and the rest of a submission.
 	MaxMsgSize int32
+	// SubmitMaxBytes and SubmitMaxMsgs cap the submissions waiting to be
+	// ingested. When full, JetStream refuses new ones (discard new): the
+	// publisher gets an error rather than a submission silently lost.
+	// Default to 1 GiB and 10,000,000; negative means unlimited.
+	SubmitMaxBytes int64
+	SubmitMaxMsgs  int64
+	// ResultMaxBytes caps the executor reports waiting to be applied; when
+	// full, an executor's report is refused (discard new) and it keeps it
+	// to send again. Defaults to 1 GiB; negative means unlimited.
+	ResultMaxBytes int64
+	// EventMaxBytes caps the lifecycle events kept for replay besides
+	// EventMaxAge; when full, the oldest go (discard old). Defaults to
+	// 4 GiB; negative means unlimited.
+	EventMaxBytes int64
+	// DeadMaxBytes and DeadMaxAge cap the dead-letter stream; when full,
+	// the oldest dead letters go (discard old). Default to 256 MiB and 30
+	// days; negative DeadMaxBytes means unlimited.
+	DeadMaxBytes int64
+	DeadMaxAge   time.Duration
+}
+
+// Defaults of the stream limits (StreamOptions).
+const (
+	SubmitMaxBytesDefault = 1 << 30
+	SubmitMaxMsgsDefault  = 10_000_000
+	ResultMaxBytesDefault = 1 << 30
+	EventMaxBytesDefault  = 4 << 30
+	DeadMaxBytesDefault   = 256 << 20
+	DeadMaxAgeDefault     = 30 * 24 * time.Hour
+)
+
+// limit turns a StreamOptions limit into JetStream's: 0 is def, negative
+// is unlimited (-1).
+func limit(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return -1
+	}
+	return v
 }
 
 // EventMaxAgeDefault is the default retention of lifecycle events.
@@ -38,7 +79,8 @@ const MaxMsgSizeDefault = 8 << 20
 // sequence).
 const SubmitDuplicateWindow = 100 * time.Millisecond
 
-// EnsureStreams creates or updates the submit, events and results streams.
+// EnsureStreams creates or updates the submit, events, results and
+// dead-letter streams.
 // Coordinators call it at start; it is idempotent. A stream that exists with
 // other settings, a replica count included, is updated to these.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts StreamOptions) error {
@@ -51,6 +93,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 	if maxAge == 0 {
 		maxAge = EventMaxAgeDefault
 	}
+	deadAge := opts.DeadMaxAge
+	if deadAge == 0 {
+		deadAge = DeadMaxAgeDefault
+	}
 	configs := []jetstream.StreamConfig{
 		{
 			Name:        s.SubmitStream(),
@@ -61,6 +107,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Replicas:    replicas,
 			MaxMsgSize:  maxMsg,
 			Duplicates:  SubmitDuplicateWindow,
+			MaxBytes:    limit(opts.SubmitMaxBytes, SubmitMaxBytesDefault),
+			MaxMsgs:     limit(opts.SubmitMaxMsgs, SubmitMaxMsgsDefault),
+			Discard:     jetstream.DiscardNew,
 		},
 		{
 			Name:        s.EventStream(),
@@ -71,6 +120,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Replicas:    replicas,
 			MaxAge:      maxAge,
 			Duplicates:  2 * time.Minute,
+			MaxBytes:    limit(opts.EventMaxBytes, EventMaxBytesDefault),
+			Discard:     jetstream.DiscardOld,
 		},
 		{
 			Name:        s.ResultStream(),
@@ -80,6 +131,19 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 			MaxMsgSize:  maxMsg,
+			MaxBytes:    limit(opts.ResultMaxBytes, ResultMaxBytesDefault),
+			Discard:     jetstream.DiscardNew,
+		},
+		{
+			Name:        s.DeadStream(),
+			Description: "Fairway dead letters: messages that could never be applied",
+			Subjects:    []string{s.DeadAll()},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			MaxAge:      deadAge,
+			MaxBytes:    limit(opts.DeadMaxBytes, DeadMaxBytesDefault),
+			Discard:     jetstream.DiscardOld,
 		},
 	}
 	for _, cfg := range configs {

@@ -96,3 +96,43 @@ func TestEnsureStreamsRefusesReplicasOnOneServer(t *testing.T) {
 	err = events.EnsureStreams(t.Context(), js, events.NewSubjects("fairway"), events.StreamOptions{Replicas: 3})
 	require.ErrorContains(t, err, "a single NATS server keeps 1 replica")
 }
+
+// TestStreamLimits: every stream has size limits; the work queues refuse
+// new messages when full (the publisher gets an error, nothing is lost
+// silently), the events and dead letters drop their oldest.
+func TestStreamLimits(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	subjects := events.NewSubjects("fairway")
+	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
+	want := map[string]struct {
+		bytes   int64
+		discard jetstream.DiscardPolicy
+	}{
+		subjects.SubmitStream(): {events.SubmitMaxBytesDefault, jetstream.DiscardNew},
+		subjects.ResultStream(): {events.ResultMaxBytesDefault, jetstream.DiscardNew},
+		subjects.EventStream():  {events.EventMaxBytesDefault, jetstream.DiscardOld},
+		subjects.DeadStream():   {events.DeadMaxBytesDefault, jetstream.DiscardOld},
+	}
+	for name, w := range want {
+		s, err := js.Stream(t.Context(), name)
+		require.NoError(t, err)
+		cfg := s.CachedInfo().Config
+		require.Equal(t, w.bytes, cfg.MaxBytes, name)
+		require.Equal(t, w.discard, cfg.Discard, name)
+	}
+	dead, err := js.Stream(t.Context(), subjects.DeadStream())
+	require.NoError(t, err)
+	require.Equal(t, events.DeadMaxAgeDefault, dead.CachedInfo().Config.MaxAge)
+
+	// A full submit stream refuses the next submission.
+	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{SubmitMaxMsgs: 2}))
+	for range 2 {
+		_, err := js.Publish(t.Context(), subjects.Submit("acme", "echo"), []byte(`{}`))
+		require.NoError(t, err)
+	}
+	_, err = js.Publish(t.Context(), subjects.Submit("acme", "echo"), []byte(`{}`))
+	require.ErrorContains(t, err, "maximum messages exceeded")
+}

@@ -167,6 +167,16 @@ func (s Subjects) EventStream() string { return s.streamName("EVENTS") }
 // ResultStream is the name of the JetStream stream holding executor reports.
 func (s Subjects) ResultStream() string { return s.streamName("RESULTS") }
 
+// DeadStream is the name of the JetStream stream holding dead letters.
+func (s Subjects) DeadStream() string { return s.streamName("DEAD") }
+
+// Dead is the subject of a dead letter of kind (DeadSubmit, DeadReport,
+// DeadEvent).
+func (s Subjects) Dead(kind string) string { return s.join("dead", kind) }
+
+// DeadAll matches every dead letter.
+func (s Subjects) DeadAll() string { return s.join("dead", ">") }
+
 func (s Subjects) streamName(kind string) string {
 	return strings.ToUpper(s.Prefix) + "_" + kind
 }

@@ -124,3 +124,17 @@ func sqlLiteral(t testing.TB, v any) string {
 	t.Fatalf("sqlLiteral: unexpected %T", v)
 	return ""
 }
+
+// ExplainCountQueued returns the plan of the count of CountQueuedJobs.
+func (s *Store) ExplainCountQueued(t testing.TB, group string) string {
+	rows, err := s.pool.Query(t.Context(), "EXPLAIN "+countQueuedSQL, []string{group}, 1000)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}

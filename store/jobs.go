@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	_ "embed"
@@ -9,13 +10,22 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed sql/insert_jobs.sql
 var insertJobsSQL string
+
+//go:embed sql/insert_jobs_checked.sql
+var insertJobsCheckedSQL string
+
+// unstorableArgs is the message of the rejection of a submission whose
+// args PostgreSQL refused although they passed validation.
+const unstorableArgs = "PostgreSQL cannot store these args (a value it refuses); the rest of the batch was stored"
 
 // Rejection is a submission that failed validation: it gets a rejected
 // event and no job row.
@@ -35,8 +45,11 @@ type Inserted struct {
 	// groups are no concern: each group has ids of its own.
 	Created bool
 	// Err is set when the submission was refused (a tracker held by another
-	// job of the group); a rejected event was written for it.
+	// job of the group, or args PostgreSQL cannot store); a rejected event
+	// was written for it.
 	Err *fairway.Error
+	// recorded: the rejected event of Err is written already.
+	recorded bool
 }
 
 // InsertJobs stores normalized submissions with their events, and writes
@@ -44,19 +57,30 @@ type Inserted struct {
 // in order. The common case is one statement; submissions that were not
 // created (a duplicate id, or a tracker held by another job) cost a
 // follow-up query, and a refusal its rejected event.
+//
+// A batch that PostgreSQL refuses for a value it cannot store (a data
+// exception) is sent once more with each args checked: the submissions
+// whose args it cannot store are refused (invalid, field args) with their
+// rejected event in that same statement, and the others are stored. The
+// poison costs one extra round trip, never a statement per row. Insertions
+// reports how often that happened.
 func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
-	out, err := insertJobs(ctx, s.pool, subs, rejections)
+	out, err := insertJobs(ctx, s.pool, subs, rejections, false)
+	if isDataException(err) && len(subs) > 0 {
+		s.checkedInserts.Add(1)
+		out, err = insertJobs(ctx, s.pool, subs, rejections, true)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
 	}
 	var refused []Rejection
 	for i, r := range out {
-		if r.Err != nil {
+		if r.Err != nil && !r.recorded {
 			refused = append(refused, Rejection{JobID: subs[i].ID, Group: subs[i].Group, Task: subs[i].Task, Err: r.Err})
 		}
 	}
 	if len(refused) > 0 {
-		if _, err := insertJobs(ctx, s.pool, nil, refused); err != nil {
+		if _, err := insertJobs(ctx, s.pool, nil, refused, false); err != nil {
 			return nil, fmt.Errorf("recording %d refused jobs: %w", len(refused), interpretError(err))
 		}
 	}
@@ -68,7 +92,19 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
+// CheckedInserts says how many batches InsertJobs has sent again with each
+// args checked, since the store was opened.
+func (s *Store) CheckedInserts() int64 { return s.checkedInserts.Load() }
+
+// isDataException says whether PostgreSQL refused a value (SQLSTATE class
+// 22: a number out of range, text it cannot store).
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+}
+
+// insertJobs runs insert_jobs.sql, or with checked insert_jobs_checked.sql.
+func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection, checked bool) ([]Inserted, error) {
 	out := make([]Inserted, len(subs))
 	// Insert in key order, so that concurrent inserts of overlapping batches
 	// take their locks in the same order and cannot deadlock.
@@ -103,17 +139,49 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	m := len(rejections)
 	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
 	for i, r := range rejections {
-		rIDs[i], rGroups[i], rTasks[i] = r.JobID, r.Group, r.Task
-		rErrs[i], rCodes[i], rFields[i] = r.Err.Message, string(r.Err.Code), r.Err.Field
+		// What a tenant sent goes into the event capped and cleaned: a
+		// rejected id may be megabytes long or hold a NUL.
+		rIDs[i], rGroups[i], rTasks[i] = fairway.TruncateRunes(r.JobID, fairway.MaxIDLength),
+			fairway.TruncateRunes(r.Group, fairway.MaxNameLength), fairway.TruncateRunes(r.Task, fairway.MaxNameLength)
+		rErrs[i], rCodes[i], rFields[i] = fairway.TruncateBytes(r.Err.Message, fairway.MaxErrorTextSize), string(r.Err.Code), fairway.TruncateRunes(r.Err.Field, fairway.MaxNameLength)
 	}
-	rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-		rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers)
-	if err != nil {
-		return nil, err
-	}
-	created, err := collectRefs(rows)
-	if err != nil {
-		return nil, err
+	var created []fairway.JobRef
+	unstorable := map[fairway.JobRef]bool{}
+	if checked {
+		textArgs := make([]string, n)
+		for k := range args {
+			// Text PostgreSQL refuses as a parameter would fail the whole
+			// statement again: '' fails the check instead.
+			if utf8.Valid(args[k]) && bytes.IndexByte(args[k], 0) < 0 {
+				textArgs[k] = string(args[k])
+			}
+		}
+		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs)
+		if err != nil {
+			return nil, err
+		}
+		var ref fairway.JobRef
+		var ok bool
+		if _, err := pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &ok}, func() error {
+			if ok {
+				created = append(created, ref)
+			} else {
+				unstorable[ref] = true
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	} else {
+		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers)
+		if err != nil {
+			return nil, err
+		}
+		if created, err = collectRefs(rows); err != nil {
+			return nil, err
+		}
 	}
 	isCreated := make(map[fairway.JobRef]bool, len(created))
 	for _, ref := range created {
@@ -125,6 +193,10 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		ref := fairway.JobRef{Group: sub.Group, ID: sub.ID}
 		out[i] = Inserted{ID: sub.ID, Created: isCreated[ref]}
 		delete(isCreated, ref)
+		if unstorable[ref] {
+			out[i].Err, out[i].recorded = fairway.Invalid("args", unstorableArgs), true
+			continue
+		}
 		if !out[i].Created {
 			// A duplicate in the batch is found by its key below.
 			missingGroups, missingIDs = append(missingGroups, sub.Group), append(missingIDs, sub.ID)
@@ -139,7 +211,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	// A row not created either has an existing id in its group (a
 	// duplicate submit, fine) or a tracker held by a non-final job of its
 	// group (refused).
-	rows, err = tx.Query(ctx, `SELECT j.group_name, j.id FROM unnest($1::text[], $2::text[]) AS m (group_name, id)
+	rows, err := tx.Query(ctx, `SELECT j.group_name, j.id FROM unnest($1::text[], $2::text[]) AS m (group_name, id)
 		JOIN fairway_job j ON j.group_name = m.group_name AND j.id = m.id`, missingGroups, missingIDs)
 	if err != nil {
 		return nil, err
@@ -173,7 +245,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 	}
 	for i, sub := range subs {
-		if out[i].Created || existing[fairway.JobRef{Group: sub.Group, ID: sub.ID}] {
+		if out[i].Created || out[i].Err != nil || existing[fairway.JobRef{Group: sub.Group, ID: sub.ID}] {
 			continue
 		}
 		holder := holders[fairway.JobRef{Group: sub.Group, ID: sub.Tracker}]
@@ -404,4 +476,65 @@ func (s *Store) Analyze(ctx context.Context) error {
 		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
 	}
 	return nil
+}
+
+// countQueuedSQL counts a group's queued jobs, each state through its
+// partial index (fairway_job_eligible, fairway_job_pending) and capped at
+// $2, so that a group at its quota costs that many index entries, not all
+// its jobs.
+const countQueuedSQL = `SELECT g.group_name,
+       (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
+                               WHERE j.group_name = g.group_name AND j.state IN ('waiting', 'stuck') LIMIT $2) e)
+     + (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
+                               WHERE j.group_name = g.group_name AND j.state = 'pending' LIMIT $2) p)
+  FROM unnest($1::text[]) AS g (group_name)`
+
+// CountQueuedJobs returns the number of queued jobs (pending, waiting or
+// stuck: non-final and not held by an executor) of each of groups,
+// counting at most about limit per group. Groups without any are absent.
+// The jobs executors hold (scheduled, running) are not counted: they are
+// at most the executors' slots, and counting them by group would need an
+// index that every claim and completion pays for.
+func (s *Store) CountQueuedJobs(ctx context.Context, groups []string, limit int) (map[string]int, error) {
+	rows, err := s.pool.Query(ctx, countQueuedSQL, groups, limit)
+	if err != nil {
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
+	}
+	counts := make(map[string]int, len(groups))
+	var group string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&group, &n}, func() error {
+		if n > 0 {
+			counts[group] = n
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
+	}
+	return counts, nil
+}
+
+// UnstorableJSON returns the indexes of the documents PostgreSQL cannot
+// store as jsonb, checked in one statement: after a batch was refused, it
+// names the values at fault.
+func (s *Store) UnstorableJSON(ctx context.Context, docs [][]byte) ([]int, error) {
+	texts := make([]string, len(docs))
+	sendable := make([]bool, len(docs))
+	for i, d := range docs {
+		// Text PostgreSQL refuses as a parameter would fail the statement:
+		// such a document is unstorable without asking.
+		if utf8.Valid(d) && bytes.IndexByte(d, 0) < 0 {
+			texts[i], sendable[i] = string(d), true
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT d.ord - 1 FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS d (doc, sendable, ord)
+		WHERE NOT d.sendable OR (d.doc <> '' AND NOT fairway_jsonb_ok(d.doc))`, texts, sendable)
+	if err != nil {
+		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
+	}
+	return bad, nil
 }

@@ -157,7 +157,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 			if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
 				return err
 			}
-			res, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil)
+			res, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -27,6 +28,8 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// checkedInserts counts the batches InsertJobs sent again checked.
+	checkedInserts atomic.Int64
 }
 
 // Options configures Open.

@@ -276,7 +276,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	s.cleanup = append(s.cleanup, s.nc.Close)
-	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger}); err != nil {
+	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1}); err != nil {
 		return nil, err
 	}
 	if err := s.coord.Start(ctx); err != nil {

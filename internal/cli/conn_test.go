@@ -22,7 +22,7 @@ func TestEveryConnectingCommandTakesCredentials(t *testing.T) {
 	for _, args := range [][]string{
 		{"dev"}, {"coordinator"}, {"executor"}, {"bench"},
 		{"submit"}, {"jobs", "list"}, {"jobs", "show"}, {"jobs", "cancel"}, {"events", "tail"},
-		{"executors", "list"}, {"periodic", "add"}, {"periodic", "list"}, {"periodic", "run-now"},
+		{"executors", "list"}, {"periodic", "add"}, {"periodic", "list"}, {"periodic", "run-now"}, {"dead-letters", "list"},
 	} {
 		code, out, errOut := run(t, append(args, "--help")...)
 		require.Equal(t, 0, code, errOut)

@@ -96,7 +96,7 @@ variables < flags. See 'fairway config print' and the README.`,
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newMigrateCmd(e),
 		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
-		newCalendarCmd(e), newCredsCmd(e),
+		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e),
 	)
 	return root
 }

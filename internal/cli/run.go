@@ -29,7 +29,9 @@ import (
 var (
 	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
-		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst"}
+		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
+		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
+		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"}
 	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
@@ -202,7 +204,11 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		APIRate:          apiRate,
 		APIBurst:         cfg.Coordinator.APIBurst,
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
-		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
+		StreamOptions: events.StreamOptions{Replicas: cfg.NATS.Replicas, SubmitMaxBytes: cfg.Coordinator.SubmitMaxBytes, SubmitMaxMsgs: cfg.Coordinator.SubmitMaxMsgs,
+			ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge},
+		QuotaJobs:        unlimitedIfZero(cfg.Coordinator.QuotaJobs),
+		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
+		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
 		Logger:           e.log.With("component", "coordinator"),
 	})
 	if err == nil {
@@ -491,4 +497,13 @@ func sanitizeToken(s string) string {
 		return "executor"
 	}
 	return string(b)
+}
+
+// unlimitedIfZero turns a quota key's 0 (unlimited) into the coordinator's
+// negative.
+func unlimitedIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

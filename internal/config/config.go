@@ -86,6 +86,12 @@ type CoordinatorConfig struct {
 	APIQueue        int // API requests waiting for a worker
 	APIRate         int // API requests per second per group; 0: unlimited
 	APIBurst        int // API requests a group may send at once above APIRate
+	// Per-group quotas; 0 is unlimited.
+	QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst int
+	// Limits of the JetStream streams the coordinators create (the
+	// nats.*-max-* keys).
+	SubmitMaxBytes, SubmitMaxMsgs, ResultsMaxBytes, EventsMaxBytes, DeadMaxBytes int64
+	DeadMaxAge                                                                   time.Duration
 }
 
 // ExecutorConfig holds the executor.* keys.

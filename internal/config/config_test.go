@@ -33,13 +33,14 @@ func TestDefaults(t *testing.T) {
 	require.NoError(t, err)
 
 	want := &Config{
-		Log:         LogConfig{Level: "info", Format: "auto"},
-		NATS:        NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
-		Database:    DatabaseConfig{URL: ""},
-		Scheduler:   SchedulerConfig{PoolSize: 4, CountingScheme: CountingScheme{4, 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
-		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200},
-		Executor:    ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
-		Dev:         DevConfig{Dir: ".fairway", NATSAddr: "127.0.0.1:4222", PGPort: 5433},
+		Log:       LogConfig{Level: "info", Format: "auto"},
+		NATS:      NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
+		Database:  DatabaseConfig{URL: ""},
+		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: CountingScheme{4, 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
+		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000,
+			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour},
+		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
+		Dev:      DevConfig{Dir: ".fairway", NATSAddr: "127.0.0.1:4222", PGPort: 5433},
 	}
 	want.sources = c.sources
 	require.Equal(t, want, c)

@@ -78,6 +78,18 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.NATS.Prefix }, token)},
 	{name: "nats.replicas", flag: "replicas", def: "1", help: "copies JetStream keeps of each Fairway stream (3 in a three-server NATS cluster; 1 on a single server)",
 		binding: intVar(func(c *Config) *int { return &c.NATS.Replicas }, 1, 5)},
+	{name: "nats.submit-max-bytes", flag: "submit-max-bytes", def: "1GiB", help: "size of the submissions stream FAIRWAY_SUBMIT; when full, JetStream refuses new submissions",
+		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.SubmitMaxBytes })},
+	{name: "nats.submit-max-msgs", flag: "submit-max-msgs", def: "10000000", help: "submissions the stream FAIRWAY_SUBMIT holds; when full, JetStream refuses new submissions",
+		binding: int64Var(func(c *Config) *int64 { return &c.Coordinator.SubmitMaxMsgs })},
+	{name: "nats.results-max-bytes", flag: "results-max-bytes", def: "1GiB", help: "size of the executor reports stream FAIRWAY_RESULTS; when full, JetStream refuses new reports (executors send them again)",
+		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.ResultsMaxBytes })},
+	{name: "nats.events-max-bytes", flag: "events-max-bytes", def: "4GiB", help: "size of the events stream FAIRWAY_EVENTS (kept 7 days); when full, the oldest events go",
+		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.EventsMaxBytes })},
+	{name: "nats.dead-max-bytes", flag: "dead-max-bytes", def: "256MiB", help: "size of the dead-letter stream FAIRWAY_DEAD; when full, the oldest dead letters go",
+		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.DeadMaxBytes })},
+	{name: "nats.dead-max-age", flag: "dead-max-age", def: "720h", help: "how long dead letters are kept",
+		binding: durationVar(func(c *Config) *time.Duration { return &c.Coordinator.DeadMaxAge })},
 	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL or keyword/value string (TLS: sslmode=verify-full&sslrootcert=FILE)", secret: embedsSecrets,
 		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
 	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",
@@ -115,6 +127,12 @@ var keys = []key{
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.APIRate }, 0, -1)},
 	{name: "coordinator.quota.api-burst", flag: "api-burst", def: "200", help: "API requests a group may send at once above coordinator.quota.api-rate",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.APIBurst }, 1, -1)},
+	{name: "coordinator.quota.jobs", flag: "quota-jobs", def: "100000", help: "most queued jobs (pending, waiting, stuck) of one group; a submission beyond is refused with code quota (0: unlimited)",
+		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaJobs }, 0, -1)},
+	{name: "coordinator.quota.submit-rate", flag: "quota-submit-rate", def: "1000", help: "submissions per second of one group through one coordinator; beyond, refused with code quota (0: unlimited)",
+		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitRate }, 0, -1)},
+	{name: "coordinator.quota.submit-burst", flag: "quota-submit-burst", def: "5000", help: "submissions one group may send at once above coordinator.quota.submit-rate (the token bucket's size)",
+		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitBurst }, 1, -1)},
 	{name: "executor.app-id", flag: "app-id", def: "", help: "executor id (letters, digits, - and _; empty: the hostname)",
 		binding: stringVar(func(c *Config) *string { return &c.Executor.AppID }, optional(token))},
 	{name: "executor.heartbeat", flag: "heartbeat", def: "5s", help: "how often an executor renews the leases of its running jobs",
@@ -203,6 +221,31 @@ func intVar(p func(*Config) *int, lo, hi int) binding {
 }
 
 // durationVar binds a positive duration.
+// int64Var is a positive count.
+func int64Var(p func(*Config) *int64) binding {
+	return binding{typ: "int",
+		set: func(c *Config, s string) error {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			switch {
+			case err != nil:
+				return fmt.Errorf("not an integer")
+			case n < 1:
+				return fmt.Errorf("must be at least 1")
+			}
+			*p(c) = n
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatInt(*p(c), 10) }}
+}
+
+// streamSizeVar is a stream's size: bytes or a number with a unit, up to
+// 1024GiB.
+func streamSizeVar(p func(*Config) *int64) binding {
+	return binding{typ: "size",
+		set: func(c *Config, s string) (err error) { *p(c), err = parseStreamSize(s); return err },
+		get: func(c *Config) string { return formatByteSize(*p(c)) }}
+}
+
 func durationVar(p func(*Config) *time.Duration) binding {
 	return binding{typ: "duration",
 		set: func(c *Config, s string) error {

@@ -71,6 +71,30 @@ func parseByteSize(s string) (int64, error) {
 	return 0, errors.New("not a size (examples: 1048576, 512KiB, 1MiB, 2MB)")
 }
 
+// parseStreamSize parses a positive size of at most 1024 GiB, written as
+// parseByteSize reads them.
+func parseStreamSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	for _, u := range byteUnits {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil {
+			break
+		}
+		if n <= 0 {
+			return 0, errors.New("must be positive")
+		}
+		if n > (1<<40)/u.factor {
+			return 0, errors.New("must be at most 1024GiB")
+		}
+		return n * u.factor, nil
+	}
+	return 0, errors.New("not a size (examples: 1073741824, 512MiB, 4GiB)")
+}
+
 // formatByteSize formats n with the largest 1024-based unit that divides it.
 func formatByteSize(n int64) string {
 	for _, u := range []struct {

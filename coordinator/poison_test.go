@@ -1,0 +1,230 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// setupWith is setup with a coordinator configured by cfg; it returns the
+// coordinator too.
+func setupWith(t *testing.T, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {
+	t.Helper()
+	ctx := t.Context()
+	ns, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	cfg.Logger = testLogger(t)
+	coord, err := coordinator.New(st, nc, cfg)
+	require.NoError(t, err)
+	require.NoError(t, coord.Start(ctx))
+	t.Cleanup(coord.Stop)
+	client, err := events.NewClient(nc, events.ClientOptions{MaxArgsSize: cfg.MaxArgsSize})
+	require.NoError(t, err)
+	h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 10000)}
+	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+	return h, coord
+}
+
+// publishRaw publishes bodies to the submit stream as any client could,
+// without the Go client's checks, and waits for JetStream's acks.
+func publishRaw(t *testing.T, nc *nats.Conn, subject string, bodies ...[]byte) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var futures []jetstream.PubAckFuture
+	for _, b := range bodies {
+		f, err := js.PublishAsync(subject, b)
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		case <-time.After(waitTimeout):
+			t.Fatal("no ack from JetStream")
+		}
+	}
+}
+
+func blockUntilDone(ctx context.Context, _ *executor.Job) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// One submission in 500 that PostgreSQL could not store (a number out of
+// numeric's range) is rejected alone, by validation, naming its place in
+// args; the others are stored, and no batch is split or sent again.
+func TestPoisonSubmissionInABatch(t *testing.T) {
+	t.Parallel()
+	h, coord := setupWith(t, coordinator.Config{QuotaSubmitRate: -1})
+	h.executor("ex", 1, map[string]executor.Handler{"slow": blockUntilDone})
+	bodies := make([][]byte, 500)
+	for i := range bodies {
+		bodies[i] = fmt.Appendf(nil, `{"id":"job-%d","args":{"n":%d}}`, i, i)
+	}
+	bodies[250] = []byte(`{"id":"poison","args":{"x":1e1000000}}`)
+	publishRaw(t, h.nc, h.client.Subjects().Submit("acme", "slow"), bodies...)
+	created := map[string]bool{}
+	var rejected []events.Event
+	h.until(func(ev events.Event) bool {
+		switch {
+		case ev.State == fairway.StateRejected:
+			rejected = append(rejected, ev)
+		case ev.PreviousState == "":
+			created[ev.JobID] = true
+		}
+		return len(created)+len(rejected) == 500
+	})
+	require.Len(t, created, 499)
+	require.Len(t, rejected, 1)
+	require.Equal(t, "poison", rejected[0].JobID)
+	require.Equal(t, fairway.CodeInvalid, rejected[0].Code)
+	require.Equal(t, "args", rejected[0].Field)
+	require.Contains(t, rejected[0].Error, "args.x is a number out of range")
+	require.Zero(t, coord.Splits(), "no batch split to find the poison")
+	require.Zero(t, h.store.CheckedInserts(), "no batch refused by PostgreSQL")
+}
+
+// A report PostgreSQL refuses (a result out of jsonb's range) is tried
+// again a bounded number of times, then moved to the dead-letter stream,
+// while the other reports are applied.
+func TestPoisonReportIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	h, _ := setupWith(t, coordinator.Config{DeadLetterAfter: 2})
+	subjects := h.client.Subjects()
+	dead, err := h.nc.SubscribeSync(subjects.DeadAll())
+	require.NoError(t, err)
+	release := make(chan struct{})
+	h.executor("ex", 2, map[string]executor.Handler{"gate": func(ctx context.Context, job *executor.Job) error {
+		<-release
+		return job.SetResult(json.RawMessage(`{"ok":true}`))
+	}})
+	id := submit(t, h, fairway.Submission{Group: "acme", Task: "gate"})
+	h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateRunning })
+	poison := fmt.Appendf(nil, `[{"type":"done","group":"acme","job_id":"ghost","attempt":1,"executor":"ghost","instance":"i","time":"%s","outcome":"success","result":{"x":1e1000000}}]`,
+		time.Now().UTC().Format(time.RFC3339Nano))
+	publishRaw(t, h.nc, subjects.Results("ghost"), poison)
+	close(release)
+	evs := h.final(id)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State, "the other reports apply")
+
+	msg, err := dead.NextMsg(waitTimeout)
+	require.NoError(t, err)
+	require.Equal(t, subjects.Dead(events.DeadReport), msg.Subject)
+	require.Equal(t, subjects.Results("ghost"), msg.Header.Get(events.HeaderDeadSubject))
+	require.Equal(t, "2", msg.Header.Get(events.HeaderDeadDeliveries))
+	require.Contains(t, msg.Header.Get(events.HeaderDeadReason), "PostgreSQL cannot store the result of job ghost")
+	require.Equal(t, string(poison), string(msg.Data))
+
+	js, err := jetstream.New(h.nc)
+	require.NoError(t, err)
+	letters, err := events.ListDeadLetters(t.Context(), js, subjects, 10)
+	require.NoError(t, err)
+	require.Len(t, letters, 1)
+	require.Equal(t, events.DeadReport, letters[0].Kind)
+	require.Equal(t, string(poison), letters[0].Body)
+
+	// An undecodable report goes at once.
+	publishRaw(t, h.nc, subjects.Results("ghost"), []byte(`{not json`))
+	msg, err = dead.NextMsg(waitTimeout)
+	require.NoError(t, err)
+	require.Contains(t, msg.Header.Get(events.HeaderDeadReason), "undecodable executor report")
+}
+
+// A rejected submission whose id would make an event larger than
+// max_payload (1.9 MB of '<', which JSON escapes as \u003c: 11 MB) gets
+// a small rejected event; the outbox does not wedge: other tenants'
+// events still arrive, also after a coordinator restart.
+func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
+	t.Parallel()
+	cfg := coordinator.Config{MaxArgsSize: 2 << 20, Logger: testLogger(t)}
+	h, coord := setupWith(t, cfg)
+	h.executor("ex", 4, map[string]executor.Handler{"echo": echo})
+	body := `{"id":"` + strings.Repeat("<", 1_900_000) + `"}`
+	publishRaw(t, h.nc, h.client.Subjects().Submit("evil", "echo"), []byte(body))
+	var rejected events.Event
+	h.until(func(ev events.Event) bool { rejected = ev; return ev.State == fairway.StateRejected })
+	require.Equal(t, "evil", rejected.Group)
+	require.LessOrEqual(t, utf8.RuneCountInString(rejected.JobID), fairway.MaxIDLength)
+	require.Contains(t, rejected.JobID, "[truncated]")
+	require.LessOrEqual(t, len(rejected.Error), fairway.MaxErrorTextSize)
+
+	id := submit(t, h, fairway.Submission{Group: "good", Task: "echo"})
+	evs := h.final(id)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+
+	coord.Stop()
+	cfg.Logger = testLogger(t)
+	again, err := coordinator.New(h.store, h.nc, cfg)
+	require.NoError(t, err)
+	require.NoError(t, again.Start(t.Context()))
+	t.Cleanup(again.Stop)
+	id = submit(t, h, fairway.Submission{Group: "good", Task: "echo"})
+	evs = h.final(id)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+}
+
+// A group over its quota of non-final jobs is refused with code quota, on
+// the request/reply API and as a rejected event on the asynchronous path;
+// other groups are not.
+func TestQuotaOnNonFinalJobs(t *testing.T) {
+	t.Parallel()
+	h, _ := setupWith(t, coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1})
+	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
+	for i := range 3 {
+		_, err := h.client.SubmitWait(t.Context(), fairway.Submission{ID: fmt.Sprint("held-", i), Group: "acme", Task: "echo", Pending: true})
+		require.NoError(t, err)
+	}
+	_, err := h.client.SubmitWait(t.Context(), fairway.Submission{ID: "over-api", Group: "acme", Task: "echo", Pending: true})
+	require.ErrorIs(t, err, fairway.ErrQuota)
+	h.until(func(ev events.Event) bool {
+		return ev.JobID == "over-api" && ev.State == fairway.StateRejected && ev.Code == fairway.CodeQuota
+	})
+	submit(t, h, fairway.Submission{ID: "over-async", Group: "acme", Task: "echo", Pending: true})
+	h.until(func(ev events.Event) bool {
+		return ev.JobID == "over-async" && ev.State == fairway.StateRejected && ev.Code == fairway.CodeQuota
+	})
+	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{ID: "other", Group: "globex", Task: "echo", Pending: true})
+	require.NoError(t, err)
+}
+
+// A group submitting faster than its rate quota is refused with code
+// quota beyond its burst.
+func TestQuotaOnSubmitRate(t *testing.T) {
+	t.Parallel()
+	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: 0.001, QuotaSubmitBurst: 2})
+	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
+	for i := range 3 {
+		submit(t, h, fairway.Submission{ID: fmt.Sprint("r-", i), Group: "acme", Task: "echo", Pending: true})
+	}
+	var states []string
+	h.until(func(ev events.Event) bool {
+		if ev.PreviousState == "" {
+			states = append(states, ev.JobID+":"+string(ev.State)+":"+string(ev.Code))
+		}
+		return len(states) == 3
+	})
+	require.ElementsMatch(t, []string{"r-0:pending:", "r-1:pending:", "r-2:rejected:quota"}, states)
+	_, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "acme", Task: "echo"})
+	require.ErrorIs(t, err, fairway.ErrQuota)
+	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{Group: "globex", Task: "echo", Pending: true})
+	require.NoError(t, err)
+}

@@ -1,0 +1,136 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// Quota defaults (Config.QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst).
+const (
+	QuotaJobsDefault        = 100_000
+	QuotaSubmitRateDefault  = 1000
+	QuotaSubmitBurstDefault = 5000
+)
+
+// openCountTTL is how long a group's count of queued jobs is trusted
+// (plus this coordinator's own submissions since) before it is counted
+// again: other coordinators' submissions and finished jobs show after at
+// most this long.
+const openCountTTL = time.Second
+
+// quotas enforces the per-group quotas of one coordinator: a token bucket
+// of submissions per group, and the count of a group's queued jobs.
+type quotas struct {
+	jobs         int     // queued jobs per group; <= 0: unlimited
+	rate         float64 // submissions per second per group; <= 0: unlimited
+	submits      *rateLimiter
+	mu           sync.Mutex
+	open         map[string]openCount
+	now          func() time.Time
+	maxGroupsMem int
+}
+
+type openCount struct {
+	n  int
+	at time.Time
+}
+
+func newQuotas(jobs int, rate float64, burst int) *quotas {
+	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst),
+		open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
+}
+
+// takeSubmit takes a token of group's bucket, or says it is empty.
+func (q *quotas) takeSubmit(group string) bool {
+	ok, _ := q.submits.allow(group, q.now())
+	return ok
+}
+
+// errSubmitRate and errJobs are the refusals.
+func errSubmitRate(group string, rate float64) *fairway.Error {
+	return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
+		Message: fmt.Sprintf("group %s submits faster than its quota of %g submissions per second: slow down and submit again", group, rate)}
+}
+
+func errJobs(group string, jobs int) *fairway.Error {
+	return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
+		Message: fmt.Sprintf("group %s has %d queued jobs, its quota: submit again once some have run", group, jobs)}
+}
+
+// admit applies the quotas to valid submissions, in order: errs[i] is the
+// quota refusal of subs[i], or nil. The queued jobs of the batch's groups
+// are counted in one statement, when their count is older than
+// openCountTTL.
+func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]error, error) {
+	q := c.quotas
+	errs := make([]error, len(subs))
+	for i, s := range subs {
+		if !q.takeSubmit(s.Group) {
+			errs[i] = errSubmitRate(s.Group, q.rate)
+		}
+	}
+	if q.jobs <= 0 {
+		return errs, nil
+	}
+	now := q.now()
+	var stale []string
+	seen := map[string]bool{}
+	q.mu.Lock()
+	for i, s := range subs {
+		if errs[i] != nil || seen[s.Group] {
+			continue
+		}
+		seen[s.Group] = true
+		if oc, ok := q.open[s.Group]; !ok || now.Sub(oc.at) > openCountTTL {
+			stale = append(stale, s.Group)
+		}
+	}
+	q.mu.Unlock()
+	if len(stale) > 0 {
+		counts, err := c.store.CountQueuedJobs(ctx, stale, q.jobs)
+		if err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		if len(q.open)+len(stale) > q.maxGroupsMem {
+			for g, oc := range q.open {
+				if now.Sub(oc.at) > openCountTTL {
+					delete(q.open, g)
+				}
+			}
+		}
+		for _, g := range stale {
+			q.open[g] = openCount{n: counts[g], at: now}
+		}
+		q.mu.Unlock()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, s := range subs {
+		if errs[i] != nil {
+			continue
+		}
+		oc := q.open[s.Group]
+		if oc.n >= q.jobs {
+			errs[i] = errJobs(s.Group, q.jobs)
+			continue
+		}
+		// Counted until the next count: a duplicate id counts too.
+		oc.n++
+		q.open[s.Group] = oc
+	}
+	return errs, nil
+}
+
+// admitOne is admit for one submission from the request/reply API.
+func (c *Coordinator) admitOne(ctx context.Context, sub fairway.Submission) error {
+	errs, err := c.admit(ctx, []fairway.Submission{sub})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
