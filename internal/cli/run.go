@@ -194,6 +194,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
 		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
 		Logger:           e.log.With("component", "coordinator"),
+		Clock:            chaosClock(), // test-only, nil unless FAIRWAY_CHAOS_CLOCK_OFFSET is set
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -210,6 +211,18 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		nc.Close()
 		st.Close()
 	}, nil
+}
+
+// chaosClock is a TEST-ONLY hook of the fault-injection suite
+// (internal/chaos): FAIRWAY_CHAOS_CLOCK_OFFSET (a duration, e.g. 1h) sets
+// the coordinator's clock (coordinator.Config.Clock) that far from the
+// host's, to show that leases do not depend on it.
+func chaosClock() func() time.Time {
+	off, err := time.ParseDuration(os.Getenv("FAIRWAY_CHAOS_CLOCK_OFFSET"))
+	if err != nil || off == 0 {
+		return nil
+	}
+	return func() time.Time { return time.Now().Add(off) }
 }
 
 func newCoordinatorCmd(e *env) *cobra.Command {
