@@ -6,13 +6,10 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Netns is a network namespace the suite made, for a network partition:
@@ -105,34 +102,6 @@ func forward(in net.Conn, port int) {
 	<-done
 }
 
-// listen opens a listener inside the namespace: a socket belongs to the
-// namespace of the thread that made it, so a locked thread enters the
-// namespace, listens, and is then discarded (its goroutine ends locked).
-func (n *Netns) listen(addr string) (net.Listener, error) {
-	type result struct {
-		ln  net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		f, err := os.Open("/var/run/netns/" + n.Name)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if _, _, e := syscall.RawSyscall(sysSetns, f.Fd(), syscall.CLONE_NEWNET, 0); e != 0 {
-			ch <- result{err: fmt.Errorf("setns %s: %w", n.Name, e)}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	return r.ln, r.err
-}
-
 // Close stops the bridges and deletes the namespace.
 func (n *Netns) Close() {
 	n.mu.Lock()
@@ -165,6 +134,3 @@ func urlPorts(dbURL string) ([]int, error) {
 	}
 	return ports, nil
 }
-
-// sysSetns is setns(2) on linux/amd64 (package syscall has no name for it).
-const sysSetns = 308
