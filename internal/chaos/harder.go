@@ -43,7 +43,7 @@ func harderScenarios() []Scenario {
 
 // ---- Exactly once per submission ----
 
-const killHookEnv = "FAIRWAY_CHAOS_KILL_AFTER_INGEST_COMMIT"
+const killHookEnv = "FAIRWAYCHAOS_KILL_AFTER_INGEST_COMMIT"
 
 // killAfterIngestCommit: coordinator-1 SIGKILLs itself right after an
 // ingest commit and before the ack (the test-only hook in
@@ -208,11 +208,11 @@ func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, 
 	for {
 		info, err := cons.Info(ctx)
 		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-			st.redelivered = info.NumRedelivered
+			// The consumer's sequence counts every delivery, the stream's
+			// every message (the stream is new, from 1): the difference is
+			// the redeliveries.
+			st.redelivered = int(info.Delivered.Consumer - info.Delivered.Stream)
 			break
-		}
-		if err == nil && info.NumRedelivered > st.redelivered {
-			st.redelivered = info.NumRedelivered
 		}
 		if err := between(ctx, 250*time.Millisecond); err != nil { // JetStream has no "drained" event
 			return nil, err
@@ -753,10 +753,10 @@ func grepLog(path, s string) string {
 
 // ---- Clock step ----
 
-const clockFileEnv = "FAIRWAY_CHAOS_CLOCK_OFFSET_FILE"
+const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
 
 // clockStep: coordinator-1's clock (coordinator.Config.Clock, through the
-// test-only FAIRWAY_CHAOS_CLOCK_OFFSET_FILE, read at every call) jumps
+// test-only FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call) jumps
 // one hour ahead under load, and jumps again at each further fault.
 // Leases use PostgreSQL's now(), so jobs must be unaffected.
 func clockStep(base ClusterOptions) Scenario {

@@ -194,7 +194,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
 		StreamOptions:    events.StreamOptions{Replicas: cfg.NATS.Replicas},
 		Logger:           e.log.With("component", "coordinator"),
-		Clock:            chaosClock(), // test-only, nil unless FAIRWAY_CHAOS_CLOCK_OFFSET_FILE is set
+		Clock:            chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -214,12 +214,12 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 }
 
 // chaosClock is a TEST-ONLY hook of the fault-injection suite
-// (internal/chaos): with FAIRWAY_CHAOS_CLOCK_OFFSET_FILE set, the
+// (internal/chaos): with FAIRWAYCHAOS_CLOCK_OFFSET_FILE set, the
 // coordinator's clock (coordinator.Config.Clock) is the host's plus the
 // duration in that file (e.g. 1h), read at every call so that the suite
 // can step it. Nil, the host's clock, otherwise.
 func chaosClock() func() time.Time {
-	file := os.Getenv("FAIRWAY_CHAOS_CLOCK_OFFSET_FILE")
+	file := os.Getenv("FAIRWAYCHAOS_CLOCK_OFFSET_FILE")
 	if file == "" {
 		return nil
 	}
