@@ -686,7 +686,8 @@ func fullDiskPostgres(base ClusterOptions) Scenario {
 }
 
 // fullDiskJetStream: JetStream's store directory is on a 64 MiB tmpfs
-// that is filled under load, left full for 3 s, then grown.
+// that is filled under load, left full for 3 s, then grown, and
+// nats-server restarted (its stores stay failed until then).
 func fullDiskJetStream(base ClusterOptions) Scenario {
 	return Scenario{
 		Name: "full-disk-jetstream", Cluster: base,
@@ -716,7 +717,20 @@ func fullDiskJetStream(base ClusterOptions) Scenario {
 				if err := remount(ctx, fd.dir, fmt.Sprintf("%dm", 256*(i+1))); err != nil {
 					return err
 				}
-				r.note("filled JetStream's disk with %d MiB; after 3 s grown to %d MiB; nats-server: %s", n>>20, 256*(i+1), grepLog(r.C.NATS[0].log, "space"))
+				r.note("filled JetStream's disk with %d MiB; after 3 s grown to %d MiB; nats-server: %s", n>>20, 256*(i+1), grepLog(r.C.NATS[0].log, "Critical write error"))
+				// A stream's store that failed a write refuses every later
+				// write until nats-server restarts (nats-server 2.15's
+				// filestore keeps the error), room or not: restart it, as
+				// the operator must.
+				if err := r.C.NATS[0].Signal(syscall.SIGTERM); err != nil {
+					return err
+				}
+				if _, err := r.C.NATS[0].Wait(30 * time.Second); err != nil {
+					return err
+				}
+				if err := r.C.RestartNATS(0); err != nil {
+					return err
+				}
 			}
 			return nil
 		},

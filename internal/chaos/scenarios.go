@@ -380,7 +380,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	account(&res, submitted, jobs, outbox, evs, c.Trace, run.faults)
 	res.Duration = time.Since(start)
 	if w.attempts > 0 {
-		run.note("submissions retried %d times during the fault", w.attempts)
+		run.note("submissions retried %d times during the fault (last error: %v)", w.attempts, w.lastErr)
 	}
 	if !res.OK() {
 		return res, run.notes, fmt.Errorf("guarantees broken: %s (logs in %s)", res, c.dir)
