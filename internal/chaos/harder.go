@@ -792,14 +792,58 @@ func clockStep(base ClusterOptions) Scenario {
 			return dbURL, nil
 		},
 		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			// A periodic task every 2 s, in a group of its own.
+			nc, err := nats.Connect(r.C.NATSURL(""))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			client, err := events.NewClient(nc, events.ClientOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "every-2s", Enabled: true, Task: "echo", Group: "periodic", Timer: "*-*-* *:*:0/2"}); err != nil {
+				return fmt.Errorf("saving a periodic task: %w", err)
+			}
 			for i := range repeats {
-				if err := between(ctx, 2*time.Second); err != nil {
+				if err := between(ctx, 3*time.Second); err != nil {
 					return err
 				}
 				r.fault()
 				if err := os.WriteFile(file, []byte(fmt.Sprintf("%dh", i+1)), 0o644); err != nil {
 					return err
 				}
+			}
+			// Watch the periodic task for a while after the last step.
+			return between(ctx, 10*time.Second)
+		},
+		Check: func(r *Run, _ Result) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db, err := r.C.DB(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			last := r.faults[len(r.faults)-1]
+			var before, after int
+			var nextRun, dbNow time.Time
+			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE submitted < $1), count(*) FILTER (WHERE submitted >= $1),
+				(SELECT nextrun FROM fairway_periodic_task WHERE id = 'every-2s'), now() FROM fairway_job WHERE group_name = 'periodic'`, last).Scan(&before, &after, &nextRun, &dbNow); err != nil {
+				return err
+			}
+			r.note("periodic task every 2 s: %d runs before the last clock step, %d in the %s after it; its next run: %s, %s after PostgreSQL's now()", before, after, time.Since(last).Round(time.Second), nextRun.Format(time.RFC3339), nextRun.Sub(dbNow).Round(time.Second))
+			if after == 0 {
+				return errors.New("the periodic task stopped firing after the clock step")
+			}
+			if nextRun.Sub(dbNow) > time.Minute {
+				// Known defect, reported rather than failed: periodic firing
+				// uses the coordinator's host clock (coordinator/periodic.go:64,
+				// 73, 150, 171-173 through Config.Clock; store/periodic.go:104-108
+				// compares nextrun and marked with it). Calendar timers fire
+				// off by the skew, and if the skewed coordinator stops, the
+				// others wait out the skew before firing again.
+				r.note("DEFECT (known, not failed): the skewed coordinator set the periodic task's next run %s ahead of PostgreSQL's clock: periodic tasks follow a coordinator's host clock", nextRun.Sub(dbNow).Round(time.Second))
 			}
 			return nil
 		},
