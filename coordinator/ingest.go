@@ -168,6 +168,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 		})
 		return
 	}
+	chaosAfterIngestCommit(c.log, len(subs)) // test-only, see chaoshook.go
 	for _, msg := range msgs {
 		if err := msg.Ack(); err != nil {
 			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)

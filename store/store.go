@@ -96,7 +96,9 @@ func interpretError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P03":
+		// Class 53 (disk full, out of memory, too many connections) passes
+		// too: the statement was fine, the server cannot take it now.
+		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57P01", pgErr.Code == "57P03":
 			return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL: " + pgErr.Message}
 		}
 		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)

@@ -245,6 +245,18 @@ type ClusterOptions struct {
 	// DropNotify forbids the coordinators to publish work notifications, so
 	// executors find work only through their wakeup period.
 	DropNotify bool
+	// NATSStoreDir, when set, is JetStream's store directory (of a single
+	// node), e.g. on a size-limited tmpfs.
+	NATSStoreDir string
+	// Coordinator and Executor, when set, give coordinator or executor i
+	// (from 0) its own options.
+	Coordinator, Executor func(i int) ProcOptions
+}
+
+// ProcOptions change how one coordinator or executor runs.
+type ProcOptions struct {
+	Env   []string // added to its environment
+	Netns *Netns   // runs it inside this network namespace, bridged to NATS and PostgreSQL
 }
 
 // NewCluster starts NATS, coordinators and executors against dbURL.
@@ -266,12 +278,20 @@ func NewCluster(ctx context.Context, bin Binaries, dir, dbURL string, opts Clust
 		c.coordinatorNATSURL = c.NATSURL("coordinator:chaos@")
 	}
 	for i := range opts.Coordinators {
-		if _, err := c.AddCoordinator(fmt.Sprintf("coordinator-%d", i+1), opts.NATSNodes); err != nil {
+		var o ProcOptions
+		if opts.Coordinator != nil {
+			o = opts.Coordinator(i)
+		}
+		if _, err := c.AddCoordinatorWith(fmt.Sprintf("coordinator-%d", i+1), opts.NATSNodes, o); err != nil {
 			return nil, err
 		}
 	}
 	for i := range opts.Executors {
-		if _, err := c.AddExecutor(fmt.Sprintf("executor-%d", i+1), opts.PoolSize, 30*time.Second); err != nil {
+		var o ProcOptions
+		if opts.Executor != nil {
+			o = opts.Executor(i)
+		}
+		if _, err := c.AddExecutorWith(fmt.Sprintf("executor-%d", i+1), opts.PoolSize, 30*time.Second, o); err != nil {
 			return nil, err
 		}
 	}
@@ -296,8 +316,12 @@ func (c *Cluster) startNATS(opts ClusterOptions) error {
 		clusterPorts[i] = freePort()
 	}
 	for i := range n {
+		storeDir := filepath.Join(c.dir, fmt.Sprintf("nats-%d", i+1))
+		if opts.NATSStoreDir != "" {
+			storeDir = opts.NATSStoreDir
+		}
 		conf := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\nmax_payload: 8MB\njetstream { store_dir: %q }\n",
-			i+1, c.natsPorts[i], filepath.Join(c.dir, fmt.Sprintf("nats-%d", i+1)))
+			i+1, c.natsPorts[i], storeDir)
 		if n > 1 {
 			var routes []string
 			for j := range n {
@@ -375,15 +399,23 @@ func (c *Cluster) commonEnv() []string {
 
 // AddCoordinator starts a coordinator process.
 func (c *Cluster) AddCoordinator(name string, replicas int) (*Proc, error) {
+	return c.AddCoordinatorWith(name, replicas, ProcOptions{})
+}
+
+// AddCoordinatorWith starts a coordinator process with its own options.
+func (c *Cluster) AddCoordinatorWith(name string, replicas int, o ProcOptions) (*Proc, error) {
 	p := &Proc{
 		Name: name,
 		args: []string{c.bin.Fairway, "coordinator", "--database-url", c.dbURL, "--nats-url", c.coordinatorNATSURL,
 			"--lease", Lease.String(), "--retry-delay", RetryDelay.String(), "--retries", "3"},
-		env: c.commonEnv(),
+		env: append(c.commonEnv(), o.Env...),
 		log: filepath.Join(c.dir, name+".log"),
 	}
 	if replicas > 1 {
 		p.env = append(p.env, "FAIRWAY_NATS_REPLICAS="+strconv.Itoa(replicas))
+	}
+	if err := c.inNetns(p, o.Netns, true); err != nil {
+		return nil, err
 	}
 	if err := p.Start(); err != nil {
 		return nil, err
@@ -394,18 +426,50 @@ func (c *Cluster) AddCoordinator(name string, replicas int) (*Proc, error) {
 
 // AddExecutor starts an executor process with the demo tasks.
 func (c *Cluster) AddExecutor(appID string, poolSize int, drainTimeout time.Duration) (*Proc, error) {
+	return c.AddExecutorWith(appID, poolSize, drainTimeout, ProcOptions{})
+}
+
+// AddExecutorWith starts an executor process with its own options.
+func (c *Cluster) AddExecutorWith(appID string, poolSize int, drainTimeout time.Duration, o ProcOptions) (*Proc, error) {
 	p := &Proc{Name: appID, log: filepath.Join(c.dir, appID+".log")}
 	p.args = []string{c.bin.Fairway, "executor", "--nats-url", c.NATSURL(""), "--app-id", appID,
 		"--pool-size", strconv.Itoa(poolSize), "--wakeup-period", WakeupPeriod.String(),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", freePort()), "--http-token", executorHTTPToken,
 		"--drain-timeout", drainTimeout.String(), "--log-level", "debug"}
-	p.env = c.commonEnv()
+	p.env = append(c.commonEnv(), o.Env...)
+	if err := c.inNetns(p, o.Netns, false); err != nil {
+		return nil, err
+	}
 	p.onLine = func(line []byte) { c.Trace.add(appID, line) }
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
 	c.Executors = append(c.Executors, p)
 	return p, nil
+}
+
+// inNetns makes p run inside ns (if not nil), with NATS and, for a
+// coordinator, PostgreSQL reachable on the same 127.0.0.1 ports as
+// outside, through the namespace's bridge.
+func (c *Cluster) inNetns(p *Proc, ns *Netns, postgres bool) error {
+	if ns == nil {
+		return nil
+	}
+	ports := append([]int{}, c.natsPorts...)
+	if postgres {
+		pgPorts, err := urlPorts(c.dbURL)
+		if err != nil {
+			return err
+		}
+		ports = append(ports, pgPorts...)
+	}
+	for _, port := range ports {
+		if err := ns.Bridge(port); err != nil {
+			return err
+		}
+	}
+	p.args = append([]string{"ip", "netns", "exec", ns.Name}, p.args...)
+	return nil
 }
 
 // RestartExecutor starts an executor process again with the same app-id.

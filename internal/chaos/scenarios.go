@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -34,14 +35,32 @@ type Scenario struct {
 	Inject func(ctx context.Context, r *Run, repeats int) error
 	// Check adds scenario-specific checks after the accounting.
 	Check func(r *Run, res Result) error
+	// Setup, when set, prepares what the cluster needs before it starts
+	// (a PostgreSQL pair, a tmpfs, a network namespace): it may change the
+	// cluster's options and return another database URL. What it makes is
+	// undone with r.cleanup.
+	Setup func(ctx context.Context, r *Run, opts *ClusterOptions, dbURL string) (string, error)
+	// Submit, when set, replaces the standard workload: it submits size's
+	// jobs and returns the acknowledged ones by job id.
+	Submit func(ctx context.Context, r *Run, size Size) (map[string]kind, error)
 }
 
 // Run is a scenario in progress.
 type Run struct {
 	C      *Cluster
 	PG     *PG
+	Dir    string // the scenario's directory
 	faults []time.Time
 	notes  []string
+	undo   []func()
+	state  any // the scenario's own
+}
+
+// cleanup undoes what Setup made, last first.
+func (r *Run) cleanup() {
+	for i := len(r.undo) - 1; i >= 0; i-- {
+		r.undo[i]()
+	}
 }
 
 func (r *Run) fault() { r.faults = append(r.faults, time.Now()) }
@@ -91,6 +110,10 @@ func outages(ctx context.Context, r *Run, repeats int, downFor time.Duration, st
 
 // Scenarios lists the faults of the suite.
 func Scenarios() []Scenario {
+	return append(crashScenarios(), harderScenarios()...)
+}
+
+func crashScenarios() []Scenario {
 	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
 	return []Scenario{
 		{
@@ -283,12 +306,23 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	if err != nil {
 		return res, nil, err
 	}
-	c, err := NewCluster(ctx, bin, filepath.Join(dir, sc.Name), dbURL, sc.Cluster)
+	run := &Run{PG: pg, Dir: filepath.Join(dir, sc.Name)}
+	defer run.cleanup()
+	opts := sc.Cluster
+	if sc.Setup != nil {
+		if err := os.MkdirAll(run.Dir, 0o755); err != nil {
+			return res, nil, err
+		}
+		if dbURL, err = sc.Setup(ctx, run, &opts, dbURL); err != nil {
+			return res, run.notes, fmt.Errorf("setting up: %w", err)
+		}
+	}
+	c, err := NewCluster(ctx, bin, run.Dir, dbURL, opts)
 	if err != nil {
-		return res, nil, err
+		return res, run.notes, err
 	}
 	defer c.Close()
-	run := &Run{C: c, PG: pg}
+	run.C = c
 	w, nc, err := newWorkload(c.NATSURL(""))
 	if err != nil {
 		return res, nil, err
@@ -299,7 +333,16 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	workCtx, cancel := context.WithTimeout(ctx, size.Duration+5*time.Minute)
 	defer cancel()
 	workErr := make(chan error, 1)
-	go func() { workErr <- w.run(workCtx, size.Jobs, size.Duration) }()
+	var custom map[string]kind
+	go func() {
+		if sc.Submit != nil {
+			var err error
+			custom, err = sc.Submit(workCtx, run, size)
+			workErr <- err
+			return
+		}
+		workErr <- w.run(workCtx, size.Jobs, size.Duration)
+	}()
 	if err := sc.Inject(workCtx, run, size.Repeats); err != nil {
 		return res, run.notes, fmt.Errorf("injecting the fault: %w", err)
 	}
@@ -307,6 +350,9 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 		return res, run.notes, err
 	}
 	submitted := w.submitted()
+	if sc.Submit != nil {
+		submitted = custom
+	}
 	ids := make([]string, 0, len(submitted))
 	for id := range submitted {
 		ids = append(ids, id)
@@ -334,7 +380,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	account(&res, submitted, jobs, outbox, evs, c.Trace, run.faults)
 	res.Duration = time.Since(start)
 	if w.attempts > 0 {
-		run.note("submissions retried %d times during the fault", w.attempts)
+		run.note("submissions retried %d times during the fault (last error: %v)", w.attempts, w.lastErr)
 	}
 	if !res.OK() {
 		return res, run.notes, fmt.Errorf("guarantees broken: %s (logs in %s)", res, c.dir)

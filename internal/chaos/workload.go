@@ -45,6 +45,7 @@ type Workload struct {
 	mu       sync.Mutex
 	acked    map[string]kind
 	attempts int // publishes that failed and were retried
+	lastErr  error
 }
 
 func newWorkload(natsURL string) (*Workload, *nats.Conn, error) {
@@ -102,6 +103,7 @@ func (w *Workload) submit(ctx context.Context, batch []fairway.Submission, kinds
 		}
 		w.mu.Lock()
 		w.attempts++
+		w.lastErr = err
 		w.mu.Unlock()
 		// Try another server of the cluster: this one may be up with its
 		// JetStream still out of the cluster.

@@ -1,0 +1,851 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/pgserver"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// harderScenarios are the faults beyond crashes and restarts: a
+// coordinator killed between ingest commit and ack with submissions that
+// carry no id, a PostgreSQL failover, network partitions, full disks and
+// a clock step.
+func harderScenarios() []Scenario {
+	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
+	return []Scenario{
+		killAfterIngestCommit(base),
+		postgresFailover(base),
+		partition("partition-coordinator", base, true),
+		partition("partition-executor", base, false),
+		fullDiskPostgres(base),
+		fullDiskJetStream(base),
+		clockStep(base),
+	}
+}
+
+// ---- Exactly once per submission ----
+
+const killHookEnv = "FAIRWAYCHAOS_KILL_AFTER_INGEST_COMMIT"
+
+// killAfterIngestCommit: coordinator-1 SIGKILLs itself right after an
+// ingest commit and before the ack (the test-only hook in
+// coordinator/chaoshook.go), while submissions without an id in their
+// body arrive, half with a Nats-Msg-Id header. JetStream redelivers the
+// batch after the ack wait; each message must still make exactly one
+// job, whose id is the header, else the one derived from the stream
+// sequence.
+func killAfterIngestCommit(base ClusterOptions) Scenario {
+	opts := base
+	opts.Coordinator = func(i int) ProcOptions {
+		if i == 0 {
+			return ProcOptions{Env: []string{killHookEnv + "=3"}}
+		}
+		return ProcOptions{}
+	}
+	return Scenario{
+		Name: "kill-after-ingest-commit", Cluster: opts,
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			victim := r.C.Coordinators[0]
+			for i := range repeats {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-victim.Done():
+				}
+				r.fault()
+				code, _ := victim.Wait(0)
+				hits := strings.Count(readFile(victim.log), "chaos: killed after an ingest commit")
+				r.note("%s killed itself after an ingest commit, before the ack (exit %d; %d times so far)", victim.Name, code, hits)
+				if hits != i+1 {
+					return fmt.Errorf("%s exited (code %d) without the hook's log line: the window was not hit (log: %s)", victim.Name, code, victim.log)
+				}
+				if i+1 == repeats { // the last restart runs without the hook
+					victim.env = withoutEnv(victim.env, killHookEnv)
+				}
+				if err := between(ctx, time.Second); err != nil {
+					return err
+				}
+				if err := victim.Start(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Submit: submitWithoutIDs,
+		Check: func(r *Run, res Result) error {
+			st := r.state.(*noIDState)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db, err := r.C.DB(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			var jobs int
+			if err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_job`).Scan(&jobs); err != nil {
+				return err
+			}
+			r.note("%d messages without an id in the body (%d with Nats-Msg-Id), %d jobs; redelivered: %d", st.messages, st.withHeader, jobs, st.redelivered)
+			if jobs != st.messages {
+				return fmt.Errorf("%d messages made %d jobs, want exactly one each", st.messages, jobs)
+			}
+			if len(st.wrongID) > 0 {
+				return fmt.Errorf("%d messages made a job whose id is not the documented one (Nats-Msg-Id, else derived from the stream sequence), e.g. %v", len(st.wrongID), st.wrongID[:min(3, len(st.wrongID))])
+			}
+			if st.redelivered == 0 {
+				return errors.New("no message was delivered twice: the kill missed the window between commit and ack")
+			}
+			return nil
+		},
+	}
+}
+
+type noIDState struct {
+	messages, withHeader int
+	redelivered          int
+	wrongID              []string
+}
+
+// sent is one acknowledged message without an id in its body.
+type sent struct {
+	msgID      string // Nats-Msg-Id, or ""
+	stream     string
+	seq        uint64
+	from, till time.Time // the stream's timestamp lies between
+	kind       kind
+}
+
+// submitWithoutIDs publishes size.Jobs submissions without an id (half
+// with a Nats-Msg-Id header) over size.Duration, waits until ingest has
+// stored and acknowledged them all, and finds each one's job.
+func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, error) {
+	nc, err := nats.Connect(r.C.NATSURL(""), nats.Name("chaos-noid"))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	subjects := events.NewSubjects("")
+	const tick = 50 * time.Millisecond
+	perTick := max(size.Jobs/max(int(size.Duration/tick), 1), 1)
+	var msgs []sent
+	st := &noIDState{}
+	r.state = st
+	for i := 0; i < size.Jobs; i += perTick {
+		from := time.Now()
+		var futures []jetstream.PubAckFuture
+		var batch []sent
+		for j := i; j < min(i+perTick, size.Jobs); j++ {
+			k := mix[j%len(mix)]
+			m := nats.NewMsg(subjects.Submit(fmt.Sprintf("tenant-%d", j%7), k.task))
+			m.Data = []byte(`{"args":` + k.args + `}`)
+			s := sent{kind: k}
+			if j%2 == 0 {
+				s.msgID = fairway.NewID()
+				m.Header.Set(jetstream.MsgIDHeader, s.msgID)
+				st.withHeader++
+			}
+			f, err := js.PublishMsgAsync(m)
+			if err != nil {
+				return nil, err
+			}
+			futures = append(futures, f)
+			batch = append(batch, s)
+		}
+		for n, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				if ack.Duplicate {
+					return nil, fmt.Errorf("message %d acknowledged as a duplicate", i+n)
+				}
+				batch[n].stream, batch[n].seq = ack.Stream, ack.Sequence
+			case err := <-f.Err():
+				// Not retried: without a Nats-Msg-Id a second publish is a
+				// second submission. No fault here touches NATS.
+				return nil, fmt.Errorf("publishing: %w", err)
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		till := time.Now()
+		for n := range batch {
+			batch[n].from, batch[n].till = from, till
+		}
+		msgs = append(msgs, batch...)
+		if err := between(ctx, tick); err != nil {
+			return nil, err
+		}
+	}
+	st.messages = len(msgs)
+
+	// Wait until ingest has nothing pending or unacknowledged: every
+	// redelivery has been stored (or found stored) by then.
+	cons, err := js.Consumer(ctx, subjects.SubmitStream(), "ingest")
+	if err != nil {
+		return nil, err
+	}
+	for {
+		info, err := cons.Info(ctx)
+		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			// The consumer's sequence counts every delivery, the stream's
+			// every message (the stream is new, from 1): the difference is
+			// the redeliveries.
+			st.redelivered = int(info.Delivered.Consumer - info.Delivered.Stream)
+			break
+		}
+		if err := between(ctx, 250*time.Millisecond); err != nil { // JetStream has no "drained" event
+			return nil, err
+		}
+	}
+
+	db, err := r.C.DB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.Query(ctx, `SELECT id FROM fairway_job`)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	stored := map[string]bool{}
+	bySuffix := map[string]string{} // bytes 6… of a UUID -> id
+	for _, id := range ids {
+		stored[id] = true
+		if u, err := uuid.Parse(id); err == nil {
+			bySuffix[string(u[6:])] = id
+		}
+	}
+	out := map[string]kind{}
+	for _, m := range msgs {
+		if m.msgID != "" {
+			if !stored[m.msgID] {
+				st.wrongID = append(st.wrongID, "Nats-Msg-Id "+m.msgID+": no job of that id")
+			}
+			out[m.msgID] = m.kind // lost if missing
+			continue
+		}
+		want := derivedSuffix(m.stream, m.seq)
+		id, ok := bySuffix[string(want[:])]
+		if !ok {
+			st.wrongID = append(st.wrongID, fmt.Sprintf("%s/%d: no job with the id derived from the sequence", m.stream, m.seq))
+			out[fmt.Sprintf("missing-%s-%d", m.stream, m.seq)] = m.kind
+			continue
+		}
+		u := uuid.MustParse(id)
+		var ms int64
+		for _, b := range u[:6] {
+			ms = ms<<8 | int64(b)
+		}
+		if at := time.UnixMilli(ms); at.Before(m.from.Add(-time.Second)) || at.After(m.till.Add(time.Second)) {
+			st.wrongID = append(st.wrongID, fmt.Sprintf("%s/%d: id %s has time %s, published between %s and %s", m.stream, m.seq, id, at, m.from, m.till))
+		}
+		out[id] = m.kind
+	}
+	return out, nil
+}
+
+// derivedSuffix is bytes 6… of the id README "Submit asynchronously"
+// promises a body without an id and without a Nats-Msg-Id: a UUIDv7 whose
+// first 6 bytes are the message's stream time in milliseconds and whose
+// others come from sha256("<stream>/<sequence>").
+func derivedSuffix(stream string, seq uint64) [10]byte {
+	var u [16]byte
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", stream, seq))
+	copy(u[6:], sum[:10])
+	u[6] = u[6]&0x0f | 0x70
+	u[8] = u[8]&0x3f | 0x80
+	return [10]byte(u[6:])
+}
+
+func withoutEnv(env []string, name string) []string {
+	var out []string
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// ---- PostgreSQL failover ----
+
+// pgPair is a primary and its streaming replica.
+type pgPair struct {
+	primary, replica *pgserver.Server
+	primaryDir       string
+	replicaDir       string
+	url              string // multi-host, target_session_attrs=read-write
+}
+
+// postgresFailover: the components use a multi-host URL to a primary and
+// its synchronous streaming replica; the primary is SIGKILLed and the
+// replica promoted under load.
+func postgresFailover(base ClusterOptions) Scenario {
+	return Scenario{
+		Name: "postgres-failover", Cluster: base,
+		Setup: func(ctx context.Context, r *Run, _ *ClusterOptions, _ string) (string, error) {
+			p, err := startPGPair(ctx, r)
+			if err != nil {
+				return "", err
+			}
+			r.state = p
+			return p.url, nil
+		},
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			p := r.state.(*pgPair)
+			if err := between(ctx, 2*time.Second); err != nil {
+				return err
+			}
+			r.fault()
+			if err := killPostgres(p.primaryDir); err != nil {
+				return err
+			}
+			killed := time.Now()
+			if _, err := runAsPostgres(ctx, "pg_ctl", "-D", p.replicaDir, "-w", "promote"); err != nil {
+				return err
+			}
+			r.note("primary SIGKILLed, replica promoted in %s; %d fault(s): one failover per run (the old primary is not brought back as a replica)", time.Since(killed).Round(time.Millisecond), 1)
+			return nil
+		},
+	}
+}
+
+func startPGPair(ctx context.Context, r *Run) (*pgPair, error) {
+	p := &pgPair{primaryDir: filepath.Join(r.Dir, "pg-primary"), replicaDir: filepath.Join(r.Dir, "pg-replica")}
+	for _, d := range []string{p.primaryDir, p.replicaDir, p.primaryDir + ".password"} {
+		_ = os.RemoveAll(d)
+	}
+	primary, err := pgserver.Start(ctx, pgserver.Options{Dir: p.primaryDir, Database: "chaos"})
+	if err != nil {
+		return nil, err
+	}
+	p.primary = primary
+	r.undo = append(r.undo, func() { _ = killPostgres(p.primaryDir) })
+	pw, err := os.ReadFile(p.primaryDir + ".password")
+	if err != nil {
+		return nil, err
+	}
+	password := strings.TrimSpace(string(pw))
+	if err := os.Mkdir(p.replicaDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := chownPostgres(p.replicaDir); err != nil {
+		return nil, err
+	}
+	// -R writes standby.signal and primary_conninfo.
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=fairway password=%s application_name=replica", primary.Port(), password)
+	if _, err := runAsPostgres(ctx, "pg_basebackup", "-d", conninfo, "-D", p.replicaDir, "-R", "-X", "stream", "-c", "fast"); err != nil {
+		return nil, err
+	}
+	replica, err := pgserver.Start(ctx, pgserver.Options{Dir: p.replicaDir, Database: "postgres", PasswordFile: p.primaryDir + ".password"})
+	if err != nil {
+		return nil, err
+	}
+	p.replica = replica
+	r.undo = append(r.undo, func() { _ = killPostgres(p.replicaDir) })
+	// Synchronous replication: a commit returns once the replica has
+	// flushed its WAL (synchronous_commit = on, the default, with a
+	// synchronous standby), so nothing acknowledged is lost with the
+	// primary. Set now that the replica streams: earlier, commits would wait.
+	conn, err := pgx.Connect(ctx, primary.URLFor("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	for {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'`).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			break
+		}
+		if err := between(ctx, 100*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	for _, q := range []string{`ALTER SYSTEM SET synchronous_standby_names = '*'`, `ALTER SYSTEM SET synchronous_commit = 'on'`, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	var syncState string
+	for syncState != "sync" {
+		if err := conn.QueryRow(ctx, `SELECT sync_state FROM pg_stat_replication LIMIT 1`).Scan(&syncState); err != nil {
+			return nil, err
+		}
+		if err := between(ctx, 50*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	u, err := url.Parse(primary.URLFor("chaos"))
+	if err != nil {
+		return nil, err
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", primary.Port(), replica.Port())
+	u.RawQuery = "sslmode=disable&target_session_attrs=read-write"
+	p.url = u.String()
+	r.note("PostgreSQL primary :%d with a synchronous streaming replica :%d (synchronous_standby_names='*', synchronous_commit=on); URL hosts %s", primary.Port(), replica.Port(), u.Host)
+	return p, nil
+}
+
+// killPostgres SIGKILLs the postmaster of the cluster in dir and its
+// children (as a machine that dies would leave them: gone).
+func killPostgres(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return nil // not running
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return nil
+	}
+	children := childrenOf(pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return nil // already gone
+	}
+	for _, c := range children {
+		_ = syscall.Kill(c, syscall.SIGKILL)
+	}
+	for range 100 { // wait until the postmaster is gone
+		if syscall.Kill(pid, 0) != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 {
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// runAsPostgres runs a PostgreSQL binary as the postgres user when we are
+// root (as pgserver does).
+func runAsPostgres(ctx context.Context, name string, args ...string) (string, error) {
+	binDir, err := pgserver.FindBinaries()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
+	cmd.Dir = "/"
+	if cred, err := postgresCredential(); err != nil {
+		return "", err
+	} else if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func postgresCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	out, err := exec.Command("id", "-u", "postgres").Output()
+	if err != nil {
+		return nil, fmt.Errorf("running as root, PostgreSQL needs a postgres user: %w", err)
+	}
+	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	out, err = exec.Command("id", "-g", "postgres").Output()
+	if err != nil {
+		return nil, err
+	}
+	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func chownPostgres(path string) error {
+	cred, err := postgresCredential()
+	if err != nil || cred == nil {
+		return err
+	}
+	return os.Chown(path, int(cred.Uid), int(cred.Gid))
+}
+
+// ---- Network partition ----
+
+// partition cuts coordinator-1 (coordinator) or executor-1 off from NATS
+// and PostgreSQL for two leases and more, then heals the partition.
+func partition(name string, base ClusterOptions, coordinator bool) Scenario {
+	opts := base
+	return Scenario{
+		Name: name, Cluster: opts,
+		Setup: func(ctx context.Context, r *Run, opts *ClusterOptions, dbURL string) (string, error) {
+			ns, err := NewNetns(ctx, "fwchaos-"+strings.TrimPrefix(name, "partition-"))
+			if err != nil {
+				return "", err
+			}
+			r.undo = append(r.undo, ns.Close)
+			r.state = ns
+			in := func(i int) ProcOptions {
+				if i == 0 {
+					return ProcOptions{Netns: ns}
+				}
+				return ProcOptions{}
+			}
+			if coordinator {
+				opts.Coordinator = in
+			} else {
+				opts.Executor = in
+			}
+			return dbURL, nil
+		},
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			ns := r.state.(*Netns)
+			for range repeats {
+				if coordinator {
+					if err := between(ctx, 2*time.Second); err != nil {
+						return err
+					}
+				} else if err := r.C.Trace.waitRunning(ctx, r.C.Executors[0].Name, "sleep", 1); err != nil {
+					return err
+				}
+				r.fault()
+				if err := ns.Cut(ctx); err != nil {
+					return err
+				}
+				if err := between(ctx, 2*Lease+2*time.Second); err != nil {
+					_ = ns.Heal(context.Background())
+					return err
+				}
+				if err := ns.Heal(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Check: func(r *Run, _ Result) error {
+			p := r.C.Executors[0]
+			if coordinator {
+				p = r.C.Coordinators[0]
+			}
+			if !p.Running() {
+				return fmt.Errorf("%s exited during the partition (log: %s)", p.Name, p.log)
+			}
+			return nil
+		},
+	}
+}
+
+// ---- Full disk ----
+
+// tmpfs mounts a size-limited tmpfs on dir.
+func tmpfs(ctx context.Context, r *Run, dir, size string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("full disk needs a size-limited tmpfs (run as root): mount -t tmpfs -o size=%s tmpfs %s: %w: %s", size, dir, err, out)
+	}
+	r.undo = append(r.undo, func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return nil
+}
+
+func remount(ctx context.Context, dir, size string) error {
+	if out, err := exec.CommandContext(ctx, "mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount -o remount,size=%s %s: %w: %s", size, dir, err, out)
+	}
+	return nil
+}
+
+// fill writes a file in dir until the file system is full; it returns
+// the bytes written.
+func fill(dir string) (int64, error) {
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		k, err := f.Write(buf)
+		n += int64(k)
+		if errors.Is(err, syscall.ENOSPC) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+type fullDisk struct {
+	dir   string
+	pg    *pgserver.Server
+	pgDir string
+}
+
+// fullDiskPostgres: PostgreSQL's data directory is on a 192 MiB tmpfs
+// that is filled under load, left full for 3 s, then grown to 512 MiB.
+func fullDiskPostgres(base ClusterOptions) Scenario {
+	return Scenario{
+		Name: "full-disk-postgres", Cluster: base,
+		Setup: func(ctx context.Context, r *Run, _ *ClusterOptions, _ string) (string, error) {
+			fd := &fullDisk{dir: filepath.Join(r.Dir, "pgdisk")}
+			if err := tmpfs(ctx, r, fd.dir, "192m"); err != nil {
+				return "", err
+			}
+			fd.pgDir = filepath.Join(fd.dir, "pg")
+			s, err := pgserver.Start(ctx, pgserver.Options{Dir: fd.pgDir, Database: "chaos"})
+			if err != nil {
+				return "", err
+			}
+			fd.pg = s
+			r.undo = append(r.undo, func() { _ = killPostgres(fd.pgDir) })
+			r.state = fd
+			return s.URLFor("chaos"), nil
+		},
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			fd := r.state.(*fullDisk)
+			for i := range repeats {
+				if err := between(ctx, 2*time.Second); err != nil {
+					return err
+				}
+				r.fault()
+				n, err := fill(fd.dir)
+				if err != nil {
+					return err
+				}
+				if err := between(ctx, 3*time.Second); err != nil {
+					return err
+				}
+				// Room again: grow the file system, as an operator would.
+				if err := remount(ctx, fd.dir, fmt.Sprintf("%dm", 512*(i+1))); err != nil {
+					return err
+				}
+				running := postgresRunning(fd.pgDir)
+				r.note("filled PostgreSQL's disk with %d MiB; after 3 s grown to %d MiB; PostgreSQL still running: %v; its log: %s", n>>20, 512*(i+1), running, grepLog(filepath.Join(fd.pgDir, "postgres.log"), "No space left"))
+				if !running {
+					// It died (a PANIC on a WAL write): an operator or the
+					// service manager starts it again.
+					s, err := pgserver.Start(ctx, pgserver.Options{Dir: fd.pgDir, Port: fd.pg.Port(), Database: "chaos"})
+					if err != nil {
+						return err
+					}
+					fd.pg = s
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// fullDiskJetStream: JetStream's store directory is on a 64 MiB tmpfs
+// that is filled under load, left full for 3 s, then grown, and
+// nats-server restarted (its stores stay failed until then).
+func fullDiskJetStream(base ClusterOptions) Scenario {
+	return Scenario{
+		Name: "full-disk-jetstream", Cluster: base,
+		Setup: func(ctx context.Context, r *Run, opts *ClusterOptions, dbURL string) (string, error) {
+			fd := &fullDisk{dir: filepath.Join(r.Dir, "jsdisk")}
+			if err := tmpfs(ctx, r, fd.dir, "64m"); err != nil {
+				return "", err
+			}
+			opts.NATSStoreDir = filepath.Join(fd.dir, "jetstream")
+			r.state = fd
+			return dbURL, nil
+		},
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			fd := r.state.(*fullDisk)
+			for i := range repeats {
+				if err := between(ctx, 2*time.Second); err != nil {
+					return err
+				}
+				r.fault()
+				n, err := fill(fd.dir)
+				if err != nil {
+					return err
+				}
+				if err := between(ctx, 3*time.Second); err != nil {
+					return err
+				}
+				if err := remount(ctx, fd.dir, fmt.Sprintf("%dm", 256*(i+1))); err != nil {
+					return err
+				}
+				r.note("filled JetStream's disk with %d MiB; after 3 s grown to %d MiB; nats-server: %s", n>>20, 256*(i+1), grepLog(r.C.NATS[0].log, "Critical write error"))
+				// A stream's store that failed a write refuses every later
+				// write until nats-server restarts (nats-server 2.15's
+				// filestore keeps the error), room or not: restart it, as
+				// the operator must.
+				if err := r.C.NATS[0].Signal(syscall.SIGTERM); err != nil {
+					return err
+				}
+				if _, err := r.C.NATS[0].Wait(30 * time.Second); err != nil {
+					return err
+				}
+				if err := r.C.RestartNATS(0); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func postgresRunning(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+// grepLog returns the first and the number of lines of a log holding s.
+func grepLog(path, s string) string {
+	var first string
+	n := 0
+	for _, l := range strings.Split(readFile(path), "\n") {
+		if strings.Contains(l, s) {
+			if n == 0 {
+				first = l
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Sprintf("no line with %q", s)
+	}
+	return fmt.Sprintf("%d lines with %q, first: %s", n, s, first)
+}
+
+// ---- Clock step ----
+
+const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
+
+// clockStep: coordinator-1's clock (coordinator.Config.Clock, through the
+// test-only FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call) jumps
+// one hour ahead under load, and jumps again at each further fault.
+// Leases use PostgreSQL's now(), so jobs must be unaffected.
+func clockStep(base ClusterOptions) Scenario {
+	var file string
+	opts := base
+	return Scenario{
+		Name: "clock-step", Cluster: opts,
+		Setup: func(_ context.Context, r *Run, opts *ClusterOptions, dbURL string) (string, error) {
+			file = filepath.Join(r.Dir, "clock-offset")
+			if err := os.WriteFile(file, []byte("0s"), 0o644); err != nil {
+				return "", err
+			}
+			opts.Coordinator = func(i int) ProcOptions {
+				if i == 0 {
+					return ProcOptions{Env: []string{clockFileEnv + "=" + file}}
+				}
+				return ProcOptions{}
+			}
+			return dbURL, nil
+		},
+		Inject: func(ctx context.Context, r *Run, repeats int) error {
+			// A periodic task every 2 s, in a group of its own.
+			nc, err := nats.Connect(r.C.NATSURL(""))
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			client, err := events.NewClient(nc, events.ClientOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "every-2s", Enabled: true, Task: "echo", Group: "periodic", Timer: "*-*-* *:*:0/2"}); err != nil {
+				return fmt.Errorf("saving a periodic task: %w", err)
+			}
+			for i := range repeats {
+				if err := between(ctx, 3*time.Second); err != nil {
+					return err
+				}
+				r.fault()
+				if err := os.WriteFile(file, []byte(fmt.Sprintf("%dh", i+1)), 0o644); err != nil {
+					return err
+				}
+			}
+			// Watch the periodic task for a while after the last step.
+			return between(ctx, 10*time.Second)
+		},
+		Check: func(r *Run, _ Result) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			db, err := r.C.DB(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			last := r.faults[len(r.faults)-1]
+			var before, after int
+			var nextRun, dbNow time.Time
+			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE submitted < $1), count(*) FILTER (WHERE submitted >= $1),
+				(SELECT nextrun FROM fairway_periodic_task WHERE id = 'every-2s'), now() FROM fairway_job WHERE group_name = 'periodic'`, last).Scan(&before, &after, &nextRun, &dbNow); err != nil {
+				return err
+			}
+			r.note("periodic task every 2 s: %d runs before the last clock step, %d in the %s after it; its next run: %s, %s after PostgreSQL's now()", before, after, time.Since(last).Round(time.Second), nextRun.Format(time.RFC3339), nextRun.Sub(dbNow).Round(time.Second))
+			if after == 0 {
+				return errors.New("the periodic task stopped firing after the clock step")
+			}
+			if nextRun.Sub(dbNow) > time.Minute {
+				// Known defect, reported rather than failed: periodic firing
+				// uses the coordinator's host clock (coordinator/periodic.go:64,
+				// 73, 150, 171-173 through Config.Clock; store/periodic.go:104-108
+				// compares nextrun and marked with it). Calendar timers fire
+				// off by the skew, and if the skewed coordinator stops, the
+				// others wait out the skew before firing again.
+				r.note("DEFECT (known, not failed): the skewed coordinator set the periodic task's next run %s ahead of PostgreSQL's clock: periodic tasks follow a coordinator's host clock", nextRun.Sub(dbNow).Round(time.Second))
+			}
+			return nil
+		},
+	}
+}
