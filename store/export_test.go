@@ -138,3 +138,6 @@ func (s *Store) ExplainCountQueued(t testing.TB, group string) string {
 	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
 }
+
+// CheckMigrationNames exposes checkMigrationNames.
+var CheckMigrationNames = checkMigrationNames

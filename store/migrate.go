@@ -27,6 +27,9 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		return nil, err
 	}
 	sort.Strings(files)
+	if err := checkMigrationNames(files); err != nil {
+		return nil, err
+	}
 	var applied []int
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
@@ -75,4 +78,22 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("migrating the database: %w", err)
 	}
 	return applied, nil
+}
+
+// checkMigrationNames refuses two migrations with one number (two branches
+// that each added the next one): the second would fail half-way otherwise.
+func checkMigrationNames(files []string) error {
+	seen := map[int]string{}
+	for _, file := range files {
+		name := strings.TrimPrefix(file, "migrations/")
+		version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", name)
+		}
+		if other, dup := seen[version]; dup {
+			return fmt.Errorf("migrations %s and %s have the same number: renumber one", other, name)
+		}
+		seen[version] = name
+	}
+	return nil
 }
