@@ -697,6 +697,12 @@ func fullDiskJetStream(base ClusterOptions) Scenario {
 				return "", err
 			}
 			opts.NATSStoreDir = filepath.Join(fd.dir, "jetstream")
+			// JetStream reserves a stream's MaxBytes from its storage: on a
+			// 64 MiB disk, the streams must be given limits that fit in it.
+			opts.Coordinator = func(int) ProcOptions {
+				return ProcOptions{Env: []string{"FAIRWAY_NATS_SUBMIT_MAX_BYTES=8MiB", "FAIRWAY_NATS_RESULTS_MAX_BYTES=8MiB",
+					"FAIRWAY_NATS_EVENTS_MAX_BYTES=8MiB", "FAIRWAY_NATS_DEAD_MAX_BYTES=8MiB"}}
+			}
 			r.state = fd
 			return dbURL, nil
 		},
