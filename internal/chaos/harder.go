@@ -653,19 +653,8 @@ func fullDiskPostgres(base ClusterOptions) Scenario {
 		Inject: func(ctx context.Context, r *Run, repeats int) error {
 			fd := r.state.(*fullDisk)
 			for i := range repeats {
-				if err := between(ctx, 2*time.Second); err != nil {
-					return err
-				}
-				r.fault()
-				n, err := fill(fd.dir)
+				n, err := fillThenGrow(ctx, r, fd.dir, 512*(i+1))
 				if err != nil {
-					return err
-				}
-				if err := between(ctx, 3*time.Second); err != nil {
-					return err
-				}
-				// Room again: grow the file system, as an operator would.
-				if err := remount(ctx, fd.dir, fmt.Sprintf("%dm", 512*(i+1))); err != nil {
 					return err
 				}
 				running := postgresRunning(fd.pgDir)
@@ -683,6 +672,24 @@ func fullDiskPostgres(base ClusterOptions) Scenario {
 			return nil
 		},
 	}
+}
+
+// fillThenGrow is one full-disk fault: after 2 s it fills the file system
+// at dir, leaves it full for 3 s, then grows it to growMiB, as an operator
+// would. It returns how many bytes the filling took.
+func fillThenGrow(ctx context.Context, r *Run, dir string, growMiB int) (int64, error) {
+	if err := between(ctx, 2*time.Second); err != nil {
+		return 0, err
+	}
+	r.fault()
+	n, err := fill(dir)
+	if err != nil {
+		return 0, err
+	}
+	if err := between(ctx, 3*time.Second); err != nil {
+		return 0, err
+	}
+	return n, remount(ctx, dir, fmt.Sprintf("%dm", growMiB))
 }
 
 // fullDiskJetStream: JetStream's store directory is on a 64 MiB tmpfs
@@ -709,18 +716,8 @@ func fullDiskJetStream(base ClusterOptions) Scenario {
 		Inject: func(ctx context.Context, r *Run, repeats int) error {
 			fd := r.state.(*fullDisk)
 			for i := range repeats {
-				if err := between(ctx, 2*time.Second); err != nil {
-					return err
-				}
-				r.fault()
-				n, err := fill(fd.dir)
+				n, err := fillThenGrow(ctx, r, fd.dir, 256*(i+1))
 				if err != nil {
-					return err
-				}
-				if err := between(ctx, 3*time.Second); err != nil {
-					return err
-				}
-				if err := remount(ctx, fd.dir, fmt.Sprintf("%dm", 256*(i+1))); err != nil {
 					return err
 				}
 				r.note("filled JetStream's disk with %d MiB; after 3 s grown to %d MiB; nats-server: %s", n>>20, 256*(i+1), grepLog(r.C.NATS[0].log, "Critical write error"))

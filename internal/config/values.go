@@ -50,30 +50,18 @@ var byteUnits = []struct {
 // parseByteSize parses a positive size of at most 64 MiB: plain bytes
 // ("1048576") or a number with a unit ("512KiB", "1MiB", "2MB").
 func parseByteSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	for _, u := range byteUnits {
-		num, ok := strings.CutSuffix(s, u.suffix)
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-		if err != nil {
-			break
-		}
-		if n <= 0 {
-			return 0, errors.New("must be positive")
-		}
-		if n > maxByteSize/u.factor {
-			return 0, errors.New("must be at most 64MiB")
-		}
-		return n * u.factor, nil
-	}
-	return 0, errors.New("not a size (examples: 1048576, 512KiB, 1MiB, 2MB)")
+	return parseSize(s, maxByteSize, "64MiB", "1048576, 512KiB, 1MiB, 2MB")
 }
 
 // parseStreamSize parses a positive size of at most 1024 GiB, written as
 // parseByteSize reads them.
 func parseStreamSize(s string) (int64, error) {
+	return parseSize(s, 1<<40, "1024GiB", "1073741824, 512MiB, 4GiB")
+}
+
+// parseSize parses a positive size of at most limit bytes; errors write
+// the limit as limitText and give examples.
+func parseSize(s string, limit int64, limitText, examples string) (int64, error) {
 	s = strings.TrimSpace(s)
 	for _, u := range byteUnits {
 		num, ok := strings.CutSuffix(s, u.suffix)
@@ -87,12 +75,12 @@ func parseStreamSize(s string) (int64, error) {
 		if n <= 0 {
 			return 0, errors.New("must be positive")
 		}
-		if n > (1<<40)/u.factor {
-			return 0, errors.New("must be at most 1024GiB")
+		if n > limit/u.factor {
+			return 0, errors.New("must be at most " + limitText)
 		}
 		return n * u.factor, nil
 	}
-	return 0, errors.New("not a size (examples: 1073741824, 512MiB, 4GiB)")
+	return 0, errors.New("not a size (examples: " + examples + ")")
 }
 
 // formatByteSize formats n with the largest 1024-based unit that divides it.
