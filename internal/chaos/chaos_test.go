@@ -21,9 +21,11 @@ var (
 // and checks that no acknowledged job is lost, none runs twice at once,
 // each has exactly one final state, and every committed change has its
 // event.
-func TestChaos(t *testing.T) {
-	ctx := t.Context()
-	dir, err := os.MkdirTemp("", "fairway-chaos-")
+// suiteSetup makes the suite's directory (kept when the test fails), builds
+// the binaries and starts PostgreSQL.
+func suiteSetup(t *testing.T, prefix string) (dir string, bin Binaries, pg *PG) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +38,21 @@ func TestChaos(t *testing.T) {
 			os.RemoveAll(dir)
 		}
 	})
-	bin, err := Build(ctx, filepath.Join(dir, "bin"))
+	bin, err = Build(t.Context(), filepath.Join(dir, "bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pg, err := StartPG(ctx, filepath.Join(dir, "postgres"))
+	pg, err = StartPG(t.Context(), filepath.Join(dir, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pg.Stop() })
+	return dir, bin, pg
+}
+
+func TestChaos(t *testing.T) {
+	ctx := t.Context()
+	dir, bin, pg := suiteSetup(t, "fairway-chaos-")
 
 	size := Short
 	if *long {

@@ -123,27 +123,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("the soak runs only with -chaos.soak DURATION (task soak runs it for 1h)")
 	}
 	ctx := t.Context()
-	dir, err := os.MkdirTemp("", "fairway-soak-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			os.RemoveAll(dir)
-		}
-	})
-	bin, err := Build(ctx, filepath.Join(dir, "bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg, err := StartPG(ctx, filepath.Join(dir, "postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Stop() })
+	dir, bin, pg := suiteSetup(t, "fairway-soak-")
 	dbURL, err := pg.NewDatabase(ctx, "chaos_soak")
 	if err != nil {
 		t.Fatal(err)
