@@ -102,9 +102,15 @@ type Config struct {
 	DeadLetterAfter int
 	// Logger receives the coordinator's logs. Defaults to discard.
 	Logger *slog.Logger
-	// Clock tells the time periodic tasks are fired at. Defaults to
-	// time.Now; tests set it to control time.
+	// Clock, when set, replaces PostgreSQL's clock as the time periodic
+	// tasks follow (tests set it to control time). By default they follow
+	// PostgreSQL's now(), read when needed, so a coordinator whose host
+	// clock is wrong still fires them on time.
 	Clock func() time.Time
+	// HostClock, when set, replaces time.Now as this coordinator's host
+	// clock (the fault suite skews it). Nothing that decides when a job or
+	// a periodic task is due reads it; durations use the monotonic clock.
+	HostClock func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -372,7 +378,7 @@ func (c *Coordinator) afterChange(applied []store.Applied) {
 	c.kickOutbox()
 	for _, a := range applied {
 		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
-			if a.RunAt.After(time.Now()) {
+			if a.RunAt.After(c.hostNow()) {
 				c.due.add(a.RunAt)
 			} else {
 				c.notifyWork()

@@ -226,7 +226,7 @@ func (c *Coordinator) dueLoop(ctx context.Context) {
 			return
 		case <-c.due.changed:
 		case <-timer.C:
-			if c.due.popDue(time.Now()) {
+			if c.due.popDue(c.hostNow()) {
 				c.notifyWork()
 			}
 		}

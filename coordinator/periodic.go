@@ -12,6 +12,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/calendar"
+	"github.com/fairwayhq/fairway/store"
 )
 
 const (
@@ -39,12 +40,17 @@ func (c *Coordinator) periodicLoop(ctx context.Context) {
 		}
 		c.firePeriodic(ctx)
 		wait := periodicMaxSleep
-		if next, ok, err := c.store.NextPeriodicRun(ctx); err != nil {
+		next, ok, err := c.store.NextPeriodicRun(ctx)
+		var now time.Time
+		if err == nil && ok {
+			now, err = c.periodicNow(ctx)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				c.log.Warn("reading the next periodic run", "error", err)
 			}
 		} else if ok {
-			wait = min(max(next.Sub(c.now()), 0), periodicMaxSleep)
+			wait = min(max(next.Sub(now), 0), periodicMaxSleep)
 		}
 		if !timer.Stop() {
 			select {
@@ -61,8 +67,11 @@ func (c *Coordinator) periodicLoop(ctx context.Context) {
 // while no coordinator ran collapse into one, since the next run is the
 // first event after now.
 func (c *Coordinator) firePeriodic(ctx context.Context) {
-	now := c.now()
-	due, err := c.store.MarkDuePeriodic(ctx, c.id, now, periodicMarkStale, periodicBatch)
+	now, err := c.periodicNow(ctx)
+	var due []store.PeriodicTask
+	if err == nil {
+		due, err = c.store.MarkDuePeriodic(ctx, c.id, now, periodicMarkStale, periodicBatch)
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("marking due periodic tasks", "error", err)
@@ -147,7 +156,11 @@ func (c *Coordinator) savePeriodic(ctx context.Context, p fairway.PeriodicTask, 
 	if err := c.tasks.check(ctx, sub.Task, received); err != nil {
 		return nil, err
 	}
-	ev, next, err := nextRun(p.Timer, c.now())
+	now, err := c.periodicNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev, next, err := nextRun(p.Timer, now)
 	if err != nil {
 		return nil, err
 	}
@@ -167,10 +180,14 @@ func (c *Coordinator) setPeriodic(ctx context.Context, id string, enabled, runNo
 		return nil, err
 	}
 	p.Enabled = enabled
+	now, err := c.periodicNow(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if runNow {
-		p.NextRun = c.now()
+		p.NextRun = now
 	} else if enabled {
-		_, next, err := nextRun(p.Timer, c.now())
+		_, next, err := nextRun(p.Timer, now)
 		if err != nil {
 			return nil, err
 		}
@@ -217,9 +234,21 @@ func decodePeriodic(data []byte) (fairway.PeriodicTask, error) {
 	return p, nil
 }
 
-func (c *Coordinator) now() time.Time {
+// periodicNow is the time periodic tasks follow: PostgreSQL's clock, not
+// this host's, so that a coordinator whose clock is wrong (an NTP step, a
+// bad RTC) neither fires calendar timers early or late nor sets a nextrun
+// that the other coordinators would wait out.
+func (c *Coordinator) periodicNow(ctx context.Context) (time.Time, error) {
 	if c.cfg.Clock != nil {
-		return c.cfg.Clock()
+		return c.cfg.Clock(), nil
+	}
+	return c.store.Now(ctx)
+}
+
+// hostNow is this coordinator's host clock (see Config.HostClock).
+func (c *Coordinator) hostNow() time.Time {
+	if c.cfg.HostClock != nil {
+		return c.cfg.HostClock()
 	}
 	return time.Now()
 }

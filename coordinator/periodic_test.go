@@ -158,3 +158,31 @@ func TestRestartClearsMarksOfDeadCoordinators(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, p.Marked, "a live coordinator keeps its mark")
 }
+
+// TestPeriodicTasksFollowPostgreSQLsClock: a coordinator whose host clock
+// is an hour ahead computes a periodic task's next run from PostgreSQL's
+// clock, so it neither fires an hour early nor makes the others wait.
+func TestPeriodicTasksFollowPostgreSQLsClock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	skewed := func() time.Time { return time.Now().Add(time.Hour) }
+	c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t), HostClock: skewed})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(c.Stop)
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+
+	before, err := st.Now(ctx)
+	require.NoError(t, err)
+	p, err := client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "every-5m", Enabled: true, Task: "echo", Group: "g", Timer: "*-*-* *:0/5"})
+	require.NoError(t, err)
+	after, err := st.Now(ctx)
+	require.NoError(t, err)
+	require.True(t, p.NextRun.After(before), "next run %s is after PostgreSQL's now() %s", p.NextRun, before)
+	require.False(t, p.NextRun.After(after.Add(5*time.Minute)), "next run %s is at most 5 minutes after PostgreSQL's now() %s, not an hour ahead", p.NextRun, after)
+	require.Zero(t, p.NextRun.Minute()%5)
+	require.Zero(t, p.NextRun.Second())
+}

@@ -146,10 +146,22 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Discard:     jetstream.DiscardOld,
 		},
 	}
+	// The configuration key behind each stream's byte limit, for errors.
+	keys := map[string]string{
+		s.SubmitStream(): "nats.submit-max-bytes", s.EventStream(): "nats.events-max-bytes",
+		s.ResultStream(): "nats.results-max-bytes", s.DeadStream(): "nats.dead-max-bytes",
+	}
+	var reserved int64
+	for _, cfg := range configs {
+		reserved += max(cfg.MaxBytes, 0)
+	}
 	for _, cfg := range configs {
 		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			var apiErr *jetstream.APIError
 			switch {
+			case errors.As(err, &apiErr) && storageRefused[apiErr.ErrorCode]:
+				return fmt.Errorf("creating stream %s with a limit of %s (%s): %w. JetStream reserves a file stream's limit from the server's storage (max_file_store) and the account's limits, and these streams' limits add up to %s: lower %s (and the other nats.*-max-bytes), or give JetStream more storage",
+					cfg.Name, formatBytes(cfg.MaxBytes), keys[cfg.Name], err, formatBytes(reserved), keys[cfg.Name])
 			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrJetStreamNotEnabled):
 				return fmt.Errorf("creating stream %s: %w (is JetStream enabled on the NATS server?)", cfg.Name, err)
 			case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported:
@@ -166,12 +178,41 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 // for more than one replica on a server that is not clustered.
 const errCodeReplicasNotSupported jetstream.ErrorCode = 10074
 
+// storageRefused are the JetStream error codes of a stream whose limits
+// do not fit the server's or the account's storage: waiting will not help.
+var storageRefused = map[jetstream.ErrorCode]bool{
+	10002: true, // JSAccountResourcesExceededErr: resource limits exceeded for account
+	10027: true, // JSMaximumStreamsLimitErr: maximum number of streams reached
+	10028: true, // JSMemoryResourcesExceededErr: insufficient memory resources available
+	10047: true, // JSStorageResourcesExceededErr: insufficient storage resources available
+	10113: true, // JSStreamMaxBytesRequired: account requires a stream config to have max bytes set
+	10122: true, // JSStreamMaxStreamBytesExceeded: stream max bytes exceeds account limit max stream bytes
+}
+
 // IsStreamConfigRefused says whether an EnsureStreams error will not go away by
-// itself (a configuration the servers refuse), as opposed to JetStream
+// itself (a configuration the servers refuse: replicas a single server
+// cannot keep, limits its storage cannot hold), as opposed to JetStream
 // not being ready yet (a cluster electing its leader, a server restarting).
 func IsStreamConfigRefused(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeReplicasNotSupported || storageRefused[apiErr.ErrorCode])
+}
+
+// formatBytes writes n in the largest binary unit that divides it nicely,
+// as the configuration takes it (1GiB, 512MiB).
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d%s", n/u.size, u.name)
+		}
+	}
+	if n < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 // TenantEventMaxBytesDefault caps a tenant's own copy of its events

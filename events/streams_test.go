@@ -136,3 +136,33 @@ func TestStreamLimits(t *testing.T) {
 	_, err = js.Publish(t.Context(), subjects.Submit("acme", "echo"), []byte(`{}`))
 	require.ErrorContains(t, err, "maximum messages exceeded")
 }
+
+// TestEnsureStreamsRefusesLimitsBeyondStorage: JetStream reserves a file
+// stream's MaxBytes from the server's storage, so the default limits (over
+// 5 GiB) do not fit a 64 MiB JetStream. The error says so, names the
+// configuration key, and is final rather than "not ready, retrying".
+func TestEnsureStreamsRefusesLimitsBeyondStorage(t *testing.T) {
+	t.Parallel()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), JetStreamMaxStore: 64 << 20, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	nc, err := nats.Connect(s.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+
+	err = events.EnsureStreams(t.Context(), js, events.NewSubjects("fairway"), events.StreamOptions{})
+	require.Error(t, err)
+	t.Log(err)
+	require.True(t, events.IsStreamConfigRefused(err), "a final error, not a wait: %v", err)
+	require.ErrorContains(t, err, "creating stream FAIRWAY_SUBMIT with a limit of 1GiB (nats.submit-max-bytes)")
+	require.ErrorContains(t, err, "insufficient storage resources")
+
+	// Limits that fit are accepted.
+	small := events.StreamOptions{SubmitMaxBytes: 8 << 20, ResultMaxBytes: 8 << 20, EventMaxBytes: 16 << 20, DeadMaxBytes: 4 << 20}
+	require.NoError(t, events.EnsureStreams(t.Context(), js, events.NewSubjects("fairway"), small))
+}

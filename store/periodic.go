@@ -85,6 +85,16 @@ func (s *Store) DeletePeriodic(ctx context.Context, id string) error {
 	return nil
 }
 
+// Now is PostgreSQL's clock: the time periodic tasks follow, whatever the
+// host clocks of the coordinators say.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("reading PostgreSQL's clock: %w", interpretError(err))
+	}
+	return now, nil
+}
+
 // NextPeriodicRun is the earliest nextrun of the enabled periodic tasks.
 func (s *Store) NextPeriodicRun(ctx context.Context) (time.Time, bool, error) {
 	var next *time.Time

@@ -64,8 +64,11 @@ func TestChaos(t *testing.T) {
 			continue
 		}
 		t.Run(sc.Name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			// A scenario that hangs fails by its name, with its logs kept,
+			// before go test's own timeout kills the whole suite.
+			ctx, cancel := context.WithTimeout(ctx, size.Timeout)
 			defer cancel()
+			fmt.Fprintf(os.Stderr, "chaos: %s: starting at %s (at most %s)\n", sc.Name, time.Now().Format(time.TimeOnly), size.Timeout)
 			res, notes, err := RunScenario(ctx, bin, pg, dir, sc, size)
 			for _, n := range notes {
 				t.Log(n)

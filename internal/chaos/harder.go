@@ -772,10 +772,11 @@ func grepLog(path, s string) string {
 
 const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
 
-// clockStep: coordinator-1's clock (coordinator.Config.Clock, through the
+// clockStep: coordinator-1's clock (coordinator.Config.HostClock, through the
 // test-only FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call) jumps
 // one hour ahead under load, and jumps again at each further fault.
-// Leases use PostgreSQL's now(), so jobs must be unaffected.
+// Leases and periodic tasks use PostgreSQL's now(), so jobs must be
+// unaffected and the periodic task must keep its 2 s cadence.
 func clockStep(base ClusterOptions) Scenario {
 	var file string
 	opts := base
@@ -839,14 +840,10 @@ func clockStep(base ClusterOptions) Scenario {
 			if after == 0 {
 				return errors.New("the periodic task stopped firing after the clock step")
 			}
-			if nextRun.Sub(dbNow) > time.Minute {
-				// Known defect, reported rather than failed: periodic firing
-				// uses the coordinator's host clock (coordinator/periodic.go:64,
-				// 73, 150, 171-173 through Config.Clock; store/periodic.go:104-108
-				// compares nextrun and marked with it). Calendar timers fire
-				// off by the skew, and if the skewed coordinator stops, the
-				// others wait out the skew before firing again.
-				r.note("DEFECT (known, not failed): the skewed coordinator set the periodic task's next run %s ahead of PostgreSQL's clock: periodic tasks follow a coordinator's host clock", nextRun.Sub(dbNow).Round(time.Second))
+			if d := nextRun.Sub(dbNow); d > 3*time.Second || d < -10*time.Second {
+				// Periodic tasks follow PostgreSQL's clock: a skewed
+				// coordinator must neither push nextrun ahead nor let it lag.
+				return fmt.Errorf("the periodic task's next run is %s from PostgreSQL's now(), want within its 2 s period: periodic tasks followed a skewed host clock", d.Round(time.Millisecond))
 			}
 			return nil
 		},

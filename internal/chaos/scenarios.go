@@ -17,12 +17,13 @@ type Size struct {
 	Jobs     int           // per scenario
 	Duration time.Duration // over which they are submitted
 	Repeats  int           // faults per scenario
+	Timeout  time.Duration // a scenario that takes longer fails
 }
 
 // Short and Long are the two sizes.
 var (
-	Short = Size{Jobs: 1500, Duration: 8 * time.Second, Repeats: 1}
-	Long  = Size{Jobs: 7000, Duration: 60 * time.Second, Repeats: 4}
+	Short = Size{Jobs: 1500, Duration: 8 * time.Second, Repeats: 1, Timeout: 4 * time.Minute}
+	Long  = Size{Jobs: 7000, Duration: 60 * time.Second, Repeats: 4, Timeout: 15 * time.Minute}
 )
 
 // Scenario is one fault and the cluster it hits.

@@ -210,7 +210,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
 		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
 		Logger:           e.log.With("component", "coordinator"),
-		Clock:            chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
+		HostClock:        chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -231,9 +231,9 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 
 // chaosClock is a TEST-ONLY hook of the fault-injection suite
 // (internal/chaos): with FAIRWAYCHAOS_CLOCK_OFFSET_FILE set, the
-// coordinator's clock (coordinator.Config.Clock) is the host's plus the
-// duration in that file (e.g. 1h), read at every call so that the suite
-// can step it. Nil, the host's clock, otherwise.
+// coordinator's host clock (coordinator.Config.HostClock) is the real one
+// plus the duration in that file (e.g. 1h), read at every call so that the
+// suite can step it. Nil, the real clock, otherwise.
 func chaosClock() func() time.Time {
 	file := os.Getenv("FAIRWAYCHAOS_CLOCK_OFFSET_FILE")
 	if file == "" {
