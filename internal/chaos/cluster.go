@@ -209,6 +209,16 @@ func (p *Proc) Wait(timeout time.Duration) (int, error) {
 	return 0, p.exitErr
 }
 
+// Pid is the process id of the running process, or 0.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Running says whether the process runs.
 func (p *Proc) Running() bool {
 	select {
