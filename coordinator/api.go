@@ -110,6 +110,7 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbPriority:        {tenantAndAdmin, jobVerb((*Coordinator).apiPriority)},
 	events.VerbList:            {tenantAndAdmin, (*Coordinator).apiList},
 	events.VerbExecutors:       {adminOnly, (*Coordinator).apiExecutors},
+	events.VerbPrune:           {adminOnly, (*Coordinator).apiPrune},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
 	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},

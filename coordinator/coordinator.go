@@ -107,6 +107,8 @@ type Config struct {
 	// PostgreSQL's now(), read when needed, so a coordinator whose host
 	// clock is wrong still fires them on time.
 	Clock func() time.Time
+	// Retention is how long finished jobs are kept, by final state.
+	Retention Retention
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
 	// a periodic task is due reads it; durations use the monotonic clock.
@@ -135,6 +137,7 @@ func (c Config) withDefaults() Config {
 	c.QuotaSubmitRate = cmp.Or(c.QuotaSubmitRate, QuotaSubmitRateDefault)
 	c.QuotaSubmitBurst = cmp.Or(c.QuotaSubmitBurst, QuotaSubmitBurstDefault)
 	c.DeadLetterAfter = cmp.Or(c.DeadLetterAfter, DeadLetterAfterDefault)
+	c.Retention = c.Retention.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,6 +157,9 @@ func (c Config) validate() error {
 	}
 	if c.Lease < time.Second {
 		errs = append(errs, fmt.Errorf("lease %s: must be at least 1s", c.Lease))
+	}
+	if err := c.Retention.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.IngestBatch < 1 || c.IngestBatch > 10000 {
 		errs = append(errs, fmt.Errorf("ingest-batch %d: must be in 1..10000", c.IngestBatch))
@@ -270,6 +276,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.dueLoop)
 	c.goLoop(runCtx, c.parkLoop)
 	c.goLoop(runCtx, c.periodicLoop)
+	c.goLoop(runCtx, c.retentionLoop)
 	if err := c.clearDeadMarks(ctx); err != nil {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}

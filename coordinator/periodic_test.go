@@ -165,15 +165,9 @@ func TestRestartClearsMarksOfDeadCoordinators(t *testing.T) {
 func TestPeriodicTasksFollowPostgreSQLsClock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	_, nc := natstest.Start(t)
-	st := storetest.Open(t)
 	skewed := func() time.Time { return time.Now().Add(time.Hour) }
-	c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t), HostClock: skewed})
-	require.NoError(t, err)
-	require.NoError(t, c.Start(ctx))
-	t.Cleanup(c.Stop)
-	client, err := events.NewClient(nc, events.ClientOptions{})
-	require.NoError(t, err)
+	h, _ := setupWith(t, coordinator.Config{HostClock: skewed})
+	st, client := h.store, h.client
 
 	before, err := st.Now(ctx)
 	require.NoError(t, err)

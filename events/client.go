@@ -256,6 +256,16 @@ func (c *Client) ListPage(ctx context.Context, req ListRequest) ([]fairway.Job, 
 	return reply.Jobs, reply.NextCursor, nil
 }
 
+// Prune removes one batch of finished jobs (operators only) and returns
+// how many it removed; ask again while that equals the batch's limit.
+func (c *Client) Prune(ctx context.Context, req PruneRequest) (int, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbPrune), req)
+	if err != nil {
+		return 0, err
+	}
+	return reply.Pruned, nil
+}
+
 // Executors lists the executors the coordinators know of.
 func (c *Client) Executors(ctx context.Context) ([]fairway.Executor, error) {
 	reply, err := c.request(ctx, c.subjects.Admin(VerbExecutors), struct{}{})

@@ -44,6 +44,7 @@ const (
 	VerbRelease   = "release"   // a pending job becomes waiting
 	VerbPriority  = "priority"  // body: id and priority
 	VerbExecutors = "executors" // admin only
+	VerbPrune     = "prune"     // admin only; body: PruneRequest
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body

@@ -54,6 +54,19 @@ type Reply struct {
 	// Truncated names the jobs of this reply whose args and result were
 	// left out because the job alone would not fit in a reply.
 	Truncated []string `json:"truncated,omitempty"`
+	// Pruned is how many jobs a prune request removed.
+	Pruned int `json:"pruned,omitempty"`
+}
+
+// PruneRequest is the body of prune (operators only): remove one batch of
+// finished jobs in State that ended more than OlderThan ago (a Go
+// duration: 720h, 30m), of Group ("" for all), at most Limit (default
+// 1,000, at most 10,000). Ask again while Pruned equals the limit.
+type PruneRequest struct {
+	State     fairway.State `json:"state"`
+	OlderThan string        `json:"older_than"`
+	Group     string        `json:"group,omitempty"`
+	Limit     int           `json:"limit,omitempty"`
 }
 
 // JobRequest is the body of cancel, get, logs, release and priority.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -141,3 +142,33 @@ func (s *Store) ExplainCountQueued(t testing.TB, group string) string {
 
 // CheckMigrationNames exposes checkMigrationNames.
 var CheckMigrationNames = checkMigrationNames
+
+// EndedAgo makes a job final in state, ended ago before now (setup for
+// retention tests; the paths to a final state have their own tests).
+func (s *Store) EndedAgo(t testing.TB, id string, state string, ago time.Duration) {
+	_, err := s.pool.Exec(t.Context(), `UPDATE fairway_job SET state = $2, finished = now() - $3::interval WHERE id = $1`, id, state, interval(ago))
+	require.NoError(t, err)
+}
+
+// PrunePlan is the plan of the prune statement.
+func (s *Store) PrunePlan(t testing.TB) string {
+	rows, err := s.pool.Query(t.Context(), "EXPLAIN "+pruneSQL, "success", "1 day", "", 1000)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
+
+// AddLog stores a log line of a job directly, and LogCount counts a job's
+// lines (also of a job that is gone).
+func (s *Store) AddLog(t testing.TB, group, id, message string) {
+	_, err := s.pool.Exec(t.Context(), `INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message)
+		VALUES ($1, $2, 1, now(), 'info', $3)`, group, id, message)
+	require.NoError(t, err)
+}
+
+func (s *Store) LogCount(t testing.TB, group, id string) int {
+	var n int
+	require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM fairway_job_log WHERE group_name = $1 AND job_id = $2`, group, id).Scan(&n))
+	return n
+}

@@ -253,7 +253,66 @@ func newJobsCmd(e *env) *cobra.Command {
 		return nil
 	})
 	priority.Flags().StringVar(&newPriority, "set", "", "the new priority: high or low")
-	cmd.AddCommand(listCmd, show, logs, cancel, release, priority)
+	cmd.AddCommand(listCmd, show, logs, cancel, release, priority, newPruneCmd(e))
+	return cmd
+}
+
+// newPruneCmd is `jobs prune`: a one-off removal of finished jobs, batch
+// by batch, with progress.
+func newPruneCmd(e *env) *cobra.Command {
+	var olderThan time.Duration
+	var states []string
+	var group string
+	var batch int
+	cmd := e.withConfig(&cobra.Command{
+		Use:   "prune --older-than DURATION [--state success,failed,cancelled] [--group GROUP]",
+		Short: "Remove finished jobs, and their logs, that ended before a time (operators)",
+		Long: `Remove finished jobs (success, failed, cancelled), with their logs, that
+ended more than --older-than ago, in batches of --batch jobs, each a short
+transaction: it can run while Fairway works. Coordinators also prune on
+their own by age (coordinator.retention.*); this is for a one-off, e.g.
+before lowering those. A pruned job's id may be used again.
+
+Example: fairway jobs prune --older-than 168h --state failed,cancelled`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if olderThan <= 0 {
+				return usageError{errors.New("--older-than is required: a duration such as 720h (30 days) or 30m")}
+			}
+			if batch < 1 || batch > 10000 {
+				return usageError{fmt.Errorf("--batch %d: must be in 1..10000", batch)}
+			}
+			c, closeConn, err := e.client()
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			for _, state := range states {
+				req := events.PruneRequest{State: fairway.State(state), OlderThan: olderThan.String(), Group: group, Limit: batch}
+				total, last := 0, time.Now()
+				for {
+					n, err := c.Prune(cmd.Context(), req)
+					if err != nil {
+						return describe(err)
+					}
+					total += n
+					if n < batch {
+						break
+					}
+					if time.Since(last) > time.Second {
+						fmt.Fprintf(e.stderr, "%s: %d jobs pruned so far…\n", state, total)
+						last = time.Now()
+					}
+				}
+				fmt.Fprintf(e.stdout, "%s: pruned %d jobs that ended more than %s ago\n", state, total, olderThan)
+			}
+			return nil
+		},
+	}, clientKeys...)
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "remove jobs that ended more than this long ago (required; e.g. 720h)")
+	cmd.Flags().StringSliceVar(&states, "state", []string{"success", "failed", "cancelled"}, "final states to prune")
+	cmd.Flags().StringVar(&group, "group", "", "only this group (default: all)")
+	cmd.Flags().IntVar(&batch, "batch", 1000, "jobs removed per transaction (1..10000)")
 	return cmd
 }
 

@@ -16,13 +16,15 @@ func TestDeadLettersList(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	subjects := events.NewSubjects("fairway")
-	dead, err := nc.SubscribeSync(subjects.DeadAll())
-	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	_, err = js.Publish(t.Context(), subjects.Results("ghost"), []byte("{not json"))
 	require.NoError(t, err)
-	_, err = dead.NextMsg(waitTimeout)
+	// Read it from the stream, not from a plain subscription (which may
+	// see the message before the stream has stored it).
+	dead, err := js.OrderedConsumer(t.Context(), subjects.DeadStream(), jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	_, err = dead.Next(jetstream.FetchMaxWait(waitTimeout))
 	require.NoError(t, err)
 
 	code, out, errOut := run(t, "dead-letters", "list", "--json", "--nats-url", c.url)

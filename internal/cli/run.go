@@ -209,8 +209,10 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		QuotaJobs:        unlimitedIfZero(cfg.Coordinator.QuotaJobs),
 		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
 		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
-		Logger:           e.log.With("component", "coordinator"),
-		HostClock:        chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
+		Retention: coordinator.Retention{Success: keepIfZero(cfg.Coordinator.RetentionSuccess),
+			Failed: keepIfZero(cfg.Coordinator.RetentionFailed), Cancelled: keepIfZero(cfg.Coordinator.RetentionCancelled)},
+		Logger:    e.log.With("component", "coordinator"),
+		HostClock: chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -227,6 +229,15 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		nc.Close()
 		st.Close()
 	}, nil
+}
+
+// keepIfZero maps a retention of 0 (the configuration's "for ever") to the
+// coordinator's negative.
+func keepIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // chaosClock is a TEST-ONLY hook of the fault-injection suite

@@ -92,6 +92,8 @@ type CoordinatorConfig struct {
 	// nats.*-max-* keys).
 	SubmitMaxBytes, SubmitMaxMsgs, ResultsMaxBytes, EventsMaxBytes, DeadMaxBytes int64
 	DeadMaxAge                                                                   time.Duration
+	// How long finished jobs are kept, by final state; 0 keeps them.
+	RetentionSuccess, RetentionFailed, RetentionCancelled time.Duration
 }
 
 // ExecutorConfig holds the executor.* keys.

@@ -38,7 +38,8 @@ func TestDefaults(t *testing.T) {
 		Database:  DatabaseConfig{URL: ""},
 		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: CountingScheme{4, 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
 		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000,
-			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour},
+			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
+			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
 		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
 		Dev:      DevConfig{Dir: ".fairway", NATSAddr: "127.0.0.1:4222", PGPort: 5433},
 	}
@@ -132,6 +133,7 @@ func TestValidation(t *testing.T) {
 		{"FAIRWAY_COORDINATOR_MAX_ARGS_SIZE=0", `coordinator.max-args-size = "0" (from env FAIRWAY_COORDINATOR_MAX_ARGS_SIZE): must be positive`},
 		{"FAIRWAY_COORDINATOR_MAX_ARGS_SIZE=1XB", `coordinator.max-args-size = "1XB" (from env FAIRWAY_COORDINATOR_MAX_ARGS_SIZE): not a size`},
 		{"FAIRWAY_COORDINATOR_LEASE=forever", `coordinator.lease = "forever" (from env FAIRWAY_COORDINATOR_LEASE): not a duration`},
+		{"FAIRWAY_COORDINATOR_RETENTION_FAILED=-1h", `coordinator.retention.failed = "-1h" (from env FAIRWAY_COORDINATOR_RETENTION_FAILED): must not be negative (examples: 24h, 720h; 0 keeps jobs for ever)`},
 		{"FAIRWAY_COORDINATOR_INGEST_BATCH=10001", `coordinator.ingest-batch = "10001" (from env FAIRWAY_COORDINATOR_INGEST_BATCH): must be at most 10000`},
 		{"FAIRWAY_COORDINATOR_INGEST_BATCH=0", `coordinator.ingest-batch = "0" (from env FAIRWAY_COORDINATOR_INGEST_BATCH): must be at least 1`},
 		{"FAIRWAY_EXECUTOR_APP_ID=a b", `executor.app-id = "a b" (from env FAIRWAY_EXECUTOR_APP_ID): must be non-empty and contain only letters`},

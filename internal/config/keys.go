@@ -133,6 +133,12 @@ var keys = []key{
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitRate }, 0, -1)},
 	{name: "coordinator.quota.submit-burst", flag: "quota-submit-burst", def: "5000", help: "submissions one group may send at once above coordinator.quota.submit-rate (the token bucket's size)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitBurst }, 1, -1)},
+	{name: "coordinator.retention.success", flag: "retention-success", def: "24h", help: "how long jobs that succeeded are kept, with their logs, before the coordinators prune them (0: for ever)",
+		binding: retentionVar(func(c *Config) *time.Duration { return &c.Coordinator.RetentionSuccess })},
+	{name: "coordinator.retention.failed", flag: "retention-failed", def: "720h", help: "how long failed jobs are kept, with their logs (0: for ever)",
+		binding: retentionVar(func(c *Config) *time.Duration { return &c.Coordinator.RetentionFailed })},
+	{name: "coordinator.retention.cancelled", flag: "retention-cancelled", def: "720h", help: "how long cancelled jobs are kept, with their logs (0: for ever)",
+		binding: retentionVar(func(c *Config) *time.Duration { return &c.Coordinator.RetentionCancelled })},
 	{name: "executor.app-id", flag: "app-id", def: "", help: "executor id (letters, digits, - and _; empty: the hostname)",
 		binding: stringVar(func(c *Config) *string { return &c.Executor.AppID }, optional(token))},
 	{name: "executor.heartbeat", flag: "heartbeat", def: "5s", help: "how often an executor renews the leases of its running jobs",
@@ -246,14 +252,26 @@ func streamSizeVar(p func(*Config) *int64) binding {
 		get: func(c *Config) string { return formatByteSize(*p(c)) }}
 }
 
+// retentionVar is a duration where 0 means for ever.
+func retentionVar(p func(*Config) *time.Duration) binding {
+	return durationBinding(p, true, "examples: 24h, 720h; 0 keeps jobs for ever")
+}
+
+// durationVar is a positive duration.
 func durationVar(p func(*Config) *time.Duration) binding {
+	return durationBinding(p, false, "examples: 30s, 1m, 2h")
+}
+
+func durationBinding(p func(*Config) *time.Duration, zeroOK bool, examples string) binding {
 	return binding{typ: "duration",
 		set: func(c *Config, s string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(s))
-			if err != nil {
-				return fmt.Errorf("not a duration (examples: 30s, 1m, 2h)")
-			}
-			if d <= 0 {
+			switch {
+			case err != nil:
+				return fmt.Errorf("not a duration (%s)", examples)
+			case zeroOK && d < 0:
+				return fmt.Errorf("must not be negative (%s)", examples)
+			case !zeroOK && d <= 0:
 				return fmt.Errorf("must be positive")
 			}
 			*p(c) = d

@@ -1,0 +1,141 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+)
+
+// Retention is how long finished jobs are kept, by final state, before the
+// coordinators prune them with their logs. Zero takes the default;
+// negative keeps them for ever.
+type Retention struct {
+	Success, Failed, Cancelled time.Duration
+	// Interval is how often a coordinator prunes. Defaults to a minute.
+	Interval time.Duration
+}
+
+// Defaults of Retention: what River (1 day for completed jobs) and Oban
+// (pruning by age) users expect; failures stay long enough to be looked at.
+const (
+	RetentionSuccessDefault  = 24 * time.Hour
+	RetentionFailedDefault   = 30 * 24 * time.Hour
+	RetentionIntervalDefault = time.Minute
+	// pruneMaxBatch caps one prune request of the operator API.
+	pruneMaxBatch = 10_000
+)
+
+func (r Retention) withDefaults() Retention {
+	if r.Success == 0 {
+		r.Success = RetentionSuccessDefault
+	}
+	if r.Failed == 0 {
+		r.Failed = RetentionFailedDefault
+	}
+	if r.Cancelled == 0 {
+		r.Cancelled = RetentionFailedDefault
+	}
+	if r.Interval <= 0 {
+		r.Interval = RetentionIntervalDefault
+	}
+	return r
+}
+
+// ages is the retention of each final state; negative: kept for ever.
+func (r Retention) ages() []struct {
+	state fairway.State
+	age   time.Duration
+} {
+	return []struct {
+		state fairway.State
+		age   time.Duration
+	}{{fairway.StateSuccess, r.Success}, {fairway.StateFailed, r.Failed}, {fairway.StateCancelled, r.Cancelled}}
+}
+
+// retentionLoop prunes finished jobs past their retention every
+// Retention.Interval. Every coordinator runs it: the batches skip rows
+// another holds, so they share the work.
+func (c *Coordinator) retentionLoop(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.Retention.Interval)
+	defer tick.Stop()
+	for {
+		c.pruneExpired(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// pruneExpired removes, batch by batch, the finished jobs past their
+// retention.
+func (c *Coordinator) pruneExpired(ctx context.Context) {
+	for _, a := range c.cfg.Retention.ages() {
+		if a.age < 0 {
+			continue
+		}
+		total := 0
+		began := time.Now()
+		for ctx.Err() == nil {
+			n, err := c.store.Prune(ctx, a.state, a.age, "", store.PruneBatchDefault)
+			total += n
+			if err != nil {
+				if ctx.Err() == nil {
+					c.log.Warn("pruning finished jobs; trying again at the next round", "state", a.state, "error", err)
+				}
+				break
+			}
+			if n < store.PruneBatchDefault {
+				break
+			}
+		}
+		if total > 0 {
+			c.log.Info("pruned finished jobs", "state", a.state, "older_than", a.age.String(), "jobs", total, "took", time.Since(began).Round(time.Millisecond).String())
+		}
+	}
+}
+
+// apiPrune removes one batch of finished jobs (operators only): the
+// client asks again while a whole batch was removed.
+func (c *Coordinator) apiPrune(ctx context.Context, r request) (events.Reply, error) {
+	var req events.PruneRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	if !req.State.Final() {
+		return events.Reply{}, fairway.Invalid("state", "%q is not a final state: prune success, failed or cancelled jobs", req.State)
+	}
+	olderThan, err := time.ParseDuration(req.OlderThan)
+	if err != nil || olderThan < 0 {
+		return events.Reply{}, fairway.Invalid("older_than", "%q is not a duration such as 720h or 30m", req.OlderThan)
+	}
+	if req.Limit < 0 || req.Limit > pruneMaxBatch {
+		return events.Reply{}, fairway.Invalid("limit", "%d: must be in 1..%d (0: %d)", req.Limit, pruneMaxBatch, store.PruneBatchDefault)
+	}
+	if req.Group != "" {
+		if err := fairway.CheckName("group", req.Group); err != nil {
+			return events.Reply{}, err
+		}
+	}
+	n, err := c.store.Prune(ctx, req.State, olderThan, req.Group, req.Limit)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	if n > 0 {
+		c.log.Info("pruned finished jobs on request", "state", req.State, "older_than", olderThan.String(), "group", req.Group, "jobs", n)
+	}
+	return events.Reply{Pruned: n}, nil
+}
+
+// validate checks a retention.
+func (r Retention) validate() error {
+	if r.Interval < time.Second {
+		return fmt.Errorf("retention interval %s: must be at least 1s", r.Interval)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package cli_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/stretchr/testify/require"
+)
+
+// TestJobsPrune: `jobs prune` removes the finished jobs of the states asked
+// for, batch by batch, and leaves the others.
+func TestJobsPrune(t *testing.T) {
+	c := startCluster(t)
+	ctx := t.Context()
+	for i := range 5 {
+		job, err := c.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", ID: fmt.Sprintf("c%d", i)})
+		require.NoError(t, err)
+		_, err = c.client.Cancel(ctx, "acme", job.ID)
+		require.NoError(t, err)
+	}
+	_, err := c.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", ID: "waits"})
+	require.NoError(t, err)
+
+	code, _, errOut := run(t, "jobs", "prune", "--nats-url", c.url)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--older-than is required")
+
+	code, out, errOut := run(t, "jobs", "prune", "--older-than", "1ns", "--state", "cancelled", "--batch", "2", "--nats-url", c.url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "cancelled: pruned 5 jobs that ended more than 1ns ago")
+	for i := range 5 {
+		_, err := c.client.Get(ctx, "acme", fmt.Sprintf("c%d", i))
+		require.ErrorContains(t, err, "not found")
+	}
+	job, err := c.client.Get(ctx, "acme", "waits")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State)
+
+	code, _, errOut = run(t, "jobs", "prune", "--older-than", "1h", "--state", "waiting", "--nats-url", c.url)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `"waiting" is not a final state`)
+}

@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+//go:embed sql/prune.sql
+var pruneSQL string
+
+// PruneBatchDefault is how many jobs one Prune call removes at most.
+const PruneBatchDefault = 1000
+
+// Prune removes one batch of at most limit finished jobs in state (success,
+// failed or cancelled) that ended more than olderThan ago, with their
+// logs; group "" means every group. It returns how many it removed: fewer
+// than limit means none are left. Each batch is its own short transaction.
+// A pruned job's id may be used again by a new submission.
+func (s *Store) Prune(ctx context.Context, state fairway.State, olderThan time.Duration, group string, limit int) (int, error) {
+	if !state.Final() {
+		return 0, fairway.Invalid("state", "%q is not a final state: prune success, failed or cancelled jobs", state)
+	}
+	if olderThan < 0 {
+		return 0, fairway.Invalid("older_than", "must not be negative, got %s", olderThan)
+	}
+	if limit <= 0 {
+		limit = PruneBatchDefault
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, pruneSQL, string(state), interval(olderThan), group, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("pruning %s jobs: %w", state, interpretError(err))
+	}
+	return n, nil
+}

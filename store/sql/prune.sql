@@ -1,0 +1,17 @@
+-- Removes one batch of finished jobs: state $1, ended more than $2 ago
+-- (PostgreSQL's clock), of group $3 ('' for every group), oldest first, at
+-- most $4. Their log lines go with them (ON DELETE CASCADE). Rows another
+-- transaction holds are skipped, and batches are small, so pruning never
+-- holds long locks. Returns how many jobs it removed.
+WITH doomed AS (
+    SELECT group_name, id FROM fairway_job
+     WHERE state = $1 AND finished < now() - $2::interval AND ($3 = '' OR group_name = $3)
+     ORDER BY finished
+     LIMIT $4
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM fairway_job j USING doomed d
+     WHERE j.group_name = d.group_name AND j.id = d.id
+    RETURNING 1
+)
+SELECT count(*) FROM gone
