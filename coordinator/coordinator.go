@@ -46,7 +46,7 @@ type Config struct {
 	// Prefix is the subject prefix. Defaults to "fairway".
 	Prefix string
 	// Scheme is the counting scheme. Defaults to 4,1.
-	Scheme store.CountingScheme
+	Scheme fairway.CountingScheme
 	// Retries is the max_retries of jobs submitted without one. Defaults to 5.
 	Retries *int
 	// RetryDelay is the delay before the first retry; it doubles with each
@@ -116,8 +116,8 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Scheme == (store.CountingScheme{}) {
-		c.Scheme = store.CountingScheme{High: 4, Low: 1}
+	if c.Scheme == (fairway.CountingScheme{}) {
+		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
 	if c.Retries == nil {
 		r := RetriesDefault

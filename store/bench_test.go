@@ -30,7 +30,7 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	}
 	fill()
-	p := store.ClaimParams{Worker: "w", Limit: 50, Tasks: []string{"t"}, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Worker: "w", Limit: 50, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	claimed := 0
 	for b.Loop() {
 		jobs, err := s.Claim(ctx, p)
@@ -91,7 +91,7 @@ func BenchmarkComplete(b *testing.B) {
 func benchmarkComplete(b *testing.B, batch int) {
 	s := storetest.Open(b)
 	ctx := b.Context()
-	p := store.ClaimParams{Worker: "w", Limit: batch, Tasks: []string{"t"}, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Worker: "w", Limit: batch, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	n := 0
 	for b.Loop() {
 		b.StopTimer()

@@ -30,20 +30,6 @@ var (
 	claimUnpinSQL string
 )
 
-// CountingScheme is Docspell's "H,L": H high-priority jobs, then L
-// low-priority ones, then start over.
-type CountingScheme struct{ High, Low int }
-
-// At returns the priority the scheme asks for at position n of the global
-// sequence.
-func (c CountingScheme) At(n int64) fairway.Priority {
-	cycle := int64(c.High + c.Low)
-	if cycle <= 0 || n%cycle < int64(c.High) {
-		return fairway.PriorityHigh
-	}
-	return fairway.PriorityLow
-}
-
 // ClaimParams says who claims how many jobs.
 type ClaimParams struct {
 	// Worker is the executor's app-id.
@@ -69,7 +55,7 @@ type ClaimParams struct {
 	// Lease is how long the claim holds without a heartbeat.
 	Lease time.Duration
 	// Scheme is the counting scheme.
-	Scheme CountingScheme
+	Scheme fairway.CountingScheme
 }
 
 // reclaimSQL hands out again the jobs a dispatch request claimed that are
@@ -204,93 +190,19 @@ func collectGroups(groups *[]string) func(pgx.Rows) error {
 	}
 }
 
-type fairness struct {
-	cursor  string
-	counter int64
-}
-
-type candidate struct {
-	id       string
-	group    string
-	state    fairway.State
-	priority fairway.Priority
-}
-
-// groupQueue holds one group's locked candidates, best first, and whether
-// each list may have more rows than were fetched.
-type groupQueue struct {
-	name                         string
-	stuck, high, low             []candidate
-	stuckMore, highMore, lowMore bool
-}
-
 // claimRound picks up to limit jobs from the candidates that one fetch can
-// see, given the groups walked in round-robin order. more is true when the
-// round stopped because it could not know the next job without fetching
-// again (a list or the group walk was cut off).
+// see, given the groups walked in round-robin order (see pick).
 func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness) (picked []candidate, more bool, err error) {
 	if len(groups) == 0 {
 		return nil, false, nil
 	}
-	walkCut := len(groups) == limit
-	// Each group's share if every group had enough jobs; a group that runs
-	// out passes its turn on, and a list that was cut off ends the round.
-	share := make([]int32, len(groups))
-	for i := range limit {
-		share[i%len(groups)]++
-	}
+	share := shares(limit, len(groups))
 	queues, err := fetchCandidates(ctx, conn, groups, share, p.Tasks)
 	if err != nil {
 		return nil, false, err
 	}
-	active := queues
-	for i := 0; len(picked) < limit && len(active) > 0; {
-		if i == len(active) {
-			if walkCut {
-				return picked, true, nil // groups after the last walked one are unknown
-			}
-			i = 0
-		}
-		q := active[i]
-		c, ok, unknown := q.take(p.Scheme.At(st.counter))
-		if unknown {
-			return picked, true, nil
-		}
-		if !ok {
-			active = append(active[:i:i], active[i+1:]...)
-			continue
-		}
-		picked = append(picked, c)
-		st.cursor = q.name
-		st.counter++
-		i++
-	}
-	return picked, false, nil
-}
-
-// take removes the group's next job for the priority hint. unknown is true
-// when the answer depends on rows that were not fetched.
-func (q *groupQueue) take(hint fairway.Priority) (c candidate, ok, unknown bool) {
-	first, second := &q.high, &q.low
-	firstMore, secondMore := q.highMore, q.lowMore
-	if hint == fairway.PriorityLow {
-		first, second = second, first
-		firstMore, secondMore = secondMore, firstMore
-	}
-	for _, l := range []struct {
-		list *[]candidate
-		more bool
-	}{{&q.stuck, q.stuckMore}, {first, firstMore}, {second, secondMore}} {
-		if len(*l.list) > 0 {
-			c = (*l.list)[0]
-			*l.list = (*l.list)[1:]
-			return c, true, false
-		}
-		if l.more {
-			return c, false, true
-		}
-	}
-	return c, false, false
+	picked, more = pick(queues, limit, len(groups) == limit, p.Scheme, st)
+	return picked, more, nil
 }
 
 // fetchCandidates locks up to share[i] jobs of each kind (due stuck, high

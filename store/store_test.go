@@ -44,7 +44,7 @@ func insert(t *testing.T, s *store.Store, subs ...fairway.Submission) []string {
 
 func claim(t *testing.T, s *store.Store, worker string, n int) []fairway.Job {
 	t.Helper()
-	jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: worker, Limit: n, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: worker, Limit: n, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(jobs), n, "never more jobs than free slots")
 	return jobs
@@ -289,7 +289,7 @@ func TestConcurrentClaimsNeverShareAJob(t *testing.T) {
 		wg.Go(func() {
 			worker := fmt.Sprintf("w%d", w)
 			for {
-				jobs, err := s.Claim(context.Background(), store.ClaimParams{Worker: worker, Limit: 7, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+				jobs, err := s.Claim(context.Background(), store.ClaimParams{Worker: worker, Limit: 7, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -318,7 +318,7 @@ func TestClaimOnlyTasksTheExecutorRuns(t *testing.T) {
 	other := sub("a", fairway.PriorityLow)
 	other.Task = "other"
 	insert(t, s, other, sub("a", fairway.PriorityLow))
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 5, Tasks: []string{"other"}, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 5, Tasks: []string{"other"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, "other", jobs[0].Task)
@@ -453,7 +453,7 @@ func TestClaimForAnUnregisteredInstance(t *testing.T) {
 	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
 	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "now", Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
-	p := store.ClaimParams{Worker: "w", Instance: "gone", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Worker: "w", Instance: "gone", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	jobs, err := s.Claim(ctx, p)
 	require.ErrorIs(t, err, fairway.ErrNotRegistered)
 	require.Empty(t, jobs)
@@ -471,7 +471,7 @@ func TestClaimUnderTheSameIDReturnsItsJobs(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
-	p := store.ClaimParams{Worker: "w", ClaimID: "r1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Worker: "w", ClaimID: "r1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	first, err := s.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, groupsOf(first))
@@ -563,7 +563,7 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 	twin := sub("b", fairway.PriorityLow)
 	twin.ID = "job-1"
 	insert(t, s, victim, twin)
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	j := jobs[0]
@@ -624,7 +624,7 @@ func TestHeartbeatExtendsOnlyTheInstancesLeases(t *testing.T) {
 		require.NoError(t, err)
 	}
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: store.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	expireLease(t, s, id)

@@ -192,7 +192,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	}
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		Prefix:           cfg.NATS.Prefix,
-		Scheme:           store.CountingScheme{High: cfg.Scheduler.CountingScheme.High, Low: cfg.Scheduler.CountingScheme.Low},
+		Scheme:           cfg.Scheduler.CountingScheme,
 		Retries:          &retries,
 		RetryDelay:       cfg.Scheduler.RetryDelay,
 		Lease:            cfg.Coordinator.Lease,

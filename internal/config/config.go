@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
@@ -68,7 +69,7 @@ type DatabaseConfig struct {
 // SchedulerConfig holds the scheduler.* keys, which keep Docspell's meaning.
 type SchedulerConfig struct {
 	PoolSize       int // job slots of one executor
-	CountingScheme CountingScheme
+	CountingScheme fairway.CountingScheme
 	Retries        int
 	RetryDelay     time.Duration
 	LogBufferSize  int

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +37,7 @@ func TestDefaults(t *testing.T) {
 		Log:       LogConfig{Level: "info", Format: "auto"},
 		NATS:      NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
 		Database:  DatabaseConfig{URL: ""},
-		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: CountingScheme{4, 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
+		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: fairway.CountingScheme{High: 4, Low: 1}, Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
 		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000,
 			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
 			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
@@ -91,7 +92,7 @@ nats:
 		{"file kept under env", file, env, nil, "scheduler.pool-size", func(c *Config) any { return c.Scheduler.PoolSize }, 8, SourceFile},
 		{"flag over env", file, env, []string{"--prefix=flag"}, "nats.prefix", func(c *Config) any { return c.NATS.Prefix }, "flag", SourceFlag},
 		{"flag over file", file, env, []string{"--pool-size", "16"}, "scheduler.pool-size", func(c *Config) any { return c.Scheduler.PoolSize }, 16, SourceFlag},
-		{"flag over default", "", nil, []string{"--counting-scheme=2,3"}, "scheduler.counting-scheme", func(c *Config) any { return c.Scheduler.CountingScheme }, CountingScheme{2, 3}, SourceFlag},
+		{"flag over default", "", nil, []string{"--counting-scheme=2,3"}, "scheduler.counting-scheme", func(c *Config) any { return c.Scheduler.CountingScheme }, fairway.CountingScheme{High: 2, Low: 3}, SourceFlag},
 		{"unset flag keeps env", file, env, []string{"--pool-size=16"}, "nats.prefix", func(c *Config) any { return c.NATS.Prefix }, "env", SourceEnv},
 		{"empty flag clears", "", env, []string{"--database-url="}, "database.url", func(c *Config) any { return c.Database.URL }, "", SourceFlag},
 		{"env replicas", "", []string{"FAIRWAY_NATS_REPLICAS=3"}, nil, "nats.replicas", func(c *Config) any { return c.NATS.Replicas }, 3, SourceEnv},
@@ -214,38 +215,6 @@ func TestFileErrors(t *testing.T) {
 	c, err := Load(writeFile(t, ""), nil, nil)
 	require.NoError(t, err, "an empty file is fine")
 	require.Equal(t, 4, c.Scheduler.PoolSize)
-}
-
-func TestCountingScheme(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want CountingScheme
-		err  string
-	}{
-		{in: "4,1", want: CountingScheme{4, 1}},
-		{in: "0,1", want: CountingScheme{0, 1}},
-		{in: "1,0", want: CountingScheme{1, 0}},
-		{in: " 2 , 3 ", want: CountingScheme{2, 3}},
-		{in: "4", err: "not a counting scheme"},
-		{in: "a,b", err: "not a counting scheme"},
-		{in: "1,2,3", err: "not a counting scheme"},
-		{in: "-1,2", err: "must not be negative"},
-		{in: "0,0", err: "must not both be 0"},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseCountingScheme(tc.in)
-			if tc.err != "" {
-				require.ErrorContains(t, err, tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-			again, err := ParseCountingScheme(got.String())
-			require.NoError(t, err)
-			require.Equal(t, got, again)
-		})
-	}
-	require.Equal(t, "4,1", CountingScheme{4, 1}.String())
 }
 
 func TestByteSize(t *testing.T) {

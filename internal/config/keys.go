@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/secret"
 )
 
@@ -97,7 +98,7 @@ var keys = []key{
 	{name: "scheduler.counting-scheme", flag: "counting-scheme", def: "4,1", help: `"H,L": take H high-priority jobs, then L low-priority jobs, then start over`,
 		binding: binding{typ: "H,L",
 			set: func(c *Config, s string) (err error) {
-				c.Scheduler.CountingScheme, err = ParseCountingScheme(s)
+				c.Scheduler.CountingScheme, err = fairway.ParseCountingScheme(s)
 				return err
 			},
 			get: func(c *Config) string { return c.Scheduler.CountingScheme.String() }}},

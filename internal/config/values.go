@@ -2,38 +2,11 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/fairwayhq/fairway/internal/secret"
 )
-
-// CountingScheme is Docspell's "H,L": take H high-priority jobs, then L
-// low-priority jobs, then start over.
-type CountingScheme struct{ High, Low int }
-
-// ParseCountingScheme parses "H,L": two non-negative integers, not both 0.
-func ParseCountingScheme(s string) (CountingScheme, error) {
-	hs, ls, ok := strings.Cut(s, ",")
-	if !ok {
-		return CountingScheme{}, errors.New(`not a counting scheme "H,L" (example: 4,1)`)
-	}
-	h, errH := strconv.Atoi(strings.TrimSpace(hs))
-	l, errL := strconv.Atoi(strings.TrimSpace(ls))
-	switch {
-	case errH != nil || errL != nil:
-		return CountingScheme{}, errors.New(`not a counting scheme "H,L" (example: 4,1)`)
-	case h < 0 || l < 0:
-		return CountingScheme{}, errors.New("counts must not be negative")
-	case h == 0 && l == 0:
-		return CountingScheme{}, errors.New("counts must not both be 0")
-	}
-	return CountingScheme{High: h, Low: l}, nil
-}
-
-// String returns the scheme as "H,L", e.g. "4,1".
-func (c CountingScheme) String() string { return fmt.Sprintf("%d,%d", c.High, c.Low) }
 
 // maxByteSize is the upper bound of coordinator.max-args-size.
 const maxByteSize = 64 << 20
