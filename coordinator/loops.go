@@ -107,12 +107,11 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 // eventMessage encodes an outbox event, its untrusted fields capped.
 func (c *Coordinator) eventMessage(e store.Event) (*nats.Msg, error) {
 	name := func(s string) string { return fairway.TruncateRunes(s, fairway.MaxNameLength) }
-	data, err := json.Marshal(events.Event{
-		ID: e.ID, JobID: fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), Task: name(e.Task), Group: name(e.Group),
-		State: e.State, PreviousState: e.PreviousState, Attempt: e.Attempt,
-		Error: fairway.TruncateBytes(e.Error, fairway.MaxErrorTextSize), Code: e.Code, Field: name(e.Field),
-		Executor: name(e.Worker), Periodic: name(e.Periodic), Time: e.Time,
-	})
+	capped := e
+	capped.JobID, capped.Task, capped.Group = fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), name(e.Task), name(e.Group)
+	capped.Error, capped.Field = fairway.TruncateBytes(e.Error, fairway.MaxErrorTextSize), name(e.Field)
+	capped.Executor, capped.Periodic = name(e.Executor), name(e.Periodic)
+	data, err := json.Marshal(capped)
 	if err != nil {
 		return nil, err
 	}

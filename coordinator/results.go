@@ -78,7 +78,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 		case events.ReportStarted:
 			startedAt[a] = r.Time
 		case events.ReportDone:
-			ended[a] = true
+			ended[a] = ended[a] || r.Outcome.Reportable()
 		}
 	}
 	for k, r := range reports {
@@ -94,6 +94,11 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			// The lines are the report's job's and attempt's, whatever they say.
 			logs = append(logs, store.AttemptLog{Attempt: a, Lines: r.Logs})
 		case events.ReportDone:
+			if !r.Outcome.Reportable() {
+				c.log.Warn("dropping an executor report of unknown outcome", "outcome", fairway.TruncateRunes(string(r.Outcome), fairway.MaxNameLength),
+					"executor", r.Executor, "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength))
+				continue
+			}
 			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error}
 			if t, ok := startedAt[a]; ok {
 				o.StartedAt = &t

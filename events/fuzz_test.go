@@ -35,7 +35,7 @@ func FuzzDecodeReports(f *testing.F) {
 			return
 		}
 		for _, r := range reports {
-			texts := []string{r.Type, r.JobID, r.Executor, r.Outcome, r.Error}
+			texts := []string{r.Type, r.JobID, r.Executor, string(r.Outcome), r.Error}
 			for _, l := range r.Logs {
 				texts = append(texts, l.JobID, l.Level, l.Message)
 			}

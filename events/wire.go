@@ -8,30 +8,9 @@ import (
 	"github.com/fairwayhq/fairway"
 )
 
-// Event is the body of a lifecycle event, published to
-// <p>.events.<group>.<task>.<state> after the state change committed.
-type Event struct {
-	// ID is the event's stable, unique id; it is also the message's
-	// Nats-Msg-Id, so subscribers can drop duplicates.
-	ID            string        `json:"id"`
-	JobID         string        `json:"job_id"`
-	Task          string        `json:"task"`
-	Group         string        `json:"group"`
-	State         fairway.State `json:"state"`
-	PreviousState fairway.State `json:"previous_state,omitempty"`
-	// Attempt counts the job's runs: 1 for the first run, 0 before any.
-	Attempt int `json:"attempt"`
-	// Error is the failure's text (stuck, failed) or the rejection's reason.
-	Error string `json:"error,omitempty"`
-	// Code and Field classify a rejection (see fairway.Error).
-	Code  fairway.Code `json:"code,omitempty"`
-	Field string       `json:"field,omitempty"`
-	// Executor is the app-id of the executor holding the job.
-	Executor string `json:"executor,omitempty"`
-	// Periodic is the periodic task of a fired or skipped event.
-	Periodic string    `json:"periodic,omitempty"`
-	Time     time.Time `json:"time"`
-}
+// Event is a lifecycle event as published on <prefix>.events.… (see
+// fairway.Event).
+type Event = fairway.Event
 
 // Reply is the body of every request/reply API answer: either Error is set,
 // or the verb's result is in the other fields.
@@ -163,13 +142,13 @@ const (
 	ReportDone     = "done"
 )
 
-// The outcomes of a done Report.
+// The outcomes of a done Report (see fairway.Outcome).
 const (
-	OutcomeSuccess   = "success"   // the handler returned nil
-	OutcomeError     = "error"     // the handler failed: retry if retries remain
-	OutcomePermanent = "permanent" // the handler failed permanently: no retry
-	OutcomeCancelled = "cancelled" // the job was cancelled while running
-	OutcomeReleased  = "released"  // the executor gave the job back unfinished (shutdown): back to waiting, not a failure
+	OutcomeSuccess   = fairway.OutcomeSuccess
+	OutcomeError     = fairway.OutcomeError
+	OutcomePermanent = fairway.OutcomePermanent
+	OutcomeCancelled = fairway.OutcomeCancelled
+	OutcomeReleased  = fairway.OutcomeReleased
 )
 
 // Report is what an executor says about a job it holds. Executors publish
@@ -188,7 +167,7 @@ type Report struct {
 	Instance string            `json:"instance"`
 	Time     time.Time         `json:"time"`
 	Progress int               `json:"progress,omitempty"`
-	Outcome  string            `json:"outcome,omitempty"`
+	Outcome  fairway.Outcome   `json:"outcome,omitempty"`
 	Result   json.RawMessage   `json:"result,omitempty"`
 	Error    string            `json:"error,omitempty"`
 	Logs     []fairway.LogLine `json:"logs,omitempty"`
@@ -231,9 +210,10 @@ func DecodeReports(data []byte) ([]Report, error) {
 
 // clean replaces the text of r that PostgreSQL cannot store.
 func (r *Report) clean() {
-	for _, s := range []*string{&r.Type, &r.JobID, &r.Executor, &r.Outcome, &r.Error} {
+	for _, s := range []*string{&r.Type, &r.JobID, &r.Executor, &r.Error} {
 		*s = fairway.CleanText(*s)
 	}
+	r.Outcome = fairway.Outcome(fairway.CleanText(string(r.Outcome)))
 	r.Result = fairway.CleanJSON(r.Result)
 	for i := range r.Logs {
 		l := &r.Logs[i]

@@ -101,7 +101,7 @@ const (
 
 // outcome is how a job ended, for its done report.
 type outcome struct {
-	kind   string // events.Outcome*
+	kind   fairway.Outcome
 	err    string
 	result json.RawMessage
 }

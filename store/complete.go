@@ -17,14 +17,6 @@ var (
 	markRunningSQL string
 )
 
-// Outcome kinds that only the coordinators produce (the others are the
-// executor's, see events.Outcome*).
-const (
-	// OutcomeLost: the executor died (lease expired) or restarted. The
-	// attempt counts as failed; the job is due again at once.
-	OutcomeLost = "lost"
-)
-
 // Attempt names one run of a job by one executor instance.
 type Attempt struct {
 	Group   string
@@ -39,8 +31,7 @@ type Attempt struct {
 // Outcome is how an attempt ended.
 type Outcome struct {
 	Attempt
-	// Kind is success, error, permanent, cancelled, released or lost.
-	Kind   string
+	Kind   fairway.Outcome
 	Result []byte
 	Error  string
 	// StartedAt, when set, is when the attempt started: its start was
@@ -97,7 +88,7 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	results := make([][]byte, n)
 	started := make([]*time.Time, n)
 	for i, o := range outcomes {
-		atts[i], kinds[i], results[i], errs[i], started[i] = o.Attempt, o.Kind, o.Result, o.Error, o.StartedAt
+		atts[i], kinds[i], results[i], errs[i], started[i] = o.Attempt, string(o.Kind), o.Result, o.Error, o.StartedAt
 	}
 	a := attemptArrays(atts)
 	rows, err := tx.Query(ctx, completeSQL, a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances)
@@ -182,7 +173,7 @@ func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.
 		return nil, err
 	}
 	lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Outcome, error) {
-		o := Outcome{Kind: OutcomeLost, Error: reason}
+		o := Outcome{Kind: fairway.OutcomeLost, Error: reason}
 		err := row.Scan(&o.Group, &o.JobID, &o.Attempt.Attempt, &o.Worker, &o.Instance)
 		return o, err
 	})

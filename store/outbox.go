@@ -4,28 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
 )
 
-// Event is a lifecycle event waiting in the outbox.
-type Event struct {
-	ID            string
-	JobID         string
-	Task          string
-	Group         string
-	State         fairway.State
-	PreviousState fairway.State
-	Attempt       int
-	Error         string
-	Code          fairway.Code
-	Field         string
-	Worker        string
-	Periodic      string // the periodic task of a fired or skipped event
-	Time          time.Time
-}
+// Event is an outbox event (fairway.Event: the store fills the same type
+// the wire carries).
+type Event = fairway.Event
 
 // outboxLock is the advisory lock key of the outbox publisher: one
 // publisher at a time keeps events in commit order.
@@ -51,7 +37,7 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
 			var e Event
 			var id int64
-			err := row.Scan(&id, &e.JobID, &e.Task, &e.Group, &e.State, &e.PreviousState, &e.Attempt, &e.Error, &e.Code, &e.Field, &e.Worker, &e.Periodic, &e.Time)
+			err := row.Scan(&id, &e.JobID, &e.Task, &e.Group, &e.State, &e.PreviousState, &e.Attempt, &e.Error, &e.Code, &e.Field, &e.Executor, &e.Periodic, &e.Time)
 			e.ID = strconv.FormatInt(id, 10)
 			ids = append(ids, id)
 			return e, err

@@ -160,7 +160,7 @@ func TestCountingSchemeFallsBackToOtherPriority(t *testing.T) {
 }
 
 // fail runs the claimed job into an error outcome, as the executor would.
-func fail(t *testing.T, s *store.Store, j fairway.Job, kind string, delay time.Duration) store.Applied {
+func fail(t *testing.T, s *store.Store, j fairway.Job, kind fairway.Outcome, delay time.Duration) store.Applied {
 	t.Helper()
 	ctx := t.Context()
 	a := store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
