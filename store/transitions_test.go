@@ -1,0 +1,139 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryEventIsAnAllowedTransition drives every statement that changes
+// a job's state (insert, claim, start, each outcome, a start folded into
+// its end, lost leases, an executor's restart, cancel, release, triggers,
+// expiry, periodic firing) and checks that every event the store wrote is
+// a transition of store.Transitions.
+func TestEveryEventIsAnAllowedTransition(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	later := time.Now().Add(time.Hour)
+	subAt := func(id string, edit func(*fairway.Submission)) fairway.Submission {
+		sb := sub("g", fairway.PriorityHigh)
+		sb.ID = id
+		if edit != nil {
+			edit(&sb)
+		}
+		return sb
+	}
+	insert(t, s, subAt("done", nil), subAt("retried", nil), subAt("released", nil), subAt("stopped", nil),
+		subAt("folded", nil), subAt("restarted", nil), subAt("held", func(sb *fairway.Submission) { sb.Pending = true }),
+		subAt("triggered", func(sb *fairway.Submission) { sb.TriggerAfter = &later }),
+		subAt("expired", func(sb *fairway.Submission) { sb.Pending, sb.ExpiresAt = true, &later }),
+		subAt("cancel-waiting", nil))
+	_, err := s.InsertJobs(ctx, nil, []store.Rejection{{JobID: "refused", Group: "g", Task: "t", Err: fairway.Invalid("args", "not JSON")}})
+	require.NoError(t, err)
+
+	byID := map[string]fairway.Job{}
+	take := func() {
+		for _, j := range claim(t, s, "w", 10) {
+			byID[j.ID] = j
+		}
+	}
+	attempt := func(id string) store.Attempt {
+		j := byID[id]
+		return store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
+	}
+	end := func(id string, kind fairway.Outcome, started *time.Time) {
+		t.Helper()
+		_, err := s.Complete(ctx, []store.Outcome{{Attempt: attempt(id), Kind: kind, Error: "boom", StartedAt: started}}, 0)
+		require.NoError(t, err)
+	}
+	_, err = s.Cancel(ctx, "g", "cancel-waiting")
+	require.NoError(t, err)
+	take()
+	for _, id := range []string{"done", "retried", "stopped"} {
+		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{attempt(id)}))
+	}
+	end("done", fairway.OutcomeSuccess, nil)
+	end("retried", fairway.OutcomeError, nil)
+	end("released", fairway.OutcomeReleased, nil)
+	_, err = s.Cancel(ctx, "g", "stopped")
+	require.NoError(t, err)
+	end("stopped", fairway.OutcomeCancelled, nil)
+	now := time.Now()
+	end("folded", fairway.OutcomeSuccess, &now)
+	_, err = s.ReleaseWorker(ctx, "w", 0)
+	require.NoError(t, err, "restarted: its executor came back")
+	_, err = s.Cancel(ctx, "g", "restarted")
+	require.NoError(t, err)
+
+	// The stuck one again: it loses its lease, then fails for good.
+	s.SetDue(t, "retried")
+	take()
+	s.ExpireLease(t, "retried")
+	_, err = s.ExpireLeases(ctx, 100, time.Millisecond, 0)
+	require.NoError(t, err)
+	s.SetDue(t, "retried")
+	take()
+	end("retried", fairway.OutcomePermanent, nil)
+
+	// Held and timed jobs.
+	_, err = s.Release(ctx, "g", "held")
+	require.NoError(t, err)
+	s.Backdate(t, "triggered")
+	_, err = s.TriggerPending(ctx, 10)
+	require.NoError(t, err)
+	s.Backdate(t, "expired")
+	_, err = s.ExpireJobs(ctx, 10)
+	require.NoError(t, err)
+
+	// A periodic task fires, then skips while its job waits.
+	t0 := time.Now().Add(-time.Minute)
+	_, err = s.SavePeriodic(ctx, fairway.PeriodicTask{ID: "poll", Enabled: true, Task: "t", Group: "g", Timer: "*-*-* *:*:00", NextRun: t0, Priority: fairway.PriorityLow})
+	require.NoError(t, err)
+	for range 2 {
+		marked, err := s.MarkDuePeriodic(ctx, "c1", time.Now(), time.Minute, 10)
+		require.NoError(t, err)
+		require.Len(t, marked, 1)
+		_, err = s.FirePeriodic(ctx, "c1", marked[0], fairway.NewID(), 2, t0)
+		require.NoError(t, err)
+	}
+
+	seen := map[string]int{}
+	_, err = s.PublishEvents(ctx, 1000, func(evs []store.Event) error {
+		for _, e := range evs {
+			require.True(t, store.Allowed(e.PreviousState, e.State), "job %s: %q → %q is not in store.Transitions", e.JobID, e.PreviousState, e.State)
+			seen[fmt.Sprintf("%s→%s", e.PreviousState, e.State)]++
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	// The drive above reaches these; a statement that stopped writing its
+	// event would show here.
+	for _, want := range []string{"→pending", "→waiting", "→rejected", "→fired", "→skipped",
+		"pending→waiting", "pending→failed", "waiting→scheduled", "waiting→cancelled",
+		"scheduled→running", "scheduled→waiting", "scheduled→stuck", "scheduled→failed",
+		"running→success", "running→stuck", "running→cancelled", "stuck→scheduled", "stuck→cancelled"} {
+		require.Positive(t, seen[want], "no event %s; saw %v", want, seen)
+	}
+}
+
+// TestTransitionsAreClosed: every state a transition reaches is a job
+// state with its own entry (or final, or an event-only state), and nothing
+// leaves a final state.
+func TestTransitionsAreClosed(t *testing.T) {
+	for from, tos := range store.Transitions {
+		require.False(t, from.Final(), "%s is final", from)
+		for _, to := range tos {
+			_, has := store.Transitions[to]
+			require.True(t, has || to.Final() || to.EventOnly(), "%s → %s: %s has no transitions of its own", from, to, to)
+		}
+	}
+	for _, st := range fairway.States {
+		_, has := store.Transitions[st]
+		require.True(t, has || st.Final(), "state %s is missing from store.Transitions", st)
+	}
+	require.False(t, store.Allowed(fairway.StateSuccess, fairway.StateWaiting))
+}
