@@ -1,6 +1,7 @@
 // Package bench measures Fairway as users see it: throughput, latency,
-// fairness and scale, with coordinators and executors running in-process
-// against a real PostgreSQL and NATS. It backs `fairway bench`.
+// fairness and scale, against a real PostgreSQL and NATS, with executors in
+// this process and the coordinator in a process of its own (so that its
+// memory can be read) or in this one. It backs `fairway bench`.
 package bench
 
 import (
@@ -10,11 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -58,6 +61,15 @@ type Options struct {
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
 	ComponentLogger *slog.Logger
+	// CoordinatorCommand, when set, runs the coordinator as this command
+	// (e.g. ["/usr/bin/fairway", "coordinator"]), given --database-url and
+	// --nats-url, in a process of its own: its peak resident set is the
+	// figure coordinator_rss_mib. Empty: the coordinator runs in this
+	// process, and bench_process_rss_mib is that of the whole process.
+	CoordinatorCommand []string
+	// CoordinatorEnv is added to the coordinator process's environment
+	// (the NATS credentials of NATSOptions, as FAIRWAY_NATS_* variables).
+	CoordinatorEnv []string
 }
 
 func (o Options) withDefaults() Options {
@@ -206,13 +218,15 @@ func serverSettings(ctx context.Context, url string) (string, error) {
 }
 
 // system is one scenario's Fairway: a fresh database, NATS, a coordinator
-// and executors, all in this process.
+// (in its own process or this one) and executors.
 type system struct {
 	opts    Options
 	store   *store.Store
 	ns      *server.Server
 	nc      *nats.Conn
 	coord   *coordinator.Coordinator
+	// coordPid is the coordinator's process, when it runs in its own.
+	coordPid int
 	execs   []*executor.Executor
 	client  *events.Client
 	cleanup []func()
@@ -276,15 +290,25 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	s.cleanup = append(s.cleanup, s.nc.Close)
-	if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1}); err != nil {
-		return nil, err
-	}
-	if err := s.coord.Start(ctx); err != nil {
-		return nil, err
-	}
-	s.cleanup = append(s.cleanup, s.coord.Stop)
 	if s.client, err = events.NewClient(s.nc, events.ClientOptions{}); err != nil {
 		return nil, err
+	}
+	if len(opts.CoordinatorCommand) > 0 {
+		natsURL := opts.NATSURL
+		if s.ns != nil {
+			natsURL = s.ns.ClientURL()
+		}
+		if err := s.startCoordinatorProcess(ctx, dbURL, natsURL); err != nil {
+			return nil, err
+		}
+	} else {
+		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1}); err != nil {
+			return nil, err
+		}
+		if err := s.coord.Start(ctx); err != nil {
+			return nil, err
+		}
+		s.cleanup = append(s.cleanup, s.coord.Stop)
 	}
 	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateSuccess}, func(ev events.Event) {
 		s.finished <- arrival{ev, time.Now()}
@@ -299,6 +323,61 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		}
 	}
 	return s, nil
+}
+
+// startCoordinatorProcess runs the coordinator command against the
+// scenario's database, without quotas (the benchmark is one tenant at full
+// speed), its logs at warn on stderr, and waits until it answers.
+func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL string) error {
+	c := s.opts.CoordinatorCommand
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--database-url", dbURL, "--nats-url", natsURL)...)
+	cmd.Env = append(os.Environ(), "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
+		"FAIRWAY_COORDINATOR_QUOTA_API_RATE=0", "FAIRWAY_LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, s.opts.CoordinatorEnv...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting the coordinator (%s): %w", strings.Join(c, " "), err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s.coordPid = cmd.Process.Pid
+	s.cleanup = append(s.cleanup, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	// It answers once it has migrated and made its streams.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := s.client.Executors(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the coordinator (%s) exited at start: %v", strings.Join(c, " "), err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the coordinator (%s) did not answer within a minute: %w", strings.Join(c, " "), err)
+		}
+	}
+}
+
+// rss is the memory figure: the coordinator process's peak resident set
+// (coordinator_rss_mib), or this whole process's when the coordinator runs
+// in it (bench_process_rss_mib).
+func (s *system) rss() (key string, mib float64) {
+	if s.coordPid != 0 {
+		return "coordinator_rss_mib", peakRSSMiB(s.coordPid)
+	}
+	return "bench_process_rss_mib", peakRSSMiB(0)
 }
 
 func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
@@ -432,9 +511,13 @@ func percentile(ds []time.Duration, p float64) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// peakRSSMiB reads this process's peak resident set size.
-func peakRSSMiB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
+// peakRSSMiB reads the peak resident set size of process pid (0: this one).
+func peakRSSMiB(pid int) float64 {
+	path := "/proc/self/status"
+	if pid != 0 {
+		path = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

@@ -3,6 +3,8 @@ package bench_test
 import (
 	"bytes"
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,16 +17,23 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestScenariosReportTheirKeys runs small versions of the scenarios against
 // a real PostgreSQL and an embedded NATS, and checks the JSON lines.
+// The coordinator runs as `fairway coordinator` in a process of its own,
+// as `fairway bench` runs it, so that its memory is its own figure.
 func TestScenariosReportTheirKeys(t *testing.T) {
 	server := pgtest.NewDB(t)
+	fairwayBin := filepath.Join(t.TempDir(), "fairway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", fairwayBin, "github.com/fairwayhq/fairway/cmd/fairway")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
 	cases := map[string][]string{
-		"drain":    {"submit_jobs_per_s", "work_jobs_per_s"},
+		"drain":    {"submit_jobs_per_s", "work_jobs_per_s", "coordinator_rss_mib"},
 		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "b_stored_max_ms"},
-		"scale":    {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib"},
+		"scale":    {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
 	}
 	for scenario, keys := range cases {
 		var out bytes.Buffer
-		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, JSON: true, Out: &out})
+		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, JSON: true, Out: &out,
+			CoordinatorCommand: []string{fairwayBin, "coordinator"}})
 		require.NoError(t, err, scenario)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		require.Len(t, lines, 1, scenario)
@@ -38,6 +47,18 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 			require.Greater(t, v, 0.0, "%s: %s", scenario, k)
 		}
 	}
-	err := bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
+	err = bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
 	require.ErrorContains(t, err, `unknown scenario "nope"`)
+}
+
+// TestInProcessCoordinator: without a coordinator command the coordinator
+// runs in the benchmark's process, and the memory figure says so.
+func TestInProcessCoordinator(t *testing.T) {
+	var out bytes.Buffer
+	err := bench.Run(t.Context(), "drain", bench.Options{ServerURL: pgtest.NewDB(t), Jobs: 200, JSON: true, Out: &out})
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+	require.Positive(t, got["bench_process_rss_mib"])
+	require.NotContains(t, got, "coordinator_rss_mib")
 }

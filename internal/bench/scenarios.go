@@ -33,6 +33,7 @@ func drain(ctx context.Context, opts Options) (*Result, error) {
 	r.add("submit_jobs_per_s", float64(opts.Jobs)/submitted.Seconds())
 	r.add("work_jobs_per_s", float64(opts.Jobs)/worked.Seconds())
 	r.add("slots", opts.Slots)
+	r.add(s.rss())
 	return r, nil
 }
 
@@ -208,7 +209,8 @@ const drainSample = 10_000
 func scale(ctx context.Context, opts Options) (*Result, error) {
 	r := &Result{Scenario: "scale"}
 	const groups = 10_000
-	var firstRate, lastRate, selectMS float64
+	var firstRate, lastRate, selectMS, peakRSS float64
+	var rssKey string
 	for _, size := range opts.ScaleSizes {
 		s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots, noExecutors: true})
 		if err != nil {
@@ -275,6 +277,9 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			r.add(fmt.Sprintf("select_ms_%d", size), percentile(sel, 50))
 			selectMS = percentile(sel, 50)
 			r.add(fmt.Sprintf("work_jobs_per_s_%d", size), rate)
+			key, mib := s.rss()
+			r.add(fmt.Sprintf("%s_%d", key, size), mib)
+			rssKey, peakRSS = key, max(peakRSS, mib)
 			return nil
 		}()
 		if err != nil {
@@ -285,7 +290,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 	if firstRate > 0 {
 		r.add("drain_ratio_largest_to_smallest", lastRate/firstRate)
 	}
-	r.add("coordinator_rss_mib", peakRSSMiB()) // the whole bench process: coordinator, executors, NATS
+	r.add(rssKey, peakRSS) // the largest of the sizes'
 	r.add("groups", groups)
 	return r, nil
 }

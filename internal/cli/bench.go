@@ -16,15 +16,33 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// natsEnv passes the NATS credentials and TLS files of the configuration
+// to a child process, as environment variables (not on its command line,
+// where other users could read a password).
+func natsEnv(n config.NATSConfig) []string {
+	var env []string
+	for name, v := range map[string]string{"CREDS": n.Creds, "NKEY": n.NKey, "USER": n.User, "PASSWORD": n.Password,
+		"TOKEN": n.Token, "TLS_CA": n.TLSCA, "TLS_CERT": n.TLSCert, "TLS_KEY": n.TLSKey, "PREFIX": n.Prefix} {
+		if v != "" {
+			env = append(env, "FAIRWAY_NATS_"+name+"="+v)
+		}
+	}
+	return env
+}
+
 func newBenchCmd(e *env) *cobra.Command {
 	var opts bench.Options
 	var scenario, cpuProfile string
+	var inProcess bool
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency, fairness and scale",
-		Long: `Run coordinators and executors in this process against PostgreSQL and NATS,
-with no-op or sleeping tasks, and print one line per scenario (one JSON object
-with --json). Each scenario uses a fresh database of its own, dropped after.
+		Long: `Run a coordinator and executors against PostgreSQL and NATS, with no-op or
+sleeping tasks, and print one line per scenario (one JSON object with
+--json). Each scenario uses a fresh database of its own, dropped after. The
+coordinator runs as 'fairway coordinator' in a process of its own, so that
+coordinator_rss_mib is its own peak memory; --in-process runs it in this
+process (e.g. to include it in --cpuprofile).
 
 Scenarios:
   drain     submit --jobs no-op jobs over 10 groups, time until all succeed
@@ -69,6 +87,14 @@ server. Durability stays on; the output names the server's settings.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if !inProcess {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("finding this program to run the coordinator: %w (try --in-process)", err)
+				}
+				opts.CoordinatorCommand = []string{exe, "coordinator"}
+				opts.CoordinatorEnv = natsEnv(e.cfg.NATS)
+			}
 			opts.Out = e.stdout
 			opts.Logger = e.log
 			// At the default level the coordinator and executors log only
@@ -92,5 +118,6 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
+	f.BoolVar(&inProcess, "in-process", false, "run the coordinator in this process instead of its own (its memory is then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
 }
