@@ -220,17 +220,17 @@ func serverSettings(ctx context.Context, url string) (string, error) {
 // system is one scenario's Fairway: a fresh database, NATS, a coordinator
 // (in its own process or this one) and executors.
 type system struct {
-	opts    Options
-	store   *store.Store
-	ns      *server.Server
-	nc      *nats.Conn
-	coord   *coordinator.Coordinator
+	opts  Options
+	store *store.Store
+	ns    *server.Server
+	nc    *nats.Conn
+	coord *coordinator.Coordinator
 	// coordPid is the coordinator's process, when it runs in its own.
 	coordPid int
-	execs   []*executor.Executor
-	client  *events.Client
-	cleanup []func()
-	connect func(name string) (*nats.Conn, error)
+	execs    []*executor.Executor
+	client   *events.Client
+	cleanup  []func()
+	connect  func(name string) (*nats.Conn, error)
 
 	started  sync.Map     // job id -> time the handler started
 	finished chan arrival // success events, stamped when they arrive
