@@ -17,6 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+//go:embed sql/cancel_job.sql
+var cancelJobSQL string
+
 //go:embed sql/insert_jobs.sql
 var insertJobsSQL string
 
@@ -444,11 +447,7 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 			signal = true
 			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE group_name = $2 AND id = $1", id, group)
 		default:
-			_, err = tx.Exec(ctx, `WITH upd AS (
-				UPDATE fairway_job SET state = 'cancelled', cancel_requested = true, finished = now()
-				 WHERE group_name = $3 AND id = $1 RETURNING id, task, group_name, attempt)
-				INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
-				SELECT id, task, group_name, 'cancelled', $2, attempt FROM upd`, id, string(state), group)
+			_, err = tx.Exec(ctx, cancelJobSQL, id, string(state), group)
 		}
 		return err
 	})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,9 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
 )
+
+//go:embed sql/periodic_event.sql
+var periodicEventSQL string
 
 // PeriodicTask is fairway.PeriodicTask.
 type PeriodicTask = fairway.PeriodicTask
@@ -155,8 +159,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 		switch {
 		case err == nil:
 			out.JobID, out.Skipped = previous, true
-			_, err = tx.Exec(ctx, `INSERT INTO fairway_event (job_id, task, group_name, state, periodic, error)
-				VALUES ($1, $2, $3, 'skipped', $4, $5)`, previous, p.Task, p.Group, p.ID,
+			_, err = tx.Exec(ctx, periodicEventSQL, previous, p.Task, p.Group, string(fairway.StateSkipped), p.ID,
 				fmt.Sprintf("periodic task %s: its previous job %s has not ended; this run is skipped", p.ID, previous))
 			if err != nil {
 				return err
@@ -176,8 +179,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 			}
 			out.JobID = jobID
 			out.Applied = []Applied{{Group: p.Group, JobID: jobID, State: fairway.StateWaiting, RunAt: time.Now()}}
-			_, err = tx.Exec(ctx, `INSERT INTO fairway_event (job_id, task, group_name, state, periodic) VALUES ($1, $2, $3, 'fired', $4)`,
-				jobID, p.Task, p.Group, p.ID)
+			_, err = tx.Exec(ctx, periodicEventSQL, jobID, p.Task, p.Group, string(fairway.StateFired), p.ID, nil)
 			if err != nil {
 				return err
 			}

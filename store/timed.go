@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
@@ -12,40 +13,26 @@ import (
 // ExpiredError is the error of a job that expired before it started.
 const ExpiredError = "expired"
 
+var (
+	//go:embed sql/trigger_pending.sql
+	triggerPendingSQL string
+	//go:embed sql/expire_jobs.sql
+	expireJobsSQL string
+	//go:embed sql/release_job.sql
+	releaseJobSQL string
+)
+
 // TriggerPending releases the pending jobs whose trigger_after has come:
 // they become waiting, due now. It handles at most limit jobs per call.
 func (s *Store) TriggerPending(ctx context.Context, limit int) ([]Applied, error) {
-	return s.timed(ctx, "releasing triggered pending jobs", `WITH due AS (
-		SELECT group_name, id FROM fairway_job WHERE state = 'pending' AND trigger_after <= now()
-		 ORDER BY trigger_after LIMIT $1 FOR UPDATE SKIP LOCKED
-	), upd AS (
-		UPDATE fairway_job j SET state = 'waiting', run_at = now(), trigger_after = NULL
-		  FROM due WHERE j.group_name = due.group_name AND j.id = due.id
-		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at
-	), ev AS (
-		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
-		SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd
-	)
-	SELECT group_name, id, 'waiting', run_at FROM upd`, limit)
+	return s.timed(ctx, "releasing triggered pending jobs", triggerPendingSQL, limit)
 }
 
 // ExpireJobs fails the jobs not started yet (pending, waiting or stuck)
 // whose expires_at has passed, with the error "expired". It handles at
 // most limit jobs per call.
 func (s *Store) ExpireJobs(ctx context.Context, limit int) ([]Applied, error) {
-	return s.timed(ctx, "expiring jobs", `WITH due AS (
-		SELECT group_name, id, state FROM fairway_job
-		 WHERE expires_at <= now() AND expires_at IS NOT NULL AND state IN ('pending', 'waiting', 'stuck')
-		 ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-	), upd AS (
-		UPDATE fairway_job j SET state = 'failed', error = '`+ExpiredError+`', finished = now(), trigger_after = NULL
-		  FROM due WHERE j.group_name = due.group_name AND j.id = due.id
-		RETURNING j.id, j.task, j.group_name, j.attempt, j.run_at, due.state AS prev_state
-	), ev AS (
-		INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error)
-		SELECT id, task, group_name, 'failed', prev_state, attempt, '`+ExpiredError+`' FROM upd
-	)
-	SELECT group_name, id, 'failed', run_at FROM upd`, limit)
+	return s.timed(ctx, "expiring jobs", expireJobsSQL, limit, ExpiredError)
 }
 
 func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]Applied, error) {
@@ -67,11 +54,7 @@ func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, er
 		if state != fairway.StatePending {
 			return fairway.Conflict(id, "job %s is %s, not pending: only pending jobs can be released", id, state)
 		}
-		_, err := tx.Exec(ctx, `WITH upd AS (
-			UPDATE fairway_job SET state = 'waiting', run_at = now(), trigger_after = NULL
-			 WHERE group_name = $2 AND id = $1 RETURNING id, task, group_name, attempt)
-			INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt)
-			SELECT id, task, group_name, 'waiting', 'pending', attempt FROM upd`, id, group)
+		_, err := tx.Exec(ctx, releaseJobSQL, id, group)
 		return err
 	})
 }

@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +139,30 @@ func TestTransitionsAreClosed(t *testing.T) {
 		require.True(t, has || st.Final(), "state %s is missing from store.Transitions", st)
 	}
 	require.False(t, store.Allowed(fairway.StateSuccess, fairway.StateWaiting))
+}
+
+// TestEventsAreWrittenInSQLFiles: every statement that writes an event
+// lives in sql/ (the one home for state changes), none inline in Go.
+func TestEventsAreWrittenInSQLFiles(t *testing.T) {
+	goFiles, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, f := range goFiles {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NotContains(t, string(data), "INSERT INTO fairway_event", "%s writes events inline: move the statement to sql/", f)
+	}
+	sqlFiles, err := filepath.Glob("sql/*.sql")
+	require.NoError(t, err)
+	writers := 0
+	for _, f := range sqlFiles {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		if strings.Contains(string(data), "INSERT INTO fairway_event") {
+			writers++
+		}
+	}
+	require.GreaterOrEqual(t, writers, 8, "the statements that write events")
 }
