@@ -20,9 +20,11 @@ import (
 // BenchmarkAPIListFlood measures tenant B's get latency while tenant A
 // floods list: 8 clients of A ask, as fast as they are answered, for
 // limit 1000 with args (full) over 50 jobs of 1 MiB args; B gets one small
-// job b.N times, one request at a time. It reports B's p50 and p99 and the
-// peak Go heap in use of the process (coordinator, NATS server and the
-// clients, which hold A's replies, sampled every 20 ms), and A's answers.
+// job b.N times, one request every 20 ms (within its own rate quota). It
+// reports B's p50 and p99, the peak Go heap in use of the process
+// (coordinator, NATS server and the clients, which hold A's replies,
+// sampled every 20 ms: for the coordinator's own memory see
+// BenchmarkListFloodProcesses in internal/chaos), and A's answers.
 // "quota" runs with the defaults (rate quota 100/s, burst 200; 16
 // workers, one request per group at a time), "unlimited" without the rate
 // quota, so that only the worker pool's fair share protects B;
@@ -79,6 +81,8 @@ func benchListFlood(b *testing.B, rate float64, groupWorkers, clients int) {
 
 	floodCtx, stopFlood := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopFlood() // also when the benchmark fails
 	var mu sync.Mutex
 	answers, refused := 0, 0
 	flowing := make(chan struct{}) // closed at A's 8th answer: the flood is on
@@ -125,9 +129,13 @@ func benchListFlood(b *testing.B, rate float64, groupWorkers, clients int) {
 	mu.Unlock()
 	bClient := connect()
 	lat := make([]time.Duration, 0, b.N)
+	// B stays within its own API rate quota (100/s): one get every 20 ms.
+	pace := time.NewTicker(20 * time.Millisecond)
+	defer pace.Stop()
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {
+		<-pace.C
 		t0 := time.Now()
 		if _, err := bClient.Get(ctx, "b", "small"); err != nil {
 			b.Fatal(err)
