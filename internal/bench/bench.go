@@ -32,7 +32,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale", "history"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -55,8 +55,11 @@ type Options struct {
 	// ScaleSizes are the queue lengths of the scale scenario (default
 	// 10,000, 100,000 and 1,000,000 over 10,000 groups).
 	ScaleSizes []int
-	JSON       bool
-	Out        io.Writer
+	// History is how many finished jobs the history scenario keeps
+	// (default 1,000,000).
+	History int
+	JSON    bool
+	Out     io.Writer
 	// Logger receives the benchmark's progress; ComponentLogger the logs
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
@@ -84,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Duration == 0 {
 		o.Duration = 10 * time.Second
+	}
+	if o.History == 0 {
+		o.History = 1_000_000
 	}
 	if len(o.ScaleSizes) == 0 {
 		o.ScaleSizes = []int{10_000, 100_000, 1_000_000}
@@ -191,6 +197,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return steady(ctx, opts)
 	case "fairness":
 		return fairness(ctx, opts)
+	case "history":
+		return history(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}
@@ -225,8 +233,11 @@ type system struct {
 	ns    *server.Server
 	nc    *nats.Conn
 	coord *coordinator.Coordinator
-	// coordPid is the coordinator's process, when it runs in its own.
+	// coordPid is the coordinator's process, when it runs in its own;
+	// coordEnv is added to its environment.
 	coordPid int
+	coordEnv []string
+	dbURL    string
 	execs    []*executor.Executor
 	client   *events.Client
 	cleanup  []func()
@@ -247,6 +258,12 @@ type systemConfig struct {
 	handler   executor.Handler
 	// noExecutors leaves the executors to be started later (scale).
 	noExecutors bool
+	// history is how many finished jobs (success, ended two hours ago) the
+	// database holds before the coordinator starts; with prune, the
+	// coordinator's retention of successes is one hour, so it prunes them
+	// while the scenario runs.
+	history int
+	prune   bool
 }
 
 func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
@@ -261,6 +278,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	s.cleanup = append(s.cleanup, drop)
+	s.dbURL = dbURL
 	s.store, err = store.Open(ctx, dbURL, store.Options{MaxConns: 20})
 	if err != nil {
 		return nil, err
@@ -268,6 +286,16 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	s.cleanup = append(s.cleanup, s.store.Close)
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.history > 0 {
+		if err := fillHistory(ctx, dbURL, cfg.history, opts.Logger); err != nil {
+			return nil, err
+		}
+	}
+	retention := coordinator.Retention{}
+	if cfg.prune {
+		retention.Success = time.Hour
+		s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_RETENTION_SUCCESS=1h")
 	}
 	connect := func(name string) (*nats.Conn, error) {
 		return nats.Connect(opts.NATSURL, append([]nats.Option{nats.Name(name)}, opts.NATSOptions...)...)
@@ -302,7 +330,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 			return nil, err
 		}
 	} else {
-		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1}); err != nil {
+		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention}); err != nil {
 			return nil, err
 		}
 		if err := s.coord.Start(ctx); err != nil {
@@ -334,6 +362,7 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 	cmd.Env = append(os.Environ(), "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
 		"FAIRWAY_COORDINATOR_QUOTA_API_RATE=0", "FAIRWAY_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, s.opts.CoordinatorEnv...)
+	cmd.Env = append(cmd.Env, s.coordEnv...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting the coordinator (%s): %w", strings.Join(c, " "), err)
@@ -368,6 +397,30 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 			return fmt.Errorf("the coordinator (%s) did not answer within a minute: %w", strings.Join(c, " "), err)
 		}
 	}
+}
+
+// fillHistory stores n finished jobs (successes of task "work" that ended
+// two hours ago, over 1,000 groups) straight into the job table, in
+// batches of 100,000, as years of use would leave them.
+func fillHistory(ctx context.Context, dbURL string, n int, log *slog.Logger) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for done := 0; done < n; done += 100_000 {
+		log.Info("bench: storing finished jobs", "stored", done, "total", n)
+		_, err := conn.Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, priority, state, max_retries, attempt,
+			run_at, submitted, started, finished, result)
+			SELECT 'h' || i, 'work', 'h' || (i % 1000), 'low', 'success', 5, 1, t, t, t, t, '{}'
+			  FROM generate_series($1::bigint, $2::bigint) AS i, (SELECT now() - interval '2 hours' AS t) AS at`,
+			done+1, min(done+100_000, n))
+		if err != nil {
+			return fmt.Errorf("storing finished jobs: %w", err)
+		}
+	}
+	_, err = conn.Exec(ctx, "ANALYZE fairway_job")
+	return err
 }
 
 // rss is the memory figure: the coordinator process's peak resident set

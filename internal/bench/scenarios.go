@@ -9,6 +9,7 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/store"
+	"github.com/jackc/pgx/v5"
 )
 
 // drain: a backlog of opts.Jobs no-op jobs over 10 groups, submitted at
@@ -19,21 +20,77 @@ func drain(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
-	subs := submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) })
-	start := time.Now()
-	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+	submitted, worked, err := s.drain(ctx, opts.Jobs)
+	if err != nil {
 		return nil, err
 	}
-	submitted := time.Since(start)
-	if _, err := s.waitFinished(ctx, opts.Jobs, 10*time.Minute); err != nil {
-		return nil, err
-	}
-	worked := time.Since(start)
 	r := &Result{Scenario: "drain", Jobs: opts.Jobs}
 	r.add("submit_jobs_per_s", float64(opts.Jobs)/submitted.Seconds())
 	r.add("work_jobs_per_s", float64(opts.Jobs)/worked.Seconds())
 	r.add("slots", opts.Slots)
 	r.add(s.rss())
+	return r, nil
+}
+
+// drain submits n no-op jobs over 10 groups at once and waits until all
+// succeeded: how long the submitting and the whole took.
+func (s *system) drain(ctx context.Context, n int) (submitted, worked time.Duration, err error) {
+	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	start := time.Now()
+	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+		return 0, 0, err
+	}
+	submitted = time.Since(start)
+	if _, err := s.waitFinished(ctx, n, 10*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	return submitted, time.Since(start), nil
+}
+
+// history: the drain of opts.Jobs on an empty database, on one that keeps
+// opts.History finished jobs, and on that one while the coordinator prunes
+// them (their retention has passed), in one run; and how many of them the
+// coordinator pruned during that drain.
+func history(ctx context.Context, opts Options) (*Result, error) {
+	r := &Result{Scenario: "history", Jobs: opts.Jobs}
+	var rates [3]float64
+	for i, cfg := range []systemConfig{{}, {history: opts.History}, {history: opts.History, prune: true}} {
+		cfg.slots = opts.Slots
+		err := func() error {
+			s, err := newSystem(ctx, opts, cfg)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			_, worked, err := s.drain(ctx, opts.Jobs)
+			if err != nil {
+				return err
+			}
+			rates[i] = float64(opts.Jobs) / worked.Seconds()
+			if cfg.prune {
+				conn, err := pgx.Connect(ctx, s.dbURL)
+				if err != nil {
+					return err
+				}
+				defer conn.Close(ctx)
+				var left int
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM fairway_job WHERE id LIKE 'h%'").Scan(&left); err != nil {
+					return err
+				}
+				r.add("pruned_during_drain", opts.History-left)
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
+		}
+	}
+	r.add("history", opts.History)
+	r.add("work_jobs_per_s_empty", rates[0])
+	r.add("work_jobs_per_s_history", rates[1])
+	r.add("work_jobs_per_s_pruning", rates[2])
+	r.add("history_ratio", rates[1]/rates[0])
+	r.add("pruning_ratio", rates[2]/rates[1])
 	return r, nil
 }
 

@@ -50,6 +50,8 @@ Scenarios:
   steady    --rate jobs/s for --duration: end-to-end latency under load
   fairness  group A: 2,000 jobs of 5 ms, then group B: 20 jobs; 10 slots
   scale     selection time and drain rate with 10k, 100k, 1M waiting jobs in 10,000 groups
+  history   the drain with --history finished jobs kept, against an empty database,
+            and while the coordinator prunes them (retention)
   all       every scenario in turn
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
@@ -110,12 +112,13 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, scale or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, scale, history or all")
 	f.IntVar(&opts.Jobs, "jobs", 100_000, "jobs in the drain backlog")
 	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10)")
 	f.IntVar(&opts.Rate, "rate", 5000, "jobs per second in the steady scenario")
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of the steady scenario")
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
+	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator in this process instead of its own (its memory is then not measured apart)")
