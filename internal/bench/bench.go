@@ -65,8 +65,8 @@ type Options struct {
 	Logger          *slog.Logger
 	ComponentLogger *slog.Logger
 	// CoordinatorCommand, when set, runs the coordinator as this command
-	// (e.g. ["/usr/bin/fairway", "coordinator"]), given --database-url and
-	// --nats-url, in a process of its own: its peak resident set is the
+	// (e.g. ["/usr/bin/fairway", "coordinator"]), given --nats-url and the
+	// database URL (in FAIRWAY_DATABASE_URL), in a process of its own: its peak resident set is the
 	// figure coordinator_rss_mib. Empty: the coordinator runs in this
 	// process, and bench_process_rss_mib is that of the whole process.
 	CoordinatorCommand []string
@@ -358,8 +358,10 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 // speed), its logs at warn on stderr, and waits until it answers.
 func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL string) error {
 	c := s.opts.CoordinatorCommand
-	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--database-url", dbURL, "--nats-url", natsURL)...)
-	cmd.Env = append(os.Environ(), "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--nats-url", natsURL)...)
+	// The database URL may hold a password: in the environment, not on a
+	// command line that other users can read.
+	cmd.Env = append(os.Environ(), "FAIRWAY_DATABASE_URL="+dbURL, "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
 		"FAIRWAY_COORDINATOR_QUOTA_API_RATE=0", "FAIRWAY_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, s.opts.CoordinatorEnv...)
 	cmd.Env = append(cmd.Env, s.coordEnv...)
