@@ -218,3 +218,24 @@ func TestTruncate(t *testing.T) {
 	require.True(t, utf8.ValidString(got))
 	require.NotContains(t, got, "\x00")
 }
+
+// TestCleanJSONMakesResultsStorable: an executor's result is stored, not
+// refused: text PostgreSQL cannot hold is replaced, and a number its
+// numeric type cannot hold becomes a string of its digits.
+func TestCleanJSONMakesResultsStorable(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"n":1e170000,"m":2}`:    `{"m":2,"n":"1e170000"}`,
+		`[1e-20000, 1.5]`:         `["1e-20000",1.5]`,
+		`{"a":"x\u0000y"}`:        `{"a":"x\ufffdy"}`,
+		`{"ok":[1,2,"three"]}`:    `{"ok":[1,2,"three"]}`,
+		`{"big":1e400,"n":12345}`: `{"big":1e400,"n":12345}`, // fits numeric: kept as it is
+	} {
+		out := fairway.CleanJSON([]byte(in))
+		if in == want {
+			require.Equal(t, want, string(out))
+		} else {
+			require.JSONEq(t, want, string(out), in)
+		}
+		require.NoError(t, fairway.CheckJSONText(out), in)
+	}
+}

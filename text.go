@@ -305,11 +305,13 @@ func CleanText(s string) string {
 	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }
 
-// CleanJSON returns a JSON document that CheckJSONText refuses with its
-// strings and keys passed through CleanText, re-encoded; a document it
-// accepts, or one that is not valid JSON, is returned as it is.
+// CleanJSON returns a JSON document that CheckJSONText refuses made
+// storable: its strings and keys passed through CleanText, and each number
+// PostgreSQL's numeric cannot hold (1e170000, say) turned into a string of
+// its digits, re-encoded. A document it accepts, or one that is not valid
+// JSON, is returned as it is.
 func CleanJSON(data json.RawMessage) json.RawMessage {
-	if badRawText(data) == "" {
+	if badRawText(data) == "" && !hasBadNumber(data) {
 		return data
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -329,6 +331,10 @@ func cleanValue(v any) any {
 	switch v := v.(type) {
 	case string:
 		return CleanText(v)
+	case json.Number:
+		if !numberFits([]byte(v)) {
+			return string(v)
+		}
 	case []any:
 		for i := range v {
 			v[i] = cleanValue(v[i])

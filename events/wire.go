@@ -186,8 +186,9 @@ type CancelCommand struct {
 
 // DecodeReports decodes a results message: a JSON array of reports, or one
 // report object. Text PostgreSQL cannot store (a NUL, bytes that are not
-// UTF-8) is replaced by U+FFFD, in the result too: an outcome is stored
-// rather than refused for its error message.
+// UTF-8) is replaced by U+FFFD, in the result too, and a number in the
+// result that PostgreSQL cannot hold becomes a string: an outcome is
+// stored rather than refused for its error message or result.
 func DecodeReports(data []byte) ([]Report, error) {
 	data = bytes.TrimSpace(data)
 	var reports []Report
