@@ -2,16 +2,12 @@ package coordinator_test
 
 import (
 	"context"
-	"fmt"
 	"runtime"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/floodbench"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/nats-io/nats.go"
@@ -69,93 +65,15 @@ func benchListFlood(b *testing.B, rate float64, groupWorkers, clients int) {
 		}
 		return client
 	}
-	setupClient := connect()
-	for i := range 50 {
-		if _, err := setupClient.SubmitWait(ctx, fairway.Submission{Group: "a", Task: "big", ID: fmt.Sprintf("big-%d", i), Args: bigArgs(1<<20 - 64)}); err != nil {
-			b.Fatal(err)
-		}
+	floodbench.Store(b, connect())
+	flooders := make([]*events.Client, clients)
+	for i := range flooders {
+		flooders[i] = connect()
 	}
-	if _, err := setupClient.SubmitWait(ctx, fairway.Submission{Group: "b", Task: "small", ID: "small"}); err != nil {
-		b.Fatal(err)
-	}
-
-	floodCtx, stopFlood := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stopFlood() // also when the benchmark fails
-	var mu sync.Mutex
-	answers, refused := 0, 0
-	flowing := make(chan struct{}) // closed at A's 8th answer: the flood is on
-	var once sync.Once
-	for range clients {
-		client := connect()
-		wg.Go(func() {
-			for floodCtx.Err() == nil {
-				_, _, err := client.ListPage(floodCtx, events.ListRequest{Group: "a", Limit: 1000, Full: true})
-				mu.Lock()
-				if err == nil {
-					answers++
-					if answers == 8 {
-						once.Do(func() { close(flowing) })
-					}
-				} else {
-					refused++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	var peak uint64
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
+	heapMiB := func() float64 {
 		var ms runtime.MemStats
-		for {
-			select {
-			case <-floodCtx.Done():
-				return
-			case <-tick.C:
-				runtime.ReadMemStats(&ms)
-				peak = max(peak, ms.HeapInuse)
-			}
-		}
-	})
-
-	if clients > 0 {
-		<-flowing
+		runtime.ReadMemStats(&ms)
+		return float64(ms.HeapInuse) / (1 << 20)
 	}
-	mu.Lock()
-	answers, refused = 0, 0
-	mu.Unlock()
-	bClient := connect()
-	lat := make([]time.Duration, 0, b.N)
-	// B stays within its own API rate quota (100/s): one get every 20 ms.
-	pace := time.NewTicker(20 * time.Millisecond)
-	defer pace.Stop()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		<-pace.C
-		t0 := time.Now()
-		if _, err := bClient.Get(ctx, "b", "small"); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	mu.Lock()
-	lists, refusals := answers, refused
-	mu.Unlock()
-	stopFlood()
-	wg.Wait()
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "b_get_p50_ms")
-	b.ReportMetric(pct(0.99), "b_get_p99_ms")
-	b.ReportMetric(float64(peak)/(1<<20), "peak_heap_MiB")
-	b.ReportMetric(float64(lists)/elapsed.Seconds(), "a_lists/s")
-	b.ReportMetric(float64(refusals)/elapsed.Seconds(), "a_refused/s")
+	floodbench.Run(b, flooders, connect(), heapMiB, "peak_heap_MiB")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -171,6 +172,38 @@ func TestGetOfJobTooLargeForAReplyIsCut(t *testing.T) {
 	require.Equal(t, []string{"huge"}, reply.Truncated)
 }
 
+// apiGate holds the API requests its hook picks (entered gets one per
+// request held) until open; replies collects the answers to requests
+// whose reply subject is inbox.<name>.
+type apiGate struct {
+	entered chan struct{}
+	replies chan *nats.Msg
+	inbox   string
+	release chan struct{}
+	once    sync.Once
+}
+
+// holdAPI makes the coordinator of h hold the requests of the groups for
+// which hold says so; they go on when the gate opens, at the latest when
+// the test ends.
+func holdAPI(t *testing.T, h *apiHarness, hold func(group string) bool) *apiGate {
+	t.Helper()
+	g := &apiGate{entered: make(chan struct{}, 100), replies: make(chan *nats.Msg, 100), inbox: nats.NewInbox(), release: make(chan struct{})}
+	h.coord.SetAPIHook(func(group, _ string) {
+		if hold(group) {
+			g.entered <- struct{}{}
+			<-g.release
+		}
+	})
+	t.Cleanup(g.open)
+	sub, err := h.nc.ChanSubscribe(g.inbox+".*", g.replies)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return g
+}
+
+func (g *apiGate) open() { g.once.Do(func() { close(g.release) }) }
+
 // Each coordinator used to answer API requests one at a time: one slow
 // request stalled every tenant. Now group b is answered while group a has
 // requests in flight, and a takes no more than its share of the workers.
@@ -178,25 +211,14 @@ func TestAPIAnswersOtherGroupsWhileOneIsBusy(t *testing.T) {
 	t.Parallel()
 	h := apiSetup(t, coordinator.Config{APIGroupWorkers: 4}, nil, nil) // 16 workers, a group runs at most 4 at once
 	var running atomic.Int32
-	entered, release := make(chan struct{}, 100), make(chan struct{})
-	h.coord.SetAPIHook(func(group, _ string) {
-		if group == "a" {
-			running.Add(1)
-			entered <- struct{}{}
-			<-release
+	gate := holdAPI(t, h, func(group string) bool {
+		if group != "a" {
+			return false
 		}
+		running.Add(1)
+		return true
 	})
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
-	replies := make(chan *nats.Msg, 100)
-	inbox := nats.NewInbox()
-	sub, err := h.nc.ChanSubscribe(inbox+".*", replies)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	entered, replies, inbox := gate.entered, gate.replies, gate.inbox
 	const n = 10
 	for i := range n {
 		require.NoError(t, h.nc.PublishRequest(h.client.Subjects().API("a", events.VerbGet), fmt.Sprintf("%s.%d", inbox, i), []byte(`{"id":"x"}`)))
@@ -206,12 +228,11 @@ func TestAPIAnswersOtherGroupsWhileOneIsBusy(t *testing.T) {
 	}
 	// b's request follows a's ten on the same connection, so the
 	// coordinator has queued all of a's when it answers b's.
-	_, err = h.client.Get(t.Context(), "b", "nope")
+	_, err := h.client.Get(t.Context(), "b", "nope")
 	require.ErrorIs(t, err, fairway.ErrNotFound, "b is answered while a has requests in flight")
 	require.EqualValues(t, 4, running.Load(), "a runs at most api-group-workers at once")
 
-	close(release)
-	released = true
+	gate.open()
 	for range n {
 		select {
 		case msg := <-replies:
@@ -230,22 +251,8 @@ func TestAPIQueueRefusesWhenFull(t *testing.T) {
 	t.Parallel()
 	// One worker, one request per group waiting, eight in all.
 	h := apiSetup(t, coordinator.Config{APIWorkers: 1, APIQueue: 8}, nil, nil)
-	entered, release := make(chan struct{}, 100), make(chan struct{})
-	h.coord.SetAPIHook(func(group, _ string) {
-		entered <- struct{}{}
-		<-release
-	})
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(release)
-		}
-	})
-	replies := make(chan *nats.Msg, 100)
-	inbox := nats.NewInbox()
-	sub, err := h.nc.ChanSubscribe(inbox+".*", replies)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	gate := holdAPI(t, h, func(string) bool { return true })
+	entered, replies, inbox := gate.entered, gate.replies, gate.inbox
 	send := func(name, group string) {
 		require.NoError(t, h.nc.PublishRequest(h.client.Subjects().API(group, events.VerbGet), inbox+"."+name, []byte(`{"id":"x"}`)))
 	}
@@ -275,8 +282,7 @@ func TestAPIQueueRefusesWhenFull(t *testing.T) {
 	next()
 	next()
 	require.Equal(t, map[string]fairway.Code{"a3": fairway.CodeQuota, "z": fairway.CodeUnavailable}, got, "refused at once, while a1 is in flight")
-	close(release)
-	released = true
+	gate.open()
 	for range 9 {
 		next()
 	}

@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/floodbench"
 	"github.com/nats-io/nats.go"
 )
 
@@ -94,10 +92,10 @@ func benchFloodProcess(b *testing.B, c *Cluster, clients int) {
 		return client
 	}
 	setup := connect()
-	// The coordinator answers once its streams exist: wait for its first answer.
+	// The coordinator answers once it has migrated and made its streams.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		_, err := setup.SubmitWait(ctx, fairway.Submission{Group: "b", Task: "small", ID: "small"})
+		_, err := setup.Executors(ctx)
 		if err == nil {
 			break
 		}
@@ -106,95 +104,15 @@ func benchFloodProcess(b *testing.B, c *Cluster, clients int) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	args := []byte(`{"pad":"` + strings.Repeat("x", 1<<20-64) + `"}`)
-	for i := range 50 {
-		if _, err := setup.SubmitWait(ctx, fairway.Submission{Group: "a", Task: "big", ID: fmt.Sprintf("big-%d", i), Args: args}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	floodbench.Store(b, setup)
 	pid := c.Coordinators[0].Pid()
-
-	floodCtx, stopFlood := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stopFlood() // also when the benchmark fails
-	var mu sync.Mutex
-	answers, refused := 0, 0
-	flowing := make(chan struct{}) // closed at A's 8th answer: the flood is on
-	var once sync.Once
-	for range clients {
-		client := connect()
-		wg.Go(func() {
-			for floodCtx.Err() == nil {
-				_, _, err := client.ListPage(floodCtx, events.ListRequest{Group: "a", Limit: 1000, Full: true})
-				mu.Lock()
-				if err == nil {
-					answers++
-					if answers == 8 {
-						once.Do(func() { close(flowing) })
-					}
-				} else {
-					refused++
-				}
-				mu.Unlock()
-			}
-		})
+	flooders := make([]*events.Client, clients)
+	for i := range flooders {
+		flooders[i] = connect()
 	}
-	var peak int64
-	wg.Go(func() {
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-floodCtx.Done():
-				return
-			case <-tick.C:
-				peak = max(peak, procStatusKiB(pid, "VmRSS"))
-			}
-		}
-	})
-	if clients > 0 {
-		select {
-		case <-flowing:
-		case <-time.After(time.Minute):
-			b.Fatal("tenant A's flood got no 8 answers within a minute")
-		}
-	}
-	mu.Lock()
-	answers, refused = 0, 0
-	mu.Unlock()
-	bClient := connect()
-	lat := make([]time.Duration, 0, b.N)
-	// B stays within its own API rate quota (100/s): one get every 20 ms.
-	pace := time.NewTicker(20 * time.Millisecond)
-	defer pace.Stop()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		<-pace.C
-		t0 := time.Now()
-		if _, err := bClient.Get(ctx, "b", "small"); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	mu.Lock()
-	lists, refusals := answers, refused
-	mu.Unlock()
-	stopFlood()
-	wg.Wait()
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "b_get_p50_ms")
-	b.ReportMetric(pct(0.99), "b_get_p99_ms")
-	b.ReportMetric(float64(peak)/1024, "coord_rss_MiB")
+	rssMiB := func() float64 { return float64(procStatusKiB(pid, "VmRSS")) / 1024 }
+	floodbench.Run(b, flooders, connect(), rssMiB, "coord_rss_MiB")
 	b.ReportMetric(float64(procStatusKiB(pid, "VmHWM"))/1024, "coord_hwm_MiB")
-	b.ReportMetric(float64(lists)/elapsed.Seconds(), "a_lists/s")
-	b.ReportMetric(float64(refusals)/elapsed.Seconds(), "a_refused/s")
 }
 
 // procStatusKiB reads a "kB" field of /proc/PID/status (VmRSS, VmHWM), or
