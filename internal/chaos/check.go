@@ -48,6 +48,10 @@ type Result struct {
 	SlowestJob string
 	// RerunJobs shows the events of a few rerun jobs, for diagnosis.
 	RerunJobs []string
+	// Releases counts the jobs put back to run again, by the reason their
+	// stuck event gives ("executor lost: it restarted", "executor lost:
+	// its lease expired without a heartbeat", a task's error, ...).
+	Releases map[string]int
 }
 
 func (r Result) String() string {
@@ -219,6 +223,12 @@ func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbo
 		for _, ev := range byJob[id] {
 			if ev.State.Final() {
 				finals = append(finals, ev.State)
+			}
+			if ev.State == fairway.StateStuck {
+				if r.Releases == nil {
+					r.Releases = map[string]int{}
+				}
+				r.Releases[ev.Error]++
 			}
 			if ev.State == fairway.StateScheduled {
 				claimed[ev.Attempt] = true

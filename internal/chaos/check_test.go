@@ -29,12 +29,17 @@ func TestAccountingCatchesBrokenGuarantees(t *testing.T) {
 	ev := func(id, job string, state fairway.State, attempt, ms int) events.Event {
 		return events.Event{ID: id, JobID: job, State: state, Attempt: attempt, Time: at(ms)}
 	}
+	stuck := func(id, job string, attempt, ms int) events.Event {
+		e := ev(id, job, fairway.StateStuck, attempt, ms)
+		e.Error = "executor lost: it restarted"
+		return e
+	}
 	evs := []events.Event{
 		ev("1", "good", fairway.StateScheduled, 1, 0), ev("2", "good", fairway.StateSuccess, 1, 10),
 		ev("2", "good", fairway.StateSuccess, 1, 10), // a duplicate delivery is fine
 		ev("3", "twice", fairway.StateScheduled, 1, 0), ev("4", "twice", fairway.StateSuccess, 1, 10), ev("5", "twice", fairway.StateFailed, 1, 20),
 		ev("6", "silent", fairway.StateScheduled, 1, 0),
-		ev("7", "overlap", fairway.StateScheduled, 1, 0), ev("8", "overlap", fairway.StateScheduled, 2, 5), ev("9", "overlap", fairway.StateSuccess, 2, 50),
+		ev("7", "overlap", fairway.StateScheduled, 1, 0), stuck("7s", "overlap", 1, 4), ev("8", "overlap", fairway.StateScheduled, 2, 5), ev("9", "overlap", fairway.StateSuccess, 2, 50),
 		ev("10", "unclaimed", fairway.StateScheduled, 2, 0), ev("11", "unclaimed", fairway.StateFailed, 2, 30),
 	}
 	trace := newTrace()
@@ -50,7 +55,8 @@ func TestAccountingCatchesBrokenGuarantees(t *testing.T) {
 
 	var r Result
 	account(&r, submitted, jobs, 1, evs, trace, []time.Time{at(1)})
-	want := Result{Submitted: 6, Final: 5, Lost: 1, Concurrent: 1, NotOneFinal: 1, WithoutEvent: 1 + 1 + 1, Unexpected: 1, Reruns: 1, Faults: 1}
+	want := Result{Submitted: 6, Final: 5, Lost: 1, Concurrent: 1, NotOneFinal: 1, WithoutEvent: 1 + 1 + 1, Unexpected: 1, Reruns: 1, Faults: 1,
+		Releases: map[string]int{"executor lost: it restarted": 1}}
 	got := r
 	got.Recovery, got.Slowest, got.SlowestJob, got.RerunJobs = 0, 0, "", nil
 	if !reflect.DeepEqual(got, want) {
