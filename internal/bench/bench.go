@@ -58,8 +58,11 @@ type Options struct {
 	// History is how many finished jobs the history scenario keeps
 	// (default 1,000,000).
 	History int
-	JSON    bool
-	Out     io.Writer
+	// NoisyTenants is how many tenants flood the second case of the
+	// fairness scenario (default 10; negative skips the case).
+	NoisyTenants int
+	JSON         bool
+	Out          io.Writer
 	// Logger receives the benchmark's progress; ComponentLogger the logs
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
@@ -78,6 +81,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Jobs == 0 {
 		o.Jobs = 100_000
+	}
+	if o.NoisyTenants == 0 {
+		o.NoisyTenants = 10
 	}
 	if o.Slots == 0 {
 		o.Slots = 100

@@ -26,15 +26,16 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	cases := map[string][]string{
-		"drain":    {"submit_jobs_per_s", "work_jobs_per_s", "coordinator_rss_mib"},
-		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "b_stored_max_ms"},
-		"scale":    {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
+		"drain": {"submit_jobs_per_s", "work_jobs_per_s", "coordinator_rss_mib"},
+		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "fair_b_max_wait_ms", "b_stored_max_ms",
+			"noisy_tenants", "noisy_b_p50_wait_ms", "noisy_b_max_wait_ms", "noisy_fifo_b_wait_ms", "noisy_fair_b_max_wait_ms", "noisy_b_stored_max_ms"},
+		"scale": {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
 			"pruned_during_drain"},
 	}
 	for scenario, keys := range cases {
 		var out bytes.Buffer
-		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, JSON: true, Out: &out,
+		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, JSON: true, Out: &out,
 			CoordinatorCommand: []string{fairwayBin, "coordinator"}})
 		require.NoError(t, err, scenario)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -187,9 +187,62 @@ func steady(ctx context.Context, opts Options) (*Result, error) {
 }
 
 // fairness: group A submits a backlog of N jobs of D ms each, then group B
-// submits M jobs; W slots. B's wait (submit to start) against pure FIFO.
+// submits M jobs; W slots. B's wait (submit to start) against pure FIFO
+// and plain round-robin. The second case has NoisyTenants groups, each
+// with a backlog of N, instead of A alone.
 func fairness(ctx context.Context, opts Options) (*Result, error) {
 	const n, d, m, w = 2000, 5 * time.Millisecond, 20, 10
+	r := &Result{Scenario: "fairness", Jobs: n + m}
+	one, err := fairnessCase(ctx, opts, []string{"a"}, n, d, m, w)
+	if err != nil {
+		return nil, err
+	}
+	r.add("b_p50_wait_ms", percentile(one.waits, 50))
+	r.add("b_max_wait_ms", percentile(one.waits, 100))
+	r.add("fifo_b_wait_ms", float64(n*int(d/time.Millisecond))/w)
+	r.add("fair_b_max_wait_ms", fairMaxWait(1, m, w, d))
+	r.add("b_stored_max_ms", percentile(one.stored, 100))
+	r.add("n", n)
+	r.add("d_ms", int(d/time.Millisecond))
+	r.add("m", m)
+	r.add("w", w)
+	if opts.NoisyTenants > 0 {
+		noisy := make([]string, opts.NoisyTenants)
+		for i := range noisy {
+			noisy[i] = fmt.Sprintf("noisy-%02d", i+1)
+		}
+		many, err := fairnessCase(ctx, opts, noisy, n, d, m, w)
+		if err != nil {
+			return nil, fmt.Errorf("with %d noisy tenants: %w", len(noisy), err)
+		}
+		r.Jobs += len(noisy)*n + m
+		r.add("noisy_tenants", len(noisy))
+		r.add("noisy_b_p50_wait_ms", percentile(many.waits, 50))
+		r.add("noisy_b_max_wait_ms", percentile(many.waits, 100))
+		r.add("noisy_fifo_b_wait_ms", float64(len(noisy)*n*int(d/time.Millisecond))/w)
+		r.add("noisy_fair_b_max_wait_ms", fairMaxWait(len(noisy), m, w, d))
+		r.add("noisy_b_stored_max_ms", percentile(many.stored, 100))
+	}
+	return r, nil
+}
+
+// fairMaxWait is B's longest wait under plain round-robin with every
+// group busy, for comparison: each round starts one job of each of the
+// k+1 groups, so B's last (m-th) job starts after (m-1)·(k+1) other
+// starts, w at a time, each slot freed after d.
+func fairMaxWait(k, m, w int, d time.Duration) float64 {
+	return float64((m-1)*(k+1)/w) * float64(d) / float64(time.Millisecond)
+}
+
+// fairnessWaits is what one fairness case measured of group B's jobs.
+type fairnessWaits struct {
+	waits  []time.Duration // from B's submission to each job's start
+	stored []time.Duration // from B's submission to each job's waiting event
+}
+
+// fairnessCase: each of the noisy groups submits n jobs of d, then group
+// B submits m, on an executor of w slots; B's waits.
+func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d time.Duration, m, w int) (*fairnessWaits, error) {
 	s, err := newSystem(ctx, opts, systemConfig{slots: w, handler: func(ctx context.Context, _ *executor.Job) error {
 		select {
 		case <-time.After(d):
@@ -201,15 +254,18 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
-	if _, err := s.client.SubmitMany(ctx, submissions(n, func(int) string { return "a" })); err != nil {
-		return nil, err
+	for _, g := range noisy {
+		if _, err := s.client.SubmitMany(ctx, submissions(n, func(int) string { return g })); err != nil {
+			return nil, err
+		}
 	}
-	// B submits once A's backlog is stored and running.
+	// B submits once the noisy backlog is stored and running.
 	if _, err := s.waitFinished(ctx, 1, time.Minute); err != nil {
 		return nil, err
 	}
 	// When each of B's jobs was stored (its waiting event's time): the
-	// part of B's wait spent behind A's submissions in the ingest stream.
+	// part of B's wait spent behind the noisy submissions in the ingest
+	// stream.
 	stored := make(chan time.Time, m)
 	sub, err := s.client.Subscribe(ctx, events.Filter{Group: "b", State: fairway.StateWaiting}, func(ev events.Event) {
 		select {
@@ -226,36 +282,26 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := s.client.SubmitMany(ctx, bSubs); err != nil {
 		return nil, err
 	}
-	if _, err := s.waitFinished(ctx, n+m-1, 5*time.Minute); err != nil {
+	if _, err := s.waitFinished(ctx, len(noisy)*n+m-1, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	var storedAfter []time.Duration
+	out := &fairnessWaits{}
 	for range m {
 		select {
 		case t := <-stored:
-			storedAfter = append(storedAfter, t.Sub(bAt))
+			out.stored = append(out.stored, t.Sub(bAt))
 		case <-time.After(time.Minute):
-			return nil, fmt.Errorf("only %d of group b's %d waiting events arrived", len(storedAfter), m)
+			return nil, fmt.Errorf("only %d of group b's %d waiting events arrived", len(out.stored), m)
 		}
 	}
-	var waits []time.Duration
 	for _, sub := range bSubs {
 		at, ok := s.started.Load(sub.ID)
 		if !ok {
 			return nil, fmt.Errorf("job %s of group b never started", sub.ID)
 		}
-		waits = append(waits, at.(time.Time).Sub(bAt))
+		out.waits = append(out.waits, at.(time.Time).Sub(bAt))
 	}
-	r := &Result{Scenario: "fairness", Jobs: n + m}
-	r.add("b_p50_wait_ms", percentile(waits, 50))
-	r.add("b_max_wait_ms", percentile(waits, 100))
-	r.add("fifo_b_wait_ms", float64(n*int(d/time.Millisecond))/w)
-	r.add("b_stored_max_ms", percentile(storedAfter, 100))
-	r.add("n", n)
-	r.add("d_ms", int(d/time.Millisecond))
-	r.add("m", m)
-	r.add("w", w)
-	return r, nil
+	return out, nil
 }
 
 // drainSample is how many jobs the scale scenario's drain rate is timed on.

@@ -119,6 +119,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of the steady scenario")
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
+	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator in this process instead of its own (its memory is then not measured apart)")
