@@ -14,6 +14,11 @@ import (
 )
 
 var (
+	//go:embed sql/claim_cursor_save.sql
+	claimCursorSaveSQL string
+)
+
+var (
 	//go:embed sql/claim_walk.sql
 	claimWalkSQL string
 	//go:embed sql/claim_stuck.sql
@@ -61,9 +66,10 @@ type ClaimParams struct {
 // reclaimSQL hands out again the jobs a dispatch request claimed that are
 // still scheduled, with a fresh lease (see ClaimParams.ClaimID). It runs in
 // the claim's transaction, after the fairness lock.
-var reclaimSQL = `UPDATE fairway_job SET lease_until = now() + $3::interval
-	WHERE worker = $1 AND claim_id = $2 AND state = 'scheduled' AND worker_instance = $4
-	RETURNING {{job_columns}}`
+var (
+	//go:embed sql/claim_reclaim.sql
+	reclaimSQL string
+)
 
 // maxClaimRounds bounds the rounds of one claim (see Claim).
 const maxClaimRounds = 8
@@ -168,7 +174,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 		}
 		if last {
 			if st != start {
-				b.Queue("UPDATE fairway_fairness SET last_group = $1, counter = $2 WHERE id = 1", st.cursor, st.counter)
+				b.Queue(claimCursorSaveSQL, st.cursor, st.counter)
 			}
 			b.Queue("COMMIT")
 			return jobs, conn.SendBatch(ctx, b).Close()

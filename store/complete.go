@@ -11,6 +11,15 @@ import (
 )
 
 var (
+	//go:embed sql/extend_leases.sql
+	extendLeasesSQL string
+	//go:embed sql/lease_expired_jobs.sql
+	leaseExpiredJobsSQL string
+	//go:embed sql/worker_held_jobs.sql
+	workerHeldJobsSQL string
+)
+
+var (
 	//go:embed sql/complete.sql
 	completeSQL string
 	//go:embed sql/mark_running.sql
@@ -133,11 +142,7 @@ func attemptArrays(as []Attempt) attemptColumns {
 // reply that never reached the executor). It handles at most limit jobs
 // per call and returns what it changed.
 func (s *Store) ExpireLeases(ctx context.Context, limit int, lease, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, `SELECT j.group_name, j.id, j.attempt, j.worker, j.worker_instance FROM fairway_job j
-		LEFT JOIN fairway_executor e ON e.app_id = j.worker
-		WHERE j.state IN ('scheduled', 'running') AND j.lease_until < now()
-		  AND (e.last_heartbeat IS NULL OR e.last_heartbeat < now() - $2::interval OR j.lease_until < now() - $3::interval)
-		ORDER BY j.lease_until LIMIT $1 FOR UPDATE OF j SKIP LOCKED`, retryDelay, "executor lost: its lease expired without a heartbeat",
+	return s.loseAttempts(ctx, leaseExpiredJobsSQL, retryDelay, "executor lost: its lease expired without a heartbeat",
 		limit, interval(lease), interval(lease*(staleLeaseFactor-1)))
 }
 
@@ -149,9 +154,7 @@ const staleLeaseFactor = 3
 // when an executor restarts under the same app-id (Docspell's rule: its old
 // jobs are released at once).
 func (s *Store) ReleaseWorker(ctx context.Context, appID string, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, `SELECT group_name, id, attempt, worker, worker_instance FROM fairway_job
-		WHERE state IN ('scheduled', 'running') AND worker = $1
-		FOR UPDATE SKIP LOCKED`, retryDelay, "executor lost: it restarted", appID)
+	return s.loseAttempts(ctx, workerHeldJobsSQL, retryDelay, "executor lost: it restarted", appID)
 }
 
 func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.Duration, reason string, args ...any) ([]Applied, error) {
@@ -193,10 +196,7 @@ func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs 
 	for i, j := range jobs {
 		groups[i], ids[i] = j.Group, j.ID
 	}
-	_, err := s.pool.Exec(ctx, `UPDATE fairway_job j SET lease_until = now() + $3::interval
-		  FROM unnest($5::text[], $2::text[]) AS h (group_name, id)
-		 WHERE j.group_name = h.group_name AND j.id = h.id
-		   AND j.worker = $1 AND j.worker_instance = $4 AND j.state IN ('scheduled', 'running')`,
+	_, err := s.pool.Exec(ctx, extendLeasesSQL,
 		worker, ids, interval(lease), instance, groups)
 	if err != nil {
 		return fmt.Errorf("extending leases of %q: %w", worker, interpretError(err))

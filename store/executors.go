@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,29 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/executor_deregister.sql
+	executorDeregisterSQL string
+	//go:embed sql/executor_heartbeat.sql
+	executorHeartbeatSQL string
+	//go:embed sql/executor_held_jobs.sql
+	executorHeldJobsSQL string
+	//go:embed sql/executor_previous.sql
+	executorPreviousSQL string
+	//go:embed sql/executor_register.sql
+	executorRegisterSQL string
+	//go:embed sql/executors_gone.sql
+	executorsGoneSQL string
+	//go:embed sql/executors_list.sql
+	executorsListSQL string
+	//go:embed sql/jobs_without_executor.sql
+	jobsWithoutExecutorSQL string
+	//go:embed sql/known_tasks.sql
+	knownTasksSQL string
+	//go:embed sql/live_tasks.sql
+	liveTasksSQL string
 )
 
 // RegisterExecutor records an executor that is starting. If the app-id is
@@ -21,8 +45,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 	var released []Applied
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var prev fairway.Executor
-		err := tx.QueryRow(ctx, `SELECT app_id, instance, host, slots, tasks, started, last_heartbeat, state
-			FROM fairway_executor WHERE app_id = $1 FOR UPDATE`, e.AppID).
+		err := tx.QueryRow(ctx, executorPreviousSQL, e.AppID).
 			Scan(&prev.AppID, &prev.Instance, &prev.Host, &prev.Slots, &prev.Tasks, &prev.Started, &prev.LastHeartbeat, &prev.State)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -33,16 +56,12 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 				"executor app-id %q is already in use by a running executor on host %q (started %s, last heartbeat %s): give each executor its own --app-id",
 				e.AppID, prev.Host, prev.Started.Format(time.RFC3339), prev.LastHeartbeat.Format(time.RFC3339))}
 		case prev.Instance != e.Instance:
-			released, err = loseAttempts(ctx, tx, `SELECT group_name, id, attempt, worker, worker_instance FROM fairway_job
-				WHERE state IN ('scheduled', 'running') AND worker = $1 FOR UPDATE`, retryDelay, "executor lost: it restarted", e.AppID)
+			released, err = loseAttempts(ctx, tx, executorHeldJobsSQL, retryDelay, "executor lost: it restarted", e.AppID)
 			if err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO fairway_executor (app_id, instance, host, slots, tasks, started, last_heartbeat)
-			VALUES ($1, $2, $3, $4, $5, now(), now())
-			ON CONFLICT (app_id) DO UPDATE SET instance = $2, host = $3, slots = $4, tasks = $5,
-				started = now(), last_heartbeat = now(), running = 0, state = 'live', left_at = NULL`,
+		_, err = tx.Exec(ctx, executorRegisterSQL,
 			e.AppID, e.Instance, e.Host, e.Slots, e.Tasks)
 		return err
 	})
@@ -58,8 +77,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 // (it was replaced or never registered) or is not live (marked gone or
 // deregistered: it must register again, as its dispatch requests tell it).
 func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fairway.JobRef, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE fairway_executor SET last_heartbeat = now(), running = $3
-		WHERE app_id = $1 AND instance = $2 AND state = 'live'`, appID, instance, len(jobs))
+	tag, err := s.pool.Exec(ctx, executorHeartbeatSQL, appID, instance, len(jobs))
 	if err != nil {
 		return fmt.Errorf("recording the heartbeat of %q: %w", appID, interpretError(err))
 	}
@@ -72,8 +90,7 @@ func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fa
 // Executors lists the registered executors, live ones first, then most
 // recently seen first.
 func (s *Store) Executors(ctx context.Context) ([]fairway.Executor, error) {
-	rows, err := s.pool.Query(ctx, `SELECT app_id, instance, host, slots, running, tasks, started, last_heartbeat, state, left_at
-		FROM fairway_executor ORDER BY state = 'live' DESC, last_heartbeat DESC`)
+	rows, err := s.pool.Query(ctx, executorsListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("listing executors: %w", interpretError(err))
 	}
@@ -92,7 +109,7 @@ func (s *Store) Executors(ctx context.Context) ([]fairway.Executor, error) {
 // live, gone or deregistered: a submission of a task that none ever
 // registered is refused. LiveTasks says which of them can run now.
 func (s *Store) KnownTasks(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, "SELECT DISTINCT unnest(tasks) AS t FROM fairway_executor ORDER BY t")
+	rows, err := s.pool.Query(ctx, knownTasksSQL)
 	if err != nil {
 		return nil, fmt.Errorf("listing known tasks: %w", interpretError(err))
 	}
@@ -101,7 +118,7 @@ func (s *Store) KnownTasks(ctx context.Context) ([]string, error) {
 
 // LiveTasks lists the tasks that some live executor runs.
 func (s *Store) LiveTasks(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, "SELECT DISTINCT unnest(tasks) AS t FROM fairway_executor WHERE state = 'live' ORDER BY t")
+	rows, err := s.pool.Query(ctx, liveTasksSQL)
 	if err != nil {
 		return nil, fmt.Errorf("listing live tasks: %w", interpretError(err))
 	}
@@ -120,9 +137,7 @@ func (s *Store) LiveTasks(ctx context.Context) ([]string, error) {
 // not-registered error when the instance is not the registered one (a
 // newer instance took the app-id over); deregistering twice is no error.
 func (s *Store) DeregisterExecutor(ctx context.Context, appID, instance string) error {
-	tag, err := s.pool.Exec(ctx, `UPDATE fairway_executor
-		SET state = 'deregistered', left_at = CASE WHEN state = 'deregistered' THEN left_at ELSE now() END, running = 0
-		WHERE app_id = $1 AND instance = $2`, appID, instance)
+	tag, err := s.pool.Exec(ctx, executorDeregisterSQL, appID, instance)
 	if err != nil {
 		return fmt.Errorf("deregistering executor %q: %w", appID, interpretError(err))
 	}
@@ -138,9 +153,7 @@ func (s *Store) DeregisterExecutor(ctx context.Context, appID, instance string) 
 // marked gone is live again once it registers again. It returns the
 // executors it marked.
 func (s *Store) MarkExecutorsGone(ctx context.Context, silentFor time.Duration) ([]fairway.Executor, error) {
-	rows, err := s.pool.Query(ctx, `UPDATE fairway_executor SET state = 'gone', left_at = now(), running = 0
-		WHERE state = 'live' AND last_heartbeat < now() - $1::interval
-		RETURNING app_id, instance, host, tasks, last_heartbeat`, interval(silentFor))
+	rows, err := s.pool.Query(ctx, executorsGoneSQL, interval(silentFor))
 	if err != nil {
 		return nil, fmt.Errorf("marking silent executors gone: %w", interpretError(err))
 	}
@@ -160,10 +173,7 @@ func (s *Store) MarkExecutorsGone(ctx context.Context, silentFor time.Duration) 
 // waiting job's task: meant for metrics scraped now and then, not for a
 // hot path.
 func (s *Store) JobsWithoutExecutor(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT j.task, count(*) FROM fairway_job j
-		WHERE j.state IN ('pending', 'waiting', 'stuck')
-		  AND NOT EXISTS (SELECT 1 FROM fairway_executor e WHERE e.state = 'live' AND j.task = ANY (e.tasks))
-		GROUP BY j.task`)
+	rows, err := s.pool.Query(ctx, jobsWithoutExecutorSQL)
 	if err != nil {
 		return nil, fmt.Errorf("counting jobs without an executor: %w", interpretError(err))
 	}

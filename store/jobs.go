@@ -17,6 +17,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+var (
+	//go:embed sql/analyze_jobs.sql
+	analyzeJobsSQL string
+	//go:embed sql/append_logs.sql
+	appendLogsSQL string
+	//go:embed sql/cancel_request.sql
+	cancelRequestSQL string
+	//go:embed sql/future_due_times.sql
+	futureDueTimesSQL string
+	//go:embed sql/insert_existing_ids.sql
+	insertExistingIdsSQL string
+	//go:embed sql/insert_existing_trackers.sql
+	insertExistingTrackersSQL string
+	//go:embed sql/job_logs.sql
+	jobLogsSQL string
+	//go:embed sql/unstorable_json.sql
+	unstorableJsonSQL string
+)
+
 //go:embed sql/cancel_job.sql
 var cancelJobSQL string
 
@@ -214,8 +233,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	// A row not created either has an existing id in its group (a
 	// duplicate submit, fine) or a tracker held by a non-final job of its
 	// group (refused).
-	rows, err := tx.Query(ctx, `SELECT j.group_name, j.id FROM unnest($1::text[], $2::text[]) AS m (group_name, id)
-		JOIN fairway_job j ON j.group_name = m.group_name AND j.id = m.id`, missingGroups, missingIDs)
+	rows, err := tx.Query(ctx, insertExistingIdsSQL, missingGroups, missingIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -230,9 +248,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	// Trackers held, by group and tracker (a JobRef of the two).
 	holders := map[fairway.JobRef]string{}
 	if len(trackersWanted) > 0 {
-		rows, err = tx.Query(ctx, `SELECT j.group_name, j.tracker, j.id FROM unnest($1::text[], $2::text[]) AS t (group_name, tracker)
-			JOIN fairway_job j ON j.group_name = t.group_name AND j.tracker = t.tracker
-			WHERE j.state NOT IN ('success', 'failed', 'cancelled')`, trackerGroups, trackersWanted)
+		rows, err = tx.Query(ctx, insertExistingTrackersSQL, trackerGroups, trackersWanted)
 		if err != nil {
 			return nil, err
 		}
@@ -331,8 +347,7 @@ func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, 
 	if _, err := s.Get(ctx, group, id); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT group_name, job_id, attempt, time, level, message FROM fairway_job_log
-		WHERE group_name = $2 AND job_id = $1 ORDER BY id`, id, group)
+	rows, err := s.pool.Query(ctx, jobLogsSQL, id, group)
 	if err != nil {
 		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
 	}
@@ -374,13 +389,7 @@ func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
 	a := attemptArrays(atts)
 	// The worker is cleared when an attempt ends as stuck: then the
 	// instance alone names the sender.
-	_, err := s.pool.Exec(ctx, `INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message)
-		SELECT l.group_name, l.id, l.attempt, l.time, l.level, l.message
-		  FROM unnest($1::text[], $2::text[], $3::int[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[])
-		       WITH ORDINALITY AS l (group_name, id, attempt, time, level, message, worker, instance, ord)
-		 WHERE EXISTS (SELECT 1 FROM fairway_job j WHERE j.group_name = l.group_name AND j.id = l.id
-		                  AND j.attempt = l.attempt AND j.worker_instance = l.instance AND coalesce(j.worker, l.worker) = l.worker)
-		 ORDER BY l.ord`, a.groups, a.ids, a.attempts, times, levels, msgs, a.workers, a.instances)
+	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.workers, a.instances)
 	if err != nil {
 		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
 	}
@@ -397,13 +406,10 @@ type Progress struct {
 // statistics that expect few held jobs, the planner would otherwise scan an
 // executor's held jobs once per report. Only the instance holding the
 // attempt sets its progress.
-const setProgressSQL = `WITH p AS (
-    SELECT j.group_name, j.id, p.progress
-      FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::text[]) AS p (id, attempt, worker, progress, group_name, instance)
-     CROSS JOIN LATERAL (SELECT j.* FROM fairway_job j WHERE j.group_name = p.group_name AND j.id = p.id LIMIT 1 FOR UPDATE) j
-     WHERE j.attempt = p.attempt AND j.worker = p.worker AND j.worker_instance = p.instance AND j.state IN ('scheduled', 'running')
+var (
+	//go:embed sql/set_progress.sql
+	setProgressSQL string
 )
-UPDATE fairway_job j SET progress = p.progress FROM p WHERE j.group_name = p.group_name AND j.id = p.id`
 
 // SetProgress records progress of running attempts.
 func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
@@ -445,7 +451,7 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 			return fairway.Conflict(id, "job %s is already %s", id, state)
 		case state == fairway.StateScheduled || state == fairway.StateRunning:
 			signal = true
-			_, err = tx.Exec(ctx, "UPDATE fairway_job SET cancel_requested = true WHERE group_name = $2 AND id = $1", id, group)
+			_, err = tx.Exec(ctx, cancelRequestSQL, id, group)
 		default:
 			_, err = tx.Exec(ctx, cancelJobSQL, id, string(state), group)
 		}
@@ -460,8 +466,7 @@ func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error
 // FutureDueTimes returns the distinct times at which waiting or stuck jobs
 // that are not due yet become due, earliest first, at most limit of them.
 func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT run_at FROM fairway_job
-		WHERE state IN ('waiting', 'stuck') AND run_at > now() ORDER BY run_at LIMIT $1`, limit)
+	rows, err := s.pool.Query(ctx, futureDueTimesSQL, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading due times: %w", interpretError(err))
 	}
@@ -471,7 +476,7 @@ func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, err
 // Analyze refreshes the planner statistics of the job table (used after
 // bulk loads, such as the scale benchmark's).
 func (s *Store) Analyze(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, "ANALYZE fairway_job"); err != nil {
+	if _, err := s.pool.Exec(ctx, analyzeJobsSQL); err != nil {
 		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
 	}
 	return nil
@@ -481,12 +486,10 @@ func (s *Store) Analyze(ctx context.Context) error {
 // partial index (fairway_job_eligible, fairway_job_pending) and capped at
 // $2, so that a group at its quota costs that many index entries, not all
 // its jobs.
-const countQueuedSQL = `SELECT g.group_name,
-       (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
-                               WHERE j.group_name = g.group_name AND j.state IN ('waiting', 'stuck') LIMIT $2) e)
-     + (SELECT count(*) FROM (SELECT 1 FROM fairway_job j
-                               WHERE j.group_name = g.group_name AND j.state = 'pending' LIMIT $2) p)
-  FROM unnest($1::text[]) AS g (group_name)`
+var (
+	//go:embed sql/count_queued.sql
+	countQueuedSQL string
+)
 
 // CountQueuedJobs returns the number of queued jobs (pending, waiting or
 // stuck: non-final and not held by an executor) of each of groups,
@@ -526,8 +529,7 @@ func (s *Store) UnstorableJSON(ctx context.Context, docs [][]byte) ([]int, error
 			texts[i], sendable[i] = string(d), true
 		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT d.ord - 1 FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS d (doc, sendable, ord)
-		WHERE NOT d.sendable OR (d.doc <> '' AND NOT fairway_jsonb_ok(d.doc))`, texts, sendable)
+	rows, err := s.pool.Query(ctx, unstorableJsonSQL, texts, sendable)
 	if err != nil {
 		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
 	}

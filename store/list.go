@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,13 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/job_exists.sql
+	jobExistsSQL string
+	//go:embed sql/log_lines.sql
+	logLinesSQL string
 )
 
 // Paging defaults and caps of ListJobs and LogLines.
@@ -166,7 +174,7 @@ func (s *Store) LogLines(ctx context.Context, p LogsParams, yield func(fairway.L
 		maxMsg = LogMessageMaxDefault
 	}
 	var exists bool
-	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM fairway_job WHERE group_name = $1 AND id = $2)", p.Group, p.ID).Scan(&exists); err != nil {
+	if err := s.pool.QueryRow(ctx, jobExistsSQL, p.Group, p.ID).Scan(&exists); err != nil {
 		return "", fmt.Errorf("reading job %s: %w", p.ID, interpretError(err))
 	}
 	if !exists {
@@ -174,8 +182,7 @@ func (s *Store) LogLines(ctx context.Context, p LogsParams, yield func(fairway.L
 	}
 	// left() counts characters, each at least a byte: maxMsg characters
 	// hold at least maxMsg bytes.
-	rows, err := s.pool.Query(ctx, `SELECT id, group_name, job_id, attempt, time, level, left(message, $4), octet_length(message)
-		  FROM fairway_job_log WHERE group_name = $1 AND job_id = $2 AND id > $3 ORDER BY id LIMIT $5`,
+	rows, err := s.pool.Query(ctx, logLinesSQL,
 		p.Group, p.ID, after, maxMsg, limit+1)
 	if err != nil {
 		return "", fmt.Errorf("reading the log of job %s: %w", p.ID, interpretError(err))

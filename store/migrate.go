@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"embed"
+	_ "embed"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -10,6 +11,17 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/migration_lock.sql
+	migrationLockSQL string
+	//go:embed sql/migration_record.sql
+	migrationRecordSQL string
+	//go:embed sql/migration_table.sql
+	migrationTableSQL string
+	//go:embed sql/migration_versions.sql
+	migrationVersionsSQL string
 )
 
 //go:embed migrations/*.sql
@@ -32,15 +44,14 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	}
 	var applied []int
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
+		if _, err := tx.Exec(ctx, migrationLockSQL, int64(migrationLock)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS fairway_migration (
-			version int PRIMARY KEY, name text NOT NULL, applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+		if _, err := tx.Exec(ctx, migrationTableSQL); err != nil {
 			return err
 		}
 		done := map[int]bool{}
-		rows, err := tx.Query(ctx, "SELECT version FROM fairway_migration")
+		rows, err := tx.Query(ctx, migrationVersionsSQL)
 		if err != nil {
 			return err
 		}
@@ -67,7 +78,7 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 			if _, err := tx.Exec(ctx, string(sql)); err != nil {
 				return fmt.Errorf("migration %s: %w", name, interpretError(err))
 			}
-			if _, err := tx.Exec(ctx, "INSERT INTO fairway_migration (version, name) VALUES ($1, $2)", version, name); err != nil {
+			if _, err := tx.Exec(ctx, migrationRecordSQL, version, name); err != nil {
 				return err
 			}
 			applied = append(applied, version)

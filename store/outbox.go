@@ -2,11 +2,21 @@ package store
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strconv"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/outbox_delete.sql
+	outboxDeleteSQL string
+	//go:embed sql/outbox_lock.sql
+	outboxLockSQL string
+	//go:embed sql/outbox_read.sql
+	outboxReadSQL string
 )
 
 // Event is an outbox event (fairway.Event: the store fills the same type
@@ -25,11 +35,10 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var locked bool
-		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", int64(outboxLock)).Scan(&locked); err != nil || !locked {
+		if err := tx.QueryRow(ctx, outboxLockSQL, int64(outboxLock)).Scan(&locked); err != nil || !locked {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT id, job_id, task, group_name, state, prev_state, attempt, error, code, field, worker, periodic, time
-			FROM fairway_event ORDER BY id LIMIT $1`, limit)
+		rows, err := tx.Query(ctx, outboxReadSQL, limit)
 		if err != nil {
 			return err
 		}
@@ -49,7 +58,7 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 			return err
 		}
 		n = len(events)
-		_, err = tx.Exec(ctx, "DELETE FROM fairway_event WHERE id = ANY ($1)", ids)
+		_, err = tx.Exec(ctx, outboxDeleteSQL, ids)
 		return err
 	})
 	if err != nil {

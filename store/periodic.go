@@ -12,6 +12,23 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+var (
+	//go:embed sql/db_now.sql
+	dbNowSQL string
+	//go:embed sql/periodic_advance.sql
+	periodicAdvanceSQL string
+	//go:embed sql/periodic_delete.sql
+	periodicDeleteSQL string
+	//go:embed sql/periodic_live_job.sql
+	periodicLiveJobSQL string
+	//go:embed sql/periodic_next_run.sql
+	periodicNextRunSQL string
+	//go:embed sql/periodic_owned.sql
+	periodicOwnedSQL string
+	//go:embed sql/periodic_unmark.sql
+	periodicUnmarkSQL string
+)
+
 //go:embed sql/periodic_event.sql
 var periodicEventSQL string
 
@@ -79,7 +96,7 @@ func (s *Store) ListPeriodic(ctx context.Context) ([]PeriodicTask, error) {
 
 // DeletePeriodic deletes a periodic task; its jobs stay.
 func (s *Store) DeletePeriodic(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM fairway_periodic_task WHERE id = $1", id)
+	tag, err := s.pool.Exec(ctx, periodicDeleteSQL, id)
 	if err != nil {
 		return fmt.Errorf("deleting periodic task %s: %w", id, interpretError(err))
 	}
@@ -93,7 +110,7 @@ func (s *Store) DeletePeriodic(ctx context.Context, id string) error {
 // host clocks of the coordinators say.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	if err := s.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+	if err := s.pool.QueryRow(ctx, dbNowSQL).Scan(&now); err != nil {
 		return time.Time{}, fmt.Errorf("reading PostgreSQL's clock: %w", interpretError(err))
 	}
 	return now, nil
@@ -102,7 +119,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // NextPeriodicRun is the earliest nextrun of the enabled periodic tasks.
 func (s *Store) NextPeriodicRun(ctx context.Context) (time.Time, bool, error) {
 	var next *time.Time
-	if err := s.pool.QueryRow(ctx, "SELECT min(nextrun) FROM fairway_periodic_task WHERE enabled").Scan(&next); err != nil {
+	if err := s.pool.QueryRow(ctx, periodicNextRunSQL).Scan(&next); err != nil {
 		return time.Time{}, false, fmt.Errorf("reading the next periodic run: %w", interpretError(err))
 	}
 	if next == nil {
@@ -146,7 +163,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 	var out Fired
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var mine bool
-		err := tx.QueryRow(ctx, `SELECT coalesce(worker = $2, false) FROM fairway_periodic_task WHERE id = $1 FOR UPDATE`, p.ID, worker).Scan(&mine)
+		err := tx.QueryRow(ctx, periodicOwnedSQL, p.ID, worker).Scan(&mine)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !mine) {
 			return errNotMine
 		}
@@ -154,7 +171,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 			return err
 		}
 		var previous string
-		err = tx.QueryRow(ctx, `SELECT id FROM fairway_job WHERE group_name = $2 AND tracker = $1 AND state NOT IN ('success', 'failed', 'cancelled')`,
+		err = tx.QueryRow(ctx, periodicLiveJobSQL,
 			p.ID, p.Group).Scan(&previous)
 		switch {
 		case err == nil:
@@ -186,7 +203,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 		default:
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE fairway_periodic_task SET nextrun = $2, worker = NULL, marked = NULL WHERE id = $1`, p.ID, nextRun)
+		_, err = tx.Exec(ctx, periodicAdvanceSQL, p.ID, nextRun)
 		return err
 	})
 	if errors.Is(err, errNotMine) {
@@ -203,8 +220,7 @@ var errNotMine = errors.New("the periodic task is marked by another coordinator"
 // UnmarkPeriodic clears worker's mark on a task it could not fire (say,
 // its timer has no next time), setting nextrun and enabled.
 func (s *Store) UnmarkPeriodic(ctx context.Context, worker, id string, nextRun time.Time, enabled bool) error {
-	_, err := s.pool.Exec(ctx, `UPDATE fairway_periodic_task SET worker = NULL, marked = NULL, nextrun = $3, enabled = $4
-		WHERE id = $1 AND worker = $2`, id, worker, nextRun, enabled)
+	_, err := s.pool.Exec(ctx, periodicUnmarkSQL, id, worker, nextRun, enabled)
 	if err != nil {
 		return fmt.Errorf("unmarking periodic task %s: %w", id, interpretError(err))
 	}

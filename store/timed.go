@@ -10,6 +10,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+var (
+	//go:embed sql/job_state_lock.sql
+	jobStateLockSQL string
+	//go:embed sql/set_priority.sql
+	setPrioritySQL string
+)
+
 // ExpiredError is the error of a job that expired before it started.
 const ExpiredError = "expired"
 
@@ -71,7 +78,7 @@ func (s *Store) SetPriority(ctx context.Context, group, id string, prio fairway.
 		default:
 			return fairway.Conflict(id, "job %s is %s: only pending, waiting or stuck jobs can be re-prioritised", id, state)
 		}
-		_, err := tx.Exec(ctx, "UPDATE fairway_job SET priority = $2 WHERE group_name = $3 AND id = $1", id, string(prio), group)
+		_, err := tx.Exec(ctx, setPrioritySQL, id, string(prio), group)
 		return err
 	})
 }
@@ -82,7 +89,7 @@ func (s *Store) changeJob(ctx context.Context, group, id, what string, change fu
 	var job fairway.Job
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var state fairway.State
-		err := tx.QueryRow(ctx, "SELECT state FROM fairway_job WHERE group_name = $2 AND id = $1 FOR UPDATE", id, group).Scan(&state)
+		err := tx.QueryRow(ctx, jobStateLockSQL, id, group).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fairway.NotFound(id)
 		}

@@ -11,6 +11,11 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"regexp"
+	"strconv"
 )
 
 // TestEveryEventIsAnAllowedTransition drives every statement that changes
@@ -165,4 +170,47 @@ func TestEventsAreWrittenInSQLFiles(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, writers, 8, "the statements that write events")
+}
+
+// sqlStart is how a string literal holding an SQL statement starts.
+var sqlStart = regexp.MustCompile(`(?is)^\s*(SELECT|UPDATE|INSERT|DELETE|WITH|CREATE|ALTER|DROP|ANALYZE)\b`)
+
+// TestSQLLivesInSQLFiles: the store's statements are files in sql/, read
+// with go:embed, so that they can be read, diffed and explained on their
+// own. The only SQL left in Go is composed with the shared column lists
+// (job_columns.sql and periodicColumns): pieces of a statement joined by +.
+func TestSQLLivesInSQLFiles(t *testing.T) {
+	goFiles, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var inline []string
+	for _, f := range goFiles {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		composed := map[*ast.BasicLit]bool{}
+		ast.Inspect(file, func(n ast.Node) bool {
+			if b, ok := n.(*ast.BinaryExpr); ok && b.Op == token.ADD {
+				for _, e := range []ast.Expr{b.X, b.Y} {
+					if l, ok := e.(*ast.BasicLit); ok {
+						composed[l] = true
+					}
+				}
+			}
+			return true
+		})
+		ast.Inspect(file, func(n ast.Node) bool {
+			l, ok := n.(*ast.BasicLit)
+			if !ok || l.Kind != token.STRING || composed[l] {
+				return true
+			}
+			if s, err := strconv.Unquote(l.Value); err == nil && sqlStart.MatchString(s) {
+				inline = append(inline, fset.Position(l.Pos()).String())
+			}
+			return true
+		})
+	}
+	require.Empty(t, inline, "SQL statements inline in Go: move each to a file in sql/ and embed it")
 }

@@ -1,0 +1,2 @@
+-- Refreshes the planner statistics of the job table.
+ANALYZE fairway_job

@@ -1,0 +1,2 @@
+-- PostgreSQL's clock: periodic tasks follow it, not the host's.
+SELECT clock_timestamp()
