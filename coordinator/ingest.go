@@ -19,15 +19,39 @@ import (
 const ackWait = 10 * time.Second
 
 // startIngest consumes the submit stream: submissions are validated,
-// stored in batches, and acknowledged only after the commit.
+// stored in batches, and acknowledged only after the commit. Batches are
+// formed fairly (see consume): a tenant's burst in the stream does not
+// hold the others' submissions back, within the read-ahead window.
 func (c *Coordinator) startIngest(ctx context.Context) error {
-	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, c.ingest)
+	groupOf := func(msg jetstream.Msg) string {
+		group, _, _ := c.subjects.ParseSubmit(msg.Subject())
+		return group
+	}
+	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, ingestWindow*c.cfg.IngestBatch, groupOf, c.ingest)
 }
 
+// The read-ahead of ingest: how many batches' worth of submissions a
+// coordinator holds unacknowledged at most, and how many bytes of them it
+// queues. Bursts up to that size are ingested round-robin across groups;
+// beyond it, a group's later submissions wait behind what is already in
+// the stream. Both bounds keep the window well inside ackWait at ingest's
+// slowest rates, and the coordinator's memory bounded whatever the
+// backlog.
+const (
+	ingestWindow      = 32
+	ingestWindowBytes = 64 << 20
+	pullMaxBytes      = 16 << 20 // a pull's bytes, at least (two max_payloads if larger)
+)
+
 // consume runs handle on batches of messages from a durable consumer shared
-// by all coordinators. A batch is whatever has arrived, up to size: the
-// first message is waited for, the rest are taken as they are.
-func (c *Coordinator) consume(ctx context.Context, stream, name string, size int, handle func(context.Context, []jetstream.Msg)) error {
+// by all coordinators, with at most window unacknowledged. A batch is
+// whatever has arrived, up to size: the first message is waited for, the
+// rest are taken as they are. With key set, messages are read ahead while
+// batches are handled (up to window, and ingestWindowBytes) into a queue
+// per key, and each batch takes from the keys round-robin (fairInbox);
+// without it, batches keep the stream's order.
+func (c *Coordinator) consume(ctx context.Context, stream, name string, size, window int, key func(jetstream.Msg) string,
+	handle func(context.Context, []jetstream.Msg)) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:     name,
 		Description: "Fairway coordinators",
@@ -35,13 +59,35 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size int
 		// A coordinator that dies holding messages leaves them to the
 		// others after this long; a batch is stored well within it.
 		AckWait:       ackWait,
-		MaxAckPending: 4 * size * 4,
+		MaxAckPending: window,
 	})
 	if err != nil {
 		return fmt.Errorf("creating consumer %s on stream %s: %w", name, stream, err)
 	}
+	// Pulls are bounded in bytes as well as messages, so that large
+	// messages cannot make a pull buffer hold gigabytes.
+	pull := jetstream.PullMaxMessagesWithBytesLimit(2*size, max(pullMaxBytes, 2*int(c.nc.MaxPayload())))
+	if key != nil {
+		in := newFairInbox(window, ingestWindowBytes, ctx.Done())
+		cc, err := cons.Consume(func(msg jetstream.Msg) { in.push(key(msg), msg) }, pull)
+		if err != nil {
+			return fmt.Errorf("consuming %s: %w", stream, err)
+		}
+		c.consumes = append(c.consumes, cc)
+		c.goLoop(ctx, func(ctx context.Context) {
+			defer in.nakAll()
+			for {
+				batch, ok := in.take(ctx, size)
+				if !ok {
+					return
+				}
+				handle(ctx, batch)
+			}
+		})
+		return nil
+	}
 	msgs := make(chan jetstream.Msg, 2*size)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { msgs <- msg }, jetstream.PullMaxMessages(2*size))
+	cc, err := cons.Consume(func(msg jetstream.Msg) { msgs <- msg }, pull)
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", stream, err)
 	}

@@ -1,0 +1,68 @@
+package coordinator
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestFairQueueTakesRoundRobinAcrossKeys(t *testing.T) {
+	q := newFairQueue(func(s string) int { return len(s) })
+	push := func(items ...string) {
+		for _, it := range items {
+			key, _, _ := strings.Cut(it, "-")
+			q.push(key, it)
+		}
+	}
+	// A's burst is in the stream before B's and C's first submissions.
+	push("a-1", "a-2", "a-3", "a-4", "a-5", "b-1", "a-6", "b-2", "c-1")
+	if q.len != 9 || q.bytes != 27 {
+		t.Fatalf("len %d bytes %d, want 9 and 27", q.len, q.bytes)
+	}
+	steps := []struct {
+		max  int
+		want []string
+	}{
+		{4, []string{"a-1", "b-1", "c-1", "a-2"}},
+		// A second batch goes on with the rotation where the first left it.
+		{3, []string{"b-2", "a-3", "a-4"}},
+		{10, []string{"a-5", "a-6"}},
+		{10, []string{}},
+	}
+	for i, s := range steps {
+		if got := q.take(s.max); !slices.Equal(got, s.want) {
+			t.Fatalf("take %d: %v, want %v", i+1, got, s.want)
+		}
+	}
+	if q.len != 0 || q.bytes != 0 || len(q.ring) != 0 {
+		t.Fatalf("empty queue: len %d bytes %d ring %v", q.len, q.bytes, q.ring)
+	}
+}
+
+func TestFairQueueNewKeyWaitsForTheCurrentRotation(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	for _, it := range []string{"a-1", "a-2", "b-1", "b-2", "c-1", "c-2"} {
+		q.push(it[:1], it)
+	}
+	if got := q.take(2); !slices.Equal(got, []string{"a-1", "b-1"}) {
+		t.Fatalf("first take: %v", got)
+	}
+	// d arrives while c's turn is next: c, a and b go first, then d.
+	q.push("d", "d-1")
+	want := []string{"c-1", "a-2", "b-2", "d-1", "c-2"}
+	if got := q.take(10); !slices.Equal(got, want) {
+		t.Fatalf("take: %v, want %v", got, want)
+	}
+}
+
+func TestFairQueueDrain(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	for _, it := range []string{"a-1", "b-1", "a-2"} {
+		q.push(it[:1], it)
+	}
+	got := q.drain()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a-1", "a-2", "b-1"}) || q.len != 0 || len(q.take(5)) != 0 {
+		t.Fatalf("drain %v, len after %d", got, q.len)
+	}
+}
