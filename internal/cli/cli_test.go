@@ -264,6 +264,20 @@ func TestUsageAndConfigErrors(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "unknown flag: --no-such-flag")
 
+	// Every mistake in the command line exits 2, as the README says, and
+	// names the help to read.
+	for _, args := range [][]string{{"nope"}, {"jobs", "get"}, {"jobs", "show"}, {"periodic", "add", "only-one"}, {"creds", "add"}} {
+		code, _, errOut := run(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, "--help", "%v", args)
+	}
+	// A command with subcommands, alone, shows its help; it lists them all.
+	code, out, _ := run(t, "jobs")
+	require.Equal(t, 0, code)
+	for _, sub := range []string{"list", "show", "cancel", "logs", "release", "priority", "prune"} {
+		require.Contains(t, out, "\n  "+sub+" ", "jobs --help lists %s", sub)
+	}
+
 	t.Setenv("FAIRWAY_SCHEDULER_POOL_SIZE", "0")
 	code, _, errOut = run(t, "executor")
 	require.Equal(t, 1, code)

@@ -107,7 +107,7 @@ func parseTimeOrDelay(s string) (time.Time, error) {
 }
 
 func newJobsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel jobs and read their logs"}
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel, release, re-prioritise and prune jobs; read their logs"}
 	var group string
 	var list events.ListRequest
 	var state string

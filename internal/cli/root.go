@@ -98,7 +98,36 @@ variables < flags. See 'fairway config print' and the README.`,
 		newSubmitCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
 		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e),
 	)
+	usageErrors(root)
 	return root
+}
+
+// usageErrors makes every mistake in the command line a usageError (exit
+// code 2): a wrong number of arguments, and an unknown command at any
+// level. A command with subcommands and no action of its own prints its
+// help when called alone.
+func usageErrors(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		usageErrors(sub)
+	}
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q: see '%s --help'", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
+		}
+		return
+	}
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError{fmt.Errorf("%s: %w (see '%s --help')", cmd.CommandPath(), err, cmd.CommandPath())}
+			}
+			return nil
+		}
+	}
 }
 
 // withConfig registers the flags of keys on cmd and loads the configuration

@@ -53,6 +53,9 @@ runs in operator mode, each tenant and the executor are NATS accounts of their
 own, and their credentials are written to <dev-dir>/creds (tenant-<group>.creds,
 operator.creds, executor-<app-id>.creds). 'fairway creds add' issues more.
 
+A failed job is retried after 5 s in dev (scheduler.retry-delay; 1m
+elsewhere), so that the fail demo moves while you watch.
+
 --database-url and --nats-url use external servers instead. Ctrl-C stops
 everything, PostgreSQL included, once the running jobs have finished (at most
 --drain-timeout); a second Ctrl-C cancels them, and a third exits at once.
@@ -62,8 +65,15 @@ The data stays for the next run.`,
 	}, keys...)
 }
 
+// devRetryDelay is scheduler.retry-delay in fairway dev unless set: the
+// fail demo retries while its user watches, not a minute later.
+const devRetryDelay = 5 * time.Second
+
 func (e *env) runDev(ctx context.Context) error {
 	cfg := e.cfg
+	if cfg.Source("scheduler.retry-delay") == config.SourceDefault {
+		cfg.Scheduler.RetryDelay = devRetryDelay
+	}
 	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", cfg.Dev.Dir, err)
 	}

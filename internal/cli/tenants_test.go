@@ -44,6 +44,8 @@ func TestDevWithTenants(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
 	}
+	// Without --retry-delay, dev retries after 5 s, not a minute.
+	stderr.wait(t, `"retry_delay":"5s"`)
 	creds := func(name string) string { return filepath.Join(dir, "creds", name+".creds") }
 	for _, name := range []string{"tenant-acme", "tenant-globex", "operator", "executor-dev-worker"} {
 		info, err := os.Stat(creds(name))
