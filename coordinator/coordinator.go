@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"math"
 	"os"
@@ -102,6 +103,9 @@ type Config struct {
 	DeadLetterAfter int
 	// Logger receives the coordinator's logs. Defaults to discard.
 	Logger *slog.Logger
+	// Metrics, when set, is where the coordinator registers its
+	// Prometheus metrics (see metrics.go and README "Metrics").
+	Metrics prometheus.Registerer
 	// Clock, when set, replaces PostgreSQL's clock as the time periodic
 	// tasks follow (tests set it to control time). By default they follow
 	// PostgreSQL's now(), read when needed, so a coordinator whose host
@@ -198,6 +202,7 @@ type Coordinator struct {
 	apiHook      atomic.Pointer[func(group, verb string)] // tests: runs before each API request
 	quotas       *quotas
 	splits       atomic.Int64 // batches split in halves to find a poison
+	metrics      *coordMetrics
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -228,6 +233,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		tasks:        &taskCache{store: st, log: cfg.Logger},
 		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
 		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
+		metrics:      newMetrics(cfg.Metrics),
 	}, nil
 }
 

@@ -44,6 +44,7 @@ func (c *Coordinator) deadLetter(ctx context.Context, kind string, msg jetstream
 		return
 	}
 	_ = msg.Ack()
+	c.metrics.deadLetters.WithLabelValues(kind).Inc()
 	c.log.Warn("message moved to the dead-letter stream", "kind", kind, "subject", msg.Subject(), "deliveries", n,
 		"size", len(msg.Data()), "reason", reason, "stream", c.subjects.DeadStream())
 }

@@ -204,6 +204,7 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 		c.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
+	start := time.Now()
 	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
 	switch {
@@ -218,6 +219,7 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 		return nil, err
 	}
 	if len(jobs) > 0 {
+		observe(c.metrics.claimJobs, c.metrics.claimTime, len(jobs), start)
 		c.kickOutbox()
 	}
 	return jobs, nil

@@ -126,6 +126,7 @@ type ingestItem struct {
 
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	received := time.Now() // every message of the batch arrived before
+	defer observe(c.metrics.ingestBatch, c.metrics.ingestTime, len(msgs), received)
 	items := make([]ingestItem, len(msgs))
 	var valid []fairway.Submission
 	var validAt []int

@@ -71,6 +71,7 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 	for i, s := range subs {
 		if !q.takeSubmit(s.Group) {
 			errs[i] = errSubmitRate(s.Group, q.rate)
+			c.metrics.quotaRefused.WithLabelValues("rate").Inc()
 		}
 	}
 	if q.jobs <= 0 {
@@ -117,6 +118,7 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 		oc := q.open[s.Group]
 		if oc.n >= q.jobs {
 			errs[i] = errJobs(s.Group, q.jobs)
+			c.metrics.quotaRefused.WithLabelValues("jobs").Inc()
 			continue
 		}
 		// Counted until the next count: a duplicate id counts too.

@@ -29,6 +29,7 @@ func (c *Coordinator) startResults(ctx context.Context) error {
 // up the others (see complete) and is dead-lettered after DeadLetterAfter
 // deliveries.
 func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
+	defer observe(c.metrics.reportBatch, c.metrics.reportTime, len(msgs), time.Now())
 	var started []store.Attempt
 	var progress []store.Progress
 	var logs []store.AttemptLog

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"time"
@@ -52,6 +53,9 @@ type Config struct {
 	Host string
 	// Logger receives the executor's own log. Defaults to discarding it.
 	Logger *slog.Logger
+	// Metrics, when set, is where the executor registers its Prometheus
+	// metrics (see metrics.go and README "Metrics").
+	Metrics prometheus.Registerer
 }
 
 // WithDefaults returns c with every unset field set to its default.

@@ -94,6 +94,7 @@ type Executor struct {
 	cfg      Config
 	subjects events.Subjects
 	logger   *slog.Logger
+	metrics  *execMetrics
 	handlers map[string]Handler
 	reports  *reporter
 	logs     *logBuffer
@@ -171,6 +172,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("executor %q: %w", cfg.AppID, err)
 	}
 	e.reports = rep
+	e.metrics = newExecMetrics(cfg.Metrics, e)
 	return e, nil
 }
 

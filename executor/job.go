@@ -143,8 +143,10 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	e.reports.publish(e.report(events.ReportStarted, job.Ref(), job.Attempt, events.Report{Time: time.Now().UTC()}))
 	rj.logger.Debug("job started")
 	start := time.Now()
+	e.metrics.started(job.Job, start)
 	err, panicked := e.call(rj, h)
 	out := e.outcome(rj, err, panicked)
+	e.metrics.finished(job.Task, out.kind, time.Since(start)) // before the report: an event of the end finds it counted
 	e.complete(rj, out)
 	if out.err == "" {
 		rj.logger.Info("job finished", "outcome", out.kind, "duration", time.Since(start))

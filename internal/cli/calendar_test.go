@@ -60,7 +60,7 @@ func TestCalendarErrors(t *testing.T) {
 		{[]string{"calendar", "*-*-* 00:00", "--after", "yesterday"}, 2, `--after: "yesterday" is not an RFC 3339 time`},
 		{[]string{"calendar", "*-*-* 00:00", "--next", "0"}, 2, "--next 0: must be at least 1"},
 		{[]string{"calendar", "*-*-* 00:00", "--next", "x"}, 2, `invalid argument "x" for "--next"`},
-		{[]string{"calendar"}, 1, "accepts 1 arg(s), received 0"},
+		{[]string{"calendar"}, 2, "accepts 1 arg(s), received 0"}, // a usage error, like the others
 	} {
 		code, out, errOut := run(t, tc.args...)
 		require.Equal(t, tc.code, code, "%q: %s", tc.args, errOut)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,6 +160,24 @@ func TestDevEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the job did not finish within 30s")
 	}
+
+	// The process's /metrics (coordinator and executor, in dev) counted
+	// the job: its two runs, its wait, its claims, its events; and a job
+	// submitted through the submit stream, its ingest batch.
+	_, err = client.SubmitMany(t.Context(), []fairway.Submission{{Group: "acme", Task: "echo"}})
+	require.NoError(t, err)
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", httpPort)
+	scrapeUntil(t, metricsURL, map[string]float64{
+		`fairway_job_run_seconds_count{outcome="error",task="fail"}`:     1,
+		`fairway_job_run_seconds_count{outcome="success",task="fail"}`:   1,
+		`fairway_job_wait_seconds_count{task="fail"}`:                    2,
+		`fairway_events_total{group="acme",state="success",task="fail"}`: 1,
+		`fairway_events_total{group="acme",state="stuck",task="fail"}`:   1,
+		`fairway_ingest_batch_size_count`:                                1,
+		`fairway_claim_jobs_count`:                                       2,
+		`fairway_report_batch_size_count`:                                1,
+		`fairway_executor_slots{`:                                        1, // any executor label: its pool size
+	})
 
 	// Job ids are unique per group only: the job commands need the group.
 	code, _, errOut = run(t, "jobs", "show", id, "--nats-url", natsURL)
@@ -494,6 +514,42 @@ func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
 	require.Contains(t, stderr.String(), "a single NATS server keeps 1 replica: use 1, or a JetStream cluster of at least 3 servers")
 }
 
+// TestCoordinatorServesMetrics: with --metrics-addr, `fairway coordinator`
+// answers /healthz and /metrics, with its own metrics and the process's.
+func TestCoordinatorServesMetrics(t *testing.T) {
+	t.Parallel()
+	ns, _ := natstest.Start(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &output{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, nil, []string{"coordinator", "--nats-url", ns.ClientURL(), "--database-url", pgtest.NewDB(t),
+			"--metrics-addr", addr, "--log-format", "json"}, &bytes.Buffer{}, stderr)
+	}()
+	select {
+	case <-stderr.seen("coordinator HTTP endpoint"):
+	case code := <-done:
+		t.Fatalf("fairway coordinator exited with %d:\n%s", code, stderr)
+	case <-time.After(waitTimeout):
+		t.Fatalf("fairway coordinator did not start within %s:\n%s", waitTimeout, stderr)
+	}
+	health, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	health.Body.Close()
+	require.Equal(t, http.StatusOK, health.StatusCode)
+	scrapeUntil(t, "http://"+addr+"/metrics", map[string]float64{
+		"fairway_claim_seconds_count":     0,
+		"fairway_ingest_batch_size_count": 0,
+		"fairway_outbox_lag_seconds":      0,
+		"go_goroutines":                   1,
+		"process_resident_memory_bytes":   1,
+	})
+	cancel()
+	require.Equal(t, 0, <-done, stderr.String())
+}
+
 // TestShutdownAndExitBeforeACoordinatorAnswers: an executor still waiting
 // for a coordinator to register with stops on shutdownAndExit and exits 0.
 func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
@@ -539,4 +595,58 @@ func TestHealthzOnceRegistered(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	cancel()
 	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
+}
+
+// scrapeUntil reads the Prometheus text at url until every metric of want
+// has at least its value (a name ending in "{" matches any labels), or
+// fails after waitTimeout showing what it read. Metrics change without an
+// event to await, so this polls.
+func scrapeUntil(t *testing.T, url string, want map[string]float64) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		got := map[string]float64{}
+		for _, line := range strings.Split(string(body), "\n") {
+			i := strings.LastIndexByte(line, ' ')
+			if strings.HasPrefix(line, "#") || i < 0 {
+				continue
+			}
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			if err != nil {
+				continue
+			}
+			got[line[:i]] = v
+		}
+		missing := ""
+		for name, min := range want {
+			ok := false
+			for key, v := range got {
+				if (key == name || strings.HasSuffix(name, "{") && strings.HasPrefix(key, name)) && v >= min {
+					ok = true
+				}
+			}
+			if !ok {
+				missing += fmt.Sprintf("%s >= %g; ", name, min)
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			var ours []string
+			for _, line := range strings.Split(string(body), "\n") {
+				if strings.HasPrefix(line, "fairway_") {
+					ours = append(ours, line)
+				}
+			}
+			t.Fatalf("%s: no %s within %s; it has:\n%s", url, missing, waitTimeout, strings.Join(ours, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond) // metrics have no event to await
+	}
 }

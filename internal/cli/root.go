@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
@@ -63,6 +66,19 @@ type env struct {
 	configFile     string
 	cfg            *config.Config
 	log            *slog.Logger
+	metricsOnce    sync.Once
+	metrics        *prometheus.Registry // see registry
+}
+
+// registry is the process's Prometheus registry: the coordinator and the
+// executor of a process (both, in dev) register into it, with the Go
+// runtime's and the process's own metrics.
+func (e *env) registry() *prometheus.Registry {
+	e.metricsOnce.Do(func() {
+		e.metrics = prometheus.NewRegistry()
+		e.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	})
+	return e.metrics
 }
 
 func newRoot(stdout, stderr io.Writer, force <-chan struct{}) *cobra.Command {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"net"
 	"net/http"
 	"os"
@@ -32,7 +34,11 @@ var (
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
 		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"}
-	executorKeys = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
+	// coordinatorOnlyKeys are those of `fairway coordinator` that dev does
+	// without: dev serves the coordinator's metrics on the executor's
+	// endpoint.
+	coordinatorOnlyKeys = []string{"coordinator.metrics-addr"}
+	executorKeys        = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 )
 
@@ -222,6 +228,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		Retention: coordinator.Retention{Success: keepIfZero(cfg.Coordinator.RetentionSuccess),
 			Failed: keepIfZero(cfg.Coordinator.RetentionFailed), Cancelled: keepIfZero(cfg.Coordinator.RetentionCancelled)},
 		Logger:    e.log.With("component", "coordinator"),
+		Metrics:   e.registry(),
 		HostClock: chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
 	})
 	if err == nil {
@@ -280,12 +287,21 @@ applies database migrations at start (under an advisory lock).`,
 			if err != nil {
 				return err
 			}
+			if addr := e.cfg.Coordinator.MetricsAddr; addr != "" {
+				srv, err := serveMetrics(addr, e.registry())
+				if err != nil {
+					stop()
+					return err
+				}
+				defer srv.Close()
+				e.log.Info("coordinator HTTP endpoint", "metrics", "http://"+addr+"/metrics", "health", "http://"+addr+"/healthz")
+			}
 			<-cmd.Context().Done()
 			e.log.Info("stopping")
 			stop()
 			return nil
 		},
-	}, coordinatorKeys...)
+	}, append(coordinatorKeys, coordinatorOnlyKeys...)...)
 }
 
 func newExecutorCmd(e *env) *cobra.Command {
@@ -330,6 +346,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		WakeupPeriod:  cfg.Scheduler.WakeupPeriod,
 		Prefix:        cfg.NATS.Prefix,
 		Logger:        e.log.With("component", "executor"),
+		Metrics:       e.registry(),
 	})
 	if err != nil {
 		return err
@@ -346,7 +363,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		if err != nil {
 			return err
 		}
-		srv, err := serveHTTP(cfg.Executor.HTTPAddr, token, shutdown, registered.Load)
+		srv, err := serveHTTP(cfg.Executor.HTTPAddr, token, shutdown, registered.Load, e.registry())
 		if err != nil {
 			return err
 		}
@@ -431,10 +448,11 @@ var errShutdownBeforeStart = errors.New("shutdown asked for during the start")
 var errForced = fmt.Errorf("cancelled by a second signal: %w", context.Canceled)
 
 // serveHTTP serves Docspell's shutdown endpoint, which requires token (see
-// requireToken), and a health check, which answers 503 until the executor
-// has registered.
-func serveHTTP(addr, token string, shutdown chan struct{}, registered func() bool) (*http.Server, error) {
+// requireToken), a health check, which answers 503 until the executor
+// has registered, and the Prometheus metrics of reg.
+func serveHTTP(addr, token string, shutdown chan struct{}, registered func() bool, reg *prometheus.Registry) (*http.Server, error) {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	var once sync.Once
 	mux.HandleFunc("POST /api/v1/shutdownAndExit", requireToken(token, func(w http.ResponseWriter, _ *http.Request) {
 		once.Do(func() { close(shutdown) })
@@ -448,9 +466,15 @@ func serveHTTP(addr, token string, shutdown chan struct{}, registered func() boo
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	return listenAndServe(addr, mux, "executor.http-addr", "pass --http-addr '' to disable it, or another address")
+}
+
+// listenAndServe serves mux on addr in the background; an address that
+// cannot be listened on fails at once, naming key and what to do.
+func listenAndServe(addr string, mux *http.ServeMux, key, hint string) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("executor.http-addr %s: %w (pass --http-addr '' to disable it, or another address)", addr, err)
+		return nil, fmt.Errorf("%s %s: %w (%s)", key, addr, err, hint)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -545,4 +569,13 @@ func unlimitedIfZero(n int) int {
 		return -1
 	}
 	return n
+}
+
+// serveMetrics serves a coordinator's Prometheus metrics (GET /metrics)
+// and a health check (GET /healthz: the coordinator runs) on addr.
+func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	return listenAndServe(addr, mux, "coordinator.metrics-addr", "pass another --metrics-addr, or '' for none")
 }

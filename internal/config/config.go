@@ -81,6 +81,7 @@ type CoordinatorConfig struct {
 	MaxArgsSize int64         // bytes
 	Lease       time.Duration // lifetime of a claimed job's lease without a heartbeat
 	IngestBatch int
+	MetricsAddr string // host:port of /metrics and /healthz; empty disables it
 
 	APIWorkers      int // API requests answered at once
 	APIGroupWorkers int // API requests of one group answered at once

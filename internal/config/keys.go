@@ -116,6 +116,8 @@ var keys = []key{
 			get: func(c *Config) string { return formatByteSize(c.Coordinator.MaxArgsSize) }}},
 	{name: "coordinator.lease", flag: "lease", def: "30s", help: "how long a claimed job's lease lasts without a heartbeat",
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Coordinator.Lease })},
+	{name: "coordinator.metrics-addr", flag: "metrics-addr", def: "", help: "host:port of the coordinator's HTTP endpoint, GET /metrics (Prometheus) and /healthz, e.g. 127.0.0.1:7879 (empty, the default: none; fairway dev serves both on executor.http-addr)",
+		binding: stringVar(func(c *Config) *string { return &c.Coordinator.MetricsAddr }, optional(hostPort))},
 	{name: "coordinator.ingest-batch", flag: "ingest-batch", def: "500", help: "most submitted jobs written to the database in one batch",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.IngestBatch }, 1, 10000)},
 	{name: "coordinator.api-workers", flag: "api-workers", def: "16", help: "API requests a coordinator answers at once",

@@ -1,0 +1,70 @@
+package coordinator
+
+import (
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// coordMetrics are a coordinator's Prometheus metrics (Config.Metrics). Names
+// start with fairway_; those of the executor with fairway_executor_.
+type coordMetrics struct {
+	events       *prometheus.CounterVec // published events, by task, group and state
+	outboxLag    prometheus.Gauge       // age of the oldest event of the last batch published
+	ingestBatch  prometheus.Histogram   // submissions per ingest batch
+	ingestTime   prometheus.Histogram   // seconds per ingest batch
+	claimJobs    prometheus.Histogram   // jobs per claim
+	claimTime    prometheus.Histogram   // seconds per claim
+	reportBatch  prometheus.Histogram   // reports per batch applied
+	reportTime   prometheus.Histogram   // seconds per report batch
+	deadLetters  *prometheus.CounterVec // messages moved to the dead-letter stream, by kind
+	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
+}
+
+// newMetrics registers a coordinator's metrics with reg; with nil, they
+// are kept but not exposed.
+func newMetrics(reg prometheus.Registerer) *coordMetrics {
+	hist := func(name, help string, buckets []float64) prometheus.Histogram {
+		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
+	}
+	return &coordMetrics{
+		events: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_events_total",
+			Help: "Job state changes published as events, by task, group and new state; the final states (success, failed, cancelled) count finished jobs."},
+			[]string{"task", "group", "state"})),
+		outboxLag: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_outbox_lag_seconds",
+			Help: "Age of the oldest event of the last batch this coordinator published: how far events trail the changes they report."})),
+		ingestBatch: hist("fairway_ingest_batch_size", "Submissions per batch stored by ingest.", metrics.BatchBuckets),
+		ingestTime:  hist("fairway_ingest_batch_seconds", "Time to validate, admit and store one ingest batch.", metrics.TimeBuckets),
+		claimJobs:   hist("fairway_claim_jobs", "Jobs handed out per claim (a dispatch request that got work).", metrics.BatchBuckets),
+		claimTime:   hist("fairway_claim_seconds", "Time of one claim: the fair selection's transaction.", metrics.TimeBuckets),
+		reportBatch: hist("fairway_report_batch_size", "Report messages (each one executor's batch of reports) per batch applied.", metrics.BatchBuckets),
+		reportTime:  hist("fairway_report_batch_seconds", "Time to apply one batch of executor reports.", metrics.TimeBuckets),
+		deadLetters: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_dead_letters_total",
+			Help: "Messages moved to the dead-letter stream, by kind (submission, report, event)."}, []string{"kind"})),
+		quotaRefused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_quota_refusals_total",
+			Help: "Submissions refused by a group's quota, by quota (rate: submissions per second; jobs: queued jobs)."}, []string{"quota"})),
+	}
+}
+
+// published counts a batch of events and the lag of its oldest.
+func (m *coordMetrics) published(evs []fairway.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	oldest := evs[0].Time
+	for _, e := range evs {
+		m.events.WithLabelValues(e.Task, e.Group, string(e.State)).Inc()
+		if e.Time.Before(oldest) {
+			oldest = e.Time
+		}
+	}
+	m.outboxLag.Set(max(time.Since(oldest).Seconds(), 0))
+}
+
+// observe records one batch's size and duration.
+func observe(size, seconds prometheus.Histogram, n int, start time.Time) {
+	size.Observe(float64(n))
+	seconds.Observe(time.Since(start).Seconds())
+}
