@@ -27,7 +27,8 @@ func (c *Coordinator) startIngest(ctx context.Context) error {
 		group, _, _ := c.subjects.ParseSubmit(msg.Subject())
 		return group
 	}
-	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, ingestWindow*c.cfg.IngestBatch, groupOf, c.ingest)
+	window := min(ingestWindow*c.cfg.IngestBatch, ingestWindowMax)
+	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, max(window, 2*c.cfg.IngestBatch), groupOf, c.ingest)
 }
 
 // The read-ahead of ingest: how many batches' worth of submissions a
@@ -38,7 +39,8 @@ func (c *Coordinator) startIngest(ctx context.Context) error {
 // slowest rates, and the coordinator's memory bounded whatever the
 // backlog.
 const (
-	ingestWindow      = 32
+	ingestWindow      = 32     // batches
+	ingestWindowMax   = 20_000 // submissions, whatever the batch size
 	ingestWindowBytes = 64 << 20
 	pullMaxBytes      = 16 << 20 // a pull's bytes, at least (two max_payloads if larger)
 )

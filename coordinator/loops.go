@@ -124,7 +124,9 @@ func (c *Coordinator) eventMessage(e store.Event) (*nats.Msg, error) {
 func (c *Coordinator) deadEvent(ctx context.Context, e store.Event, msg *nats.Msg, cause error) {
 	dm := events.DeadLetterMsg(c.subjects, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data, c.nc.MaxPayload())
 	_, err := c.js.PublishMsg(ctx, dm)
-	c.metrics.deadLetters.WithLabelValues(events.DeadEvent).Inc()
+	if err == nil {
+		c.metrics.deadLetters.WithLabelValues(events.DeadEvent).Inc()
+	}
 	c.log.Warn("an event JetStream refuses was moved to the dead-letter stream and removed from the outbox",
 		"event_id", e.ID, "job_id", fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),
 		"error", cause, "dead_letter_error", err)

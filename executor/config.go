@@ -2,13 +2,13 @@ package executor
 
 import (
 	"cmp"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults of Config.

@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +21,8 @@ import (
 	"github.com/fairwayhq/fairway/internal/natsconn"
 	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 )
 
