@@ -233,7 +233,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		tasks:        &taskCache{store: st, log: cfg.Logger},
 		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
 		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
-		metrics:      newMetrics(cfg.Metrics),
+		metrics:      newMetrics(cfg.Metrics, st, cfg.Logger),
 	}, nil
 }
 

@@ -1,10 +1,12 @@
 package coordinator
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/metrics"
+	"github.com/fairwayhq/fairway/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -25,7 +27,8 @@ type coordMetrics struct {
 
 // newMetrics registers a coordinator's metrics with reg; with nil, they
 // are kept but not exposed.
-func newMetrics(reg prometheus.Registerer) *coordMetrics {
+func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *coordMetrics {
+	metrics.Register(reg, prometheus.Collector(&queueCollector{store: st, log: log.Warn}))
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 	}

@@ -13,6 +13,8 @@ import (
 )
 
 var (
+	//go:embed sql/queue_counts.sql
+	queueCountsSQL string
 	//go:embed sql/executor_deregister.sql
 	executorDeregisterSQL string
 	//go:embed sql/executor_heartbeat.sql
@@ -214,4 +216,35 @@ func (s *Store) markNoExecutor(ctx context.Context, jobs []fairway.Job) error {
 // take it: not final, and not held by one.
 func waitsForExecutor(state fairway.State) bool {
 	return state == fairway.StatePending || state == fairway.StateWaiting || state == fairway.StateStuck
+}
+
+// QueueCount is how many jobs of one group and task are in one state that
+// is not final, and for waiting and stuck jobs how long the oldest due one
+// has been due.
+type QueueCount struct {
+	Group, Task string
+	State       fairway.State
+	Jobs        int64
+	OldestDue   time.Duration
+}
+
+// QueueCounts returns the limit largest counts of jobs not yet final, by
+// group, task and state. It reads every such job: meant for metrics
+// scraped now and then (and cached), not for a hot path.
+func (s *Store) QueueCounts(ctx context.Context, limit int) ([]QueueCount, error) {
+	rows, err := s.pool.Query(ctx, queueCountsSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueCount, error) {
+		var q QueueCount
+		var age float64
+		err := row.Scan(&q.Group, &q.Task, &q.State, &q.Jobs, &age)
+		q.OldestDue = time.Duration(age * float64(time.Second))
+		return q, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
+	}
+	return out, nil
 }

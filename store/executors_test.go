@@ -87,3 +87,39 @@ func TestDeregisterExecutor(t *testing.T) {
 	require.Equal(t, fairway.ExecutorLive, execs[0].State)
 	require.Nil(t, execs[0].Left)
 }
+
+// TestQueueCounts: the jobs not yet final by group, task and state, and
+// how long the oldest due waiting one has waited; a job due later and a
+// pending one have waited for nothing.
+func TestQueueCounts(t *testing.T) {
+	s, ctx := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow), sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
+	later := time.Now().Add(time.Hour)
+	future := sub("c", fairway.PriorityLow)
+	future.RunAt = &later
+	held := sub("d", fairway.PriorityLow)
+	held.Pending = true
+	insert(t, s, future, held)
+	s.SetDueAgo(t, "a", 90*time.Second)
+
+	counts, err := s.QueueCounts(ctx, 100)
+	require.NoError(t, err)
+	got := map[string]store.QueueCount{}
+	for _, c := range counts {
+		got[c.Group+"/"+string(c.State)] = c
+	}
+	require.Len(t, got, 4, "%+v", counts)
+	require.Equal(t, int64(2), got["a/waiting"].Jobs)
+	require.InDelta(t, 90, got["a/waiting"].OldestDue.Seconds(), 30, "group a's jobs were due 90 s ago")
+	require.Equal(t, int64(1), got["b/waiting"].Jobs)
+	require.Less(t, got["b/waiting"].OldestDue, 30*time.Second)
+	require.Zero(t, got["c/waiting"].OldestDue, "due in an hour")
+	require.Equal(t, int64(1), got["d/pending"].Jobs)
+	require.Zero(t, got["d/pending"].OldestDue)
+
+	counts, err = s.QueueCounts(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, counts, 1)
+	require.Equal(t, "a", counts[0].Group, "the largest count first")
+	require.Equal(t, int64(2), counts[0].Jobs)
+}

@@ -19,6 +19,12 @@ func (s *Store) SetDue(t testing.TB, id string) {
 	require.NoError(t, err)
 }
 
+// SetDueAgo makes the jobs of a group due d ago.
+func (s *Store) SetDueAgo(t testing.TB, group string, d time.Duration) {
+	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET run_at = now() - $2::interval WHERE group_name = $1", group, d.String())
+	require.NoError(t, err)
+}
+
 // ExpireLease makes a job's lease run out.
 func (s *Store) ExpireLease(t testing.TB, id string) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET lease_until = now() - interval '1 second' WHERE id = $1", id)

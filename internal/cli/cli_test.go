@@ -221,6 +221,11 @@ func TestDevEndToEnd(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &job))
 	require.Equal(t, fairway.StatePending, job.State)
 	require.NotNil(t, job.ExpiresAt)
+	// The queue gauges, read from PostgreSQL, see the pending job.
+	scrapeUntil(t, metricsURL, map[string]float64{
+		`fairway_jobs{group="acme",state="pending",task="echo"}`: 1,
+		`fairway_oldest_due_seconds{group="acme",task="echo"}`:   0,
+	})
 	code, out, errOut = run(t, "jobs", "release", held, "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "released")

@@ -1,0 +1,67 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway/store"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Bounds of the queue gauges: they are read from PostgreSQL at most once
+// per queueMetricsTTL (a scrape in between gets the last reading), within
+// queueMetricsTimeout, and cover the queueMetricsSeries largest counts.
+const (
+	queueMetricsTTL     = 5 * time.Second
+	queueMetricsTimeout = 5 * time.Second
+	queueMetricsSeries  = 10_000
+)
+
+var (
+	queueJobsDesc = prometheus.NewDesc("fairway_jobs",
+		"Jobs not yet final, by group, task and state (pending, waiting, stuck, scheduled, running); read from PostgreSQL at most every 5 s.",
+		[]string{"group", "task", "state"}, nil)
+	queueOldestDesc = prometheus.NewDesc("fairway_oldest_due_seconds",
+		"How long the oldest due waiting or stuck job of a group and task has been due (0: none is due).",
+		[]string{"group", "task"}, nil)
+)
+
+// queueCollector exposes the queue gauges, read on scrape and cached.
+type queueCollector struct {
+	store *store.Store
+	log   func(msg string, args ...any)
+
+	mu     sync.Mutex
+	readAt time.Time
+	counts []store.QueueCount
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueJobsDesc
+	ch <- queueOldestDesc
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if time.Since(q.readAt) >= queueMetricsTTL {
+		ctx, cancel := context.WithTimeout(context.Background(), queueMetricsTimeout)
+		counts, err := q.store.QueueCounts(ctx, queueMetricsSeries)
+		cancel()
+		if err != nil {
+			q.log("reading the queue gauges; the last reading is served", "error", err)
+		} else {
+			q.counts, q.readAt = counts, time.Now()
+		}
+	}
+	oldest := map[[2]string]float64{}
+	for _, c := range q.counts {
+		ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(c.Jobs), c.Group, c.Task, string(c.State))
+		k := [2]string{c.Group, c.Task}
+		oldest[k] = max(oldest[k], c.OldestDue.Seconds())
+	}
+	for k, v := range oldest {
+		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, v, k[0], k[1])
+	}
+}
