@@ -65,29 +65,55 @@ func fitJob(reply *events.Reply, maxReply int) {
 	reply.Truncated = append(reply.Truncated, job.ID)
 }
 
+// listParams is the listing a list request asks for: on the tenant API
+// always of the subject's group (a body naming another is refused).
+func listParams(r request, req events.ListRequest) (store.ListParams, error) {
+	if !r.admin {
+		if req.Group != "" && req.Group != r.group {
+			return store.ListParams{}, fairway.Invalid("group", "body names group %q but the subject names %q", req.Group, r.group)
+		}
+		req.Group = r.group
+	}
+	p := store.ListParams{Group: req.Group, Task: req.Task, State: req.State, Priority: req.Priority,
+		Text: req.Text, Limit: req.Limit, Cursor: req.Cursor, Full: req.Full}
+	switch {
+	case req.State != "" && !req.State.Valid():
+		return p, fairway.Invalid("state", "unknown state %q", req.State)
+	case req.Priority != "" && req.Priority != fairway.PriorityHigh && req.Priority != fairway.PriorityLow:
+		return p, fairway.Invalid("priority", "unknown priority %q: use \"high\" or \"low\"", req.Priority)
+	case len(req.Text) > 256:
+		return p, fairway.Invalid("text", "%d bytes; at most 256", len(req.Text))
+	}
+	if req.Since != nil {
+		p.Since = *req.Since
+	}
+	if req.Until != nil {
+		p.Until = *req.Until
+	}
+	return p, nil
+}
+
 func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, error) {
 	var req events.ListRequest
 	if err := decode(r.data, &req); err != nil {
 		return events.Reply{}, err
 	}
-	if !r.admin {
-		req.Group = r.group
-	}
-	if req.State != "" && !req.State.Valid() {
-		return events.Reply{}, fairway.Invalid("state", "unknown state %q", req.State)
-	}
 	if req.Limit < 0 || req.Limit > store.ListLimitMax {
 		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..%d", req.Limit, store.ListLimitMax)
 	}
+	params, err := listParams(r, req)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	params.MaxBytes = r.maxReply - replyEnvelope
 	// Jobs are added while the reply stays under its cap; the first one
 	// always is, cut if it alone is too large, so every page moves on.
 	// Each job is encoded once, into the reply.
-	budget := r.maxReply - replyEnvelope
+	budget := params.MaxBytes
 	buf := bytes.NewBufferString(`{"jobs":[`)
 	var truncated []string
 	n := 0
-	next, err := c.store.ListJobs(ctx, store.ListParams{Group: req.Group, Task: req.Task, State: req.State,
-		Limit: req.Limit, Cursor: req.Cursor, Full: req.Full, MaxBytes: budget}, func(j fairway.Job) bool {
+	next, err := c.store.ListJobs(ctx, params, func(j fairway.Job) bool {
 		data, err := json.Marshal(j)
 		if err != nil {
 			return false

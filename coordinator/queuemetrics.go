@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,7 +35,7 @@ type queueCollector struct {
 
 	mu     sync.Mutex
 	readAt time.Time
-	counts []store.QueueCount
+	counts []fairway.QueueCount
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -59,7 +60,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range q.counts {
 		ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(c.Jobs), c.Group, c.Task, string(c.State))
 		k := [2]string{c.Group, c.Task}
-		oldest[k] = max(oldest[k], c.OldestDue.Seconds())
+		oldest[k] = max(oldest[k], c.OldestDueSeconds)
 	}
 	for k, v := range oldest {
 		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, v, k[0], k[1])

@@ -182,6 +182,41 @@ func (c *Client) jobVerb(ctx context.Context, group, verb string, req JobRequest
 	return reply.Job, nil
 }
 
+// Retry runs a failed or cancelled job again: it becomes waiting, due now,
+// with its retries counted afresh.
+func (c *Client) Retry(ctx context.Context, group, id string) (*fairway.Job, error) {
+	return c.jobVerb(ctx, group, VerbRetry, JobRequest{ID: id})
+}
+
+// Stats returns the figures the dashboard charts (see fairway.Stats):
+// of group through its tenant API, or through the operator API of
+// req.Group ("" for every group) when group is "".
+func (c *Client) Stats(ctx context.Context, group string, req StatsRequest) (*fairway.Stats, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbStats), req)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Stats, nil
+}
+
+// Bulk applies an action to the jobs a filter matches (see BulkRequest):
+// of group through its tenant API, or through the operator API when group
+// is "" (then req.Filter.Group narrows it).
+func (c *Client) Bulk(ctx context.Context, group string, req BulkRequest) (*BulkResult, error) {
+	reply, err := c.request(ctx, c.jobSubject(group, VerbBulk), req)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Bulk, nil
+}
+
+// Drain tells an executor to take no more jobs, finish its running ones,
+// deregister and exit (operators only).
+func (c *Client) Drain(ctx context.Context, appID string) error {
+	_, err := c.request(ctx, c.subjects.Admin(VerbDrain), DrainRequest{Executor: appID})
+	return err
+}
+
 // Get returns the job id of group.
 func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbGet, JobRequest{ID: id})

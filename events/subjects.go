@@ -45,6 +45,10 @@ const (
 	VerbPriority  = "priority"  // body: id and priority
 	VerbExecutors = "executors" // admin only
 	VerbPrune     = "prune"     // admin only; body: PruneRequest
+	VerbRetry     = "retry"     // body: JobRequest; a failed or cancelled job runs again
+	VerbStats     = "stats"     // body: StatsRequest
+	VerbBulk      = "bulk"      // body: BulkRequest
+	VerbDrain     = "drain"     // admin only; body: DrainRequest
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body
@@ -149,6 +153,10 @@ func (s Subjects) ParseResults(subject string) (appID string, ok bool) {
 
 // Cancel is the subject that tells executor appID to cancel a job.
 func (s Subjects) Cancel(appID string) string { return s.Executor(appID, "cancel") }
+
+// Drain is the subject that tells executor appID to drain: take no more
+// jobs, finish its running ones, deregister and exit.
+func (s Subjects) Drain(appID string) string { return s.Executor(appID, "drain") }
 
 // Ping is the subject that asks executor appID whether it is alive.
 func (s Subjects) Ping(appID string) string { return s.Executor(appID, "ping") }

@@ -35,6 +35,63 @@ type Reply struct {
 	Truncated []string `json:"truncated,omitempty"`
 	// Pruned is how many jobs a prune request removed.
 	Pruned int `json:"pruned,omitempty"`
+	// Stats answers stats.
+	Stats *fairway.Stats `json:"stats,omitempty"`
+	// Bulk answers bulk.
+	Bulk *BulkResult `json:"bulk,omitempty"`
+}
+
+// StatsRequest is the body of stats: the window to look back over and the
+// width of its buckets, as Go durations ("1h", "1m"; defaults: an hour,
+// and a sixtieth of the window); Group narrows the operator API's answer
+// to one group (the tenant API answers for the subject's group only).
+type StatsRequest struct {
+	Window string `json:"window,omitempty"`
+	Bucket string `json:"bucket,omitempty"`
+	Group  string `json:"group,omitempty"`
+}
+
+// Bulk actions.
+const (
+	BulkCancel  = "cancel"
+	BulkRetry   = "retry"
+	BulkRelease = "release"
+)
+
+// BulkLimitDefault and BulkLimitMax bound the jobs one bulk request acts on.
+const (
+	BulkLimitDefault = 1000
+	BulkLimitMax     = 5000
+)
+
+// BulkRequest is the body of bulk: Action (cancel, retry or release) on
+// every job Filter matches, newest first, at most Limit of them (default
+// 1,000, at most 5,000; ask again for more). Preview counts the matching
+// jobs, up to Limit, and changes nothing. Filter's cursor, limit and full
+// are ignored.
+type BulkRequest struct {
+	Action  string      `json:"action"`
+	Filter  ListRequest `json:"filter"`
+	Preview bool        `json:"preview,omitempty"`
+	Limit   int         `json:"limit,omitempty"`
+}
+
+// BulkResult is the answer to bulk: how many jobs matched (up to the
+// limit; More says whether others match beyond it), how many the action
+// changed, and the first errors of those it could not (a job that ended
+// meanwhile, say), with their job ids.
+type BulkResult struct {
+	Matched int              `json:"matched"`
+	More    bool             `json:"more,omitempty"`
+	Changed int              `json:"changed"`
+	Errors  []*fairway.Error `json:"errors,omitempty"`
+}
+
+// DrainRequest is the body of drain (operators only): the executor to
+// drain. It stops taking jobs, finishes the ones it runs, deregisters and
+// exits, as on SIGTERM.
+type DrainRequest struct {
+	Executor string `json:"executor"`
 }
 
 // PruneRequest is the body of prune (operators only): remove one batch of
@@ -62,9 +119,16 @@ type JobRequest struct {
 
 // ListRequest is the body of list. Empty fields match everything.
 type ListRequest struct {
-	Group string        `json:"group,omitempty"` // admin only; the tenant API uses the subject's group
-	Task  string        `json:"task,omitempty"`
-	State fairway.State `json:"state,omitempty"`
+	Group    string           `json:"group,omitempty"` // admin only; the tenant API uses the subject's group
+	Task     string           `json:"task,omitempty"`
+	State    fairway.State    `json:"state,omitempty"`
+	Priority fairway.Priority `json:"priority,omitempty"`
+	// Since and Until bound the jobs' submission time (RFC 3339).
+	Since *time.Time `json:"since,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
+	// Text keeps the jobs whose args or error contain it (ignoring case).
+	// It reads every job the other filters leave: narrow them first.
+	Text string `json:"text,omitempty"`
 	// Limit caps the answer (newest first). Defaults to 100, at most 1000.
 	// A reply may hold fewer (it is capped in bytes): follow NextCursor.
 	Limit int `json:"limit,omitempty"`

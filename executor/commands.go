@@ -27,6 +27,21 @@ func (e *Executor) onPing(msg *nats.Msg) {
 // one held changes nothing (there is no "whatever attempt is held"), and
 // one for a job not held yet is remembered for that exact attempt, which
 // a dispatch reply may be bringing.
+// DrainRequested is closed when an operator asks this executor to drain
+// (fairway's drain verb, the dashboard's Drain button): its owner should
+// then call Shutdown, as on SIGTERM. fairway executor and fairway dev do.
+func (e *Executor) DrainRequested() <-chan struct{} { return e.drainCh }
+
+// onDrain answers a drain command. With isolated tenants (one NATS account
+// each) only the coordinators' account reaches this subject, and they send
+// it on an operator's drain request.
+func (e *Executor) onDrain(*nats.Msg) {
+	e.drainOnce.Do(func() {
+		e.logger.Info("an operator asked this executor to drain: no new jobs; running ones finish, then it stops", "running", e.Running())
+		close(e.drainCh)
+	})
+}
+
 func (e *Executor) onCancel(msg *nats.Msg) {
 	var cmd events.CancelCommand
 	err := json.Unmarshal(msg.Data, &cmd)

@@ -123,6 +123,9 @@ type Executor struct {
 	bgWG         sync.WaitGroup
 	jobsWG       sync.WaitGroup
 
+	drainCh   chan struct{} // closed when an operator asks this executor to drain
+	drainOnce sync.Once
+
 	shutdownOnce sync.Once
 	forceOnce    sync.Once
 	forceErr     error
@@ -166,6 +169,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		dispatchDone: make(chan struct{}),
 		bgStop:       make(chan struct{}),
 		done:         make(chan struct{}),
+		drainCh:      make(chan struct{}),
 	}
 	rep, err := newReporter(nc, subjects.Results(cfg.AppID), subjects.ResultStream(), logger)
 	if err != nil {

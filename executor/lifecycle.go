@@ -96,6 +96,7 @@ func (e *Executor) start(ctx context.Context) error {
 	}{
 		{e.subjects.Cancel(e.cfg.AppID), e.onCancel},
 		{e.subjects.Ping(e.cfg.AppID), e.onPing},
+		{e.subjects.Drain(e.cfg.AppID), e.onDrain},
 		{e.subjects.NotifyWork(), func(*nats.Msg) { e.signal() }},
 	}
 	subs := make([]*nats.Subscription, 0, len(subscribe))

@@ -218,33 +218,24 @@ func waitsForExecutor(state fairway.State) bool {
 	return state == fairway.StatePending || state == fairway.StateWaiting || state == fairway.StateStuck
 }
 
-// QueueCount is how many jobs of one group and task are in one state that
-// is not final, and for waiting and stuck jobs how long the oldest due one
-// has been due.
-type QueueCount struct {
-	Group, Task string
-	State       fairway.State
-	Jobs        int64
-	OldestDue   time.Duration
-}
-
 // QueueCounts returns the limit largest counts of jobs not yet final, by
 // group, task and state. It reads every such job: meant for metrics
 // scraped now and then (and cached), not for a hot path.
-func (s *Store) QueueCounts(ctx context.Context, limit int) ([]QueueCount, error) {
-	rows, err := s.pool.Query(ctx, queueCountsSQL, limit)
+func (s *Store) QueueCounts(ctx context.Context, limit int) ([]fairway.QueueCount, error) {
+	rows, err := s.pool.Query(ctx, queueCountsSQL, limit, "")
 	if err != nil {
 		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (QueueCount, error) {
-		var q QueueCount
-		var age float64
-		err := row.Scan(&q.Group, &q.Task, &q.State, &q.Jobs, &age)
-		q.OldestDue = time.Duration(age * float64(time.Second))
-		return q, err
-	})
+	out, err := pgx.CollectRows(rows, scanQueueCount)
 	if err != nil {
 		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// scanQueueCount reads a row of queue_counts.sql.
+func scanQueueCount(row pgx.CollectableRow) (fairway.QueueCount, error) {
+	var q fairway.QueueCount
+	err := row.Scan(&q.Group, &q.Task, &q.State, &q.Jobs, &q.OldestDueSeconds)
+	return q, err
 }

@@ -104,18 +104,18 @@ func TestQueueCounts(t *testing.T) {
 
 	counts, err := s.QueueCounts(ctx, 100)
 	require.NoError(t, err)
-	got := map[string]store.QueueCount{}
+	got := map[string]fairway.QueueCount{}
 	for _, c := range counts {
 		got[c.Group+"/"+string(c.State)] = c
 	}
 	require.Len(t, got, 4, "%+v", counts)
 	require.Equal(t, int64(2), got["a/waiting"].Jobs)
-	require.InDelta(t, 90, got["a/waiting"].OldestDue.Seconds(), 30, "group a's jobs were due 90 s ago")
+	require.InDelta(t, 90, got["a/waiting"].OldestDueSeconds, 30, "group a's jobs were due 90 s ago")
 	require.Equal(t, int64(1), got["b/waiting"].Jobs)
-	require.Less(t, got["b/waiting"].OldestDue, 30*time.Second)
-	require.Zero(t, got["c/waiting"].OldestDue, "due in an hour")
+	require.Less(t, got["b/waiting"].OldestDueSeconds, 30.0)
+	require.Zero(t, got["c/waiting"].OldestDueSeconds, "due in an hour")
 	require.Equal(t, int64(1), got["d/pending"].Jobs)
-	require.Zero(t, got["d/pending"].OldestDue)
+	require.Zero(t, got["d/pending"].OldestDueSeconds)
 
 	counts, err = s.QueueCounts(ctx, 1)
 	require.NoError(t, err)

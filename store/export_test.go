@@ -178,3 +178,11 @@ func (s *Store) LogCount(t testing.TB, group, id string) int {
 	require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM fairway_job_log WHERE group_name = $1 AND job_id = $2`, group, id).Scan(&n))
 	return n
 }
+
+// SetJobTimes puts a job in a state with the given times (nil: NULL): a
+// history built by hand for the stats tests. run_at becomes submitted.
+func (s *Store) SetJobTimes(t testing.TB, id, state string, submitted time.Time, started, finished *time.Time) {
+	_, err := s.pool.Exec(t.Context(), `UPDATE fairway_job SET state = $2, submitted = $3, run_at = $3, started = $4, finished = $5 WHERE id = $1`,
+		id, state, submitted, started, finished)
+	require.NoError(t, err)
+}

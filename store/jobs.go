@@ -307,9 +307,15 @@ func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error)
 
 // ListParams filters List and ListJobs; empty fields match everything.
 type ListParams struct {
-	Group string
-	Task  string
-	State fairway.State
+	Group    string
+	Task     string
+	State    fairway.State
+	Priority fairway.Priority
+	// Since and Until bound the jobs' submission time (zero: unbounded).
+	Since, Until time.Time
+	// Text keeps jobs whose args or error contain it, ignoring case. It
+	// reads every job the other filters leave: keep them narrow.
+	Text string
 	// Limit caps the result. Defaults to 100.
 	Limit int
 	// Cursor continues a ListJobs listing after the job it ended with.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
@@ -53,6 +54,9 @@ func init() {
 	jobColumnsLight = light
 }
 
+// likeEscaper makes text a literal LIKE pattern.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
+
 // seqRow scans a row selected as seq followed by job columns.
 type seqRow struct {
 	pgx.Row
@@ -96,7 +100,20 @@ func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.J
 	}
 	query := "SELECT seq, " + cols + ` FROM fairway_job
 		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
+		  AND ($6 = '' OR priority = $6) AND ($7::timestamptz IS NULL OR submitted >= $7) AND ($8::timestamptz IS NULL OR submitted < $8)
+		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')
 		ORDER BY seq DESC LIMIT $5`
+	var since, until *time.Time
+	if !p.Since.IsZero() {
+		since = &p.Since
+	}
+	if !p.Until.IsZero() {
+		until = &p.Until
+	}
+	text := ""
+	if p.Text != "" {
+		text = "%" + likeEscaper.Replace(p.Text) + "%"
+	}
 	taken, last, used := 0, before, 0
 	for {
 		want := limit + 1 - taken
@@ -107,7 +124,7 @@ func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.J
 			}
 			want = min(want, max(1, min(chunk, fullChunkMax)))
 		}
-		rows, err := s.pool.Query(ctx, query, p.Group, p.Task, string(p.State), last, want)
+		rows, err := s.pool.Query(ctx, query, p.Group, p.Task, string(p.State), last, want, string(p.Priority), since, until, text)
 		if err != nil {
 			return "", fmt.Errorf("listing jobs: %w", interpretError(err))
 		}

@@ -27,6 +27,8 @@ var (
 	expireJobsSQL string
 	//go:embed sql/release_job.sql
 	releaseJobSQL string
+	//go:embed sql/retry_job.sql
+	retryJobSQL string
 )
 
 // TriggerPending releases the pending jobs whose trigger_after has come:
@@ -62,6 +64,19 @@ func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, er
 			return fairway.Conflict(id, "job %s is %s, not pending: only pending jobs can be released", id, state)
 		}
 		_, err := tx.Exec(ctx, releaseJobSQL, id, group)
+		return err
+	})
+}
+
+// Retry runs a failed or cancelled job again, by hand: it becomes
+// waiting, due now, with its retries counted afresh (Oban's and River's
+// retry). Other states are a conflict.
+func (s *Store) Retry(ctx context.Context, group, id string) (*fairway.Job, error) {
+	return s.changeJob(ctx, group, id, "retrying", func(tx pgx.Tx, state fairway.State) error {
+		if state != fairway.StateFailed && state != fairway.StateCancelled {
+			return fairway.Conflict(id, "job %s is %s: only failed or cancelled jobs can be retried", id, state)
+		}
+		_, err := tx.Exec(ctx, retryJobSQL, id, group, string(state))
 		return err
 	})
 }

@@ -28,6 +28,9 @@ var Transitions = map[fairway.State][]fairway.State{
 	fairway.StateRunning: {fairway.StateSuccess, fairway.StateStuck, fairway.StateFailed, fairway.StateCancelled, fairway.StateWaiting},
 	// Claimed again once due, cancelled, or expired.
 	fairway.StateStuck: {fairway.StateScheduled, fairway.StateCancelled, fairway.StateFailed},
+	// Retried by hand.
+	fairway.StateFailed:    {fairway.StateWaiting},
+	fairway.StateCancelled: {fairway.StateWaiting},
 }
 
 // Allowed says whether a job may go from one state to another (from "":

@@ -87,6 +87,14 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	take()
 	end("retried", fairway.OutcomePermanent, nil)
 
+	// Retried by hand: the failed one and a cancelled one.
+	_, err = s.Retry(ctx, "g", "retried")
+	require.NoError(t, err)
+	_, err = s.Retry(ctx, "g", "stopped")
+	require.NoError(t, err)
+	_, err = s.Retry(ctx, "g", "done")
+	require.ErrorIs(t, err, fairway.ErrConflict, "a success is not retried")
+
 	// Held and timed jobs.
 	_, err = s.Release(ctx, "g", "held")
 	require.NoError(t, err)
@@ -123,17 +131,22 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	for _, want := range []string{"→pending", "→waiting", "→rejected", "→fired", "→skipped",
 		"pending→waiting", "pending→failed", "waiting→scheduled", "waiting→cancelled",
 		"scheduled→running", "scheduled→waiting", "scheduled→stuck", "scheduled→failed",
-		"running→success", "running→stuck", "running→cancelled", "stuck→scheduled", "stuck→cancelled"} {
+		"running→success", "running→stuck", "running→cancelled", "stuck→scheduled", "stuck→cancelled",
+		"failed→waiting", "cancelled→waiting"} {
 		require.Positive(t, seen[want], "no event %s; saw %v", want, seen)
 	}
 }
 
 // TestTransitionsAreClosed: every state a transition reaches is a job
-// state with its own entry (or final, or an event-only state), and nothing
-// leaves a final state.
+// state with its own entry (or final, or an event-only state), and a final
+// state is left only by a retry by hand (failed or cancelled → waiting).
 func TestTransitionsAreClosed(t *testing.T) {
 	for from, tos := range store.Transitions {
-		require.False(t, from.Final(), "%s is final", from)
+		if from.Final() {
+			require.NotEqual(t, fairway.StateSuccess, from, "a success is never retried")
+			require.Equal(t, []fairway.State{fairway.StateWaiting}, tos, "%s is final: only a retry by hand leaves it", from)
+			continue
+		}
 		for _, to := range tos {
 			_, has := store.Transitions[to]
 			require.True(t, has || to.Final() || to.EventOnly(), "%s → %s: %s has no transitions of its own", from, to, to)

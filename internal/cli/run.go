@@ -396,6 +396,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	select {
 	case <-ctx.Done():
 	case <-shutdown:
+	case <-ex.DrainRequested():
 	case <-e.force:
 	}
 	e.log.Info("executor draining: no new jobs; waiting for running ones", "running", ex.Running(), "drain_timeout", cfg.Executor.DrainTimeout.String())

@@ -1,0 +1,175 @@
+package coordinator
+
+// The verbs an operator's dashboard needs beyond the CLI's: statistics,
+// retry, bulk actions and draining an executor.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+)
+
+// Bounds of the verbs below.
+const (
+	// bulkTimeout bounds a bulk request: its jobs are changed one at a
+	// time, each as its own verb would.
+	bulkTimeout = 2 * time.Minute
+	// bulkErrorsMax caps the errors a bulk answer names.
+	bulkErrorsMax = 20
+)
+
+func (c *Coordinator) apiRetry(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	job, err := c.store.Retry(ctx, group, req.ID)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	c.afterChange([]store.Applied{{Group: job.Group, JobID: job.ID, State: job.State, RunAt: job.RunAt}})
+	return events.Reply{Job: job}, nil
+}
+
+func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, error) {
+	var req events.StatsRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	p := store.StatsParams{Group: req.Group}
+	switch {
+	case !r.admin && req.Group != "" && req.Group != r.group:
+		return events.Reply{}, fairway.Invalid("group", "body names group %q but the subject names %q", req.Group, r.group)
+	case !r.admin:
+		p.Group = r.group
+	case p.Group != "":
+		if err := fairway.CheckName("group", p.Group); err != nil {
+			return events.Reply{}, err
+		}
+	}
+	for _, d := range []struct {
+		field, text string
+		to          *time.Duration
+	}{{"window", req.Window, &p.Window}, {"bucket", req.Bucket, &p.Bucket}} {
+		if d.text == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.text)
+		if err != nil || v <= 0 {
+			return events.Reply{}, fairway.Invalid(d.field, "%q is not a positive duration such as 1h or 1m", d.text)
+		}
+		*d.to = v
+	}
+	st, err := c.store.Stats(ctx, p)
+	return events.Reply{Stats: st}, err
+}
+
+// bulkActions are the per-job verbs a bulk request may apply.
+var bulkActions = map[string]func(c *Coordinator, ctx context.Context, group, id string) error{
+	events.BulkCancel: func(c *Coordinator, ctx context.Context, group, id string) error {
+		_, err := c.cancelJob(ctx, group, id)
+		return err
+	},
+	events.BulkRetry: func(c *Coordinator, ctx context.Context, group, id string) error {
+		_, err := c.apiRetry(ctx, group, events.JobRequest{ID: id})
+		return err
+	},
+	events.BulkRelease: func(c *Coordinator, ctx context.Context, group, id string) error {
+		_, err := c.apiRelease(ctx, group, events.JobRequest{ID: id})
+		return err
+	},
+}
+
+// apiBulk applies an action to every job a filter matches, up to a limit:
+// what a dashboard's "select all that match" does, without the page in
+// between. Each job is changed as its own verb would (a running job's
+// executor is told to cancel it), so one that changed meanwhile is an
+// error of that job only.
+func (c *Coordinator) apiBulk(ctx context.Context, r request) (events.Reply, error) {
+	var req events.BulkRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	act, ok := bulkActions[req.Action]
+	if !ok {
+		return events.Reply{}, fairway.Invalid("action", "unknown action %q: use cancel, retry or release", req.Action)
+	}
+	if req.Limit < 0 || req.Limit > events.BulkLimitMax {
+		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..%d (0: %d)", req.Limit, events.BulkLimitMax, events.BulkLimitDefault)
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = events.BulkLimitDefault
+	}
+	req.Filter.Cursor, req.Filter.Full = "", false
+	params, err := listParams(r, req.Filter)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	params.Limit = limit
+	var refs []fairway.JobRef
+	next, err := c.store.ListJobs(ctx, params, func(j fairway.Job) bool {
+		refs = append(refs, fairway.JobRef{Group: j.Group, ID: j.ID})
+		return true
+	})
+	if err != nil {
+		return events.Reply{}, err
+	}
+	res := &events.BulkResult{Matched: len(refs), More: next != ""}
+	if req.Preview {
+		return events.Reply{Bulk: res}, nil
+	}
+	// The API's own timeout is for one request's query, not thousands.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bulkTimeout)
+	defer cancel()
+	for _, ref := range refs {
+		if err := act(c, ctx, ref.Group, ref.ID); err != nil {
+			if len(res.Errors) < bulkErrorsMax {
+				// Internal errors reach the caller as a request id only.
+				e := *c.replyError(c.subjects.Admin(events.VerbBulk), err)
+				e.JobID = cmp.Or(e.JobID, ref.ID)
+				res.Errors = append(res.Errors, &e)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		res.Changed++
+	}
+	c.log.Info("bulk action", "action", req.Action, "group", params.Group, "matched", res.Matched, "changed", res.Changed)
+	return events.Reply{Bulk: res}, nil
+}
+
+// apiDrain tells an executor to drain: take no more jobs, finish those it
+// runs, deregister and exit.
+func (c *Coordinator) apiDrain(ctx context.Context, r request) (events.Reply, error) {
+	var req events.DrainRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	if err := fairway.CheckName("executor", req.Executor); err != nil {
+		return events.Reply{}, err
+	}
+	executors, err := c.store.Executors(ctx)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	for _, e := range executors {
+		if e.AppID != req.Executor {
+			continue
+		}
+		if e.State == fairway.ExecutorGone {
+			return events.Reply{}, fairway.Conflict("", "executor %q is gone: nothing to drain", req.Executor)
+		}
+		data, _ := json.Marshal(events.DrainRequest{Executor: req.Executor})
+		if err := c.nc.Publish(c.subjects.Drain(req.Executor), data); err != nil {
+			return events.Reply{}, fmt.Errorf("telling executor %q to drain: %w", req.Executor, err)
+		}
+		c.log.Info("executor told to drain", "executor", req.Executor)
+		return events.Reply{Executors: []fairway.Executor{e}}, nil
+	}
+	return events.Reply{}, &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("no executor %q: see the executors verb", req.Executor)}
+}

@@ -1,0 +1,28 @@
+-- Wait and run time percentiles in seconds, per task and over all tasks
+-- (task NULL), of the jobs that ended since $1 and of those running now;
+-- $2: one group, or '' for all. Wait: from the job's due time (submitted,
+-- or the run_at it was delayed to or retried at) to its start; run: from
+-- its start to its end. Columns: task, started, ended, wait p50, wait p99,
+-- run p50, run p99.
+WITH j AS (
+    SELECT task, started, finished, greatest(submitted, run_at) AS due
+      FROM fairway_job
+     WHERE state IN ('success', 'failed', 'cancelled') AND finished >= $1::timestamptz AND ($2::text = '' OR group_name = $2::text)
+    UNION ALL
+    SELECT task, started, NULL, greatest(submitted, run_at)
+      FROM fairway_job
+     WHERE state IN ('scheduled', 'running') AND started IS NOT NULL AND ($2::text = '' OR group_name = $2::text)
+), t AS (
+    SELECT task, started, finished,
+           extract(epoch FROM started - least(started, due))::float8 AS wait,
+           extract(epoch FROM finished - started)::float8 AS run
+      FROM j
+)
+SELECT task, count(started), count(run),
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY wait), 0),
+       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY wait), 0),
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY run), 0),
+       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY run), 0)
+FROM t
+GROUP BY GROUPING SETS ((task), ())
+ORDER BY task NULLS FIRST
