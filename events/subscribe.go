@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -81,4 +82,63 @@ func checkFilter(f Filter) error {
 		return fairway.Invalid("state", "unknown state %q", f.State)
 	}
 	return nil
+}
+
+// JobEventsScanMax is how many stored events JobEvents reads at most.
+const JobEventsScanMax = 20000
+
+// JobEvents returns the stored events of one job, oldest first: it reads
+// the events of the job's group and task from since (the job's submission
+// time, say) until it has read every stored one, until (when not zero) has
+// passed, or JobEventsScanMax have been read; the last case is reported by
+// more. Events the stream has dropped by its limits are not returned.
+// Meant for a job's timeline on a dashboard, not for following jobs:
+// Subscribe does that.
+func (c *Client) JobEvents(ctx context.Context, group, task, id string, since, until time.Time) (evs []Event, more bool, err error) {
+	if err := checkFilter(Filter{Group: group, Task: task}); err != nil {
+		return nil, false, err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	start := since
+	cons, err := c.js.OrderedConsumer(ctx, c.subjects.EventStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.subjects.EventFilter(group, task, "")},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &start,
+		// The server removes the consumer soon after the last read.
+		InactiveThreshold: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("reading events on stream %s: %w", c.subjects.EventStream(), err)
+	}
+	for read := 0; read < JobEventsScanMax; {
+		batch, err := cons.FetchNoWait(min(500, JobEventsScanMax-read))
+		if err != nil {
+			return nil, false, fmt.Errorf("reading events: %w", err)
+		}
+		got := 0
+		pending := uint64(1)
+		for msg := range batch.Messages() {
+			got++
+			read++
+			meta, err := msg.Metadata()
+			if err == nil {
+				pending = meta.NumPending
+				if !until.IsZero() && meta.Timestamp.After(until) {
+					return evs, false, nil
+				}
+			}
+			var ev Event
+			if json.Unmarshal(msg.Data(), &ev) == nil && ev.JobID == id {
+				evs = append(evs, ev)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return nil, false, fmt.Errorf("reading events: %w", err)
+		}
+		if got == 0 || pending == 0 {
+			return evs, false, nil
+		}
+	}
+	return evs, true, nil
 }

@@ -22,9 +22,7 @@ func (e *env) httpToken(appID string) (token, file string, err error) {
 	if e.cfg.Executor.HTTPToken != "" {
 		return e.cfg.Executor.HTTPToken, "", nil
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	token = hex.EncodeToString(b)
+	token = randomHex(32)
 	file = cmp.Or(e.cfg.Executor.HTTPTokenFile, filepath.Join(e.cfg.Dev.Dir, "executor-"+appID+".token"))
 	if err := secret.WriteFile(file, []byte(token+"\n")); err != nil {
 		return "", "", fmt.Errorf("executor.http-token-file: %w (set executor.http-token, or another executor.http-token-file)", err)
@@ -58,4 +56,11 @@ func requireToken(token string, next http.HandlerFunc) http.HandlerFunc {
 		}
 		next(w, r)
 	}
+}
+
+// randomHex is n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }

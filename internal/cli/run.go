@@ -43,7 +43,7 @@ var (
 )
 
 func newDevCmd(e *env) *cobra.Command {
-	keys := append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port", "dev.tenants"}, coordinatorKeys...), executorKeys[2:]...)
+	keys := append(append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port", "dev.tenants"}, coordinatorKeys...), executorKeys[2:]...), webKeys[2:]...)
 	return e.withConfig(&cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system in one process, for development",
@@ -153,6 +153,12 @@ func (e *env) runDev(ctx context.Context) error {
 		return err
 	}
 	defer stop()
+	dashboard := ""
+	if cfg.Web.Addr != "" {
+		if dashboard, err = e.startDevWeb(ctx, connect); err != nil {
+			return err
+		}
+	}
 	nc, err := executorConnect("fairway-dev-executor")
 	if err != nil {
 		return err
@@ -160,10 +166,17 @@ func (e *env) runDev(ctx context.Context) error {
 	defer nc.Close()
 	if credsDir != "" {
 		e.printTenantBanner(credsDir, tenants)
+		if dashboard != "" {
+			fmt.Fprintf(e.stderr, "Dashboard (logs you in as admin): %s\n\n", dashboard)
+		}
 		return e.runExecutor(ctx, nc)
 	}
+	if dashboard != "" {
+		dashboard = "\nDashboard (this link logs you in as admin):\n\n  " + dashboard + "\n"
+	}
 	fmt.Fprintf(e.stderr, `
-Fairway is running. From a second terminal:
+Fairway is running.%s
+From a second terminal:
 
   fairway submit echo --group acme --args '{"hello":"world"}'
   fairway submit sleep --group acme --args '{"seconds":5}'
@@ -174,8 +187,35 @@ Fairway is running. From a second terminal:
 (with 'go run ./cmd/fairway' in place of 'fairway' if it is not installed)
 Ctrl-C stops everything; a second Ctrl-C cancels the running jobs.
 
-`)
+`, dashboard)
 	return e.runExecutor(ctx, nc)
+}
+
+// startDevWeb serves the dashboard of fairway dev, with the tokens of
+// web.admin-token and web.read-token or ones of its own in the dev
+// directory, and returns a link that logs in as admin (the token rides in
+// the fragment, which no server sees).
+func (e *env) startDevWeb(ctx context.Context, connect func(string) (*nats.Conn, error)) (string, error) {
+	admin, adminFile, err := devWebToken(e.cfg.Web.AdminToken, e.cfg.Dev.Dir, "web-admin.token")
+	if err != nil {
+		return "", err
+	}
+	read, readFile, err := devWebToken(e.cfg.Web.ReadToken, e.cfg.Dev.Dir, "web-read.token")
+	if err != nil {
+		return "", err
+	}
+	wnc, err := connect("fairway-dev-web")
+	if err != nil {
+		return "", err
+	}
+	context.AfterFunc(ctx, wnc.Close)
+	url, err := e.startWeb(ctx, wnc, admin, read)
+	if err != nil {
+		wnc.Close()
+		return "", err
+	}
+	e.log.Info("dashboard ready", "url", url, "admin_token_file", adminFile, "read_token_file", readFile)
+	return url + "#token=" + admin, nil
 }
 
 // startCoordinator opens the store, migrates it and starts a coordinator.

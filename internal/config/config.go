@@ -32,6 +32,7 @@ type Config struct {
 	Scheduler   SchedulerConfig
 	Coordinator CoordinatorConfig
 	Executor    ExecutorConfig
+	Web         WebConfig
 	Dev         DevConfig
 
 	sources map[string]string // key name -> default|file|env|flag
@@ -111,6 +112,19 @@ type ExecutorConfig struct {
 }
 
 // DevConfig holds the dev.* keys of the development cluster.
+// WebConfig holds the web.* keys: the dashboard and HTTP API.
+type WebConfig struct {
+	Addr string // host:port it listens on
+	// AdminToken and ReadToken log in as the admin and the read-only
+	// role (secrets); empty ReadToken: no read-only role. fairway dev
+	// makes random ones when they are empty.
+	AdminToken string
+	ReadToken  string
+	// Group confines it to one tenant's group, through that tenant's API
+	// (with the tenant's NATS credential); empty: the operator API.
+	Group string
+}
+
 type DevConfig struct {
 	Dir      string
 	NATSAddr string

@@ -1,0 +1,76 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+)
+
+// liveEvents streams lifecycle events as Server-Sent Events: each event a
+// message of type "job" whose data is the event's JSON, from now on (of
+// the confined group, or ?group=). A comment every 15 s keeps proxies from
+// closing an idle stream. At most Config.StreamsMax streams are open.
+func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, _ caller) error {
+	group, err := s.group(r.URL.Query().Get("group"))
+	if err != nil {
+		return err
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return fmt.Errorf("the response cannot stream")
+	}
+	select {
+	case s.streams <- struct{}{}:
+		defer func() { <-s.streams }()
+	default:
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("%d live streams are open already: close a dashboard tab, or reload it later", cap(s.streams))}
+	}
+	ch := make(chan events.Event, 256)
+	dropped := 0
+	sub, err := s.cfg.Client.Subscribe(r.Context(), events.Filter{Group: group}, func(ev events.Event) {
+		select {
+		case ch <- ev:
+		default:
+			dropped++ // a slow browser misses events, never holds the consumer
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Stop()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": live events\n\n")
+	flusher.Flush()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-keepAlive.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case ev := <-ch:
+			data, _ := json.Marshal(ev)
+			fmt.Fprintf(w, "event: job\ndata: %s\n\n", data)
+		}
+		flusher.Flush()
+	}
+}
+
+// sortGroups orders groups by most waiting, then by name.
+func sortGroups(gs []*groupRow) {
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].Waiting != gs[j].Waiting {
+			return gs[i].Waiting > gs[j].Waiting
+		}
+		return gs[i].Group < gs[j].Group
+	})
+}

@@ -1,0 +1,503 @@
+// Fairway's dashboard: a page per view, drawn from the HTTP API (see
+// /api/openapi.json), kept live by the event stream. Everything a tenant
+// wrote (names, args, errors, logs) reaches the page through textContent
+// only, never as HTML.
+"use strict";
+
+const state = { role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
+const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
+const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
+
+// h builds an element: h("a", {href: "#"}, "text", child…).
+function h(tag, attrs, ...children) {
+  const svg = ["svg", "rect", "line", "text", "polyline", "g", "title", "path"].includes(tag);
+  const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "dataset") Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function toast(msg, bad) {
+  const t = document.getElementById("toast");
+  t.textContent = msg;
+  t.className = "toast" + (bad ? " bad" : "");
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 4000);
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (method !== "GET") opts.headers["X-CSRF-Token"] = state.csrf;
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const e = new Error((data.error && data.error.message) || res.statusText);
+    e.status = res.status;
+    e.code = data.error && data.error.code;
+    if (res.status === 401 && path !== "/api/login") showLogin();
+    throw e;
+  }
+  return data;
+}
+
+// ---- formatting
+
+const fmtNum = (n) => (n ?? 0).toLocaleString("en");
+function fmtSecs(s) {
+  if (!s) return "0 ms";
+  if (s < 1) return (s * 1000).toFixed(s < 0.01 ? 1 : 0) + " ms";
+  if (s < 120) return s.toFixed(s < 10 ? 2 : 1) + " s";
+  if (s < 7200) return (s / 60).toFixed(1) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+function fmtTime(t) {
+  if (!t) return "";
+  const d = new Date(t);
+  return d.toLocaleString(undefined, { hour12: false });
+}
+function ago(t) {
+  if (!t) return "";
+  const s = (Date.now() - new Date(t).getTime()) / 1000;
+  if (s < 0) return "in " + fmtSecs(-s);
+  return fmtSecs(s) + " ago";
+}
+const stateTag = (s) => h("span", { class: "state " + s }, s);
+
+function empty(title, ...lines) {
+  return h("div", { class: "empty" }, h("strong", {}, title), ...lines.map((l) => h("div", {}, l)));
+}
+
+// ---- charts (inline SVG)
+
+// barChart draws stacked bars per bucket: series [{name, color, values}].
+function barChart(buckets, series, opts = {}) {
+  const W = 800, H = 220, L = 44, B = 22, T = 8;
+  const n = buckets.length;
+  const totals = buckets.map((_, i) => series.reduce((a, s) => a + (s.values[i] || 0), 0));
+  const max = Math.max(1, ...totals);
+  const bw = (W - L) / Math.max(1, n);
+  const svg = h("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": opts.label || "chart" });
+  for (const f of [0, 0.5, 1]) {
+    const y = T + (H - B - T) * (1 - f);
+    svg.append(h("line", { class: "axis", x1: L, x2: W, y1: y, y2: y }), h("text", { x: L - 6, y: y + 4, "text-anchor": "end" }, opts.fmt ? opts.fmt(max * f) : fmtNum(Math.round(max * f))));
+  }
+  buckets.forEach((b, i) => {
+    let y = H - B;
+    for (const s of series) {
+      const v = s.values[i] || 0;
+      if (!v) continue;
+      const hgt = ((H - B - T) * v) / max;
+      y -= hgt;
+      svg.append(h("rect", { x: L + i * bw + 1, y, width: Math.max(1, bw - 2), height: hgt, fill: s.color }, h("title", {}, `${fmtTime(b)} ${s.name}: ${opts.fmt ? opts.fmt(v) : fmtNum(v)}`)));
+    }
+  });
+  const ticks = Math.min(6, n);
+  for (let k = 0; k < ticks; k++) {
+    const i = Math.floor((k * (n - 1)) / Math.max(1, ticks - 1));
+    svg.append(h("text", { x: L + i * bw + bw / 2, y: H - 6, "text-anchor": "middle" }, new Date(buckets[i]).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false })));
+  }
+  return svg;
+}
+
+function legend(series) {
+  return h("div", { class: "legend" }, series.map((s) => {
+    const sw = h("i");
+    sw.style.background = s.color;
+    return h("span", {}, sw, s.name);
+  }));
+}
+
+// ---- login and session
+
+function showLogin(message) {
+  state.role = null;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("logout").hidden = true;
+  document.getElementById("who").textContent = "";
+  document.getElementById("view").replaceChildren();
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-error").textContent = message || "";
+  if (state.live) { state.live.close(); state.live = null; }
+  setLive(false);
+}
+
+function loggedIn(s) {
+  state.role = s.role;
+  state.csrf = s.csrf;
+  state.group = s.group || "";
+  document.getElementById("login").hidden = true;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("logout").hidden = false;
+  document.getElementById("who").textContent = (s.role === "admin" ? "admin" : "read-only") + (state.group ? " · group " + state.group : "");
+  for (const a of document.querySelectorAll("nav a.operator")) a.hidden = !!state.group;
+  document.body.dataset.role = s.role;
+  connectLive();
+  route();
+}
+
+async function login(token) {
+  try {
+    loggedIn(await api("POST", "/api/login", { token }));
+  } catch (e) {
+    showLogin(e.message);
+  }
+}
+
+// ---- live events
+
+function setLive(on) {
+  const el = document.getElementById("live");
+  el.textContent = on ? "live" : "offline";
+  el.className = "live " + (on ? "on" : "off");
+  state.liveOK = on;
+}
+
+function connectLive() {
+  if (state.live) state.live.close();
+  const es = new EventSource("/api/events");
+  state.live = es;
+  es.onopen = () => setLive(true);
+  es.onerror = () => setLive(false);
+  es.addEventListener("job", (m) => {
+    let ev;
+    try { ev = JSON.parse(m.data); } catch { return; }
+    document.dispatchEvent(new CustomEvent("fairway-event", { detail: ev }));
+    scheduleRefresh();
+  });
+}
+
+// scheduleRefresh redraws the current view at most once a second while
+// events arrive.
+function scheduleRefresh() {
+  if (state.pending) return;
+  state.pending = true;
+  setTimeout(() => {
+    state.pending = false;
+    if (state.refresh) state.refresh();
+  }, 1000);
+}
+
+// ---- views
+
+function windowPicker(onChange) {
+  const sel = h("select", { id: "window", "aria-label": "time window", onchange: (e) => { state.window = e.target.value; onChange(); } },
+    ["15m", "1h", "6h", "24h"].map((w) => h("option", { value: w, selected: w === state.window }, "last " + w)));
+  return sel;
+}
+
+async function viewOverview(root) {
+  const st = await api("GET", "/api/stats?window=" + state.window);
+  const fin = { success: 0, failed: 0, cancelled: 0 };
+  const per = { success: st.buckets.map(() => 0), failed: st.buckets.map(() => 0), cancelled: st.buckets.map(() => 0) };
+  for (const f of st.finished || []) { fin[f.state] += f.jobs; per[f.state][f.bucket] += f.jobs; }
+  let waiting = 0, running = 0;
+  for (const q of st.queue || []) {
+    if (q.state === "waiting" || q.state === "stuck") waiting += q.jobs;
+    if (q.state === "running" || q.state === "scheduled") running += q.jobs;
+  }
+  const all = st.all || {};
+  const processed = fin.success + fin.failed + fin.cancelled;
+  const tile = (id, n, l) => h("div", { class: "tile", id }, h("div", { class: "n" }, n), h("div", { class: "l" }, l));
+  const rate = processed / (st.buckets.length * st.bucket_seconds || 1);
+  root.replaceChildren(
+    h("div", { class: "bar" }, h("h1", {}, "Overview"), h("span", { class: "spacer" }), windowPicker(() => route())),
+    h("div", { class: "tiles" },
+      tile("t-processed", fmtNum(processed), "finished in the window"),
+      tile("t-rate", rate.toFixed(rate < 10 ? 2 : 0) + "/s", "throughput"),
+      tile("t-failed", fmtNum(fin.failed), "failed"),
+      tile("t-cancelled", fmtNum(fin.cancelled), "cancelled"),
+      tile("t-waiting", fmtNum(waiting), "waiting now"),
+      tile("t-running", fmtNum(running), "running now"),
+      tile("t-wait", fmtSecs(all.wait_p50) + " / " + fmtSecs(all.wait_p99), "wait p50 / p99"),
+      tile("t-run", fmtSecs(all.run_p50) + " / " + fmtSecs(all.run_p99), "run p50 / p99")),
+  );
+  if (processed === 0 && waiting === 0 && running === 0) {
+    root.append(h("div", { class: "card" }, empty("No jobs in this window yet",
+      "Submit one from a terminal: fairway submit echo --group acme --args '{\"hello\":\"world\"}'",
+      "It appears here, in Jobs and in Fairness as it moves.")));
+    return;
+  }
+  const series = [
+    { name: "success", color: "#1f9d55", values: per.success },
+    { name: "failed", color: "#d64545", values: per.failed },
+    { name: "cancelled", color: "#8a96a3", values: per.cancelled },
+  ];
+  const tasks = (st.tasks || []).map((t) => h("tr", {},
+    h("td", {}, t.task), h("td", { class: "num" }, fmtNum(t.started)), h("td", { class: "num" }, fmtNum(t.ended)),
+    h("td", { class: "num" }, fmtSecs(t.wait_p50)), h("td", { class: "num" }, fmtSecs(t.wait_p99)),
+    h("td", { class: "num" }, fmtSecs(t.run_p50)), h("td", { class: "num" }, fmtSecs(t.run_p99))));
+  root.append(
+    h("div", { class: "card" }, h("h2", {}, `Finished per ${fmtSecs(st.bucket_seconds)}`), barChart(st.buckets, series, { label: "finished jobs per bucket" }), legend(series)),
+    h("div", { class: "card" }, h("h2", {}, "Per task"),
+      h("table", { id: "task-table" }, h("thead", {}, h("tr", {}, ["task", "started", "ended", "wait p50", "wait p99", "run p50", "run p99"].map((c, i) => h("th", { class: i ? "num" : "" }, c)))), h("tbody", {}, tasks))),
+  );
+}
+
+async function viewFairness(root) {
+  const data = await api("GET", "/api/groups?window=" + state.window);
+  const groups = data.groups || [];
+  root.replaceChildren(h("div", { class: "bar" }, h("h1", {}, "Fairness"), h("span", { class: "spacer" }), windowPicker(() => route())));
+  if (groups.length === 0) {
+    root.append(h("div", { class: "card" }, empty("No tenant has jobs in this window",
+      "Each group (tenant) gets its turn: submit jobs for two groups and watch their shares here.",
+      "fairway submit sleep --group acme --args '{\"seconds\":2}'")));
+    return;
+  }
+  const series = groups.slice(0, COLORS.length).map((g, i) => ({ name: g.group, color: COLORS[i], values: g.share.map((v) => v * 100) }));
+  root.append(
+    h("div", { class: "card" }, h("h2", {}, "Share of the slots in use, per tenant"),
+      barChart(data.buckets, series, { label: "share of slots per tenant", fmt: (v) => v.toFixed(0) + "%" }), legend(series),
+      h("p", { class: "muted" }, "Each bar is the slots in use in that bucket, split by tenant. A noisy tenant that does not starve the others leaves room for theirs.")),
+    h("div", { class: "card" }, h("table", { id: "group-table" },
+      h("thead", {}, h("tr", {}, ["group", "waiting", "running", "pending", "oldest due", "share of slots"].map((c, i) => h("th", { class: i ? "num" : "" }, c)))),
+      h("tbody", {}, groups.map((g) => h("tr", { class: "clickable", dataset: { group: g.group }, onclick: () => { location.hash = "#/jobs?group=" + encodeURIComponent(g.group); } },
+        h("td", {}, g.group), h("td", { class: "num" }, fmtNum(g.waiting)), h("td", { class: "num" }, fmtNum(g.running)), h("td", { class: "num" }, fmtNum(g.pending)),
+        h("td", { class: "num" }, g.oldest_due_seconds ? fmtSecs(g.oldest_due_seconds) : "—"), h("td", { class: "num" }, (g.avg_share * 100).toFixed(1) + "%")))))),
+  );
+}
+
+const FILTERS = ["group", "task", "state", "priority", "since", "until", "text"];
+
+function jobsQuery() {
+  const q = new URLSearchParams(location.hash.split("?")[1] || "");
+  const f = {};
+  for (const k of FILTERS) if (q.get(k)) f[k] = q.get(k);
+  return f;
+}
+
+async function viewJobs(root) {
+  const f = jobsQuery();
+  const params = new URLSearchParams(f);
+  params.set("limit", "50");
+  const cursor = state.jobsCursor[state.jobsCursor.length - 1];
+  if (cursor) params.set("cursor", cursor);
+  const data = await api("GET", "/api/jobs?" + params);
+  const admin = state.role === "admin";
+  const input = (name, attrs) => h("label", {}, name, h("input", { name, value: f[name] || "", ...attrs }));
+  const form = h("form", { class: "filters", id: "job-filters", onsubmit: (e) => {
+    e.preventDefault();
+    const q = new URLSearchParams();
+    for (const [k, v] of new FormData(e.target)) if (v) q.set(k, k === "since" || k === "until" ? new Date(v).toISOString() : v);
+    state.jobsCursor = [];
+    location.hash = "#/jobs" + (q.toString() ? "?" + q : "");
+  } },
+    state.group ? null : input("group", { placeholder: "any" }),
+    input("task", { placeholder: "any" }),
+    h("label", {}, "state", h("select", { name: "state" }, ["", "pending", "waiting", "scheduled", "running", "stuck", "success", "failed", "cancelled"].map((s) => h("option", { value: s, selected: s === (f.state || "") }, s || "any")))),
+    h("label", {}, "priority", h("select", { name: "priority" }, ["", "high", "low"].map((s) => h("option", { value: s, selected: s === (f.priority || "") }, s || "any")))),
+    input("since", { type: "datetime-local", value: f.since ? toLocalInput(f.since) : "" }),
+    input("until", { type: "datetime-local", value: f.until ? toLocalInput(f.until) : "" }),
+    admin ? input("text", { placeholder: "in args or errors", size: 18 }) : null,
+    h("button", { type: "submit", class: "primary" }, "Filter"),
+    h("button", { type: "button", onclick: () => { state.jobsCursor = []; location.hash = "#/jobs"; } }, "Clear"));
+  const bulk = h("div", { class: "bar", id: "bulk" },
+    h("span", { class: "muted" }, "All jobs that match:"),
+    ["cancel", "retry", "release"].map((a) => h("button", { type: "button", id: "bulk-" + a, disabled: !admin, title: admin ? "" : "admin only", onclick: () => bulkAction(a, f) }, a[0].toUpperCase() + a.slice(1) + " all…")),
+    h("span", { id: "bulk-result", class: "muted" }));
+  const jobs = data.jobs || [];
+  root.replaceChildren(h("h1", {}, "Jobs"), h("div", { class: "card" }, form, bulk));
+  if (jobs.length === 0) {
+    root.append(h("div", { class: "card" }, empty(Object.keys(f).length ? "No job matches these filters" : "No jobs yet",
+      Object.keys(f).length ? "Loosen a filter, or clear them." : "Submit one: fairway submit echo --group acme --args '{\"hello\":\"world\"}'")));
+    return;
+  }
+  const rows = jobs.map((j) => h("tr", { class: "clickable", dataset: { id: j.id, group: j.group }, onclick: () => { location.hash = `#/job/${encodeURIComponent(j.group)}/${encodeURIComponent(j.id)}`; } },
+    h("td", { class: "mono" }, j.id), h("td", {}, j.group), h("td", {}, j.task), h("td", {}, stateTag(j.state)), h("td", {}, j.priority),
+    h("td", { class: "num" }, j.attempt), h("td", {}, ago(j.submitted)), h("td", { class: "muted" }, (j.error || "").slice(0, 80))));
+  const pager = h("div", { class: "bar" },
+    h("button", { type: "button", disabled: state.jobsCursor.length === 0, onclick: () => { state.jobsCursor.pop(); route(); } }, "← Newer"),
+    h("button", { type: "button", id: "next-page", disabled: !data.next_cursor, onclick: () => { state.jobsCursor.push(data.next_cursor); route(); } }, "Older →"));
+  root.append(h("div", { class: "card" }, h("table", { id: "job-table" },
+    h("thead", {}, h("tr", {}, ["id", "group", "task", "state", "priority", "attempt", "submitted", "error"].map((c) => h("th", { class: c === "attempt" ? "num" : "" }, c)))),
+    h("tbody", {}, rows)), pager));
+}
+
+function toLocalInput(iso) {
+  const d = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+async function bulkAction(action, filter) {
+  const out = document.getElementById("bulk-result");
+  try {
+    const preview = await api("POST", "/api/bulk", { action, filter, preview: true });
+    const n = preview.matched + (preview.more ? "+" : "");
+    if (preview.matched === 0) { out.textContent = "No job matches."; return; }
+    if (!confirm(`${action[0].toUpperCase() + action.slice(1)} ${n} job(s) that match these filters?` + (preview.more ? " (The first batch of them: run it again for the rest.)" : ""))) return;
+    const res = await api("POST", "/api/bulk", { action, filter });
+    out.textContent = `${action}: ${res.changed} of ${res.matched} changed` + (res.errors && res.errors.length ? `; ${res.errors.length} could not be (${res.errors[0].message})` : "");
+    toast(out.textContent);
+    route();
+  } catch (e) {
+    toast(e.message, true);
+  }
+}
+
+async function viewJob(root, group, id) {
+  const data = await api("GET", `/api/jobs/${encodeURIComponent(group)}/${encodeURIComponent(id)}`);
+  const j = data.job;
+  const admin = state.role === "admin";
+  const act = (name, label, enabled, body) => h("button", { type: "button", id: "job-" + name, disabled: !admin || !enabled, title: admin ? "" : "admin only",
+    onclick: async () => {
+      try {
+        await api("POST", `/api/jobs/${encodeURIComponent(group)}/${encodeURIComponent(id)}/${name}`, body);
+        toast(`${label}: done`);
+        route();
+      } catch (e) { toast(e.message, true); }
+    } }, label);
+  const final = ["success", "failed", "cancelled"].includes(j.state);
+  const progress = h("div", { class: "progress", title: j.progress + "%" }, (() => { const d = h("div"); d.style.width = (j.progress || 0) + "%"; return d; })());
+  const kv = (k, v) => [h("dt", {}, k), h("dd", {}, v ?? "")];
+  // Attempts, from the events: each start and how it ended.
+  const attempts = new Map();
+  for (const ev of data.events) {
+    if (!ev.attempt) continue;
+    const a = attempts.get(ev.attempt) || { n: ev.attempt, states: [] };
+    a.states.push(ev);
+    attempts.set(ev.attempt, a);
+  }
+  root.replaceChildren(
+    h("div", { class: "bar" }, h("a", { href: "#/jobs" }, "← Jobs"), h("h1", { id: "job-title" }, `${j.task} `, h("span", { class: "mono" }, j.id)), stateTag(j.state)),
+    h("div", { class: "bar" },
+      act("cancel", "Cancel", !final), act("retry", "Retry", j.state === "failed" || j.state === "cancelled"), act("release", "Release", j.state === "pending"),
+      act("priority", j.priority === "high" ? "Make low priority" : "Make high priority", ["pending", "waiting", "stuck"].includes(j.state), { priority: j.priority === "high" ? "low" : "high" })),
+    h("div", { class: "grid2" },
+      h("div", { class: "card" }, h("h2", {}, "Job"), h("dl", { class: "kv" },
+        kv("group", j.group), kv("task", j.task), kv("state", stateTag(j.state)), kv("priority", j.priority), kv("attempt", `${j.attempt} (retries ${j.retries} of ${j.max_retries})`),
+        kv("progress", progress), kv("submitted", fmtTime(j.submitted)), kv("started", fmtTime(j.started)), kv("finished", fmtTime(j.finished)),
+        kv("executor", j.worker), kv("tracker", j.tracker), kv("subject", j.subject), kv("submitter", j.submitter), kv("error", j.error ? h("span", { class: "error" }, j.error) : ""))),
+      h("div", { class: "card" }, h("h2", {}, "Timeline"),
+        data.events.length ? h("ol", { class: "timeline", id: "timeline" }, data.events.map((ev) => h("li", {},
+          h("div", {}, stateTag(ev.state), " ", h("span", { class: "muted" }, fmtTime(ev.time)), ev.attempt ? ` · attempt ${ev.attempt}` : "", ev.executor ? ` · ${ev.executor}` : ""),
+          ev.error ? h("div", { class: "error" }, ev.error) : null)))
+          : empty("No events in the stream", "Events older than the stream keeps (nats.events-max-bytes) are gone; the job's row above is the truth."),
+        data.events_more ? h("p", { class: "muted" }, "More events than one look reads: the timeline may be cut.") : null)),
+    h("div", { class: "card" }, h("h2", {}, "Attempts"),
+      attempts.size ? h("table", { id: "attempts" }, h("thead", {}, h("tr", {}, ["attempt", "states", "error"].map((c) => h("th", {}, c)))),
+        h("tbody", {}, [...attempts.values()].map((a) => h("tr", {}, h("td", {}, a.n), h("td", {}, a.states.map((e) => [stateTag(e.state), " "])),
+          h("td", { class: "error" }, a.states.map((e) => e.error).filter(Boolean).join("; "))))))
+        : empty("Not run yet", j.state === "pending" ? "It is held: Release it to let it run." : "It waits for its turn and a free executor slot.")),
+    admin ? h("div", { class: "grid2" },
+      h("div", { class: "card" }, h("h2", {}, "Args"), h("pre", { id: "job-args" }, JSON.stringify(j.args, null, 2))),
+      h("div", { class: "card" }, h("h2", {}, "Result"), j.result !== undefined && j.result !== null ? h("pre", { id: "job-result" }, JSON.stringify(j.result, null, 2)) : empty("No result yet")))
+      : h("p", { class: "muted" }, "The read-only role does not see args or results."),
+    h("div", { class: "card" }, h("h2", {}, "Log"),
+      data.logs.length ? h("pre", { id: "job-log" }, data.logs.map((l) => `${fmtTime(l.time)} [${l.attempt}] ${l.level.toUpperCase()} ${l.message}`).join("\n"))
+        : empty("No log lines", "A task logs through job.Log in Go (or the executor protocol's logs).")),
+  );
+}
+
+async function viewExecutors(root) {
+  const data = await api("GET", "/api/executors");
+  const list = data.executors || [];
+  const admin = state.role === "admin";
+  root.replaceChildren(h("h1", {}, "Executors"));
+  if (list.length === 0) {
+    root.append(h("div", { class: "card" }, empty("No executor has registered", "Start one: fairway executor --app-id worker-1 (fairway dev runs one).")));
+    return;
+  }
+  root.append(h("div", { class: "card" }, h("table", { id: "executor-table" },
+    h("thead", {}, h("tr", {}, ["executor", "host", "state", "slots in use", "tasks", "started", "last heartbeat", ""].map((c) => h("th", {}, c)))),
+    h("tbody", {}, list.map((e) => h("tr", { dataset: { app: e.app_id } },
+      h("td", { class: "mono" }, e.app_id), h("td", {}, e.host), h("td", {}, e.state || "live"),
+      h("td", {}, `${e.running} / ${e.slots}`), h("td", {}, (e.tasks || []).join(", ")), h("td", {}, ago(e.started)), h("td", {}, ago(e.last_heartbeat)),
+      h("td", {}, h("button", { type: "button", class: "danger", disabled: !admin || e.state === "gone", title: "take no new jobs, finish the running ones, then stop",
+        onclick: async () => {
+          if (!confirm(`Drain ${e.app_id}? It takes no new jobs, finishes its running ones, deregisters and exits.`)) return;
+          try { await api("POST", `/api/executors/${encodeURIComponent(e.app_id)}/drain`); toast(`${e.app_id} is draining`); setTimeout(route, 1500); } catch (err) { toast(err.message, true); }
+        } }, "Drain"))))))));
+}
+
+async function viewPeriodic(root) {
+  const data = await api("GET", "/api/periodic");
+  const list = data.periodic || [];
+  const admin = state.role === "admin";
+  root.replaceChildren(h("h1", {}, "Periodic tasks"));
+  if (list.length === 0) {
+    root.append(h("div", { class: "card" }, empty("No periodic task", "Add one: fairway periodic add nightly --task echo --group acme --timer '*-*-* 02:00'")));
+    return;
+  }
+  const btn = (p, action, label) => h("button", { type: "button", disabled: !admin, onclick: async () => {
+    try { await api("POST", `/api/periodic/${encodeURIComponent(p.id)}/${action}`); toast(`${p.id}: ${label}`); route(); } catch (e) { toast(e.message, true); }
+  } }, label);
+  root.append(h("div", { class: "card" }, h("table", { id: "periodic-table" },
+    h("thead", {}, h("tr", {}, ["id", "task", "group", "timer", "enabled", "next five runs", ""].map((c) => h("th", {}, c)))),
+    h("tbody", {}, list.map((p) => h("tr", { dataset: { id: p.id } },
+      h("td", { class: "mono" }, p.id), h("td", {}, p.task), h("td", {}, p.group), h("td", { class: "mono" }, p.timer), h("td", {}, p.enabled ? "yes" : "no"),
+      h("td", {}, p.next_runs.length ? h("ol", {}, p.next_runs.map((t) => h("li", {}, fmtTime(t)))) : h("span", { class: "muted" }, "disabled")),
+      h("td", {}, p.enabled ? btn(p, "disable", "Disable") : btn(p, "enable", "Enable"), " ", btn(p, "run", "Run now"))))))));
+}
+
+// ---- routing
+
+const VIEWS = { overview: viewOverview, fairness: viewFairness, jobs: viewJobs, executors: viewExecutors, periodic: viewPeriodic };
+
+async function route() {
+  if (!state.role) return;
+  const [path] = location.hash.replace(/^#\/?/, "").split("?");
+  const parts = path.split("/").map(decodeURIComponent);
+  const root = document.getElementById("view");
+  let name = parts[0] || "overview";
+  let draw;
+  if (name === "job" && parts.length === 3) {
+    draw = () => viewJob(root, parts[1], parts[2]);
+    name = "jobs";
+  } else {
+    const v = VIEWS[name] || viewOverview;
+    draw = () => v(root);
+  }
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
+  const run = async () => {
+    try {
+      await draw();
+      root.dataset.ready = location.hash || "#/overview";
+    } catch (e) {
+      if (e.status !== 401) root.replaceChildren(h("div", { class: "card" }, h("p", { class: "error", role: "alert" }, e.message)));
+    }
+  };
+  state.refresh = run;
+  delete root.dataset.ready;
+  await run();
+}
+
+// ---- start
+
+function applyTheme(t) {
+  document.documentElement.dataset.theme = t;
+  localStorage.setItem("fairway-theme", t);
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
+  applyTheme(localStorage.getItem("fairway-theme") || (matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light"));
+  document.getElementById("theme").addEventListener("click", () => applyTheme(document.documentElement.dataset.theme === "dark" ? "light" : "dark"));
+  document.getElementById("login-form").addEventListener("submit", (e) => { e.preventDefault(); login(document.getElementById("token").value); });
+  document.getElementById("logout").addEventListener("click", async () => { await api("POST", "/api/logout").catch(() => {}); showLogin(); });
+  window.addEventListener("hashchange", () => { if (!location.hash.startsWith("#/jobs")) state.jobsCursor = []; route(); });
+  // A link printed by fairway dev carries the token in the fragment, which
+  // never reaches a server or its logs; it is dropped from the address at once.
+  const m = location.hash.match(/^#token=([^&]+)/);
+  if (m) {
+    history.replaceState(null, "", location.pathname + "#/overview");
+    await login(decodeURIComponent(m[1]));
+    return;
+  }
+  try {
+    loggedIn(await api("GET", "/api/session"));
+  } catch {
+    showLogin();
+  }
+});

@@ -1,0 +1,143 @@
+// Package web serves Fairway's dashboard and its HTTP API.
+//
+// The server is a NATS client like any other: every request becomes a
+// request to the coordinators' operator API (fairway.admin.…, and the
+// per-group verbs on fairway.api.<group>.…), or, when Config.Group is set,
+// to that one tenant's API. So it goes through the same authorisation and
+// tenant scoping as the NATS API: a tenant's credential reaches its own
+// group and nothing else, whatever the HTTP side asks. It needs no
+// PostgreSQL credential and can run anywhere near NATS (fairway web), or
+// inside fairway dev.
+//
+// On top of that, the HTTP side has two roles, each logged in with a
+// token: admin (sees and changes everything the credential reaches) and
+// read-only (sees no args or results, and changes nothing). A browser logs
+// in once and holds a session cookie (HttpOnly, SameSite=Strict); every
+// change it asks for carries the session's CSRF token. Scripts send the
+// token as Authorization: Bearer instead.
+package web
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+)
+
+//go:embed ui
+var uiFiles embed.FS
+
+//go:embed openapi.json
+var openAPI []byte
+
+// Config configures a Server.
+type Config struct {
+	// Client reaches the coordinators. Required.
+	Client *events.Client
+	// AdminToken logs in as admin. Required, at least 16 characters.
+	AdminToken string
+	// ReadToken logs in as the read-only role; empty: no such role.
+	ReadToken string
+	// Group confines the server to one tenant's group, through its API.
+	// Empty: every group, through the operator API.
+	Group string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// SessionTTL is how long a browser session lasts. Defaults to 12 hours.
+	SessionTTL time.Duration
+	// StreamsMax caps the live event streams open at once (each one is a
+	// JetStream consumer). Defaults to 64.
+	StreamsMax int
+}
+
+// Server is the dashboard and HTTP API. It is an http.Handler.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	sessions *sessions
+	streams  chan struct{} // a slot per open live stream
+
+	statsMu    sync.Mutex
+	statsCache map[string]statsEntry
+}
+
+// New returns a server; it checks cfg.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("web: a client is required")
+	case len(cfg.AdminToken) < 16:
+		return nil, fairway.Invalid("web.admin-token", "missing or shorter than 16 characters: set web.admin-token (FAIRWAY_WEB_ADMIN_TOKEN) to a long random string")
+	case cfg.ReadToken != "" && len(cfg.ReadToken) < 16:
+		return nil, fairway.Invalid("web.read-token", "shorter than 16 characters")
+	case cfg.ReadToken != "" && cfg.ReadToken == cfg.AdminToken:
+		return nil, fairway.Invalid("web.read-token", "the same as web.admin-token: the read-only role needs a token of its own")
+	}
+	if cfg.Group != "" {
+		if err := fairway.CheckName("web.group", cfg.Group); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	if cfg.StreamsMax <= 0 {
+		cfg.StreamsMax = 64
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sessions: newSessions(cfg.SessionTTL),
+		streams: make(chan struct{}, cfg.StreamsMax), statsCache: map[string]statsEntry{}}
+	for _, r := range routes {
+		s.mux.Handle(r.pattern, s.guard(r))
+	}
+	ui, _ := fs.Sub(uiFiles, "ui")
+	static := http.FileServerFS(ui)
+	s.mux.Handle("GET /", securityHeaders(static))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return s, nil
+}
+
+// ServeHTTP serves the dashboard and the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Listen serves on addr until ctx ends; it returns once listening, with
+// the address it listens on (addr's port 0 picks one).
+func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("web.addr %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+	}()
+	return ln.Addr(), nil
+}
+
+// securityHeaders keeps the dashboard's pages from being framed or from
+// loading anything but their own files.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		h.ServeHTTP(w, r)
+	})
+}
