@@ -584,3 +584,13 @@ func (s *Server) periodicAction(w http.ResponseWriter, r *http.Request, _ caller
 	writeJSON(w, http.StatusOK, map[string]any{"periodic": p})
 	return nil
 }
+
+// Routes lists the HTTP API's routes as "METHOD /path" (for the test that
+// holds them to the OpenAPI document).
+func Routes() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.pattern
+	}
+	return out
+}
