@@ -116,7 +116,7 @@ func TestDevEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, pgPort, httpPort := freePort(t), freePort(t), freePort(t)
+	natsPort, pgPort, httpPort, webPort := freePort(t), freePort(t), freePort(t), freePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	stderr := &output{}
 	devDone := make(chan int, 1)
@@ -125,7 +125,7 @@ func TestDevEndToEnd(t *testing.T) {
 	go func() {
 		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
 			"--pg-port", fmt.Sprint(pgPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-format", "json",
-			"--retry-delay", "10ms"}, &bytes.Buffer{}, stderr)
+			"--retry-delay", "10ms", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort)}, &bytes.Buffer{}, stderr)
 	}()
 	select {
 	case <-stderr.seen("Fairway is running"):
@@ -269,6 +269,31 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "echo,fail,panic,sleep")
 	require.Regexp(t, `(?m)^\S+\s+\S+\s+live\s`, out, "the state column")
+
+	// The dashboard: the banner's link carries the admin token, which dev
+	// wrote to its directory (0600), as it did a read-only one.
+	adminToken, err := os.ReadFile(filepath.Join(dir, "web-admin.token"))
+	require.NoError(t, err)
+	readToken, err := os.ReadFile(filepath.Join(dir, "web-read.token"))
+	require.NoError(t, err)
+	for _, f := range []string{"web-admin.token", "web-read.token"} {
+		info, err := os.Stat(filepath.Join(dir, f))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), f)
+	}
+	webURL := fmt.Sprintf("http://127.0.0.1:%d/", webPort)
+	require.Contains(t, stderr.String(), webURL+"#token="+strings.TrimSpace(string(adminToken)))
+	for token, role := range map[string]string{string(adminToken): "admin", string(readToken): "read"} {
+		req, err := http.NewRequest("GET", webURL+"api/session", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var sess struct{ Role string }
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&sess))
+		res.Body.Close()
+		require.Equal(t, role, sess.Role)
+	}
 
 	// Docspell's shutdown endpoint drains the executor, and dev stops
 	// everything cleanly.

@@ -34,7 +34,7 @@ func TestDevWithTenants(t *testing.T) {
 	defer cancel()
 	go func() {
 		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-			"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--log-format", "json", "--tenants", "acme,globex",
+			"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", "", "--log-format", "json", "--tenants", "acme,globex",
 			"--app-id", "dev-worker"}, &bytes.Buffer{}, stderr)
 	}()
 	select {
