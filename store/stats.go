@@ -46,6 +46,8 @@ func (p StatsParams) withDefaults() (StatsParams, error) {
 	if p.Window <= 0 {
 		p.Window = time.Hour
 	}
+	// Bucket bounds are whole seconds (stats_groups.sql relies on it).
+	p.Window = max(time.Second, p.Window.Truncate(time.Second))
 	if p.Bucket <= 0 {
 		p.Bucket = max(time.Second, p.Window/60)
 	}
@@ -82,7 +84,7 @@ func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error
 		for t := st.Since; t.Before(end); t = t.Add(p.Bucket) {
 			st.Buckets = append(st.Buckets, t)
 		}
-		bucket := p.Bucket.Seconds()
+		bucket := int64(p.Bucket / time.Second)
 		rows, err := tx.Query(ctx, statsFinishedSQL, st.Since, bucket, p.Group, statsFinishedRows)
 		if err != nil {
 			return err

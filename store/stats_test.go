@@ -16,7 +16,7 @@ func TestStats(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	ids := map[string]string{}
-	for _, g := range []string{"a1:a", "a2:a", "b1:b", "c1:c"} {
+	for _, g := range []string{"a1:a", "a2:a", "b1:b", "c1:c", "d1:d"} {
 		sb := sub(g[3:], fairway.PriorityHigh)
 		sb.ID = g[:2]
 		insert(t, s, sb)
@@ -30,6 +30,10 @@ func TestStats(t *testing.T) {
 	s.SetJobTimes(t, "a2", "failed", t0, at(-7*time.Minute), at(-5*time.Minute))
 	s.SetJobTimes(t, "b1", "running", *at(-3 * time.Minute), at(-2*time.Minute), nil)
 	s.SetJobTimes(t, "c1", "waiting", *at(-time.Minute), nil, nil)
+	// A job shorter than a second, within one second: it still counts.
+	dStart, dEnd := at(-4*time.Minute+100*time.Millisecond), at(-4*time.Minute+100*time.Millisecond)
+	*dStart, *dEnd = dStart.Add(100*time.Millisecond), dEnd.Add(350*time.Millisecond)
+	s.SetJobTimes(t, "d1", "success", dStart.Add(-50*time.Millisecond), dStart, dEnd)
 
 	st, err := s.Stats(ctx, store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute})
 	require.NoError(t, err)
@@ -41,13 +45,14 @@ func TestStats(t *testing.T) {
 	require.ElementsMatch(t, []fairway.FinishedCount{
 		{Bucket: index(at(-8*time.Minute + 90*time.Second)), Group: "a", Task: "t", State: fairway.StateSuccess, Jobs: 1},
 		{Bucket: index(at(-5 * time.Minute)), Group: "a", Task: "t", State: fairway.StateFailed, Jobs: 1},
+		{Bucket: index(dEnd), Group: "d", Task: "t", State: fairway.StateSuccess, Jobs: 1},
 	}, st.Finished)
 
-	require.Equal(t, int64(3), st.All.Started, "a1, a2 and the running b1")
-	require.Equal(t, int64(2), st.All.Ended)
-	require.InDelta(t, 60, st.All.WaitP50, 0.5, "waits 30, 60 and 60 s")
-	require.InDelta(t, 90, st.All.RunP50, 0.5, "runs 60 and 120 s")
-	require.InDelta(t, 119.4, st.All.RunP99, 0.5)
+	require.Equal(t, int64(4), st.All.Started, "a1, a2, d1 and the running b1")
+	require.Equal(t, int64(3), st.All.Ended)
+	require.InDelta(t, 45, st.All.WaitP50, 0.5, "waits 0.05, 30, 60 and 60 s")
+	require.InDelta(t, 60, st.All.RunP50, 0.5, "runs 0.25, 60 and 120 s")
+	require.InDelta(t, 118.8, st.All.RunP99, 0.5)
 	require.Len(t, st.Tasks, 1)
 	require.Equal(t, "t", st.Tasks[0].Task)
 
@@ -69,6 +74,8 @@ func TestStats(t *testing.T) {
 	require.InDelta(t, 60, sum(series["b"].Waiting), 2)
 	require.InDelta(t, 60, sum(series["c"].Waiting), 2, "c1 waits since a minute")
 	require.Zero(t, sum(series["c"].Running))
+	require.InDelta(t, 0.25, sum(series["d"].Running), 0.001, "a quarter of a second, exactly")
+	require.InDelta(t, 0.05, sum(series["d"].Waiting), 0.001)
 	require.InDelta(t, 1, series["b"].Running[len(st.Buckets)-2], 0.01, "b held one slot the whole minute before this one")
 
 	queue := map[string]int64{}

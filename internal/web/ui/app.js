@@ -4,7 +4,7 @@
 // only, never as HTML.
 "use strict";
 
-const state = { role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
+const state = { bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
 const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
 
@@ -18,7 +18,7 @@ function h(tag, attrs, ...children) {
     else if (k === "dataset") Object.assign(el.dataset, v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -74,6 +74,18 @@ function ago(t) {
   if (s < 0) return "in " + fmtSecs(-s);
   return fmtSecs(s) + " ago";
 }
+// fmtBucket names a bucket's width: "minute", "5 minutes", "15 s".
+function fmtBucket(s) {
+  if (s % 3600 === 0) return s === 3600 ? "hour" : `${s / 3600} hours`;
+  if (s % 60 === 0) return s === 60 ? "minute" : `${s / 60} minutes`;
+  return `${s} s`;
+}
+// fmtRate shows jobs per second, or per minute or hour when fewer.
+function fmtRate(perSec) {
+  if (perSec >= 1) return perSec.toFixed(perSec < 10 ? 1 : 0) + "/s";
+  if (perSec * 60 >= 1) return (perSec * 60).toFixed(1) + "/min";
+  return (perSec * 3600).toFixed(perSec > 0 ? 1 : 0) + "/h";
+}
 const stateTag = (s) => h("span", { class: "state " + s }, s);
 
 function empty(title, ...lines) {
@@ -107,7 +119,9 @@ function barChart(buckets, series, opts = {}) {
   const ticks = Math.min(6, n);
   for (let k = 0; k < ticks; k++) {
     const i = Math.floor((k * (n - 1)) / Math.max(1, ticks - 1));
-    svg.append(h("text", { x: L + i * bw + bw / 2, y: H - 6, "text-anchor": "middle" }, new Date(buckets[i]).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false })));
+    const anchor = k === 0 ? "start" : k === ticks - 1 ? "end" : "middle";
+    const x = k === 0 ? L + i * bw : k === ticks - 1 ? L + (i + 1) * bw : L + i * bw + bw / 2;
+    svg.append(h("text", { x, y: H - 6, "text-anchor": anchor }, new Date(buckets[i]).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false })));
   }
   return svg;
 }
@@ -216,7 +230,7 @@ async function viewOverview(root) {
     h("div", { class: "bar" }, h("h1", {}, "Overview"), h("span", { class: "spacer" }), windowPicker(() => route())),
     h("div", { class: "tiles" },
       tile("t-processed", fmtNum(processed), "finished in the window"),
-      tile("t-rate", rate.toFixed(rate < 10 ? 2 : 0) + "/s", "throughput"),
+      tile("t-rate", fmtRate(rate), "throughput"),
       tile("t-failed", fmtNum(fin.failed), "failed"),
       tile("t-cancelled", fmtNum(fin.cancelled), "cancelled"),
       tile("t-waiting", fmtNum(waiting), "waiting now"),
@@ -240,7 +254,7 @@ async function viewOverview(root) {
     h("td", { class: "num" }, fmtSecs(t.wait_p50)), h("td", { class: "num" }, fmtSecs(t.wait_p99)),
     h("td", { class: "num" }, fmtSecs(t.run_p50)), h("td", { class: "num" }, fmtSecs(t.run_p99))));
   root.append(
-    h("div", { class: "card" }, h("h2", {}, `Finished per ${fmtSecs(st.bucket_seconds)}`), barChart(st.buckets, series, { label: "finished jobs per bucket" }), legend(series)),
+    h("div", { class: "card" }, h("h2", {}, `Finished per ${fmtBucket(st.bucket_seconds)}`), barChart(st.buckets, series, { label: "finished jobs per bucket" }), legend(series)),
     h("div", { class: "card" }, h("h2", {}, "Per task"),
       h("table", { id: "task-table" }, h("thead", {}, h("tr", {}, ["task", "started", "ended", "wait p50", "wait p99", "run p50", "run p99"].map((c, i) => h("th", { class: i ? "num" : "" }, c)))), h("tbody", {}, tasks))),
   );
@@ -306,7 +320,8 @@ async function viewJobs(root) {
   const bulk = h("div", { class: "bar", id: "bulk" },
     h("span", { class: "muted" }, "All jobs that match:"),
     ["cancel", "retry", "release"].map((a) => h("button", { type: "button", id: "bulk-" + a, disabled: !admin, title: admin ? "" : "admin only", onclick: () => bulkAction(a, f) }, a[0].toUpperCase() + a.slice(1) + " all…")),
-    h("span", { id: "bulk-result", class: "muted" }));
+    h("span", { id: "bulk-result", class: "muted" }, state.bulkResult || ""));
+  state.bulkResult = "";
   const jobs = data.jobs || [];
   root.replaceChildren(h("h1", {}, "Jobs"), h("div", { class: "card" }, form, bulk));
   if (jobs.length === 0) {
@@ -339,8 +354,9 @@ async function bulkAction(action, filter) {
     if (preview.matched === 0) { out.textContent = "No job matches."; return; }
     if (!confirm(`${action[0].toUpperCase() + action.slice(1)} ${n} job(s) that match these filters?` + (preview.more ? " (The first batch of them: run it again for the rest.)" : ""))) return;
     const res = await api("POST", "/api/bulk", { action, filter });
-    out.textContent = `${action}: ${res.changed} of ${res.matched} changed` + (res.errors && res.errors.length ? `; ${res.errors.length} could not be (${res.errors[0].message})` : "");
-    toast(out.textContent);
+    // The view is drawn again; the result stays on it.
+    state.bulkResult = `${action}: ${res.changed} of ${res.matched} changed` + (res.errors && res.errors.length ? `; ${res.errors.length} could not be (${res.errors[0].message})` : "");
+    toast(state.bulkResult);
     route();
   } catch (e) {
     toast(e.message, true);

@@ -1,0 +1,410 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+var screenshots = flag.String("screenshots", "", "directory to write the dashboard's screenshots to (the README's come from ../../docs/img)")
+
+// browserTimeout bounds each step in the browser.
+const browserTimeout = 30 * time.Second
+
+// devOutput collects fairway dev's stderr and says when a string shows.
+type devOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *devOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *devOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// dev is a running fairway dev: its dashboard link, its tokens, a client.
+type dev struct {
+	link, url  string
+	adminToken string
+	readToken  string
+	client     *events.Client
+}
+
+// startDev runs fairway dev, as a user would, and waits for its banner.
+func startDev(t *testing.T) *dev {
+	t.Helper()
+	// PostgreSQL runs as the unprivileged postgres user when the tests run
+	// as root: the directory must be reachable for it.
+	dir, err := os.MkdirTemp("", "fairway-web-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	natsPort, webPort := freePort(t), freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &devOutput{}
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+			"--pg-port", fmt.Sprint(freePort(t)), "--http-addr", "", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort),
+			"--log-format", "json", "--retry-delay", "100ms"}, &bytes.Buffer{}, out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("fairway dev did not stop")
+		}
+	})
+	link := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[0-9a-f]+`)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "Fairway is running") {
+		select {
+		case code := <-done:
+			t.Fatalf("fairway dev exited with %d:\n%s", code, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+		require.True(t, time.Now().Before(deadline), "fairway dev did not start:\n%s", out)
+	}
+	d := &dev{link: link.FindString(out.String()), url: fmt.Sprintf("http://127.0.0.1:%d/", webPort)}
+	require.NotEmpty(t, d.link, "the banner prints the dashboard's link:\n%s", out)
+	for to, f := range map[*string]string{&d.adminToken: "web-admin.token", &d.readToken: "web-read.token"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		require.NoError(t, err)
+		*to = strings.TrimSpace(string(b))
+	}
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	d.client, err = events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	return d
+}
+
+// get asks the HTTP API with the admin token.
+func (d *dev) get(t *testing.T, path string, out any) {
+	t.Helper()
+	req, err := http.NewRequest("GET", d.url+strings.TrimPrefix(path, "/"), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+d.adminToken)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, path)
+	require.NoError(t, json.NewDecoder(res.Body).Decode(out))
+}
+
+// state waits until a job is in the wanted state.
+func (d *dev) state(t *testing.T, group, id string, want fairway.State) {
+	t.Helper()
+	deadline := time.Now().Add(browserTimeout)
+	for {
+		job, err := d.client.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		if job.State == want {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "job %s is %s, not %s", id, job.State, want)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// browser starts a headless Chromium of the distribution (apt-get install
+// chromium) in a profile of its own.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	require.NotEmpty(t, path, "the dashboard's tests need Chromium: apt-get install chromium (.ci/run installs it)")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1360, 900),
+		chromedp.UserDataDir(t.TempDir()), chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first run starts the browser; it lives as long as ctx.
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`true`))
+	require.NoError(t, err)
+	return ctx
+}
+
+// do runs browser steps within browserTimeout.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, browserTimeout)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, steps...), what)
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, browserTimeout)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	require.NoError(t, err, expr)
+	return v
+}
+
+// until waits until a JavaScript expression is true in the page.
+func until(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(browserTimeout)
+	for !eval[bool](t, ctx, expr) {
+		require.True(t, time.Now().Before(deadline), "%s: %s is not true within %s", what, expr, browserTimeout)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// open shows a view (a same-document navigation, as a click on a link)
+// and waits until it has drawn.
+func open(t *testing.T, ctx context.Context, hash string) {
+	t.Helper()
+	eval[string](t, ctx, fmt.Sprintf(`location.hash = %q`, hash))
+	until(t, ctx, "open "+hash, fmt.Sprintf(`document.querySelector("#view").dataset.ready === %q`, hash))
+}
+
+func click(t *testing.T, ctx context.Context, selector string) {
+	t.Helper()
+	do(t, ctx, "click "+selector, chromedp.Click(chromedp.CSS(selector)))
+}
+
+func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if *screenshots == "" {
+		return
+	}
+	eval[bool](t, ctx, `(document.getElementById("toast").hidden = true)`) // a passing notice is no part of the picture
+	ctx, cancel := context.WithTimeout(ctx, browserTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(*screenshots, name), png, 0o644))
+}
+
+func count(t *testing.T, ctx context.Context, selector string) int {
+	t.Helper()
+	return eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, selector))
+}
+
+func text(t *testing.T, ctx context.Context, selector string) string {
+	t.Helper()
+	return eval[string](t, ctx, fmt.Sprintf(`(document.querySelector(%q) || {textContent: "(no %s)"}).textContent.trim()`, selector, selector))
+}
+
+// TestDashboardInABrowser drives the dashboard of a real fairway dev in
+// headless Chromium as an operator would: the printed link logs in; every
+// view draws, with numbers that match the API; a job's page shows its
+// timeline, and cancel, retry and a bulk cancel change the jobs; a job
+// submitted meanwhile appears without a reload; the read-only role sees no
+// args and has no working buttons. With -screenshots DIR it writes the
+// README's pictures.
+func TestDashboardInABrowser(t *testing.T) {
+	d := startDev(t)
+	ctx := t.Context()
+
+	// Work for three tenants: quick jobs, a few slow ones, one that fails
+	// for good, and some delayed ones to cancel.
+	final := map[string]fairway.State{}
+	var finalMu sync.Mutex
+	sub, err := d.client.Subscribe(ctx, events.Filter{Since: time.Unix(0, 0)}, func(ev events.Event) {
+		if ev.State.Final() {
+			finalMu.Lock()
+			final[ev.JobID] = ev.State
+			finalMu.Unlock()
+		}
+	})
+	require.NoError(t, err)
+	defer sub.Stop()
+	submit := func(group, task, args string, edit func(*fairway.Submission)) string {
+		s := fairway.Submission{Group: group, Task: task, Args: []byte(args), Subject: task + " for " + group}
+		if edit != nil {
+			edit(&s)
+		}
+		job, err := d.client.SubmitWait(ctx, s)
+		require.NoError(t, err)
+		return job.ID
+	}
+	var quick []string
+	for i := range 12 {
+		quick = append(quick, submit([]string{"acme", "globex", "initech"}[i%3], "echo", fmt.Sprintf(`{"invoice": %d}`, i), nil))
+	}
+	for _, g := range []string{"acme", "globex"} {
+		quick = append(quick, submit(g, "sleep", `{"seconds": 0.5}`, nil))
+	}
+	failed := submit("globex", "fail", `{"times": 9}`, func(s *fairway.Submission) { s.MaxRetries = new(int) })
+	later := time.Now().Add(time.Hour)
+	var delayed []string
+	for range 3 {
+		delayed = append(delayed, submit("initech", "echo", `{"report": "nightly"}`, func(s *fairway.Submission) { s.RunAt = &later }))
+	}
+	held := submit("acme", "echo", `{"held": true}`, func(s *fairway.Submission) { s.Pending = true })
+	waitFinal := func(ids ...string) {
+		deadline := time.Now().Add(browserTimeout)
+		for _, id := range ids {
+			for {
+				finalMu.Lock()
+				_, ok := final[id]
+				finalMu.Unlock()
+				if ok {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "job %s did not end", id)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	waitFinal(append(quick, failed)...)
+
+	b := browser(t)
+
+	// The printed link logs in as admin and lands on the overview, whose
+	// figures are the API's.
+	do(t, b, "log in through the printed link", chromedp.Navigate(d.link))
+	until(t, b, "the overview", `document.querySelector("#view").dataset.ready === "#/overview"`)
+	require.NotContains(t, eval[string](t, b, `location.href`), "token", "the token leaves the address bar")
+	eval[bool](t, b, `(window.confirm = () => true, true)`) // "Cancel 3 jobs?": yes
+	require.Equal(t, "admin", text(t, b, "#who"))
+	var st fairway.Stats
+	d.get(t, "/api/stats?window=1h", &st)
+	finished := int64(0)
+	for _, f := range st.Finished {
+		finished += f.Jobs
+	}
+	require.Equal(t, int64(len(quick)+1), finished)
+	require.Equal(t, fmt.Sprint(finished), text(t, b, "#t-processed .n"))
+	require.Equal(t, "1", text(t, b, "#t-failed .n"))
+	require.Equal(t, len(st.Tasks), count(t, b, "#task-table tbody tr"))
+	require.Positive(t, count(t, b, "svg.chart rect"), "the chart has bars")
+	until(t, b, "the live stream", `document.querySelector("#live").classList.contains("on")`)
+	shoot(t, b, "overview.png")
+
+	// Fairness: a row per tenant, as the API has them.
+	open(t, b, "#/fairness")
+	var groups struct {
+		Groups []struct{ Group string } `json:"groups"`
+	}
+	d.get(t, "/api/groups?window=1h", &groups)
+	require.Len(t, groups.Groups, 3)
+	require.Equal(t, 3, count(t, b, "#group-table tbody tr"))
+	shoot(t, b, "fairness.png")
+
+	// Jobs: all of them on one page; a filter by state finds the failed one.
+	open(t, b, "#/jobs")
+	var page struct {
+		Jobs []fairway.Job `json:"jobs"`
+	}
+	d.get(t, "/api/jobs?limit=50", &page)
+	require.Equal(t, len(page.Jobs), count(t, b, "#job-table tbody tr"))
+	require.Equal(t, len(quick)+1+len(delayed)+1, len(page.Jobs))
+	open(t, b, "#/jobs?state=failed")
+	require.Equal(t, 1, count(t, b, "#job-table tbody tr"))
+
+	// Live: a job submitted now shows up without a reload.
+	open(t, b, "#/jobs?group=acme")
+	fresh := submit("acme", "echo", `{"fresh": true}`, nil)
+	until(t, b, "the new job appears", `document.querySelector('#job-table tr[data-id="`+fresh+`"]') !== null`)
+
+	// A job's page: its timeline from the events, its args and result.
+	open(t, b, "#/job/acme/"+quick[0])
+	require.Equal(t, 4, count(t, b, "#timeline li"), "waiting, scheduled, running, success")
+	require.Contains(t, text(t, b, "#job-args"), `"invoice": 0`)
+	require.Contains(t, text(t, b, "#job-result"), `"invoice": 0`)
+	shoot(t, b, "job.png")
+
+	// Retry the failed job: it runs again (and fails again: attempt 2).
+	open(t, b, "#/job/globex/"+failed)
+	require.Contains(t, text(t, b, "#attempts"), "failed")
+	click(t, b, "#job-retry")
+	deadline := time.Now().Add(browserTimeout)
+	for {
+		job, err := d.client.Get(ctx, "globex", failed)
+		require.NoError(t, err)
+		if job.Attempt == 2 && job.State == fairway.StateFailed {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the retried job did not run again: %s, attempt %d", job.State, job.Attempt)
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Cancel the held job from its page.
+	open(t, b, "#/job/acme/"+held)
+	click(t, b, "#job-cancel")
+	d.state(t, "acme", held, fairway.StateCancelled)
+
+	// Bulk: cancel every job the filter matches (the three delayed ones).
+	open(t, b, "#/jobs?group=initech&state=waiting")
+	require.Equal(t, 3, count(t, b, "#job-table tbody tr"))
+	shoot(t, b, "jobs.png")
+	click(t, b, "#bulk-cancel")
+	until(t, b, "the bulk result", `document.querySelector("#bulk-result").textContent.includes("3 of 3 changed")`)
+	for _, id := range delayed {
+		d.state(t, "initech", id, fairway.StateCancelled)
+	}
+
+	// Executors and periodic tasks.
+	open(t, b, "#/executors")
+	require.Equal(t, 1, count(t, b, "#executor-table tbody tr"))
+	_, err = d.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "nightly", Enabled: true, Task: "echo", Group: "acme", Timer: "*-*-* 02:00"})
+	require.NoError(t, err)
+	open(t, b, "#/periodic")
+	require.Equal(t, 5, count(t, b, `#periodic-table tr[data-id="nightly"] li`), "the next five runs")
+
+	// The dark theme, and the overview again for the picture.
+	click(t, b, "#theme")
+	require.Equal(t, "dark", eval[string](t, b, `document.documentElement.dataset.theme`))
+	open(t, b, "#/overview")
+	shoot(t, b, "overview-dark.png")
+
+	// The read-only role: no args, no working buttons, no args search.
+	r := browser(t)
+	do(t, r, "log in read-only", chromedp.Navigate(d.url+"#token="+d.readToken))
+	until(t, r, "the overview", `document.querySelector("#view").dataset.ready === "#/overview"`)
+	require.Equal(t, "read-only", text(t, r, "#who"))
+	open(t, r, "#/job/acme/"+quick[0])
+	require.Zero(t, count(t, r, "#job-args"))
+	require.True(t, eval[bool](t, r, `document.querySelector("#job-cancel").disabled && document.querySelector("#job-retry").disabled`))
+	open(t, r, "#/jobs")
+	require.Zero(t, count(t, r, `#job-filters input[name="text"]`))
+	require.True(t, eval[bool](t, r, `document.querySelector("#bulk-cancel").disabled`))
+}
