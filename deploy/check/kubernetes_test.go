@@ -344,7 +344,7 @@ func TestKubeWorkloads(t *testing.T) {
 			d, err := time.ParseDuration(drain)
 			grace := spec.TerminationGracePeriodSeconds
 			if err != nil || grace == nil || time.Duration(*grace)*time.Second < d+10*time.Second {
-				t.Errorf("%s: terminationGracePeriodSeconds %v does not leave the drain (%s) 10 s to spare", w.name, grace, drain)
+				t.Errorf("%s: terminationGracePeriodSeconds %s does not leave the drain (%s) 10 s to spare", w.name, seconds(grace), drain)
 			}
 		}
 	}
@@ -602,4 +602,12 @@ func TestKubeNATSValues(t *testing.T) {
 			t.Errorf("nats-values.yaml with %q passed", edit[1])
 		}
 	}
+}
+
+// seconds shows an optional number of seconds.
+func seconds(s *int64) string {
+	if s == nil {
+		return "(unset)"
+	}
+	return fmt.Sprintf("%ds", *s)
 }
