@@ -167,10 +167,10 @@ func TestComposeConfig(t *testing.T) {
 	}
 }
 
-// TestDockerfile: a Go 1.26 builder makes a static binary of the
+// TestDeployDockerfile: a Go 1.26 builder makes a static binary of the
 // command, which runs as a non-root user on a distroless image; the
 // .dockerignore leaves the build what it needs.
-func TestDockerfile(t *testing.T) {
+func TestDeployDockerfile(t *testing.T) {
 	data, err := os.ReadFile("Dockerfile")
 	if err != nil {
 		t.Fatal(err)
