@@ -248,6 +248,12 @@ func TestKubeWorkloads(t *testing.T) {
 		if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 			t.Errorf("%s: mounts a service account token", w.name)
 		}
+		// Service links would set FAIRWAY_WEB_PORT, FAIRWAY_COORDINATOR_SERVICE_HOST
+		// and the like for the Services named fairway-*, and fairway
+		// refuses unknown FAIRWAY_* variables: every command would stop.
+		if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+			t.Errorf("%s: enableServiceLinks is not false: the fairway-* Services' variables (FAIRWAY_WEB_PORT, …) would stop fairway at start", w.name)
+		}
 		volumes := map[string]corev1.Volume{}
 		for _, v := range spec.Volumes {
 			volumes[v.Name] = v
