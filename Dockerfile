@@ -1,0 +1,26 @@
+# Fairway's container image: the static fairway binary on distroless (no
+# shell, no package manager), as a non-root user. Every command is one
+# image: docker run fairway coordinator | executor | web | migrate | ...
+#
+#   docker build -t fairway .
+#
+# Configuration comes from FAIRWAY_* environment variables (README
+# "Configuration"); deploy/compose and deploy/kubernetes use it.
+
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+# /healthcheck is compose's health check: the final image has no curl.
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/fairway ./cmd/fairway \
+ && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/healthcheck ./deploy/healthcheck
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/fairway /out/healthcheck /
+# nonroot (65532) by number, so that Kubernetes' runAsNonRoot can check it.
+USER 65532:65532
+# 7878: executor (executor.http-addr), 7879: coordinator (--metrics-addr),
+# 8090: fairway web (web.addr).
+EXPOSE 7878 7879 8090
+ENTRYPOINT ["/fairway"]
