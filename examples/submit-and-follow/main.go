@@ -61,7 +61,8 @@ func main() {
 		if ev.JobID != sub.ID {
 			return
 		}
-		fmt.Printf("event: %s -> %s (attempt %d)\n", ev.PreviousState, ev.State, ev.Attempt)
+		from := cmp.Or(string(ev.PreviousState), "submitted")
+		fmt.Printf("event: %s -> %s (attempt %d)\n", from, ev.State, ev.Attempt)
 		if ev.State.Final() || ev.State == fairway.StateRejected {
 			select {
 			case final <- ev:
