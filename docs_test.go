@@ -157,3 +157,26 @@ func TestDocsConfigurationCoversEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsGoSnippetIsTheExample checks that the first Go snippet of
+// docs/go-api.md is the body of Example in example_test.go, which the
+// tests compile, so that the snippet stays in step with the API.
+func TestDocsGoSnippetIsTheExample(t *testing.T) {
+	doc, err := os.ReadFile("docs/go-api.md")
+	require.NoError(t, err)
+	_, snippet, ok := strings.Cut(string(doc), "```go\n")
+	require.True(t, ok, "docs/go-api.md has no Go snippet")
+	snippet, _, _ = strings.Cut(snippet, "```")
+
+	src, err := os.ReadFile("example_test.go")
+	require.NoError(t, err)
+	_, body, ok := strings.Cut(string(src), "func Example() {\n")
+	require.True(t, ok, "example_test.go has no func Example")
+	body, _, _ = strings.Cut(body, "\n}\n")
+	lines := strings.Split(body, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "\t")
+	}
+	require.Equal(t, strings.TrimSpace(strings.Join(lines, "\n")), strings.TrimSpace(snippet),
+		"docs/go-api.md's snippet differs from Example in example_test.go: copy the body over")
+}
