@@ -85,13 +85,14 @@ func startDev(t *testing.T, fairwayBin string) string {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, pgPort, httpPort := freePort(t), freePort(t), freePort(t)
+	natsPort, pgPort, httpPort, webPort := freePort(t), freePort(t), freePort(t), freePort(t)
 
 	stderr := &output{}
 	cmd := exec.Command(fairwayBin, "dev", "--dev-dir", dir,
 		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
 		"--pg-port", fmt.Sprint(pgPort),
 		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort),
 		"--log-format", "json")
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	require.NoError(t, cmd.Start())
