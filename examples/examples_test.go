@@ -6,19 +6,17 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -81,13 +79,10 @@ func startDev(t *testing.T, fairwayBin string) string {
 	t.Helper()
 	// As root, fairway dev runs PostgreSQL as the unprivileged postgres
 	// user, which must reach the directory: t.TempDir's parent is 0700.
-	dir, err := os.MkdirTemp("", "fairway-examples-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, pgPort, httpPort, webPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	dir := devtest.Dir(t, "fairway-examples-")
+	natsPort, pgPort, httpPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
 
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	cmd := exec.Command(fairwayBin, "dev", "--dev-dir", dir,
 		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
 		"--pg-port", fmt.Sprint(pgPort),
@@ -108,7 +103,7 @@ func startDev(t *testing.T, fairwayBin string) string {
 		}
 	})
 	select {
-	case <-stderr.seen("Fairway is running"):
+	case <-stderr.Seen("Fairway is running"):
 	case err := <-exited:
 		t.Fatalf("fairway dev exited (%v):\n%s", err, stderr)
 	case <-time.After(waitTimeout):
@@ -168,59 +163,4 @@ func match(t *testing.T, s, pattern string) string {
 	m := regexp.MustCompile(pattern).FindStringSubmatch(s)
 	require.NotNil(t, m, "no %q in:\n%s", pattern, s)
 	return m[1]
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// output collects a process's output; tests wait on what it contains.
-type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	watches map[string]chan struct{}
-}
-
-// seen returns a channel closed once the output contains want.
-func (w *output) seen(want string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watches == nil {
-		w.watches = map[string]chan struct{}{}
-	}
-	ch, ok := w.watches[want]
-	if !ok {
-		ch = make(chan struct{})
-		w.watches[want] = ch
-		w.notify()
-	}
-	return ch
-}
-
-func (w *output) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	w.notify()
-	return len(p), nil
-}
-
-// notify closes the watches of the strings the output contains.
-func (w *output) notify() {
-	for want, ch := range w.watches {
-		if bytes.Contains(w.buf.Bytes(), []byte(want)) {
-			close(ch)
-			delete(w.watches, want)
-		}
-	}
-}
-
-func (w *output) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }

@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/internal/storetest"
@@ -34,71 +33,6 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 // waitTimeout bounds every wait for an event: generous, since a failing
 // test ends at the first one that does not come.
 const waitTimeout = time.Minute
-
-// output is an io.Writer that tests wait on.
-type output struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	watches map[string]chan struct{}
-}
-
-// seen returns a channel closed once the output contains want.
-func (w *output) seen(want string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watches == nil {
-		w.watches = map[string]chan struct{}{}
-	}
-	ch, ok := w.watches[want]
-	if !ok {
-		ch = make(chan struct{})
-		w.watches[want] = ch
-		w.notify()
-	}
-	return ch
-}
-
-// wait waits until the output contains want.
-func (w *output) wait(t *testing.T, want string) {
-	t.Helper()
-	select {
-	case <-w.seen(want):
-	case <-time.After(waitTimeout):
-		t.Fatalf("no %q in the output within %s:\n%s", want, waitTimeout, w)
-	}
-}
-
-func (w *output) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf.Write(p)
-	w.notify()
-	return len(p), nil
-}
-
-// notify closes the watches of the strings the output contains.
-func (w *output) notify() {
-	for want, ch := range w.watches {
-		if strings.Contains(w.buf.String(), want) {
-			close(ch)
-			delete(w.watches, want)
-		}
-	}
-}
-
-func (w *output) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -116,9 +50,9 @@ func TestDevEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, pgPort, httpPort, webPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	natsPort, pgPort, httpPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	devDone := make(chan int, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -128,7 +62,7 @@ func TestDevEndToEnd(t *testing.T) {
 			"--retry-delay", "10ms", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort)}, &bytes.Buffer{}, stderr)
 	}()
 	select {
-	case <-stderr.seen("Fairway is running"):
+	case <-stderr.Seen("Fairway is running"):
 	case code := <-devDone:
 		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
 	case <-time.After(time.Minute):
@@ -393,9 +327,9 @@ func (c *cluster) executorArgs(appID string) []string {
 
 // startExecutor runs `fairway executor` in the test's process, stopped by
 // ctx and force; the exit code arrives on the returned channel.
-func (c *cluster) startExecutor(t *testing.T, ctx context.Context, force <-chan struct{}, appID string) (<-chan int, *output) {
+func (c *cluster) startExecutor(t *testing.T, ctx context.Context, force <-chan struct{}, appID string) (<-chan int, *devtest.Output) {
 	t.Helper()
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	returned := make(chan struct{})
 	go func() {
@@ -412,7 +346,7 @@ func (c *cluster) startExecutor(t *testing.T, ctx context.Context, force <-chan 
 	return done, stderr
 }
 
-func exitCode(t *testing.T, done <-chan int, stderr *output) int {
+func exitCode(t *testing.T, done <-chan int, stderr *devtest.Output) int {
 	t.Helper()
 	select {
 	case code := <-done:
@@ -437,7 +371,7 @@ func TestExecutorFirstSignalLetsRunningJobsFinish(t *testing.T) {
 	c.await(t, id, fairway.StateRunning)
 
 	cancel()
-	stderr.wait(t, "executor draining")
+	stderr.Wait(t, "executor draining", waitTimeout)
 	c.await(t, id, fairway.StateSuccess)
 	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
 	require.NotContains(t, stderr.String(), "second signal")
@@ -458,7 +392,7 @@ func TestExecutorSecondSignalReleasesRunningJobs(t *testing.T) {
 	c.await(t, id, fairway.StateRunning)
 
 	cancel()
-	stderr.wait(t, "executor draining")
+	stderr.Wait(t, "executor draining", waitTimeout)
 	close(force)
 	ev := c.await(t, id, fairway.StateWaiting)
 	require.Equal(t, fairway.StateRunning, ev.PreviousState)
@@ -486,7 +420,7 @@ func TestSignalsToBuiltBinary(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 
 	c := startCluster(t)
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	cmd := exec.Command(bin, c.executorArgs("ex-binary")...)
 	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
@@ -505,7 +439,7 @@ func TestSignalsToBuiltBinary(t *testing.T) {
 	c.await(t, id, fairway.StateRunning)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	stderr.wait(t, "executor draining")
+	stderr.Wait(t, "executor draining", waitTimeout)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	c.await(t, id, fairway.StateWaiting)
 	select {
@@ -524,7 +458,7 @@ func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
 	ns, _ := natstest.Start(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, nil, []string{"coordinator", "--nats-url", ns.ClientURL(), "--database-url", pgtest.NewDB(t),
@@ -533,7 +467,7 @@ func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
 	select {
 	case code := <-done:
 		require.Equal(t, 1, code, stderr.String())
-	case <-stderr.seen("coordinator started"):
+	case <-stderr.Seen("coordinator started"):
 		cancel()
 		<-done
 		t.Fatalf("the coordinator started with 3 replicas on a single NATS server:\n%s", stderr)
@@ -549,17 +483,17 @@ func TestCoordinatorStreamReplicasFromConfig(t *testing.T) {
 func TestCoordinatorServesMetrics(t *testing.T) {
 	t.Parallel()
 	ns, _ := natstest.Start(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, nil, []string{"coordinator", "--nats-url", ns.ClientURL(), "--database-url", pgtest.NewDB(t),
 			"--metrics-addr", addr, "--log-format", "json"}, &bytes.Buffer{}, stderr)
 	}()
 	select {
-	case <-stderr.seen("coordinator HTTP endpoint"):
+	case <-stderr.Seen("coordinator HTTP endpoint"):
 	case code := <-done:
 		t.Fatalf("fairway coordinator exited with %d:\n%s", code, stderr)
 	case <-time.After(waitTimeout):
@@ -585,14 +519,14 @@ func TestCoordinatorServesMetrics(t *testing.T) {
 func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
 	t.Parallel()
 	ns, _ := natstest.Start(t) // no coordinator
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	stderr := &output{}
+	addr := fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t))
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(t.Context(), nil, []string{"executor", "--nats-url", ns.ClientURL(), "--app-id", "early",
 			"--http-addr", addr, "--http-token", testToken, "--log-format", "json"}, &bytes.Buffer{}, stderr)
 	}()
-	stderr.wait(t, "executor HTTP endpoint")
+	stderr.Wait(t, "executor HTTP endpoint", waitTimeout)
 	health, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
 	require.NoError(t, health.Body.Close())
@@ -609,16 +543,16 @@ func TestShutdownAndExitBeforeACoordinatorAnswers(t *testing.T) {
 func TestHealthzOnceRegistered(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t))
 	ctx, cancel := context.WithCancel(t.Context())
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, nil, []string{"executor", "--nats-url", c.url, "--app-id", "healthy", "--http-addr", addr,
 			"--http-token-file", filepath.Join(t.TempDir(), "token"), "--log-format", "json"},
 			&bytes.Buffer{}, stderr)
 	}()
-	stderr.wait(t, "executor started")
+	stderr.Wait(t, "executor started", waitTimeout)
 	resp, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/stretchr/testify/require"
 )
@@ -74,13 +75,13 @@ func TestShutdownEndpointNeedsTheTokenAndNoOrigin(t *testing.T) {
 	ns, _ := natstest.Start(t) // no coordinator: the executor waits to register
 	addr := freeAddr(t)
 	tokenFile := filepath.Join(t.TempDir(), "sub", "executor.token")
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(t.Context(), nil, []string{"executor", "--nats-url", ns.ClientURL(), "--app-id", "guarded",
 			"--http-addr", addr, "--http-token-file", tokenFile, "--log-format", "json"}, &bytes.Buffer{}, stderr)
 	}()
-	stderr.wait(t, "executor HTTP endpoint")
+	stderr.Wait(t, "executor HTTP endpoint", waitTimeout)
 	require.Contains(t, stderr.String(), `"token_file":"`+tokenFile+`"`, "the log says where the token is")
 	token := readToken(t, tokenFile)
 	require.NotContains(t, stderr.String(), token, "the token itself is not logged")
@@ -137,5 +138,5 @@ func TestConfigPrintMasksTheHTTPToken(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	return fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -26,9 +27,9 @@ func TestDevWithTenants(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, pgPort := freePort(t), freePort(t)
+	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &output{}
+	stderr := &devtest.Output{}
 	devDone := make(chan int, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -38,14 +39,14 @@ func TestDevWithTenants(t *testing.T) {
 			"--app-id", "dev-worker"}, &bytes.Buffer{}, stderr)
 	}()
 	select {
-	case <-stderr.seen("Fairway is running with tenant isolation"):
+	case <-stderr.Seen("Fairway is running with tenant isolation"):
 	case code := <-devDone:
 		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
 	case <-time.After(time.Minute):
 		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
 	}
 	// Without --retry-delay, dev retries after 5 s, not a minute.
-	stderr.wait(t, `"retry_delay":"5s"`)
+	stderr.Wait(t, `"retry_delay":"5s"`, waitTimeout)
 	creds := func(name string) string { return filepath.Join(dir, "creds", name+".creds") }
 	for _, name := range []string{"tenant-acme", "tenant-globex", "operator", "executor-dev-worker"} {
 		info, err := os.Stat(creds(name))

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/fairwayhq/fairway/internal/natsauth"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/nats-io/nats.go"
@@ -53,14 +53,6 @@ var natsServerBinary = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startNATS runs nats-server with the configuration an operator would
 // write: 'fairway creds server-config' included from a file.
 func startNATS(t *testing.T, k *natsauth.Keyring, dir string) string {
@@ -70,7 +62,7 @@ func startNATS(t *testing.T, k *natsauth.Keyring, dir string) string {
 	accounts, err := k.ServerConfig(filepath.Join(dir, "jwt"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "accounts.conf"), []byte(accounts), 0o600))
-	port := freePort(t)
+	port := devtest.FreePort(t)
 	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nmax_payload: 8MB\njetstream: { store_dir: %q }\ninclude ./accounts.conf\n", port, filepath.Join(dir, "js"))
 	confPath := filepath.Join(dir, "nats-server.conf")
 	require.NoError(t, os.WriteFile(confPath, []byte(conf), 0o600))

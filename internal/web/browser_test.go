@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -29,32 +29,6 @@ var screenshots = flag.String("screenshots", "", "directory to write the dashboa
 
 // browserTimeout bounds each step in the browser.
 const browserTimeout = 30 * time.Second
-
-// devOutput collects fairway dev's stderr and says when a string shows.
-type devOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *devOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *devOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // dev is a running fairway dev: its dashboard link, its tokens, a client.
 type dev struct {
@@ -69,17 +43,14 @@ func startDev(t *testing.T) *dev {
 	t.Helper()
 	// PostgreSQL runs as the unprivileged postgres user when the tests run
 	// as root: the directory must be reachable for it.
-	dir, err := os.MkdirTemp("", "fairway-web-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	natsPort, webPort := freePort(t), freePort(t)
+	dir := devtest.Dir(t, "fairway-web-")
+	natsPort, webPort := devtest.FreePort(t), devtest.FreePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &devOutput{}
+	out := &devtest.Output{}
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-			"--pg-port", fmt.Sprint(freePort(t)), "--http-addr", "", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort),
+			"--pg-port", fmt.Sprint(devtest.FreePort(t)), "--http-addr", "", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort),
 			"--log-format", "json", "--retry-delay", "100ms"}, &bytes.Buffer{}, out)
 	}()
 	t.Cleanup(func() {
@@ -91,14 +62,12 @@ func startDev(t *testing.T) *dev {
 		}
 	})
 	link := regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[0-9a-f]+`)
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(out.String(), "Fairway is running") {
-		select {
-		case code := <-done:
-			t.Fatalf("fairway dev exited with %d:\n%s", code, out)
-		case <-time.After(50 * time.Millisecond):
-		}
-		require.True(t, time.Now().Before(deadline), "fairway dev did not start:\n%s", out)
+	select {
+	case <-out.Seen("Fairway is running"):
+	case code := <-done:
+		t.Fatalf("fairway dev exited with %d:\n%s", code, out)
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("fairway dev did not start:\n%s", out)
 	}
 	d := &dev{link: link.FindString(out.String()), url: fmt.Sprintf("http://127.0.0.1:%d/", webPort)}
 	require.NotEmpty(t, d.link, "the banner prints the dashboard's link:\n%s", out)
