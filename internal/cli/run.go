@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -333,7 +334,7 @@ applies database migrations at start (under an advisory lock).`,
 					stop()
 					return err
 				}
-				defer srv.Close()
+				defer stopHTTP(srv)
 				e.log.Info("coordinator HTTP endpoint", "metrics", "http://"+addr+"/metrics", "health", "http://"+addr+"/healthz")
 			}
 			<-cmd.Context().Done()
@@ -407,7 +408,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		defer stopHTTP(srv)
 		shutdownHow := "POST /api/v1/shutdownAndExit with Authorization: Bearer <executor.http-token>"
 		if tokenFile != "" {
 			shutdownHow = fmt.Sprintf(`curl -X POST -H "Authorization: Bearer $(cat %s)" http://%s/api/v1/shutdownAndExit`, tokenFile, cfg.Executor.HTTPAddr)
@@ -496,9 +497,17 @@ func serveHTTP(addr, token string, shutdown chan struct{}, registered func() boo
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	var once sync.Once
 	mux.HandleFunc("POST /api/v1/shutdownAndExit", requireToken(token, func(w http.ResponseWriter, _ *http.Request) {
-		once.Do(func() { close(shutdown) })
+		// The whole answer is on the wire before the shutdown begins: a
+		// process that stops at once (nothing running, or not registered
+		// yet) would otherwise close the connection before it answered.
+		body := `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}` + "\n"
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintln(w, `{"success":true,"message":"shutting down: no new jobs; exiting when the running ones are done"}`)
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		_, _ = io.WriteString(w, body)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		once.Do(func() { close(shutdown) })
 	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !registered() {
@@ -512,6 +521,16 @@ func serveHTTP(addr, token string, shutdown chan struct{}, registered func() boo
 
 // listenAndServe serves mux on addr in the background; an address that
 // cannot be listened on fails at once, naming key and what to do.
+// stopHTTP stops an HTTP endpoint, letting the requests in progress finish
+// their answers (a second at most).
+func stopHTTP(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		_ = srv.Close()
+	}
+}
+
 func listenAndServe(addr string, mux *http.ServeMux, key, hint string) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
