@@ -12,6 +12,7 @@ import (
 	"github.com/fairwayhq/fairway/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ackWait is how long a message handed to a coordinator waits for its ack
@@ -121,9 +122,10 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size, wi
 // ingestItem is one submission message of a batch: valid (sub) or
 // rejected (rej).
 type ingestItem struct {
-	msg jetstream.Msg
-	sub *fairway.Submission
-	rej *store.Rejection
+	msg  jetstream.Msg
+	sub  *fairway.Submission
+	rej  *store.Rejection
+	span trace.Span // SpanIngest, ended once the batch is stored
 }
 
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
@@ -138,6 +140,7 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		// A body without an id gets the same one on every redelivery: the
 		// store then keeps one job, whatever the redeliveries.
 		sub, err := c.validate(ctx, group, task, msg.Data(), received, func() string { return messageID(msg) })
+		items[i].span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
 		if err != nil {
 			r := rejection(sub, group, task, err)
 			items[i].rej = &r
@@ -145,6 +148,15 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		valid, validAt = append(valid, sub), append(validAt, i)
 	}
+	defer func() {
+		for _, it := range items {
+			var err error
+			if it.rej != nil {
+				err = it.rej.Err
+			}
+			endSpan(it.span, err)
+		}
+	}()
 	if len(valid) > 0 {
 		refusals, err := c.admit(ctx, valid)
 		if err != nil {
