@@ -98,7 +98,7 @@ func traceSetup(t *testing.T, coordTracer, execTracer func(*sdktrace.TracerProvi
 }
 
 func sdkTracer(tp *sdktrace.TracerProvider) trace.TracerProvider { return tp }
-func noTracer(*sdktrace.TracerProvider) trace.TracerProvider      { return noop.NewTracerProvider() }
+func noTracer(*sdktrace.TracerProvider) trace.TracerProvider     { return noop.NewTracerProvider() }
 
 // tracedTask starts a span of its own from the handler's context, as task
 // code would, and fails its first attempt when the args ask for it.
