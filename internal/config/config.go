@@ -32,6 +32,7 @@ type Config struct {
 	Scheduler   SchedulerConfig
 	Coordinator CoordinatorConfig
 	Executor    ExecutorConfig
+	Tracing     TracingConfig
 	Dev         DevConfig
 
 	sources map[string]string // key name -> default|file|env|flag
@@ -108,6 +109,14 @@ type ExecutorConfig struct {
 	HTTPToken     string
 	HTTPTokenFile string // empty means <Dev.Dir>/executor-<app-id>.token
 	DrainTimeout  time.Duration
+}
+
+// TracingConfig holds the tracing.* keys: where coordinators and
+// executors send their spans (OTLP over HTTP), if anywhere.
+type TracingConfig struct {
+	Endpoint    string  // OTLP/HTTP URL; empty turns tracing off
+	SampleRatio float64 // share of new traces kept, 0..1
+	ServiceName string  // the resource's service.name
 }
 
 // DevConfig holds the dev.* keys of the development cluster.
