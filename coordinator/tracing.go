@@ -8,6 +8,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -26,15 +27,6 @@ const (
 	spanAPI    = "fairway.api " // + verb, for the other API verbs
 )
 
-// The attributes of the spans are events.Attr*.
-const (
-	AttrJobID    = events.AttrJobID
-	AttrGroup    = events.AttrGroup
-	AttrTask     = events.AttrTask
-	AttrAttempt  = events.AttrAttempt
-	AttrExecutor = events.AttrExecutor
-)
-
 // ingestSpan starts the span of one submission taken from the submit
 // stream, as a child of the submitter's span when the message's headers
 // carry one, and gives the submission its trace: the job's spans to come
@@ -43,7 +35,7 @@ func (c *Coordinator) ingestSpan(ctx context.Context, h nats.Header, sub *fairwa
 	ctx, span := c.tracer.Start(events.ExtractTrace(ctx, h), SpanIngest,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start))
 	if span.IsRecording() {
-		span.SetAttributes(AttrJobID.String(sub.ID), AttrGroup.String(group), AttrTask.String(task))
+		span.SetAttributes(jobAttrs(sub.ID, group, task)...)
 	}
 	sub.TraceParent = events.TraceParent(ctx)
 	return span
@@ -66,9 +58,19 @@ func (c *Coordinator) apiSpan(ctx context.Context, h nats.Header, verb string) (
 // request's span (see apiSpan), and names the job on that span.
 func traceSubmission(ctx context.Context, sub *fairway.Submission) {
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(AttrJobID.String(sub.ID), AttrGroup.String(sub.Group), AttrTask.String(sub.Task))
+		span.SetAttributes(jobAttrs(sub.ID, sub.Group, sub.Task)...)
 	}
 	sub.TraceParent = events.TraceParent(ctx)
+}
+
+// jobAttrs names a job on a span. What a tenant sent is capped: the id
+// of a rejected submission may be megabytes long.
+func jobAttrs(id, group, task string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		events.AttrJobID.String(fairway.TruncateRunes(id, fairway.MaxIDLength)),
+		events.AttrGroup.String(fairway.TruncateRunes(group, fairway.MaxNameLength)),
+		events.AttrTask.String(fairway.TruncateRunes(task, fairway.MaxNameLength)),
+	}
 }
 
 // endSpan ends span, with status error when err is set.
@@ -92,8 +94,8 @@ func (c *Coordinator) traceClaim(ctx context.Context, jobs []fairway.Job, execut
 		sctx, span := c.tracer.Start(events.WithTraceParent(ctx, j.TraceParent), SpanClaim,
 			trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start))
 		if span.IsRecording() {
-			span.SetAttributes(AttrJobID.String(j.ID), AttrGroup.String(j.Group), AttrTask.String(j.Task),
-				AttrAttempt.Int(j.Attempt), AttrExecutor.String(executor))
+			span.SetAttributes(append(jobAttrs(j.ID, j.Group, j.Task),
+				events.AttrAttempt.Int(j.Attempt), events.AttrExecutor.String(executor))...)
 		}
 		span.End(end)
 		j.TraceParent = events.TraceParent(sctx)

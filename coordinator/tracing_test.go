@@ -153,13 +153,13 @@ func TestTraceOfOneJob(t *testing.T) {
 			require.Equal(t, claim.SpanContext().SpanID(), run.Parent().SpanID(), "the run is a child of the claim")
 			require.Equal(t, run.SpanContext().SpanID(), only(t, spans, "task work").Parent().SpanID(), "the handler's context carries the run span")
 			for _, s := range []sdktrace.ReadOnlySpan{stored, claim, run} {
-				require.Contains(t, s.Attributes(), coordinator.AttrJobID.String(id), s.Name())
-				require.Contains(t, s.Attributes(), coordinator.AttrGroup.String("acme"), s.Name())
-				require.Contains(t, s.Attributes(), coordinator.AttrTask.String("traced"), s.Name())
+				require.Contains(t, s.Attributes(), events.AttrJobID.String(id), s.Name())
+				require.Contains(t, s.Attributes(), events.AttrGroup.String("acme"), s.Name())
+				require.Contains(t, s.Attributes(), events.AttrTask.String("traced"), s.Name())
 			}
 			for _, s := range []sdktrace.ReadOnlySpan{claim, run} {
-				require.Contains(t, s.Attributes(), coordinator.AttrAttempt.Int(1), s.Name())
-				require.Contains(t, s.Attributes(), coordinator.AttrExecutor.String("traced"), s.Name())
+				require.Contains(t, s.Attributes(), events.AttrAttempt.Int(1), s.Name())
+				require.Contains(t, s.Attributes(), events.AttrExecutor.String("traced"), s.Name())
 			}
 			require.Contains(t, run.Attributes(), events.AttrOutcome.String("success"))
 
@@ -191,7 +191,7 @@ func TestTraceOfARetriedJob(t *testing.T) {
 	claims, runs := named(spans, coordinator.SpanClaim), named(spans, executor.SpanRun+"traced")
 	for i, run := range runs {
 		attempt := run.Attributes()
-		require.Contains(t, attempt, coordinator.AttrJobID.String(id))
+		require.Contains(t, attempt, events.AttrJobID.String(id))
 		var claim sdktrace.ReadOnlySpan
 		for _, c := range claims {
 			if c.SpanContext().SpanID() == run.Parent().SpanID() {
@@ -204,7 +204,7 @@ func TestTraceOfARetriedJob(t *testing.T) {
 	statuses := map[int64]string{}
 	for _, run := range runs {
 		for _, a := range run.Attributes() {
-			if a.Key == coordinator.AttrAttempt {
+			if a.Key == events.AttrAttempt {
 				statuses[a.Value.AsInt64()] = run.Status().Code.String()
 			}
 		}
