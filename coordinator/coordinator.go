@@ -110,9 +110,10 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Tracer is where the coordinator's spans go (see tracing.go and
 	// docs/tracing.md): one trace per job, carried in NATS headers and
-	// stored with the job. Defaults to otel.GetTracerProvider(), the
-	// global provider, a no-op unless the program set one; trace context
-	// that submitters send is stored and passed on even then.
+	// stored with the job. The trace context that submitters send is
+	// stored and handed on whatever the provider, a no-op one included.
+	// Defaults to otel.GetTracerProvider(), the global provider: a no-op
+	// unless the program set one.
 	Tracer trace.TracerProvider
 	// Clock, when set, replaces PostgreSQL's clock as the time periodic
 	// tasks follow (tests set it to control time). By default they follow

@@ -61,7 +61,7 @@ type Config struct {
 	// Tracer is where the executor's spans go: "fairway.run <task>"
 	// around each handler, a child of the job's trace (see
 	// docs/tracing.md); the handler's context carries it. Defaults to
-	// otel.GetTracerProvider(), the global provider, a no-op unless the
+	// otel.GetTracerProvider(), the global provider: a no-op unless the
 	// program set one.
 	Tracer trace.TracerProvider
 }
