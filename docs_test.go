@@ -13,13 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// docsMayBeMissing lists link targets that other work writes: the
-// dashboard's screenshots (made by its browser tests) and the dashboard
-// and tracing documents. Delete this list once they are on main.
-var docsMayBeMissing = map[string]bool{
-	"docs/tracing.md": true,
-}
-
 // docFiles returns README.md and docs/*.md, relative to the module root.
 func docFiles(t *testing.T) []string {
 	t.Helper()
@@ -57,9 +50,7 @@ func TestDocsLinksResolve(t *testing.T) {
 				continue
 			}
 			if _, err := os.Stat(resolved); err != nil {
-				if !docsMayBeMissing[resolved] {
-					t.Errorf("%s:%d: link %q: %s does not exist", file, l.line, target, resolved)
-				}
+				t.Errorf("%s:%d: link %q: %s does not exist", file, l.line, target, resolved)
 				continue
 			}
 			if anchor == "" || !strings.HasSuffix(resolved, ".md") {

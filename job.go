@@ -112,6 +112,11 @@ type Job struct {
 	// and no live executor runs its task: it runs once one registers.
 	// Computed from the live executors when the job is read, not stored.
 	NoExecutor bool `json:"no_executor,omitempty"`
+	// TraceParent is the job's trace context, a W3C traceparent: stored
+	// at submission (see Submission.TraceParent) and, in a dispatch, the
+	// span of the claim that handed the job out, so that the executor's
+	// span joins the job's trace. Empty when tracing is off.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // JobRef names a job. Job ids are unique per group only (a tenant's ids

@@ -62,6 +62,12 @@ type Submission struct {
 	// ExpiresAt fails the job with the error "expired" if it has not
 	// started by then.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// TraceParent is the W3C traceparent the job is stored with: the span
+	// of the coordinator that took the submission in, whose parent is the
+	// submitter's span when the submission's NATS headers carried one.
+	// Never read from the body: the coordinator sets it. Empty when
+	// neither side traces.
+	TraceParent string `json:"-"`
 }
 
 // MaxDelay bounds run_in: a longer delay is more likely a unit mistake.

@@ -136,6 +136,8 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 	var reply events.Reply
 	v, ok := apiVerbs[name]
 	var err error
+	ctx, span := c.apiSpan(ctx, msg.Header, name)
+	defer func() { endSpan(span, err) }()
 	switch {
 	case !ok:
 		err = fairway.Invalid("verb", "unknown verb %q (known: %s)", name, knownVerbs)
@@ -314,6 +316,7 @@ func (c *Coordinator) replyError(subject string, err error) *fairway.Error {
 // get a rejected event, as on the asynchronous path.
 func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*fairway.Job, error) {
 	sub, err := c.validate(ctx, group, "", data, time.Now(), nil)
+	traceSubmission(ctx, &sub)
 	if err == nil {
 		err = c.admitOne(ctx, sub)
 	}

@@ -13,6 +13,9 @@ import (
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // BenchmarkDrain measures jobs/s for a backlog of no-op jobs over 10 groups
@@ -22,12 +25,28 @@ import (
 // event of the last).
 //
 //	go test -run '^$' -bench Drain -benchtime 3x ./coordinator/
-func BenchmarkDrain(b *testing.B) {
+func BenchmarkDrain(b *testing.B) { drain(b, nil) }
+
+// BenchmarkTraced is BenchmarkDrain with tracing on: every job's spans
+// (ingest, claim, run) recorded by the SDK and batched to an exporter that
+// drops them, so that it measures what tracing costs Fairway, not a
+// network. Its name leaves it out of -bench Drain.
+//
+//	go test -run '^$' -bench Traced -benchtime 1x -count 3 ./coordinator/
+func BenchmarkTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	drain(b, tp)
+}
+
+// drain runs BenchmarkDrain with the coordinator and the executor sending
+// their spans to tp (nil: the global provider, a no-op).
+func drain(b *testing.B, tp trace.TracerProvider) {
 	const jobs = 10_000
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
 	st := storetest.Open(b)
-	coord, err := coordinator.New(st, nc, coordinator.Config{})
+	coord, err := coordinator.New(st, nc, coordinator.Config{Tracer: tp})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -40,7 +59,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer enc.Close()
-	ex, err := executor.New(enc, executor.Config{AppID: "bench", PoolSize: 100, WakeupPeriod: time.Second})
+	ex, err := executor.New(enc, executor.Config{AppID: "bench", PoolSize: 100, WakeupPeriod: time.Second, Tracer: tp})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -106,6 +108,13 @@ type Config struct {
 	// Metrics, when set, is where the coordinator registers its
 	// Prometheus metrics (see metrics.go and README "Metrics").
 	Metrics prometheus.Registerer
+	// Tracer is where the coordinator's spans go (see tracing.go and
+	// docs/tracing.md): one trace per job, carried in NATS headers and
+	// stored with the job. The trace context that submitters send is
+	// stored and handed on whatever the provider, a no-op one included.
+	// Defaults to otel.GetTracerProvider(), the global provider: a no-op
+	// unless the program set one.
+	Tracer trace.TracerProvider
 	// Clock, when set, replaces PostgreSQL's clock as the time periodic
 	// tasks follow (tests set it to control time). By default they follow
 	// PostgreSQL's now(), read when needed, so a coordinator whose host
@@ -144,6 +153,9 @@ func (c Config) withDefaults() Config {
 	c.Retention = c.Retention.withDefaults()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Tracer == nil {
+		c.Tracer = otel.GetTracerProvider()
 	}
 	return c
 }
@@ -203,6 +215,7 @@ type Coordinator struct {
 	quotas       *quotas
 	splits       atomic.Int64 // batches split in halves to find a poison
 	metrics      *coordMetrics
+	tracer       trace.Tracer
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -234,6 +247,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
 		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
 		metrics:      newMetrics(cfg.Metrics, st, cfg.Logger),
+		tracer:       cfg.Tracer.Tracer(TracerName),
 	}, nil
 }
 

@@ -220,6 +220,7 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	}
 	if len(jobs) > 0 {
 		observe(c.metrics.claimJobs, c.metrics.claimTime, len(jobs), start)
+		c.traceClaim(ctx, jobs, req.Executor, start)
 		c.kickOutbox()
 	}
 	return jobs, nil

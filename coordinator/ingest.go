@@ -12,6 +12,7 @@ import (
 	"github.com/fairwayhq/fairway/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ackWait is how long a message handed to a coordinator waits for its ack
@@ -121,9 +122,10 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size, wi
 // ingestItem is one submission message of a batch: valid (sub) or
 // rejected (rej).
 type ingestItem struct {
-	msg jetstream.Msg
-	sub *fairway.Submission
-	rej *store.Rejection
+	msg  jetstream.Msg
+	sub  *fairway.Submission
+	rej  *store.Rejection
+	span trace.Span // SpanIngest, ended once the batch is stored
 }
 
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
@@ -138,6 +140,7 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		// A body without an id gets the same one on every redelivery: the
 		// store then keeps one job, whatever the redeliveries.
 		sub, err := c.validate(ctx, group, task, msg.Data(), received, func() string { return messageID(msg) })
+		items[i].span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
 		if err != nil {
 			r := rejection(sub, group, task, err)
 			items[i].rej = &r
@@ -148,6 +151,7 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	if len(valid) > 0 {
 		refusals, err := c.admit(ctx, valid)
 		if err != nil {
+			endIngestSpans(items, nil, err)
 			c.retryLater(ctx, msgs, err)
 			return
 		}
@@ -186,6 +190,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 	switch {
 	case err == nil:
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
+		endIngestSpans(items, nil, err)
 		c.retryLater(ctx, msgs, err)
 		return
 	case len(items) > 1:
@@ -196,6 +201,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 		c.storeSubmissions(ctx, items[half:])
 		return
 	default:
+		endIngestSpans(items, nil, err)
 		it := items[0]
 		group, task, _ := c.subjects.ParseSubmit(it.msg.Subject())
 		var sub fairway.Submission
@@ -217,6 +223,9 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 		})
 		return
 	}
+	// The spans end before the acks and the wake-up: a job can run, and
+	// end, only after its ingest span has.
+	endIngestSpans(items, res, nil)
 	chaosAfterIngestCommit(c.log, len(subs)) // test-only, see chaoshook.go
 	for _, msg := range msgs {
 		if err := msg.Ack(); err != nil {
@@ -276,4 +285,25 @@ func messageID(msg jetstream.Msg) string {
 	u[6] = u[6]&0x0f | 0x70 // version 7
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String()
+}
+
+// endIngestSpans ends the ingest spans of a batch: with err when the
+// batch was not stored, else with each submission's rejection or refusal
+// (res, in the order of the batch's valid submissions), if any.
+func endIngestSpans(items []ingestItem, res []store.Inserted, err error) {
+	k := 0
+	for _, it := range items {
+		itemErr := err
+		switch {
+		case err != nil:
+		case it.rej != nil:
+			itemErr = it.rej.Err
+		case it.sub != nil:
+			if k < len(res) && res[k].Err != nil {
+				itemErr = res[k].Err
+			}
+			k++
+		}
+		endSpan(it.span, itemErr)
+	}
 }

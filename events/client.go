@@ -76,6 +76,7 @@ func (c *Client) Submit(ctx context.Context, sub fairway.Submission) (string, er
 	// SubmitDuplicateWindow). The id in the body de-duplicates a publish
 	// sent again, in PostgreSQL, within the group.
 	msg := &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data}
+	InjectTrace(ctx, msg) // the job's trace starts under the caller's span
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return "", publishError(err)
 	}
@@ -95,6 +96,7 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 		}
 		ids[i] = sub.ID
 		msgs[i] = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data}
+		InjectTrace(ctx, msgs[i])
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -324,7 +326,9 @@ func (c *Client) request(ctx context.Context, subject string, body any) (*Reply,
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	req := &nats.Msg{Subject: subject, Data: data}
+	InjectTrace(ctx, req) // a submit's job, and any request, joins the caller's trace
+	msg, err := c.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, &fairway.Error{Code: fairway.CodeUnavailable,

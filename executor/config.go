@@ -9,6 +9,8 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -56,6 +58,12 @@ type Config struct {
 	// Metrics, when set, is where the executor registers its Prometheus
 	// metrics (see metrics.go and README "Metrics").
 	Metrics prometheus.Registerer
+	// Tracer is where the executor's spans go: "fairway.run <task>"
+	// around each handler, a child of the job's trace (see
+	// docs/tracing.md); the handler's context carries it. Defaults to
+	// otel.GetTracerProvider(), the global provider: a no-op unless the
+	// program set one.
+	Tracer trace.TracerProvider
 }
 
 // WithDefaults returns c with every unset field set to its default.
@@ -71,6 +79,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Tracer == nil {
+		c.Tracer = otel.GetTracerProvider()
 	}
 	return c
 }

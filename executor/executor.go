@@ -51,6 +51,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Timings that are not worth a setting.
@@ -95,6 +96,7 @@ type Executor struct {
 	subjects events.Subjects
 	logger   *slog.Logger
 	metrics  *execMetrics
+	tracer   trace.Tracer
 	handlers map[string]Handler
 	reports  *reporter
 	logs     *logBuffer
@@ -159,6 +161,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		cfg:          cfg,
 		subjects:     subjects,
 		logger:       logger,
+		tracer:       cfg.Tracer.Tracer(TracerName),
 		handlers:     make(map[string]Handler),
 		logs:         newLogBuffer(cfg.LogBufferSize),
 		jobs:         make(map[fairway.JobRef]*runningJob),

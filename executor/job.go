@@ -144,8 +144,10 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	rj.logger.Debug("job started")
 	start := time.Now()
 	e.metrics.started(job.Job, start)
-	err, panicked := e.call(rj, h)
+	ctx, span := e.runSpan(rj.ctx, job)
+	err, panicked := e.call(ctx, rj, h)
 	out := e.outcome(rj, err, panicked)
+	endRunSpan(span, out)
 	e.metrics.finished(job.Task, out.kind, time.Since(start)) // before the report: an event of the end finds it counted
 	e.complete(rj, out)
 	if out.err == "" {
@@ -159,9 +161,9 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	}
 }
 
-// call runs the handler, turning a panic into an error and a log line
-// with the stack.
-func (e *Executor) call(rj *runningJob, h Handler) (err error, panicked any) {
+// call runs the handler with ctx (the job's, carrying its run span),
+// turning a panic into an error and a log line with the stack.
+func (e *Executor) call(ctx context.Context, rj *runningJob, h Handler) (err error, panicked any) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = v
@@ -171,7 +173,7 @@ func (e *Executor) call(rj *runningJob, h Handler) (err error, panicked any) {
 				Message: truncate(fmt.Sprintf("panic: %v\n%s", v, stack))})
 		}
 	}()
-	return h(rj.ctx, rj.job), nil
+	return h(ctx, rj.job), nil
 }
 
 // outcome maps a handler's return to the job's outcome.

@@ -144,6 +144,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	maxRetries := make([]int32, n)
 	runAts, expiresAts, triggers := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 	positions := make([]int32, n)
+	traceparents := make([]string, n)
 	for k, i := range order {
 		sub := subs[i]
 		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
@@ -156,7 +157,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		if sub.MaxRetries != nil {
 			maxRetries[k] = int32(*sub.MaxRetries)
 		}
-		runAts[k], positions[k] = sub.RunAt, int32(i)
+		runAts[k], positions[k], traceparents[k] = sub.RunAt, int32(i), sub.TraceParent
 	}
 	m := len(rejections)
 	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
@@ -179,7 +180,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			}
 		}
 		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents)
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +198,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 	} else {
 		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents)
 		if err != nil {
 			return nil, err
 		}

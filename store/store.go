@@ -135,7 +135,7 @@ func scanJob(row pgx.Row) (fairway.Job, error) {
 	err := row.Scan(&j.ID, &j.Task, &j.Group, &args, &j.Subject, &j.Submitter, &j.Priority,
 		&j.Tracker, &j.State, &j.Retries, &j.MaxRetries, &j.Attempt, &j.RunAt, &j.ExpiresAt,
 		&j.DependsOn, &j.Progress, &j.Worker, &j.LeaseUntil, &j.Submitted, &j.Started,
-		&j.Finished, &result, &j.Error, &j.TriggerAfter)
+		&j.Finished, &result, &j.Error, &j.TriggerAfter, &j.TraceParent)
 	j.Args, j.Result = args, result
 	return j, err
 }

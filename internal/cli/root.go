@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Exit codes.
@@ -68,6 +69,9 @@ type env struct {
 	log            *slog.Logger
 	metricsOnce    sync.Once
 	metrics        *prometheus.Registry // see registry
+	tracingOnce    sync.Once
+	tracing        *sdktrace.TracerProvider // see tracer; nil when tracing is off
+	tracingErr     error
 }
 
 // registry is the process's Prometheus registry: the coordinator and the
@@ -165,6 +169,7 @@ func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
 		if err != nil {
 			return err
 		}
+		defer e.flushTracing()
 		return run(cmd, args)
 	}
 	return cmd

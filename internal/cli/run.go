@@ -30,17 +30,20 @@ import (
 )
 
 var (
-	coordinatorKeys = []string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
+	coordinatorKeys = append([]string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
-		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"}
+		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
+		tracingKeys...)
 	// coordinatorOnlyKeys are those of `fairway coordinator` that dev does
 	// without: dev serves the coordinator's metrics on the executor's
 	// endpoint.
 	coordinatorOnlyKeys = []string{"coordinator.metrics-addr"}
 	executorKeys        = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
+	// tracingKeys are the coordinator's (so dev's) and the executor's.
+	tracingKeys = []string{"tracing.endpoint", "tracing.sample-ratio", "tracing.service-name"}
 )
 
 func newDevCmd(e *env) *cobra.Command {
@@ -242,6 +245,12 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		st.Close()
 		return nil, err
 	}
+	tracer, err := e.tracer()
+	if err != nil {
+		nc.Close()
+		st.Close()
+		return nil, err
+	}
 	retries := cfg.Scheduler.Retries
 	apiRate := float64(cfg.Coordinator.APIRate)
 	if apiRate == 0 {
@@ -270,6 +279,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 			Failed: keepIfZero(cfg.Coordinator.RetentionFailed), Cancelled: keepIfZero(cfg.Coordinator.RetentionCancelled)},
 		Logger:    e.log.With("component", "coordinator"),
 		Metrics:   e.registry(),
+		Tracer:    tracer,
 		HostClock: chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
 	})
 	if err == nil {
@@ -369,7 +379,7 @@ counting as a failed attempt. A third exits at once, with code 130.`,
 			defer nc.Close()
 			return e.runExecutor(cmd.Context(), nc)
 		},
-	}, executorKeys...)
+	}, append(executorKeys, tracingKeys...)...)
 }
 
 // runExecutor runs an executor with the demo tasks until ctx ends or the
@@ -379,6 +389,10 @@ counting as a failed attempt. A third exits at once, with code 130.`,
 func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	cfg := e.cfg
 	appID := executorAppID(cfg)
+	tracer, err := e.tracer()
+	if err != nil {
+		return err
+	}
 	ex, err := executor.New(nc, executor.Config{
 		AppID:         appID,
 		PoolSize:      cfg.Scheduler.PoolSize,
@@ -388,6 +402,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		Prefix:        cfg.NATS.Prefix,
 		Logger:        e.log.With("component", "executor"),
 		Metrics:       e.registry(),
+		Tracer:        tracer,
 	})
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ type Config struct {
 	Coordinator CoordinatorConfig
 	Executor    ExecutorConfig
 	Web         WebConfig
+	Tracing     TracingConfig
 	Dev         DevConfig
 
 	sources map[string]string // key name -> default|file|env|flag
@@ -111,7 +112,14 @@ type ExecutorConfig struct {
 	DrainTimeout  time.Duration
 }
 
-// DevConfig holds the dev.* keys of the development cluster.
+// TracingConfig holds the tracing.* keys: where coordinators and
+// executors send their spans (OTLP over HTTP), if anywhere.
+type TracingConfig struct {
+	Endpoint    string  // OTLP/HTTP URL; empty turns tracing off
+	SampleRatio float64 // share of new traces kept, 0..1
+	ServiceName string  // the resource's service.name
+}
+
 // WebConfig holds the web.* keys: the dashboard and HTTP API.
 type WebConfig struct {
 	Addr string // host:port it listens on
@@ -125,6 +133,7 @@ type WebConfig struct {
 	Group string
 }
 
+// DevConfig holds the dev.* keys of the development cluster.
 type DevConfig struct {
 	Dir      string
 	NATSAddr string

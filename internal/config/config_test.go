@@ -43,6 +43,7 @@ func TestDefaults(t *testing.T) {
 			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
 		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
 		Web:      WebConfig{Addr: "127.0.0.1:8090"},
+		Tracing:  TracingConfig{SampleRatio: 1, ServiceName: "fairway"},
 		Dev:      DevConfig{Dir: ".fairway", NATSAddr: "127.0.0.1:4222", PGPort: 5433},
 	}
 	want.sources = c.sources
@@ -147,6 +148,11 @@ func TestValidation(t *testing.T) {
 		{"FAIRWAY_DEV_NATS_ADDR=127.0.0.1", `dev.nats-addr = "127.0.0.1" (from env FAIRWAY_DEV_NATS_ADDR): not host:port`},
 		{"FAIRWAY_DEV_PG_PORT=65536", `dev.pg-port = "65536" (from env FAIRWAY_DEV_PG_PORT): must be at most 65535`},
 		{"FAIRWAY_DEV_PG_PORT=0", `dev.pg-port = "0" (from env FAIRWAY_DEV_PG_PORT): must be at least 1`},
+		{"FAIRWAY_TRACING_ENDPOINT=grpc://collector:4317", `tracing.endpoint = "grpc://collector:4317" (from env FAIRWAY_TRACING_ENDPOINT): scheme must be http or https`},
+		{"FAIRWAY_TRACING_ENDPOINT=collector:4318", `tracing.endpoint = "collector:4318" (from env FAIRWAY_TRACING_ENDPOINT): not a URL`},
+		{"FAIRWAY_TRACING_SAMPLE_RATIO=1.5", `tracing.sample-ratio = "1.5" (from env FAIRWAY_TRACING_SAMPLE_RATIO): must be from 0 to 1`},
+		{"FAIRWAY_TRACING_SAMPLE_RATIO=half", `tracing.sample-ratio = "half" (from env FAIRWAY_TRACING_SAMPLE_RATIO): not a number`},
+		{"FAIRWAY_TRACING_SERVICE_NAME=", `tracing.service-name = "" (from env FAIRWAY_TRACING_SERVICE_NAME): must not be empty`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			_, err := Load("", []string{tc.env}, nil)
@@ -163,8 +169,11 @@ func TestValidValues(t *testing.T) {
 		"FAIRWAY_DATABASE_URL=host=h user=u password=secret dbname=db",
 		"FAIRWAY_EXECUTOR_HEARTBEAT=1500ms",
 		"FAIRWAY_SCHEDULER_RETRIES=0",
+		"FAIRWAY_TRACING_ENDPOINT=https://tempo.internal:4318/otlp/v1/traces",
+		"FAIRWAY_TRACING_SAMPLE_RATIO=0.25",
 	}, nil)
 	require.NoError(t, err)
+	require.Equal(t, TracingConfig{Endpoint: "https://tempo.internal:4318/otlp/v1/traces", SampleRatio: 0.25, ServiceName: "fairway"}, c.Tracing)
 	require.Equal(t, "", c.Executor.HTTPAddr)
 	require.Equal(t, 1500*time.Millisecond, c.Executor.Heartbeat)
 	require.Equal(t, 0, c.Scheduler.Retries)

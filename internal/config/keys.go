@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -162,6 +163,12 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Web.ReadToken }, optional(bearerToken))},
 	{name: "web.group", flag: "web-group", def: "", help: "confine the dashboard to one tenant's group, through that tenant's API (connect with the tenant's NATS credential); empty: every group, through the operator API",
 		binding: stringVar(func(c *Config) *string { return &c.Web.Group }, optional(token))},
+	{name: "tracing.endpoint", flag: "tracing-endpoint", def: "", help: "OTLP/HTTP endpoint that coordinators and executors send their spans to, e.g. http://127.0.0.1:4318 (/v1/traces is added to a URL without a path; empty, the default: tracing off)", secret: embedsSecrets,
+		binding: stringVar(func(c *Config) *string { return &c.Tracing.Endpoint }, optional(otlpURL))},
+	{name: "tracing.sample-ratio", flag: "tracing-sample-ratio", def: "1", help: "share of new traces recorded, 0 to 1; a job whose submitter sent a trace follows the submitter's decision",
+		binding: floatVar(func(c *Config) *float64 { return &c.Tracing.SampleRatio }, 0, 1)},
+	{name: "tracing.service-name", flag: "tracing-service-name", def: "fairway", help: "service.name of the spans this process sends",
+		binding: stringVar(func(c *Config) *string { return &c.Tracing.ServiceName }, nonEmpty)},
 	{name: "dev.dir", flag: "dev-dir", def: ".fairway", help: "directory for the development cluster's state",
 		binding: stringVar(func(c *Config) *string { return &c.Dev.Dir }, nonEmpty)},
 	{name: "dev.nats-addr", flag: "nats-addr", def: "127.0.0.1:4222", help: "host:port of the development NATS server",
@@ -237,7 +244,23 @@ func intVar(p func(*Config) *int, lo, hi int) binding {
 		get: func(c *Config) string { return strconv.Itoa(*p(c)) }}
 }
 
-// durationVar binds a positive duration.
+// floatVar binds a number in [lo, hi].
+func floatVar(p func(*Config) *float64, lo, hi float64) binding {
+	return binding{typ: "float",
+		set: func(c *Config, s string) error {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			switch {
+			case err != nil || math.IsNaN(f):
+				return fmt.Errorf("not a number")
+			case f < lo || f > hi:
+				return fmt.Errorf("must be from %g to %g", lo, hi)
+			}
+			*p(c) = f
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatFloat(*p(c), 'g', -1, 64) }}
+}
+
 // int64Var is a positive count.
 func int64Var(p func(*Config) *int64) binding {
 	return binding{typ: "int",
@@ -365,6 +388,18 @@ func natsURL(s string) error {
 		default:
 			return fmt.Errorf("scheme must be nats, tls, ws or wss, not %q", u.Scheme)
 		}
+	}
+	return nil
+}
+
+// otlpURL checks the URL of an OTLP/HTTP receiver.
+func otlpURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("not a URL (example: http://127.0.0.1:4318)")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https, not %q (the OTLP exporter speaks HTTP, not gRPC)", u.Scheme)
 	}
 	return nil
 }
