@@ -186,3 +186,21 @@ func (s *Store) SetJobTimes(t testing.TB, id, state string, submitted time.Time,
 		id, state, submitted, started, finished)
 	require.NoError(t, err)
 }
+
+// SpreadHistory gives every job a history within the last hour: finished
+// ones (the first share of them, by id) end at a time spread over the last 50 minutes
+// after a run of up to 2 s; the rest wait, due at a time spread over them.
+func (s *Store) SpreadHistory(t testing.TB, finished float64) {
+	_, err := s.pool.Exec(t.Context(), `
+		WITH r AS (SELECT group_name, id, row_number() OVER (ORDER BY id) AS n, count(*) OVER () AS total FROM fairway_job)
+		UPDATE fairway_job j SET
+		       submitted = now() - (r.n % 3000) * interval '1 second' - interval '3 seconds',
+		       run_at = now() - (r.n % 3000) * interval '1 second' - interval '3 seconds',
+		       started = CASE WHEN r.n <= r.total * $1::float8 THEN now() - (r.n % 3000) * interval '1 second' - interval '2 seconds' END,
+		       finished = CASE WHEN r.n <= r.total * $1::float8 THEN now() - (r.n % 3000) * interval '1 second' - (r.n % 2000) * interval '1 millisecond' END,
+		       state = CASE WHEN r.n <= r.total * $1::float8 THEN (CASE WHEN r.n % 10 = 0 THEN 'failed' ELSE 'success' END) ELSE 'waiting' END
+		  FROM r WHERE j.group_name = r.group_name AND j.id = r.id`, finished)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(t.Context(), "ANALYZE fairway_job")
+	require.NoError(t, err)
+}
