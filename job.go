@@ -112,6 +112,9 @@ type Job struct {
 	// and no live executor runs its task: it runs once one registers.
 	// Computed from the live executors when the job is read, not stored.
 	NoExecutor bool `json:"no_executor,omitempty"`
+	// Timeout bounds each attempt (a Go duration, as submitted); empty:
+	// the executor's default for the task, if any.
+	Timeout string `json:"timeout,omitempty"`
 	// TraceParent is the job's trace context, a W3C traceparent: stored
 	// at submission (see Submission.TraceParent) and, in a dispatch, the
 	// span of the claim that handed the job out, so that the executor's

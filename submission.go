@@ -62,6 +62,11 @@ type Submission struct {
 	// ExpiresAt fails the job with the error "expired" if it has not
 	// started by then.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Timeout bounds each attempt ("30s", "15m", "2h"; from 1s to
+	// MaxTimeout): at the deadline the handler's context is cancelled and
+	// the attempt fails with a timeout error, retried as usual. Empty: the
+	// executor's default for the task, if it has one.
+	Timeout string `json:"timeout,omitempty"`
 	// TraceParent is the W3C traceparent the job is stored with: the span
 	// of the coordinator that took the submission in, whose parent is the
 	// submitter's span when the submission's NATS headers carried one.
@@ -72,6 +77,9 @@ type Submission struct {
 
 // MaxDelay bounds run_in: a longer delay is more likely a unit mistake.
 const MaxDelay = 10 * 365 * 24 * time.Hour
+
+// MaxTimeout bounds a job's timeout.
+const MaxTimeout = 7 * 24 * time.Hour
 
 // Held says whether the job is submitted pending.
 func (s *Submission) Held() bool { return s.Pending || s.TriggerAfter != nil }
@@ -212,6 +220,16 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	}
 	if err := s.normalizeTimes(time.Now()); err != nil {
 		return err
+	}
+	if s.Timeout != "" {
+		d, err := time.ParseDuration(s.Timeout)
+		switch {
+		case err != nil:
+			return Invalid("timeout", "%q is not a duration (examples: 30s, 15m, 2h)", s.Timeout)
+		case d < time.Second || d > MaxTimeout:
+			return Invalid("timeout", "%s is not in 1s..%s", s.Timeout, MaxTimeout)
+		}
+		s.Timeout = d.String()
 	}
 	if s.MaxRetries == nil {
 		s.MaxRetries = &defaultRetries

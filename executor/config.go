@@ -25,6 +25,9 @@ const (
 	// WakeupPeriodDefault is the default period of an idle executor's
 	// unprompted request for work.
 	WakeupPeriodDefault = 10 * time.Second
+	// TimeoutGraceDefault is how long a handler may go on after its
+	// timeout before its attempt is reported failed anyway.
+	TimeoutGraceDefault = 5 * time.Second
 )
 
 // Config configures an Executor.
@@ -58,6 +61,17 @@ type Config struct {
 	// Metrics, when set, is where the executor registers its Prometheus
 	// metrics (see metrics.go and README "Metrics").
 	Metrics prometheus.Registerer
+	// Timeouts bounds each attempt of a task's jobs whose submission
+	// names no timeout of its own: at the deadline the handler's context
+	// is cancelled and the attempt fails with a timeout error (retried as
+	// usual). A job's own timeout wins. Defaults to none: a task not in
+	// the map runs as long as its handler does.
+	Timeouts map[string]time.Duration
+	// TimeoutGrace is how long a handler may go on after its timeout
+	// before the attempt is reported failed anyway and its slot freed (the
+	// handler's goroutine is left to return; what it returns is dropped).
+	// Defaults to TimeoutGraceDefault (5s).
+	TimeoutGrace time.Duration
 	// Tracer is where the executor's spans go: "fairway.run <task>"
 	// around each handler, a child of the job's trace (see
 	// docs/tracing.md); the handler's context carries it. Defaults to
@@ -72,6 +86,7 @@ func (c Config) WithDefaults() Config {
 	c.LogBufferSize = cmp.Or(c.LogBufferSize, LogBufferSizeDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.WakeupPeriod = cmp.Or(c.WakeupPeriod, WakeupPeriodDefault)
+	c.TimeoutGrace = cmp.Or(c.TimeoutGrace, TimeoutGraceDefault)
 	c.Prefix = cmp.Or(c.Prefix, events.DefaultPrefix)
 	if c.Host == "" {
 		c.Host, _ = os.Hostname()
@@ -107,6 +122,14 @@ func (c Config) validate() error {
 	}
 	if c.WakeupPeriod <= 0 {
 		return fairway.Invalid("WakeupPeriod", "%s is not positive", c.WakeupPeriod)
+	}
+	if c.TimeoutGrace <= 0 {
+		return fairway.Invalid("TimeoutGrace", "%s is not positive", c.TimeoutGrace)
+	}
+	for task, d := range c.Timeouts {
+		if d <= 0 {
+			return fairway.Invalid("Timeouts", "task %q: %s is not positive", task, d)
+		}
 	}
 	return nil
 }

@@ -86,6 +86,7 @@ var (
 	errCancelRequested = errors.New("job cancelled")
 	errShutdown        = errors.New("executor shutting down")
 	errJobDone         = errors.New("job finished")
+	errTimeout         = errors.New("job timed out")
 )
 
 // Executor runs jobs that the coordinators hand it. Create it with New,

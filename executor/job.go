@@ -86,8 +86,14 @@ type runningJob struct {
 	job      *Job
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	logger   *slog.Logger // the executor's logger with the job's keys
-	reported atomic.Bool  // the done report has been sent
+	logger   *slog.Logger  // the executor's logger with the job's keys
+	reported atomic.Bool   // the done report has been sent
+	timeout  time.Duration // how long an attempt may run; 0: no bound
+	// leaving marks the job's goroutine done in jobsWG once: when run
+	// returns, or when its handler is abandoned after its timeout (so a
+	// graceful shutdown does not wait for a handler that ignores its
+	// context).
+	leaving sync.Once
 }
 
 // Ways to treat a job that a dispatch reply handed over.
@@ -117,7 +123,7 @@ func (e *Executor) newRunningJob(fj fairway.Job) *runningJob {
 
 // run runs a job accepted from a dispatch reply and reports its outcome.
 func (e *Executor) run(rj *runningJob, mode runMode) {
-	defer e.jobsWG.Done()
+	defer rj.leaving.Do(e.jobsWG.Done)
 	job := rj.job
 	switch mode {
 	case modeRelease:
@@ -143,6 +149,20 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	e.reports.publish(e.report(events.ReportStarted, job.Ref(), job.Attempt, events.Report{Time: time.Now().UTC()}))
 	rj.logger.Debug("job started")
 	start := time.Now()
+	if rj.timeout = e.timeout(job); rj.timeout > 0 {
+		deadline := time.AfterFunc(rj.timeout, func() { rj.cancel(errTimeout) })
+		defer deadline.Stop()
+		// A handler that ignores its context is not waited for: its
+		// attempt fails after the grace, its slot is freed and its lease
+		// no longer renewed; what it returns later is dropped.
+		abandon := time.AfterFunc(rj.timeout+e.cfg.TimeoutGrace, func() {
+			rj.logger.Error("handler still running after its timeout and the grace; reporting the attempt failed and freeing its slot",
+				"timeout", rj.timeout, "grace", e.cfg.TimeoutGrace)
+			e.complete(rj, timeoutOutcome(rj.timeout))
+			rj.leaving.Do(e.jobsWG.Done)
+		})
+		defer abandon.Stop()
+	}
 	e.metrics.started(job.Job, start)
 	ctx, span := e.runSpan(rj.ctx, job)
 	err, panicked := e.call(ctx, rj, h)
@@ -159,6 +179,22 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 		}
 		rj.logger.Log(context.Background(), level, "job finished", "outcome", out.kind, "duration", time.Since(start), "error", out.err)
 	}
+}
+
+// timeout is how long an attempt of job may run: the job's own timeout,
+// else the task's in Config.Timeouts; 0 for no bound.
+func (e *Executor) timeout(job *Job) time.Duration {
+	if job.Timeout != "" {
+		if d, err := time.ParseDuration(job.Timeout); err == nil && d > 0 {
+			return d
+		}
+	}
+	return e.cfg.Timeouts[job.Task]
+}
+
+// timeoutOutcome is the failure of an attempt that ran out of time.
+func timeoutOutcome(d time.Duration) outcome {
+	return outcome{kind: events.OutcomeError, err: fmt.Sprintf("timeout: the attempt ran longer than %s", d)}
 }
 
 // call runs the handler with ctx (the job's, carrying its run span),
@@ -188,10 +224,13 @@ func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 	case panicked != nil:
 		return outcome{kind: events.OutcomeError, err: fmt.Sprintf("panic: %v", panicked)}
 	case err == nil:
+		// A success is one, even past the deadline: its work is done.
 		rj.job.mu.Lock()
 		result := rj.job.result
 		rj.job.mu.Unlock()
 		return outcome{kind: events.OutcomeSuccess, result: result}
+	case errors.Is(cause, errTimeout):
+		return timeoutOutcome(rj.timeout)
 	case errors.As(err, &perm):
 		return outcome{kind: events.OutcomePermanent, err: err.Error()}
 	default:

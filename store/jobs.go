@@ -145,6 +145,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	runAts, expiresAts, triggers := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 	positions := make([]int32, n)
 	traceparents := make([]string, n)
+	timeouts := make([]int64, n)
 	for k, i := range order {
 		sub := subs[i]
 		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
@@ -158,6 +159,10 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			maxRetries[k] = int32(*sub.MaxRetries)
 		}
 		runAts[k], positions[k], traceparents[k] = sub.RunAt, int32(i), sub.TraceParent
+		if sub.Timeout != "" {
+			d, _ := time.ParseDuration(sub.Timeout) // Normalize checked it
+			timeouts[k] = d.Milliseconds()
+		}
 	}
 	m := len(rejections)
 	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
@@ -180,7 +185,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			}
 		}
 		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents, timeouts)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +203,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 	} else {
 		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts)
 		if err != nil {
 			return nil, err
 		}

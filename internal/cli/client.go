@@ -90,6 +90,7 @@ stored even while no coordinator runs; problems found at ingest appear as a
 	f.StringVar(&runAt, "run-at", "", "not before this time: RFC 3339, or a delay such as 10m")
 	f.BoolVar(&sub.Pending, "pending", false, "hold the job until 'fairway jobs release ID --group GROUP' (or --trigger-after)")
 	f.StringVar(&triggerAfter, "trigger-after", "", "hold the job until this time: RFC 3339, or a delay such as 1h (implies --pending)")
+	f.StringVar(&sub.Timeout, "timeout", "", "fail an attempt that runs longer than this (30s, 15m, 2h; at least 1s), retried as usual (default: the executor's for the task, if any)")
 	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
 	return e.withConfig(cmd, clientKeys...)

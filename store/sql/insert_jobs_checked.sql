@@ -5,21 +5,21 @@
 -- stored as insert_jobs.sql stores them: the poison costs this one extra
 -- round trip and its own rejection. Rows come back as (group_name, id,
 -- created): created rows, then the unstorable ones. $22 holds the
--- traceparents, as $21 in insert_jobs.sql.
+-- traceparents and $23 the timeouts, as $21 and $22 in insert_jobs.sql.
 WITH u AS (
     SELECT u.*, fairway_jsonb_ok(u.args) AS ok
       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                   $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
-                  $19::timestamptz[], $20::timestamptz[], $22::text[])
+                  $19::timestamptz[], $20::timestamptz[], $22::text[], $23::bigint[])
            WITH ORDINALITY AS u (id, task, group_name, args, subject, submitter, priority,
-                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, ord)
+                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, ord)
 ), ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
-                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent)
+                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms)
     SELECT i.id, i.task, i.group_name, i.args::jsonb, i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), i.state, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
-           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, '')
+           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0)
       FROM u AS i
      WHERE i.ok
      ORDER BY i.ord

@@ -1,0 +1,70 @@
+package coordinator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTimeouts: a job's own timeout cancels its handler's context at the
+// deadline and the attempt fails with a timeout error, retried as usual;
+// a task's default timeout applies to jobs without one; a handler that
+// ignores its context is not waited for: after the grace its attempt
+// fails and its slot is free for the next job.
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	nc, err := nats.Connect(h.ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) })
+	ex, err := executor.New(nc, executor.Config{AppID: "ex1", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t),
+		Timeouts: map[string]time.Duration{"ignores": 300 * time.Millisecond}, TimeoutGrace: 200 * time.Millisecond})
+	require.NoError(t, err)
+	ex.Handle("waits", func(ctx context.Context, _ *executor.Job) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	ex.Handle("ignores", func(context.Context, *executor.Job) error {
+		<-stuck // ignores its context
+		return nil
+	})
+	ex.Handle("echo", echo)
+	require.NoError(t, ex.Start(t.Context()))
+	t.Cleanup(ex.Stop)
+
+	// Its own timeout, 1 s, one retry: two attempts, both timed out.
+	one := 1
+	reply, err := h.client.SubmitReply(t.Context(), fairway.Submission{Group: "g", Task: "waits", Timeout: "1s", MaxRetries: &one})
+	require.NoError(t, err)
+	require.Equal(t, "1s", reply.Job.Timeout)
+	evs := h.final(reply.ID)
+	last := evs[len(evs)-1]
+	require.Equal(t, fairway.StateFailed, last.State)
+	require.Equal(t, 2, last.Attempt)
+	require.Contains(t, last.Error, "timeout: the attempt ran longer than 1s")
+	require.Contains(t, transitions(evs), "running>stuck", "the first attempt was retried")
+
+	// The task's default: the handler ignores its context, and the next
+	// job still gets the one slot.
+	zero := 0
+	ignored := submit(t, h, fairway.Submission{Group: "g", Task: "ignores", MaxRetries: &zero})
+	next := submit(t, h, fairway.Submission{Group: "g", Task: "echo"})
+	seen := map[string]events.Event{}
+	h.until(func(ev events.Event) bool {
+		if ev.State.Final() {
+			seen[ev.JobID] = ev
+		}
+		return len(seen) == 2
+	})
+	require.Equal(t, fairway.StateFailed, seen[ignored].State)
+	require.Contains(t, seen[ignored].Error, "timeout: the attempt ran longer than 300ms")
+	require.Equal(t, fairway.StateSuccess, seen[next].State, "the abandoned handler's slot was freed")
+}
