@@ -108,3 +108,45 @@ func ExampleExecutor_Handle() {
 	}()
 	fmt.Println("running", ex.Running(), "jobs")
 }
+
+// Middleware wraps every handler: here each attempt is timed and a job's
+// tenant is put in the context the handler sees. The first middleware
+// added is the outermost.
+func ExampleExecutor_Use() {
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	ex, err := executor.New(nc, executor.Config{AppID: "worker-1",
+		// Attempts of "report" that run longer than 10 minutes fail with
+		// a timeout (a job's own "timeout" wins).
+		Timeouts: map[string]time.Duration{"report": 10 * time.Minute}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	type tenantKey struct{}
+	ex.Use(
+		func(next executor.Handler) executor.Handler {
+			return func(ctx context.Context, job *executor.Job) error {
+				start := time.Now()
+				err := next(ctx, job)
+				job.Logger.Info("attempt ends", "duration", time.Since(start), "failed", err != nil)
+				return err
+			}
+		},
+		func(next executor.Handler) executor.Handler {
+			return func(ctx context.Context, job *executor.Job) error {
+				return next(context.WithValue(ctx, tenantKey{}, job.Group), job)
+			}
+		},
+	)
+	ex.Handle("report", func(ctx context.Context, job *executor.Job) error {
+		fmt.Println("report for", ctx.Value(tenantKey{}))
+		return nil
+	})
+	if err := ex.Start(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	defer ex.Stop()
+}

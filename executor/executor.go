@@ -99,6 +99,10 @@ type Executor struct {
 	metrics  *execMetrics
 	tracer   trace.Tracer
 	handlers map[string]Handler
+	// middleware wraps every handler, the first added outermost; chained
+	// holds the handlers wrapped, made by Start.
+	middleware []Middleware
+	chained    map[string]Handler
 	reports  *reporter
 	logs     *logBuffer
 
@@ -203,6 +207,40 @@ func (e *Executor) Handle(task string, h Handler) {
 		panic(fmt.Sprintf("executor.Handle: task %q already has a handler", task))
 	}
 	e.handlers[task] = h
+}
+
+// Middleware wraps a handler: it runs code before and after the handler
+// (or instead of it), for logging, metrics, panics or a tenant's context.
+// It returns the handler to call; it may change the ctx it passes on, and
+// what the handler returns.
+type Middleware func(next Handler) Handler
+
+// Use adds middleware that wraps every task's handler (Exq's middleware,
+// River's hooks). Call it before Start. The first middleware added is the
+// outermost: Use(a, b) runs a, then b, then the handler, and returns
+// through b, then a. A panic in a middleware fails the attempt, as one in
+// a handler does. It panics when a middleware is nil or the executor has
+// started: programming errors.
+func (e *Executor) Use(mw ...Middleware) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.life != lifeNew {
+		panic("executor.Use: middleware added after Start or Shutdown")
+	}
+	for _, m := range mw {
+		if m == nil {
+			panic("executor.Use: nil middleware")
+		}
+	}
+	e.middleware = append(e.middleware, mw...)
+}
+
+// chain wraps h in the executor's middleware.
+func (e *Executor) chain(h Handler) Handler {
+	for i := len(e.middleware) - 1; i >= 0; i-- {
+		h = e.middleware[i](h)
+	}
+	return h
 }
 
 // Running returns how many jobs the executor holds: running, or finished

@@ -134,7 +134,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 		e.complete(rj, outcome{kind: events.OutcomeCancelled, err: "cancelled before it started"})
 		return
 	}
-	h := e.handlers[job.Task]
+	h := e.chained[job.Task]
 	if h == nil {
 		msg := fmt.Sprintf("no handler for task %q on executor %q", job.Task, e.cfg.AppID)
 		rj.logger.Error(msg)

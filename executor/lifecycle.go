@@ -58,8 +58,10 @@ func (e *Executor) Start(ctx context.Context) error {
 	e.life = lifeStarting
 	e.instance = uuid.NewString()
 	e.tasks = make([]string, 0, len(e.handlers))
-	for task := range e.handlers {
+	e.chained = make(map[string]Handler, len(e.handlers))
+	for task, h := range e.handlers {
 		e.tasks = append(e.tasks, task)
+		e.chained[task] = e.chain(h)
 	}
 	sort.Strings(e.tasks)
 	e.started = time.Now().UTC()

@@ -20,11 +20,30 @@ import (
 //	fail   {"times": 2} fails the first 2 attempts, then succeeds;
 //	       {"permanent": true} fails without retries.
 //	panic  panics (a failed attempt, not a dead executor).
+//
+// Every attempt goes through the Timing middleware.
 func Register(e *executor.Executor) {
+	e.Use(Timing)
 	e.Handle("echo", Echo)
 	e.Handle("sleep", Sleep)
 	e.Handle("fail", Fail)
 	e.Handle("panic", Panic)
+}
+
+// Timing is the demo's middleware: it writes to the job's log when an
+// attempt begins and when it ends, with how long it took and its error.
+func Timing(next executor.Handler) executor.Handler {
+	return func(ctx context.Context, job *executor.Job) error {
+		start := time.Now()
+		job.Logger.Debug("attempt begins", "attempt", job.Attempt)
+		err := next(ctx, job)
+		if err != nil {
+			job.Logger.Info("attempt ends", "duration", time.Since(start).Round(time.Microsecond).String(), "error", err.Error())
+		} else {
+			job.Logger.Info("attempt ends", "duration", time.Since(start).Round(time.Microsecond).String())
+		}
+		return err
+	}
 }
 
 // Echo returns its args as the result.

@@ -1,0 +1,58 @@
+package coordinator_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMiddlewareOrder: Use(a, b) runs a, then b, then the handler, and
+// returns through b, then a; a middleware may change what the handler
+// returns (here b turns an error into a permanent one), and Use after
+// Start is refused.
+func TestMiddlewareOrder(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	nc, err := nats.Connect(h.ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ex, err := executor.New(nc, executor.Config{AppID: "ex1", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t)})
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	mw := func(name string) executor.Middleware {
+		return func(next executor.Handler) executor.Handler {
+			return func(ctx context.Context, job *executor.Job) error {
+				note(name + " before")
+				err := next(ctx, job)
+				note(name + " after")
+				if name == "b" && err != nil {
+					return fairway.Permanent(err)
+				}
+				return err
+			}
+		}
+	}
+	ex.Use(mw("a"), mw("b"))
+	ex.Handle("boom", func(context.Context, *executor.Job) error { note("handler"); return errors.New("boom") })
+	require.NoError(t, ex.Start(t.Context()))
+	t.Cleanup(ex.Stop)
+	require.Panics(t, func() { ex.Use(mw("c")) }, "Use after Start")
+
+	id := submit(t, h, fairway.Submission{Group: "g", Task: "boom"})
+	evs := h.final(id)
+	last := evs[len(evs)-1]
+	require.Equal(t, fairway.StateFailed, last.State, "b made the error permanent: no retry")
+	require.Equal(t, 1, last.Attempt)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"a before", "b before", "handler", "b after", "a after"}, order)
+}
