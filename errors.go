@@ -3,6 +3,7 @@ package fairway
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code classifies an error for clients: it travels in API replies and
@@ -106,6 +107,20 @@ type PermanentError struct{ Err error }
 
 func (e *PermanentError) Error() string { return e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
+
+// SnoozeError is what Snooze returns: the job runs again after Delay.
+type SnoozeError struct{ Delay time.Duration }
+
+func (e *SnoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.Delay) }
+
+// Snooze, returned by a handler, puts the job back to waiting, due again
+// after d (River's JobSnooze, Oban's {:snooze, s}): the attempt is neither a
+// success nor a failure, so it does not count against the job's retries
+// (its attempt number still counts runs). d is at least a second and at
+// most MaxDelay; a shorter one is a second, a longer one MaxDelay.
+func Snooze(d time.Duration) error {
+	return &SnoozeError{Delay: min(max(d, time.Second), MaxDelay)}
+}
 
 // Permanent wraps err so that the job fails without further retries.
 func Permanent(err error) error {

@@ -10,6 +10,7 @@ const (
 	OutcomePermanent Outcome = "permanent" // the handler failed permanently: no retry
 	OutcomeCancelled Outcome = "cancelled" // the job was cancelled while running
 	OutcomeReleased  Outcome = "released"  // the executor gave the job back unfinished (shutdown): back to waiting, not a failure
+	OutcomeSnoozed   Outcome = "snoozed"   // the handler asked to run again later (Snooze): back to waiting, due then, not a failure
 	// OutcomeLost: the executor died (its lease expired) or restarted. The
 	// attempt counts as failed; the job is due again at once. Only
 	// coordinators decide it.
@@ -19,7 +20,7 @@ const (
 // Reportable says whether an executor may report o.
 func (o Outcome) Reportable() bool {
 	switch o {
-	case OutcomeSuccess, OutcomeError, OutcomePermanent, OutcomeCancelled, OutcomeReleased:
+	case OutcomeSuccess, OutcomeError, OutcomePermanent, OutcomeCancelled, OutcomeReleased, OutcomeSnoozed:
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -101,6 +102,15 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 				continue
 			}
 			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error}
+			if r.Outcome == fairway.OutcomeSnoozed {
+				d, err := time.ParseDuration(r.Snooze)
+				if err != nil || d < time.Second || d > fairway.MaxDelay {
+					// The job moves on as a failed attempt rather than
+					// waiting on a report that cannot say when.
+					o.Kind, o.Error = fairway.OutcomeError, fmt.Sprintf("snoozed with an invalid delay %q: 1s..%s expected", fairway.TruncateRunes(r.Snooze, 64), fairway.MaxDelay)
+				}
+				o.Snooze = d
+			}
 			if t, ok := startedAt[a]; ok {
 				o.StartedAt = &t
 			}

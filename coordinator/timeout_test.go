@@ -2,6 +2,8 @@ package coordinator_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,4 +69,32 @@ func TestTimeouts(t *testing.T) {
 	require.Equal(t, fairway.StateFailed, seen[ignored].State)
 	require.Contains(t, seen[ignored].Error, "timeout: the attempt ran longer than 300ms")
 	require.Equal(t, fairway.StateSuccess, seen[next].State, "the abandoned handler's slot was freed")
+}
+
+// TestSnooze: a handler that returns fairway.Snooze(d) puts its job back
+// to waiting, due after d; the attempt counts no failure, and the job runs
+// again then.
+func TestSnooze(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var first atomic.Int64 // when the first attempt snoozed, in Unix ns
+	h.executor("ex1", 1, map[string]executor.Handler{"later": func(_ context.Context, job *executor.Job) error {
+		if job.Attempt == 1 {
+			first.Store(time.Now().UnixNano())
+			return fairway.Snooze(time.Second)
+		}
+		if since := time.Since(time.Unix(0, first.Load())); since < 900*time.Millisecond {
+			return fmt.Errorf("ran again after %s, before its snooze of 1s", since)
+		}
+		return nil
+	}})
+	zero := 0
+	id := submit(t, h, fairway.Submission{Group: "g", Task: "later", MaxRetries: &zero})
+	evs := h.final(id)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State, "no retries were allowed: the snooze was no failure")
+	require.Contains(t, transitions(evs), "running>waiting")
+	job, err := h.client.Get(t.Context(), "g", id)
+	require.NoError(t, err)
+	require.Equal(t, 0, job.Retries)
+	require.Equal(t, 2, job.Attempt)
 }

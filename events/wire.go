@@ -213,6 +213,7 @@ const (
 	OutcomePermanent = fairway.OutcomePermanent
 	OutcomeCancelled = fairway.OutcomeCancelled
 	OutcomeReleased  = fairway.OutcomeReleased
+	OutcomeSnoozed   = fairway.OutcomeSnoozed
 )
 
 // Report is what an executor says about a job it holds. Executors publish
@@ -227,14 +228,17 @@ type Report struct {
 	Attempt int    `json:"attempt"`
 	// Executor is the executor's app-id, Instance its instance id (as
 	// registered).
-	Executor string            `json:"executor"`
-	Instance string            `json:"instance"`
-	Time     time.Time         `json:"time"`
-	Progress int               `json:"progress,omitempty"`
-	Outcome  fairway.Outcome   `json:"outcome,omitempty"`
-	Result   json.RawMessage   `json:"result,omitempty"`
-	Error    string            `json:"error,omitempty"`
-	Logs     []fairway.LogLine `json:"logs,omitempty"`
+	Executor string          `json:"executor"`
+	Instance string          `json:"instance"`
+	Time     time.Time       `json:"time"`
+	Progress int             `json:"progress,omitempty"`
+	Outcome  fairway.Outcome `json:"outcome,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	// Snooze, with the outcome snoozed, is when the job is due again: a
+	// Go duration from 1s ("30s", "15m").
+	Snooze string            `json:"snooze,omitempty"`
+	Logs   []fairway.LogLine `json:"logs,omitempty"`
 }
 
 // CancelCommand asks an executor to cancel one attempt of a job it holds:

@@ -103,8 +103,8 @@ type Executor struct {
 	// holds the handlers wrapped, made by Start.
 	middleware []Middleware
 	chained    map[string]Handler
-	reports  *reporter
-	logs     *logBuffer
+	reports    *reporter
+	logs       *logBuffer
 
 	// pubMu orders a job's reports: pending logs and progress are taken
 	// from the buffer and published under it, before the done report.

@@ -110,6 +110,7 @@ type outcome struct {
 	kind   fairway.Outcome
 	err    string
 	result json.RawMessage
+	snooze time.Duration // with kind snoozed
 }
 
 // newRunningJob prepares fj to run. Called with e.mu held.
@@ -192,6 +193,14 @@ func (e *Executor) timeout(job *Job) time.Duration {
 	return e.cfg.Timeouts[job.Task]
 }
 
+// snoozeText is a snooze delay as a report carries it ("" for none).
+func snoozeText(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
+}
+
 // timeoutOutcome is the failure of an attempt that ran out of time.
 func timeoutOutcome(d time.Duration) outcome {
 	return outcome{kind: events.OutcomeError, err: fmt.Sprintf("timeout: the attempt ran longer than %s", d)}
@@ -216,6 +225,7 @@ func (e *Executor) call(ctx context.Context, rj *runningJob, h Handler) (err err
 func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 	cause := context.Cause(rj.ctx)
 	var perm *fairway.PermanentError
+	var snooze *fairway.SnoozeError
 	switch {
 	case errors.Is(cause, errCancelRequested):
 		return outcome{kind: events.OutcomeCancelled, err: "cancelled while running"}
@@ -231,6 +241,8 @@ func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 		return outcome{kind: events.OutcomeSuccess, result: result}
 	case errors.Is(cause, errTimeout):
 		return timeoutOutcome(rj.timeout)
+	case errors.As(err, &snooze):
+		return outcome{kind: events.OutcomeSnoozed, snooze: snooze.Delay}
 	case errors.As(err, &perm):
 		return outcome{kind: events.OutcomePermanent, err: err.Error()}
 	default:
@@ -254,6 +266,7 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 		Outcome: out.kind,
 		Result:  out.result,
 		Error:   out.err,
+		Snooze:  snoozeText(out.snooze),
 	}))
 	e.pubMu.Unlock()
 	rj.cancel(errJobDone)

@@ -46,6 +46,8 @@ type Outcome struct {
 	// StartedAt, when set, is when the attempt started: its start was
 	// reported along with its end, and is recorded with it.
 	StartedAt *time.Time
+	// Snooze is how long a snoozed job waits before it is due again.
+	Snooze time.Duration
 }
 
 // Applied is an outcome that changed its job.
@@ -96,11 +98,13 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	kinds, errs := make([]string, n), make([]string, n)
 	results := make([][]byte, n)
 	started := make([]*time.Time, n)
+	snoozes := make([]float64, n)
 	for i, o := range outcomes {
 		atts[i], kinds[i], results[i], errs[i], started[i] = o.Attempt, string(o.Kind), o.Result, o.Error, o.StartedAt
+		snoozes[i] = o.Snooze.Seconds()
 	}
 	a := attemptArrays(atts)
-	rows, err := tx.Query(ctx, completeSQL, a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances)
+	rows, err := tx.Query(ctx, completeSQL, a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances, snoozes)
 	if err != nil {
 		return nil, err
 	}

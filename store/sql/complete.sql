@@ -1,6 +1,6 @@
 -- Applies executors' outcomes: success, error (retry while retries remain),
--- permanent (failed), cancelled, released (back to waiting, not a failure)
--- and lost (the executor died or restarted: a failure, due again at once).
+-- permanent (failed), cancelled, released (back to waiting, not a failure),
+-- snoozed (back to waiting, due after its delay, not a failure) and lost (the executor died or restarted: a failure, due again at once).
 -- An outcome applies only to the attempt it names, held by the executor
 -- instance that sends it: a late result from an expired lease, or a report
 -- forged by another executor, changes nothing.
@@ -11,18 +11,19 @@
 -- running in the same statement, with both events, and one row write.
 -- $1..$6: id, attempt, worker, outcome, result, error of each outcome;
 -- $7: retry delay; $8: started_at of each outcome, or NULL; $9, $10: the
--- group and the worker's instance of each outcome.
+-- group and the worker's instance of each outcome; $11: each snoozed
+-- outcome's delay in seconds (0 for the others).
 WITH o AS (
-    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[], $9::text[], $10::text[])
-           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, group_name, instance, ord)
+    SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[], $9::text[], $10::text[], $11::float8[])
+           WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, group_name, instance, snooze, ord)
 ), cur AS (
-    SELECT j.group_name, j.id, j.state AS prev_state, o.worker, o.outcome, o.result, o.error, o.ord,
+    SELECT j.group_name, j.id, j.state AS prev_state, o.worker, o.outcome, o.result, o.error, o.snooze, o.ord,
            (o.started_at IS NOT NULL AND j.state = 'scheduled') AS via_running,
            coalesce(CASE WHEN j.state = 'scheduled' THEN o.started_at END, j.started) AS started,
            CASE
                WHEN o.outcome = 'success' THEN 'success'
                WHEN o.outcome = 'cancelled' OR j.cancel_requested THEN 'cancelled'
-               WHEN o.outcome = 'released' THEN 'waiting'
+               WHEN o.outcome IN ('released', 'snoozed') THEN 'waiting'
                WHEN o.outcome = 'permanent' OR j.retries >= j.max_retries THEN 'failed'
                ELSE 'stuck'
            END AS new_state
@@ -44,7 +45,7 @@ WITH o AS (
                         WHEN cur.new_state = 'stuck' AND cur.outcome = 'lost' THEN now()
                         WHEN cur.new_state = 'stuck'
                             THEN coalesce(cur.started, now()) + $7::interval * power(2, least(j.retries, 40))
-                        WHEN cur.new_state = 'waiting' THEN now()
+                        WHEN cur.new_state = 'waiting' THEN now() + make_interval(secs => cur.snooze)
                         ELSE j.run_at
                     END,
            finished = CASE WHEN cur.new_state IN ('success', 'failed', 'cancelled') THEN now() END,
