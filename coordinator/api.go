@@ -115,6 +115,7 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbStats:           {tenantAndAdmin, (*Coordinator).apiStats},
 	events.VerbBulk:            {tenantAndAdmin, (*Coordinator).apiBulk},
 	events.VerbDrain:           {adminOnly, (*Coordinator).apiDrain},
+	events.VerbPause:           {adminOnly, (*Coordinator).apiPause},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
 	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},

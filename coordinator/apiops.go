@@ -150,7 +150,31 @@ func (c *Coordinator) apiDrain(ctx context.Context, r request) (events.Reply, er
 	if err := decode(r.data, &req); err != nil {
 		return events.Reply{}, err
 	}
-	if err := fairway.CheckName("executor", req.Executor); err != nil {
+	return c.tellExecutor(ctx, req.Executor, c.subjects.Drain(req.Executor), req, "drain")
+}
+
+// apiPause tells an executor to pause or resume (all its tasks, or one).
+func (c *Coordinator) apiPause(ctx context.Context, r request) (events.Reply, error) {
+	var req events.PauseCommand
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	if req.Task != "" {
+		if err := fairway.CheckName("task", req.Task); err != nil {
+			return events.Reply{}, err
+		}
+	}
+	what := "pause"
+	if req.Resume {
+		what = "resume"
+	}
+	return c.tellExecutor(ctx, req.Executor, c.subjects.Pause(req.Executor), req, what)
+}
+
+// tellExecutor sends a command to a live executor that the coordinators
+// know, on its own subject; the reply names the executor.
+func (c *Coordinator) tellExecutor(ctx context.Context, appID, subject string, cmd any, what string) (events.Reply, error) {
+	if err := fairway.CheckName("executor", appID); err != nil {
 		return events.Reply{}, err
 	}
 	executors, err := c.store.Executors(ctx)
@@ -158,18 +182,18 @@ func (c *Coordinator) apiDrain(ctx context.Context, r request) (events.Reply, er
 		return events.Reply{}, err
 	}
 	for _, e := range executors {
-		if e.AppID != req.Executor {
+		if e.AppID != appID {
 			continue
 		}
-		if e.State == fairway.ExecutorGone {
-			return events.Reply{}, fairway.Conflict("", "executor %q is gone: nothing to drain", req.Executor)
+		if e.State != "" && e.State != fairway.ExecutorLive {
+			return events.Reply{}, fairway.Conflict("", "executor %q is %s: nothing to %s", appID, e.State, what)
 		}
-		data, _ := json.Marshal(events.DrainRequest{Executor: req.Executor})
-		if err := c.nc.Publish(c.subjects.Drain(req.Executor), data); err != nil {
-			return events.Reply{}, fmt.Errorf("telling executor %q to drain: %w", req.Executor, err)
+		data, _ := json.Marshal(cmd)
+		if err := c.nc.Publish(subject, data); err != nil {
+			return events.Reply{}, fmt.Errorf("telling executor %q to %s: %w", appID, what, err)
 		}
-		c.log.Info("executor told to drain", "executor", req.Executor)
+		c.log.Info("executor told to "+what, "executor", appID)
 		return events.Reply{Executors: []fairway.Executor{e}}, nil
 	}
-	return events.Reply{}, &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("no executor %q: see the executors verb", req.Executor)}
+	return events.Reply{}, &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("no executor %q: see the executors verb", appID)}
 }

@@ -219,6 +219,14 @@ func (c *Client) Drain(ctx context.Context, appID string) error {
 	return err
 }
 
+// Pause tells an executor to stop taking jobs (of cmd.Task, or of every
+// task), or with cmd.Resume to take them again (operators only). Its
+// running jobs finish.
+func (c *Client) Pause(ctx context.Context, cmd PauseCommand) error {
+	_, err := c.request(ctx, c.subjects.Admin(VerbPause), cmd)
+	return err
+}
+
 // Get returns the job id of group.
 func (c *Client) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return c.jobVerb(ctx, group, VerbGet, JobRequest{ID: id})

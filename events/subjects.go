@@ -49,6 +49,7 @@ const (
 	VerbStats     = "stats"     // body: StatsRequest
 	VerbBulk      = "bulk"      // body: BulkRequest
 	VerbDrain     = "drain"     // admin only; body: DrainRequest
+	VerbPause     = "pause"     // admin only; body: PauseCommand
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body
@@ -157,6 +158,10 @@ func (s Subjects) Cancel(appID string) string { return s.Executor(appID, "cancel
 // Drain is the subject that tells executor appID to drain: take no more
 // jobs, finish its running ones, deregister and exit.
 func (s Subjects) Drain(appID string) string { return s.Executor(appID, "drain") }
+
+// Pause is the subject that tells executor appID to pause or resume
+// (PauseCommand).
+func (s Subjects) Pause(appID string) string { return s.Executor(appID, "pause") }
 
 // Ping is the subject that asks executor appID whether it is alive.
 func (s Subjects) Ping(appID string) string { return s.Executor(appID, "ping") }

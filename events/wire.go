@@ -87,6 +87,16 @@ type BulkResult struct {
 	Errors  []*fairway.Error `json:"errors,omitempty"`
 }
 
+// PauseCommand is the body of pause (operators only), which the
+// coordinators pass on to the executor on <p>.executor.<app-id>.pause: it
+// stops taking jobs (of Task, or of every task when Task is empty), its
+// running jobs finish; Resume undoes it.
+type PauseCommand struct {
+	Executor string `json:"executor"`
+	Task     string `json:"task,omitempty"`
+	Resume   bool   `json:"resume,omitempty"`
+}
+
 // DrainRequest is the body of drain (operators only): the executor to
 // drain. It stops taking jobs, finishes the ones it runs, deregisters and
 // exits, as on SIGTERM.

@@ -36,9 +36,9 @@ func (e *Executor) dispatchLoop() {
 		default:
 		}
 		idle := true
-		if free := e.free(); free > 0 {
+		if free, tasks := e.free(); free > 0 {
 			asked := time.Now()
-			got, err := e.dispatch(free)
+			got, err := e.dispatch(free, tasks)
 			switch {
 			case err == nil:
 				// A long poll that ran its course found nothing: ask again at
@@ -126,22 +126,24 @@ func (e *Executor) registerAgain() bool {
 	}
 }
 
-func (e *Executor) free() int {
+// free returns how many slots are free and the tasks to ask jobs for:
+// none while the executor stops or is paused.
+func (e *Executor) free() (int, []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.life.stopping() {
-		return 0
+	if e.life.stopping() || e.pausedAll || len(e.tasks) == 0 {
+		return 0, nil
 	}
-	return e.cfg.PoolSize - len(e.jobs)
+	return e.pool - len(e.jobs), e.tasks
 }
 
-// dispatch asks for up to free jobs and starts them; it returns how many
-// it got.
-func (e *Executor) dispatch(free int) (int, error) {
+// dispatch asks for up to free jobs of tasks and starts them; it returns
+// how many it got.
+func (e *Executor) dispatch(free int, tasks []string) (int, error) {
 	if e.dispatchID == "" {
 		e.dispatchID = uuid.NewString()
 	}
-	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: e.tasks,
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: tasks,
 		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID})
 	if err != nil {
 		return 0, err
@@ -189,13 +191,20 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		switch {
 		case e.life.stopping():
 			mode = modeRelease
-		case len(e.jobs) >= e.cfg.PoolSize:
-			e.logger.Warn("dispatch handed out more jobs than slots were asked for; releasing the extra job", "job_id", fj.ID)
+		case len(e.jobs) >= e.pool:
+			// Also after SetConcurrency lowered the pool meanwhile.
+			e.logger.Warn("dispatch handed out more jobs than there are slots; releasing the extra job", "job_id", fj.ID)
+			mode = modeRelease
+		case e.dropped[fj.Task] || e.paused[fj.Task]:
+			// Asked for before the task was dropped or paused: back to
+			// waiting, for an executor that runs it.
+			e.logger.Info("releasing a job of a task this executor no longer takes", "job_id", fj.ID, "task", fj.Task)
 			mode = modeRelease
 		case e.cancels.take(fj.Ref(), fj.Attempt, time.Now()):
 			mode = modeCancelled
 		}
 		rj := e.newRunningJob(fj)
+		rj.handler = e.chained[fj.Task]
 		e.jobs[fj.Ref()] = rj
 		e.jobsWG.Add(1)
 		go e.run(rj, mode)

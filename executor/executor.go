@@ -115,12 +115,21 @@ type Executor struct {
 	mu       sync.Mutex
 	life     lifecycle
 	instance string
-	tasks    []string
-	started  time.Time
-	baseCtx  context.Context
-	jobs     map[fairway.JobRef]*runningJob
-	cancels  cancelMemo
-	subs     []*nats.Subscription
+	// tasks are the tasks the executor asks jobs for (sorted): those with
+	// a handler, less the paused ones. pool is its slots (PoolSize, or
+	// SetConcurrency's); pausedAll stops it asking for any job.
+	tasks     []string
+	pool      int
+	paused    map[string]bool
+	pausedAll bool
+	// dropped are the tasks Unhandle removed (a job of one is released,
+	// not failed: a dispatch asked for it before).
+	dropped map[string]bool
+	started time.Time
+	baseCtx context.Context
+	jobs    map[fairway.JobRef]*runningJob
+	cancels cancelMemo
+	subs    []*nats.Subscription
 
 	wake         chan struct{} // capacity 1: new work may be available
 	stopCh       chan struct{} // closed when Shutdown begins
@@ -178,6 +187,9 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		bgStop:       make(chan struct{}),
 		done:         make(chan struct{}),
 		drainCh:      make(chan struct{}),
+		pool:         cfg.PoolSize,
+		paused:       map[string]bool{},
+		dropped:      map[string]bool{},
 	}
 	rep, err := newReporter(nc, subjects.Results(cfg.AppID), subjects.ResultStream(), logger)
 	if err != nil {
@@ -188,9 +200,11 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 	return e, nil
 }
 
-// Handle registers h as the handler of task. Call it before Start. It
-// panics when task is not a valid task name, h is nil, task already has a
-// handler or the executor has started: all programming errors.
+// Handle registers h as the handler of task, before Start or while the
+// executor runs (Exq's subscribe): the coordinators are told at once, and
+// jobs of task come from the next dispatch on. It panics when task is not
+// a valid task name, h is nil, task already has a handler, or the
+// executor is starting or stopping: all programming errors.
 func (e *Executor) Handle(task string, h Handler) {
 	if err := fairway.CheckName("task", task); err != nil {
 		panic(fmt.Sprintf("executor.Handle: %v", err))
@@ -199,14 +213,25 @@ func (e *Executor) Handle(task string, h Handler) {
 		panic(fmt.Sprintf("executor.Handle: nil handler for task %q", task))
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.life != lifeNew {
-		panic(fmt.Sprintf("executor.Handle: task %q registered after Start or Shutdown", task))
+	if e.life != lifeNew && e.life != lifeRunning {
+		e.mu.Unlock()
+		panic(fmt.Sprintf("executor.Handle: task %q registered while the executor starts or stops", task))
 	}
 	if _, dup := e.handlers[task]; dup {
+		e.mu.Unlock()
 		panic(fmt.Sprintf("executor.Handle: task %q already has a handler", task))
 	}
 	e.handlers[task] = h
+	delete(e.dropped, task)
+	running := e.life == lifeRunning
+	if running {
+		e.chained[task] = e.chain(h)
+		e.setTasks()
+	}
+	e.mu.Unlock()
+	if running {
+		e.reregister("now handles task " + task)
+	}
 }
 
 // Middleware wraps a handler: it runs code before and after the handler

@@ -89,6 +89,7 @@ type runningJob struct {
 	logger   *slog.Logger  // the executor's logger with the job's keys
 	reported atomic.Bool   // the done report has been sent
 	timeout  time.Duration // how long an attempt may run; 0: no bound
+	handler  Handler       // its task's handler, wrapped, when it was accepted
 	// leaving marks the job's goroutine done in jobsWG once: when run
 	// returns, or when its handler is abandoned after its timeout (so a
 	// graceful shutdown does not wait for a handler that ignores its
@@ -135,7 +136,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 		e.complete(rj, outcome{kind: events.OutcomeCancelled, err: "cancelled before it started"})
 		return
 	}
-	h := e.chained[job.Task]
+	h := rj.handler
 	if h == nil {
 		msg := fmt.Sprintf("no handler for task %q on executor %q", job.Task, e.cfg.AppID)
 		rj.logger.Error(msg)

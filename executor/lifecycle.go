@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -57,13 +56,11 @@ func (e *Executor) Start(ctx context.Context) error {
 	}
 	e.life = lifeStarting
 	e.instance = uuid.NewString()
-	e.tasks = make([]string, 0, len(e.handlers))
 	e.chained = make(map[string]Handler, len(e.handlers))
 	for task, h := range e.handlers {
-		e.tasks = append(e.tasks, task)
 		e.chained[task] = e.chain(h)
 	}
-	sort.Strings(e.tasks)
+	e.setTasks()
 	e.started = time.Now().UTC()
 	e.mu.Unlock()
 
@@ -99,6 +96,7 @@ func (e *Executor) start(ctx context.Context) error {
 		{e.subjects.Cancel(e.cfg.AppID), e.onCancel},
 		{e.subjects.Ping(e.cfg.AppID), e.onPing},
 		{e.subjects.Drain(e.cfg.AppID), e.onDrain},
+		{e.subjects.Pause(e.cfg.AppID), e.onPause},
 		{e.subjects.NotifyWork(), func(*nats.Msg) { e.signal() }},
 	}
 	subs := make([]*nats.Subscription, 0, len(subscribe))
@@ -141,21 +139,26 @@ func (e *Executor) start(ctx context.Context) error {
 		e.reports.run(e.bgStop)
 	}()
 	go e.dispatchLoop()
-	e.logger.Info("executor started", "instance", e.instance, "pool_size", e.cfg.PoolSize, "tasks", e.tasks)
+	e.mu.Lock()
+	pool, tasks := e.pool, e.tasks
+	e.mu.Unlock()
+	e.logger.Info("executor started", "instance", e.instance, "pool_size", pool, "tasks", tasks)
 	return nil
 }
 
 // register announces the executor, retrying while no coordinator answers.
 func (e *Executor) register(ctx context.Context) error {
 	subject := e.subjects.Exec(e.cfg.AppID, events.ExecRegister)
+	e.mu.Lock()
 	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{
 		AppID:    e.cfg.AppID,
 		Instance: e.instance,
 		Host:     e.cfg.Host,
-		Slots:    e.cfg.PoolSize,
-		Tasks:    e.tasks,
+		Slots:    e.pool,
+		Tasks:    e.registeredTasks(),
 		Started:  e.started,
 	}})
+	e.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("executor %q: encoding the registration: %w", e.cfg.AppID, err)
 	}
@@ -372,9 +375,10 @@ func (e *Executor) heartbeat() {
 	for id := range e.jobs {
 		ids = append(ids, id)
 	}
+	pool := e.pool
 	e.mu.Unlock()
 	slices.SortFunc(ids, compareRefs)
-	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: e.cfg.PoolSize})
+	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: pool})
 	if err == nil {
 		err = e.nc.Publish(e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat), data)
 	}

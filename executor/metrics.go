@@ -18,7 +18,7 @@ func newExecMetrics(reg prometheus.Registerer, e *Executor) *execMetrics {
 	label := prometheus.Labels{"executor": e.cfg.AppID}
 	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fairway_executor_slots",
 		Help: "Jobs this executor runs at once (its pool size).", ConstLabels: label},
-		func() float64 { return float64(e.cfg.PoolSize) }))
+		func() float64 { e.mu.Lock(); defer e.mu.Unlock(); return float64(e.pool) }))
 	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fairway_executor_slots_in_use",
 		Help: "Jobs this executor holds: running, or finished and not yet reported.", ConstLabels: label},
 		func() float64 { return float64(e.Running()) }))

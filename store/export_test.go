@@ -55,7 +55,7 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 	ids, attempts, workers, groups, instances := a.ids, a.attempts, a.workers, a.groups, a.instances
 	n := len(atts)
 	outcomes, texts, progress := make([]string, n), make([]string, n), make([]int32, n)
-	results, started := make([][]byte, n), make([]*time.Time, n)
+	results, started, snoozes := make([][]byte, n), make([]*time.Time, n), make([]float64, n)
 	for i := range outcomes {
 		outcomes[i], progress[i] = "success", 50
 	}
@@ -96,8 +96,8 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 		if mode != "auto" {
 			suffix = "/generic"
 		}
-		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[], text[], text[]",
-			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started, groups, instances)
+		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[], text[], text[], float8[]",
+			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started, groups, instances, snoozes)
 		explain("mark_running", markRunningSQL, "text[], int[], text[], text[], text[]", ids, attempts, workers, groups, instances)
 		explain("set_progress", setProgressSQL, "text[], int[], text[], int[], text[], text[]", ids, attempts, workers, progress, groups, instances)
 	}
@@ -123,6 +123,11 @@ func sqlLiteral(t testing.TB, v any) string {
 			elems = append(elems, fmt.Sprint(n))
 		}
 		return "ARRAY[" + strings.Join(elems, ",") + "]::int[]"
+	case []float64:
+		for _, n := range v {
+			elems = append(elems, fmt.Sprint(n))
+		}
+		return "ARRAY[" + strings.Join(elems, ",") + "]::float8[]"
 	case [][]byte: // all nil here
 		return fmt.Sprintf("array_fill(NULL::jsonb, ARRAY[%d])", len(v))
 	case []*time.Time: // all nil here

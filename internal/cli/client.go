@@ -425,6 +425,34 @@ func newExecutorsCmd(e *env) *cobra.Command {
 		},
 	}, clientKeys...)
 	cmd.AddCommand(list)
+	for _, resume := range []bool{false, true} {
+		var task string
+		verb, short := "pause", "Stop an executor taking jobs (of one task with --task); its running jobs finish"
+		if resume {
+			verb, short = "resume", "Let a paused executor take jobs again (of one task with --task)"
+		}
+		c := e.withConfig(&cobra.Command{
+			Use: verb + " APP-ID", Short: short, Args: cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, closeConn, err := e.client()
+				if err != nil {
+					return err
+				}
+				defer closeConn()
+				if err := c.Pause(cmd.Context(), events.PauseCommand{Executor: args[0], Task: task, Resume: resume}); err != nil {
+					return describe(err)
+				}
+				what := "every task"
+				if task != "" {
+					what = "task " + task
+				}
+				fmt.Fprintf(e.stdout, "executor %s told to %s %s\n", args[0], verb, what)
+				return nil
+			},
+		}, clientKeys...)
+		c.Flags().StringVar(&task, "task", "", "only this task (default: every task)")
+		cmd.AddCommand(c)
+	}
 	return cmd
 }
 
