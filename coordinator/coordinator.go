@@ -297,6 +297,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.parkLoop)
 	c.goLoop(runCtx, c.periodicLoop)
 	c.goLoop(runCtx, c.retentionLoop)
+	// Jobs stored in callers' transactions (store.InsertTx): their events
+	// and the executors' wake-up follow the commit, not the next poll.
+	c.goLoop(runCtx, func(ctx context.Context) {
+		c.store.ListenJobs(ctx, func() {
+			c.kickOutbox()
+			c.notifyWork()
+		})
+	})
 	if err := c.clearDeadMarks(ctx); err != nil {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}

@@ -28,10 +28,19 @@ func Main(m *testing.M) {
 // Open returns a store on a fresh, migrated database, closed when t ends.
 func Open(t testing.TB) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), pgtest.NewDB(t), store.Options{})
+	s, _ := OpenURL(t)
+	return s
+}
+
+// OpenURL is Open that also returns the database's URL, for a test that
+// connects to it as an application would.
+func OpenURL(t testing.TB) (*store.Store, string) {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	s, err := store.Open(context.Background(), url, store.Options{})
 	if err != nil {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(s.Close)
-	return s
+	return s, url
 }
