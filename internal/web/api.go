@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -365,11 +366,8 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, c caller) error {
 	req.Filter.Group = checked.Group
 	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
-	via := ""
-	if s.cfg.Group != "" {
-		via = s.cfg.Group
-	}
-	res, err := s.cfg.Client.Bulk(ctx, via, req)
+	// A confined server asks through its group's tenant API.
+	res, err := s.cfg.Client.Bulk(ctx, s.cfg.Group, req)
 	if err != nil {
 		return err
 	}
@@ -593,4 +591,14 @@ func Routes() []string {
 		out[i] = r.pattern
 	}
 	return out
+}
+
+// sortGroups orders groups by most waiting, then by name.
+func sortGroups(gs []*groupRow) {
+	sort.Slice(gs, func(i, j int) bool {
+		if gs[i].Waiting != gs[j].Waiting {
+			return gs[i].Waiting > gs[j].Waiting
+		}
+		return gs[i].Group < gs[j].Group
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -63,14 +62,4 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, _ caller) er
 		}
 		flusher.Flush()
 	}
-}
-
-// sortGroups orders groups by most waiting, then by name.
-func sortGroups(gs []*groupRow) {
-	sort.Slice(gs, func(i, j int) bool {
-		if gs[i].Waiting != gs[j].Waiting {
-			return gs[i].Waiting > gs[j].Waiting
-		}
-		return gs[i].Group < gs[j].Group
-	})
 }
