@@ -112,6 +112,10 @@ type Job struct {
 	// and no live executor runs its task: it runs once one registers.
 	// Computed from the live executors when the job is read, not stored.
 	NoExecutor bool `json:"no_executor,omitempty"`
+	// EstimatedEnd is when a running job will end at its pace so far (see
+	// EstimateEnd): computed when the job is read, absent unless it runs
+	// with a progress between 1 and 99.
+	EstimatedEnd *time.Time `json:"estimated_end,omitempty"`
 	// Timeout bounds each attempt (a Go duration, as submitted); empty:
 	// the executor's default for the task, if any.
 	Timeout string `json:"timeout,omitempty"`

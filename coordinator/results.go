@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -157,9 +158,11 @@ func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Atte
 	if err := c.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
 	}
-	if err := c.store.SetProgress(ctx, progress); err != nil {
+	changed, err := c.store.SetProgress(ctx, progress)
+	if err != nil {
 		return nil, nil, err
 	}
+	c.publishProgress(changed)
 	if err := c.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
 		return nil, nil, err
 	} else if err != nil {
@@ -235,4 +238,19 @@ func (c *Coordinator) completeSplit(ctx context.Context, outcomes []store.Outcom
 	}
 	more, err := c.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
 	return append(applied, more...), err
+}
+
+// publishProgress tells subscribers of <p>.progress.<group>.<task> how far
+// jobs are (core NATS: a subscriber that is away misses them; the job row
+// keeps the latest).
+func (c *Coordinator) publishProgress(ps []fairway.Progress) {
+	for _, p := range ps {
+		data, err := json.Marshal(p)
+		if err == nil {
+			err = c.nc.Publish(c.subjects.Progress(p.Group, p.Task), data)
+		}
+		if err != nil {
+			c.log.Debug("publishing progress", "job_id", p.JobID, "error", err)
+		}
+	}
 }

@@ -26,6 +26,7 @@
 package events
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/fairwayhq/fairway"
@@ -106,6 +107,16 @@ func (s Subjects) EventFilter(group, task string, state fairway.State) string {
 
 // EventsAll matches every event.
 func (s Subjects) EventsAll() string { return s.join("events", ">") }
+
+// Progress is the subject of a job's progress (fairway.Progress, core
+// NATS): <p>.progress.<group>.<task>.
+func (s Subjects) Progress(group, task string) string { return s.join("progress", group, task) }
+
+// ProgressFilter is the subject that matches the progress of group ("":
+// every group) and task ("": every task).
+func (s Subjects) ProgressFilter(group, task string) string {
+	return s.join("progress", cmp.Or(group, "*"), cmp.Or(task, "*"))
+}
 
 // NotifyWork is the wakeup subject executors listen on.
 func (s Subjects) NotifyWork() string { return s.join("notify", "work") }

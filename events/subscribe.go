@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -83,6 +84,31 @@ func checkFilter(f Filter) error {
 	}
 	return nil
 }
+
+// SubscribeProgress calls handle with the progress of running jobs of
+// group and task ("": every one), as the coordinators publish it: at most
+// once a second per job, on core NATS (<p>.progress.<group>.<task>), so
+// only while subscribed; the job row keeps the latest value.
+func (c *Client) SubscribeProgress(group, task string, handle func(fairway.Progress)) (Subscription, error) {
+	if err := checkFilter(Filter{Group: group, Task: task}); err != nil {
+		return nil, err
+	}
+	sub, err := c.nc.Subscribe(c.subjects.ProgressFilter(group, task), func(msg *nats.Msg) {
+		var p fairway.Progress
+		if json.Unmarshal(msg.Data, &p) == nil {
+			handle(p)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to progress: %w", err)
+	}
+	return natsSubscription{sub}, nil
+}
+
+// natsSubscription is a core NATS subscription as a Subscription.
+type natsSubscription struct{ sub *nats.Subscription }
+
+func (s natsSubscription) Stop() { _ = s.sub.Unsubscribe() }
 
 // JobEventsScanMax is how many stored events JobEvents reads at most.
 const JobEventsScanMax = 20000

@@ -36,12 +36,16 @@ type Job struct {
 
 	mu       sync.Mutex
 	result   json.RawMessage
-	progress int // last value passed to SetProgress, -1 before
+	progress int   // last value passed to SetProgress, -1 before
+	total    int64 // SetTotal's units of work, 0 without
+	done     int64 // units Advance counted
 }
 
 // SetProgress reports how far the job is, in percent; values outside
-// 0..100 are clamped. Reports are coalesced: the coordinator sees the
-// latest value within about 100 ms.
+// 0..100 are clamped. Reports are coalesced: the coordinators see a job's
+// latest value at most once a second (and its last one before its end),
+// store it, and publish it on <prefix>.progress.<group>.<task> with an
+// estimated end.
 func (j *Job) SetProgress(pct int) {
 	pct = min(max(pct, 0), 100)
 	j.mu.Lock()
@@ -51,6 +55,30 @@ func (j *Job) SetProgress(pct int) {
 	if changed && !j.finished.Load() {
 		j.exec.logs.setProgress(j.Ref(), j.Attempt, pct)
 	}
+}
+
+// SetTotal says how many units of work the job has (pages, rows, files):
+// from then on Advance reports progress as the share of them done. The
+// coordinators derive an estimated end from the start and the progress.
+func (j *Job) SetTotal(n int64) {
+	j.mu.Lock()
+	j.total, j.done = max(n, 0), 0
+	j.mu.Unlock()
+	j.SetProgress(0)
+}
+
+// Advance counts k more units of work done (see SetTotal) and reports the
+// progress, at most 100. Without a total it does nothing.
+func (j *Job) Advance(k int64) {
+	j.mu.Lock()
+	if j.total <= 0 {
+		j.mu.Unlock()
+		return
+	}
+	j.done = min(j.done+max(k, 0), j.total)
+	pct := int(j.done * 100 / j.total)
+	j.mu.Unlock()
+	j.SetProgress(pct)
 }
 
 // SetResult stores v, encoded as JSON, as the job's result if the handler

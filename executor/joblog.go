@@ -18,6 +18,7 @@ import (
 
 const (
 	logFlushInterval = 100 * time.Millisecond // how often pending lines and progress are sent
+	progressEvery    = time.Second            // how often one job's progress is sent at most (stored and published at that pace)
 	logFlushLines    = 100                    // pending lines that trigger a flush at once
 	maxLogMessage    = 8 << 10                // longer messages are truncated
 	logLineOverhead  = 128                    // JSON bytes of a log line besides its message
@@ -36,6 +37,8 @@ type logBuffer struct {
 	lines    []fairway.LogLine
 	dropped  map[fairway.JobRef]jobCount
 	progress map[fairway.JobRef]jobCount
+	// sentAt is when each held job's progress was last taken to be sent.
+	sentAt map[fairway.JobRef]time.Time
 }
 
 // jobCount is a number about one attempt of a job.
@@ -58,6 +61,7 @@ func newLogBuffer(size int) *logBuffer {
 		kick:     make(chan struct{}, 1),
 		dropped:  make(map[fairway.JobRef]jobCount),
 		progress: make(map[fairway.JobRef]jobCount),
+		sentAt:   make(map[fairway.JobRef]time.Time),
 	}
 }
 
@@ -87,8 +91,10 @@ func (b *logBuffer) setProgress(job fairway.JobRef, attempt, pct int) {
 	b.mu.Unlock()
 }
 
-// take removes and returns everything pending.
-func (b *logBuffer) take() logBatch {
+// take removes and returns what is pending at now: every line, and each
+// job's latest progress unless that job's was sent less than progressEvery
+// ago (all: every progress too, as the executor stops).
+func (b *logBuffer) take(now time.Time, all bool) logBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	batch := logBatch{lines: b.lines}
@@ -99,9 +105,16 @@ func (b *logBuffer) take() logBatch {
 		batch.dropped = b.dropped
 		b.dropped = make(map[fairway.JobRef]jobCount)
 	}
-	if len(b.progress) > 0 {
-		batch.progress = b.progress
-		b.progress = make(map[fairway.JobRef]jobCount)
+	for job, p := range b.progress {
+		if !all && now.Sub(b.sentAt[job]) < progressEvery {
+			continue // the latest value waits for its turn
+		}
+		if batch.progress == nil {
+			batch.progress = make(map[fairway.JobRef]jobCount)
+		}
+		batch.progress[job] = p
+		b.sentAt[job] = now
+		delete(b.progress, job)
 	}
 	return batch
 }
@@ -129,6 +142,7 @@ func (b *logBuffer) takeJob(jobID fairway.JobRef) logBatch {
 		batch.progress = map[fairway.JobRef]jobCount{jobID: p}
 		delete(b.progress, jobID)
 	}
+	delete(b.sentAt, jobID)
 	return batch
 }
 
@@ -141,19 +155,19 @@ func (e *Executor) flushLoop() {
 	for {
 		select {
 		case <-e.bgStop:
-			e.flushLogs()
+			e.flushLogs(true)
 			return
 		case <-t.C:
 		case <-e.logs.kick:
 		}
-		e.flushLogs()
+		e.flushLogs(false)
 	}
 }
 
-func (e *Executor) flushLogs() {
+func (e *Executor) flushLogs(all bool) {
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
-	e.publishBatch(e.logs.take())
+	e.publishBatch(e.logs.take(time.Now(), all))
 }
 
 // publishBatch sends a batch as one log report per job (split only when it

@@ -424,9 +424,9 @@ var (
 )
 
 // SetProgress records progress of running attempts.
-func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
+func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progress, error) {
 	if len(ps) == 0 {
-		return nil
+		return nil, nil
 	}
 	atts := make([]Attempt, len(ps))
 	values := make([]int32, len(ps))
@@ -434,12 +434,25 @@ func (s *Store) SetProgress(ctx context.Context, ps []Progress) error {
 		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
 	}
 	a := attemptArrays(atts)
-	_, err := s.pool.Exec(ctx, setProgressSQL,
+	rows, err := s.pool.Query(ctx, setProgressSQL,
 		a.ids, a.attempts, a.workers, values, a.groups, a.instances)
 	if err != nil {
-		return fmt.Errorf("storing progress: %w", interpretError(err))
+		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
 	}
-	return nil
+	now := time.Now().UTC()
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
+		var p fairway.Progress
+		err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
+		p.Time = now
+		if p.Started != nil {
+			p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
+	}
+	return out, nil
 }
 
 // Cancelled is the outcome of Cancel.

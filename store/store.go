@@ -141,6 +141,9 @@ func scanJob(row pgx.Row) (fairway.Job, error) {
 	if timeoutMS > 0 {
 		j.Timeout = (time.Duration(timeoutMS) * time.Millisecond).String()
 	}
+	if j.State == fairway.StateRunning && j.Started != nil {
+		j.EstimatedEnd = fairway.EstimateEnd(*j.Started, j.Progress, time.Now())
+	}
 	return j, err
 }
 

@@ -578,7 +578,8 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 	}
 	for _, f := range forged {
 		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{f}))
-		require.NoError(t, s.SetProgress(ctx, []store.Progress{{Attempt: f, Progress: 66}}))
+		_, err := s.SetProgress(ctx, []store.Progress{{Attempt: f, Progress: 66}})
+		require.NoError(t, err)
 		require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: f, Lines: []fairway.LogLine{{Level: "info", Message: "forged", Time: time.Now()}}}}))
 		applied, err := s.Complete(ctx, []store.Outcome{{Attempt: f, Kind: "success", Result: []byte(`{"forged":true}`)}}, time.Hour)
 		require.NoError(t, err)
@@ -596,7 +597,8 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 	}
 
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{held}))
-	require.NoError(t, s.SetProgress(ctx, []store.Progress{{Attempt: held, Progress: 50}}))
+	_, err = s.SetProgress(ctx, []store.Progress{{Attempt: held, Progress: 50}})
+	require.NoError(t, err)
 	require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: held, Lines: []fairway.LogLine{{Level: "info", Message: "real", Time: time.Now()}}}}))
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: held, Kind: "success", Result: []byte(`{"real":true}`)}}, time.Hour)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -317,11 +318,44 @@ Example: fairway jobs prune --older-than 168h --state failed,cancelled`,
 	return cmd
 }
 
+// tailProgress prints the progress the coordinators publish until ctx ends.
+func (e *env) tailProgress(ctx context.Context, c *events.Client, f events.Filter, asJSON bool) error {
+	out := make(chan fairway.Progress, 256)
+	sub, err := c.SubscribeProgress(f.Group, f.Task, func(p fairway.Progress) {
+		select {
+		case out <- p:
+		default: // a slow terminal misses some
+		}
+	})
+	if err != nil {
+		return describe(err)
+	}
+	defer sub.Stop()
+	fmt.Fprintf(e.stderr, "following progress on %s (Ctrl-C to stop)\n", c.Subjects().ProgressFilter(f.Group, f.Task))
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case p := <-out:
+			if asJSON {
+				data, _ := json.Marshal(p)
+				fmt.Fprintln(e.stdout, string(data))
+				continue
+			}
+			eta := ""
+			if p.EstimatedEnd != nil {
+				eta = fmt.Sprintf("  ends about %s (in %s)", p.EstimatedEnd.Local().Format(time.TimeOnly), time.Until(*p.EstimatedEnd).Round(time.Second))
+			}
+			fmt.Fprintf(e.stdout, "%s  %s/%s  %s  attempt %d  %3d%%%s\n", p.Time.Local().Format(time.TimeOnly), p.Group, p.Task, p.JobID, p.Attempt, p.Progress, eta)
+		}
+	}
+}
+
 func newEventsCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "events", Short: "Follow lifecycle events"}
 	var f events.Filter
 	var state, since string
-	var asJSON bool
+	var asJSON, progress bool
 	tail := e.withConfig(&cobra.Command{
 		Use:   "tail",
 		Short: "Print lifecycle events as they happen",
@@ -352,6 +386,9 @@ fairway.events.<group>.<task>.<state>. --since replays stored events first.`,
 				return err
 			}
 			defer closeConn()
+			if progress {
+				return e.tailProgress(cmd.Context(), c, f, asJSON)
+			}
 			out := make(chan events.Event, 256)
 			sub, err := c.Subscribe(cmd.Context(), f, func(ev events.Event) { out <- ev })
 			if err != nil {
@@ -379,6 +416,7 @@ fairway.events.<group>.<task>.<state>. --since replays stored events first.`,
 	tail.Flags().StringVar(&state, "state", "", "only this state (or rejected)")
 	tail.Flags().StringVar(&since, "since", "", "replay stored events from this long ago (1h), this time (RFC 3339), or all")
 	tail.Flags().BoolVar(&asJSON, "json", false, "print each event's JSON body")
+	tail.Flags().BoolVar(&progress, "progress", false, "print running jobs' progress and estimated end instead (at most once a second per job; --since and --state do not apply)")
 	cmd.AddCommand(tail)
 	return cmd
 }

@@ -8,11 +8,12 @@
 //	FAIRWAY           coordinators and operators; holds the JetStream streams.
 //	                  Exports, as services: <p>.api.*.*, <p>.submit.*.*,
 //	                  <p>.exec.*.>, <p>.results.*; as streams: <p>.events.>,
-//	                  <p>.executor.*.*, <p>.notify.work
+//	                  <p>.progress.>, <p>.executor.*.*, <p>.notify.work
 //	TENANT_<group>    one tenant. Imports <p>.api.<group>.* and
 //	                  <p>.submit.<group>.* (services) and
 //	                  <p>.events.<group>.> (stream, captured by the tenant's
-//	                  own stream <P>_EVENTS). Nothing else exists in it.
+//	                  own stream <P>_EVENTS) and <p>.progress.<group>.>
+//	                  (stream, core NATS). Nothing else exists in it.
 //	EXECUTOR_<app-id> one executor. Imports <p>.exec.<app-id>.> and
 //	                  <p>.results.<app-id> (services), <p>.executor.<app-id>.*
 //	                  and <p>.notify.work (streams). No JetStream.
@@ -181,6 +182,7 @@ func (k *Keyring) FairwayAccountJWT() (Account, error) {
 			service("tenant-api", p+".api.*.*"),
 			service("submit", p+".submit.*.*"),
 			stream("events", p+".events.>"),
+			stream("progress", p+".progress.>"),
 			service("executor-protocol", p+".exec.*.>"),
 			service("executor-results", p+".results.*"),
 			stream("executor-commands", p+".executor.*.*"),
@@ -208,6 +210,7 @@ func (k *Keyring) TenantAccountJWT(group string) (Account, error) {
 			&jwt.Import{Name: "api", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".api." + group + ".*")},
 			&jwt.Import{Name: "submit", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".submit." + group + ".*")},
 			&jwt.Import{Name: "events", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".events." + group + ".>")},
+			&jwt.Import{Name: "progress", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".progress." + group + ".>")},
 		)
 	})
 }
