@@ -3,6 +3,7 @@ package fairway
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -87,6 +88,10 @@ func NotRegistered(appID, instance string) *Error {
 
 // Duplicate returns the error for a tracker held by the non-final job id.
 func Duplicate(tracker, id string) *Error {
+	if strings.HasPrefix(tracker, UniquePrefix) {
+		return &Error{Code: CodeDuplicate, Field: "unique_by",
+			Message: fmt.Sprintf("job %s has the same unique_by values and is not final yet", id), JobID: id}
+	}
 	return &Error{Code: CodeDuplicate, Field: "tracker",
 		Message: fmt.Sprintf("tracker %q is held by job %s, which is not final yet", tracker, id), JobID: id}
 }

@@ -2,6 +2,8 @@ package fairway
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,6 +64,16 @@ type Submission struct {
 	// ExpiresAt fails the job with the error "expired" if it has not
 	// started by then.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// UniqueBy makes the job unique within its group by these of its
+	// fields: "task", "args", "subject" (any of them; the group always
+	// counts). A submission is refused, naming the holder, while a job
+	// with the same values is not final, as with a tracker (which is the
+	// special case of a key of your own; give one or the other).
+	UniqueBy []string `json:"unique_by,omitempty"`
+	// UniqueFor adds a period to UniqueBy ("1h", "24h"): the values count
+	// within one window of that length (aligned to the Unix epoch), so a
+	// job of the next window is a new one even while this one runs.
+	UniqueFor string `json:"unique_for,omitempty"`
 	// Timeout bounds each attempt ("30s", "15m", "2h"; from 1s to
 	// MaxTimeout): at the deadline the handler's context is cancelled and
 	// the attempt fails with a timeout error, retried as usual. Empty: the
@@ -221,6 +233,9 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	if err := s.normalizeTimes(time.Now()); err != nil {
 		return err
 	}
+	if err := s.normalizeUnique(time.Now()); err != nil {
+		return err
+	}
 	if s.Timeout != "" {
 		d, err := time.ParseDuration(s.Timeout)
 		switch {
@@ -236,6 +251,56 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 	} else if *s.MaxRetries < 0 || *s.MaxRetries > MaxRetriesLimit {
 		return Invalid("max_retries", "%d is not in 0..%d", *s.MaxRetries, MaxRetriesLimit)
 	}
+	return nil
+}
+
+// UniquePrefix starts the tracker that UniqueBy derives.
+const UniquePrefix = "unique:"
+
+// normalizeUnique turns unique_by (and unique_for) into the tracker of the
+// job: a hash of the chosen fields (args in canonical JSON: keys sorted,
+// spaces dropped, numbers as written) and of the window.
+func (s *Submission) normalizeUnique(now time.Time) error {
+	if len(s.UniqueBy) == 0 {
+		if s.UniqueFor != "" {
+			return Invalid("unique_for", "needs unique_by: say which fields make the job unique")
+		}
+		return nil
+	}
+	if s.Tracker != "" {
+		return Invalid("unique_by", "give a tracker or unique_by, not both: a tracker is uniqueness by a key of your own")
+	}
+	key := map[string]any{}
+	for _, f := range s.UniqueBy {
+		switch f {
+		case "task":
+			key["task"] = s.Task
+		case "subject":
+			key["subject"] = s.Subject
+		case "args":
+			dec := json.NewDecoder(bytes.NewReader(s.Args))
+			dec.UseNumber()
+			var args any
+			if err := dec.Decode(&args); err != nil {
+				return Invalid("args", "not JSON: %v", err)
+			}
+			key["args"] = args
+		case "group":
+			// always counts: ids, trackers and keys are per group
+		default:
+			return Invalid("unique_by", "unknown field %q: use task, args or subject", f)
+		}
+	}
+	if s.UniqueFor != "" {
+		d, err := time.ParseDuration(s.UniqueFor)
+		if err != nil || d < time.Second || d > MaxDelay {
+			return Invalid("unique_for", "%q is not a duration from 1s to %s (examples: 1h, 24h)", s.UniqueFor, MaxDelay)
+		}
+		key["window"] = now.Truncate(d).Unix()
+	}
+	data, _ := json.Marshal(key) // maps marshal with sorted keys
+	sum := sha256.Sum256(data)
+	s.Tracker = UniquePrefix + hex.EncodeToString(sum[:20])
 	return nil
 }
 
