@@ -48,8 +48,11 @@ func SetTemplate(prepare func(ctx context.Context, url string) error) { prepareT
 // NewDB creates a fresh, uniquely named database for this test (cloned from the template when one is set), registers its drop in t.Cleanup, and returns its connection URL.
 func NewDB(t testing.TB) string {
 	t.Helper()
-	if adminURL == "" {
+	if !mainRan {
 		t.Fatal("pgtest: NewDB needs pgtest.Main in TestMain: func TestMain(m *testing.M) { pgtest.Main(m) }")
+	}
+	if err := startCluster(); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	tplOnce.Do(func() { tplErr = prepareTemplate() })
 	if tplErr != nil {
@@ -80,54 +83,81 @@ func NewDB(t testing.TB) string {
 }
 
 func run(m *testing.M) int {
+	mainRan = true
 	prefix = fmt.Sprintf("pgtest_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	if u := os.Getenv(EnvURL); u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") {
 			fmt.Fprintf(os.Stderr, "pgtest: %s must be a postgres:// URL\n", EnvURL)
 			return 1
 		}
-		adminURL = u
+		adminURL, external = u, true
 		defer dropTemplate()
 		return m.Run()
 	}
 
-	base, err := os.MkdirTemp("", "fairway-pgtest-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(base)
-	// When tests run as root, PostgreSQL runs as the postgres user, which must be
-	// able to enter base (os.MkdirTemp makes it 0700).
-	if err := os.Chmod(base, 0o755); err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(base, "pg"), Database: "postgres"})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: cannot start PostgreSQL for tests (or set %s): %v\n", EnvURL, err)
-		return 1
-	}
-	stop := sync.OnceFunc(func() {
-		if err := srv.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+	// The cluster starts with the first test that asks for a database:
+	// a test binary that needs none (say, a fuzzing worker, which runs
+	// TestMain too) starts none, and handles no signals.
+	defer func() {
+		if stopCluster != nil {
+			stopCluster()
 		}
-		_ = os.RemoveAll(base)
-	})
-	defer stop()
-	// pg_ctl detaches the server, so an interrupted test binary would leave it running.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-sigs
-		stop()
-		os.Exit(1)
 	}()
-
-	adminURL = srv.URLFor("postgres")
 	return m.Run()
+}
+
+var (
+	mainRan     bool // Main runs the tests (set before any test runs)
+	external    bool // EnvURL names the server: no cluster to start
+	clusterOnce sync.Once
+	clusterErr  error
+	stopCluster func() // set once the cluster runs
+)
+
+// startCluster starts the throwaway cluster, once per test binary.
+func startCluster() error {
+	if external {
+		return nil
+	}
+	clusterOnce.Do(func() {
+		base, err := os.MkdirTemp("", "fairway-pgtest-")
+		if err != nil {
+			clusterErr = err
+			return
+		}
+		// When tests run as root, PostgreSQL runs as the postgres user, which must be
+		// able to enter base (os.MkdirTemp makes it 0700).
+		if err := os.Chmod(base, 0o755); err != nil {
+			_ = os.RemoveAll(base)
+			clusterErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		srv, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(base, "pg"), Database: "postgres"})
+		cancel()
+		if err != nil {
+			_ = os.RemoveAll(base)
+			clusterErr = fmt.Errorf("cannot start PostgreSQL for tests (or set %s): %w", EnvURL, err)
+			return
+		}
+		stop := sync.OnceFunc(func() {
+			if err := srv.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+			}
+			_ = os.RemoveAll(base)
+		})
+		stopCluster = stop
+		// pg_ctl detaches the server, so an interrupted test binary would leave it running.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-sigs
+			stop()
+			os.Exit(1)
+		}()
+		adminURL = srv.URLFor("postgres")
+	})
+	return clusterErr
 }
 
 // prepareTemplate creates the template database and runs the registered prepare function on it.
