@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,24 +42,8 @@ type harness struct {
 
 func setup(t *testing.T) *harness {
 	t.Helper()
-	ctx := t.Context()
-	ns, nc := natstest.Start(t)
-	st := storetest.Open(t)
 	retries := 3
-	coord, err := coordinator.New(st, nc, coordinator.Config{
-		RetryDelay: 20 * time.Millisecond,
-		Retries:    &retries,
-		Logger:     testLogger(t),
-	})
-	require.NoError(t, err)
-	require.NoError(t, coord.Start(ctx))
-	t.Cleanup(coord.Stop)
-	client, err := events.NewClient(nc, events.ClientOptions{})
-	require.NoError(t, err)
-	h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 10000)}
-	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
-	require.NoError(t, err)
-	t.Cleanup(sub.Stop)
+	h, _ := setupWith(t, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
 	return h
 }
 
@@ -76,15 +61,30 @@ func (w testWriter) Write(p []byte) (int, error) {
 // executor starts an executor with the given handlers.
 func (h *harness) executor(appID string, pool int, handlers map[string]executor.Handler) *executor.Executor {
 	h.t.Helper()
-	nc, err := nats.Connect(h.ns.ClientURL())
-	require.NoError(h.t, err)
-	h.t.Cleanup(nc.Close)
-	ex, err := executor.New(nc, executor.Config{AppID: appID, PoolSize: pool, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(h.t)})
-	require.NoError(h.t, err)
+	ex := h.newExecutor(executor.Config{AppID: appID, PoolSize: pool})
 	for task, handler := range handlers {
 		ex.Handle(task, handler)
 	}
 	require.NoError(h.t, ex.Start(h.t.Context()))
+	return ex
+}
+
+// newExecutor makes an executor on a connection of its own, not started:
+// cfg with a wake-up period of an hour (only notifications wake it), a
+// heartbeat of a second and the test's logger unless it says otherwise.
+// It is stopped when the test ends.
+func (h *harness) newExecutor(cfg executor.Config) *executor.Executor {
+	h.t.Helper()
+	nc, err := nats.Connect(h.ns.ClientURL())
+	require.NoError(h.t, err)
+	h.t.Cleanup(nc.Close)
+	cfg.WakeupPeriod = cmp.Or(cfg.WakeupPeriod, time.Hour)
+	cfg.Heartbeat = cmp.Or(cfg.Heartbeat, time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(h.t)
+	}
+	ex, err := executor.New(nc, cfg)
+	require.NoError(h.t, err)
 	h.t.Cleanup(ex.Stop)
 	return ex
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,11 +18,7 @@ import (
 func TestMiddlewareOrder(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	nc, err := nats.Connect(h.ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	ex, err := executor.New(nc, executor.Config{AppID: "ex1", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t)})
-	require.NoError(t, err)
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 1})
 	var mu sync.Mutex
 	var order []string
 	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
@@ -44,7 +38,6 @@ func TestMiddlewareOrder(t *testing.T) {
 	ex.Use(mw("a"), mw("b"))
 	ex.Handle("boom", func(context.Context, *executor.Job) error { note("handler"); return errors.New("boom") })
 	require.NoError(t, ex.Start(t.Context()))
-	t.Cleanup(ex.Stop)
 	require.Panics(t, func() { ex.Use(mw("c")) }, "Use after Start")
 
 	id := submit(t, h, fairway.Submission{Group: "g", Task: "boom"})

@@ -8,7 +8,6 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,14 +20,9 @@ func TestRunTimeSubscriptions(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := t.Context()
-	nc, err := nats.Connect(h.ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	ex, err := executor.New(nc, executor.Config{AppID: "ex1", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t)})
-	require.NoError(t, err)
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 1})
 	ex.Handle("a", echo)
 	require.NoError(t, ex.Start(ctx))
-	t.Cleanup(ex.Stop)
 	stored := func(task string) string {
 		t.Helper()
 		reply, err := h.client.SubmitReply(ctx, fairway.Submission{Group: "g", Task: task})
@@ -47,7 +41,7 @@ func TestRunTimeSubscriptions(t *testing.T) {
 		require.Equal(t, fairway.StateWaiting, job.State, "job %s of a task the executor does not take now was claimed", first)
 	}
 
-	_, err = h.client.SubmitReply(ctx, fairway.Submission{Group: "g", Task: "b"})
+	_, err := h.client.SubmitReply(ctx, fairway.Submission{Group: "g", Task: "b"})
 	require.ErrorIs(t, err, fairway.ErrInvalid, "no executor runs b yet")
 	ex.Handle("b", echo)
 	evs := h.final(stored("b"))

@@ -10,7 +10,6 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,14 +21,10 @@ import (
 func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	nc, err := nats.Connect(h.ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
 	stuck := make(chan struct{})
 	t.Cleanup(func() { close(stuck) })
-	ex, err := executor.New(nc, executor.Config{AppID: "ex1", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t),
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 1,
 		Timeouts: map[string]time.Duration{"ignores": 300 * time.Millisecond}, TimeoutGrace: 200 * time.Millisecond})
-	require.NoError(t, err)
 	ex.Handle("waits", func(ctx context.Context, _ *executor.Job) error {
 		<-ctx.Done()
 		return ctx.Err()
@@ -40,7 +35,6 @@ func TestTimeouts(t *testing.T) {
 	})
 	ex.Handle("echo", echo)
 	require.NoError(t, ex.Start(t.Context()))
-	t.Cleanup(ex.Stop)
 
 	// Its own timeout, 1 s, one retry: two attempts, both timed out.
 	one := 1

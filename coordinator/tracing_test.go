@@ -10,9 +10,6 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
-	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -68,32 +65,13 @@ func traceSetup(t *testing.T, coordTracer, execTracer func(*sdktrace.TracerProvi
 	feed := spanFeed{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan sdktrace.ReadOnlySpan, 1000)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(feed))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	ns, nc := natstest.Start(t)
-	st := storetest.Open(t)
 	retries := 1
-	coord, err := coordinator.New(st, nc, coordinator.Config{RetryDelay: 10 * time.Millisecond, Retries: &retries,
-		Logger: testLogger(t), Tracer: coordTracer(tp)})
-	require.NoError(t, err)
-	require.NoError(t, coord.Start(ctx))
-	t.Cleanup(coord.Stop)
-	client, err := events.NewClient(nc, events.ClientOptions{})
-	require.NoError(t, err)
-	h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 1000)}
-	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
-	require.NoError(t, err)
-	t.Cleanup(sub.Stop)
-
-	enc, err := nats.Connect(ns.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(enc.Close)
-	ex, err := executor.New(enc, executor.Config{AppID: "traced", PoolSize: 2, WakeupPeriod: time.Hour, Heartbeat: time.Second,
-		Logger: testLogger(t), Tracer: execTracer(tp)})
-	require.NoError(t, err)
+	h, _ := setupWith(t, coordinator.Config{RetryDelay: 10 * time.Millisecond, Retries: &retries, Tracer: coordTracer(tp)})
+	ex := h.newExecutor(executor.Config{AppID: "traced", PoolSize: 2, Tracer: execTracer(tp)})
 	for task, handler := range handlers {
 		ex.Handle(task, handler)
 	}
 	require.NoError(t, ex.Start(ctx))
-	t.Cleanup(ex.Stop)
 	return &traceHarness{harness: h, feed: feed, tp: tp}
 }
 

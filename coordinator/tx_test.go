@@ -7,7 +7,6 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
@@ -21,18 +20,9 @@ import (
 func TestInsertTx(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	ns, nc := natstest.Start(t)
 	st, url := storetest.OpenURL(t)
-	coord, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
-	require.NoError(t, err)
-	require.NoError(t, coord.Start(ctx))
-	t.Cleanup(coord.Stop)
-	client, err := events.NewClient(nc, events.ClientOptions{})
-	require.NoError(t, err)
-	h := &harness{t: t, ns: ns, nc: nc, store: st, client: client, events: make(chan events.Event, 100)}
-	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
-	require.NoError(t, err)
-	t.Cleanup(sub.Stop)
+	h, _ := setupOn(t, st, coordinator.Config{})
+	client := h.client
 	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo}) // WakeupPeriod: an hour
 
 	app, err := pgx.Connect(ctx, url) // the application's own connection
