@@ -22,6 +22,7 @@ const (
 	MaxSubmitterLength = 256
 	MaxTrackerLength   = 256
 	MaxRetriesLimit    = 100
+	MaxDependencies    = 256 // ids in a job's depends_on
 	// DefaultMaxArgsSize is the default limit on a job's args (1 MiB).
 	DefaultMaxArgsSize = 1 << 20
 )
@@ -79,6 +80,13 @@ type Submission struct {
 	// the attempt fails with a timeout error, retried as usual. Empty: the
 	// executor's default for the task, if it has one.
 	Timeout string `json:"timeout,omitempty"`
+	// DependsOn names jobs of the same group that must succeed before this
+	// one may run (REGARDS' reliant tasks): the job is stored pending and
+	// released when the last of them succeeds; if one of them fails or is
+	// cancelled, this job is cancelled, its error naming that job. Every
+	// id must name a job stored already (or, in a workflow, another job
+	// of the workflow). Not together with pending or trigger_after.
+	DependsOn []string `json:"depends_on,omitempty"`
 	// TraceParent is the W3C traceparent the job is stored with: the span
 	// of the coordinator that took the submission in, whose parent is the
 	// submitter's span when the submission's NATS headers carried one.
@@ -93,8 +101,9 @@ const MaxDelay = 10 * 365 * 24 * time.Hour
 // MaxTimeout bounds a job's timeout.
 const MaxTimeout = 7 * 24 * time.Hour
 
-// Held says whether the job is submitted pending.
-func (s *Submission) Held() bool { return s.Pending || s.TriggerAfter != nil }
+// Held says whether the job is submitted pending: held until released,
+// triggered, or until its dependencies succeed.
+func (s *Submission) Held() bool { return s.Pending || s.TriggerAfter != nil || len(s.DependsOn) > 0 }
 
 // DecodeSubmission parses a submission body strictly: unknown fields and
 // values of the wrong type are errors naming the field. The body may not
@@ -246,10 +255,53 @@ func (s *Submission) Normalize(group, task string, maxArgs int64, defaultRetries
 		}
 		s.Timeout = d.String()
 	}
+	if err := s.normalizeDependsOn(); err != nil {
+		return err
+	}
 	if s.MaxRetries == nil {
 		s.MaxRetries = &defaultRetries
 	} else if *s.MaxRetries < 0 || *s.MaxRetries > MaxRetriesLimit {
 		return Invalid("max_retries", "%d is not in 0..%d", *s.MaxRetries, MaxRetriesLimit)
+	}
+	return nil
+}
+
+// normalizeDependsOn checks depends_on: valid ids, none twice, not the
+// job itself, and not with a hold of another kind.
+func (s *Submission) normalizeDependsOn() error {
+	if s.DependsOn == nil {
+		return nil
+	}
+	if len(s.DependsOn) == 0 {
+		s.DependsOn = nil
+		return nil
+	}
+	if len(s.DependsOn) > MaxDependencies {
+		return Invalid("depends_on", "%d jobs exceeds the limit of %d", len(s.DependsOn), MaxDependencies)
+	}
+	if s.Pending || s.TriggerAfter != nil {
+		return Invalid("depends_on", "give depends_on or pending/trigger_after, not both: a job with dependencies is held until they succeed")
+	}
+	seen := make(map[string]bool, len(s.DependsOn))
+	for i, id := range s.DependsOn {
+		field := fmt.Sprintf("depends_on[%d]", i)
+		if id == "" {
+			return Invalid(field, "empty job id")
+		}
+		if err := checkID(id); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return Invalid(field, "%s", e.Message)
+			}
+			return err
+		}
+		if id == s.ID {
+			return Invalid(field, "job %s cannot depend on itself", id)
+		}
+		if seen[id] {
+			return Invalid(field, "job %s is named twice", id)
+		}
+		seen[id] = true
 	}
 	return nil
 }

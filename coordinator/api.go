@@ -116,6 +116,8 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbBulk:            {tenantAndAdmin, (*Coordinator).apiBulk},
 	events.VerbDrain:           {adminOnly, (*Coordinator).apiDrain},
 	events.VerbPause:           {adminOnly, (*Coordinator).apiPause},
+	events.VerbWorkflow:        {tenantOnly, (*Coordinator).apiWorkflow},
+	events.VerbGraph:           {tenantAndAdmin, jobVerb((*Coordinator).apiGraph)},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
 	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},
@@ -337,6 +339,13 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 		return nil, res[0].Err
 	}
 	if res[0].Created {
+		if len(sub.DependsOn) > 0 {
+			// Answered as it stands after the resolution: released when
+			// its dependencies have all succeeded already.
+			if err := c.resolveDependents(ctx, nil, []fairway.JobRef{{Group: sub.Group, ID: sub.ID}}); err != nil {
+				c.log.Warn("resolving a job stored with dependencies; the sweep tries again", "job_id", sub.ID, "error", err)
+			}
+		}
 		c.jobsAdded(sub)
 	}
 	return c.store.Get(ctx, sub.Group, sub.ID)
@@ -371,6 +380,7 @@ func rejection(sub fairway.Submission, group, task string, err error) store.Reje
 // jobsAdded wakes executors for a job that is due now, or remembers when
 // it will be.
 func (c *Coordinator) jobsAdded(subs ...fairway.Submission) {
+	c.storedWithDependencies(subs)
 	now := time.Now()
 	notify := false
 	for _, s := range subs {

@@ -208,6 +208,7 @@ type Coordinator struct {
 	outboxKick   chan struct{}
 	periodicKick chan struct{}
 	due          *dueTimes
+	deps         *dependents
 	parking      *parking
 	tasks        *taskCache
 	apiRate      *rateLimiter
@@ -242,6 +243,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		outboxKick:   make(chan struct{}, 1),
 		periodicKick: make(chan struct{}, 1),
 		due:          newDueTimes(),
+		deps:         newDependents(),
 		parking:      newParking(),
 		tasks:        &taskCache{store: st, log: cfg.Logger},
 		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
@@ -297,12 +299,14 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.parkLoop)
 	c.goLoop(runCtx, c.periodicLoop)
 	c.goLoop(runCtx, c.retentionLoop)
+	c.goLoop(runCtx, c.dependentsLoop)
 	// Jobs stored in callers' transactions (store.InsertTx): their events
 	// and the executors' wake-up follow the commit, not the next poll.
 	c.goLoop(runCtx, func(ctx context.Context) {
 		c.store.ListenJobs(ctx, func() {
 			c.kickOutbox()
 			c.notifyWork()
+			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
 	if err := c.clearDeadMarks(ctx); err != nil {
@@ -411,6 +415,7 @@ func (c *Coordinator) afterChange(applied []store.Applied) {
 		return
 	}
 	c.kickOutbox()
+	c.queueDependents(applied)
 	for _, a := range applied {
 		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
 			if a.RunAt.After(c.hostNow()) {

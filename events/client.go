@@ -184,6 +184,34 @@ func (c *Client) jobVerb(ctx context.Context, group, verb string, req JobRequest
 	return reply.Job, nil
 }
 
+// SubmitWorkflow stores a workflow's jobs in group, atomically (all or
+// none), and returns each job's ref with the id it was stored under. See
+// fairway.Workflow.
+func (c *Client) SubmitWorkflow(ctx context.Context, group string, w fairway.Workflow) (map[string]string, error) {
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	reply, err := c.request(ctx, c.subjects.API(group, VerbWorkflow), w)
+	if err != nil {
+		return nil, err
+	}
+	return reply.Refs, nil
+}
+
+// Graph returns the job id of group with the jobs it depends on and the
+// jobs that depend on it, directly or not, oldest first, without args or
+// result (at most 500 jobs).
+func (c *Client) Graph(ctx context.Context, group, id string) ([]fairway.Job, error) {
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	reply, err := c.request(ctx, c.subjects.API(group, VerbGraph), JobRequest{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Jobs, nil
+}
+
 // Retry runs a failed or cancelled job again: it becomes waiting, due now,
 // with its retries counted afresh.
 func (c *Client) Retry(ctx context.Context, group, id string) (*fairway.Job, error) {

@@ -51,6 +51,8 @@ const (
 	VerbBulk      = "bulk"      // body: BulkRequest
 	VerbDrain     = "drain"     // admin only; body: DrainRequest
 	VerbPause     = "pause"     // admin only; body: PauseCommand
+	VerbWorkflow  = "workflow"  // tenant only; body: fairway.Workflow
+	VerbGraph     = "graph"     // body: JobRequest; the job with its dependencies and dependents
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body

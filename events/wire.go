@@ -15,10 +15,12 @@ type Event = fairway.Event
 // Reply is the body of every request/reply API answer: either Error is set,
 // or the verb's result is in the other fields.
 type Reply struct {
-	Error     *fairway.Error     `json:"error,omitempty"`
-	ID        string             `json:"id,omitempty"`   // submit
-	Job       *fairway.Job       `json:"job,omitempty"`  // submit, get, cancel
-	Jobs      []fairway.Job      `json:"jobs,omitempty"` // list
+	Error *fairway.Error `json:"error,omitempty"`
+	ID    string         `json:"id,omitempty"`   // submit
+	Job   *fairway.Job   `json:"job,omitempty"`  // submit, get, cancel
+	Jobs  []fairway.Job  `json:"jobs,omitempty"` // list, graph
+	// Refs answers workflow: each job's ref and the id it was stored under.
+	Refs      map[string]string  `json:"refs,omitempty"`
 	Logs      []fairway.LogLine  `json:"logs,omitempty"` // logs
 	Executors []fairway.Executor `json:"executors,omitempty"`
 	// Periodic holds the periodic tasks of the periodic-* verbs.

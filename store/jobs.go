@@ -86,14 +86,43 @@ type Inserted struct {
 // rejected event in that same statement, and the others are stored. The
 // poison costs one extra round trip, never a statement per row. Insertions
 // reports how often that happened.
+//
+// A submission with depends_on is refused (invalid, field depends_on[i])
+// when a job it names is neither stored in its group nor earlier in subs;
+// that check costs a query, paid only by batches that have dependencies.
+// The jobs are stored pending: the caller resolves them (ResolveJobs),
+// since their dependencies may have ended already.
 func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
-	out, err := insertJobs(ctx, s.pool, subs, rejections, false)
-	if isDataException(err) && len(subs) > 0 {
+	unknown, err := unknownDependencies(ctx, s.pool, subs)
+	if err != nil {
+		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+	}
+	insert, at := subs, []int(nil)
+	if len(unknown) > 0 {
+		insert = nil
+		for i, sub := range subs {
+			if unknown[i] == nil {
+				insert, at = append(insert, sub), append(at, i)
+			}
+		}
+	}
+	out, err := insertJobs(ctx, s.pool, insert, rejections, false)
+	if isDataException(err) && len(insert) > 0 {
 		s.checkedInserts.Add(1)
-		out, err = insertJobs(ctx, s.pool, subs, rejections, true)
+		out, err = insertJobs(ctx, s.pool, insert, rejections, true)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+	}
+	if len(unknown) > 0 {
+		all := make([]Inserted, len(subs))
+		for i, e := range unknown {
+			all[i] = Inserted{ID: subs[i].ID, Err: e}
+		}
+		for k, i := range at {
+			all[i] = out[k]
+		}
+		out = all
 	}
 	var refused []Rejection
 	for i, r := range out {
@@ -146,6 +175,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	positions := make([]int32, n)
 	traceparents := make([]string, n)
 	timeouts := make([]int64, n)
+	deps := make([]string, n)
 	for k, i := range order {
 		sub := subs[i]
 		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
@@ -163,6 +193,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			d, _ := time.ParseDuration(sub.Timeout) // Normalize checked it
 			timeouts[k] = d.Milliseconds()
 		}
+		deps[k] = strings.Join(sub.DependsOn, " ")
 	}
 	m := len(rejections)
 	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
@@ -185,7 +216,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			}
 		}
 		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents, timeouts)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents, timeouts, deps)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +234,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 	} else {
 		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts, deps)
 		if err != nil {
 			return nil, err
 		}

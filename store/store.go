@@ -116,6 +116,7 @@ func init() {
 	jobColumns = strings.TrimSpace(stripComments(jobColumns))
 	claimMarkSQL = strings.ReplaceAll(claimMarkSQL, "{{job_columns}}", jobColumns)
 	reclaimSQL = strings.ReplaceAll(reclaimSQL, "{{job_columns}}", jobColumns)
+	jobGraphSQL = strings.ReplaceAll(jobGraphSQL, "{{job_columns}}", jobColumns)
 }
 
 func stripComments(sql string) string {

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,8 @@ var (
 	releaseJobSQL string
 	//go:embed sql/retry_job.sql
 	retryJobSQL string
+	//go:embed sql/job_depends_on.sql
+	jobDependsOnSQL string
 )
 
 // TriggerPending releases the pending jobs whose trigger_after has come:
@@ -57,11 +60,19 @@ func (s *Store) timed(ctx context.Context, what, query string, args ...any) ([]A
 }
 
 // Release releases a pending job by hand: it becomes waiting, due now.
-// A job that is not pending is a conflict.
+// A job that is not pending is a conflict, and so is one that waits for
+// its dependencies (they release it).
 func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return s.changeJob(ctx, group, id, "releasing", func(tx pgx.Tx, state fairway.State) error {
 		if state != fairway.StatePending {
 			return fairway.Conflict(id, "job %s is %s, not pending: only pending jobs can be released", id, state)
+		}
+		var deps []string
+		if err := tx.QueryRow(ctx, jobDependsOnSQL, group, id).Scan(&deps); err != nil {
+			return err
+		}
+		if len(deps) > 0 {
+			return fairway.Conflict(id, "job %s waits for its dependencies (%s): it is released when they have all succeeded, or cancel it", id, strings.Join(deps, ", "))
 		}
 		_, err := tx.Exec(ctx, releaseJobSQL, id, group)
 		return err
@@ -70,7 +81,9 @@ func (s *Store) Release(ctx context.Context, group, id string) (*fairway.Job, er
 
 // Retry runs a failed or cancelled job again, by hand: it becomes
 // waiting, due now, with its retries counted afresh (Oban's and River's
-// retry). Other states are a conflict.
+// retry). A job with dependencies becomes pending instead, and waits for
+// them again: the caller resolves it (ResolveDependents). Other states are
+// a conflict.
 func (s *Store) Retry(ctx context.Context, group, id string) (*fairway.Job, error) {
 	return s.changeJob(ctx, group, id, "retrying", func(tx pgx.Tx, state fairway.State) error {
 		if state != fairway.StateFailed && state != fairway.StateCancelled {

@@ -16,7 +16,8 @@ var Transitions = map[fairway.State][]fairway.State{
 	// a periodic task's due time: fired (its new job), or skipped (the
 	// event names the previous job, which has not ended).
 	"": {fairway.StatePending, fairway.StateWaiting, fairway.StateRejected, fairway.StateFired, fairway.StateSkipped},
-	// Released (by hand or trigger_after), cancelled, or expired.
+	// Released (by hand, trigger_after, or its dependencies' success),
+	// cancelled (also: a dependency failed), or expired.
 	fairway.StatePending: {fairway.StateWaiting, fairway.StateCancelled, fairway.StateFailed},
 	// Claimed, cancelled, or expired.
 	fairway.StateWaiting: {fairway.StateScheduled, fairway.StateCancelled, fairway.StateFailed},
@@ -28,9 +29,10 @@ var Transitions = map[fairway.State][]fairway.State{
 	fairway.StateRunning: {fairway.StateSuccess, fairway.StateStuck, fairway.StateFailed, fairway.StateCancelled, fairway.StateWaiting},
 	// Claimed again once due, cancelled, or expired.
 	fairway.StateStuck: {fairway.StateScheduled, fairway.StateCancelled, fairway.StateFailed},
-	// Retried by hand.
-	fairway.StateFailed:    {fairway.StateWaiting},
-	fairway.StateCancelled: {fairway.StateWaiting},
+	// Retried by hand (pending: a job with dependencies waits for them
+	// again).
+	fairway.StateFailed:    {fairway.StateWaiting, fairway.StatePending},
+	fairway.StateCancelled: {fairway.StateWaiting, fairway.StatePending},
 }
 
 // Allowed says whether a job may go from one state to another (from "":

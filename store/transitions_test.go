@@ -40,6 +40,8 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 		subAt("triggered", func(sb *fairway.Submission) { sb.TriggerAfter = &later }),
 		subAt("expired", func(sb *fairway.Submission) { sb.Pending, sb.ExpiresAt = true, &later }),
 		subAt("cancel-waiting", nil))
+	insert(t, s, subAt("after-done", func(sb *fairway.Submission) { sb.DependsOn = []string{"done"} }),
+		subAt("after-failed", func(sb *fairway.Submission) { sb.DependsOn = []string{"retried"} }))
 	_, err := s.InsertJobs(ctx, nil, []store.Rejection{{JobID: "refused", Group: "g", Task: "t", Err: fairway.Invalid("args", "not JSON")}})
 	require.NoError(t, err)
 
@@ -87,6 +89,14 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	take()
 	end("retried", fairway.OutcomePermanent, nil)
 
+	// Dependents: released by a success, cancelled by a failure, and
+	// blocked again when retried by hand.
+	resolved, err := s.ResolveDependents(ctx, []fairway.JobRef{{Group: "g", ID: "done"}, {Group: "g", ID: "retried"}}, nil)
+	require.NoError(t, err)
+	require.Len(t, resolved, 2)
+	_, err = s.Retry(ctx, "g", "after-failed")
+	require.NoError(t, err)
+
 	// Retried by hand: the failed one and a cancelled one.
 	_, err = s.Retry(ctx, "g", "retried")
 	require.NoError(t, err)
@@ -132,19 +142,20 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 		"pending→waiting", "pending→failed", "waiting→scheduled", "waiting→cancelled",
 		"scheduled→running", "scheduled→waiting", "scheduled→stuck", "scheduled→failed",
 		"running→success", "running→stuck", "running→cancelled", "stuck→scheduled", "stuck→cancelled",
-		"failed→waiting", "cancelled→waiting"} {
+		"failed→waiting", "cancelled→waiting", "pending→cancelled", "cancelled→pending"} {
 		require.Positive(t, seen[want], "no event %s; saw %v", want, seen)
 	}
 }
 
 // TestTransitionsAreClosed: every state a transition reaches is a job
 // state with its own entry (or final, or an event-only state), and a final
-// state is left only by a retry by hand (failed or cancelled → waiting).
+// state is left only by a retry by hand (failed or cancelled → waiting,
+// or pending for a job with dependencies).
 func TestTransitionsAreClosed(t *testing.T) {
 	for from, tos := range store.Transitions {
 		if from.Final() {
 			require.NotEqual(t, fairway.StateSuccess, from, "a success is never retried")
-			require.Equal(t, []fairway.State{fairway.StateWaiting}, tos, "%s is final: only a retry by hand leaves it", from)
+			require.Equal(t, []fairway.State{fairway.StateWaiting, fairway.StatePending}, tos, "%s is final: only a retry by hand leaves it", from)
 			continue
 		}
 		for _, to := range tos {

@@ -93,6 +93,7 @@ stored even while no coordinator runs; problems found at ingest appear as a
 	f.StringVar(&triggerAfter, "trigger-after", "", "hold the job until this time: RFC 3339, or a delay such as 1h (implies --pending)")
 	f.StringSliceVar(&sub.UniqueBy, "unique-by", nil, "refuse the job while a non-final job of the group has the same values of these fields: task, args, subject (comma-separated)")
 	f.StringVar(&sub.UniqueFor, "unique-for", "", "with --unique-by: the values count within windows of this length (1h, 24h)")
+	f.StringSliceVar(&sub.DependsOn, "depends-on", nil, "run only after these jobs of the group (ids, comma-separated) have succeeded; cancelled if one fails")
 	f.StringVar(&sub.Timeout, "timeout", "", "fail an attempt that runs longer than this (30s, 15m, 2h; at least 1s), retried as usual (default: the executor's for the task, if any)")
 	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
@@ -257,7 +258,7 @@ func newJobsCmd(e *env) *cobra.Command {
 		return nil
 	})
 	priority.Flags().StringVar(&newPriority, "set", "", "the new priority: high or low")
-	cmd.AddCommand(listCmd, show, logs, cancel, release, priority, newPruneCmd(e))
+	cmd.AddCommand(listCmd, show, logs, cancel, release, priority, graphCmd(e, jobCmd), newPruneCmd(e))
 	return cmd
 }
 

@@ -4,19 +4,22 @@
 -- submission order, which orders their submitted times. A row whose id exists already in its
 -- group, or whose tracker is held by a non-final job of its group, is
 -- skipped; the caller finds out which and why. $21 holds each row's
--- traceparent ('' for none, stored as NULL), $22 its timeout in ms (0: none).
+-- traceparent ('' for none, stored as NULL), $22 its timeout in ms (0: none),
+-- $23 its depends_on, the ids separated by spaces ('' for none; ids hold
+-- no spaces).
 WITH ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
-                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms)
+                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on)
     SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), i.state, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
-           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0)
+           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
+           string_to_array(nullif(i.depends_on, ''), ' ')
       FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[],
                   $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
-                  $19::timestamptz[], $20::timestamptz[], $21::text[], $22::bigint[])
+                  $19::timestamptz[], $20::timestamptz[], $21::text[], $22::bigint[], $23::text[])
            WITH ORDINALITY AS i (id, task, group_name, args, subject, submitter, priority,
-                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, ord)
+                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
  RETURNING group_name, id, task, state

@@ -5,21 +5,23 @@
 -- stored as insert_jobs.sql stores them: the poison costs this one extra
 -- round trip and its own rejection. Rows come back as (group_name, id,
 -- created): created rows, then the unstorable ones. $22 holds the
--- traceparents and $23 the timeouts, as $21 and $22 in insert_jobs.sql.
+-- traceparents, $23 the timeouts and $24 the dependencies, as $21, $22
+-- and $23 in insert_jobs.sql.
 WITH u AS (
     SELECT u.*, fairway_jsonb_ok(u.args) AS ok
       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                   $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
-                  $19::timestamptz[], $20::timestamptz[], $22::text[], $23::bigint[])
+                  $19::timestamptz[], $20::timestamptz[], $22::text[], $23::bigint[], $24::text[])
            WITH ORDINALITY AS u (id, task, group_name, args, subject, submitter, priority,
-                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, ord)
+                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
 ), ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
-                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms)
+                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on)
     SELECT i.id, i.task, i.group_name, i.args::jsonb, i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), i.state, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
-           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0)
+           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
+           string_to_array(nullif(i.depends_on, ''), ' ')
       FROM u AS i
      WHERE i.ok
      ORDER BY i.ord

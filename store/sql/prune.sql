@@ -2,10 +2,15 @@
 -- (PostgreSQL's clock), of group $3 ('' for every group), oldest first, at
 -- most $4. Their log lines go with them (ON DELETE CASCADE). Rows another
 -- transaction holds are skipped, and batches are small, so pruning never
--- holds long locks. Returns how many jobs it removed.
+-- holds long locks. A job that a blocked job (pending, with depends_on)
+-- names stays: its end decides that job's fate. Returns how many jobs it
+-- removed.
 WITH doomed AS (
     SELECT group_name, id FROM fairway_job
      WHERE state = $1 AND finished < now() - $2::interval AND ($3 = '' OR group_name = $3)
+       AND NOT EXISTS (SELECT 1 FROM fairway_job d
+                        WHERE d.depends_on @> ARRAY[fairway_job.id] AND d.depends_on IS NOT NULL
+                          AND d.group_name = fairway_job.group_name AND d.state = 'pending')
      ORDER BY finished
      LIMIT $4
        FOR UPDATE SKIP LOCKED
