@@ -86,6 +86,13 @@ const subject = {
 const enc = (v) => new TextEncoder().encode(JSON.stringify(v));
 const now = () => new Date().toISOString();
 const log = (...a) => console.log(`[${now()}]`, ...a);
+const parseJSON = (msg) => {
+  try {
+    return msg.json();
+  } catch {
+    return null;
+  }
+};
 const key = (group, id) => `${group}\u0000${id}`; // job ids are unique per group only
 
 // State of this executor.
@@ -102,7 +109,10 @@ const CANCELLED = "cancelled";
 const SHUTDOWN = "shutdown";
 const TIMEOUT = "timeout";
 
-const nc = await connect({ servers: opts["nats-url"], name: `fairway-node-executor ${APP_ID}`, maxReconnectAttempts: -1 });
+const nc = await connect({ servers: opts["nats-url"], name: `fairway-node-executor ${APP_ID}`, maxReconnectAttempts: -1 }).catch((err) => {
+  console.error(`executor.js: connecting to ${opts["nats-url"]}: ${err.message}`);
+  process.exit(1);
+});
 const js = nc.jetstream();
 
 // A wakeup: the dispatch loop sleeps on it when it has nothing to ask for.
@@ -126,13 +136,7 @@ const nextWakeup = (ms) =>
 // job you do not hold yet for that exact attempt)".
 nc.subscribe(subject.cancel, {
   callback: (err, msg) => {
-    if (err) return;
-    let cmd;
-    try {
-      cmd = msg.json();
-    } catch {
-      cmd = {};
-    }
+    const cmd = err ? {} : (parseJSON(msg) ?? {});
     if (!cmd.group || !cmd.job_id || !(cmd.attempt >= 1)) {
       log("ignoring a cancel command that does not name group, job_id and attempt:", msg.string());
       if (msg.reply) msg.respond(enc({ error: { code: "invalid", message: "a cancel command needs group, job_id and attempt" } }));
@@ -144,6 +148,7 @@ nc.subscribe(subject.cancel, {
       h.abort.abort(CANCELLED);
     } else if (!h) {
       // Its dispatch reply may still be on its way: remember it a minute.
+      for (const [k, { at }] of earlyCancels) if (Date.now() - at > 60_000) earlyCancels.delete(k);
       earlyCancels.set(key(cmd.group, cmd.job_id), { attempt: cmd.attempt, at: Date.now() });
     } // else: a command for another attempt than the one held changes nothing.
     if (msg.reply) msg.respond(enc({}));
@@ -165,13 +170,8 @@ nc.subscribe(subject.ping, {
 // stop asking for jobs of task (every task when empty), or ask again.
 nc.subscribe(subject.pause, {
   callback: (err, msg) => {
-    if (err) return;
-    let cmd;
-    try {
-      cmd = msg.json();
-    } catch {
-      return;
-    }
+    const cmd = err ? null : parseJSON(msg);
+    if (!cmd) return;
     const task = cmd.task ?? "";
     if (!cmd.resume) {
       paused.add(task);

@@ -31,11 +31,17 @@ const { values: opts } = parseArgs({
   },
 });
 const { prefix: P, group, task } = opts;
-const args = JSON.parse(opts.args);
+let args;
+try {
+  args = JSON.parse(opts.args);
+} catch (err) {
+  fail(`--args: not JSON: ${err.message}`);
+}
 const count = Number(opts.count);
+if (!(count >= 1)) fail(`--count ${opts.count}: at least 1`);
 if (!["jetstream", "api", "both"].includes(opts.via)) fail(`--via ${opts.via}: use jetstream, api or both`);
 
-const nc = await connect({ servers: opts["nats-url"], name: "fairway-node-submit" });
+const nc = await connect({ servers: opts["nats-url"], name: "fairway-node-submit" }).catch((err) => fail(`connecting to ${opts["nats-url"]}: ${err.message}`));
 const js = nc.jetstream();
 setTimeout(() => fail(`not every job was final within ${opts.timeout} s`), Number(opts.timeout) * 1000).unref();
 
@@ -69,7 +75,7 @@ for (let i = 0; i < count; i++) {
     const reply = (await request(`${P}.api.${group}.submit`, { ...body, task })).json();
     if (reply.error) fail(`submitting through the API: ${reply.error.code}: ${reply.error.message}`);
     if (reply.warning) console.error(`warning: ${reply.warning}`);
-    console.log(`submitted job ${reply.id} (group ${group}, task ${task}, via the API; state ${reply.job.state})`);
+    console.log(`submitted job ${reply.id} (group ${group}, task ${task}, via the API; state ${reply.job?.state})`);
   } else {
     // Asynchronous: publish to fairway.submit.<group>.<task> with
     // JetStream and wait for its acknowledgement; from then on the job
