@@ -5,10 +5,12 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,6 +72,128 @@ func TestExamples(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, `{"from":"python"}`, string(job.Result), "echo returns its args")
 	})
+
+	t.Run("node", func(t *testing.T) { testNode(t, client, natsURL) })
+}
+
+// testNode runs the Node.js examples: executor.js registers the task
+// node-hello and runs its jobs; submit.js submits them (through JetStream
+// and the request/reply API) and follows their events; the Go client checks
+// what the Node executor reported, cancels a long job on it, and sees it
+// deregister after SIGTERM.
+func testNode(t *testing.T, client *events.Client, natsURL string) {
+	// As python3 for the Python example, node and npm are required: a
+	// machine without them fails here rather than skip the example.
+	node, npm := lookPath(t, "node"), lookPath(t, "npm")
+	dir := "node"
+	install := exec.CommandContext(t.Context(), npm, "ci", "--no-audit", "--no-fund")
+	install.Dir = dir
+	out, err := install.CombinedOutput()
+	require.NoError(t, err, "npm ci in examples/node: %s", out)
+
+	const appID, group = "node-tests", "examples"
+	execOut := &devtest.Output{}
+	executor := exec.Command(node, "executor.js", "--nats-url", natsURL, "--app-id", appID)
+	executor.Dir, executor.Stdout, executor.Stderr = dir, execOut, execOut
+	require.NoError(t, executor.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- executor.Wait() }()
+	t.Cleanup(func() {
+		_ = executor.Process.Kill() // a no-op once it exited
+		t.Logf("executor.js output:\n%s", execOut)
+	})
+	select {
+	case <-execOut.Seen("registered app-id " + appID):
+	case err := <-exited:
+		t.Fatalf("executor.js exited (%v):\n%s", err, execOut)
+	case <-time.After(waitTimeout):
+		t.Fatalf("executor.js did not register within %s:\n%s", waitTimeout, execOut)
+	}
+
+	// Jobs of node-hello, every other one through the API, run by the
+	// Node executor: the result its handler computed, its log line and its
+	// progress are stored.
+	out2 := runExample(t, node, filepath.Join(dir, "submit.js"), "--nats-url", natsURL, "--group", group,
+		"--task", "node-hello", "--count", "4", "--via", "both", "--args", `{"name":"fairway"}`)
+	ids := regexp.MustCompile(`submitted job (\S+)`).FindAllStringSubmatch(out2, -1)
+	require.Len(t, ids, 4, "submit.js output:\n%s", out2)
+	for _, m := range ids {
+		id := m[1]
+		require.Contains(t, out2, fmt.Sprintf("job %s final state: success", id))
+		job, err := client.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateSuccess, job.State, "job %s", id)
+		require.Equal(t, appID, job.Worker, "job %s ran on the Node executor", id)
+		require.JSONEq(t, `{"greeting":"hello, fairway","chars":7,"from":"node"}`, string(job.Result), "job %s", id)
+		require.Equal(t, 100, job.Progress, "job %s", id)
+		logs, err := client.Logs(t.Context(), group, id)
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(logs, func(l fairway.LogLine) bool {
+			return l.Level == "info" && l.Message == "hello from node, fairway (attempt 1)"
+		}), "job %s: the handler's log line; got %+v", id, logs)
+	}
+
+	// A long job (600 steps of 100 ms): its progress arrives while it runs,
+	// then a cancel from Go reaches the Node handler, which ends it.
+	long := fairway.Submission{Group: group, Task: "node-hello", ID: "node-long-" + fairway.NewID(),
+		Args: json.RawMessage(`{"name":"long","steps":600,"step_ms":100}`)}
+	progressed := make(chan fairway.Progress, 1)
+	psub, err := client.SubscribeProgress(group, "node-hello", func(p fairway.Progress) {
+		if p.JobID == long.ID && p.Progress > 0 {
+			select {
+			case progressed <- p:
+			default:
+			}
+		}
+	})
+	require.NoError(t, err)
+	defer psub.Stop()
+	since := time.Now().Add(-time.Second)
+	_, err = client.Submit(t.Context(), long)
+	require.NoError(t, err)
+	select {
+	case p := <-progressed:
+		require.Equal(t, 1, p.Attempt)
+	case <-time.After(waitTimeout):
+		t.Fatalf("no progress of job %s within %s:\n%s", long.ID, waitTimeout, execOut)
+	}
+	job, err := client.Get(t.Context(), group, long.ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateRunning, job.State)
+	require.Positive(t, job.Progress, "the progress the Node executor reported is stored")
+	_, err = client.Cancel(t.Context(), group, long.ID)
+	require.NoError(t, err)
+	ev := awaitFinal(t, client, group, long.ID, since)
+	require.Equal(t, fairway.StateCancelled, ev.State, "event: %+v", ev)
+	job, err = client.Get(t.Context(), group, long.ID)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled while running", job.Error)
+
+	// SIGTERM: it finishes, deregisters and exits 0.
+	require.NoError(t, executor.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "executor.js must exit 0 after SIGTERM:\n%s", execOut)
+	case <-time.After(waitTimeout):
+		t.Fatalf("executor.js did not stop within %s after SIGTERM:\n%s", waitTimeout, execOut)
+	}
+	require.Contains(t, execOut.String(), "deregistered instance")
+	executors, err := client.Executors(t.Context())
+	require.NoError(t, err)
+	i := slices.IndexFunc(executors, func(e fairway.Executor) bool { return e.AppID == appID })
+	require.GreaterOrEqual(t, i, 0, "executor %s in %+v", appID, executors)
+	require.Equal(t, fairway.ExecutorDeregistered, executors[i].State)
+}
+
+// lookPath finds a program the examples need, or fails saying how to
+// install it.
+func lookPath(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("the Node.js examples need %s on PATH: install Debian's nodejs and npm (apt-get install nodejs npm)", name)
+	}
+	return path
 }
 
 // startDev runs `fairway dev` on free ports in a fresh directory, waits
