@@ -179,3 +179,18 @@ const (
 	// ExecutorDeregistered: it shut down gracefully and said so.
 	ExecutorDeregistered ExecutorState = "deregistered"
 )
+
+// Limit is a concurrency limit: at most Max jobs of a task, or of a group,
+// held by executors (scheduled or running) at once, across the cluster.
+type Limit struct {
+	// Kind is "task" or "group".
+	Kind string `json:"kind"`
+	// Name is the task or the group; "*" (kind group) is the limit of
+	// every group without one of its own.
+	Name string `json:"name"`
+	Max  int    `json:"max"`
+	// Held is how many jobs the task or group holds now (for "*": the
+	// most any one group holds).
+	Held    int       `json:"held"`
+	Updated time.Time `json:"updated"`
+}

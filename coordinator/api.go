@@ -75,6 +75,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 // operator API, and its body.
 type request struct {
 	group string // the subject's group; "" on the operator API
+	verb  string
 	admin bool
 	data  []byte
 	// maxReply is the largest reply the NATS server takes (see maxReply).
@@ -118,6 +119,9 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbPause:           {adminOnly, (*Coordinator).apiPause},
 	events.VerbWorkflow:        {tenantOnly, (*Coordinator).apiWorkflow},
 	events.VerbGraph:           {tenantAndAdmin, jobVerb((*Coordinator).apiGraph)},
+	events.VerbLimits:          {adminOnly, (*Coordinator).apiLimits},
+	events.VerbLimitSet:        {adminOnly, (*Coordinator).apiLimits},
+	events.VerbLimitDelete:     {adminOnly, (*Coordinator).apiLimits},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
 	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},
@@ -150,7 +154,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
 	default:
 		var encoded []byte
-		r.maxReply, r.encoded = c.maxReply(), &encoded
+		r.maxReply, r.encoded, r.verb = c.maxReply(), &encoded, name
 		reply, err = v.handle(c, ctx, r)
 		if err == nil && encoded != nil {
 			c.send(msg, encoded)

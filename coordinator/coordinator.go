@@ -416,6 +416,11 @@ func (c *Coordinator) afterChange(applied []store.Applied) {
 	}
 	c.kickOutbox()
 	c.queueDependents(applied)
+	if c.store.LimitsInUse() {
+		// A job that left an executor may free a slot that a limit kept
+		// an idle executor from taking.
+		c.notifyWork()
+	}
 	for _, a := range applied {
 		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
 			if a.RunAt.After(c.hostNow()) {

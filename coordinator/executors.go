@@ -206,7 +206,7 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	}
 	start := time.Now()
 	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
-		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme})
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		c.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",

@@ -212,6 +212,36 @@ func (c *Client) Graph(ctx context.Context, group, id string) ([]fairway.Job, er
 	return reply.Jobs, nil
 }
 
+// Limits returns the cluster's concurrency limits with the jobs each
+// task or group holds now (operators).
+func (c *Client) Limits(ctx context.Context) ([]fairway.Limit, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbLimits), struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Limits, nil
+}
+
+// SetLimit sets a concurrency limit (operators): at most max jobs of task
+// name (kind "task") or of group name (kind "group"; "*" for every group
+// without one of its own) held by executors at once, across the cluster.
+func (c *Client) SetLimit(ctx context.Context, kind, name string, max int) ([]fairway.Limit, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbLimitSet), LimitRequest{Kind: kind, Name: name, Max: &max})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Limits, nil
+}
+
+// DeleteLimit removes a concurrency limit (operators).
+func (c *Client) DeleteLimit(ctx context.Context, kind, name string) ([]fairway.Limit, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbLimitDelete), LimitRequest{Kind: kind, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Limits, nil
+}
+
 // Retry runs a failed or cancelled job again: it becomes waiting, due now,
 // with its retries counted afresh.
 func (c *Client) Retry(ctx context.Context, group, id string) (*fairway.Job, error) {

@@ -37,22 +37,25 @@ const DefaultPrefix = "fairway"
 
 // The verbs of the request/reply API.
 const (
-	VerbSubmit    = "submit"
-	VerbCancel    = "cancel"
-	VerbGet       = "get"
-	VerbList      = "list"
-	VerbLogs      = "logs"
-	VerbRelease   = "release"   // a pending job becomes waiting
-	VerbPriority  = "priority"  // body: id and priority
-	VerbExecutors = "executors" // admin only
-	VerbPrune     = "prune"     // admin only; body: PruneRequest
-	VerbRetry     = "retry"     // body: JobRequest; a failed or cancelled job runs again
-	VerbStats     = "stats"     // body: StatsRequest
-	VerbBulk      = "bulk"      // body: BulkRequest
-	VerbDrain     = "drain"     // admin only; body: DrainRequest
-	VerbPause     = "pause"     // admin only; body: PauseCommand
-	VerbWorkflow  = "workflow"  // tenant only; body: fairway.Workflow
-	VerbGraph     = "graph"     // body: JobRequest; the job with its dependencies and dependents
+	VerbSubmit      = "submit"
+	VerbCancel      = "cancel"
+	VerbGet         = "get"
+	VerbList        = "list"
+	VerbLogs        = "logs"
+	VerbRelease     = "release"      // a pending job becomes waiting
+	VerbPriority    = "priority"     // body: id and priority
+	VerbExecutors   = "executors"    // admin only
+	VerbPrune       = "prune"        // admin only; body: PruneRequest
+	VerbRetry       = "retry"        // body: JobRequest; a failed or cancelled job runs again
+	VerbStats       = "stats"        // body: StatsRequest
+	VerbBulk        = "bulk"         // body: BulkRequest
+	VerbDrain       = "drain"        // admin only; body: DrainRequest
+	VerbPause       = "pause"        // admin only; body: PauseCommand
+	VerbWorkflow    = "workflow"     // tenant only; body: fairway.Workflow
+	VerbGraph       = "graph"        // body: JobRequest; the job with its dependencies and dependents
+	VerbLimits      = "limits"       // admin only; the concurrency limits
+	VerbLimitSet    = "limit-set"    // admin only; body: LimitRequest
+	VerbLimitDelete = "limit-delete" // admin only; body: LimitRequest
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body

@@ -20,7 +20,9 @@ type Reply struct {
 	Job   *fairway.Job   `json:"job,omitempty"`  // submit, get, cancel
 	Jobs  []fairway.Job  `json:"jobs,omitempty"` // list, graph
 	// Refs answers workflow: each job's ref and the id it was stored under.
-	Refs      map[string]string  `json:"refs,omitempty"`
+	Refs map[string]string `json:"refs,omitempty"`
+	// Limits answers limits, limit-set and limit-delete: the limits now.
+	Limits    []fairway.Limit    `json:"limits,omitempty"`
 	Logs      []fairway.LogLine  `json:"logs,omitempty"` // logs
 	Executors []fairway.Executor `json:"executors,omitempty"`
 	// Periodic holds the periodic tasks of the periodic-* verbs.
@@ -41,6 +43,15 @@ type Reply struct {
 	Stats *fairway.Stats `json:"stats,omitempty"`
 	// Bulk answers bulk.
 	Bulk *BulkResult `json:"bulk,omitempty"`
+}
+
+// LimitRequest is the body of limit-set (kind, name, max) and
+// limit-delete (kind, name): a concurrency limit of a task or a group
+// ("*": every group without a limit of its own).
+type LimitRequest struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	Max  *int   `json:"max,omitempty"`
 }
 
 // StatsRequest is the body of stats: the window to look back over and the
@@ -177,6 +188,11 @@ type DispatchRequest struct {
 	// then answers with the jobs it had already claimed under that id, if
 	// any are still scheduled, instead of claiming more.
 	RequestID string `json:"request_id,omitempty"`
+	// TaskSlots caps, per task, the jobs of it this request may get: the
+	// executor's free slots for a task it runs with a max-concurrent
+	// (below Slots). A task absent is bounded by Slots only; a task with
+	// no free slot is left out of Tasks instead.
+	TaskSlots map[string]int `json:"task_slots,omitempty"`
 }
 
 // DispatchReply hands jobs to an executor. The jobs are scheduled for it and

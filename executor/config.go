@@ -67,6 +67,10 @@ type Config struct {
 	// usual). A job's own timeout wins. Defaults to none: a task not in
 	// the map runs as long as its handler does.
 	Timeouts map[string]time.Duration
+	// MaxConcurrent caps, per task, the jobs of it this executor runs at
+	// once (as the MaxConcurrent option of Handle); other tasks take any
+	// free slot.
+	MaxConcurrent map[string]int
 	// TimeoutGrace is how long a handler may go on after its timeout
 	// before the attempt is reported failed anyway and its slot freed (the
 	// handler's goroutine is left to return; what it returns is dropped).
@@ -125,6 +129,11 @@ func (c Config) validate() error {
 	}
 	if c.TimeoutGrace <= 0 {
 		return fairway.Invalid("TimeoutGrace", "%s is not positive", c.TimeoutGrace)
+	}
+	for task, n := range c.MaxConcurrent {
+		if n < 1 {
+			return fairway.Invalid("MaxConcurrent", "task %q: %d is less than 1", task, n)
+		}
 	}
 	for task, d := range c.Timeouts {
 		if d <= 0 {

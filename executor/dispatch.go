@@ -36,9 +36,9 @@ func (e *Executor) dispatchLoop() {
 		default:
 		}
 		idle := true
-		if free, tasks := e.free(); free > 0 {
+		if free, tasks, taskSlots := e.free(); free > 0 {
 			asked := time.Now()
-			got, err := e.dispatch(free, tasks)
+			got, err := e.dispatch(free, tasks, taskSlots)
 			switch {
 			case err == nil:
 				// A long poll that ran its course found nothing: ask again at
@@ -126,24 +126,60 @@ func (e *Executor) registerAgain() bool {
 	}
 }
 
-// free returns how many slots are free and the tasks to ask jobs for:
-// none while the executor stops or is paused.
-func (e *Executor) free() (int, []string) {
+// free returns how many slots are free, the tasks to ask jobs for, and
+// the free slots of the tasks with a max-concurrent below that (tasks at
+// their cap are left out): none while the executor stops or is paused.
+func (e *Executor) free() (int, []string, map[string]int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.life.stopping() || e.pausedAll || len(e.tasks) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
-	return e.pool - len(e.jobs), e.tasks
+	free := e.pool - len(e.jobs)
+	if len(e.maxConcurrent) == 0 || free <= 0 {
+		return free, e.tasks, nil
+	}
+	running := e.runningByTask()
+	tasks := make([]string, 0, len(e.tasks))
+	var taskSlots map[string]int
+	for _, t := range e.tasks {
+		limit, capped := e.maxConcurrent[t]
+		switch {
+		case !capped:
+			tasks = append(tasks, t)
+		case limit-running[t] <= 0:
+		default:
+			tasks = append(tasks, t)
+			if left := limit - running[t]; left < free {
+				if taskSlots == nil {
+					taskSlots = map[string]int{}
+				}
+				taskSlots[t] = left
+			}
+		}
+	}
+	if len(tasks) == 0 {
+		return 0, nil, nil
+	}
+	return free, tasks, taskSlots
+}
+
+// runningByTask counts the jobs held, by task. Called with e.mu held.
+func (e *Executor) runningByTask() map[string]int {
+	n := map[string]int{}
+	for _, rj := range e.jobs {
+		n[rj.job.Task]++
+	}
+	return n
 }
 
 // dispatch asks for up to free jobs of tasks and starts them; it returns
 // how many it got.
-func (e *Executor) dispatch(free int, tasks []string) (int, error) {
+func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) (int, error) {
 	if e.dispatchID == "" {
 		e.dispatchID = uuid.NewString()
 	}
-	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: tasks,
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: tasks, TaskSlots: taskSlots,
 		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID})
 	if err != nil {
 		return 0, err
@@ -194,6 +230,10 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		case len(e.jobs) >= e.pool:
 			// Also after SetConcurrency lowered the pool meanwhile.
 			e.logger.Warn("dispatch handed out more jobs than there are slots; releasing the extra job", "job_id", fj.ID)
+			mode = modeRelease
+		case e.maxConcurrent[fj.Task] > 0 && e.runningByTask()[fj.Task] >= e.maxConcurrent[fj.Task]:
+			// Its cap was lowered meanwhile.
+			e.logger.Info("releasing a job of a task at its max-concurrent", "job_id", fj.ID, "task", fj.Task)
 			mode = modeRelease
 		case e.dropped[fj.Task] || e.paused[fj.Task]:
 			// Asked for before the task was dropped or paused: back to

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -125,11 +126,14 @@ type Executor struct {
 	// dropped are the tasks Unhandle removed (a job of one is released,
 	// not failed: a dispatch asked for it before).
 	dropped map[string]bool
-	started time.Time
-	baseCtx context.Context
-	jobs    map[fairway.JobRef]*runningJob
-	cancels cancelMemo
-	subs    []*nats.Subscription
+	// maxConcurrent caps, per task, the jobs of it running at once here
+	// (max-concurrent); a task absent is bounded by the pool only.
+	maxConcurrent map[string]int
+	started       time.Time
+	baseCtx       context.Context
+	jobs          map[fairway.JobRef]*runningJob
+	cancels       cancelMemo
+	subs          []*nats.Subscription
 
 	wake         chan struct{} // capacity 1: new work may be available
 	stopCh       chan struct{} // closed when Shutdown begins
@@ -191,6 +195,10 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		paused:       map[string]bool{},
 		dropped:      map[string]bool{},
 	}
+	e.maxConcurrent = maps.Clone(cfg.MaxConcurrent)
+	if e.maxConcurrent == nil {
+		e.maxConcurrent = map[string]int{}
+	}
 	rep, err := newReporter(nc, subjects.Results(cfg.AppID), subjects.ResultStream(), logger)
 	if err != nil {
 		return nil, fmt.Errorf("executor %q: %w", cfg.AppID, err)
@@ -202,10 +210,11 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 
 // Handle registers h as the handler of task, before Start or while the
 // executor runs (Exq's subscribe): the coordinators are told at once, and
-// jobs of task come from the next dispatch on. It panics when task is not
-// a valid task name, h is nil, task already has a handler, or the
-// executor is starting or stopping: all programming errors.
-func (e *Executor) Handle(task string, h Handler) {
+// jobs of task come from the next dispatch on. Options set the task's
+// MaxConcurrent. It panics when task is not a valid task name, h is nil,
+// task already has a handler, or the executor is starting or stopping:
+// all programming errors.
+func (e *Executor) Handle(task string, h Handler, opts ...HandleOption) {
 	if err := fairway.CheckName("task", task); err != nil {
 		panic(fmt.Sprintf("executor.Handle: %v", err))
 	}
@@ -223,6 +232,9 @@ func (e *Executor) Handle(task string, h Handler) {
 	}
 	e.handlers[task] = h
 	delete(e.dropped, task)
+	for _, opt := range opts {
+		opt(e, task)
+	}
 	running := e.life == lifeRunning
 	if running {
 		e.chained[task] = e.chain(h)
@@ -232,6 +244,40 @@ func (e *Executor) Handle(task string, h Handler) {
 	if running {
 		e.reregister("now handles task " + task)
 	}
+}
+
+// HandleOption is an option of Handle.
+type HandleOption func(e *Executor, task string)
+
+// MaxConcurrent caps the jobs of the task that this executor runs at once
+// (Exq's per-queue concurrency): with free slots beyond n, it takes jobs
+// of its other tasks, never more of this one. n < 1 panics.
+func MaxConcurrent(n int) HandleOption {
+	if n < 1 {
+		panic(fmt.Sprintf("executor.MaxConcurrent: %d is less than 1", n))
+	}
+	return func(e *Executor, task string) { e.maxConcurrent[task] = n }
+}
+
+// SetMaxConcurrent changes the cap of task's jobs running at once on this
+// executor, while it runs or before; 0 removes the cap. Jobs running
+// beyond a lowered cap finish; no new one starts until they are below it.
+func (e *Executor) SetMaxConcurrent(task string, n int) error {
+	if err := fairway.CheckName("task", task); err != nil {
+		return err
+	}
+	if n < 0 {
+		return fairway.Invalid("max_concurrent", "%d is negative (0 removes the cap)", n)
+	}
+	e.mu.Lock()
+	if n == 0 {
+		delete(e.maxConcurrent, task)
+	} else {
+		e.maxConcurrent[task] = n
+	}
+	e.mu.Unlock()
+	e.signal()
+	return nil
 }
 
 // Middleware wraps a handler: it runs code before and after the handler

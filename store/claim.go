@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -33,6 +34,8 @@ var (
 	claimPinSQL string
 	//go:embed sql/claim_unpin.sql
 	claimUnpinSQL string
+	//go:embed sql/claim_limits.sql
+	claimLimitsSQL string
 )
 
 // ClaimParams says who claims how many jobs.
@@ -61,6 +64,10 @@ type ClaimParams struct {
 	Lease time.Duration
 	// Scheme is the counting scheme.
 	Scheme fairway.CountingScheme
+	// TaskLimits caps, per task, the jobs of it this claim may take: the
+	// executor's free slots for the tasks it runs with a max-concurrent.
+	// A task absent is bounded by Limit only.
+	TaskLimits map[string]int
 }
 
 // reclaimSQL hands out again the jobs a dispatch request claimed that are
@@ -100,7 +107,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
 	}
 	defer conn.Release()
-	jobs, err := claim(ctx, conn.Conn(), p)
+	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse)
 	if err != nil {
 		// Leave no transaction open on a pooled connection.
 		if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
@@ -111,7 +118,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	return jobs, nil
 }
 
-func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, error) {
+func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atomic.Bool) ([]fairway.Job, error) {
 	var st fairness
 	var registered bool
 	var groups []string
@@ -130,7 +137,15 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 			return err
 		})
 	}
-	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks).Query(collectGroups(&groups))
+	var lim *limits
+	b.Queue(claimLimitsSQL).Query(func(rows pgx.Rows) error {
+		var err error
+		var inUse bool
+		lim, inUse, err = readLimits(rows, p.TaskLimits)
+		limitsInUse.Store(inUse)
+		return err
+	})
+	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks, []string(nil)).Query(collectGroups(&groups))
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -152,13 +167,38 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 	}
 	start := st
 	var jobs []fairway.Job
+	rounds := maxClaimRounds
+	if lim != nil {
+		// Limits in force: the walk ran before they were known. Walk again
+		// without the tasks and groups at their limit, if any are.
+		rounds += len(p.Tasks)
+		tasks, capped := lim.open(p.Tasks)
+		if len(tasks) == 0 {
+			_, err := conn.Exec(ctx, "COMMIT")
+			return nil, err
+		}
+		if len(tasks) < len(p.Tasks) || len(capped) > 0 {
+			p.Tasks = tasks
+			rows, err := conn.Query(ctx, claimWalkSQL, nil, p.Limit, p.Tasks, capped)
+			if err != nil {
+				return nil, err
+			}
+			if err := collectGroups(&groups)(rows); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for round := 1; ; round++ {
 		limit := p.Limit - len(jobs)
-		picked, more, err := claimRound(ctx, conn, p, limit, groups, &st)
+		picked, more, err := claimRound(ctx, conn, p, limit, groups, &st, lim)
 		if err != nil {
 			return nil, err
 		}
-		last := !more || len(picked) == 0 || len(picked) == limit || round == maxClaimRounds
+		var capped []string
+		if lim != nil {
+			p.Tasks, capped = lim.open(p.Tasks)
+		}
+		last := !more || len(picked) == 0 || len(picked) == limit || round == rounds || len(p.Tasks) == 0
 		b := &pgx.Batch{}
 		if len(picked) > 0 {
 			ids, groups, prev := make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked))
@@ -181,7 +221,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams) ([]fairway.Job, e
 		}
 		// Another round, on the jobs the marking left.
 		b.Queue(claimPinSQL)
-		b.Queue(claimWalkSQL, st.cursor, limit-len(picked), p.Tasks).Query(collectGroups(&groups))
+		b.Queue(claimWalkSQL, st.cursor, limit-len(picked), p.Tasks, capped).Query(collectGroups(&groups))
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
@@ -198,7 +238,7 @@ func collectGroups(groups *[]string) func(pgx.Rows) error {
 
 // claimRound picks up to limit jobs from the candidates that one fetch can
 // see, given the groups walked in round-robin order (see pick).
-func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness) (picked []candidate, more bool, err error) {
+func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness, lim *limits) (picked []candidate, more bool, err error) {
 	if len(groups) == 0 {
 		return nil, false, nil
 	}
@@ -207,7 +247,7 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 	if err != nil {
 		return nil, false, err
 	}
-	picked, more = pick(queues, limit, len(groups) == limit, p.Scheme, st)
+	picked, more = pick(queues, limit, len(groups) == limit, p.Scheme, st, lim)
 	return picked, more, nil
 }
 
@@ -226,7 +266,7 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 			defer rows.Close()
 			for rows.Next() {
 				c := candidate{state: fairway.StateWaiting}
-				if err := rows.Scan(&c.id, &c.group, &c.priority); err != nil {
+				if err := rows.Scan(&c.id, &c.group, &c.priority, &c.task); err != nil {
 					return err
 				}
 				q := index[c.group]

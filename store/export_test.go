@@ -3,6 +3,7 @@ package store
 // Test hooks: move a job's clock forward without waiting.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -208,4 +209,25 @@ func (s *Store) SpreadHistory(t testing.TB, finished float64) {
 	require.NoError(t, err)
 	_, err = s.pool.Exec(t.Context(), "ANALYZE fairway_job")
 	require.NoError(t, err)
+}
+
+// HeldNow counts the jobs executors hold now (scheduled or running), by
+// "task:<task>" and "group:<group>", in one snapshot. Safe to call from
+// several goroutines.
+func (s *Store) HeldNow(t testing.TB) map[string]int {
+	rows, err := s.pool.Query(context.Background(),
+		`SELECT 'task:' || task, count(*) FROM fairway_job WHERE state IN ('scheduled', 'running') GROUP BY task
+		 UNION ALL
+		 SELECT 'group:' || group_name, count(*) FROM fairway_job WHERE state IN ('scheduled', 'running') GROUP BY group_name`)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	out := map[string]int{}
+	var key string
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&key, &n}, func() error { out[key] = n; return nil }); err != nil {
+		t.Error(err)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ type fairness struct {
 type candidate struct {
 	id       string
 	group    string
+	task     string
 	state    fairway.State
 	priority fairway.Priority
 }
@@ -45,7 +46,12 @@ func shares(limit, n int) []int32 {
 // for, else the other. It moves st on with each job. more is true when it
 // stopped because the next job depends on rows not fetched: a list that
 // was cut off, or, with walkCut, groups after the last one walked.
-func pick(queues []*groupQueue, limit int, walkCut bool, scheme fairway.CountingScheme, st *fairness) (picked []candidate, more bool) {
+//
+// lim (nil: none) are the concurrency limits: a group at its limit is
+// passed over, and so is a job of a task at its limit, for the group's
+// next job that none caps. A limit never leaves a slot idle that another
+// eligible job could take.
+func pick(queues []*groupQueue, limit int, walkCut bool, scheme fairway.CountingScheme, st *fairness, lim *limits) (picked []candidate, more bool) {
 	active := queues
 	for i := 0; len(picked) < limit && len(active) > 0; {
 		if i == len(active) {
@@ -55,7 +61,11 @@ func pick(queues []*groupQueue, limit int, walkCut bool, scheme fairway.Counting
 			i = 0
 		}
 		q := active[i]
-		c, ok, unknown := q.take(scheme.At(st.counter))
+		if lim != nil && lim.groupLeft(q.name) == 0 {
+			active = append(active[:i:i], active[i+1:]...)
+			continue
+		}
+		c, ok, unknown := q.take(scheme.At(st.counter), lim.allows)
 		if unknown {
 			return picked, true
 		}
@@ -64,6 +74,7 @@ func pick(queues []*groupQueue, limit int, walkCut bool, scheme fairway.Counting
 			continue
 		}
 		picked = append(picked, c)
+		lim.took(c)
 		st.cursor = q.name
 		st.counter++
 		i++
@@ -71,9 +82,11 @@ func pick(queues []*groupQueue, limit int, walkCut bool, scheme fairway.Counting
 	return picked, false
 }
 
-// take removes the group's next job for the priority hint. unknown is true
-// when the answer depends on rows that were not fetched.
-func (q *groupQueue) take(hint fairway.Priority) (c candidate, ok, unknown bool) {
+// take removes the group's next job for the priority hint that allowed
+// accepts (jobs it refuses are dropped from the lists: this claim cannot
+// take them). unknown is true when the answer depends on rows that were
+// not fetched.
+func (q *groupQueue) take(hint fairway.Priority, allowed func(candidate) bool) (c candidate, ok, unknown bool) {
 	first, second := &q.high, &q.low
 	firstMore, secondMore := q.highMore, q.lowMore
 	if hint == fairway.PriorityLow {
@@ -84,10 +97,12 @@ func (q *groupQueue) take(hint fairway.Priority) (c candidate, ok, unknown bool)
 		list *[]candidate
 		more bool
 	}{{&q.stuck, q.stuckMore}, {first, firstMore}, {second, secondMore}} {
-		if len(*l.list) > 0 {
+		for len(*l.list) > 0 {
 			c = (*l.list)[0]
 			*l.list = (*l.list)[1:]
-			return c, true, false
+			if allowed(c) {
+				return c, true, false
+			}
 		}
 		if l.more {
 			return c, false, true

@@ -100,7 +100,7 @@ func TestPick(t *testing.T) {
 				scheme = fairway.CountingScheme{High: 4, Low: 1}
 			}
 			st := fairness{counter: tc.counter}
-			picked, more := pick(tc.queues, tc.limit, tc.walkCut, scheme, &st)
+			picked, more := pick(tc.queues, tc.limit, tc.walkCut, scheme, &st, nil)
 			require.Equal(t, tc.want, ids(picked))
 			require.Equal(t, tc.more, more)
 			require.Equal(t, tc.cursor, st.cursor)
@@ -118,20 +118,20 @@ func TestPickSecondRound(t *testing.T) {
 		return []*groupQueue{queue("a", "h1", "h2", "l1"), queue("b", "h1", "l1", "l2")}
 	}
 	var whole fairness
-	want, more := pick(all(), 6, false, scheme, &whole)
+	want, more := pick(all(), 6, false, scheme, &whole, nil)
 	require.False(t, more)
 	require.Equal(t, "a-h1 b-l1 a-h2 b-l2 a-l1 b-h1", ids(want))
 
 	// Round 1 fetched one row of a's high jobs and of b's low ones, and
 	// stops when a's next high job is unknown.
 	var st fairness
-	first, more := pick([]*groupQueue{queue("a", "h1", "h+", "l1"), queue("b", "h1", "l1", "l+")}, 6, false, scheme, &st)
+	first, more := pick([]*groupQueue{queue("a", "h1", "h+", "l1"), queue("b", "h1", "l1", "l+")}, 6, false, scheme, &st, nil)
 	require.True(t, more)
 	require.Equal(t, "a-h1 b-l1", ids(first))
 	require.Equal(t, fairness{cursor: "b", counter: 2}, st)
 	// Round 2: the rows the marking left, walked from the group after the
 	// cursor.
-	second, more := pick([]*groupQueue{queue("a", "h2", "l1"), queue("b", "h1", "l2")}, 6-len(first), false, scheme, &st)
+	second, more := pick([]*groupQueue{queue("a", "h2", "l1"), queue("b", "h1", "l2")}, 6-len(first), false, scheme, &st, nil)
 	require.False(t, more)
 	require.Equal(t, ids(want), ids(first)+" "+ids(second))
 	require.Equal(t, whole, st)

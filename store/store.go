@@ -30,6 +30,8 @@ type Store struct {
 	log  *slog.Logger
 	// checkedInserts counts the batches InsertJobs sent again checked.
 	checkedInserts atomic.Int64
+	// limitsInUse: the last claim found concurrency limits (LimitsInUse).
+	limitsInUse atomic.Bool
 }
 
 // Options configures Open.

@@ -393,6 +393,10 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	if err != nil {
 		return err
 	}
+	maxConcurrent, err := config.TaskCounts(cfg.Executor.MaxConcurrent) // checked at load: no error
+	if err != nil {
+		return err
+	}
 	ex, err := executor.New(nc, executor.Config{
 		AppID:         appID,
 		PoolSize:      cfg.Scheduler.PoolSize,
@@ -403,6 +407,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 		Logger:        e.log.With("component", "executor"),
 		Metrics:       e.registry(),
 		Tracer:        tracer,
+		MaxConcurrent: maxConcurrent,
 	})
 	if err != nil {
 		return err

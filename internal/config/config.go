@@ -110,6 +110,9 @@ type ExecutorConfig struct {
 	HTTPToken     string
 	HTTPTokenFile string // empty means <Dev.Dir>/executor-<app-id>.token
 	DrainTimeout  time.Duration
+	// MaxConcurrent caps, per task, the jobs of it running at once on the
+	// executor: task=N pairs, comma-separated (see TaskCounts).
+	MaxConcurrent string
 }
 
 // TracingConfig holds the tracing.* keys: where coordinators and

@@ -153,6 +153,8 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPToken }, optional(bearerToken))},
 	{name: "executor.http-token-file", flag: "http-token-file", def: "", help: "file (mode 0600) the generated HTTP token is written to (empty: <dev.dir>/executor-<app-id>.token)",
 		binding: stringVar(func(c *Config) *string { return &c.Executor.HTTPTokenFile }, func(string) error { return nil })},
+	{name: "executor.max-concurrent", flag: "max-concurrent", def: "", help: "per task, at most this many of its jobs at once on this executor: task=N pairs, comma-separated (e.g. sleep=2,fail=1); its other free slots take other tasks' jobs",
+		binding: stringVar(func(c *Config) *string { return &c.Executor.MaxConcurrent }, func(s string) error { _, err := TaskCounts(s); return err })},
 	{name: "executor.drain-timeout", flag: "drain-timeout", def: "30s", help: "how long a stopping executor waits for running jobs",
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Executor.DrainTimeout })},
 	{name: "web.addr", flag: "web-addr", def: "127.0.0.1:8090", help: "host:port of the dashboard and HTTP API (fairway web and fairway dev; empty: none in fairway dev). Loopback unless you set it otherwise",
@@ -362,6 +364,30 @@ func token(s string) error {
 		return fmt.Errorf("must be non-empty and contain only letters, digits, - and _")
 	}
 	return nil
+}
+
+// TaskCounts parses task=N pairs, comma-separated (may be empty), each N
+// at least 1.
+func TaskCounts(s string) (map[string]int, error) {
+	out := map[string]int{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		task, n, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not task=N", part)
+		}
+		if err := token(task); err != nil {
+			return nil, fmt.Errorf("%q: the task %w", part, err)
+		}
+		v, err := strconv.Atoi(n)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q: N must be a whole number, at least 1", part)
+		}
+		out[task] = v
+	}
+	return out, nil
 }
 
 // tokenList checks a comma-separated list of subject tokens (may be empty).
