@@ -304,6 +304,15 @@ func (c checker) value(path string, n node, typ reflect.Type, nullable bool, m m
 	case typ.Kind() == reflect.Struct:
 		want = "object"
 		c.object(path, ch, typ, m, top)
+	case typ.Kind() == reflect.Map && typ.Key().Kind() == reflect.String:
+		want = "object"
+		values, owner := ch.get("additionalProperties")
+		vm, ok := values.(map[string]any)
+		if !ok {
+			c.t.Errorf("%s: a Go map needs additionalProperties: the schema of its values", path)
+			break
+		}
+		c.value(path+"{}", node{owner.file, vm}, typ.Elem(), false, m, false)
 	default:
 		c.t.Errorf("%s: Go type %s has no JSON Schema counterpart here yet", path, typ)
 		return
@@ -646,6 +655,13 @@ func (f filler) fill(path string, v reflect.Value, n node) {
 		im, _ := items.(map[string]any)
 		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
 		f.fill(path+"[]", v.Index(0), node{owner.file, im})
+	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String:
+		values, owner := ch.get("additionalProperties")
+		vm, _ := values.(map[string]any)
+		elem := reflect.New(v.Type().Elem()).Elem()
+		f.fill(path+"{}", elem, node{owner.file, vm})
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(reflect.ValueOf("sample").Convert(v.Type().Key()), elem)
 	case v.Kind() == reflect.Struct:
 		propsV, owner := ch.get("properties")
 		props, _ := propsV.(map[string]any)
