@@ -293,26 +293,13 @@ func (c checker) value(path string, n node, typ reflect.Type, nullable bool, m m
 		want = "boolean"
 	case typ.Kind() == reflect.Slice:
 		want = "array"
-		items, _ := ch.get("items")
-		im, ok := items.(map[string]any)
-		if !ok {
-			c.t.Errorf("%s: an array needs items", path)
-			break
-		}
-		_, owner := ch.get("items")
-		c.value(path+"[]", node{owner.file, im}, typ.Elem(), false, m, false)
+		c.elements(path+"[]", ch, "items", typ.Elem(), m)
 	case typ.Kind() == reflect.Struct:
 		want = "object"
 		c.object(path, ch, typ, m, top)
 	case typ.Kind() == reflect.Map && typ.Key().Kind() == reflect.String:
 		want = "object"
-		values, owner := ch.get("additionalProperties")
-		vm, ok := values.(map[string]any)
-		if !ok {
-			c.t.Errorf("%s: a Go map needs additionalProperties: the schema of its values", path)
-			break
-		}
-		c.value(path+"{}", node{owner.file, vm}, typ.Elem(), false, m, false)
+		c.elements(path+"{}", ch, "additionalProperties", typ.Elem(), m)
 	default:
 		c.t.Errorf("%s: Go type %s has no JSON Schema counterpart here yet", path, typ)
 		return
@@ -320,6 +307,18 @@ func (c checker) value(path string, n node, typ reflect.Type, nullable bool, m m
 	if !slices.Equal(types, []string{want}) {
 		c.t.Errorf("%s: type %v, but Go type %s is %q", path, types, typ, want)
 	}
+}
+
+// elements checks the schema under key (items of an array, or
+// additionalProperties: the values of a map) against the Go type elem.
+func (c checker) elements(path string, ch chain, key string, elem reflect.Type, m mode) {
+	sub, owner := ch.get(key)
+	sm, ok := sub.(map[string]any)
+	if !ok {
+		c.t.Errorf("%s: needs %s, the schema of its elements (Go type %s)", path, key, elem)
+		return
+	}
+	c.value(path, node{owner.file, sm}, elem, false, m, false)
 }
 
 // object checks that the schema ch has exactly the JSON fields of struct
