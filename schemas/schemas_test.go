@@ -67,6 +67,9 @@ var bodies = []struct {
 	{"executor-heartbeat.json", typeOf[events.Heartbeat](), strict},
 	{"executor-report.json", typeOf[events.Report](), written},
 	{"executor-cancel.json", typeOf[events.CancelCommand](), written},
+	{"limit.json", typeOf[fairway.Limit](), written},
+	{"api-limit-request.json", typeOf[events.LimitRequest](), strict},
+	{"workflow.json", typeOf[fairway.Workflow](), strict},
 }
 
 // untyped are the schema files of no Go type of their own: checked by
