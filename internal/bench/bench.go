@@ -32,7 +32,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale", "history"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale", "history", "features"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -205,6 +205,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return fairness(ctx, opts)
 	case "history":
 		return history(ctx, opts)
+	case "features":
+		return features(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}

@@ -30,6 +30,8 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "fair_b_max_wait_ms", "b_stored_max_ms",
 			"noisy_tenants", "noisy_b_p50_wait_ms", "noisy_b_max_wait_ms", "noisy_fifo_b_wait_ms", "noisy_fair_b_max_wait_ms", "noisy_b_stored_max_ms"},
 		"scale": {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
+		"features": {"work_jobs_per_s_plain", "work_jobs_per_s_limits", "work_jobs_per_s_chains", "b_max_wait_ms_plain", "b_max_wait_ms_limits",
+			"a_held_max_limits", "group_limit"},
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
 			"pruned_during_drain"},
 	}
@@ -49,6 +51,9 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 			v, ok := got[k].(float64)
 			require.True(t, ok, "%s: key %s missing in %s", scenario, k, lines[0])
 			require.Greater(t, v, 0.0, "%s: %s", scenario, k)
+		}
+		if scenario == "features" {
+			require.LessOrEqual(t, got["a_held_max_limits"], got["group_limit"], "group A never held more than its limit")
 		}
 	}
 	err = bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})

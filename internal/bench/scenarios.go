@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -193,7 +195,7 @@ func steady(ctx context.Context, opts Options) (*Result, error) {
 func fairness(ctx context.Context, opts Options) (*Result, error) {
 	const n, d, m, w = 2000, 5 * time.Millisecond, 20, 10
 	r := &Result{Scenario: "fairness", Jobs: n + m}
-	one, err := fairnessCase(ctx, opts, []string{"a"}, n, d, m, w)
+	one, err := fairnessCase(ctx, opts, []string{"a"}, n, d, m, w, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +213,7 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 		for i := range noisy {
 			noisy[i] = fmt.Sprintf("noisy-%02d", i+1)
 		}
-		many, err := fairnessCase(ctx, opts, noisy, n, d, m, w)
+		many, err := fairnessCase(ctx, opts, noisy, n, d, m, w, nil)
 		if err != nil {
 			return nil, fmt.Errorf("with %d noisy tenants: %w", len(noisy), err)
 		}
@@ -238,12 +240,26 @@ func fairMaxWait(k, m, w int, d time.Duration) float64 {
 type fairnessWaits struct {
 	waits  []time.Duration // from B's submission to each job's start
 	stored []time.Duration // from B's submission to each job's waiting event
+	// heldMax is the most jobs each group ran at once.
+	heldMax map[string]int
 }
 
 // fairnessCase: each of the noisy groups submits n jobs of d, then group
-// B submits m, on an executor of w slots; B's waits.
-func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d time.Duration, m, w int) (*fairnessWaits, error) {
-	s, err := newSystem(ctx, opts, systemConfig{slots: w, handler: func(ctx context.Context, _ *executor.Job) error {
+// B submits m, on an executor of w slots; B's waits. limits, when set,
+// sets concurrency limits before anything is submitted.
+func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d time.Duration, m, w int, limits func(*store.Store) error) (*fairnessWaits, error) {
+	var mu sync.Mutex
+	held, heldMax := map[string]int{}, map[string]int{}
+	s, err := newSystem(ctx, opts, systemConfig{slots: w, handler: func(ctx context.Context, job *executor.Job) error {
+		mu.Lock()
+		held[job.Group]++
+		heldMax[job.Group] = max(heldMax[job.Group], held[job.Group])
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			held[job.Group]--
+			mu.Unlock()
+		}()
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
@@ -254,6 +270,11 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 		return nil, err
 	}
 	defer s.close()
+	if limits != nil {
+		if err := limits(s.store); err != nil {
+			return nil, err
+		}
+	}
 	for _, g := range noisy {
 		if _, err := s.client.SubmitMany(ctx, submissions(n, func(int) string { return g })); err != nil {
 			return nil, err
@@ -285,7 +306,9 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 	if _, err := s.waitFinished(ctx, len(noisy)*n+m-1, 10*time.Minute); err != nil {
 		return nil, err
 	}
-	out := &fairnessWaits{}
+	mu.Lock()
+	out := &fairnessWaits{heldMax: maps.Clone(heldMax)}
+	mu.Unlock()
 	for range m {
 		select {
 		case t := <-stored:
@@ -395,5 +418,92 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 	}
 	r.add(rssKey, peakRSS) // the largest of the sizes'
 	r.add("groups", groups)
+	return r, nil
+}
+
+// chainLength is the length of the dependency chains of the features
+// scenario's drain.
+const chainLength = 10
+
+// features: the drain and the fairness case with concurrency limits and
+// dependencies in play, beside the plain ones, in one run:
+//   - the drain of opts.Jobs no-op jobs, plain; with limits in force that
+//     do not bind (every group may hold all slots, the task all of them):
+//     the cost of reading and applying them in every claim; and as chains
+//     of 10 jobs per group, each job depending on the one before (so each
+//     job's release follows the end of its predecessor);
+//   - the fairness case (group A's 2,000 jobs of 5 ms, then B's 20, on 10
+//     slots), plain and with every group limited to half the slots: A
+//     then never holds more than 5, and B starts at once.
+func features(ctx context.Context, opts Options) (*Result, error) {
+	r := &Result{Scenario: "features", Jobs: 3 * opts.Jobs}
+	type drainCase struct {
+		key    string
+		limits func(st *store.Store) error
+		chain  bool
+	}
+	for _, c := range []drainCase{
+		{key: "plain"},
+		{key: "limits", limits: func(st *store.Store) error {
+			if err := st.SetLimit(ctx, store.LimitGroup, store.AnyGroup, opts.Slots); err != nil {
+				return err
+			}
+			return st.SetLimit(ctx, store.LimitTask, "work", opts.Slots)
+		}},
+		{key: "chains", chain: true},
+	} {
+		rate, err := func() (float64, error) {
+			s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
+			if err != nil {
+				return 0, err
+			}
+			defer s.close()
+			if c.limits != nil {
+				if err := c.limits(s.store); err != nil {
+					return 0, err
+				}
+			}
+			subs := submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+			if c.chain {
+				// Job i depends on the group's job before it (i-10), in
+				// chains of chainLength.
+				for i := range subs {
+					if (i/10)%chainLength != 0 {
+						subs[i].DependsOn = []string{subs[i-10].ID}
+					}
+				}
+			}
+			start := time.Now()
+			if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+				return 0, err
+			}
+			if _, err := s.waitFinished(ctx, len(subs), 10*time.Minute); err != nil {
+				return 0, err
+			}
+			return float64(len(subs)) / time.Since(start).Seconds(), nil
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("drain (%s): %w", c.key, err)
+		}
+		r.add("work_jobs_per_s_"+c.key, rate)
+	}
+	const n, d, m, w = 2000, 5 * time.Millisecond, 20, 10
+	plain, err := fairnessCase(ctx, opts, []string{"a"}, n, d, m, w, nil)
+	if err != nil {
+		return nil, err
+	}
+	half := func(st *store.Store) error { return st.SetLimit(ctx, store.LimitGroup, store.AnyGroup, w/2) }
+	limited, err := fairnessCase(ctx, opts, []string{"a"}, n, d, m, w, half)
+	if err != nil {
+		return nil, fmt.Errorf("fairness with limits: %w", err)
+	}
+	r.Jobs += 2 * (n + m)
+	r.add("b_max_wait_ms_plain", percentile(plain.waits, 100))
+	r.add("b_max_wait_ms_limits", percentile(limited.waits, 100))
+	r.add("a_held_max_limits", limited.heldMax["a"])
+	r.add("group_limit", w/2)
+	r.add("slots", opts.Slots)
+	r.add("fairness_slots", w)
+	r.add("chain_length", chainLength)
 	return r, nil
 }

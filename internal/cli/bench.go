@@ -52,6 +52,9 @@ Scenarios:
   scale     selection time and drain rate with 10k, 100k, 1M waiting jobs in 10,000 groups
   history   the drain with --history finished jobs kept, against an empty database,
             and while the coordinator prunes them (retention)
+  features  the drain plain, with concurrency limits in force, and as dependency
+            chains; the fairness case plain and with every group limited to
+            half the slots
   all       every scenario in turn
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
@@ -112,7 +115,7 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, scale, history or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, scale, history, features or all")
 	f.IntVar(&opts.Jobs, "jobs", 100_000, "jobs in the drain backlog")
 	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10)")
 	f.IntVar(&opts.Rate, "rate", 5000, "jobs per second in the steady scenario")
