@@ -35,6 +35,7 @@ var routes = []route{
 	{pattern: "GET /api/session", handle: (*Server).session},
 	{pattern: "GET /api/jobs", need: roleRead, handle: (*Server).listJobs},
 	{pattern: "GET /api/jobs/{group}/{id}", need: roleRead, handle: (*Server).getJob},
+	{pattern: "GET /api/jobs/{group}/{id}/graph", need: roleRead, handle: (*Server).jobGraph},
 	{pattern: "POST /api/jobs/{group}/{id}/{action}", need: roleAdmin, handle: (*Server).jobAction},
 	{pattern: "POST /api/bulk", need: roleRead, handle: (*Server).bulk}, // a preview only reads; the handler checks the rest
 	{pattern: "GET /api/stats", need: roleRead, handle: (*Server).stats},
@@ -302,6 +303,30 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, c caller) error 
 		evs = []events.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"job": job, "logs": logs, "logs_next_cursor": next, "events": evs, "events_more": more})
+	return nil
+}
+
+// jobGraph answers a job with the jobs it depends on and those that
+// depend on it, through depends_on (the graph verb: oldest first, at most
+// 500, without args or results).
+func (s *Server) jobGraph(w http.ResponseWriter, r *http.Request, c caller) error {
+	group, err := s.group(r.PathValue("group"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	jobs, err := s.cfg.Client.Graph(ctx, group, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	for i := range jobs {
+		redact(c, &jobs[i])
+	}
+	if jobs == nil {
+		jobs = []fairway.Job{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
 	return nil
 }
 
