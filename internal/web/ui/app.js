@@ -412,7 +412,7 @@ function graphLayout(jobs) {
 // arrow from each dependency to its dependent; a click opens a job.
 function graphSVG(jobs, focus) {
   const { byID, deps, layers } = graphLayout(jobs);
-  const W = 180, H = 48, GX = 64, GY = 16, P = 10;
+  const W = 196, H = 48, GX = 64, GY = 16, P = 10;
   const rows = Math.max(...layers.map((l) => l.length));
   const at = new Map();
   layers.forEach((l, c) => l.forEach((id, r) => at.set(id, { x: P + c * (W + GX), y: P + (r + (rows - l.length) / 2) * (H + GY) })));
@@ -434,10 +434,10 @@ function graphSVG(jobs, focus) {
     const open = () => { location.hash = jobHash(j.group, j.id); };
     svg.append(h("g", { class: `node ${j.state}` + (id === focus ? " current" : ""), dataset: { id }, tabindex: 0, role: "link", "aria-current": id === focus ? "page" : null,
       "aria-label": `${j.task} ${j.id}, ${j.state}`, onclick: open, onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } } },
-      h("title", {}, `${j.task} ${j.id}: ${j.state}` + (j.error ? ` (${j.error})` : "")),
+      h("title", {}, `${j.task} ${j.id}: ${j.state}` + (j.subject ? `\n${j.subject}` : "") + (j.error ? `\n${j.error}` : "")),
       id === focus ? h("rect", { class: "halo", x: x - 4, y: y - 4, width: W + 8, height: H + 8, rx: 10 }) : null,
       h("rect", { x, y, width: W, height: H, rx: 7 }),
-      h("text", { x: x + 10, y: y + 19, class: "task" }, clip(j.task, 22)),
+      h("text", { x: x + 10, y: y + 19, class: "task" }, clip(j.task, 24), j.subject && j.task.length < 20 ? h("tspan", { class: "subject" }, " " + clip(j.subject, 24 - j.task.length)) : null),
       h("text", { x: x + 10, y: y + 37, class: "sub" }, h("tspan", { class: "id" }, shortID(j.id)), " · ", h("tspan", { class: "st" }, j.state))));
   }
   return svg;
@@ -454,16 +454,18 @@ function waitsFor(j, byID) {
 function dependencyPanel(jobs, focus) {
   if (!jobs || jobs.length < 2) return null;
   const byID = new Map(jobs.map((j) => [j.id, j]));
+  const items = jobs.map((j) => {
+    const waits = waitsFor(j, byID);
+    return h("li", { dataset: { id: j.id } }, stateTag(j.state), " ",
+      j.id === focus ? h("strong", { class: "mono" }, j.id) : h("a", { class: "mono", href: jobHash(j.group, j.id) }, j.id),
+      " ", j.task, j.subject ? h("span", { class: "muted" }, " ", j.subject) : "", j.id === focus ? " (this job)" : "",
+      waits.length ? h("span", { class: "muted" }, " — waits for ", waits.join(", ")) : "",
+      j.error && j.state !== "success" ? h("span", { class: "error" }, " — ", clip(j.error, 120)) : "");
+  });
   return h("div", { class: "card", id: "dependencies" }, h("h2", {}, "Dependencies"),
     h("div", { class: "graph-scroll" }, graphSVG(jobs, focus)),
-    h("ul", { class: "graph-list", id: "graph-list" }, jobs.map((j) => {
-      const waits = waitsFor(j, byID);
-      return h("li", { dataset: { id: j.id } }, stateTag(j.state), " ",
-        j.id === focus ? h("strong", { class: "mono" }, j.id) : h("a", { class: "mono", href: jobHash(j.group, j.id) }, j.id),
-        " ", j.task, j.id === focus ? " (this job)" : "",
-        waits.length ? h("span", { class: "muted" }, " — waits for ", waits.join(", ")) : "",
-        j.error && j.state !== "success" ? h("span", { class: "error" }, " — ", clip(j.error, 120)) : "");
-    })),
+    // Open for a small graph; a large one's list is a click away.
+    h("details", { class: "graph-list", open: jobs.length <= 12 }, h("summary", { class: "muted" }, `As a list (${jobs.length} jobs)`), h("ul", { id: "graph-list" }, items)),
     jobs.length >= 500 ? h("p", { class: "muted" }, "The graph is cut at 500 jobs.") : null);
 }
 
