@@ -161,6 +161,18 @@ func redact(c caller, jobs ...*fairway.Job) {
 	}
 }
 
+// shown is a list of jobs as the caller may see it: redacted, and [] for
+// none (not null).
+func shown(c caller, jobs []fairway.Job) []fairway.Job {
+	for i := range jobs {
+		redact(c, &jobs[i])
+	}
+	if jobs == nil {
+		jobs = []fairway.Job{}
+	}
+	return jobs
+}
+
 func (s *Server) apiDocument(w http.ResponseWriter, _ *http.Request, _ caller) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openAPI)
@@ -259,13 +271,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c caller) erro
 	if err != nil {
 		return err
 	}
-	for i := range jobs {
-		redact(c, &jobs[i])
-	}
-	if jobs == nil {
-		jobs = []fairway.Job{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs, "next_cursor": next})
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": shown(c, jobs), "next_cursor": next})
 	return nil
 }
 
@@ -320,13 +326,7 @@ func (s *Server) jobGraph(w http.ResponseWriter, r *http.Request, c caller) erro
 	if err != nil {
 		return err
 	}
-	for i := range jobs {
-		redact(c, &jobs[i])
-	}
-	if jobs == nil {
-		jobs = []fairway.Job{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": shown(c, jobs)})
 	return nil
 }
 

@@ -4,7 +4,7 @@
 // only, never as HTML.
 "use strict";
 
-const state = { bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
+const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
 const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
 
@@ -438,7 +438,7 @@ function graphSVG(jobs, focus) {
       id === focus ? h("rect", { class: "halo", x: x - 4, y: y - 4, width: W + 8, height: H + 8, rx: 10 }) : null,
       h("rect", { x, y, width: W, height: H, rx: 7 }),
       h("text", { x: x + 10, y: y + 19, class: "task" }, clip(j.task, 24), j.subject && j.task.length < 20 ? h("tspan", { class: "subject" }, " " + clip(j.subject, 24 - j.task.length)) : null),
-      h("text", { x: x + 10, y: y + 37, class: "sub" }, h("tspan", { class: "id" }, shortID(j.id)), " · ", h("tspan", { class: "st" }, j.state))));
+      h("text", { x: x + 10, y: y + 37, class: "sub" }, h("tspan", { class: "id" }, shortID(j.id)), " · ", h("tspan", { class: "st" }, j.state === "running" ? `running ${j.progress || 0}%` : j.state))));
   }
   return svg;
 }
@@ -579,20 +579,29 @@ async function route() {
   let name = parts[0] || "overview";
   let draw;
   if (name === "job" && parts.length === 3) {
-    draw = () => viewJob(root, parts[1], parts[2]);
+    draw = (into) => viewJob(into, parts[1], parts[2]);
     name = "jobs";
   } else {
     const v = VIEWS[name] || viewOverview;
-    draw = () => v(root);
+    draw = (into) => v(into);
   }
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
+  // Each draw builds a page of its own, shown only when no later draw has
+  // begun: a slow answer for the view just left must not cover the next.
   const run = async () => {
+    const seq = ++state.draws;
+    const page = h("div");
+    let ok = true;
     try {
-      await draw();
-      root.dataset.ready = location.hash || "#/overview";
+      await draw(page);
     } catch (e) {
-      if (e.status !== 401) root.replaceChildren(h("div", { class: "card" }, h("p", { class: "error", role: "alert" }, e.message)));
+      if (e.status === 401) return;
+      ok = false;
+      page.replaceChildren(h("div", { class: "card" }, h("p", { class: "error", role: "alert" }, e.message)));
     }
+    if (seq !== state.draws) return;
+    root.replaceChildren(...page.childNodes);
+    if (ok) root.dataset.ready = location.hash || "#/overview";
   };
   state.refresh = run;
   delete root.dataset.ready;
