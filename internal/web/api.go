@@ -35,6 +35,7 @@ var routes = []route{
 	{pattern: "GET /api/session", handle: (*Server).session},
 	{pattern: "GET /api/jobs", need: roleRead, handle: (*Server).listJobs},
 	{pattern: "GET /api/jobs/{group}/{id}", need: roleRead, handle: (*Server).getJob},
+	{pattern: "GET /api/jobs/{group}/{id}/graph", need: roleRead, handle: (*Server).jobGraph},
 	{pattern: "POST /api/jobs/{group}/{id}/{action}", need: roleAdmin, handle: (*Server).jobAction},
 	{pattern: "POST /api/bulk", need: roleRead, handle: (*Server).bulk}, // a preview only reads; the handler checks the rest
 	{pattern: "GET /api/stats", need: roleRead, handle: (*Server).stats},
@@ -160,6 +161,18 @@ func redact(c caller, jobs ...*fairway.Job) {
 	}
 }
 
+// shown is a list of jobs as the caller may see it: redacted, and [] for
+// none (not null).
+func shown(c caller, jobs []fairway.Job) []fairway.Job {
+	for i := range jobs {
+		redact(c, &jobs[i])
+	}
+	if jobs == nil {
+		jobs = []fairway.Job{}
+	}
+	return jobs
+}
+
 func (s *Server) apiDocument(w http.ResponseWriter, _ *http.Request, _ caller) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openAPI)
@@ -258,13 +271,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c caller) erro
 	if err != nil {
 		return err
 	}
-	for i := range jobs {
-		redact(c, &jobs[i])
-	}
-	if jobs == nil {
-		jobs = []fairway.Job{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs, "next_cursor": next})
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": shown(c, jobs), "next_cursor": next})
 	return nil
 }
 
@@ -302,6 +309,24 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, c caller) error 
 		evs = []events.Event{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"job": job, "logs": logs, "logs_next_cursor": next, "events": evs, "events_more": more})
+	return nil
+}
+
+// jobGraph answers a job with the jobs it depends on and those that
+// depend on it, through depends_on (the graph verb: oldest first, at most
+// 500, without args or results).
+func (s *Server) jobGraph(w http.ResponseWriter, r *http.Request, c caller) error {
+	group, err := s.group(r.PathValue("group"))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	jobs, err := s.cfg.Client.Graph(ctx, group, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": shown(c, jobs)})
 	return nil
 }
 

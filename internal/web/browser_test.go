@@ -178,7 +178,19 @@ func click(t *testing.T, ctx context.Context, selector string) {
 	do(t, ctx, "click "+selector, chromedp.Click(chromedp.CSS(selector)))
 }
 
+// shoot writes a picture of the whole page, with -screenshots.
 func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shootWith(t, ctx, name, chromedp.FullScreenshot(100)) // 100: PNG
+}
+
+// shootElement writes a picture of the element selector matches.
+func shootElement(t *testing.T, ctx context.Context, name, selector string) {
+	t.Helper()
+	shootWith(t, ctx, name, chromedp.Screenshot(chromedp.CSS(selector)))
+}
+
+func shootWith(t *testing.T, ctx context.Context, name string, take chromedp.Action[[]byte]) {
 	t.Helper()
 	if *screenshots == "" {
 		return
@@ -186,7 +198,7 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 	eval[bool](t, ctx, `(document.getElementById("toast").hidden = true)`) // a passing notice is no part of the picture
 	ctx, cancel := context.WithTimeout(ctx, browserTimeout)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	png, err := chromedp.Run(ctx, take)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(*screenshots, name), png, 0o644))
 }
@@ -198,7 +210,7 @@ func count(t *testing.T, ctx context.Context, selector string) int {
 
 func text(t *testing.T, ctx context.Context, selector string) string {
 	t.Helper()
-	return eval[string](t, ctx, fmt.Sprintf(`(document.querySelector(%q) || {textContent: "(no %s)"}).textContent.trim()`, selector, selector))
+	return eval[string](t, ctx, fmt.Sprintf(`(document.querySelector(%q) || {textContent: %q}).textContent.trim()`, selector, "(no "+selector+")"))
 }
 
 // TestDashboardInABrowser drives the dashboard of a real fairway dev in
@@ -376,4 +388,71 @@ func TestDashboardInABrowser(t *testing.T) {
 	open(t, r, "#/jobs")
 	require.Zero(t, count(t, r, `#job-filters input[name="text"]`))
 	require.True(t, eval[bool](t, r, `document.querySelector("#bulk-cancel").disabled`))
+}
+
+// TestJobGraphInABrowser: a workflow that fans in, out and in again, with
+// a delayed job and a failing branch; the page of its middle job draws the
+// whole graph (a box per job, an arrow per dependency, the job outlined,
+// the blocked and cancelled jobs saying so), and a click on a box opens
+// that job, whose graph is its own. A job on its own has no such panel.
+func TestJobGraphInABrowser(t *testing.T) {
+	d := startDev(t)
+	ctx := t.Context()
+	job := func(ref, task, args string, deps ...string) fairway.WorkflowJob {
+		return fairway.WorkflowJob{Ref: ref, Submission: fairway.Submission{Task: task, Args: []byte(args), DependsOn: deps, Subject: strings.ReplaceAll(ref, "-", " ")}}
+	}
+	later := time.Now().Add(time.Hour)
+	delayed := job("render", "echo", `{}`, "merge") // due in an hour: mail waits for it
+	delayed.RunAt = &later
+	ids, err := d.client.SubmitWorkflow(ctx, "acme", fairway.Workflow{Jobs: []fairway.WorkflowJob{
+		job("fetch-orders", "echo", `{}`), job("fetch-prices", "echo", `{}`),
+		job("merge", "echo", `{}`, "fetch-orders", "fetch-prices"),
+		job("parse", "echo", `{}`, "merge"), delayed, job("check", "fail", `{"permanent": true}`, "merge"),
+		job("mail", "echo", `{}`, "parse", "render"), job("notify", "echo", `{}`, "check"),
+	}})
+	require.NoError(t, err)
+	d.state(t, "acme", ids["parse"], fairway.StateSuccess)
+	d.state(t, "acme", ids["check"], fairway.StateFailed)
+	d.state(t, "acme", ids["notify"], fairway.StateCancelled)
+	d.state(t, "acme", ids["mail"], fairway.StatePending)
+	alone, err := d.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo"})
+	require.NoError(t, err)
+
+	b := browser(t)
+	do(t, b, "log in", chromedp.Navigate(d.link))
+	until(t, b, "the overview", `document.querySelector("#view").dataset.ready === "#/overview"`)
+	open(t, b, "#/job/acme/"+alone.ID)
+	require.Zero(t, count(t, b, "#dependencies"), "a job on its own has no graph")
+
+	node := func(ref string) string { return `#graph-svg g.node[data-id="` + ids[ref] + `"]` }
+	open(t, b, "#/job/acme/"+ids["merge"])
+	require.Equal(t, 8, count(t, b, "#graph-svg g.node"), "every job of the workflow: merge's ancestors and descendants")
+	require.Equal(t, 8, count(t, b, "#graph-svg path.edge"))
+	for _, e := range [][2]string{{"fetch-orders", "merge"}, {"merge", "check"}, {"render", "mail"}, {"check", "notify"}} {
+		require.Equal(t, 1, count(t, b, `#graph-svg path.edge[data-from="`+ids[e[0]]+`"][data-to="`+ids[e[1]]+`"]`), "%s → %s", e[0], e[1])
+	}
+	require.Equal(t, 1, count(t, b, "#graph-svg g.node.current"))
+	require.Equal(t, 1, count(t, b, node("merge")+".current"), "the job of the page is outlined")
+	require.Equal(t, 1, count(t, b, node("notify")+".cancelled"))
+	require.Contains(t, text(t, b, node("notify")+" text.sub"), "cancelled")
+	require.Equal(t, 1, count(t, b, node("check")+".failed"))
+	require.Contains(t, text(t, b, node("mail")+" text.sub"), "pending")
+	require.Contains(t, text(t, b, `#graph-list li[data-id="`+ids["mail"]+`"]`), "waits for "+ids["render"])
+	require.Contains(t, text(t, b, `#graph-list li[data-id="`+ids["notify"]+`"]`), "dependency "+ids["check"]+" failed")
+	// Left to right by layer: the fetches, merge, its three dependents, then mail.
+	x := func(ref string) float64 {
+		return eval[float64](t, b, `document.querySelector('`+node(ref)+` rect:not(.halo)').x.baseVal.value`)
+	}
+	require.Less(t, x("fetch-orders"), x("merge"))
+	require.Less(t, x("merge"), x("render"))
+	require.Equal(t, x("parse"), x("check"))
+	require.Less(t, x("render"), x("mail"))
+	shootElement(t, b, "graph.png", "#dependencies")
+
+	click(t, b, node("parse"))
+	until(t, b, "the clicked job's page", `document.querySelector("#view").dataset.ready === "#/job/acme/`+ids["parse"]+`"`)
+	require.Contains(t, text(t, b, "#job-title"), ids["parse"])
+	require.Equal(t, 5, count(t, b, "#graph-svg g.node"), "parse, its ancestors and mail (not its siblings)")
+	require.Equal(t, 4, count(t, b, "#graph-svg path.edge"))
+	require.Equal(t, 1, count(t, b, node("parse")+".current"))
 }

@@ -310,3 +310,44 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		require.NotEqual(t, http.StatusMethodNotAllowed, res.StatusCode, "%s %s", method, path)
 	}
 }
+
+// TestJobGraph: GET /api/jobs/{group}/{id}/graph answers the job with
+// the jobs it depends on and those that depend on it, to the read-only
+// role too; a dashboard confined to a group does not find another group's
+// job, and an unknown job is not found.
+func TestJobGraph(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "acme")
+	echo := func(ref string, deps ...string) fairway.WorkflowJob {
+		return fairway.WorkflowJob{Ref: ref, Submission: fairway.Submission{Task: "echo", DependsOn: deps}}
+	}
+	refs, err := b.client.SubmitWorkflow(t.Context(), "acme", fairway.Workflow{Jobs: []fairway.WorkflowJob{
+		echo("fetch"), echo("parse", "fetch"), echo("render", "fetch"), echo("mail", "parse", "render")}})
+	require.NoError(t, err)
+	theirs, err := b.client.SubmitWorkflow(t.Context(), "globex", fairway.Workflow{Jobs: []fairway.WorkflowJob{echo("a"), echo("b", "a")}})
+	require.NoError(t, err)
+
+	var graph struct {
+		Jobs []fairway.Job `json:"jobs"`
+	}
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/jobs/acme/"+refs["parse"]+"/graph", readToken, nil, &graph))
+	var ids []string
+	for _, j := range graph.Jobs {
+		ids = append(ids, j.ID)
+	}
+	require.ElementsMatch(t, []string{refs["fetch"], refs["parse"], refs["mail"]}, ids, "parse's ancestors and descendants, not its sibling render")
+	for _, j := range graph.Jobs {
+		if j.ID == refs["mail"] {
+			require.ElementsMatch(t, []string{refs["parse"], refs["render"]}, j.DependsOn)
+		}
+	}
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/jobs/acme/"+refs["fetch"]+"/graph", adminToken, nil, &graph))
+	require.Len(t, graph.Jobs, 4)
+
+	var e apiError
+	require.Equal(t, http.StatusUnauthorized, b.call("GET", "/api/jobs/acme/"+refs["fetch"]+"/graph", "", nil, &e))
+	require.Equal(t, http.StatusNotFound, b.call("GET", "/api/jobs/globex/"+theirs["b"]+"/graph", adminToken, nil, &e))
+	require.Equal(t, http.StatusNotFound, b.call("GET", "/api/jobs/acme/"+theirs["b"]+"/graph", adminToken, nil, &e), "globex's id in acme's group")
+	require.Equal(t, http.StatusNotFound, b.call("GET", "/api/jobs/acme/nope/graph", adminToken, nil, &e))
+	require.Equal(t, "not_found", string(e.Error.Code))
+}

@@ -4,13 +4,13 @@
 // only, never as HTML.
 "use strict";
 
-const state = { bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
+const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
 const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
 
 // h builds an element: h("a", {href: "#"}, "text", child…).
 function h(tag, attrs, ...children) {
-  const svg = ["svg", "rect", "line", "text", "polyline", "g", "title", "path"].includes(tag);
+  const svg = ["svg", "rect", "line", "text", "tspan", "polyline", "g", "title", "path", "defs", "marker"].includes(tag);
   const el = svg ? document.createElementNS("http://www.w3.org/2000/svg", tag) : document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === undefined || v === null || v === false) continue;
@@ -329,7 +329,7 @@ async function viewJobs(root) {
       Object.keys(f).length ? "Loosen a filter, or clear them." : "Submit one: fairway submit echo --group acme --args '{\"hello\":\"world\"}'")));
     return;
   }
-  const rows = jobs.map((j) => h("tr", { class: "clickable", dataset: { id: j.id, group: j.group }, onclick: () => { location.hash = `#/job/${encodeURIComponent(j.group)}/${encodeURIComponent(j.id)}`; } },
+  const rows = jobs.map((j) => h("tr", { class: "clickable", dataset: { id: j.id, group: j.group }, onclick: () => { location.hash = jobHash(j.group, j.id); } },
     h("td", { class: "mono" }, j.id), h("td", {}, j.group), h("td", {}, j.task), h("td", {}, stateTag(j.state)), h("td", {}, j.priority),
     h("td", { class: "num" }, j.attempt), h("td", {}, ago(j.submitted)), h("td", { class: "muted" }, (j.error || "").slice(0, 80))));
   const pager = h("div", { class: "bar" },
@@ -363,14 +363,122 @@ async function bulkAction(action, filter) {
   }
 }
 
+// ---- the dependency graph (inline SVG)
+
+// shortID shows the end of a long id (a workflow's ids share their start,
+// the time they were made): "…4f2a9c1e".
+const shortID = (id) => (id.length > 12 ? "…" + id.slice(-8) : id);
+const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+const jobHash = (group, id) => `#/job/${encodeURIComponent(group)}/${encodeURIComponent(id)}`;
+
+// graphLayout places the jobs of a graph in layers, from left to right:
+// a job's layer is the longest path to it from a job that depends on none
+// of the others. Within a layer, a few passes order the jobs by the mean
+// place of their neighbours, which keeps edges from crossing.
+function graphLayout(jobs) {
+  const byID = new Map(jobs.map((j) => [j.id, j]));
+  const deps = new Map(jobs.map((j) => [j.id, (j.depends_on || []).filter((d) => byID.has(d))]));
+  const kids = new Map(jobs.map((j) => [j.id, []]));
+  for (const [id, ds] of deps) for (const d of ds) kids.get(d).push(id);
+  const layerOf = new Map();
+  const onPath = new Set();
+  const depth = (id) => {
+    if (layerOf.has(id)) return layerOf.get(id);
+    if (onPath.has(id)) return 0; // a cycle is refused when stored; this only guards
+    onPath.add(id);
+    const l = Math.max(-1, ...deps.get(id).map(depth)) + 1;
+    onPath.delete(id);
+    layerOf.set(id, l);
+    return l;
+  };
+  const layers = [];
+  for (const j of jobs) (layers[depth(j.id)] ||= []).push(j.id);
+  const pos = new Map();
+  const place = (l) => l.forEach((id, i) => pos.set(id, i - (l.length - 1) / 2));
+  layers.forEach(place);
+  const mean = (ids) => (ids.length ? ids.reduce((a, d) => a + pos.get(d), 0) / ids.length : null);
+  for (let pass = 0; pass < 4; pass++) {
+    const down = pass % 2 === 0;
+    for (const l of down ? layers.slice(1) : layers.slice(0, -1).reverse()) {
+      const key = new Map(l.map((id) => [id, mean((down ? deps : kids).get(id)) ?? pos.get(id)]));
+      l.sort((a, b) => key.get(a) - key.get(b));
+      place(l);
+    }
+  }
+  return { byID, deps, layers };
+}
+
+// graphSVG draws a job's graph: a box per job, coloured by its state, an
+// arrow from each dependency to its dependent; a click opens a job.
+function graphSVG(jobs, focus) {
+  const { byID, deps, layers } = graphLayout(jobs);
+  const W = 196, H = 48, GX = 64, GY = 16, P = 10;
+  const rows = Math.max(...layers.map((l) => l.length));
+  const at = new Map();
+  layers.forEach((l, c) => l.forEach((id, r) => at.set(id, { x: P + c * (W + GX), y: P + (r + (rows - l.length) / 2) * (H + GY) })));
+  const width = 2 * P + layers.length * W + (layers.length - 1) * GX, height = 2 * P + rows * H + (rows - 1) * GY;
+  const svg = h("svg", { class: "graph", id: "graph-svg", width, height, viewBox: `0 0 ${width} ${height}`, role: "group", "aria-label": `dependency graph of ${jobs.length} jobs` },
+    h("defs", {}, h("marker", { id: "graph-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+      h("path", { d: "M0,0 L10,5 L0,10 z" }))));
+  for (const [id, ds] of deps) {
+    const to = at.get(id);
+    for (const d of ds) {
+      const from = at.get(d);
+      const x1 = from.x + W, y1 = from.y + H / 2, x2 = to.x - 1, y2 = to.y + H / 2, mx = (x1 + x2) / 2;
+      svg.append(h("path", { class: "edge" + (byID.get(d).state === "success" ? "" : " open"), "marker-end": "url(#graph-arrow)",
+        d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}`, dataset: { from: d, to: id } }));
+    }
+  }
+  for (const [id, { x, y }] of at) {
+    const j = byID.get(id);
+    const open = () => { location.hash = jobHash(j.group, j.id); };
+    svg.append(h("g", { class: `node ${j.state}` + (id === focus ? " current" : ""), dataset: { id }, tabindex: 0, role: "link", "aria-current": id === focus ? "page" : null,
+      "aria-label": `${j.task} ${j.id}, ${j.state}`, onclick: open, onkeydown: (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); open(); } } },
+      h("title", {}, `${j.task} ${j.id}: ${j.state}` + (j.subject ? `\n${j.subject}` : "") + (j.error ? `\n${j.error}` : "")),
+      id === focus ? h("rect", { class: "halo", x: x - 4, y: y - 4, width: W + 8, height: H + 8, rx: 10 }) : null,
+      h("rect", { x, y, width: W, height: H, rx: 7 }),
+      h("text", { x: x + 10, y: y + 19, class: "task" }, clip(j.task, 24), j.subject && j.task.length < 20 ? h("tspan", { class: "subject" }, " " + clip(j.subject, 24 - j.task.length)) : null),
+      h("text", { x: x + 10, y: y + 37, class: "sub" }, h("tspan", { class: "id" }, shortID(j.id)), " · ", h("tspan", { class: "st" }, j.state === "running" ? `running ${j.progress || 0}%` : j.state))));
+  }
+  return svg;
+}
+
+// waitsFor lists the dependencies a blocked job still waits for.
+function waitsFor(j, byID) {
+  if (j.state !== "pending" || !(j.depends_on || []).length) return [];
+  return j.depends_on.filter((d) => (byID.get(d) || {}).state !== "success");
+}
+
+// dependencyPanel shows a job's graph, and the same as a list (for screen
+// readers, and to copy ids from); null when the job stands alone.
+function dependencyPanel(jobs, focus) {
+  if (!jobs || jobs.length < 2) return null;
+  const byID = new Map(jobs.map((j) => [j.id, j]));
+  const items = jobs.map((j) => {
+    const waits = waitsFor(j, byID);
+    return h("li", { dataset: { id: j.id } }, stateTag(j.state), " ",
+      j.id === focus ? h("strong", { class: "mono" }, j.id) : h("a", { class: "mono", href: jobHash(j.group, j.id) }, j.id),
+      " ", j.task, j.subject ? h("span", { class: "muted" }, " ", j.subject) : "", j.id === focus ? " (this job)" : "",
+      waits.length ? h("span", { class: "muted" }, " — waits for ", waits.join(", ")) : "",
+      j.error && j.state !== "success" ? h("span", { class: "error" }, " — ", clip(j.error, 120)) : "");
+  });
+  return h("div", { class: "card", id: "dependencies" }, h("h2", {}, "Dependencies"),
+    h("div", { class: "graph-scroll" }, graphSVG(jobs, focus)),
+    // Open for a small graph; a large one's list is a click away.
+    h("details", { class: "graph-list", open: jobs.length <= 12 }, h("summary", { class: "muted" }, `As a list (${jobs.length} jobs)`), h("ul", { id: "graph-list" }, items)),
+    jobs.length >= 500 ? h("p", { class: "muted" }, "The graph is cut at 500 jobs.") : null);
+}
+
 async function viewJob(root, group, id) {
-  const data = await api("GET", `/api/jobs/${encodeURIComponent(group)}/${encodeURIComponent(id)}`);
+  const path = `/api/jobs/${encodeURIComponent(group)}/${encodeURIComponent(id)}`;
+  // The graph is an extra: the job's page draws without it.
+  const [data, graph] = await Promise.all([api("GET", path), api("GET", path + "/graph").catch(() => ({ jobs: [] }))]);
   const j = data.job;
   const admin = state.role === "admin";
   const act = (name, label, enabled, body) => h("button", { type: "button", id: "job-" + name, disabled: !admin || !enabled, title: admin ? "" : "admin only",
     onclick: async () => {
       try {
-        await api("POST", `/api/jobs/${encodeURIComponent(group)}/${encodeURIComponent(id)}/${name}`, body);
+        await api("POST", `${path}/${name}`, body);
         toast(`${label}: done`);
         route();
       } catch (e) { toast(e.message, true); }
@@ -402,6 +510,7 @@ async function viewJob(root, group, id) {
           ev.error ? h("div", { class: "error" }, ev.error) : null)))
           : empty("No events in the stream", "Events older than the stream keeps (nats.events-max-bytes) are gone; the job's row above is the truth."),
         data.events_more ? h("p", { class: "muted" }, "More events than one look reads: the timeline may be cut.") : null)),
+    dependencyPanel(graph.jobs, j.id),
     h("div", { class: "card" }, h("h2", {}, "Attempts"),
       attempts.size ? h("table", { id: "attempts" }, h("thead", {}, h("tr", {}, ["attempt", "states", "error"].map((c) => h("th", {}, c)))),
         h("tbody", {}, [...attempts.values()].map((a) => h("tr", {}, h("td", {}, a.n), h("td", {}, a.states.map((e) => [stateTag(e.state), " "])),
@@ -470,20 +579,29 @@ async function route() {
   let name = parts[0] || "overview";
   let draw;
   if (name === "job" && parts.length === 3) {
-    draw = () => viewJob(root, parts[1], parts[2]);
+    draw = (into) => viewJob(into, parts[1], parts[2]);
     name = "jobs";
   } else {
     const v = VIEWS[name] || viewOverview;
-    draw = () => v(root);
+    draw = (into) => v(into);
   }
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
+  // Each draw builds a page of its own, shown only when no later draw has
+  // begun: a slow answer for the view just left must not cover the next.
   const run = async () => {
+    const seq = ++state.draws;
+    const page = h("div");
+    let ok = true;
     try {
-      await draw();
-      root.dataset.ready = location.hash || "#/overview";
+      await draw(page);
     } catch (e) {
-      if (e.status !== 401) root.replaceChildren(h("div", { class: "card" }, h("p", { class: "error", role: "alert" }, e.message)));
+      if (e.status === 401) return;
+      ok = false;
+      page.replaceChildren(h("div", { class: "card" }, h("p", { class: "error", role: "alert" }, e.message)));
     }
+    if (seq !== state.draws) return;
+    root.replaceChildren(...page.childNodes);
+    if (ok) root.dataset.ready = location.hash || "#/overview";
   };
   state.refresh = run;
   delete root.dataset.ready;
