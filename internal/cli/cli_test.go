@@ -199,6 +199,72 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `no periodic task "nightly"`)
 
+	// A workflow from a file: its refs and ids; the graph of its root; a
+	// job submitted after, depending on one of them; a cycle refused.
+	wf := filepath.Join(t.TempDir(), "wf.json")
+	require.NoError(t, os.WriteFile(wf, []byte(`{"jobs":[
+		{"ref":"fetch","task":"echo"},
+		{"ref":"parse","task":"echo","depends_on":["fetch"]},
+		{"ref":"broken","task":"fail","args":{"permanent":true},"depends_on":["fetch"]},
+		{"ref":"mail","task":"echo","depends_on":["parse","broken"]}]}`), 0o644))
+	code, out, errOut = run(t, "workflow", "submit", wf, "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	refs := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		ref, id, ok := strings.Cut(line, "\t")
+		require.True(t, ok, out)
+		refs[ref] = id
+	}
+	require.Len(t, refs, 4, out)
+	mailDone := make(chan events.Event, 1)
+	mailSub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", Since: time.Unix(0, 0)}, func(ev events.Event) {
+		if ev.JobID == refs["mail"] && ev.State.Final() {
+			mailDone <- ev
+		}
+	})
+	require.NoError(t, err)
+	defer mailSub.Stop()
+	select {
+	case ev := <-mailDone:
+		require.Equal(t, fairway.StateCancelled, ev.State)
+		require.Equal(t, "dependency "+refs["broken"]+" failed", ev.Error)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the workflow's last job did not end")
+	}
+	code, out, errOut = run(t, "jobs", "graph", refs["fetch"], "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "→ "+refs["fetch"]+"  echo  success")
+	require.Contains(t, out, "└── "+refs["broken"]+"  fail  failed")
+	require.Contains(t, out, refs["mail"]+"  echo  cancelled: dependency "+refs["broken"]+" failed")
+	code, out, errOut = run(t, "jobs", "graph", refs["mail"], "--group", "acme", "--dot", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, fmt.Sprintf("%q -> %q;", refs["parse"], refs["mail"]))
+	code, out, errOut = run(t, "submit", "echo", "--group", "acme", "--depends-on", refs["parse"], "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	code, out, errOut = run(t, "jobs", "show", strings.TrimSpace(out), "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.NoError(t, json.Unmarshal([]byte(out), &job))
+	require.Equal(t, []string{refs["parse"]}, job.DependsOn)
+	require.NotEqual(t, fairway.StatePending, job.State, "parse succeeded already: released at once")
+	require.NoError(t, os.WriteFile(wf, []byte(`{"jobs":[{"ref":"a","task":"echo","depends_on":["b"]},{"ref":"b","task":"echo","depends_on":["a"]}]}`), 0o644))
+	code, _, errOut = run(t, "workflow", "submit", wf, "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "jobs[0].depends_on: the workflow's dependencies form a cycle (→: depends on): a → b → a")
+
+	// Concurrency limits: set, listed with what is held, removed.
+	code, out, errOut = run(t, "limits", "set", "group", "*", "20", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^group\s+\*\s+20\s+\d+$`, out)
+	code, _, errOut = run(t, "limits", "set", "queue", "x", "1", "--nats-url", natsURL)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `kind: unknown kind "queue"`)
+	code, _, errOut = run(t, "limits", "set", "task", "echo", "many", "--nats-url", natsURL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `MAX "many" is not a whole number`)
+	code, out, errOut = run(t, "limits", "delete", "group", "*", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "no limits")
+
 	code, out, _ = run(t, "executors", "list", "--nats-url", natsURL)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "echo,fail,panic,sleep")
