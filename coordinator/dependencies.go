@@ -139,13 +139,15 @@ func (c *Coordinator) logResolved(applied []store.Applied) {
 }
 
 // queueDependents queues the follow-up of committed changes for the
-// dependents: the jobs that ended, and the jobs that became pending
-// (retried by hand: they may wait for dependencies again).
+// dependents: the jobs that ended (unless known to have no dependents:
+// completions say, so a job nobody depends on costs nothing), and the
+// jobs that became pending (retried by hand: they may wait for
+// dependencies again).
 func (c *Coordinator) queueDependents(applied []store.Applied) {
 	var ended, candidates []fairway.JobRef
 	for _, a := range applied {
 		switch {
-		case a.State.Final():
+		case a.State.Final() && !a.NoDependents:
 			ended = append(ended, fairway.JobRef{Group: a.Group, ID: a.JobID})
 		case a.State == fairway.StatePending:
 			candidates = append(candidates, fairway.JobRef{Group: a.Group, ID: a.JobID})

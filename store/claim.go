@@ -125,8 +125,9 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	var reclaimed []fairway.Job
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	var limited bool
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil)
+		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, &limited)
 	})
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
@@ -137,14 +138,19 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 			return err
 		})
 	}
+	// The limits are read in this round trip when the last claim found
+	// some; else only if claim_lock says they exist now (one more round
+	// trip, once): a cluster without limits pays nothing for them.
 	var lim *limits
-	b.Queue(claimLimitsSQL).Query(func(rows pgx.Rows) error {
+	readLim := func(rows pgx.Rows) error {
 		var err error
-		var inUse bool
-		lim, inUse, err = readLimits(rows, p.TaskLimits)
-		limitsInUse.Store(inUse)
+		lim, err = readLimits(rows, p.TaskLimits)
 		return err
-	})
+	}
+	queued := limitsInUse.Load()
+	if queued {
+		b.Queue(claimLimitsSQL).Query(readLim)
+	}
 	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks, []string(nil)).Query(collectGroups(&groups))
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
@@ -152,6 +158,19 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	if !registered {
 		// Rolled back by the caller: the cursor stays where it was.
 		return nil, fairway.NotRegistered(p.Worker, p.Instance)
+	}
+	limitsInUse.Store(limited)
+	switch {
+	case limited && !queued:
+		rows, err := conn.Query(ctx, claimLimitsSQL)
+		if err != nil {
+			return nil, err
+		}
+		if err := readLim(rows); err != nil {
+			return nil, err
+		}
+	case !limited:
+		lim = executorLimits(p.TaskLimits)
 	}
 	if len(reclaimed) > 0 {
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {

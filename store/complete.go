@@ -57,6 +57,10 @@ type Applied struct {
 	State fairway.State
 	// RunAt is when a waiting or stuck job becomes due.
 	RunAt time.Time
+	// NoDependents is true when no job depends on this one (as Complete
+	// knows): its end needs no resolution of dependents. False means
+	// "some may": the statements that do not say leave it false.
+	NoDependents bool
 }
 
 // MarkRunning records that executors started attempts. Reports about
@@ -108,7 +112,13 @@ func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay tim
 	if err != nil {
 		return nil, err
 	}
-	return collectApplied(rows)
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
+		var a Applied
+		var dependents bool
+		err := row.Scan(&a.Group, &a.JobID, &a.State, &a.RunAt, &dependents)
+		a.NoDependents = !dependents
+		return a, err
+	})
 }
 
 // collectApplied reads rows of (group_name, id, state, run_at).

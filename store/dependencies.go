@@ -7,6 +7,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Dependencies (REGARDS' reliant tasks). A job submitted with depends_on
@@ -26,7 +27,35 @@ var (
 	blockedJobsSQL string
 	//go:embed sql/job_graph.sql
 	jobGraphSQL string
+	//go:embed sql/mark_dependencies.sql
+	markDependenciesSQL string
 )
+
+// execer is what markDependencies needs of a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// markDependencies sets has_dependents on the jobs that the stored
+// submissions (those of subs whose out entry has no error) depend on, so
+// that their completions resolve them. Batches without dependencies cost
+// nothing.
+func markDependencies(ctx context.Context, q execer, subs []fairway.Submission, out []Inserted) error {
+	var groups, ids []string
+	for i, sub := range subs {
+		if out[i].Err != nil {
+			continue
+		}
+		for _, dep := range sub.DependsOn {
+			groups, ids = append(groups, sub.Group), append(ids, dep)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, markDependenciesSQL, groups, ids)
+	return err
+}
 
 // unknownDependencies checks the depends_on of subs: every id must name a
 // job stored in the submission's group, or a submission earlier in subs
@@ -154,7 +183,7 @@ func (s *Store) InsertWorkflow(ctx context.Context, subs []fairway.Submission) (
 				return r.Err
 			}
 		}
-		return nil
+		return markDependencies(ctx, tx, subs, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storing a workflow of %d jobs: %w", len(subs), interpretError(err))

@@ -71,7 +71,8 @@ func TestFanOutAndFanIn(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, appliedIDs(applied))
 
-	finish(t, s, "g", "a", fairway.OutcomeSuccess)
+	ends := finish(t, s, "g", "a", fairway.OutcomeSuccess)
+	require.False(t, ends[0].NoDependents, "a completion says when others depend on the job")
 	applied, err = s.ResolveDependents(ctx, ended("g", "a"), nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"b", "c"}, appliedIDs(applied))
@@ -93,6 +94,7 @@ func TestFanOutAndFanIn(t *testing.T) {
 	applied, err = s.ResolveDependents(ctx, ended("g", "a", "g", "b", "g", "c"), ended("g", "d"))
 	require.NoError(t, err)
 	require.Empty(t, appliedIDs(applied))
+	require.True(t, finish(t, s, "g", "d", fairway.OutcomeSuccess)[0].NoDependents, "nothing depends on d")
 }
 
 // TestFailureCancelsDependents: a's failure cancels b, whose cancellation

@@ -114,6 +114,9 @@ func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejec
 	if err != nil {
 		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
 	}
+	if err := markDependencies(ctx, s.pool, insert, out); err != nil {
+		return nil, fmt.Errorf("marking the dependencies of %d jobs: %w", len(subs), interpretError(err))
+	}
 	if len(unknown) > 0 {
 		all := make([]Inserted, len(subs))
 		for i, e := range unknown {

@@ -50,16 +50,13 @@ type limits struct {
 	held         map[string]int
 }
 
-// readLimits reads claim_limits.sql's rows, and the executor's own task
-// caps; nil when there are none of either. inUse says whether the
-// cluster has limits (rows in fairway_limit).
-func readLimits(rows pgx.Rows, executorCaps map[string]int) (l *limits, inUse bool, err error) {
-	l = &limits{task: map[string]int{}, group: map[string]int{}, groupDefault: -1, held: map[string]int{}}
-	found := false
+// readLimits reads claim_limits.sql's rows, with the executor's own task
+// caps; nil when there are none of either.
+func readLimits(rows pgx.Rows, executorCaps map[string]int) (*limits, error) {
+	l := newLimits()
 	var kind, name string
 	var maxRunning, held int
 	if _, err := pgx.ForEachRow(rows, []any{&kind, &name, &maxRunning, &held}, func() error {
-		found = true
 		switch kind {
 		case LimitTask:
 			l.task[name] = max(maxRunning-held, 0)
@@ -74,19 +71,32 @@ func readLimits(rows pgx.Rows, executorCaps map[string]int) (l *limits, inUse bo
 		}
 		return nil
 	}); err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	inUse = found
+	return l.withExecutorCaps(executorCaps), nil
+}
+
+// executorLimits are the executor's own task caps alone (no cluster
+// limits exist); nil when it has none.
+func executorLimits(executorCaps map[string]int) *limits {
+	if len(executorCaps) == 0 {
+		return nil
+	}
+	return newLimits().withExecutorCaps(executorCaps)
+}
+
+func newLimits() *limits {
+	return &limits{task: map[string]int{}, group: map[string]int{}, groupDefault: -1, held: map[string]int{}}
+}
+
+// withExecutorCaps lowers the tasks' limits to the executor's caps.
+func (l *limits) withExecutorCaps(executorCaps map[string]int) *limits {
 	for task, n := range executorCaps {
-		found = true
 		if left, ok := l.task[task]; !ok || n < left {
 			l.task[task] = max(n, 0)
 		}
 	}
-	if !found {
-		return nil, inUse, nil
-	}
-	return l, inUse, nil
+	return l
 }
 
 // LimitsInUse says whether the last claim found concurrency limits in

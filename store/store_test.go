@@ -602,7 +602,7 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 	require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: held, Lines: []fairway.LogLine{{Level: "info", Message: "real", Time: time.Now()}}}}))
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: held, Kind: "success", Result: []byte(`{"real":true}`)}}, time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, []store.Applied{{Group: "a", JobID: "job-1", State: fairway.StateSuccess, RunAt: applied[0].RunAt}}, applied)
+	require.Equal(t, []store.Applied{{Group: "a", JobID: "job-1", State: fairway.StateSuccess, RunAt: applied[0].RunAt, NoDependents: true}}, applied)
 	job, err := s.Get(ctx, "a", "job-1")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"real":true}`, string(job.Result))

@@ -54,6 +54,15 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 			return nil, fmt.Errorf("submission %d: %w", i, err)
 		}
 	}
+	unknown, err := unknownDependencies(ctx, tx, subs)
+	if err != nil {
+		return nil, fmt.Errorf("checking the jobs these depend on: %w", interpretError(err))
+	}
+	for i := range subs {
+		if unknown[i] != nil {
+			return nil, fmt.Errorf("submission %d: %w", i, unknown[i])
+		}
+	}
 	res, err := insertJobs(ctx, tx, subs, nil, false)
 	if err != nil {
 		return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
@@ -64,6 +73,9 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 			return nil, fmt.Errorf("submission %d: %w", i, r.Err)
 		}
 		ids[i] = r.ID
+	}
+	if err := markDependencies(ctx, tx, subs, res); err != nil {
+		return nil, fmt.Errorf("marking the jobs these depend on: %w", interpretError(err))
 	}
 	if _, err := tx.Exec(ctx, notifyJobsSQL); err != nil {
 		return nil, fmt.Errorf("notifying the coordinators: %w", interpretError(err))

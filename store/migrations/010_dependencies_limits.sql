@@ -8,6 +8,10 @@ CREATE INDEX fairway_job_dependents ON fairway_job USING gin (depends_on)
     WHERE depends_on IS NOT NULL;
 CREATE INDEX fairway_job_blocked ON fairway_job (group_name, id)
     WHERE state = 'pending' AND depends_on IS NOT NULL;
+-- Set on a job when another names it in depends_on: a completion returns
+-- it, so that only the ends of jobs that have dependents cost a look-up of
+-- them (a constant default: no rewrite of the table).
+ALTER TABLE fairway_job ADD COLUMN has_dependents boolean NOT NULL DEFAULT false;
 
 -- Concurrency limits, read by every claim under the fairness lock, so that
 -- every coordinator enforces the same ones: at most max_running jobs of a

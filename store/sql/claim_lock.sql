@@ -9,12 +9,14 @@
 -- $1, $2: the executor's app-id and instance ('' for any): registered tells
 -- whether that instance is the one registered now, and live (not marked
 -- gone nor deregistered: such an instance must register again).
+-- limited: whether concurrency limits exist (claim_limits.sql reads them).
 SELECT last_group, counter,
        ($2::text = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $1 AND e.instance = $2 AND e.state = 'live')) AS registered,
        set_config('enable_sort', 'off', true),
        set_config('enable_bitmapscan', 'off', true),
        set_config('enable_seqscan', 'off', true),
-       set_config('jit', 'off', true)
+       set_config('jit', 'off', true),
+       EXISTS (SELECT 1 FROM fairway_limit) AS limited
   FROM fairway_fairness
  WHERE id = 1
    FOR UPDATE

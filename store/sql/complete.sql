@@ -13,6 +13,8 @@
 -- $7: retry delay; $8: started_at of each outcome, or NULL; $9, $10: the
 -- group and the worker's instance of each outcome; $11: each snoozed
 -- outcome's delay in seconds (0 for the others).
+-- Each row returned says whether other jobs depend on the job
+-- (has_dependents): only then must its end be followed by resolving them.
 WITH o AS (
     SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::jsonb[], $6::text[], $8::timestamptz[], $9::text[], $10::text[], $11::float8[])
            WITH ORDINALITY AS o (id, attempt, worker, outcome, result, error, started_at, group_name, instance, snooze, ord)
@@ -59,7 +61,7 @@ WITH o AS (
      -- heartbeat, a cancel) is found again through its update chain.
      WHERE j.group_name = cur.group_name AND j.id = cur.id
  RETURNING j.id, j.task, j.group_name, j.state, j.attempt, j.run_at, coalesce(j.error, '') AS error,
-           cur.prev_state, cur.via_running, cur.started, cur.worker, cur.ord
+           cur.prev_state, cur.via_running, cur.started, cur.worker, cur.ord, j.has_dependents
 ), ev AS (
     INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error, worker, time)
     SELECT upd.id, upd.task, upd.group_name, e.state, e.prev_state, upd.attempt, e.error, upd.worker, e.time
@@ -71,4 +73,4 @@ WITH o AS (
      WHERE e.k = 1 OR upd.via_running
      ORDER BY upd.ord, e.k
 )
-SELECT group_name, id, state, run_at FROM upd ORDER BY ord
+SELECT group_name, id, state, run_at, has_dependents FROM upd ORDER BY ord
