@@ -103,3 +103,49 @@ func FuzzCleanJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeWorkflow: a workflow body is refused with an invalid error
+// naming a field, or accepted as jobs in an order where each comes after
+// every job of the workflow it depends on, with storable ids.
+func FuzzDecodeWorkflow(f *testing.F) {
+	for _, seed := range []string{
+		`{"jobs":[{"ref":"a","task":"t"},{"ref":"b","task":"t","depends_on":["a"]}]}`,
+		`{"jobs":[{"ref":"a","task":"t","depends_on":["b"]},{"ref":"b","task":"t","depends_on":["a"]}]}`,
+		`{"jobs":[{"ref":"a","task":"t","depends_on":["a"]}]}`,
+		`{"jobs":[{"id":"x","task":"t"},{"task":"t","depends_on":["x","stored"]}]}`,
+		`{"jobs":[{"ref":"a","task":"t"},{"ref":"a","task":"t"}]}`,
+		`{"jobs":[{"ref":"\u0000","task":"t"}]}`, `{"jobs":[3]}`, `{"jobs":[]}`, `{"jobs":null}`, `{}`, `[`,
+		`{"jobs":[{"task":"t","pending":true,"depends_on":["x"]}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	const maxArgs = 4 << 10
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w, err := fairway.DecodeWorkflow(data, maxArgs)
+		var subs []fairway.Submission
+		if err == nil {
+			subs, err = w.Normalize("g", maxArgs, 5)
+		}
+		if err != nil {
+			var fe *fairway.Error
+			if !errors.As(err, &fe) || fe.Code != fairway.CodeInvalid || fe.Field == "" {
+				t.Fatalf("refusal %v is not an invalid error naming a field", err)
+			}
+			storable(t, "error field", fe.Field)
+			return
+		}
+		at := map[string]int{}
+		for i, s := range subs {
+			storable(t, "id", s.ID)
+			at[s.ID] = i
+		}
+		for i, s := range subs {
+			for _, d := range s.DependsOn {
+				storable(t, "depends_on", d)
+				if j, ok := at[d]; ok && j >= i {
+					t.Fatalf("job %s comes before its dependency %s", s.ID, d)
+				}
+			}
+		}
+	})
+}
