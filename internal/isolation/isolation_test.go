@@ -290,7 +290,8 @@ func TestTenantCannotSeeOrTouchAnotherTenant(t *testing.T) {
 
 	t.Run("publishes to acme's subjects and Fairway's internals reach nothing", func(t *testing.T) {
 		for _, subject := range []string{"fairway.api.acme.get", "fairway.api.acme.cancel", "fairway.admin.cancel", "fairway.admin.list",
-			"fairway.exec.w1.dispatch", "fairway.exec.w1.register", "fairway.exec.globex.dispatch"} {
+			"fairway.exec.w1.dispatch", "fairway.exec.w1.register", "fairway.exec.globex.dispatch",
+			"fairway.api.acme.graph", "fairway.api.acme.workflow", "fairway.admin.graph", "fairway.admin.limits", "fairway.admin.limit-set"} {
 			body, _ := json.Marshal(map[string]any{"id": blocked.ID, "group": "acme"})
 			_, err := e.globex.Request(subject, body, 500*time.Millisecond)
 			require.ErrorIs(t, err, nats.ErrNoResponders, "globex got an answer on %s", subject)
@@ -400,6 +401,29 @@ func TestTenantCannotSeeOrTouchAnotherTenant(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, `{"from":"acme"}`, string(mine.Args))
 		waitEvent(t, globexEvents, "globex's job acme-msg-1 succeeds", func(ev events.Event) bool { return ev.JobID == "acme-msg-1" && ev.State == fairway.StateSuccess })
+	})
+
+	t.Run("dependencies and graphs stay in globex's group", func(t *testing.T) {
+		// Naming acme's job as a dependency: unknown in globex's group, as
+		// any id globex never stored (nothing tells it acme has one).
+		for _, id := range []string{blocked.ID, "no-such-job"} {
+			_, err := e.globexClient.SubmitWait(ctx, fairway.Submission{Group: "globex", Task: "echo", DependsOn: []string{id}})
+			require.ErrorIs(t, err, fairway.ErrInvalid)
+			require.Equal(t, "job "+id+" does not exist in group globex: a job can depend only on jobs stored before it (or, in a workflow, on another job of the workflow)", fairway.AsError(err).Message)
+		}
+		_, err := e.globexClient.SubmitWorkflow(ctx, "globex", fairway.Workflow{Jobs: []fairway.WorkflowJob{
+			{Ref: "a", Submission: fairway.Submission{Task: "echo", DependsOn: []string{blocked.ID}}}}})
+		require.ErrorIs(t, err, fairway.ErrInvalid)
+		_, err = e.globexClient.Graph(ctx, "globex", blocked.ID)
+		require.ErrorIs(t, err, fairway.ErrNotFound)
+		// globex's own job of acme's id (made above) has a graph of one:
+		// its own.
+		graph, err := e.globexClient.Graph(ctx, "globex", job.ID)
+		require.NoError(t, err)
+		require.Len(t, graph, 1)
+		require.Equal(t, "globex", graph[0].Group)
+		_, err = e.globexClient.SetLimit(ctx, "group", "acme", 0)
+		require.ErrorContains(t, err, "no coordinator answered on fairway.admin.limit-set", "a tenant cannot set limits")
 	})
 
 	t.Run("a rogue executor cannot act for w1", func(t *testing.T) {
