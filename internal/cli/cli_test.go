@@ -251,6 +251,26 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "jobs[0].depends_on: the workflow's dependencies form a cycle (→: depends on): a → b → a")
 
+	// Snooze: the demo task puts itself off once, without a retry.
+	code, out, errOut = run(t, "submit", "snooze", "--group", "acme", "--args", `{"times":1,"seconds":0.2}`, "--max-retries", "0", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	snoozed := strings.TrimSpace(out)
+	snoozeDone := make(chan events.Event, 1)
+	snoozeSub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", Since: time.Unix(0, 0)}, func(ev events.Event) {
+		if ev.JobID == snoozed && ev.State.Final() {
+			snoozeDone <- ev
+		}
+	})
+	require.NoError(t, err)
+	defer snoozeSub.Stop()
+	select {
+	case ev := <-snoozeDone:
+		require.Equal(t, fairway.StateSuccess, ev.State)
+		require.Equal(t, 2, ev.Attempt, "snoozed once, then run again")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the snoozing job did not end")
+	}
+
 	// Concurrency limits: set, listed with what is held, removed.
 	code, out, errOut = run(t, "limits", "set", "group", "*", "20", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
@@ -267,7 +287,7 @@ func TestDevEndToEnd(t *testing.T) {
 
 	code, out, _ = run(t, "executors", "list", "--nats-url", natsURL)
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "echo,fail,panic,sleep")
+	require.Contains(t, out, "echo,fail,panic,sleep,snooze")
 	require.Regexp(t, `(?m)^\S+\s+\S+\s+live\s`, out, "the state column")
 
 	// The dashboard: the banner's link carries the admin token, which dev

@@ -20,6 +20,8 @@ import (
 //	fail   {"times": 2} fails the first 2 attempts, then succeeds;
 //	       {"permanent": true} fails without retries.
 //	panic  panics (a failed attempt, not a dead executor).
+//	snooze {"times": 2, "seconds": 3} snoozes its first 2 runs for 3 s
+//	       each (no failure counted), then succeeds.
 //
 // Every attempt goes through the Timing middleware.
 func Register(e *executor.Executor) {
@@ -28,6 +30,7 @@ func Register(e *executor.Executor) {
 	e.Handle("sleep", Sleep)
 	e.Handle("fail", Fail)
 	e.Handle("panic", Panic)
+	e.Handle("snooze", SnoozeTask)
 }
 
 // Timing is the demo's middleware: it writes to the job's log when an
@@ -103,4 +106,32 @@ func Fail(_ context.Context, job *executor.Job) error {
 // Panic panics.
 func Panic(context.Context, *executor.Job) error {
 	panic("the panic task panics, as asked")
+}
+
+// SnoozeTask snoozes its first args.times runs (default 1) for
+// args.seconds (default 1) each, then succeeds: a snooze re-runs the job
+// later without counting a failure, though each run counts an attempt.
+func SnoozeTask(_ context.Context, job *executor.Job) error {
+	var args struct {
+		Times   *int     `json:"times"`
+		Seconds *float64 `json:"seconds"`
+	}
+	if err := job.Bind(&args); err != nil {
+		return fairway.Permanent(fmt.Errorf("args: %w", err))
+	}
+	times, d := 1, time.Second
+	if args.Times != nil {
+		times = *args.Times
+	}
+	if args.Seconds != nil {
+		if *args.Seconds <= 0 {
+			return fairway.Permanent(errors.New("args.seconds must be positive"))
+		}
+		d = time.Duration(*args.Seconds * float64(time.Second))
+	}
+	if job.Attempt <= times {
+		job.Logger.Info("snoozing", "run", job.Attempt, "for", d.String())
+		return fairway.Snooze(d)
+	}
+	return job.SetResult(map[string]any{"runs": job.Attempt})
 }
