@@ -20,7 +20,7 @@ const { values: opts } = parseArgs({
     "nats-url": { type: "string", default: process.env.FAIRWAY_NATS_URL ?? "nats://127.0.0.1:4222" },
     prefix: { type: "string", default: "fairway" }, // nats.prefix
     group: { type: "string", default: "examples" }, // the jobs' group (tenant)
-    task: { type: "string", default: "echo" }, // fairway dev runs echo, sleep, fail, panic; executor.js runs node-hello
+    task: { type: "string", default: "echo" }, // fairway dev runs echo, sleep, fail, panic, snooze; executor.js runs node-hello
     args: { type: "string", default: '{"hello":"node"}' }, // the jobs' args, a JSON object
     count: { type: "string", default: "1" }, // how many jobs
     // jetstream: publish to the submit stream (the asynchronous path);

@@ -28,7 +28,7 @@ import (
 func main() {
 	natsURL := flag.String("nats-url", cmp.Or(os.Getenv("FAIRWAY_NATS_URL"), nats.DefaultURL), "NATS server URL (env FAIRWAY_NATS_URL)")
 	group := flag.String("group", "examples", "the job's group (tenant)")
-	task := flag.String("task", "echo", "the task to run (fairway dev's executor runs echo, sleep, fail, panic)")
+	task := flag.String("task", "echo", "the task to run (fairway dev's executor runs echo, sleep, fail, panic, snooze)")
 	args := flag.String("args", `{"hello":"world"}`, "the job's arguments, a JSON object")
 	timeout := flag.Duration("timeout", time.Minute, "how long to wait for the final state")
 	flag.Parse()

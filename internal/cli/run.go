@@ -360,7 +360,7 @@ func newExecutorCmd(e *env) *cobra.Command {
 		Use:   "executor",
 		Short: "Run an executor with the built-in demo tasks",
 		Long: `Run an executor that needs only a NATS connection, with the built-in demo
-tasks (echo, sleep, fail, panic). Go programs embed the executor package with
+tasks (echo, sleep, fail, panic, snooze). Go programs embed the executor package with
 their own tasks instead. Each executor needs its own --app-id (defaults to
 the host name).
 
