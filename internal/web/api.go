@@ -43,8 +43,8 @@ var routes = []route{
 	{pattern: "GET /api/executors", need: roleRead, operator: true, handle: (*Server).executors},
 	{pattern: "POST /api/executors/{app}/drain", need: roleAdmin, operator: true, handle: (*Server).drain},
 	{pattern: "GET /api/limits", need: roleRead, operator: true, handle: (*Server).limits},
-	{pattern: "PUT /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).changeLimit},
-	{pattern: "DELETE /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).changeLimit},
+	{pattern: "PUT /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
+	{pattern: "DELETE /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
 	{pattern: "GET /api/periodic", need: roleRead, operator: true, handle: (*Server).periodic},
 	{pattern: "POST /api/periodic/{id}/{action}", need: roleAdmin, operator: true, handle: (*Server).periodicAction},
 	{pattern: "GET /api/events", need: roleRead, handle: (*Server).liveEvents},
@@ -549,22 +549,10 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ caller) error {
 }
 
 // limits answers the cluster's concurrency limits, each with the jobs its
-// task or group holds now.
+// task or group holds now: as they are (GET), or once one is set (PUT,
+// body {"max": N}) or removed (DELETE). The coordinators check kind, name
+// and max.
 func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ caller) error {
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	list, err := s.cfg.Client.Limits(ctx)
-	if err != nil {
-		return err
-	}
-	writeLimits(w, list)
-	return nil
-}
-
-// changeLimit sets (PUT, body {"max": N}) or removes (DELETE) the limit of
-// a task or a group, and answers the limits now. The coordinators check
-// kind, name and max.
-func (s *Server) changeLimit(w http.ResponseWriter, r *http.Request, _ caller) error {
 	kind, name := r.PathValue("kind"), r.PathValue("name")
 	ctx, cancel := s.ctx(r)
 	defer cancel()
@@ -572,9 +560,8 @@ func (s *Server) changeLimit(w http.ResponseWriter, r *http.Request, _ caller) e
 		list []fairway.Limit
 		err  error
 	)
-	if r.Method == http.MethodDelete {
-		list, err = s.cfg.Client.DeleteLimit(ctx, kind, name)
-	} else {
+	switch r.Method {
+	case http.MethodPut:
 		var body struct {
 			Max *int `json:"max"`
 		}
@@ -585,20 +572,22 @@ func (s *Server) changeLimit(w http.ResponseWriter, r *http.Request, _ caller) e
 			return fairway.Invalid("max", "missing: how many jobs may be held at once (0 stops new claims)")
 		}
 		list, err = s.cfg.Client.SetLimit(ctx, kind, name, *body.Max)
+	case http.MethodDelete:
+		list, err = s.cfg.Client.DeleteLimit(ctx, kind, name)
+	default:
+		list, err = s.cfg.Client.Limits(ctx)
 	}
 	if err != nil {
 		return err
 	}
-	s.log.Info("concurrency limit changed from the dashboard", "method", r.Method, "kind", kind, "name", name)
-	writeLimits(w, list)
-	return nil
-}
-
-func writeLimits(w http.ResponseWriter, list []fairway.Limit) {
+	if r.Method != http.MethodGet {
+		s.log.Info("concurrency limit changed from the dashboard", "method", r.Method, "kind", kind, "name", name)
+	}
 	if list == nil {
 		list = []fairway.Limit{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"limits": list})
+	return nil
 }
 
 // periodicRow is a periodic task with its next runs.
