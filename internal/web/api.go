@@ -42,6 +42,9 @@ var routes = []route{
 	{pattern: "GET /api/groups", need: roleRead, handle: (*Server).groups},
 	{pattern: "GET /api/executors", need: roleRead, operator: true, handle: (*Server).executors},
 	{pattern: "POST /api/executors/{app}/drain", need: roleAdmin, operator: true, handle: (*Server).drain},
+	{pattern: "GET /api/limits", need: roleRead, operator: true, handle: (*Server).limits},
+	{pattern: "PUT /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
+	{pattern: "DELETE /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
 	{pattern: "GET /api/periodic", need: roleRead, operator: true, handle: (*Server).periodic},
 	{pattern: "POST /api/periodic/{id}/{action}", need: roleAdmin, operator: true, handle: (*Server).periodicAction},
 	{pattern: "GET /api/events", need: roleRead, handle: (*Server).liveEvents},
@@ -85,7 +88,7 @@ func (s *Server) guard(rt route) http.Handler {
 		case c.role < rt.need:
 			err = &fairway.Error{Code: codeForbidden, Message: "the read-only role cannot do this: log in with the admin token"}
 		case rt.operator && s.cfg.Group != "":
-			err = &fairway.Error{Code: codeForbidden, Message: fmt.Sprintf("this dashboard is confined to group %q: executors and periodic tasks are the operators'", s.cfg.Group)}
+			err = &fairway.Error{Code: codeForbidden, Message: fmt.Sprintf("this dashboard is confined to group %q: executors, concurrency limits and periodic tasks are the operators'", s.cfg.Group)}
 		case r.Method != http.MethodGet && c.session != "" && (crossSite(r) || r.Header.Get(csrfHeader) != c.csrf):
 			err = &fairway.Error{Code: codeForbidden, Message: "missing or wrong " + csrfHeader + " header, or a request from another site: changes need the session's CSRF token (GET /api/session)"}
 		default:
@@ -542,6 +545,48 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ caller) error {
 	}
 	s.log.Info("executor drained from the dashboard", "executor", app)
 	writeJSON(w, http.StatusOK, map[string]any{"draining": app})
+	return nil
+}
+
+// limits answers the cluster's concurrency limits, each with the jobs its
+// task or group holds now: as they are (GET), or once one is set (PUT,
+// body {"max": N}) or removed (DELETE). The coordinators check kind, name
+// and max.
+func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ caller) error {
+	kind, name := r.PathValue("kind"), r.PathValue("name")
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	var (
+		list []fairway.Limit
+		err  error
+	)
+	switch r.Method {
+	case http.MethodPut:
+		var body struct {
+			Max *int `json:"max"`
+		}
+		if err := readBody(r, &body); err != nil {
+			return err
+		}
+		if body.Max == nil {
+			return fairway.Invalid("max", "missing: how many jobs may be held at once (0 stops new claims)")
+		}
+		list, err = s.cfg.Client.SetLimit(ctx, kind, name, *body.Max)
+	case http.MethodDelete:
+		list, err = s.cfg.Client.DeleteLimit(ctx, kind, name)
+	default:
+		list, err = s.cfg.Client.Limits(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if r.Method != http.MethodGet {
+		s.log.Info("concurrency limit changed from the dashboard", "method", r.Method, "kind", kind, "name", name)
+	}
+	if list == nil {
+		list = []fairway.Limit{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"limits": list})
 	return nil
 }
 

@@ -371,6 +371,67 @@ func TestDashboardInABrowser(t *testing.T) {
 	open(t, b, "#/periodic")
 	require.Equal(t, 5, count(t, b, `#periodic-table tr[data-id="nightly"] li`), "the next five runs")
 
+	// Limits: the form refuses a negative max next to the field; a limit
+	// of two sleeps at once holds the other two of four back, the table
+	// says so, live; removed, the limit is gone.
+	open(t, b, "#/limits")
+	require.Zero(t, count(t, b, "#limit-table"))
+	require.Contains(t, text(t, b, "#limit-note"), "at once")
+	setLimit := func(kind, name, max string) {
+		t.Helper()
+		eval[bool](t, b, fmt.Sprintf(`(() => {
+			const f = document.querySelector("#limit-form");
+			for (const [k, v] of [["kind", %q], ["name", %q], ["max", %q]]) {
+				f.elements[k].value = v;
+				f.elements[k].dispatchEvent(new Event(k === "kind" ? "change" : "input", { bubbles: true }));
+			}
+			return true;
+		})()`, kind, name, max))
+		click(t, b, `#limit-form button[type="submit"]`)
+	}
+	setLimit("task", "sleep", "-1")
+	until(t, b, "the refusal, naming its field", `document.querySelector("#limit-error").textContent.startsWith("max: ")`)
+	require.Equal(t, "true", eval[string](t, b, `document.querySelector('#limit-form input[name="max"]').getAttribute("aria-invalid")`))
+	require.Zero(t, count(t, b, "#limit-table"))
+	setLimit("task", "sleep", "2")
+	row := `#limit-table tr[data-kind="task"][data-name="sleep"]`
+	until(t, b, "the new limit's row", `document.querySelector('`+row+`') !== null`)
+	require.Equal(t, "2", text(t, b, row+" td.max"))
+	require.Equal(t, "0", text(t, b, row+" td.held"))
+	require.Empty(t, text(t, b, "#limit-error"), "a limit set clears the refusal")
+	setLimit("group", "*", "20")
+	until(t, b, "the default group limit's row", `document.querySelector('#limit-table tr[data-kind="group"][data-name="*"]') !== null`)
+	_, err = d.client.SetLimit(ctx, "group", "initech", 5)
+	require.NoError(t, err)
+	var sleeps []string
+	for range 4 {
+		sleeps = append(sleeps, submit("acme", "sleep", `{"seconds": 60}`, nil))
+	}
+	until(t, b, "two held, live", `document.querySelector('`+row+` td.held').textContent === "2" && document.querySelector('`+row+`.at-limit') !== null`)
+	until(t, b, "three rows", `document.querySelectorAll("#limit-table tbody tr").length === 3`)
+	limits, err := d.client.Limits(ctx)
+	require.NoError(t, err)
+	for _, l := range limits {
+		if l.Kind == "task" {
+			require.Equal(t, 2, l.Held, "the API agrees")
+		}
+	}
+	var waiting struct {
+		Jobs []fairway.Job `json:"jobs"`
+	}
+	d.get(t, "/api/jobs?task=sleep&state=waiting", &waiting)
+	require.Len(t, waiting.Jobs, 2, "held back by the limit")
+	shoot(t, b, "limits.png")
+	click(t, b, row+" button.danger")
+	until(t, b, "the row is gone", `document.querySelector('`+row+`') === null`)
+	limits, err = d.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Len(t, limits, 2, "group * and initech are left")
+	for _, id := range sleeps {
+		_, err := d.client.Cancel(ctx, "acme", id)
+		require.NoError(t, err)
+	}
+
 	// The dark theme, and the overview again for the picture.
 	click(t, b, "#theme")
 	require.Equal(t, "dark", eval[string](t, b, `document.documentElement.dataset.theme`))
@@ -388,6 +449,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	open(t, r, "#/jobs")
 	require.Zero(t, count(t, r, `#job-filters input[name="text"]`))
 	require.True(t, eval[bool](t, r, `document.querySelector("#bulk-cancel").disabled`))
+	open(t, r, "#/limits")
+	require.Equal(t, 2, count(t, r, "#limit-table tbody tr"))
+	require.Zero(t, count(t, r, "#limit-form"), "no form to set one")
+	require.Zero(t, count(t, r, "#limit-table button"), "no remove buttons")
 }
 
 // TestJobGraphInABrowser: a workflow that fans in, out and in again, with

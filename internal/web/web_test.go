@@ -230,6 +230,14 @@ func TestBrowserSessionNeedsCSRF(t *testing.T) {
 	require.Equal(t, fairway.StateWaiting, job.State, "none of those changed it")
 	status, _ = do("POST", cancelPath, nil, map[string]string{"X-CSRF-Token": csrf})
 	require.Equal(t, http.StatusOK, status)
+	status, _ = do("PUT", "/api/limits/task/echo", map[string]int{"max": 3}, nil)
+	require.Equal(t, http.StatusForbidden, status, "a PUT needs the CSRF token too")
+	status, _ = do("PUT", "/api/limits/task/echo", map[string]int{"max": 3}, map[string]string{"X-CSRF-Token": csrf})
+	require.Equal(t, http.StatusOK, status)
+	status, _ = do("DELETE", "/api/limits/task/echo", nil, nil)
+	require.Equal(t, http.StatusForbidden, status, "so does a DELETE")
+	status, _ = do("DELETE", "/api/limits/task/echo", nil, map[string]string{"X-CSRF-Token": csrf})
+	require.Equal(t, http.StatusOK, status)
 	status, _ = do("GET", "/api/session", nil, nil)
 	require.Equal(t, http.StatusOK, status)
 	status, _ = do("POST", "/api/logout", nil, map[string]string{"X-CSRF-Token": csrf})
@@ -258,6 +266,13 @@ func TestConfinedToOneGroup(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.call("GET", "/api/jobs/acme/"+theirs.ID, adminToken, nil, &e), "globex's id in acme's group")
 	require.Equal(t, http.StatusForbidden, b.call("GET", "/api/executors", adminToken, nil, &e))
 	require.Equal(t, http.StatusForbidden, b.call("POST", "/api/executors/w1/drain", adminToken, nil, &e))
+	require.Equal(t, http.StatusForbidden, b.call("GET", "/api/limits", adminToken, nil, &e), "limits are the operators'")
+	require.Equal(t, http.StatusForbidden, b.call("PUT", "/api/limits/group/acme", adminToken, map[string]int{"max": 100}, &e))
+	require.Contains(t, e.Error.Message, "confined to group")
+	require.Equal(t, http.StatusForbidden, b.call("DELETE", "/api/limits/group/acme", adminToken, nil, &e))
+	limits, err := b.client.Limits(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, limits, "nothing the confined dashboard asked was set")
 	var st fairway.Stats
 	require.Equal(t, http.StatusOK, b.call("GET", "/api/stats?window=15m", adminToken, nil, &st))
 	for _, g := range st.Groups {
@@ -266,6 +281,71 @@ func TestConfinedToOneGroup(t *testing.T) {
 	var bulk events.BulkResult
 	require.Equal(t, http.StatusOK, b.call("POST", "/api/bulk", adminToken, events.BulkRequest{Action: "cancel", Preview: true}, &bulk))
 	require.Equal(t, 1, bulk.Matched, "acme's one job, not globex's")
+}
+
+// TestLimits: the concurrency limits are listed to both roles, and set
+// and removed by admin only; the coordinators' refusals come back with
+// their status and field; the answers of a change are the limits now.
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	type limitsBody struct {
+		Limits []fairway.Limit `json:"limits"`
+	}
+	var got limitsBody
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/limits", readToken, nil, &got))
+	require.NotNil(t, got.Limits, "none is [], not null")
+	require.Empty(t, got.Limits)
+
+	require.Equal(t, http.StatusOK, b.call("PUT", "/api/limits/task/echo", adminToken, map[string]int{"max": 2}, &got))
+	require.Len(t, got.Limits, 1)
+	l := got.Limits[0]
+	require.Equal(t, []any{"task", "echo", 2, 0}, []any{l.Kind, l.Name, l.Max, l.Held})
+	require.WithinDuration(t, time.Now(), l.Updated, time.Minute)
+	require.Equal(t, http.StatusOK, b.call("PUT", "/api/limits/group/*", adminToken, map[string]int{"max": 5}, &got), "* is every group without a limit of its own")
+	require.Equal(t, http.StatusOK, b.call("PUT", "/api/limits/task/echo", adminToken, map[string]int{"max": 3}, &got), "set again: changed")
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/limits", readToken, nil, &got))
+	byKey := map[string]int{}
+	for _, l := range got.Limits {
+		byKey[l.Kind+" "+l.Name] = l.Max
+	}
+	require.Equal(t, map[string]int{"task echo": 3, "group *": 5}, byKey)
+	job := b.submit("acme", "echo", `{}`)
+	require.Equal(t, fairway.StateSuccess, job.State, "under its limits a job runs")
+
+	var e apiError
+	require.Equal(t, http.StatusForbidden, b.call("PUT", "/api/limits/task/echo", readToken, map[string]int{"max": 9}, &e))
+	require.Equal(t, "forbidden", string(e.Error.Code))
+	require.Equal(t, http.StatusForbidden, b.call("DELETE", "/api/limits/task/echo", readToken, nil, &e))
+	require.Equal(t, http.StatusUnauthorized, b.call("GET", "/api/limits", "", nil, &e))
+	for _, c := range []struct {
+		method, path string
+		body         any
+		field        string
+	}{
+		{"PUT", "/api/limits/queue/echo", map[string]int{"max": 1}, "kind"},
+		{"DELETE", "/api/limits/queue/echo", nil, "kind"},
+		{"PUT", "/api/limits/task/*", map[string]int{"max": 1}, "name"}, // * is for groups
+		{"PUT", "/api/limits/task/echo", map[string]int{"max": -1}, "max"},
+		{"PUT", "/api/limits/task/echo", map[string]any{}, "max"},
+		{"PUT", "/api/limits/task/echo", map[string]any{"max": 1, "min": 0}, "body"},
+	} {
+		require.Equal(t, http.StatusBadRequest, b.call(c.method, c.path, adminToken, c.body, &e), "%s %s %v", c.method, c.path, c.body)
+		require.Equal(t, "invalid", string(e.Error.Code))
+		require.Equal(t, c.field, e.Error.Field, "%s %s %v: %s", c.method, c.path, c.body, e.Error.Message)
+	}
+	require.Equal(t, http.StatusNotFound, b.call("DELETE", "/api/limits/group/acme", adminToken, nil, &e), "acme has no limit of its own")
+	require.Equal(t, "not_found", string(e.Error.Code))
+
+	require.Equal(t, http.StatusOK, b.call("DELETE", "/api/limits/task/echo", adminToken, nil, &got))
+	require.Len(t, got.Limits, 1)
+	require.Equal(t, "*", got.Limits[0].Name)
+	require.Equal(t, http.StatusOK, b.call("DELETE", "/api/limits/group/*", adminToken, nil, &got))
+	require.NotNil(t, got.Limits)
+	require.Empty(t, got.Limits)
+	limits, err := b.client.Limits(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, limits, "removed in the coordinators, not only in the answer")
 }
 
 // TestOpenAPIDocumentsEveryRoute: the OpenAPI document is 3.1, and its

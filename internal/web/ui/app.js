@@ -4,7 +4,8 @@
 // only, never as HTML.
 "use strict";
 
-const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [] };
+const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [],
+  limitDraft: { kind: "task", name: "", max: "", error: null } };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
 const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
 
@@ -47,6 +48,7 @@ async function api(method, path, body) {
     const e = new Error((data.error && data.error.message) || res.statusText);
     e.status = res.status;
     e.code = data.error && data.error.code;
+    e.field = data.error && data.error.field;
     if (res.status === 401 && path !== "/api/login") showLogin();
     throw e;
   }
@@ -194,13 +196,16 @@ function connectLive() {
 }
 
 // scheduleRefresh redraws the current view at most once a second while
-// events arrive.
+// events arrive; not while a field of the view's forms has the focus (a
+// redraw would take what is being typed away): then once it has left.
 function scheduleRefresh() {
   if (state.pending) return;
   state.pending = true;
   setTimeout(() => {
     state.pending = false;
-    if (state.refresh) state.refresh();
+    const f = document.activeElement;
+    if (f && f.form && f.tagName !== "BUTTON" && f.closest("#view")) scheduleRefresh();
+    else if (state.refresh) state.refresh();
   }, 1000);
 }
 
@@ -547,6 +552,82 @@ async function viewExecutors(root) {
         } }, "Drain"))))))));
 }
 
+const LIMIT_NAME_HINT = { task: "a task, e.g. export", group: "a group, or * for every other" };
+
+// limitForm sets a limit; what is typed stays in state.limitDraft across
+// the view's redraws, and so does the coordinators' refusal, next to the
+// field it names.
+function limitForm() {
+  const d = state.limitDraft;
+  const err = d.error;
+  const bad = (field) => (err && err.field === field ? "true" : null);
+  const keep = (e) => {
+    d[e.target.name] = e.target.value;
+    if (e.target.name === "kind") e.currentTarget.elements.name.placeholder = LIMIT_NAME_HINT[d.kind];
+  };
+  const submit = async (e) => {
+    e.preventDefault();
+    const name = d.name.trim(), max = Number(d.max);
+    if (!name) d.error = { field: "name", message: "missing: the task or group to limit" };
+    else if (d.max === "" || !Number.isInteger(max)) d.error = { field: "max", message: "a whole number of jobs (0 stops new claims)" };
+    else {
+      try {
+        await api("PUT", `/api/limits/${encodeURIComponent(d.kind)}/${encodeURIComponent(name)}`, { max });
+        toast(`${d.kind} ${name}: at most ${fmtNum(max)} at once`);
+        Object.assign(d, { name: "", max: "", error: null });
+      } catch (x) {
+        if (x.status === 401) return;
+        d.error = { field: x.field || "", message: x.message };
+      }
+    }
+    route();
+  };
+  return h("form", { class: "filters", id: "limit-form", novalidate: true, oninput: keep, onchange: keep, onsubmit: submit },
+    h("label", {}, "kind", h("select", { name: "kind", "aria-invalid": bad("kind") }, ["task", "group"].map((k) => h("option", { value: k, selected: k === d.kind }, k)))),
+    h("label", {}, "name", h("input", { name: "name", value: d.name, placeholder: LIMIT_NAME_HINT[d.kind], size: 26, autocomplete: "off", "aria-invalid": bad("name") })),
+    h("label", {}, "max", h("input", { name: "max", type: "number", min: 0, step: 1, value: d.max, placeholder: "jobs at once", class: "max", "aria-invalid": bad("max") })),
+    h("button", { type: "submit", class: "primary" }, "Set limit"),
+    h("p", { id: "limit-error", class: "error", role: "alert" }, err ? (err.field ? `${err.field}: ` : "") + err.message : ""));
+}
+
+// limitMeter is a bar of the jobs held out of the limit's max.
+function limitMeter(l) {
+  const full = l.held >= l.max;
+  const bar = h("div");
+  bar.style.width = (l.max ? Math.min(100, (100 * l.held) / l.max) : 100) + "%";
+  return h("div", { class: "meter" + (full ? " full" : ""), role: "meter", "aria-valuemin": 0, "aria-valuemax": l.max, "aria-valuenow": l.held,
+    "aria-label": `${l.held} of ${l.max} held` }, bar);
+}
+
+async function viewLimits(root) {
+  const data = await api("GET", "/api/limits");
+  const list = data.limits || [];
+  const admin = state.role === "admin";
+  root.replaceChildren(h("h1", {}, "Concurrency limits"),
+    h("div", { class: "card" },
+      h("p", { class: "note", id: "limit-note" }, "A limit caps the jobs of a task, or of a group, that executors hold (scheduled or running) at once across the cluster: the jobs over it wait, and the free slots go to the jobs after them."),
+      admin ? limitForm() : null));
+  if (list.length === 0) {
+    root.append(h("div", { class: "card" }, empty("No concurrency limit", (admin ? "Set one above, or from a terminal: " : "An operator sets one: ") + "fairway limits set task export 5")));
+    return;
+  }
+  const remove = (l) => h("button", { type: "button", class: "danger", title: "remove the limit: its jobs run as slots allow", onclick: async () => {
+    if (!confirm(`Remove the ${l.kind} limit of ${l.name}? Its jobs then run as fast as free slots allow.`)) return;
+    try { await api("DELETE", `/api/limits/${encodeURIComponent(l.kind)}/${encodeURIComponent(l.name)}`); toast(`${l.kind} ${l.name}: no limit`); route(); } catch (e) { toast(e.message, true); }
+  } }, "Remove");
+  const every = (l) => l.kind === "group" && l.name === "*";
+  root.append(h("div", { class: "card" }, h("table", { id: "limit-table" },
+    h("thead", {}, h("tr", {}, ["kind", "name", "max", "held now", "held of max", "set", admin ? "" : null].filter((c) => c !== null).map((c) => h("th", { class: c === "max" || c === "held now" ? "num" : "" }, c)))),
+    h("tbody", {}, list.map((l) => h("tr", { dataset: { kind: l.kind, name: l.name }, class: l.held >= l.max ? "at-limit" : null },
+      h("td", {}, l.kind),
+      h("td", {}, h("span", { class: "mono" }, l.name), every(l) ? h("span", { class: "muted" }, " (every group without a limit of its own)") : null),
+      h("td", { class: "num max" }, fmtNum(l.max)),
+      h("td", { class: "num held", title: every(l) ? "the most any one group holds" : null }, fmtNum(l.held)),
+      h("td", { class: "meter-cell" }, limitMeter(l), l.max === 0 ? h("span", { class: "tag bad" }, "stopped") : l.held >= l.max ? h("span", { class: "tag warn" }, "at its limit") : null),
+      h("td", { class: "muted" }, ago(l.updated)),
+      admin ? h("td", {}, remove(l)) : null))))));
+}
+
 async function viewPeriodic(root) {
   const data = await api("GET", "/api/periodic");
   const list = data.periodic || [];
@@ -569,7 +650,7 @@ async function viewPeriodic(root) {
 
 // ---- routing
 
-const VIEWS = { overview: viewOverview, fairness: viewFairness, jobs: viewJobs, executors: viewExecutors, periodic: viewPeriodic };
+const VIEWS = { overview: viewOverview, fairness: viewFairness, jobs: viewJobs, executors: viewExecutors, limits: viewLimits, periodic: viewPeriodic };
 
 async function route() {
   if (!state.role) return;
