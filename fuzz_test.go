@@ -53,11 +53,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 			err = sub.Normalize("g", "t", maxArgs, 5)
 		}
 		if err != nil {
-			var fe *fairway.Error
-			if !errors.As(err, &fe) || fe.Code != fairway.CodeInvalid || fe.Field == "" {
-				t.Fatalf("refusal %v is not an invalid error naming a field", err)
-			}
-			storable(t, "error field", fe.Field)
+			refusedNamingAField(t, err)
 			return
 		}
 		for field, v := range map[string]string{"id": sub.ID, "task": sub.Task, "group": sub.Group, "subject": sub.Subject,
@@ -82,6 +78,17 @@ func FuzzDecodeSubmission(f *testing.F) {
 			t.Fatalf("round trip changed the submission:\n%s\n%s", encoded, encodedAgain)
 		}
 	})
+}
+
+// refusedNamingAField fails unless err is an invalid error naming a
+// field that PostgreSQL can store.
+func refusedNamingAField(t *testing.T, err error) {
+	t.Helper()
+	var fe *fairway.Error
+	if !errors.As(err, &fe) || fe.Code != fairway.CodeInvalid || fe.Field == "" {
+		t.Fatalf("refusal %v is not an invalid error naming a field", err)
+	}
+	storable(t, "error field", fe.Field)
 }
 
 // FuzzCleanJSON: whatever an executor reports as a result is made storable
@@ -127,11 +134,7 @@ func FuzzDecodeWorkflow(f *testing.F) {
 			subs, err = w.Normalize("g", maxArgs, 5)
 		}
 		if err != nil {
-			var fe *fairway.Error
-			if !errors.As(err, &fe) || fe.Code != fairway.CodeInvalid || fe.Field == "" {
-				t.Fatalf("refusal %v is not an invalid error naming a field", err)
-			}
-			storable(t, "error field", fe.Field)
+			refusedNamingAField(t, err)
 			return
 		}
 		at := map[string]int{}

@@ -262,24 +262,7 @@ func requireState(t *testing.T, client *events.Client, group, id string, want fa
 // awaitFinal waits for the job's final event, replaying from since.
 func awaitFinal(t *testing.T, client *events.Client, group, id string, since time.Time) events.Event {
 	t.Helper()
-	final := make(chan events.Event, 1)
-	sub, err := client.Subscribe(t.Context(), events.Filter{Group: group, Since: since}, func(ev events.Event) {
-		if ev.JobID == id && (ev.State.Final() || ev.State == fairway.StateRejected) {
-			select {
-			case final <- ev:
-			default:
-			}
-		}
-	})
-	require.NoError(t, err)
-	defer sub.Stop()
-	select {
-	case ev := <-final:
-		return ev
-	case <-time.After(waitTimeout):
-		t.Fatalf("job %s reached no final state within %s", id, waitTimeout)
-		return events.Event{}
-	}
+	return devtest.FinalEvent(t, client, group, id, since, waitTimeout)
 }
 
 func match(t *testing.T, s, pattern string) string {

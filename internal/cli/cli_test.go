@@ -79,21 +79,9 @@ func TestDevEndToEnd(t *testing.T) {
 	defer nc.Close()
 	client, err := events.NewClient(nc, events.ClientOptions{})
 	require.NoError(t, err)
-	final := make(chan events.Event, 1)
-	sub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", Since: time.Unix(0, 0)}, func(ev events.Event) {
-		if ev.JobID == id && ev.State.Final() {
-			final <- ev
-		}
-	})
-	require.NoError(t, err)
-	defer sub.Stop()
-	select {
-	case ev := <-final:
-		require.Equal(t, fairway.StateSuccess, ev.State)
-		require.Equal(t, 2, ev.Attempt, "the demo task failed once, then succeeded")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the job did not finish within 30s")
-	}
+	ev := finalEvent(t, client, "acme", id)
+	require.Equal(t, fairway.StateSuccess, ev.State)
+	require.Equal(t, 2, ev.Attempt, "the demo task failed once, then succeeded")
 
 	// The process's /metrics (coordinator and executor, in dev) counted
 	// the job: its two runs, its wait, its claims, its events; and a job
@@ -216,21 +204,9 @@ func TestDevEndToEnd(t *testing.T) {
 		refs[ref] = id
 	}
 	require.Len(t, refs, 4, out)
-	mailDone := make(chan events.Event, 1)
-	mailSub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", Since: time.Unix(0, 0)}, func(ev events.Event) {
-		if ev.JobID == refs["mail"] && ev.State.Final() {
-			mailDone <- ev
-		}
-	})
-	require.NoError(t, err)
-	defer mailSub.Stop()
-	select {
-	case ev := <-mailDone:
-		require.Equal(t, fairway.StateCancelled, ev.State)
-		require.Equal(t, "dependency "+refs["broken"]+" failed", ev.Error)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the workflow's last job did not end")
-	}
+	ev = finalEvent(t, client, "acme", refs["mail"])
+	require.Equal(t, fairway.StateCancelled, ev.State)
+	require.Equal(t, "dependency "+refs["broken"]+" failed", ev.Error)
 	code, out, errOut = run(t, "jobs", "graph", refs["fetch"], "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "→ "+refs["fetch"]+"  echo  success")
@@ -254,22 +230,9 @@ func TestDevEndToEnd(t *testing.T) {
 	// Snooze: the demo task puts itself off once, without a retry.
 	code, out, errOut = run(t, "submit", "snooze", "--group", "acme", "--args", `{"times":1,"seconds":0.2}`, "--max-retries", "0", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
-	snoozed := strings.TrimSpace(out)
-	snoozeDone := make(chan events.Event, 1)
-	snoozeSub, err := client.Subscribe(t.Context(), events.Filter{Group: "acme", Since: time.Unix(0, 0)}, func(ev events.Event) {
-		if ev.JobID == snoozed && ev.State.Final() {
-			snoozeDone <- ev
-		}
-	})
-	require.NoError(t, err)
-	defer snoozeSub.Stop()
-	select {
-	case ev := <-snoozeDone:
-		require.Equal(t, fairway.StateSuccess, ev.State)
-		require.Equal(t, 2, ev.Attempt, "snoozed once, then run again")
-	case <-time.After(30 * time.Second):
-		t.Fatal("the snoozing job did not end")
-	}
+	ev = finalEvent(t, client, "acme", strings.TrimSpace(out))
+	require.Equal(t, fairway.StateSuccess, ev.State)
+	require.Equal(t, 2, ev.Attempt, "snoozed once, then run again")
 
 	// Concurrency limits: set, listed with what is held, removed.
 	code, out, errOut = run(t, "limits", "set", "group", "*", "20", "--nats-url", natsURL)
@@ -327,6 +290,13 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Fatal("fairway dev did not stop after shutdownAndExit")
 	}
 	require.Contains(t, stderr.String(), "PostgreSQL stopped")
+}
+
+// finalEvent waits for the final event of job id of group, replaying the
+// stream from its start.
+func finalEvent(t *testing.T, client *events.Client, group, id string) events.Event {
+	t.Helper()
+	return devtest.FinalEvent(t, client, group, id, time.Unix(0, 0), 30*time.Second)
 }
 
 func TestUsageAndConfigErrors(t *testing.T) {
