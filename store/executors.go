@@ -23,6 +23,8 @@ var (
 	executorHeldJobsSQL string
 	//go:embed sql/executor_previous.sql
 	executorPreviousSQL string
+	//go:embed sql/executor_claims_wait.sql
+	executorClaimsWaitSQL string
 	//go:embed sql/executor_register.sql
 	executorRegisterSQL string
 	//go:embed sql/executors_gone.sql
@@ -46,6 +48,9 @@ var (
 func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryDelay time.Duration, alive func(prev fairway.Executor) bool) ([]Applied, error) {
 	var released []Applied
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, executorClaimsWaitSQL); err != nil {
+			return err
+		}
 		var prev fairway.Executor
 		err := tx.QueryRow(ctx, executorPreviousSQL, e.AppID).
 			Scan(&prev.AppID, &prev.Instance, &prev.Host, &prev.Slots, &prev.Tasks, &prev.Started, &prev.LastHeartbeat, &prev.State)
