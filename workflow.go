@@ -83,22 +83,35 @@ func DecodeWorkflow(data []byte, maxArgs int64) (Workflow, error) {
 	return w, nil
 }
 
-// inJob prefixes the field of an error about a workflow's job i.
+// inJob prefixes the field of an error about a workflow's job i:
+// jobs[i].field.
 func inJob(i int, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		c := *e
-		c.Field = fmt.Sprintf("jobs[%d]", i) + cmpPrefix(c.Field)
+		c.Field = fmt.Sprintf("jobs[%d]", i)
+		if e.Field != "" && e.Field != "body" {
+			c.Field += "." + e.Field
+		}
 		return &c
 	}
 	return err
 }
 
-func cmpPrefix(field string) string {
-	if field == "" || field == "body" {
-		return ""
+// NameJob returns err, refusing one of the workflow's jobs (its JobID),
+// with the field naming that job: jobs[i].field. Other errors, and
+// internal or unavailable ones, are returned as they are.
+func (w *Workflow) NameJob(err error) error {
+	e := AsError(err)
+	if e.Code == CodeInternal || e.Code == CodeUnavailable {
+		return err
 	}
-	return "." + field
+	for i, j := range w.Jobs {
+		if j.ID == e.JobID {
+			return inJob(i, e)
+		}
+	}
+	return err
 }
 
 // Normalize checks the workflow's jobs for the group of the subject

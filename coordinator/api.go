@@ -384,10 +384,12 @@ func rejection(sub fairway.Submission, group, task string, err error) store.Reje
 // jobsAdded wakes executors for a job that is due now, or remembers when
 // it will be.
 func (c *Coordinator) jobsAdded(subs ...fairway.Submission) {
-	c.storedWithDependencies(subs)
 	now := time.Now()
 	notify := false
 	for _, s := range subs {
+		if s.Held() {
+			continue // released later: that wakes the executors
+		}
 		if s.RunAt != nil && s.RunAt.After(now) {
 			c.due.add(*s.RunAt)
 		} else {

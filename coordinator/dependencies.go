@@ -9,8 +9,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -186,23 +184,16 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	if err != nil {
 		return events.Reply{}, err
 	}
-	index := make(map[string]int, len(w.Jobs))
-	for i, j := range w.Jobs {
-		index[j.ID] = i
-	}
-	inJob := func(err error) error {
+	// A refusal names the job: jobs[i].field.
+	refuse := func(sub fairway.Submission, err error) error {
 		e := *fairway.AsError(err)
-		if i, ok := index[e.JobID]; ok && e.Code != fairway.CodeInternal && e.Code != fairway.CodeUnavailable {
-			e.Field = strings.TrimSuffix(fmt.Sprintf("jobs[%d].%s", i, e.Field), ".")
-		}
-		return &e
+		e.JobID = sub.ID
+		return w.NameJob(&e)
 	}
 	now := time.Now()
 	for _, sub := range subs {
 		if err := c.tasks.check(ctx, sub.Task, now); err != nil {
-			e := *fairway.AsError(err)
-			e.JobID = sub.ID
-			return events.Reply{}, inJob(&e)
+			return events.Reply{}, refuse(sub, err)
 		}
 	}
 	refused, err := c.admit(ctx, subs)
@@ -211,9 +202,7 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	}
 	for i, e := range refused {
 		if e != nil {
-			e := *fairway.AsError(e)
-			e.JobID = subs[i].ID
-			return events.Reply{}, inJob(&e)
+			return events.Reply{}, refuse(subs[i], e)
 		}
 	}
 	for i := range subs {
@@ -221,7 +210,7 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	}
 	res, err := c.store.InsertWorkflow(ctx, subs)
 	if err != nil {
-		return events.Reply{}, inJob(err)
+		return events.Reply{}, w.NameJob(err)
 	}
 	c.kickOutbox()
 	var created []fairway.Submission

@@ -245,6 +245,9 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
 	c.kickOutbox()
+	// The dependencies of the jobs stored with some may have ended
+	// already (the API's submit and workflow resolve theirs at once).
+	c.storedWithDependencies(added)
 	c.jobsAdded(added...)
 }
 

@@ -2,12 +2,14 @@ package coordinator_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +22,9 @@ func TestRunTimeSubscriptions(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
 	ctx := t.Context()
-	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 1})
+	// The executor's log tells when it heard an operator's pause.
+	exLog := &devtest.Output{}
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 1, Logger: slog.New(slog.NewTextHandler(exLog, nil))})
 	ex.Handle("a", echo)
 	require.NoError(t, ex.Start(ctx))
 	stored := func(task string) string {
@@ -62,11 +66,9 @@ func TestRunTimeSubscriptions(t *testing.T) {
 
 	require.NoError(t, h.client.Pause(ctx, events.PauseCommand{Executor: "ex1", Task: "a"}))
 	// The command reaches the executor on its own subject: wait for it.
-	deadline := time.Now().Add(waitTimeout)
-	for _, paused := ex.Paused(); len(paused) == 0; _, paused = ex.Paused() {
-		require.True(t, time.Now().Before(deadline), "the executor did not hear the pause")
-		time.Sleep(10 * time.Millisecond)
-	}
+	exLog.Wait(t, "paused: no new jobs of task a", waitTimeout)
+	_, paused := ex.Paused()
+	require.Equal(t, []string{"a"}, paused)
 	pausedJob := stored("a")
 	waitsWhile(pausedJob, stored("b"))
 	require.NoError(t, h.client.Pause(ctx, events.PauseCommand{Executor: "ex1", Task: "a", Resume: true}))

@@ -148,6 +148,7 @@ func (e *Executor) free() (int, []string, map[string]int) {
 		case !capped:
 			tasks = append(tasks, t)
 		case limit-running[t] <= 0:
+			// At its cap: not asked for.
 		default:
 			tasks = append(tasks, t)
 			if left := limit - running[t]; left < free {
@@ -218,6 +219,7 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 func (e *Executor) accept(jobs []fairway.Job) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	running := e.runningByTask()
 	for _, fj := range jobs {
 		if _, dup := e.jobs[fj.Ref()]; dup {
 			e.logger.Warn("dispatch handed out a job this executor already holds; ignoring it", "job_id", fj.ID, "attempt", fj.Attempt)
@@ -231,7 +233,7 @@ func (e *Executor) accept(jobs []fairway.Job) {
 			// Also after SetConcurrency lowered the pool meanwhile.
 			e.logger.Warn("dispatch handed out more jobs than there are slots; releasing the extra job", "job_id", fj.ID)
 			mode = modeRelease
-		case e.maxConcurrent[fj.Task] > 0 && e.runningByTask()[fj.Task] >= e.maxConcurrent[fj.Task]:
+		case e.maxConcurrent[fj.Task] > 0 && running[fj.Task] >= e.maxConcurrent[fj.Task]:
 			// Its cap was lowered meanwhile.
 			e.logger.Info("releasing a job of a task at its max-concurrent", "job_id", fj.ID, "task", fj.Task)
 			mode = modeRelease
@@ -246,6 +248,7 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		rj := e.newRunningJob(fj)
 		rj.handler = e.chained[fj.Task]
 		e.jobs[fj.Ref()] = rj
+		running[fj.Task]++
 		e.jobsWG.Add(1)
 		go e.run(rj, mode)
 	}

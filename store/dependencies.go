@@ -196,9 +196,6 @@ func (s *Store) InsertWorkflow(ctx context.Context, subs []fairway.Submission) (
 // not their other relatives), at most limit jobs, without args or result.
 // A job of another group is not found.
 func (s *Store) Graph(ctx context.Context, group, id string, limit int) ([]fairway.Job, error) {
-	if _, err := s.Get(ctx, group, id); err != nil {
-		return nil, err
-	}
 	rows, err := s.pool.Query(ctx, jobGraphSQL, group, id, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading the graph of job %s: %w", id, interpretError(err))
@@ -206,6 +203,10 @@ func (s *Store) Graph(ctx context.Context, group, id string, limit int) ([]fairw
 	jobs, err := collectJobs(rows)
 	if err != nil {
 		return nil, fmt.Errorf("reading the graph of job %s: %w", id, interpretError(err))
+	}
+	if len(jobs) == 0 {
+		// A job is always in its own graph.
+		return nil, fairway.NotFound(id)
 	}
 	for i := range jobs {
 		jobs[i].Args, jobs[i].Result = nil, nil

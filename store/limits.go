@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/fairwayhq/fairway"
@@ -146,12 +145,15 @@ func (l *limits) open(tasks []string) (open, capped []string) {
 			open = append(open, t)
 		}
 	}
-	seen := map[string]bool{}
-	for _, g := range slices.Concat(slices.Collect(maps.Keys(l.group)), slices.Collect(maps.Keys(l.held))) {
-		if !seen[g] && l.groupLeft(g) == 0 {
+	for g := range l.group {
+		if l.groupLeft(g) == 0 {
 			capped = append(capped, g)
 		}
-		seen[g] = true
+	}
+	for g := range l.held {
+		if _, own := l.group[g]; !own && l.groupLeft(g) == 0 {
+			capped = append(capped, g)
+		}
 	}
 	slices.Sort(capped)
 	return open, capped
