@@ -87,6 +87,12 @@ type Config struct {
 	// APIBurst is how many API requests a group may send at once above
 	// APIRate. Defaults to twice APIRate.
 	APIBurst int
+	// EventPerMessage publishes each event in a message of its own (a JSON
+	// object), for subscribers that read the events stream raw and expect
+	// that. By default events go in batches: one message per subject (group,
+	// task, state) and publishing round, a JSON array, which costs a
+	// fraction per event (docs/nats-api.md). events.Client reads both.
+	EventPerMessage bool
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
 	// QuotaJobs caps each group's queued jobs (pending, waiting, stuck: not

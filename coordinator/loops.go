@@ -3,7 +3,6 @@ package coordinator
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -50,32 +49,32 @@ func (c *Coordinator) publishLoop(ctx context.Context) {
 	}
 }
 
-// publishEvents publishes asynchronously and waits for every ack. Each
-// message carries the event id as Nats-Msg-Id, so a retry after a partial
-// failure does not duplicate within JetStream's window.
+// publishEvents publishes asynchronously and waits for every ack. By
+// default events go in batches (see batchEvents): one message per subject
+// and level, a JSON array; with Config.EventPerMessage one message per
+// event. Each message carries a Nats-Msg-Id made of its events' ids, so
+// a retry after a partial failure does not duplicate within JetStream's
+// window.
 //
 // What a tenant or an executor sent is capped in an event (ids, names and
-// error text, see eventMessage), so an event is a few KiB at most. One that
-// JetStream still refuses on its own (larger than max_payload or the
-// stream's message size, say) must not wedge the outbox for every tenant:
-// it goes to the dead-letter stream, with a warning, and counts as
-// published.
+// error text, see capEvent), so an event is a few KiB at most. A message
+// that JetStream still refuses (larger than max_payload or the stream's
+// message size, say) must not wedge the outbox for every tenant: it goes
+// to the dead-letter stream, with a warning, and counts as published.
 func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) error {
-	futures := make([]jetstream.PubAckFuture, len(evs))
-	msgs := make([]*nats.Msg, len(evs))
-	for i, e := range evs {
-		msg, err := c.eventMessage(e)
-		if err != nil {
-			return err
-		}
-		msgs[i] = msg
+	msgs, members, err := c.eventMessages(evs)
+	if err != nil {
+		return err
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, msg := range msgs {
 		f, err := c.js.PublishMsgAsync(msg)
 		if errors.Is(err, nats.ErrMaxPayload) {
-			c.deadEvent(ctx, e, msg, err)
+			c.deadEvents(ctx, evs, members[i], msg, err)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("publishing event %s: %w", e.ID, err)
+			return fmt.Errorf("publishing events on %s: %w", msg.Subject, err)
 		}
 		futures[i] = f
 	}
@@ -91,12 +90,12 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 			var apiErr *jetstream.APIError
 			if errors.As(err, &apiErr) {
 				// JetStream refused this message: it would refuse it again.
-				c.deadEvent(ctx, evs[i], msgs[i], err)
+				c.deadEvents(ctx, evs, members[i], msgs[i], err)
 				continue
 			}
-			return fmt.Errorf("publishing event: %w", err)
+			return fmt.Errorf("publishing events: %w", err)
 		case <-timeout.C:
-			return fmt.Errorf("publishing %d events: no ack from JetStream within 10s", len(evs))
+			return fmt.Errorf("publishing %d events in %d messages: no ack from JetStream within 10s", len(evs), len(msgs))
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -105,30 +104,48 @@ func (c *Coordinator) publishEvents(ctx context.Context, evs []store.Event) erro
 	return nil
 }
 
-// eventMessage encodes an outbox event, its untrusted fields capped.
-func (c *Coordinator) eventMessage(e store.Event) (*nats.Msg, error) {
-	name := func(s string) string { return fairway.TruncateRunes(s, fairway.MaxNameLength) }
-	capped := e
-	capped.JobID, capped.Task, capped.Group = fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), name(e.Task), name(e.Group)
-	capped.Error, capped.Field = fairway.TruncateBytes(e.Error, fairway.MaxErrorTextSize), name(e.Field)
-	capped.Executor, capped.Periodic = name(e.Executor), name(e.Periodic)
-	data, err := json.Marshal(capped)
-	if err != nil {
-		return nil, err
+// eventMessages encodes outbox events as messages, and returns with each
+// the indexes of its events.
+func (c *Coordinator) eventMessages(evs []store.Event) ([]*nats.Msg, [][]int, error) {
+	subject := func(e store.Event) string { return c.subjects.Event(e.Group, e.Task, e.State) }
+	if c.cfg.EventPerMessage {
+		msgs := make([]*nats.Msg, len(evs))
+		members := make([][]int, len(evs))
+		for i, e := range evs {
+			data, err := encodeEvent(e)
+			if err != nil {
+				return nil, nil, err
+			}
+			msgs[i] = &nats.Msg{Subject: subject(e), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {e.ID}}}
+			members[i] = []int{i}
+		}
+		return msgs, members, nil
 	}
-	return &nats.Msg{Subject: c.subjects.Event(e.Group, e.Task, e.State), Data: data, Header: nats.Header{jetstream.MsgIDHeader: {e.ID}}}, nil
+	batches, err := batchEvents(evs, subject, encodeEvent)
+	if err != nil {
+		return nil, nil, err
+	}
+	msgs := make([]*nats.Msg, len(batches))
+	members := make([][]int, len(batches))
+	for i, b := range batches {
+		msgs[i] = &nats.Msg{Subject: b.subject, Data: b.data, Header: nats.Header{jetstream.MsgIDHeader: {b.id(evs)}}}
+		members[i] = b.events
+	}
+	return msgs, members, nil
 }
 
-// deadEvent moves an event JetStream refuses to the dead-letter stream.
-// Should that fail too, the event is dropped: the outbox must flow.
-func (c *Coordinator) deadEvent(ctx context.Context, e store.Event, msg *nats.Msg, cause error) {
+// deadEvents moves a message of events JetStream refuses to the
+// dead-letter stream. Should that fail too, the events are dropped: the
+// outbox must flow.
+func (c *Coordinator) deadEvents(ctx context.Context, evs []store.Event, members []int, msg *nats.Msg, cause error) {
 	dm := events.DeadLetterMsg(c.subjects, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data, c.nc.MaxPayload())
 	_, err := c.js.PublishMsg(ctx, dm)
 	if err == nil {
 		c.metrics.deadLetters.WithLabelValues(events.DeadEvent).Inc()
 	}
-	c.log.Warn("an event JetStream refuses was moved to the dead-letter stream and removed from the outbox",
-		"event_id", e.ID, "job_id", fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),
+	first := evs[members[0]]
+	c.log.Warn("a message of events JetStream refuses was moved to the dead-letter stream and removed from the outbox",
+		"event_id", first.ID, "events", len(members), "job_id", fairway.TruncateRunes(first.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),
 		"error", cause, "dead_letter_error", err)
 }
 

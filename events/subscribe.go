@@ -33,7 +33,8 @@ type subscription struct{ cc jetstream.ConsumeContext }
 func (s subscription) Stop() { s.cc.Stop() }
 
 // Subscribe calls handle for every event matching f, in stream order, until
-// Stop. It uses an ordered (ephemeral) consumer: nothing to clean up, and
+// Stop, whether the coordinators publish events in batches (the default)
+// or one per message. It uses an ordered (ephemeral) consumer: nothing to clean up, and
 // it resumes by itself after a reconnect. An event that cannot be decoded
 // is passed with only ID set and Error describing the problem.
 func (c *Client) Subscribe(ctx context.Context, f Filter, handle func(Event)) (Subscription, error) {
@@ -56,11 +57,14 @@ func (c *Client) Subscribe(ctx context.Context, f Filter, handle func(Event)) (S
 		return nil, fmt.Errorf("subscribing to events on stream %s: %w (is a coordinator running? it creates the stream)", c.subjects.EventStream(), err)
 	}
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		var ev Event
-		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
-			ev = Event{ID: msg.Headers().Get(jetstream.MsgIDHeader), Error: fmt.Sprintf("undecodable event on %s: %v", msg.Subject(), err)}
+		evs, err := DecodeEvents(msg.Data())
+		if err != nil {
+			handle(Event{ID: msg.Headers().Get(jetstream.MsgIDHeader), Error: fmt.Sprintf("undecodable event on %s: %v", msg.Subject(), err)})
+			return
 		}
-		handle(ev)
+		for _, ev := range evs {
+			handle(ev)
+		}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consuming events: %w", err)
@@ -154,9 +158,14 @@ func (c *Client) JobEvents(ctx context.Context, group, task, id string, since, u
 					return evs, false, nil
 				}
 			}
-			var ev Event
-			if json.Unmarshal(msg.Data(), &ev) == nil && ev.JobID == id {
-				evs = append(evs, ev)
+			batch, err := DecodeEvents(msg.Data())
+			if err != nil {
+				continue
+			}
+			for _, ev := range batch {
+				if ev.JobID == id {
+					evs = append(evs, ev)
+				}
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {

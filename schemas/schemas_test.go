@@ -74,7 +74,7 @@ var bodies = []struct {
 
 // untyped are the schema files of no Go type of their own: checked by
 // compiling them and by the bodies validated against them.
-var untyped = []string{"defs.json", "executor-results.json"}
+var untyped = []string{"defs.json", "executor-results.json", "event-message.json"}
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
@@ -588,6 +588,17 @@ func TestFullBodiesValidate(t *testing.T) {
 		if err := validate(schemas, b.file, data); err != nil {
 			t.Errorf("%s: a full %s does not validate: %v\n%s", b.file, b.typ, err, data)
 		}
+		if b.typ == typeOf[fairway.Event]() {
+			batch := []byte("[" + string(data) + "," + string(data) + "]")
+			for _, msg := range [][]byte{data, batch} {
+				if err := validate(schemas, "event-message.json", msg); err != nil {
+					t.Errorf("event-message.json: %v\n%s", err, msg)
+				}
+				if evs, err := events.DecodeEvents(msg); err != nil || len(evs) == 0 {
+					t.Errorf("events.DecodeEvents refuses %s: %v", msg, err)
+				}
+			}
+		}
 		if b.typ == typeOf[events.Report]() {
 			for _, msg := range [][]byte{data, []byte("[" + string(data) + "," + string(data) + "]")} {
 				if err := validate(schemas, "executor-results.json", msg); err != nil {
@@ -678,7 +689,7 @@ func (f filler) fill(path string, v reflect.Value, n node) {
 
 // docExamples are the schemas of the ```json blocks of docs/nats-api.md,
 // value by value, in order.
-var docExamples = []string{"submission.json", "api-reply.json", "job.json", "event.json", "progress.json"}
+var docExamples = []string{"submission.json", "api-reply.json", "job.json", "event.json", "event-message.json", "progress.json"}
 
 // TestDocExamplesValidate validates the JSON examples of the wire
 // contract's documentation against their schemas.
@@ -767,6 +778,8 @@ func TestInvalidBodiesRefused(t *testing.T) {
 		{"executor-heartbeat.json", `{"executor":"ocr","instance":"i","jobs":[],"slots":1,"load":0.5}`},
 		{"executor-report.json", `{"type":"done","group":"acme","job_id":"1","attempt":1,"executor":"ocr","instance":"i","time":"2026-11-25T08:00:00Z","outcome":"lost"}`},
 		{"executor-results.json", `[{"group":"acme","job_id":"1","attempt":1,"executor":"ocr","instance":"i","time":"2026-11-25T08:00:00Z"}]`},
+		{"event-message.json", `[]`},
+		{"event-message.json", `[{"id":"1","job_id":"1","task":"echo","group":"acme","state":"done","attempt":0,"time":"2026-11-25T08:00:00Z"}]`},
 		{"executor-cancel.json", `{"group":"acme","job_id":"1"}`},
 		{"executor-cancel.json", `{"group":"acme","job_id":"1","attempt":"1"}`},
 	}

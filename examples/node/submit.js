@@ -95,17 +95,20 @@ for (let i = 0; i < count; i++) {
 }
 
 // Read the events until every job is final (success, failed, cancelled)
-// or rejected. Delivery is at least once: drop an event seen already, by
-// its id.
+// or rejected. A message holds an array of events (a batch of one subject),
+// or one event when the coordinators run with --event-per-message.
+// Delivery is at least once: drop an event seen already, by its id.
 const seen = new Set();
-for await (const m of events) {
-  const ev = m.json();
-  if (seen.has(ev.id) || !pending.has(ev.job_id)) continue;
-  seen.add(ev.id);
-  console.log(`job ${ev.job_id} event: ${ev.previous_state || "submitted"} -> ${ev.state} (attempt ${ev.attempt})${ev.error ? `: ${ev.error}` : ""}`);
-  if (["success", "failed", "cancelled", "rejected"].includes(ev.state)) {
-    pending.set(ev.job_id, ev.state);
-    if ([...pending.values()].every((s) => s !== null)) break;
+follow: for await (const m of events) {
+  const body = m.json();
+  for (const ev of Array.isArray(body) ? body : [body]) {
+    if (seen.has(ev.id) || !pending.has(ev.job_id)) continue;
+    seen.add(ev.id);
+    console.log(`job ${ev.job_id} event: ${ev.previous_state || "submitted"} -> ${ev.state} (attempt ${ev.attempt})${ev.error ? `: ${ev.error}` : ""}`);
+    if (["success", "failed", "cancelled", "rejected"].includes(ev.state)) {
+      pending.set(ev.job_id, ev.state);
+      if ([...pending.values()].every((s) => s !== null)) break follow;
+    }
   }
 }
 

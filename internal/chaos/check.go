@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -141,11 +140,11 @@ func readEventsOnce(ctx context.Context, natsURL string) ([]events.Event, error)
 				return nil, err
 			}
 			seq = meta.Sequence.Stream
-			var ev events.Event
-			if err := json.Unmarshal(msg.Data(), &ev); err != nil {
-				return nil, fmt.Errorf("event %d: %w", seq, err)
+			evs, err := events.DecodeEvents(msg.Data())
+			if err != nil {
+				return nil, fmt.Errorf("event message %d: %w", seq, err)
 			}
-			out = append(out, ev)
+			out = append(out, evs...)
 		}
 		if err := batch.Error(); err != nil {
 			return nil, err

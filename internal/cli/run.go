@@ -31,7 +31,7 @@ import (
 
 var (
 	coordinatorKeys = append([]string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
-		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch",
+		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
 		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
@@ -264,6 +264,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		Lease:            cfg.Coordinator.Lease,
 		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
 		IngestBatch:      cfg.Coordinator.IngestBatch,
+		EventPerMessage:  cfg.Coordinator.EventPerMessage,
 		APIWorkers:       cfg.Coordinator.APIWorkers,
 		APIGroupWorkers:  cfg.Coordinator.APIGroupWorkers,
 		APIQueue:         cfg.Coordinator.APIQueue,

@@ -83,7 +83,9 @@ type CoordinatorConfig struct {
 	MaxArgsSize int64         // bytes
 	Lease       time.Duration // lifetime of a claimed job's lease without a heartbeat
 	IngestBatch int
-	MetricsAddr string // host:port of /metrics and /healthz; empty disables it
+	// EventPerMessage publishes one event per message instead of batches.
+	EventPerMessage bool
+	MetricsAddr     string // host:port of /metrics and /healthz; empty disables it
 
 	APIWorkers      int // API requests answered at once
 	APIGroupWorkers int // API requests of one group answered at once
@@ -361,6 +363,9 @@ func AddFlags(fs *pflag.FlagSet, keys ...string) {
 		}
 		fs.Var(&flagValue{key: k.name, typ: k.typ, s: k.def}, k.flag,
 			fmt.Sprintf("%s (%s, env %s)", k.help, k.name, envName(k.name)))
+		if k.typ == "bool" {
+			fs.Lookup(k.flag).NoOptDefVal = "true" // --flag alone means true
+		}
 	}
 }
 

@@ -121,6 +121,8 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Coordinator.MetricsAddr }, optional(hostPort))},
 	{name: "coordinator.ingest-batch", flag: "ingest-batch", def: "500", help: "most submitted jobs written to the database in one batch",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.IngestBatch }, 1, 10000)},
+	{name: "coordinator.event-per-message", flag: "event-per-message", def: "false", help: "publish each event in a message of its own (a JSON object) instead of in batches (a JSON array per group, task and state): for subscribers that read the events stream raw and expect one event per message; costs several times the CPU per event",
+		binding: boolVar(func(c *Config) *bool { return &c.Coordinator.EventPerMessage })},
 	{name: "coordinator.api-workers", flag: "api-workers", def: "16", help: "API requests a coordinator answers at once",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.APIWorkers }, 1, 1024)},
 	{name: "coordinator.api-group-workers", flag: "api-group-workers", def: "1", help: "API requests of one group a coordinator answers at once (at most coordinator.api-workers)",
@@ -244,6 +246,20 @@ func intVar(p func(*Config) *int, lo, hi int) binding {
 			return nil
 		},
 		get: func(c *Config) string { return strconv.Itoa(*p(c)) }}
+}
+
+// boolVar binds true or false (as strconv.ParseBool reads them).
+func boolVar(p func(*Config) *bool) binding {
+	return binding{typ: "bool",
+		set: func(c *Config, s string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(s))
+			if err != nil {
+				return fmt.Errorf("not true or false")
+			}
+			*p(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*p(c)) }}
 }
 
 // floatVar binds a number in [lo, hi].

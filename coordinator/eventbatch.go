@@ -1,0 +1,124 @@
+package coordinator
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"strconv"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+)
+
+// eventBatchBytes caps the body of one batch of events: far below any
+// message size a stream or server allows, so a batch is refused only for
+// what its events carry (each event is a few KiB at most, see capEvent).
+const eventBatchBytes = 256 << 10
+
+// eventBatch is one message of events: events of one subject (group, task
+// and state), in the order of their changes.
+type eventBatch struct {
+	subject string
+	events  []int // indexes into the events read from the outbox
+	data    []byte
+}
+
+// id is the batch's Nats-Msg-Id: made of the ids of its events, so a
+// batch published again after a failed acknowledgement is stored once.
+func (b *eventBatch) id(evs []store.Event) string {
+	h := fnv.New64a()
+	for _, i := range b.events {
+		_, _ = h.Write([]byte(evs[i].ID))
+		_, _ = h.Write([]byte{0})
+	}
+	return "evb-" + evs[b.events[0]].ID + "-" + strconv.Itoa(len(b.events)) + "-" + strconv.FormatUint(h.Sum64(), 36)
+}
+
+// batchEvents groups events read from the outbox (in id order) into
+// messages of one subject each, and orders the messages so that every
+// job's events are published in the order of its changes.
+//
+// A job's events go to different subjects (one per state), so they cannot
+// share a message. Each event gets a level: one more than the level of the
+// job's previous event in this read when that one went to another subject,
+// else the same. Messages are formed per subject and level and published
+// level by level: a job's later event is always in a later message, or in
+// the same one further on. A statement's events (a claim's scheduled
+// events, say) share a level, so they share a message per subject. A
+// message is closed at eventBatchBytes and another opened.
+func batchEvents(evs []store.Event, subject func(store.Event) string, encode func(store.Event) ([]byte, error)) ([]*eventBatch, error) {
+	type key struct {
+		subject string
+		level   int
+	}
+	type jobKey struct{ group, id string }
+	type last struct {
+		subject string
+		level   int
+	}
+	open := map[key]*eventBatch{}
+	var order []*eventBatch // in the order batches were opened
+	levelOf := make([]int, len(evs))
+	prev := map[jobKey]last{}
+	maxLevel := 0
+	for i, e := range evs {
+		subj := subject(e)
+		level := 0
+		if e.JobID != "" {
+			jk := jobKey{e.Group, e.JobID}
+			if p, ok := prev[jk]; ok {
+				level = p.level
+				if p.subject != subj {
+					level++
+				}
+			}
+			prev[jk] = last{subj, level}
+		}
+		levelOf[i] = level
+		maxLevel = max(maxLevel, level)
+		data, err := encode(e)
+		if err != nil {
+			return nil, err
+		}
+		k := key{subj, level}
+		b := open[k]
+		if b != nil && len(b.data)+len(data)+2 > eventBatchBytes {
+			b = nil // full: a new message follows it on the same level
+		}
+		if b == nil {
+			b = &eventBatch{subject: subj, data: []byte{'['}}
+			open[k] = b
+			order = append(order, b)
+		} else {
+			b.data = append(b.data, ',')
+		}
+		b.data = append(b.data, data...)
+		b.events = append(b.events, i)
+	}
+	out := make([]*eventBatch, 0, len(order))
+	for level := 0; level <= maxLevel; level++ {
+		for _, b := range order {
+			if levelOf[b.events[0]] == level {
+				b.data = append(b.data, ']')
+				out = append(out, b)
+			}
+		}
+	}
+	return out, nil
+}
+
+// capEvent caps an outbox event's untrusted fields (what a tenant or an
+// executor sent: ids, names and error text), so an event is a few KiB at
+// most.
+func capEvent(e store.Event) store.Event {
+	name := func(s string) string { return fairway.TruncateRunes(s, fairway.MaxNameLength) }
+	capped := e
+	capped.JobID, capped.Task, capped.Group = fairway.TruncateRunes(e.JobID, fairway.MaxIDLength), name(e.Task), name(e.Group)
+	capped.Error, capped.Field = fairway.TruncateBytes(e.Error, fairway.MaxErrorTextSize), name(e.Field)
+	capped.Executor, capped.Periodic = name(e.Executor), name(e.Periodic)
+	return capped
+}
+
+// encodeEvent encodes an outbox event, its untrusted fields capped.
+func encodeEvent(e store.Event) ([]byte, error) {
+	return json.Marshal(capEvent(e))
+}
