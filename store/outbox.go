@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
@@ -43,13 +44,14 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 			return err
 		}
 		var ids []int64
-		events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Event, error) {
-			var e Event
-			var id int64
-			err := row.Scan(&id, &e.JobID, &e.Task, &e.Group, &e.State, &e.PreviousState, &e.Attempt, &e.Error, &e.Code, &e.Field, &e.Executor, &e.Periodic, &e.Time)
-			e.ID = strconv.FormatInt(id, 10)
-			ids = append(ids, id)
-			return e, err
+		var events []Event
+		var r outboxRow
+		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
+			&r.ev.Error, &r.ev.Code, &r.ev.Field, &r.ev.Executor, &r.ev.Periodic, &r.ev.Time, &r.n,
+			&r.jobIDs, &r.tasks, &r.groups, &r.states, &r.prevStates, &r.attempts, &r.errors, &r.workers, &r.times}, func() error {
+			ids = append(ids, r.id)
+			events = r.expand(events)
+			return nil
 		})
 		if err != nil || len(events) == 0 {
 			return err
@@ -65,4 +67,62 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 		return 0, fmt.Errorf("publishing outbox events: %w", err)
 	}
 	return n, nil
+}
+
+// outboxRow is a row of the outbox: one event, or a pack of n events
+// whose fields are in the arrays where they differ (see
+// 011_event_packs.sql).
+type outboxRow struct {
+	id         int64
+	ev         Event
+	n          int
+	jobIDs     []string
+	tasks      []string
+	groups     []string
+	states     []fairway.State
+	prevStates []fairway.State
+	attempts   []int
+	errors     []string
+	workers    []string
+	times      []time.Time
+}
+
+// expand appends the row's events to evs. A pack's events have the ids
+// "<row id>.<index>": stable, and unique like the rows'.
+func (r *outboxRow) expand(evs []Event) []Event {
+	id := strconv.FormatInt(r.id, 10)
+	if r.jobIDs == nil {
+		e := r.ev
+		e.ID = id
+		return append(evs, e)
+	}
+	pick := func(arr []string, i int, def string) string {
+		if i < len(arr) {
+			return arr[i]
+		}
+		return def
+	}
+	for i := range r.jobIDs {
+		e := r.ev
+		e.ID = id + "." + strconv.Itoa(i)
+		e.JobID = r.jobIDs[i]
+		e.Task = pick(r.tasks, i, e.Task)
+		e.Group = pick(r.groups, i, e.Group)
+		if i < len(r.states) {
+			e.State = r.states[i]
+		}
+		if i < len(r.prevStates) {
+			e.PreviousState = r.prevStates[i]
+		}
+		if i < len(r.attempts) {
+			e.Attempt = r.attempts[i]
+		}
+		e.Error = pick(r.errors, i, e.Error)
+		e.Executor = pick(r.workers, i, e.Executor)
+		if i < len(r.times) {
+			e.Time = r.times[i]
+		}
+		evs = append(evs, e)
+	}
+	return evs
 }

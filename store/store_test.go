@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -352,6 +353,75 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"n":1}`, string(job.Result))
 	require.Equal(t, 100, job.Progress)
+}
+
+// TestEventPacks: the statements on a job's path write one outbox row per
+// statement (a pack); published, each event has its own id and fields, in
+// statement order, and a read's limit never splits a pack.
+func TestEventPacks(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	ids := insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("a", fairway.PriorityLow))
+	jobs := claim(t, s, "w", 3)
+	require.Len(t, jobs, 3)
+	var outcomes []store.Outcome
+	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	for i, j := range jobs {
+		o := store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
+		if i == 1 {
+			o.Kind, o.Error, o.StartedAt = "error", "boom", &started
+		}
+		outcomes = append(outcomes, o)
+	}
+	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{outcomes[0].Attempt, outcomes[2].Attempt}))
+	_, err := s.Complete(ctx, outcomes, time.Hour)
+	require.NoError(t, err)
+
+	// A limit of 2 events still reads the first pack whole (3 events).
+	var got []store.Event
+	n, err := s.PublishEvents(ctx, 2, func(evs []store.Event) error { got = append(got, evs...); return nil })
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for {
+		n, err := s.PublishEvents(ctx, 2, func(evs []store.Event) error { got = append(got, evs...); return nil })
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	seen := map[string]bool{}
+	var lines []string
+	for _, e := range got {
+		require.False(t, seen[e.ID], "event id %s twice", e.ID)
+		seen[e.ID] = true
+		require.NotZero(t, e.Time)
+		require.Equal(t, "t", e.Task)
+		line := fmt.Sprintf("%s/%s %s>%s", e.Group, e.JobID, e.PreviousState, e.State)
+		if e.Error != "" {
+			line += " " + e.Error
+		}
+		if e.State != fairway.StateWaiting {
+			require.Equal(t, "w", e.Executor, line)
+			require.Equal(t, 1, e.Attempt, line)
+		}
+		lines = append(lines, line)
+	}
+	// The ingest's events come in the order its rows were written (by group and id).
+	slices.Sort(lines[:3])
+	j0, j1, j2 := jobs[0], jobs[1], jobs[2]
+	name := func(j fairway.Job) string { return j.Group + "/" + j.ID }
+	require.Equal(t, []string{
+		"a/" + ids[0] + " >waiting", "a/" + ids[2] + " >waiting", "b/" + ids[1] + " >waiting",
+		name(j0) + " waiting>scheduled", name(j1) + " waiting>scheduled", name(j2) + " waiting>scheduled",
+		name(j0) + " scheduled>running", name(j2) + " scheduled>running",
+		name(j0) + " running>success", name(j1) + " scheduled>running", name(j1) + " running>stuck boom", name(j2) + " running>success",
+	}, lines)
+	// The start reported with the end is the running event's time.
+	for _, e := range got {
+		if e.JobID == j1.ID && e.State == fairway.StateRunning {
+			require.True(t, started.Equal(e.Time), "running at %s, reported %s", e.Time, started)
+		}
+	}
 }
 
 func TestFailedPublishKeepsEvents(t *testing.T) {

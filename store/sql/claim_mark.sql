@@ -19,8 +19,12 @@ WITH chosen AS (
        AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5 AND e.state = 'live'))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (
-    INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
-    SELECT id, task, group_name, 'scheduled', prev_state, attempt, worker
-      FROM claimed ORDER BY ord
+    -- One pack of the claim's events (see 011_event_packs.sql).
+    INSERT INTO fairway_event (job_id, task, group_name, state, worker, n, pack_job_ids, pack_tasks, pack_groups, pack_prev_states, pack_attempts)
+    -- The aggregates read the sorted rows in order: one sort for all.
+    SELECT '', '', '', 'scheduled', $3, count(*), array_agg(id), array_agg(task), array_agg(group_name),
+           array_agg(prev_state), array_agg(attempt)
+      FROM (SELECT * FROM claimed ORDER BY ord) claimed
+    HAVING count(*) > 0
 )
 SELECT {{job_columns}} FROM claimed ORDER BY ord

@@ -62,15 +62,24 @@ WITH o AS (
      WHERE j.group_name = cur.group_name AND j.id = cur.id
  RETURNING j.id, j.task, j.group_name, j.state, j.attempt, j.run_at, coalesce(j.error, '') AS error,
            cur.prev_state, cur.via_running, cur.started, cur.worker, cur.ord, j.has_dependents
-), ev AS (
-    INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, error, worker, time)
-    SELECT upd.id, upd.task, upd.group_name, e.state, e.prev_state, upd.attempt, e.error, upd.worker, e.time
+), evs AS (
+    SELECT upd.id, upd.task, upd.group_name, e.state, e.prev_state, upd.attempt, e.error, upd.worker, e.time, upd.ord, e.k
       FROM upd
      CROSS JOIN LATERAL (VALUES
            (0, 'running', 'scheduled', '', upd.started),
            (1, upd.state, CASE WHEN upd.via_running THEN 'running' ELSE upd.prev_state END, upd.error, clock_timestamp())
            ) AS e (k, state, prev_state, error, time)
      WHERE e.k = 1 OR upd.via_running
-     ORDER BY upd.ord, e.k
+), ev AS (
+    -- One pack of the outcomes' events (see 011_event_packs.sql).
+    INSERT INTO fairway_event (job_id, task, group_name, state, n, pack_job_ids, pack_tasks, pack_groups, pack_states, pack_prev_states,
+                               pack_attempts, pack_errors, pack_workers, pack_times)
+    -- The aggregates read the sorted rows in order: one sort for all
+    -- (PostgreSQL 15 sorts once per aggregate given an ORDER BY of its own).
+    SELECT '', '', '', '', count(*), array_agg(id), array_agg(task), array_agg(group_name),
+           array_agg(state), array_agg(prev_state), array_agg(attempt),
+           array_agg(error), array_agg(worker), array_agg(time)
+      FROM (SELECT * FROM evs ORDER BY ord, k) evs
+    HAVING count(*) > 0
 )
 SELECT group_name, id, state, run_at, has_dependents FROM upd ORDER BY ord

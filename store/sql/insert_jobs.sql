@@ -24,8 +24,11 @@ WITH ins AS (
         ON CONFLICT DO NOTHING
  RETURNING group_name, id, task, state
 ), ev AS (
-    INSERT INTO fairway_event (job_id, task, group_name, state)
-    SELECT id, task, group_name, state FROM ins
+    -- One pack of the batch's first events (see 011_event_packs.sql).
+    INSERT INTO fairway_event (job_id, task, group_name, state, n, pack_job_ids, pack_tasks, pack_groups, pack_states)
+    SELECT '', '', '', '', count(*), array_agg(id), array_agg(task), array_agg(group_name), array_agg(state)
+      FROM ins
+    HAVING count(*) > 0
 ), rejected AS (
     -- Submissions that failed validation: an event each, no job.
     INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)

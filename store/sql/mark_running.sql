@@ -18,5 +18,9 @@ WITH s AS (
      WHERE j.group_name = s.group_name AND j.id = s.id
  RETURNING j.id, j.task, j.group_name, j.attempt, j.worker, s.ord
 )
-INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, attempt, worker)
-SELECT id, task, group_name, 'running', 'scheduled', attempt, worker FROM upd ORDER BY ord
+-- One pack of the starts' events (see 011_event_packs.sql).
+INSERT INTO fairway_event (job_id, task, group_name, state, prev_state, n, pack_job_ids, pack_tasks, pack_groups, pack_attempts, pack_workers)
+SELECT '', '', '', 'running', 'scheduled', count(*), array_agg(id), array_agg(task), array_agg(group_name),
+       array_agg(attempt), array_agg(worker)
+  FROM (SELECT * FROM upd ORDER BY ord) upd
+HAVING count(*) > 0
