@@ -1,10 +1,13 @@
 // Package bench measures Fairway as users see it: throughput, latency,
 // fairness and scale, against a real PostgreSQL and NATS, with executors in
-// this process and the coordinator in a process of its own (so that its
-// memory can be read) or in this one. It backs `fairway bench`.
+// this process and the coordinator and the NATS server each in a process
+// of its own (so that their memory and CPU time can be read) or in this
+// one; and, for every scenario, the CPU time, WAL and commits per job. It
+// backs `fairway bench`.
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +35,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "scale", "history", "features"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -47,8 +50,13 @@ type Options struct {
 	// Jobs is the drain backlog (default 100,000).
 	Jobs int
 	// Slots is the executors' pool size (default 100 for throughput
-	// scenarios; the fairness scenario uses 10).
+	// scenarios; the fairness scenario uses 10, short-jobs ShortJobSlots).
 	Slots int
+	// ShortJobs is how many jobs of 5 ms the short-jobs scenario runs
+	// (default 1,000), on ShortJobSlots slots (default: Slots when it is
+	// set, else 11).
+	ShortJobs     int
+	ShortJobSlots int
 	// Rate and Duration drive the steady scenario (default 5,000/s, 10 s).
 	Rate     int
 	Duration time.Duration
@@ -76,6 +84,17 @@ type Options struct {
 	// CoordinatorEnv is added to the coordinator process's environment
 	// (the NATS credentials of NATSOptions, as FAIRWAY_NATS_* variables).
 	CoordinatorEnv []string
+	// NATSCommand, when set with CoordinatorCommand and without NATSURL,
+	// runs the NATS server as this command (e.g. ["/usr/bin/fairway",
+	// "bench-nats"]), given --store-dir, in a process of its own: it prints
+	// its client URL on a line of its stdout and exits when its stdin
+	// closes. Its CPU time is then the figure cpu_us_per_job_nats. Empty:
+	// the NATS server runs in this process.
+	NATSCommand []string
+
+	// postmaster is the pid of the PostgreSQL server when it runs on this
+	// machine (found by Run), else 0.
+	postmaster int
 }
 
 func (o Options) withDefaults() Options {
@@ -84,6 +103,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.NoisyTenants == 0 {
 		o.NoisyTenants = 10
+	}
+	if o.ShortJobs == 0 {
+		o.ShortJobs = 1000
+	}
+	if o.ShortJobSlots == 0 {
+		o.ShortJobSlots = o.Slots
+		if o.ShortJobSlots == 0 {
+			o.ShortJobSlots = 11
+		}
 	}
 	if o.Slots == 0 {
 		o.Slots = 100
@@ -170,8 +198,16 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	var pgCPU string
+	opts.postmaster, pgCPU = findPostmaster(ctx, opts.ServerURL)
+	if opts.postmaster != 0 {
+		pgCPU = fmt.Sprintf("cpu_us_per_job_pg: postmaster %d and its children", opts.postmaster)
+	} else {
+		pgCPU = "no cpu_us_per_job_pg: " + pgCPU
+	}
 	if !opts.JSON {
 		fmt.Fprintf(opts.Out, "# PostgreSQL %s\n", settings)
+		fmt.Fprintf(opts.Out, "# %s; %s\n", pgCPU, cpuProcesses(opts))
 	}
 	for _, name := range names {
 		opts.Logger.Info("bench: running scenario", "scenario", name)
@@ -203,6 +239,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return steady(ctx, opts)
 	case "fairness":
 		return fairness(ctx, opts)
+	case "short-jobs":
+		return shortJobs(ctx, opts)
 	case "history":
 		return history(ctx, opts)
 	case "features":
@@ -242,8 +280,10 @@ type system struct {
 	nc    *nats.Conn
 	coord *coordinator.Coordinator
 	// coordPid is the coordinator's process, when it runs in its own;
-	// coordEnv is added to its environment.
+	// coordEnv is added to its environment. natsPid is the NATS server's
+	// process, when it runs in its own.
 	coordPid int
+	natsPid  int
 	coordEnv []string
 	dbURL    string
 	execs    []*executor.Executor
@@ -308,18 +348,27 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	connect := func(name string) (*nats.Conn, error) {
 		return nats.Connect(opts.NATSURL, append([]nats.Option{nats.Name(name)}, opts.NATSOptions...)...)
 	}
+	natsURL := opts.NATSURL
 	if opts.NATSURL == "" {
 		dir, err := os.MkdirTemp("", "fairway-bench-nats-")
 		if err != nil {
 			return nil, err
 		}
 		s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
-		s.ns, err = natsserver.Start(natsserver.Options{StoreDir: dir, Port: -1})
-		if err != nil {
-			return nil, err
+		if len(opts.CoordinatorCommand) > 0 && len(opts.NATSCommand) > 0 {
+			if natsURL, err = s.startNATSProcess(dir); err != nil {
+				return nil, err
+			}
+			connect = func(name string) (*nats.Conn, error) { return nats.Connect(natsURL, nats.Name(name)) }
+		} else {
+			s.ns, err = natsserver.Start(natsserver.Options{StoreDir: dir, Port: -1})
+			if err != nil {
+				return nil, err
+			}
+			s.cleanup = append(s.cleanup, func() { s.ns.Shutdown(); s.ns.WaitForShutdown() })
+			natsURL = s.ns.ClientURL()
+			connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(s.ns, name) }
 		}
-		s.cleanup = append(s.cleanup, func() { s.ns.Shutdown(); s.ns.WaitForShutdown() })
-		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(s.ns, name) }
 	}
 	s.connect = connect
 	if s.nc, err = connect("fairway-bench"); err != nil {
@@ -330,10 +379,6 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	if len(opts.CoordinatorCommand) > 0 {
-		natsURL := opts.NATSURL
-		if s.ns != nil {
-			natsURL = s.ns.ClientURL()
-		}
 		if err := s.startCoordinatorProcess(ctx, dbURL, natsURL); err != nil {
 			return nil, err
 		}
@@ -407,6 +452,78 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 			return fmt.Errorf("the coordinator (%s) did not answer within a minute: %w", strings.Join(c, " "), err)
 		}
 	}
+}
+
+// startNATSProcess runs the NATS command with its store in dir, and
+// returns the client URL it prints once it accepts connections. Its stdin
+// is a pipe that only this process holds: closing it (or this process
+// ending) stops the server.
+func (s *system) startNATSProcess(dir string) (string, error) {
+	c := s.opts.NATSCommand
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--store-dir", dir)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("starting the NATS server (%s): %w", strings.Join(c, " "), err)
+	}
+	exited := make(chan error, 1)
+	urls := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		urls <- strings.TrimSpace(line)
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	s.natsPid = cmd.Process.Pid
+	s.cleanup = append(s.cleanup, func() {
+		_ = stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case url := <-urls:
+		if !strings.HasPrefix(url, "nats://") {
+			return "", fmt.Errorf("the NATS server (%s) did not start (printed %q; its errors are above)", strings.Join(c, " "), url)
+		}
+		return url, nil
+	case <-time.After(time.Minute):
+		return "", fmt.Errorf("the NATS server (%s) printed no URL within a minute", strings.Join(c, " "))
+	}
+}
+
+// cpuProcesses says which processes the CPU figures other than
+// PostgreSQL's measure.
+func cpuProcesses(opts Options) string {
+	var own []string
+	if len(opts.CoordinatorCommand) > 0 {
+		own = append(own, "cpu_us_per_job_coordinator: the coordinator process")
+		if opts.NATSURL == "" && len(opts.NATSCommand) > 0 {
+			own = append(own, "cpu_us_per_job_nats: the NATS server process")
+		}
+	}
+	in := "executors, clients"
+	if len(opts.CoordinatorCommand) == 0 {
+		in += ", the coordinator"
+	}
+	if opts.NATSURL == "" && (len(opts.CoordinatorCommand) == 0 || len(opts.NATSCommand) == 0) {
+		in += ", the NATS server"
+	}
+	own = append(own, "cpu_us_per_job_bench: this process ("+in+")")
+	if opts.NATSURL != "" {
+		own = append(own, "the NATS server at --nats-url is not measured")
+	}
+	return strings.Join(own, "; ")
 }
 
 // fillHistory stores n finished jobs (successes of task "work" that ended

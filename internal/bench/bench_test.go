@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,8 +18,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestScenariosReportTheirKeys runs small versions of the scenarios against
 // a real PostgreSQL and an embedded NATS, and checks the JSON lines.
-// The coordinator runs as `fairway coordinator` in a process of its own,
-// as `fairway bench` runs it, so that its memory is its own figure.
+// The coordinator runs as `fairway coordinator` and the NATS server as
+// `fairway bench-nats`, each in a process of its own, as `fairway bench`
+// runs them, so that their memory and CPU time are figures of their own.
 func TestScenariosReportTheirKeys(t *testing.T) {
 	server := pgtest.NewDB(t)
 	fairwayBin := filepath.Join(t.TempDir(), "fairway")
@@ -34,11 +36,19 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 			"a_held_max_limits", "group_limit"},
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
 			"pruned_during_drain"},
+		"short-jobs": {"busy_share", "makespan_ms", "ideal_makespan_ms", "first_start_ms", "stored_ms", "slots"},
+	}
+	// Every scenario's cost per job, of every process (PostgreSQL's when
+	// it runs on this machine, as pgtest's cluster does).
+	usageKeys := []string{"cpu_us_per_job_coordinator", "cpu_us_per_job_nats", "cpu_us_per_job_bench", "cpu_us_per_job_total",
+		"wal_bytes_per_job", "commits_per_job"}
+	if os.Getenv(pgtest.EnvURL) == "" {
+		usageKeys = append(usageKeys, "cpu_us_per_job_pg")
 	}
 	for scenario, keys := range cases {
 		var out bytes.Buffer
-		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, JSON: true, Out: &out,
-			CoordinatorCommand: []string{fairwayBin, "coordinator"}})
+		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
+			JSON: true, Out: &out, CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}})
 		require.NoError(t, err, scenario)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		require.Len(t, lines, 1, scenario)
@@ -47,7 +57,7 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(lines[0]), &got), scenario)
 		require.Equal(t, scenario, got["scenario"])
 		require.Contains(t, got["pg_settings"], "fsync=on", "durability stays on")
-		for _, k := range keys {
+		for _, k := range append(keys, usageKeys...) {
 			v, ok := got[k].(float64)
 			require.True(t, ok, "%s: key %s missing in %s", scenario, k, lines[0])
 			require.Greater(t, v, 0.0, "%s: %s", scenario, k)
@@ -55,6 +65,17 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		if scenario == "features" {
 			require.LessOrEqual(t, got["a_held_max_limits"], got["group_limit"], "group A never held more than its limit")
 		}
+		if scenario == "short-jobs" {
+			require.Equal(t, 11.0, got["slots"], "short-jobs runs on 11 slots unless told otherwise")
+			require.LessOrEqual(t, got["busy_share"], 1.0)
+			require.GreaterOrEqual(t, got["makespan_ms"], got["ideal_makespan_ms"])
+		}
+		total := 0.0
+		for _, k := range []string{"cpu_us_per_job_pg", "cpu_us_per_job_coordinator", "cpu_us_per_job_nats", "cpu_us_per_job_bench"} {
+			v, _ := got[k].(float64)
+			total += v
+		}
+		require.InDelta(t, total, got["cpu_us_per_job_total"], 0.25, "the total is the sum of the processes'")
 	}
 	err = bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
 	require.ErrorContains(t, err, `unknown scenario "nope"`)
@@ -70,4 +91,7 @@ func TestInProcessCoordinator(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
 	require.Positive(t, got["bench_process_rss_mib"])
 	require.NotContains(t, got, "coordinator_rss_mib")
+	require.Positive(t, got["cpu_us_per_job_bench"])
+	require.NotContains(t, got, "cpu_us_per_job_coordinator", "the coordinator's CPU is the bench process's")
+	require.NotContains(t, got, "cpu_us_per_job_nats", "so is the NATS server's")
 }

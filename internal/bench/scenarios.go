@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"sync"
 	"time"
 
@@ -15,14 +16,15 @@ import (
 )
 
 // drain: a backlog of opts.Jobs no-op jobs over 10 groups, submitted at
-// once; then the time until all are successful (events received).
+// once; then the time until all are successful (events received), and
+// what the whole (submitting and working, which overlap) cost per job.
 func drain(ctx context.Context, opts Options) (*Result, error) {
 	s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	submitted, worked, err := s.drain(ctx, opts.Jobs)
+	submitted, worked, u, err := s.drain(ctx, opts.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -31,22 +33,30 @@ func drain(ctx context.Context, opts Options) (*Result, error) {
 	r.add("work_jobs_per_s", float64(opts.Jobs)/worked.Seconds())
 	r.add("slots", opts.Slots)
 	r.add(s.rss())
+	r.addUsage(u)
 	return r, nil
 }
 
 // drain submits n no-op jobs over 10 groups at once and waits until all
-// succeeded: how long the submitting and the whole took.
-func (s *system) drain(ctx context.Context, n int) (submitted, worked time.Duration, err error) {
+// succeeded: how long the submitting and the whole took, and what the
+// whole cost.
+func (s *system) drain(ctx context.Context, n int) (submitted, worked time.Duration, u usage, err error) {
 	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	p, err := s.startPhase(ctx)
+	if err != nil {
+		return 0, 0, u, err
+	}
 	start := time.Now()
 	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
-		return 0, 0, err
+		return 0, 0, u, err
 	}
 	submitted = time.Since(start)
 	if _, err := s.waitFinished(ctx, n, 10*time.Minute); err != nil {
-		return 0, 0, err
+		return 0, 0, u, err
 	}
-	return submitted, time.Since(start), nil
+	worked = time.Since(start)
+	u, err = p.stop(ctx, n)
+	return submitted, worked, u, err
 }
 
 // history: the drain of opts.Jobs on an empty database, on one that keeps
@@ -56,6 +66,7 @@ func (s *system) drain(ctx context.Context, n int) (submitted, worked time.Durat
 func history(ctx context.Context, opts Options) (*Result, error) {
 	r := &Result{Scenario: "history", Jobs: opts.Jobs}
 	var rates [3]float64
+	var total usage
 	for i, cfg := range []systemConfig{{}, {history: opts.History}, {history: opts.History, prune: true}} {
 		cfg.slots = opts.Slots
 		err := func() error {
@@ -64,10 +75,11 @@ func history(ctx context.Context, opts Options) (*Result, error) {
 				return err
 			}
 			defer s.close()
-			_, worked, err := s.drain(ctx, opts.Jobs)
+			_, worked, u, err := s.drain(ctx, opts.Jobs)
 			if err != nil {
 				return err
 			}
+			total.add(u)
 			rates[i] = float64(opts.Jobs) / worked.Seconds()
 			if cfg.prune {
 				conn, err := pgx.Connect(ctx, s.dbURL)
@@ -93,6 +105,7 @@ func history(ctx context.Context, opts Options) (*Result, error) {
 	r.add("work_jobs_per_s_pruning", rates[2])
 	r.add("history_ratio", rates[1]/rates[0])
 	r.add("pruning_ratio", rates[2]/rates[1])
+	r.addUsage(total) // the three drains'
 	return r, nil
 }
 
@@ -106,7 +119,13 @@ func latency(ctx context.Context, opts Options) (*Result, error) {
 	defer s.close()
 	const n = 300
 	var toStart, toSuccess []time.Duration
+	var p *phase
 	for i := range n {
+		if i == 10 {
+			if p, err = s.startPhase(ctx); err != nil {
+				return nil, err
+			}
+		}
 		id := fmt.Sprintf("lat-%d", i)
 		submitted := time.Now()
 		if _, err := s.client.Submit(ctx, fairway.Submission{ID: id, Group: "g", Task: "work"}); err != nil {
@@ -123,6 +142,10 @@ func latency(ctx context.Context, opts Options) (*Result, error) {
 		toStart = append(toStart, startedAt.(time.Time).Sub(submitted))
 		toSuccess = append(toSuccess, done[0].at.Sub(submitted))
 	}
+	u, err := p.stop(ctx, n-10) // after the warm-up
+	if err != nil {
+		return nil, err
+	}
 	r := &Result{Scenario: "latency", Jobs: n - 10}
 	r.add("start_p50_ms", percentile(toStart, 50))
 	r.add("start_p99_ms", percentile(toStart, 99))
@@ -130,6 +153,7 @@ func latency(ctx context.Context, opts Options) (*Result, error) {
 	r.add("e2e_p50_ms", percentile(toSuccess, 50))
 	r.add("e2e_p99_ms", percentile(toSuccess, 99))
 	r.add("e2e_max_ms", percentile(toSuccess, 100))
+	r.addUsage(u)
 	return r, nil
 }
 
@@ -145,6 +169,10 @@ func steady(ctx context.Context, opts Options) (*Result, error) {
 	perTick := max(opts.Rate*int(tick)/int(time.Second), 1)
 	ticks := int(opts.Duration / tick)
 	submittedAt := make(map[string]time.Time, perTick*ticks)
+	p, err := s.startPhase(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	next := start
 	behind := 0
@@ -175,6 +203,10 @@ func steady(ctx context.Context, opts Options) (*Result, error) {
 		e2e = append(e2e, a.at.Sub(submittedAt[a.ev.JobID]))
 	}
 	drainDur := time.Since(start)
+	u, err := p.stop(ctx, total)
+	if err != nil {
+		return nil, err
+	}
 	offered := float64(total) / submitDur.Seconds()
 	worked := float64(total) / drainDur.Seconds()
 	r := &Result{Scenario: "steady", Jobs: total}
@@ -185,6 +217,7 @@ func steady(ctx context.Context, opts Options) (*Result, error) {
 	r.add("e2e_p50_ms", percentile(e2e, 50))
 	r.add("e2e_p99_ms", percentile(e2e, 99))
 	r.add("e2e_max_ms", percentile(e2e, 100))
+	r.addUsage(u)
 	return r, nil
 }
 
@@ -208,6 +241,7 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 	r.add("d_ms", int(d/time.Millisecond))
 	r.add("m", m)
 	r.add("w", w)
+	total := one.usage
 	if opts.NoisyTenants > 0 {
 		noisy := make([]string, opts.NoisyTenants)
 		for i := range noisy {
@@ -224,7 +258,9 @@ func fairness(ctx context.Context, opts Options) (*Result, error) {
 		r.add("noisy_fifo_b_wait_ms", float64(len(noisy)*n*int(d/time.Millisecond))/w)
 		r.add("noisy_fair_b_max_wait_ms", fairMaxWait(len(noisy), m, w, d))
 		r.add("noisy_b_stored_max_ms", percentile(many.stored, 100))
+		total.add(many.usage)
 	}
+	r.addUsage(total) // both cases'
 	return r, nil
 }
 
@@ -242,6 +278,9 @@ type fairnessWaits struct {
 	stored []time.Duration // from B's submission to each job's waiting event
 	// heldMax is the most jobs each group ran at once.
 	heldMax map[string]int
+	// usage is the case's cost, from the first submission to the last
+	// job's success.
+	usage usage
 }
 
 // fairnessCase: each of the noisy groups submits n jobs of d, then group
@@ -275,6 +314,10 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 			return nil, err
 		}
 	}
+	p, err := s.startPhase(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range noisy {
 		if _, err := s.client.SubmitMany(ctx, submissions(n, func(int) string { return g })); err != nil {
 			return nil, err
@@ -306,8 +349,12 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 	if _, err := s.waitFinished(ctx, len(noisy)*n+m-1, 10*time.Minute); err != nil {
 		return nil, err
 	}
+	u, err := p.stop(ctx, len(noisy)*n+m)
+	if err != nil {
+		return nil, err
+	}
 	mu.Lock()
-	out := &fairnessWaits{heldMax: maps.Clone(heldMax)}
+	out := &fairnessWaits{heldMax: maps.Clone(heldMax), usage: u}
 	mu.Unlock()
 	for range m {
 		select {
@@ -337,6 +384,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 	const groups = 10_000
 	var firstRate, lastRate, selectMS, peakRSS float64
 	var rssKey string
+	var total usage
 	for _, size := range opts.ScaleSizes {
 		s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots, noExecutors: true})
 		if err != nil {
@@ -383,6 +431,10 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				return fmt.Errorf("scale size %d too small: the selection probe alone claims %d jobs", size, len(sel)*100)
 			}
 			s.ranTarget.Store(int64(sample))
+			p, err := s.startPhase(ctx)
+			if err != nil {
+				return err
+			}
 			start := time.Now()
 			if err := s.startExecutors(ctx, systemConfig{slots: opts.Slots}); err != nil {
 				return err
@@ -395,6 +447,11 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				return ctx.Err()
 			}
 			rate := float64(sample) / time.Since(start).Seconds()
+			u, err := p.stop(ctx, sample)
+			if err != nil {
+				return err
+			}
+			total.add(u)
 			if firstRate == 0 {
 				firstRate = rate
 			}
@@ -418,6 +475,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 	}
 	r.add(rssKey, peakRSS) // the largest of the sizes'
 	r.add("groups", groups)
+	r.addUsage(total) // the timed drains' (of drainSample jobs at each size)
 	return r, nil
 }
 
@@ -437,6 +495,7 @@ const chainLength = 10
 //     then never holds more than 5, and B starts at once.
 func features(ctx context.Context, opts Options) (*Result, error) {
 	r := &Result{Scenario: "features", Jobs: 3 * opts.Jobs}
+	var total usage
 	type drainCase struct {
 		key    string
 		limits func(st *store.Store) error
@@ -473,6 +532,10 @@ func features(ctx context.Context, opts Options) (*Result, error) {
 					}
 				}
 			}
+			p, err := s.startPhase(ctx)
+			if err != nil {
+				return 0, err
+			}
 			start := time.Now()
 			if _, err := s.client.SubmitMany(ctx, subs); err != nil {
 				return 0, err
@@ -480,7 +543,10 @@ func features(ctx context.Context, opts Options) (*Result, error) {
 			if _, err := s.waitFinished(ctx, len(subs), 10*time.Minute); err != nil {
 				return 0, err
 			}
-			return float64(len(subs)) / time.Since(start).Seconds(), nil
+			rate := float64(len(subs)) / time.Since(start).Seconds()
+			u, err := p.stop(ctx, len(subs))
+			total.add(u)
+			return rate, err
 		}()
 		if err != nil {
 			return nil, fmt.Errorf("drain (%s): %w", c.key, err)
@@ -505,5 +571,109 @@ func features(ctx context.Context, opts Options) (*Result, error) {
 	r.add("slots", opts.Slots)
 	r.add("fairness_slots", w)
 	r.add("chain_length", chainLength)
+	total.add(plain.usage)
+	total.add(limited.usage)
+	r.addUsage(total) // the three drains' and the two fairness cases'
+	return r, nil
+}
+
+// shortJobLength is the length of each job of the short-jobs scenario, and
+// shortJobsLead how long after their submission all of them are due.
+const (
+	shortJobLength = 5 * time.Millisecond
+	shortJobsLead  = time.Second
+)
+
+// shortJobs: opts.ShortJobs jobs of 5 ms over 10 groups, all due at the
+// same moment 1 s after their submission (so all are stored before any
+// may start), on opts.ShortJobSlots slots; how busy the slots were from
+// that moment to the last job's end: busy_share = jobs × 5 ms ÷ (slots ×
+// makespan). The times are the executor's: the handler notes when each
+// job's 5 ms began and ended.
+func shortJobs(ctx context.Context, opts Options) (*Result, error) {
+	n, w := opts.ShortJobs, opts.ShortJobSlots
+	var mu sync.Mutex
+	var firstStart, lastEnd time.Time
+	s, err := newSystem(ctx, opts, systemConfig{slots: w, handler: func(ctx context.Context, job *executor.Job) error {
+		start := time.Now()
+		select {
+		case <-time.After(shortJobLength):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		end := time.Now()
+		mu.Lock()
+		if firstStart.IsZero() || start.Before(firstStart) {
+			firstStart = start
+		}
+		if end.After(lastEnd) {
+			lastEnd = end
+		}
+		mu.Unlock()
+		return nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	// When each job was stored (its waiting event's time): all must be
+	// before the due time, or the makespan would include their ingest.
+	stored := make(chan time.Time, n)
+	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateWaiting}, func(ev events.Event) {
+		select {
+		case stored <- ev.Time:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Stop()
+	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	p, err := s.startPhase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	submitAt := time.Now()
+	due := submitAt.Add(shortJobsLead).Truncate(time.Microsecond) // PostgreSQL's precision
+	for i := range subs {
+		subs[i].RunAt = &due
+	}
+	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+		return nil, err
+	}
+	var lastStored time.Time
+	for i := range n {
+		select {
+		case t := <-stored:
+			if t.After(lastStored) {
+				lastStored = t
+			}
+		case <-time.After(time.Minute):
+			return nil, fmt.Errorf("only %d of %d waiting events arrived", i, n)
+		}
+	}
+	if !lastStored.Before(due) {
+		return nil, fmt.Errorf("the last of the %d jobs was stored %s after its submission, not before the jobs were due (%s after): the figures would include ingest", n, lastStored.Sub(submitAt), shortJobsLead)
+	}
+	if _, err := s.waitFinished(ctx, n, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	u, err := p.stop(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	makespan, firstWait := lastEnd.Sub(due), firstStart.Sub(due)
+	mu.Unlock()
+	r := &Result{Scenario: "short-jobs", Jobs: n}
+	r.add("busy_share", hundredths(math.Round(float64(n)*float64(shortJobLength)/(float64(w)*float64(makespan))*100)/100))
+	r.add("makespan_ms", ms(makespan))
+	r.add("ideal_makespan_ms", ms(time.Duration((n+w-1)/w)*shortJobLength))
+	r.add("first_start_ms", ms(firstWait))
+	r.add("stored_ms", ms(lastStored.Sub(submitAt)))
+	r.add("slots", w)
+	r.add("job_ms", int(shortJobLength/time.Millisecond))
+	r.addUsage(u)
 	return r, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/logging"
 	"github.com/fairwayhq/fairway/internal/natsconn"
+	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/pgserver"
 	"github.com/spf13/cobra"
 )
@@ -41,14 +43,25 @@ func newBenchCmd(e *env) *cobra.Command {
 sleeping tasks, and print one line per scenario (one JSON object with
 --json). Each scenario uses a fresh database of its own, dropped after. The
 coordinator runs as 'fairway coordinator' in a process of its own, so that
-coordinator_rss_mib is its own peak memory; --in-process runs it in this
-process (e.g. to include it in --cpuprofile).
+coordinator_rss_mib is its own peak memory, and so does the embedded NATS
+server (without --nats-url); --in-process runs both in this process (e.g.
+to include them in --cpuprofile).
+
+Every scenario also prints what its measured phase cost per job worked:
+cpu_us_per_job_pg (PostgreSQL's postmaster and its children, when it runs
+on this machine), _coordinator, _nats (their processes), _bench (this
+process: executors and clients, and whatever runs in it) and _total, in
+microseconds of CPU time; wal_bytes_per_job; and commits_per_job (the
+transactions that wrote and committed). Both PostgreSQL figures are the
+whole server's.
 
 Scenarios:
   drain     submit --jobs no-op jobs over 10 groups, time until all succeed
   latency   an idle system, one job at a time: submit-to-start, submit-to-success
   steady    --rate jobs/s for --duration: end-to-end latency under load
   fairness  group A: 2,000 jobs of 5 ms, then group B: 20 jobs; 10 slots
+  short-jobs --short-jobs jobs of 5 ms, all due at once 1 s after their submission,
+            on 11 slots (or --slots if given): how busy the slots were
   scale     selection time and drain rate with 10k, 100k, 1M waiting jobs in 10,000 groups
   history   the drain with --history finished jobs kept, against an empty database,
             and while the coordinator prunes them (retention)
@@ -99,6 +112,12 @@ server. Durability stays on; the output names the server's settings.`,
 				}
 				opts.CoordinatorCommand = []string{exe, "coordinator"}
 				opts.CoordinatorEnv = natsEnv(e.cfg.NATS)
+				opts.NATSCommand = []string{exe, benchNATSCommand}
+			}
+			// short-jobs runs on 11 slots unless --slots was given.
+			opts.ShortJobSlots = 11
+			if cmd.Flags().Changed("slots") {
+				opts.ShortJobSlots = opts.Slots
 			}
 			opts.Out = e.stdout
 			opts.Logger = e.log
@@ -115,9 +134,10 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, scale, history, features or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features or all")
 	f.IntVar(&opts.Jobs, "jobs", 100_000, "jobs in the drain backlog")
-	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10)")
+	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10; short-jobs 11 unless --slots is given)")
+	f.IntVar(&opts.ShortJobs, "short-jobs", 1000, "jobs of 5 ms in the short-jobs scenario")
 	f.IntVar(&opts.Rate, "rate", 5000, "jobs per second in the steady scenario")
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of the steady scenario")
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
@@ -125,6 +145,50 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
-	f.BoolVar(&inProcess, "in-process", false, "run the coordinator in this process instead of its own (its memory is then not measured apart)")
+	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
+}
+
+// benchNATSCommand is the hidden command that runs the NATS server of
+// 'fairway bench' in a process of its own.
+const benchNATSCommand = "bench-nats"
+
+// newBenchNATSCmd is 'fairway bench-nats': the embedded NATS server (with
+// JetStream, as 'fairway bench' runs it in process) alone, on loopback.
+// It prints its client URL on a line once it accepts connections, and
+// stops when its stdin closes (the bench process holds the other end) or
+// on SIGINT/SIGTERM. Hidden: only 'fairway bench' runs it.
+func newBenchNATSCmd(e *env) *cobra.Command {
+	var dir string
+	var port int
+	cmd := &cobra.Command{
+		Use:    benchNATSCommand,
+		Short:  "Run the NATS server of 'fairway bench' (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageError{fmt.Errorf("--store-dir is required")}
+			}
+			s, err := natsserver.Start(natsserver.Options{StoreDir: dir, Port: port})
+			if err != nil {
+				return err
+			}
+			defer func() { s.Shutdown(); s.WaitForShutdown() }()
+			fmt.Fprintln(e.stdout, s.ClientURL())
+			stdinClosed := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(io.Discard, os.Stdin)
+				close(stdinClosed)
+			}()
+			select {
+			case <-cmd.Context().Done():
+			case <-stdinClosed:
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "store-dir", "", "JetStream's directory")
+	cmd.Flags().IntVar(&port, "port", -1, "client port on 127.0.0.1 (-1: a free one)")
+	return cmd
 }
