@@ -824,3 +824,110 @@ func TestAPIVerbsDecodeOneWay(t *testing.T) {
 	require.Contains(t, e.Message, "known: bulk, cancel, drain, executors, get, graph, limit-delete, limit-set, limits, list, logs, pause, periodic-delete")
 	require.Nil(t, ask("fairway.api.g.list", ``), "an empty body is an empty request")
 }
+
+// TestBatchMessageIsStoredAndRefusedElementByElement: one message of the
+// submit stream carries an array of submissions. Each is validated,
+// stored or refused on its own, with its own event; an element without an
+// id gets one that is the same on a redelivery; the same message again
+// stores nothing twice.
+func TestBatchMessageIsStoredAndRefusedElementByElement(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	body := []byte(`[{"id":"b-1","args":{"n":1}},
+		{"id":"b-bad","priority":"urgent"},
+		{"id":"b-evil","group":"evil"},
+		{"args":{"n":4}},
+		{"id":"b-5","args":{"n":5}}]`)
+	subject := h.client.Subjects().Submit("acme", "echo")
+	publishRaw(t, h.nc, subject, body)
+	var rejected []events.Event
+	var stored []events.Event
+	h.until(func(ev events.Event) bool {
+		switch ev.State {
+		case fairway.StateRejected:
+			rejected = append(rejected, ev)
+		case fairway.StateWaiting:
+			stored = append(stored, ev)
+		}
+		return len(rejected) == 2 && len(stored) == 3
+	})
+	require.Equal(t, "b-bad", rejected[0].JobID)
+	require.Equal(t, "priority", rejected[0].Field)
+	require.Equal(t, "b-evil", rejected[1].JobID)
+	require.Equal(t, "group", rejected[1].Field)
+	var noID string
+	for _, ev := range stored {
+		require.Equal(t, "acme", ev.Group)
+		if ev.JobID != "b-1" && ev.JobID != "b-5" {
+			noID = ev.JobID
+		}
+	}
+	require.NotEmpty(t, noID, "the element without an id is stored under one of its own: %v", stored)
+	job, err := h.client.Get(t.Context(), "acme", noID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":4}`, string(job.Args))
+
+	// The same body published again: the elements with an id are
+	// duplicates and stored once; the one without is a new submission (a
+	// redelivery of the same message gives it the same id, a new message a
+	// new one, as for a message of one submission).
+	publishRaw(t, h.nc, subject, body)
+	h.until(func(ev events.Event) bool { return ev.State == fairway.StateRejected && ev.JobID == "b-evil" })
+	h.until(func(ev events.Event) bool { return ev.State == fairway.StateWaiting })
+	jobs, err := h.client.List(t.Context(), events.ListRequest{Group: "acme"})
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, j := range jobs {
+		count[j.ID]++
+	}
+	require.Len(t, jobs, 4, "%v", count)
+	require.Equal(t, 1, count["b-1"])
+	require.Equal(t, 1, count["b-5"])
+}
+
+// TestSubmitManySendsBatches: SubmitMany's jobs reach the store through a
+// few messages of arrays, one group's in their order.
+func TestSubmitManySendsBatches(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	var subs []fairway.Submission
+	for i := range 2500 {
+		subs = append(subs, fairway.Submission{Group: []string{"a", "b"}[i%2], Task: "echo", Args: fmt.Appendf(nil, `{"i":%d}`, i)})
+	}
+	js, err := jetstream.New(h.nc)
+	require.NoError(t, err)
+	stream, err := js.Stream(t.Context(), h.client.Subjects().SubmitStream())
+	require.NoError(t, err)
+	before, err := stream.Info(t.Context())
+	require.NoError(t, err)
+	ids, err := h.client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	after, err := stream.Info(t.Context())
+	require.NoError(t, err)
+	// 1,250 per group, 1,000 to a message at most: two messages each.
+	require.Equal(t, uint64(4), after.State.LastSeq-before.State.LastSeq, "messages for 2,500 jobs of two groups")
+	stored := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting {
+			stored[ev.JobID] = true
+		}
+		return len(stored) == len(ids)
+	})
+	// Each group's jobs were stored in the order they were submitted.
+	index := map[string]int{}
+	for i, id := range ids {
+		index[id] = i
+	}
+	for _, g := range []string{"a", "b"} {
+		jobs, err := h.client.List(t.Context(), events.ListRequest{Group: g, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1000)
+		for i := 1; i < len(jobs); i++ {
+			// Listed newest first.
+			prev, cur := jobs[i-1], jobs[i]
+			require.Greater(t, index[prev.ID], index[cur.ID], "group %s: submission %d listed before submission %d", g, index[cur.ID], index[prev.ID])
+			require.True(t, prev.Submitted.After(cur.Submitted), "group %s: submission %d stored at %s, %d at %s", g,
+				index[prev.ID], prev.Submitted, index[cur.ID], cur.Submitted)
+		}
+	}
+}

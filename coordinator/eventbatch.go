@@ -1,9 +1,9 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"hash/fnv"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/store"
@@ -118,7 +118,98 @@ func capEvent(e store.Event) store.Event {
 	return capped
 }
 
-// encodeEvent encodes an outbox event, its untrusted fields capped.
+// encodeEvent encodes an outbox event, its untrusted fields capped, as
+// json.Marshal would (the same fields and values; it is the hot path of
+// publishing, so written out rather than reflected).
 func encodeEvent(e store.Event) ([]byte, error) {
-	return json.Marshal(capEvent(e))
+	e = capEvent(e)
+	b := make([]byte, 0, 192+len(e.Error))
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, e.ID)
+	b = append(b, `,"job_id":`...)
+	b = appendJSONString(b, e.JobID)
+	b = append(b, `,"task":`...)
+	b = appendJSONString(b, e.Task)
+	b = append(b, `,"group":`...)
+	b = appendJSONString(b, e.Group)
+	b = append(b, `,"state":`...)
+	b = appendJSONString(b, string(e.State))
+	if e.PreviousState != "" {
+		b = append(b, `,"previous_state":`...)
+		b = appendJSONString(b, string(e.PreviousState))
+	}
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(e.Attempt), 10)
+	for _, f := range [...]struct{ key, value string }{
+		{`,"error":`, e.Error}, {`,"code":`, string(e.Code)}, {`,"field":`, e.Field},
+		{`,"executor":`, e.Executor}, {`,"periodic":`, e.Periodic},
+	} {
+		if f.value != "" {
+			b = append(b, f.key...)
+			b = appendJSONString(b, f.value)
+		}
+	}
+	b = append(b, `,"time":`...)
+	t, err := e.Time.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, t...)
+	return append(b, '}'), nil
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, bytes that are not UTF-8 replaced by U+FFFD,
+// and <, >, &, U+2028 and U+2029 escaped as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

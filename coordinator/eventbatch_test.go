@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
@@ -157,5 +158,45 @@ func TestBatchEventsIDsAreDeterministic(t *testing.T) {
 	more := ids(append(evs[:2:2], ev(4, "a", "3", fairway.StateWaiting)))
 	if more[0] == first[0] {
 		t.Fatalf("batches of different events share the id %s", more[0])
+	}
+}
+
+// TestEncodeEventAsJSONMarshal: the hand-written encoder writes what
+// json.Marshal writes, for any text in any field.
+func TestEncodeEventAsJSONMarshal(t *testing.T) {
+	texts := []string{"", "plain", `quote " and \ backslash`, "ctl \x00\x01\x1f\n\r\t\b\f", "<html>&amp;", "bad \xff\xfe utf8 \xe2\x82",
+		"line\u2028sep\u2029", "ünïcödé ✓ 😀", strings.Repeat("x", 300)}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		pick := func() string {
+			if i < len(texts) {
+				return texts[i]
+			}
+			if r.IntN(2) == 0 {
+				return texts[r.IntN(len(texts))]
+			}
+			b := make([]byte, r.IntN(40))
+			for k := range b {
+				b[k] = byte(r.IntN(256))
+			}
+			return string(b)
+		}
+		e := store.Event{ID: pick(), JobID: pick(), Task: pick(), Group: pick(), State: fairway.State(pick()), PreviousState: fairway.State(pick()),
+			Attempt: r.IntN(100) - 1, Error: pick(), Code: fairway.Code(pick()), Field: pick(), Executor: pick(), Periodic: pick(),
+			Time: time.Unix(r.Int64N(4e9), r.Int64N(1e9)).UTC()}
+		if r.IntN(3) == 0 {
+			e.PreviousState, e.Error, e.Code = "", "", ""
+		}
+		got, err := encodeEvent(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(capEvent(e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("event %d:\n got %s\nwant %s", i, got, want)
+		}
 	}
 }

@@ -18,6 +18,9 @@ type fairQueue[T any] struct {
 	len    int
 	bytes  int
 	size   func(T) int
+	// weight, when set, is what an item counts for in take's max (the
+	// submissions a message carries); else each counts for one.
+	weight func(T) int
 }
 
 func newFairQueue[T any](size func(T) int) *fairQueue[T] {
@@ -43,11 +46,11 @@ func (q *fairQueue[T]) push(key string, v T) {
 	q.bytes += q.size(v)
 }
 
-// take removes up to max items, one per key in turn, and returns them in
-// that order.
-func (q *fairQueue[T]) take(max int) []T {
-	out := make([]T, 0, min(max, q.len))
-	for len(out) < max && q.len > 0 {
+// take removes items weighing up to limit (at least one item), one per key
+// in turn, and returns them in that order.
+func (q *fairQueue[T]) take(limit int) []T {
+	out := make([]T, 0, min(limit, q.len))
+	for taken := 0; taken < limit && q.len > 0; {
 		if q.next >= len(q.ring) {
 			q.next = 0
 		}
@@ -58,6 +61,11 @@ func (q *fairQueue[T]) take(max int) []T {
 		items[0] = zero
 		items = items[1:]
 		out = append(out, v)
+		if q.weight != nil {
+			taken += max(q.weight(v), 1)
+		} else {
+			taken++
+		}
 		q.len--
 		q.bytes -= q.size(v)
 		if len(items) == 0 {
@@ -77,7 +85,7 @@ func (q *fairQueue[T]) drain() []T {
 	for _, items := range q.queues {
 		out = append(out, items...)
 	}
-	*q = *newFairQueue(q.size)
+	*q = fairQueue[T]{queues: map[string][]T{}, size: q.size, weight: q.weight}
 	return out
 }
 
@@ -96,9 +104,13 @@ type fairInbox struct {
 	done     <-chan struct{}
 }
 
-func newFairInbox(window, maxBytes int, done <-chan struct{}) *fairInbox {
+// newFairInbox makes an inbox of window messages and maxBytes; take's max
+// counts weight(msg) for each message (nil: one each).
+func newFairInbox(window, maxBytes int, weight func(jetstream.Msg) int, done <-chan struct{}) *fairInbox {
+	q := newFairQueue(func(m jetstream.Msg) int { return len(m.Data()) })
+	q.weight = weight
 	return &fairInbox{
-		q:      newFairQueue(func(m jetstream.Msg) int { return len(m.Data()) }),
+		q:      q,
 		window: window, maxBytes: maxBytes,
 		nonEmpty: make(chan struct{}, 1), space: make(chan struct{}, 1), done: done,
 	}
@@ -122,8 +134,8 @@ func (in *fairInbox) push(key string, msg jetstream.Msg) {
 	signal(in.nonEmpty)
 }
 
-// take waits for messages and returns up to max of them, round-robin
-// across keys; false once ctx is done.
+// take waits for messages and returns messages weighing up to max (at
+// least one), round-robin across keys; false once ctx is done.
 func (in *fairInbox) take(ctx context.Context, max int) ([]jetstream.Msg, bool) {
 	in.mu.Lock()
 	for in.q.len == 0 {

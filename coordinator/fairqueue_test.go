@@ -66,3 +66,28 @@ func TestFairQueueDrain(t *testing.T) {
 		t.Fatalf("drain %v, len after %d", got, q.len)
 	}
 }
+
+func TestFairQueueTakesByWeight(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	q.weight = func(s string) int { return len(s) } // "aaa" weighs 3
+	for _, it := range []string{"aaa", "a", "bbbbb", "b"} {
+		q.push(it[:1], it)
+	}
+	if got := q.take(4); !slices.Equal(got, []string{"aaa", "bbbbb"}) {
+		t.Fatalf("take(4) = %v: want a's 3 then b's 5 (the one that reaches the limit is taken)", got)
+	}
+	if got := q.take(1); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("take(1) = %v", got)
+	}
+}
+
+func TestCountSubmissions(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"id":"x"}`: 1, `  [ ]`: 1, `[{"id":"x"}]`: 1, `[{"id":"x"},{"id":"y"}]`: 2,
+		`[{"id":"a,b","args":{"l":[1,2,3],"s":"x\",y"}},{}, {} ]`: 3, `[`: 1, `[{},`: 2,
+	} {
+		if got := countSubmissions([]byte(body)); got != want {
+			t.Errorf("countSubmissions(%s) = %d, want %d", body, got, want)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -29,7 +32,10 @@ func (c *Coordinator) startIngest(ctx context.Context) error {
 		return group
 	}
 	window := min(ingestWindow*c.cfg.IngestBatch, ingestWindowMax)
-	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, max(window, 2*c.cfg.IngestBatch), groupOf, c.ingest)
+	// A batch holds about IngestBatch submissions, however many messages
+	// carry them.
+	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), MaxSubmitBatch) }
+	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, max(window, 2*c.cfg.IngestBatch), groupOf, weight, c.ingest)
 }
 
 // The read-ahead of ingest: how many batches' worth of submissions a
@@ -54,7 +60,7 @@ const (
 // per key, and each batch takes from the keys round-robin (fairInbox);
 // without it, batches keep the stream's order.
 func (c *Coordinator) consume(ctx context.Context, stream, name string, size, window int, key func(jetstream.Msg) string,
-	handle func(context.Context, []jetstream.Msg)) error {
+	weight func(jetstream.Msg) int, handle func(context.Context, []jetstream.Msg)) error {
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
 		Durable:     name,
 		Description: "Fairway coordinators",
@@ -71,7 +77,7 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size, wi
 	// messages cannot make a pull buffer hold gigabytes.
 	pull := jetstream.PullMaxMessagesWithBytesLimit(2*size, max(pullMaxBytes, 2*int(c.nc.MaxPayload())))
 	if key != nil {
-		in := newFairInbox(window, ingestWindowBytes, ctx.Done())
+		in := newFairInbox(window, ingestWindowBytes, weight, ctx.Done())
 		cc, err := cons.Consume(func(msg jetstream.Msg) { in.push(key(msg), msg) }, pull)
 		if err != nil {
 			return fmt.Errorf("consuming %s: %w", stream, err)
@@ -119,34 +125,110 @@ func (c *Coordinator) consume(ctx context.Context, stream, name string, size, wi
 	return nil
 }
 
-// ingestItem is one submission message of a batch: valid (sub) or
-// rejected (rej).
+// ingestItem is one submission of a batch (a message holds one, or an
+// array of them): valid (sub) or rejected (rej).
 type ingestItem struct {
-	msg  jetstream.Msg
+	msg  int // index of its message in the batch
+	part int // its place in the message's array; -1: the message is one submission
 	sub  *fairway.Submission
 	rej  *store.Rejection
 	span trace.Span // SpanIngest, ended once the batch is stored
 }
 
+// MaxSubmitBatch caps the submissions of one message: a submission beyond
+// is refused (code invalid, field batch).
+const MaxSubmitBatch = events.MaxSubmitBatch
+
+// submitParts splits a submit message's body: a JSON array of submissions
+// (events.Client.SubmitMany sends those), or one submission. part is -1 for
+// a body of one submission.
+// countSubmissions counts the submissions of a submit message's body
+// without decoding it: the elements of a JSON array, or one. A malformed
+// body counts for what the scan finds (it only sizes batches).
+func countSubmissions(data []byte) int {
+	i := 0
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n') {
+		i++
+	}
+	if i == len(data) || data[i] != '[' {
+		return 1
+	}
+	n, depth, inString, escaped, empty := 1, 0, false, false, true
+	for _, b := range data[i:] {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+		case b == '"':
+			inString, empty = true, false
+		case b == '[' || b == '{':
+			if depth > 0 {
+				empty = false
+			}
+			depth++
+		case b == ']' || b == '}':
+			depth--
+		case b == ',' && depth == 1:
+			n++
+		case b != ' ' && b != '\t' && b != '\r' && b != '\n':
+			empty = false
+		}
+	}
+	if empty {
+		return 1
+	}
+	return n
+}
+
+func submitParts(data []byte) (parts []json.RawMessage, batch bool) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return []json.RawMessage{data}, false
+	}
+	if err := json.Unmarshal(trimmed, &parts); err != nil || len(parts) == 0 {
+		// Refused as a body of one submission, naming what is wrong.
+		return []json.RawMessage{data}, false
+	}
+	return parts, true
+}
+
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	received := time.Now() // every message of the batch arrived before
 	defer observe(c.metrics.ingestBatch, c.metrics.ingestTime, len(msgs), received)
-	items := make([]ingestItem, len(msgs))
+	items := make([]ingestItem, 0, len(msgs))
 	var valid []fairway.Submission
 	var validAt []int
-	for i, msg := range msgs {
-		items[i].msg = msg
+	for m, msg := range msgs {
 		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
-		// A body without an id gets the same one on every redelivery: the
-		// store then keeps one job, whatever the redeliveries.
-		sub, err := c.validate(ctx, group, task, msg.Data(), received, func() string { return messageID(msg) })
-		items[i].span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
-		if err != nil {
-			r := rejection(sub, group, task, err)
-			items[i].rej = &r
-			continue
+		parts, batch := submitParts(msg.Data())
+		for k, data := range parts {
+			it := ingestItem{msg: m, part: -1}
+			// A body without an id gets the same one on every redelivery: the
+			// store then keeps one job, whatever the redeliveries.
+			defaultID := func() string { return messageID(msg) }
+			if batch {
+				it.part = k
+				defaultID = func() string { return messageID(msg) + "." + strconv.Itoa(k) }
+			}
+			sub, err := c.validate(ctx, group, task, data, received, defaultID)
+			if err == nil && k >= MaxSubmitBatch {
+				err = fairway.Invalid("batch", "submission %d of a message of %d: a message carries at most %d submissions", k, len(parts), MaxSubmitBatch)
+			}
+			it.span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
+			if err != nil {
+				r := rejection(sub, group, task, err)
+				it.rej = &r
+			} else {
+				valid, validAt = append(valid, sub), append(validAt, len(items))
+			}
+			items = append(items, it)
 		}
-		valid, validAt = append(valid, sub), append(validAt, i)
 	}
 	if len(valid) > 0 {
 		refusals, err := c.admit(ctx, valid)
@@ -164,22 +246,46 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		}
 	}
-	c.storeSubmissions(ctx, items)
+	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
+	added, err := c.storeSubmissions(ctx, msgs, items, handled)
+	if err != nil {
+		c.retryLater(ctx, msgs, err)
+		return
+	}
+	chaosAfterIngestCommit(c.log, len(added)) // test-only, see chaoshook.go
+	// Acknowledged once every submission of the message is stored (or
+	// refused with its event): a redelivery before is a duplicate, and
+	// changes nothing.
+	for m, msg := range msgs {
+		if handled[m] {
+			continue
+		}
+		if err := msg.Ack(); err != nil {
+			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
+		}
+	}
+	c.kickOutbox()
+	// The dependencies of the jobs stored with some may have ended
+	// already (the API's submit and workflow resolve theirs at once).
+	c.storedWithDependencies(added)
+	c.jobsAdded(added...)
 }
 
-// storeSubmissions stores a batch in one statement. A batch PostgreSQL
-// refuses costs one more, checked, statement in the store, which stores all
-// but the args it cannot store; should that be refused too (for a reason
-// it does not check), the batch is split in halves, so that a poison costs
-// a number of statements logarithmic in the batch, never one per row, and
-// a submission refused on its own is dead-lettered after DeadLetterAfter
-// deliveries.
-func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) {
+// storeSubmissions stores a batch in one statement and returns the jobs it
+// created. A batch PostgreSQL refuses costs one more, checked, statement
+// in the store, which stores all but the args it cannot store; should that
+// be refused too (for a reason it does not check), the batch is split in
+// halves, so that a poison costs a number of statements logarithmic in the
+// batch, never one per row. A message of one submission that PostgreSQL
+// refuses on its own is dead-lettered after DeadLetterAfter deliveries
+// (marked in handled); a submission of a message of several is refused at
+// once, with its rejected event, and the others stored. An error means
+// PostgreSQL is unavailable (or the coordinator stops): nothing was
+// stored, the messages are to be tried again.
+func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool) ([]fairway.Submission, error) {
 	var subs []fairway.Submission
 	var rejections []store.Rejection
-	msgs := make([]jetstream.Msg, len(items))
-	for i, it := range items {
-		msgs[i] = it.msg
+	for _, it := range items {
 		if it.sub != nil {
 			subs = append(subs, *it.sub)
 		} else {
@@ -191,19 +297,22 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 	case err == nil:
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
 		endIngestSpans(items, nil, err)
-		c.retryLater(ctx, msgs, err)
-		return
+		return nil, err
 	case len(items) > 1:
 		c.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
 		c.splits.Add(1)
 		half := len(items) / 2
-		c.storeSubmissions(ctx, items[:half])
-		c.storeSubmissions(ctx, items[half:])
-		return
+		added, err := c.storeSubmissions(ctx, msgs, items[:half], handled)
+		if err != nil {
+			return added, err
+		}
+		more, err := c.storeSubmissions(ctx, msgs, items[half:], handled)
+		return append(added, more...), err
 	default:
 		endIngestSpans(items, nil, err)
 		it := items[0]
-		group, task, _ := c.subjects.ParseSubmit(it.msg.Subject())
+		msg := msgs[it.msg]
+		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
 		var sub fairway.Submission
 		if it.sub != nil {
 			sub = *it.sub
@@ -214,24 +323,26 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 		id := fairway.NewID()
 		c.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", fairway.TruncateRunes(sub.ID, fairway.MaxIDLength),
 			"group", group, "task", task, "error", err)
-		c.refused(ctx, events.DeadSubmit, it.msg, "PostgreSQL refused the submission; request id "+id, func() {
+		refuse := func() {
 			refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
 			if _, err := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
-				c.log.Warn("recording the rejection of a dead-lettered submission", "error", err)
+				c.log.Warn("recording the rejection of a refused submission", "error", err)
 			}
 			c.kickOutbox()
-		})
-		return
+		}
+		if it.part >= 0 {
+			// The message's other submissions are stored: this one is
+			// refused now rather than the whole message held back.
+			refuse()
+			return nil, nil
+		}
+		handled[it.msg] = true
+		c.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
+		return nil, nil
 	}
 	// The spans end before the acks and the wake-up: a job can run, and
 	// end, only after its ingest span has.
 	endIngestSpans(items, res, nil)
-	chaosAfterIngestCommit(c.log, len(subs)) // test-only, see chaoshook.go
-	for _, msg := range msgs {
-		if err := msg.Ack(); err != nil {
-			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
-		}
-	}
 	var added []fairway.Submission
 	for i, r := range res {
 		if r.Created {
@@ -244,11 +355,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, items []ingestItem) 
 		c.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
-	c.kickOutbox()
-	// The dependencies of the jobs stored with some may have ended
-	// already (the API's submit and workflow resolve theirs at once).
-	c.storedWithDependencies(added)
-	c.jobsAdded(added...)
+	return added, nil
 }
 
 // retryLater leaves messages in JetStream for a later try, when PostgreSQL

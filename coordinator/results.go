@@ -22,7 +22,7 @@ const resultBatch = 1000
 
 // startResults consumes executors' reports and applies them in batches.
 func (c *Coordinator) startResults(ctx context.Context) error {
-	return c.consume(ctx, c.subjects.ResultStream(), "results", resultBatch, 16*resultBatch, nil, c.applyReports)
+	return c.consume(ctx, c.subjects.ResultStream(), "results", resultBatch, 16*resultBatch, nil, nil, c.applyReports)
 }
 
 // applyReports applies a batch in report order per job: starts, then

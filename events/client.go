@@ -83,24 +83,58 @@ func (c *Client) Submit(ctx context.Context, sub fairway.Submission) (string, er
 	return sub.ID, nil
 }
 
-// SubmitMany publishes many jobs with asynchronous publishes and returns
-// their ids, in order, once JetStream has stored all of them. On error some
-// jobs may have been stored; submitting the same ids again is safe.
+// MaxSubmitBatch is the most submissions one message of the submit
+// stream may carry (a JSON array of them); the coordinators refuse those
+// beyond, each with its rejected event.
+const MaxSubmitBatch = 1000
+
+// submitBatchBytes caps the body of one message of SubmitMany: well under
+// NATS's default max_payload (1 MiB), so a batch goes whatever the server.
+const submitBatchBytes = 512 << 10
+
+// SubmitMany publishes many jobs and returns their ids, in order, once
+// JetStream has stored all of them. Submissions of one group and task go
+// together, as JSON arrays of up to MaxSubmitBatch (and 512 KiB): one
+// JetStream message for many jobs, which costs JetStream and the
+// coordinators a fraction of a message each. The coordinators store and
+// refuse each submission of a message on its own, and keep the order of
+// each group and task's submissions. A submission larger than a batch
+// goes on its own. On error some jobs may have been stored; submitting
+// the same ids again is safe.
 func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]string, error) {
 	ids := make([]string, len(subs))
-	msgs := make([]*nats.Msg, len(subs))
+	type key struct{ group, task string }
+	open := map[key]*nats.Msg{}
+	var msgs []*nats.Msg
+	count := map[*nats.Msg]int{}
 	for i, sub := range subs {
 		sub, data, err := c.prepare(sub)
 		if err != nil {
 			return nil, fmt.Errorf("job %d: %w", i, err)
 		}
 		ids[i] = sub.ID
-		msgs[i] = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: data}
-		InjectTrace(ctx, msgs[i])
+		k := key{sub.Group, sub.Task}
+		msg := open[k]
+		if msg != nil && (count[msg] == MaxSubmitBatch || len(msg.Data)+len(data)+2 > submitBatchBytes) {
+			msg = nil
+		}
+		if msg == nil {
+			msg = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: append(make([]byte, 0, min(submitBatchBytes, 64<<10)), '[')}
+			InjectTrace(ctx, msg)
+			open[k] = msg
+			msgs = append(msgs, msg)
+		} else {
+			msg.Data = append(msg.Data, ',')
+		}
+		msg.Data = append(msg.Data, data...)
+		count[msg]++
+	}
+	for _, msg := range msgs {
+		msg.Data = append(msg.Data, ']')
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	const window = 2048 // bounded number of publishes in flight, under nats.go's default cap of 4000
+	const window = 256 // bounded number of publishes in flight, under nats.go's default cap of 4000
 	futures := make([]jetstream.PubAckFuture, 0, window)
 	wait := func() error {
 		for _, f := range futures {

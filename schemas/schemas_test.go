@@ -74,7 +74,7 @@ var bodies = []struct {
 
 // untyped are the schema files of no Go type of their own: checked by
 // compiling them and by the bodies validated against them.
-var untyped = []string{"defs.json", "executor-results.json", "event-message.json"}
+var untyped = []string{"defs.json", "executor-results.json", "event-message.json", "submit-message.json"}
 
 func typeOf[T any]() reflect.Type { return reflect.TypeFor[T]() }
 
@@ -588,6 +588,13 @@ func TestFullBodiesValidate(t *testing.T) {
 		if err := validate(schemas, b.file, data); err != nil {
 			t.Errorf("%s: a full %s does not validate: %v\n%s", b.file, b.typ, err, data)
 		}
+		if b.typ == typeOf[fairway.Submission]() {
+			for _, msg := range [][]byte{data, []byte("[" + string(data) + "," + string(data) + "]")} {
+				if err := validate(schemas, "submit-message.json", msg); err != nil {
+					t.Errorf("submit-message.json: %v\n%s", err, msg)
+				}
+			}
+		}
 		if b.typ == typeOf[fairway.Event]() {
 			batch := []byte("[" + string(data) + "," + string(data) + "]")
 			for _, msg := range [][]byte{data, batch} {
@@ -779,6 +786,8 @@ func TestInvalidBodiesRefused(t *testing.T) {
 		{"executor-report.json", `{"type":"done","group":"acme","job_id":"1","attempt":1,"executor":"ocr","instance":"i","time":"2026-11-25T08:00:00Z","outcome":"lost"}`},
 		{"executor-results.json", `[{"group":"acme","job_id":"1","attempt":1,"executor":"ocr","instance":"i","time":"2026-11-25T08:00:00Z"}]`},
 		{"event-message.json", `[]`},
+		{"submit-message.json", `[]`},
+		{"submit-message.json", `[{"id":"1","colour":"red"}]`},
 		{"event-message.json", `[{"id":"1","job_id":"1","task":"echo","group":"acme","state":"done","attempt":0,"time":"2026-11-25T08:00:00Z"}]`},
 		{"executor-cancel.json", `{"group":"acme","job_id":"1"}`},
 		{"executor-cancel.json", `{"group":"acme","job_id":"1","attempt":"1"}`},
