@@ -114,6 +114,8 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			if t, ok := startedAt[a]; ok {
 				o.StartedAt = &t
+			} else if r.Started != nil {
+				o.StartedAt = r.Started
 			}
 			outcomes = append(outcomes, o)
 			outcomeMsg = append(outcomeMsg, reportMsg[k])

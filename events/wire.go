@@ -267,6 +267,11 @@ type Report struct {
 	// Go duration from 1s ("30s", "15m").
 	Snooze string            `json:"snooze,omitempty"`
 	Logs   []fairway.LogLine `json:"logs,omitempty"`
+	// Started, in a done report, is when the attempt started, for an
+	// executor that did not send a started report: a short job's start
+	// folds into its end (one report, and one write of the job, instead
+	// of two). A started report sent before wins.
+	Started *time.Time `json:"started,omitempty"`
 }
 
 // CancelCommand asks an executor to cancel one attempt of a job it holds:

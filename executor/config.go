@@ -39,6 +39,16 @@ type Config struct {
 	// PoolSize is how many jobs the executor runs at once. Defaults to
 	// PoolSizeDefault (4).
 	PoolSize int
+	// Prefetch is how many jobs the executor may hold beyond PoolSize,
+	// waiting for a slot, so that a slot freed by a short job starts the
+	// next one at once rather than after a dispatch round trip. It holds
+	// only as many as the slots finish during one round trip (measured:
+	// none for jobs that run long, since a job held here could run on
+	// another executor meanwhile). Held jobs are leased like running ones,
+	// count against concurrency limits, and are released unrun at
+	// shutdown or when their task is paused. Defaults to PoolSize;
+	// negative: none.
+	Prefetch int
 	// LogBufferSize bounds the job log lines waiting to be sent; a line
 	// logged while the buffer is full is dropped and counted. Defaults to
 	// LogBufferSizeDefault (500).
@@ -87,6 +97,7 @@ type Config struct {
 // WithDefaults returns c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
 	c.PoolSize = cmp.Or(c.PoolSize, PoolSizeDefault)
+	c.Prefetch = cmp.Or(c.Prefetch, c.PoolSize)
 	c.LogBufferSize = cmp.Or(c.LogBufferSize, LogBufferSizeDefault)
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.WakeupPeriod = cmp.Or(c.WakeupPeriod, WakeupPeriodDefault)

@@ -267,6 +267,23 @@ func newJob(task string, args string) fairway.Job {
 	}
 }
 
+// requireStarted checks that a job's start was reported, on its own (the
+// first report) or folded into its done report, and returns the reports
+// without the started one.
+func requireStarted(t *testing.T, reports []events.Report) []events.Report {
+	t.Helper()
+	require.NotEmpty(t, reports)
+	done := reports[len(reports)-1]
+	require.Equal(t, events.ReportDone, done.Type)
+	if reports[0].Type == events.ReportStarted {
+		require.Nil(t, done.Started, "a start reported on its own is not in the done report")
+		return reports[1:]
+	}
+	require.NotNil(t, done.Started, "the start is reported: on its own, or with the end")
+	require.False(t, done.Started.After(done.Time), "started %s after its end %s", done.Started, done.Time)
+	return reports
+}
+
 // types of the reports, in order.
 func types(reports []events.Report) []string {
 	out := make([]string, len(reports))

@@ -135,7 +135,7 @@ func (e *Executor) free() (int, []string, map[string]int) {
 	if e.life.stopping() || e.pausedAll || len(e.tasks) == 0 {
 		return 0, nil, nil
 	}
-	free := e.pool - len(e.jobs)
+	free := e.pool + e.prefetchTarget() - len(e.jobs)
 	if len(e.maxConcurrent) == 0 || free <= 0 {
 		return free, e.tasks, nil
 	}
@@ -189,7 +189,9 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 	// this executor, which must be reported on.
 	ctx, cancel := context.WithTimeout(context.Background(), dispatchTimeout)
 	defer cancel()
+	asked := time.Now()
 	msg, err := e.nc.RequestWithContext(ctx, e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), data)
+	rtt := time.Since(asked)
 	// Until a reply hands out jobs (or says there are none), a coordinator
 	// may have claimed jobs whose answer never came, or came unreadable:
 	// the next request goes out under the same id, and gets them. Reusing
@@ -208,6 +210,10 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 	if !e.noCoordinatorAt.IsZero() {
 		e.logger.Info("a coordinator answers again")
 		e.noCoordinatorAt = time.Time{}
+	}
+	if len(reply.Jobs) > 0 && rtt < longPoll/2 {
+		// Answered at once (not held until work came): a round trip.
+		e.observeRTT(rtt)
 	}
 	e.accept(reply.Jobs)
 	return len(reply.Jobs), nil
@@ -229,7 +235,7 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		switch {
 		case e.life.stopping():
 			mode = modeRelease
-		case len(e.jobs) >= e.pool:
+		case len(e.jobs) >= e.pool+e.prefetchMax:
 			// Also after SetConcurrency lowered the pool meanwhile.
 			e.logger.Warn("dispatch handed out more jobs than there are slots; releasing the extra job", "job_id", fj.ID)
 			mode = modeRelease
@@ -247,6 +253,9 @@ func (e *Executor) accept(jobs []fairway.Job) {
 		}
 		rj := e.newRunningJob(fj)
 		rj.handler = e.chained[fj.Task]
+		if mode == modeRun {
+			e.takeSlot(rj)
+		}
 		e.jobs[fj.Ref()] = rj
 		running[fj.Task]++
 		e.jobsWG.Add(1)

@@ -88,6 +88,7 @@ var (
 	errShutdown        = errors.New("executor shutting down")
 	errJobDone         = errors.New("job finished")
 	errTimeout         = errors.New("job timed out")
+	errPaused          = errors.New("task paused")
 )
 
 // Executor runs jobs that the coordinators hand it. Create it with New,
@@ -133,7 +134,16 @@ type Executor struct {
 	baseCtx       context.Context
 	jobs          map[fairway.JobRef]*runningJob
 	cancels       cancelMemo
-	subs          []*nats.Subscription
+	// runningN counts the jobs holding one of the pool's slots; queued are
+	// the jobs held beyond them (prefetched), waiting for one, in order.
+	// prefetchMax bounds those (Config.Prefetch); avgRun and avgRTT, the
+	// average run time of a handler and round trip of a dispatch request
+	// (ns), size them (see prefetchTarget).
+	runningN       int
+	queued         []*runningJob
+	prefetchMax    int
+	avgRun, avgRTT float64
+	subs           []*nats.Subscription
 
 	wake         chan struct{} // capacity 1: new work may be available
 	stopCh       chan struct{} // closed when Shutdown begins
@@ -192,6 +202,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		done:         make(chan struct{}),
 		drainCh:      make(chan struct{}),
 		pool:         cfg.PoolSize,
+		prefetchMax:  max(cfg.Prefetch, 0),
 		paused:       map[string]bool{},
 		dropped:      map[string]bool{},
 	}

@@ -167,8 +167,7 @@ func TestSuccessWithResult(t *testing.T) {
 	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}, WaitMS: 1000,
 		RequestID: req.RequestID}, req, "a long poll of a second")
 
-	reports := b.coord.reportsUntilDone(job.ID)
-	require.Equal(t, events.ReportStarted, reports[0].Type)
+	reports := requireStarted(t, b.coord.reportsUntilDone(job.ID))
 	done := reports[len(reports)-1]
 	require.Equal(t, events.OutcomeSuccess, done.Outcome, "error: %s", done.Error)
 	require.JSONEq(t, `{"double": 42}`, string(done.Result))
@@ -248,18 +247,36 @@ func TestOutcomes(t *testing.T) {
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(ok.ID).Outcome)
 }
 
+// TestPoolSizeBoundsConcurrency: however many jobs the executor holds
+// (with prefetch, up to twice its pool here), at most PoolSize run at
+// once, and it never asks for more than it may hold.
 func TestPoolSizeBoundsConcurrency(t *testing.T) {
 	t.Parallel()
+	for _, prefetch := range []int{-1, 0, 2} {
+		t.Run(fmt.Sprintf("prefetch=%d", prefetch), func(t *testing.T) {
+			t.Parallel()
+			testPoolSizeBoundsConcurrency(t, prefetch)
+		})
+	}
+}
+
+func testPoolSizeBoundsConcurrency(t *testing.T, prefetch int) {
 	b := setup(t)
 	const poolSize, jobs = 3, 12
+	// What the executor may hold: its pool and the jobs it prefetches (the
+	// pool's size by default).
+	capacity := poolSize + max(prefetch, 0)
+	if prefetch == 0 {
+		capacity = 2 * poolSize
+	}
 	var running, maxRunning, finished atomic.Int64
 	started := make(chan string, jobs)
 	tokens := make(chan struct{}, jobs)
 	b.coord.mu.Lock()
-	b.coord.poolSize = poolSize
+	b.coord.poolSize = capacity
 	b.coord.finished = func() int { return int(finished.Load()) }
 	b.coord.mu.Unlock()
-	e := newExecutor(t, b, executor.Config{PoolSize: poolSize}, map[string]executor.Handler{
+	e := newExecutor(t, b, executor.Config{PoolSize: poolSize, Prefetch: prefetch}, map[string]executor.Handler{
 		"work": func(ctx context.Context, job *executor.Job) error {
 			defer finished.Add(1)
 			n := running.Add(1)
@@ -291,7 +308,8 @@ func TestPoolSizeBoundsConcurrency(t *testing.T) {
 		recv(t, started, "a job to start")
 	}
 	require.EqualValues(t, poolSize, running.Load())
-	require.Equal(t, poolSize, e.Running())
+	require.GreaterOrEqual(t, e.Running(), poolSize)
+	require.LessOrEqual(t, e.Running(), capacity)
 	for range jobs {
 		tokens <- struct{}{}
 	}
@@ -307,7 +325,7 @@ func TestPoolSizeBoundsConcurrency(t *testing.T) {
 	for {
 		select {
 		case req := <-b.coord.dispatches:
-			require.True(t, req.Slots >= 1 && req.Slots <= poolSize, "slots %d", req.Slots)
+			require.True(t, req.Slots >= 1 && req.Slots <= capacity, "slots %d", req.Slots)
 			continue
 		default:
 		}
@@ -333,8 +351,52 @@ func TestCancelRunningJob(t *testing.T) {
 
 	b.coord.cancel("worker-1", "acme", job.ID, 1)
 	reports := b.coord.reportsUntilDone(job.ID)
-	require.Equal(t, []string{events.ReportStarted, events.ReportDone}, types(reports))
-	require.Equal(t, events.OutcomeCancelled, reports[1].Outcome)
+	require.Equal(t, []string{events.ReportDone}, types(requireStarted(t, reports)))
+	require.Equal(t, events.OutcomeCancelled, reports[len(reports)-1].Outcome)
+}
+
+// TestShortJobFoldsItsStartIntoItsEnd: a job that ends within the start
+// report's delay sends one report, its done report carrying when it
+// started; one that runs longer reports its start on its own first.
+func TestShortJobFoldsItsStartIntoItsEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	e := newExecutor(t, b, executor.Config{}, map[string]executor.Handler{
+		"quick": func(context.Context, *executor.Job) error { return nil },
+		"long": func(ctx context.Context, _ *executor.Job) error {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		},
+	})
+	quick, long := newJob("quick", `{}`), newJob("long", `{}`)
+	b.coord.add(quick, long)
+	require.NoError(t, e.Start(context.Background()))
+
+	reports := b.coord.reportsUntilDone(quick.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports), "one report for a quick job")
+	require.NotNil(t, reports[0].Started)
+	require.False(t, reports[0].Started.After(reports[0].Time))
+
+	// The long job's start comes on its own, while it runs.
+	var started events.Report
+	for started.Type != events.ReportStarted {
+		select {
+		case started = <-b.coord.reports:
+		case <-time.After(waitTimeout):
+			t.Fatal("no started report from a job that runs on")
+		}
+		if started.JobID != long.ID {
+			started = events.Report{}
+		}
+	}
+	close(release)
+	done := b.coord.done(long.ID)
+	require.Nil(t, done.Started, "its start was reported already")
+	require.Equal(t, events.OutcomeSuccess, done.Outcome)
 }
 
 func TestCancelBeforeJobArrives(t *testing.T) {
@@ -427,8 +489,7 @@ func TestShutdownWithExpiredContextReleasesJobs(t *testing.T) {
 	require.ErrorContains(t, err, "running jobs released (2)")
 	require.Equal(t, 0, e.Running())
 	for _, id := range []string{j1.ID, j2.ID} {
-		reports := b.coord.reportsUntilDone(id)
-		require.Equal(t, events.ReportStarted, reports[0].Type)
+		reports := requireStarted(t, b.coord.reportsUntilDone(id))
 		require.Equal(t, events.OutcomeReleased, reports[len(reports)-1].Outcome)
 	}
 	e.Stop() // safe after Shutdown
@@ -490,11 +551,9 @@ func TestJobLogArrivesBeforeDone(t *testing.T) {
 	b.coord.add(job)
 	require.NoError(t, e.Start(context.Background()))
 
-	reports := b.coord.reportsUntilDone(job.ID)
-	require.Equal(t, events.ReportStarted, reports[0].Type)
-	require.Equal(t, events.ReportDone, reports[len(reports)-1].Type)
+	reports := requireStarted(t, b.coord.reportsUntilDone(job.ID))
 	var lines []fairway.LogLine
-	for _, r := range reports[1 : len(reports)-1] {
+	for _, r := range reports[:len(reports)-1] {
 		require.Equal(t, events.ReportLog, r.Type)
 		lines = append(lines, r.Logs...)
 	}
@@ -760,8 +819,8 @@ func TestCancelNamesGroupJobAndAttempt(t *testing.T) {
 
 	require.Nil(t, b.coord.cancel("worker-1", "acme", job.ID, 1).Error)
 	reports := b.coord.reportsUntilDone(job.ID)
-	require.Equal(t, []string{events.ReportStarted, events.ReportDone}, types(reports))
-	require.Equal(t, events.OutcomeCancelled, reports[1].Outcome)
+	require.Equal(t, []string{events.ReportDone}, types(requireStarted(t, reports)))
+	require.Equal(t, events.OutcomeCancelled, reports[len(reports)-1].Outcome)
 	for _, r := range reports {
 		require.Equal(t, "acme", r.Group, "reports name the job's group")
 		require.Equal(t, reg.Executor.Instance, r.Instance, "and the instance holding it")
@@ -826,5 +885,81 @@ func TestShutdownDeregisters(t *testing.T) {
 		require.Equal(t, events.DeregisterRequest{Executor: "worker-1", Instance: registered.Executor.Instance}, d.req)
 	default:
 		t.Fatal("Shutdown returned without deregistering")
+	}
+}
+
+// TestPrefetchHoldsJobsBeyondThePool: with short jobs the executor asks
+// for more jobs than it has slots; the extra ones wait for a slot and
+// start the moment one frees. A held job that is cancelled ends without
+// running; at shutdown a held job is released unrun while the running one
+// finishes.
+func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan string, 10)
+	tokens := make(chan struct{}, 10)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1, Prefetch: 2, WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			started <- job.ID
+			select {
+			case <-tokens:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	// A first, quick job: the executor learns that jobs are short.
+	first := newJob("work", `{}`)
+	b.coord.add(first)
+	tokens <- struct{}{}
+	require.NoError(t, e.Start(context.Background()))
+	require.Equal(t, first.ID, recv(t, started, "the first job"))
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(first.ID).Outcome)
+	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
+		// Until it has asked again for its slot and the 2 it may hold.
+	}
+
+	j1, j2, j3 := newJob("work", `{}`), newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.add(j1, j2, j3)
+	b.coord.notify()
+	require.Equal(t, j1.ID, recv(t, started, "the first of three jobs"))
+	require.Equal(t, 3, e.Running(), "one job runs, two wait for its slot")
+
+	b.coord.cancel("worker-1", "acme", j3.ID, 1)
+	reports := b.coord.reportsUntilDone(j3.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports), "a held job cancelled never started")
+	require.Equal(t, events.OutcomeCancelled, reports[0].Outcome)
+	require.Equal(t, "cancelled before it started", reports[0].Error)
+
+	tokens <- struct{}{}
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(j1.ID).Outcome)
+	require.Equal(t, j2.ID, recv(t, started, "the held job, once the slot is free"))
+
+	// j4 is held behind j2; shutdown hands it back unrun, and j2 finishes.
+	j4 := newJob("work", `{}`)
+	b.coord.add(j4)
+	b.coord.notify()
+	for {
+		b.coord.nextDispatch()
+		b.coord.mu.Lock()
+		handedOut := len(b.coord.queue) == 0
+		b.coord.mu.Unlock()
+		if handedOut {
+			break
+		}
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Shutdown(context.Background()) }()
+	reports = b.coord.reportsUntilDone(j4.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports))
+	require.Equal(t, events.OutcomeReleased, reports[0].Outcome)
+	tokens <- struct{}{}
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(j2.ID).Outcome)
+	require.NoError(t, recv(t, stopped, "the shutdown"))
+	select {
+	case id := <-started:
+		t.Fatalf("job %s started after the shutdown began", id)
+	default:
 	}
 }

@@ -118,12 +118,34 @@ type runningJob struct {
 	reported atomic.Bool   // the done report has been sent
 	timeout  time.Duration // how long an attempt may run; 0: no bound
 	handler  Handler       // its task's handler, wrapped, when it was accepted
+	// startedNS is when the handler started (Unix ns; 0: not started);
+	// startReport says whether
+	// its start was reported on its own (startSent), goes with the done
+	// report (startFolded), or neither yet (startPending: not started, or
+	// started less than startReportDelay ago).
+	startedNS   atomic.Int64
+	startReport atomic.Int32
+	// gate is closed when a job waiting for a slot may run; holdsSlot says
+	// it holds one of the pool's slots (both under the executor's mu).
+	gate      chan struct{}
+	holdsSlot bool
 	// leaving marks the job's goroutine done in jobsWG once: when run
 	// returns, or when its handler is abandoned after its timeout (so a
 	// graceful shutdown does not wait for a handler that ignores its
 	// context).
 	leaving sync.Once
 }
+
+// startReportDelay is how long a job runs before its start is reported on
+// its own: a job that ends sooner reports its start with its end.
+const startReportDelay = 25 * time.Millisecond
+
+// States of a job's start report (runningJob.startReport).
+const (
+	startPending int32 = iota
+	startSent
+	startFolded
+)
 
 // Ways to treat a job that a dispatch reply handed over.
 type runMode int
@@ -171,14 +193,29 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 		e.complete(rj, outcome{kind: events.OutcomePermanent, err: msg})
 		return
 	}
-	if rj.ctx.Err() != nil { // cancelled between dispatch and now
-		e.complete(rj, e.outcome(rj, rj.ctx.Err(), nil))
+	if !e.waitForSlot(rj) || rj.ctx.Err() != nil { // cancelled or released before it ran
+		out := e.outcome(rj, rj.ctx.Err(), nil)
+		if out.kind == events.OutcomeCancelled {
+			out.err = "cancelled before it started"
+		}
+		e.complete(rj, out)
 		return
 	}
 
-	e.reports.publish(e.report(events.ReportStarted, job.Ref(), job.Attempt, events.Report{Time: time.Now().UTC()}))
-	rj.logger.Debug("job started")
+	// The start is reported on its own only if the job still runs after
+	// startReportDelay; a shorter job's start goes with its end (see
+	// complete): one report and one write of the job instead of two.
 	start := time.Now()
+	rj.startedNS.Store(start.UnixNano())
+	startReport := time.AfterFunc(startReportDelay, func() {
+		e.pubMu.Lock()
+		defer e.pubMu.Unlock()
+		if rj.startReport.CompareAndSwap(startPending, startSent) {
+			e.reports.publish(e.report(events.ReportStarted, job.Ref(), job.Attempt, events.Report{Time: start.UTC()}))
+		}
+	})
+	defer startReport.Stop()
+	rj.logger.Debug("job started")
 	if rj.timeout = e.timeout(job); rj.timeout > 0 {
 		deadline := time.AfterFunc(rj.timeout, func() { rj.cancel(errTimeout) })
 		defer deadline.Stop()
@@ -196,6 +233,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	e.metrics.started(job.Job, start)
 	ctx, span := e.runSpan(rj.ctx, job)
 	err, panicked := e.call(ctx, rj, h)
+	e.observeRun(time.Since(start))
 	out := e.outcome(rj, err, panicked)
 	endRunSpan(span, out)
 	e.metrics.finished(job.Task, out.kind, time.Since(start)) // before the report: an event of the end finds it counted
@@ -260,6 +298,8 @@ func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 		return outcome{kind: events.OutcomeCancelled, err: "cancelled while running"}
 	case errors.Is(cause, errShutdown):
 		return outcome{kind: events.OutcomeReleased, err: "executor shut down before the job finished"}
+	case errors.Is(cause, errPaused):
+		return outcome{kind: events.OutcomeReleased, err: "task paused on this executor before the job started"}
 	case panicked != nil:
 		return outcome{kind: events.OutcomeError, err: fmt.Sprintf("panic: %v", panicked)}
 	case err == nil:
@@ -290,17 +330,24 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 	job.finished.Store(true)
 	e.pubMu.Lock()
 	e.publishBatch(e.logs.takeJob(job.Ref()))
+	var started *time.Time
+	if ns := rj.startedNS.Load(); ns != 0 && rj.startReport.CompareAndSwap(startPending, startFolded) {
+		t := time.Unix(0, ns).UTC()
+		started = &t
+	}
 	e.reports.publish(e.report(events.ReportDone, job.Ref(), job.Attempt, events.Report{
 		Time:    time.Now().UTC(),
 		Outcome: out.kind,
 		Result:  out.result,
 		Error:   out.err,
 		Snooze:  snoozeText(out.snooze),
+		Started: started,
 	}))
 	e.pubMu.Unlock()
 	rj.cancel(errJobDone)
 	e.mu.Lock()
 	delete(e.jobs, job.Ref())
+	e.freeSlot(rj)
 	e.mu.Unlock()
 	e.signal()
 }

@@ -218,6 +218,8 @@ func (e *Executor) Shutdown(ctx context.Context) error {
 		}
 		e.mu.Unlock()
 		close(e.stopCh)
+		// Jobs held beyond the pool never started: back to waiting at once.
+		e.releaseQueued(func(*runningJob) bool { return true }, errShutdown)
 		go e.shutdown()
 	})
 	select {

@@ -50,6 +50,7 @@ func (e *Executor) SetConcurrency(n int) error {
 	}
 	e.mu.Lock()
 	e.pool = n
+	e.startQueued()
 	running := e.life == lifeRunning
 	e.mu.Unlock()
 	if running {
@@ -92,6 +93,10 @@ func (e *Executor) setPaused(task string, paused bool) {
 		e.setTasks()
 	}
 	e.mu.Unlock()
+	if paused {
+		// Jobs held beyond the pool have not started: back to waiting.
+		e.releaseQueued(func(rj *runningJob) bool { return task == "" || rj.job.Task == task }, errPaused)
+	}
 	what := "all tasks"
 	if task != "" {
 		what = "task " + task

@@ -40,7 +40,7 @@ var (
 	// without: dev serves the coordinator's metrics on the executor's
 	// endpoint.
 	coordinatorOnlyKeys = []string{"coordinator.metrics-addr"}
-	executorKeys        = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.log-buffer-size",
+	executorKeys        = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.prefetch", "scheduler.log-buffer-size",
 		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
 	// tracingKeys are the coordinator's (so dev's) and the executor's.
 	tracingKeys = []string{"tracing.endpoint", "tracing.sample-ratio", "tracing.service-name"}
@@ -401,6 +401,7 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	ex, err := executor.New(nc, executor.Config{
 		AppID:         appID,
 		PoolSize:      cfg.Scheduler.PoolSize,
+		Prefetch:      cfg.Scheduler.Prefetch,
 		LogBufferSize: cfg.Scheduler.LogBufferSize,
 		Heartbeat:     cfg.Executor.Heartbeat,
 		WakeupPeriod:  cfg.Scheduler.WakeupPeriod,

@@ -71,6 +71,7 @@ type DatabaseConfig struct {
 // SchedulerConfig holds the scheduler.* keys, which keep Docspell's meaning.
 type SchedulerConfig struct {
 	PoolSize       int // job slots of one executor
+	Prefetch       int // jobs held beyond them; 0: up to PoolSize, -1: none
 	CountingScheme fairway.CountingScheme
 	Retries        int
 	RetryDelay     time.Duration

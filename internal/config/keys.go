@@ -96,6 +96,8 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
 	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",
 		binding: intVar(func(c *Config) *int { return &c.Scheduler.PoolSize }, 1, -1)},
+	{name: "scheduler.prefetch", flag: "prefetch", def: "0", help: "most jobs one executor holds beyond its pool, waiting for a slot, when jobs are short (sized from their measured run times; 0: up to the pool size; -1: none)",
+		binding: intVar(func(c *Config) *int { return &c.Scheduler.Prefetch }, -1, -1)},
 	{name: "scheduler.counting-scheme", flag: "counting-scheme", def: "4,1", help: `"H,L": take H high-priority jobs, then L low-priority jobs, then start over`,
 		binding: binding{typ: "H,L",
 			set: func(c *Config, s string) (err error) {

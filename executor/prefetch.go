@@ -1,0 +1,138 @@
+// Prefetch: an executor holds a few jobs beyond its slots, so that a slot
+// freed by a short job starts the next one at once instead of waiting for
+// a dispatch round trip.
+
+package executor
+
+import (
+	"math"
+	"time"
+)
+
+// ewmaWeight is the weight of a new sample in the running averages.
+const ewmaWeight = 0.2
+
+// prefetchTarget is how many jobs to hold beyond the pool now: enough to
+// keep every slot busy while one dispatch request is answered, sized from
+// the measured run time of jobs and dispatch round trip, at most
+// prefetchMax. Long jobs (or no measurement yet) get none: a job held here
+// waits for a slot that will not free soon, while another executor may be
+// idle. Called with e.mu held.
+func (e *Executor) prefetchTarget() int {
+	if e.prefetchMax <= 0 || e.avgRun <= 0 || e.avgRTT <= 0 {
+		return 0
+	}
+	// Jobs a slot finishes during one round trip, for every slot, plus one
+	// so that a reply never leaves a slot empty.
+	want := math.Ceil(float64(e.pool)*e.avgRTT/e.avgRun) + 1
+	return int(min(want, float64(e.prefetchMax)))
+}
+
+// observeRun adds the run time of a handler to the average.
+func (e *Executor) observeRun(d time.Duration) {
+	e.mu.Lock()
+	e.avgRun = ewma(e.avgRun, float64(d))
+	e.mu.Unlock()
+}
+
+// observeRTT adds the round trip of a dispatch request that returned jobs
+// without being held by the coordinator to the average.
+func (e *Executor) observeRTT(d time.Duration) {
+	e.mu.Lock()
+	e.avgRTT = ewma(e.avgRTT, float64(d))
+	e.mu.Unlock()
+}
+
+func ewma(avg, sample float64) float64 {
+	if avg == 0 {
+		return sample
+	}
+	return avg + ewmaWeight*(sample-avg)
+}
+
+// takeSlot gives rj one of the pool's slots if one is free and no job
+// waits for one, else puts it in line: jobs run in the order dispatch
+// replies handed them over. Called with e.mu held, as rj is accepted.
+func (e *Executor) takeSlot(rj *runningJob) {
+	if e.runningN < e.pool && len(e.queued) == 0 {
+		e.runningN++
+		rj.holdsSlot = true
+		return
+	}
+	rj.gate = make(chan struct{})
+	e.queued = append(e.queued, rj)
+}
+
+// waitForSlot waits until rj holds a slot (see takeSlot). It returns false
+// when rj's context ended first (cancelled, or released at shutdown or
+// pause): rj never ran.
+func (e *Executor) waitForSlot(rj *runningJob) bool {
+	e.mu.Lock()
+	if rj.holdsSlot {
+		e.mu.Unlock()
+		return true
+	}
+	gate := rj.gate
+	e.mu.Unlock()
+	select {
+	case <-gate:
+		return true
+	case <-rj.ctx.Done():
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rj.holdsSlot { // the slot came as the context ended: give it on
+		rj.holdsSlot = false
+		e.runningN--
+		e.startQueued()
+		return false
+	}
+	for i, q := range e.queued {
+		if q == rj {
+			e.queued = append(e.queued[:i], e.queued[i+1:]...)
+			break
+		}
+	}
+	return false
+}
+
+// freeSlot gives rj's slot, if it holds one, to the next job waiting.
+// Called with e.mu held.
+func (e *Executor) freeSlot(rj *runningJob) {
+	if !rj.holdsSlot {
+		return
+	}
+	rj.holdsSlot = false
+	e.runningN--
+	e.startQueued()
+}
+
+// startQueued starts the waiting jobs the pool has room for. Called with
+// e.mu held.
+func (e *Executor) startQueued() {
+	for e.runningN < e.pool && len(e.queued) > 0 {
+		rj := e.queued[0]
+		e.queued[0] = nil
+		e.queued = e.queued[1:]
+		e.runningN++
+		rj.holdsSlot = true
+		close(rj.gate)
+	}
+}
+
+// releaseQueued hands back the jobs waiting for a slot that match, without
+// running them (cause: errShutdown or errPaused): they go back to waiting
+// for any executor, no attempt counted.
+func (e *Executor) releaseQueued(match func(*runningJob) bool, cause error) {
+	e.mu.Lock()
+	var release []*runningJob
+	for _, rj := range e.queued {
+		if match(rj) {
+			release = append(release, rj)
+		}
+	}
+	e.mu.Unlock()
+	for _, rj := range release {
+		rj.cancel(cause)
+	}
+}
