@@ -904,8 +904,8 @@ func TestSubmitManySendsBatches(t *testing.T) {
 	require.NoError(t, err)
 	after, err := stream.Info(t.Context())
 	require.NoError(t, err)
-	// 1,250 per group, 1,000 to a message at most: two messages each.
-	require.Equal(t, uint64(4), after.State.LastSeq-before.State.LastSeq, "messages for 2,500 jobs of two groups")
+	// 1,250 per group, 100 to a message: 13 messages each.
+	require.Equal(t, uint64(26), after.State.LastSeq-before.State.LastSeq, "messages for 2,500 jobs of two groups")
 	stored := map[string]bool{}
 	h.until(func(ev events.Event) bool {
 		if ev.State == fairway.StateWaiting {

@@ -92,9 +92,16 @@ const MaxSubmitBatch = 1000
 // NATS's default max_payload (1 MiB), so a batch goes whatever the server.
 const submitBatchBytes = 512 << 10
 
+// submitManyBatch is how many submissions SubmitMany puts in one message:
+// enough that a message's cost is a fraction of a job's, and few enough
+// that the coordinators' fair ingest, which takes whole messages
+// round-robin across groups, interleaves a tenant's burst finely with the
+// others' submissions.
+const submitManyBatch = 100
+
 // SubmitMany publishes many jobs and returns their ids, in order, once
 // JetStream has stored all of them. Submissions of one group and task go
-// together, as JSON arrays of up to MaxSubmitBatch (and 512 KiB): one
+// together, as JSON arrays of up to 100 (and 512 KiB): one
 // JetStream message for many jobs, which costs JetStream and the
 // coordinators a fraction of a message each. The coordinators store and
 // refuse each submission of a message on its own, and keep the order of
@@ -115,7 +122,7 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 		ids[i] = sub.ID
 		k := key{sub.Group, sub.Task}
 		msg := open[k]
-		if msg != nil && (count[msg] == MaxSubmitBatch || len(msg.Data)+len(data)+2 > submitBatchBytes) {
+		if msg != nil && (count[msg] == submitManyBatch || len(msg.Data)+len(data)+2 > submitBatchBytes) {
 			msg = nil
 		}
 		if msg == nil {

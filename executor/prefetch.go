@@ -13,18 +13,20 @@ import (
 const ewmaWeight = 0.2
 
 // prefetchTarget is how many jobs to hold beyond the pool now: enough to
-// keep every slot busy while one dispatch request is answered, sized from
-// the measured run time of jobs and dispatch round trip, at most
-// prefetchMax. Long jobs (or no measurement yet) get none: a job held here
-// waits for a slot that will not free soon, while another executor may be
-// idle. Called with e.mu held.
+// keep every slot busy until the next dispatch reply, sized from the
+// measured run time of jobs and dispatch round trip, at most prefetchMax.
+// Long jobs (or no measurement yet) get none: a job held here waits for a
+// slot that will not free soon, while another executor may be idle.
+// Called with e.mu held.
 func (e *Executor) prefetchTarget() int {
 	if e.prefetchMax <= 0 || e.avgRun <= 0 || e.avgRTT <= 0 {
 		return 0
 	}
-	// Jobs a slot finishes during one round trip, for every slot, plus one
-	// so that a reply never leaves a slot empty.
-	want := math.Ceil(float64(e.pool)*e.avgRTT/e.avgRun) + 1
+	// What the slots finish during two round trips (a request asks for
+	// what was free when it left, and its reply comes a round trip later,
+	// while the next request is on its way), plus one so that a reply
+	// never leaves a slot empty.
+	want := math.Ceil(2*float64(e.pool)*e.avgRTT/e.avgRun) + 1
 	return int(min(want, float64(e.prefetchMax)))
 }
 
