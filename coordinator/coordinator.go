@@ -212,6 +212,7 @@ type Coordinator struct {
 
 	id           string // names this coordinator in periodic task marks
 	outboxKick   chan struct{}
+	notifyID     []byte // this coordinator's name in its work notifications
 	periodicKick chan struct{}
 	due          *dueTimes
 	deps         *dependents
@@ -247,6 +248,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		log:          cfg.Logger,
 		id:           coordinatorID(),
 		outboxKick:   make(chan struct{}, 1),
+		notifyID:     []byte(fairway.NewID()),
 		periodicKick: make(chan struct{}, 1),
 		due:          newDueTimes(),
 		deps:         newDependents(),
@@ -402,7 +404,9 @@ func coordinatorID() string {
 // notifyWork wakes idle executors: new work may be eligible.
 func (c *Coordinator) notifyWork() {
 	c.parking.signal()
-	if err := c.nc.Publish(c.subjects.NotifyWork(), nil); err != nil {
+	// Named, so that this coordinator, which signalled its own parked
+	// requests above, does not serve them again when it hears itself.
+	if err := c.nc.Publish(c.subjects.NotifyWork(), c.notifyID); err != nil {
 		c.log.Debug("publishing a work notification", "error", err)
 	}
 }

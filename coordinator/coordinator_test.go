@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -930,4 +931,66 @@ func TestSubmitManySendsBatches(t *testing.T) {
 				index[prev.ID], prev.Submitted, index[cur.ID], cur.Submitted)
 		}
 	}
+}
+
+// TestIngestHandsJobsToAnIdleExecutor: an executor waits in a long poll
+// (its claim found nothing); a job submitted now is stored already
+// scheduled for it and is the answer to its request, without a claim. A
+// job it does not run is stored waiting.
+func TestIngestHandsJobsToAnIdleExecutor(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	h, coord := setupWith(t, coordinator.Config{Metrics: reg})
+	registerRaw(t, h, "i")
+	// Another executor runs task other (it never asks for work).
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw2", Instance: "j", Host: "h", Slots: 1, Tasks: []string{"other"}}})
+	require.NoError(t, err)
+	_, err = h.nc.Request("fairway.exec.raw2.register", data, waitTimeout)
+	require.NoError(t, err)
+	other := submit(t, h, fairway.Submission{Group: "g", Task: "other"})
+	h.until(func(ev events.Event) bool { return ev.JobID == other })
+	got := make(chan events.DispatchReply, 1)
+	go func() {
+		r, _ := dispatchRequest(t, h, 10_000)
+		got <- r
+	}()
+	require.Eventually(t, func() bool { return coord.Parked() == 1 }, waitTimeout, 5*time.Millisecond, "the request is held")
+	id := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Args: []byte(`{"n":1}`)})
+	var r events.DispatchReply
+	select {
+	case r = <-got:
+	case <-time.After(waitTimeout):
+		t.Fatal("the held request was not answered")
+	}
+	require.Nil(t, r.Error)
+	require.Len(t, r.Jobs, 1)
+	j := r.Jobs[0]
+	require.Equal(t, id, j.ID)
+	require.Equal(t, fairway.StateScheduled, j.State)
+	require.Equal(t, 1, j.Attempt)
+	require.JSONEq(t, `{"n":1}`, string(j.Args))
+	handed := 0.0
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == "fairway_jobs_handed_over_total" {
+			handed = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")
+	evs := h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateScheduled })
+	require.Equal(t, []string{">waiting", "waiting>scheduled"}, transitions(filterJob(evs, id)))
+	job, err := h.client.Get(t.Context(), "g", other)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State, "a task the executor does not run waits")
+}
+
+func filterJob(evs []events.Event, id string) []events.Event {
+	var out []events.Event
+	for _, ev := range evs {
+		if ev.JobID == id {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,11 @@ func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 	}
 	// Every coordinator hears every work notification, to serve the
 	// dispatch requests it holds.
-	notify, err := c.nc.Subscribe(c.subjects.NotifyWork(), func(*nats.Msg) { c.parking.signal() })
+	notify, err := c.nc.Subscribe(c.subjects.NotifyWork(), func(msg *nats.Msg) {
+		if !bytes.Equal(msg.Data, c.notifyID) { // another coordinator's
+			c.parking.signal()
+		}
+	})
 	if err != nil {
 		return err
 	}

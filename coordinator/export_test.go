@@ -22,3 +22,11 @@ func (c *Coordinator) SetAPIHook(hook func(group, verb string)) { c.apiHook.Stor
 // Splits says how many batches of submissions were split in halves to find
 // one that PostgreSQL refuses (the per-row fallback's successor).
 func (c *Coordinator) Splits() int64 { return c.splits.Load() }
+
+// Parked says how many dispatch requests the coordinator holds (long polls
+// of idle executors).
+func (c *Coordinator) Parked() int {
+	c.parking.mu.Lock()
+	defer c.parking.mu.Unlock()
+	return len(c.parking.reqs)
+}

@@ -247,7 +247,15 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
-	added, err := c.storeSubmissions(ctx, msgs, items, handled)
+	hand := c.idleExecutorFor(items)
+	added, handedOver, err := c.storeSubmissions(ctx, msgs, items, handled, hand)
+	if hand != nil {
+		if len(handedOver) > 0 {
+			c.handedOver(ctx, hand, handedOver, received)
+		} else {
+			c.parking.putBack([]*parkedRequest{hand})
+		}
+	}
 	if err != nil {
 		c.retryLater(ctx, msgs, err)
 		return
@@ -268,11 +276,98 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	// The dependencies of the jobs stored with some may have ended
 	// already (the API's submit and workflow resolve theirs at once).
 	c.storedWithDependencies(added)
+	if len(handedOver) > 0 {
+		// Those are taken: wake executors only for the others.
+		taken := make(map[fairway.JobRef]bool, len(handedOver))
+		for _, j := range handedOver {
+			taken[j.Ref()] = true
+		}
+		rest := added[:0:0]
+		for _, s := range added {
+			if !taken[fairway.JobRef{Group: s.Group, ID: s.ID}] {
+				rest = append(rest, s)
+			}
+		}
+		added = rest
+	}
 	c.jobsAdded(added...)
 }
 
+// idleExecutorFor takes a parked dispatch request that can run a job of
+// the batch now, if one is idle for certain (see parking.takeIdle): its
+// jobs are then stored scheduled for it (see storeSubmissions). Not while
+// concurrency limits exist: a claim checks them.
+func (c *Coordinator) idleExecutorFor(items []ingestItem) *parkedRequest {
+	if c.store.LimitsInUse() {
+		return nil
+	}
+	now := time.Now()
+	tasks := map[string]bool{}
+	for _, it := range items {
+		if it.sub != nil && handable(*it.sub, now) {
+			tasks[it.sub.Task] = true
+		}
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	return c.parking.takeIdle(func(r *parkedRequest) bool {
+		if r.req.Slots <= 0 {
+			return false
+		}
+		for _, t := range r.req.Tasks {
+			if tasks[t] {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// handable says whether a submission may go straight to an idle executor:
+// eligible at once (not held, no dependencies, not due later).
+func handable(s fairway.Submission, now time.Time) bool {
+	return !s.Held() && len(s.DependsOn) == 0 && (s.RunAt == nil || !s.RunAt.After(now))
+}
+
+// assignment picks, in batch order (round-robin across groups already),
+// the submissions of subs that r's executor runs, up to its free slots and
+// its tasks' own free slots.
+func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration) *store.Assignment {
+	now := time.Now()
+	runs := make(map[string]bool, len(r.req.Tasks))
+	for _, t := range r.req.Tasks {
+		runs[t] = true
+	}
+	a := &store.Assignment{Worker: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease}
+	perTask := map[string]int{}
+	for i, s := range subs {
+		if len(a.Jobs) == r.req.Slots {
+			break
+		}
+		if !runs[s.Task] || !handable(s, now) {
+			continue
+		}
+		if limit, capped := r.req.TaskSlots[s.Task]; capped && perTask[s.Task] >= limit {
+			continue
+		}
+		perTask[s.Task]++
+		a.Jobs = append(a.Jobs, i)
+	}
+	return a
+}
+
+// handedOver answers a parked dispatch request with the jobs stored for
+// it, as a claim would have.
+func (c *Coordinator) handedOver(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time) {
+	c.metrics.handedOver.Add(float64(len(jobs)))
+	c.traceClaim(ctx, jobs, r.req.Executor, start)
+	c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
+}
+
 // storeSubmissions stores a batch in one statement and returns the jobs it
-// created. A batch PostgreSQL refuses costs one more, checked, statement
+// created, and those it handed to hand's executor (see
+// store.InsertJobsFor; hand may be nil). A batch PostgreSQL refuses costs one more, checked, statement
 // in the store, which stores all but the args it cannot store; should that
 // be refused too (for a reason it does not check), the batch is split in
 // halves, so that a poison costs a number of statements logarithmic in the
@@ -282,7 +377,8 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 // once, with its rejected event, and the others stored. An error means
 // PostgreSQL is unavailable (or the coordinator stops): nothing was
 // stored, the messages are to be tried again.
-func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool) ([]fairway.Submission, error) {
+func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool,
+	hand *parkedRequest) ([]fairway.Submission, []fairway.Job, error) {
 	var subs []fairway.Submission
 	var rejections []store.Rejection
 	for _, it := range items {
@@ -292,22 +388,26 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			rejections = append(rejections, *it.rej)
 		}
 	}
-	res, err := c.store.InsertJobs(ctx, subs, rejections)
+	var a *store.Assignment
+	if hand != nil {
+		a = assignment(hand, subs, c.cfg.Lease)
+	}
+	res, handedOver, err := c.store.InsertJobsFor(ctx, subs, rejections, a)
 	switch {
 	case err == nil:
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
 		endIngestSpans(items, nil, err)
-		return nil, err
+		return nil, nil, err
 	case len(items) > 1:
 		c.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
 		c.splits.Add(1)
 		half := len(items) / 2
-		added, err := c.storeSubmissions(ctx, msgs, items[:half], handled)
+		added, _, err := c.storeSubmissions(ctx, msgs, items[:half], handled, nil)
 		if err != nil {
-			return added, err
+			return added, nil, err
 		}
-		more, err := c.storeSubmissions(ctx, msgs, items[half:], handled)
-		return append(added, more...), err
+		more, _, err := c.storeSubmissions(ctx, msgs, items[half:], handled, nil)
+		return append(added, more...), nil, err
 	default:
 		endIngestSpans(items, nil, err)
 		it := items[0]
@@ -334,11 +434,11 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			// The message's other submissions are stored: this one is
 			// refused now rather than the whole message held back.
 			refuse()
-			return nil, nil
+			return nil, nil, nil
 		}
 		handled[it.msg] = true
 		c.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
-		return nil, nil
+		return nil, nil, nil
 	}
 	// The spans end before the acks and the wake-up: a job can run, and
 	// end, only after its ingest span has.
@@ -355,7 +455,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 		c.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
-	return added, nil
+	return added, handedOver, nil
 }
 
 // retryLater leaves messages in JetStream for a later try, when PostgreSQL

@@ -23,6 +23,7 @@ type coordMetrics struct {
 	reportTime   prometheus.Histogram   // seconds per report batch
 	deadLetters  *prometheus.CounterVec // messages moved to the dead-letter stream, by kind
 	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
+	handedOver   prometheus.Counter     // jobs stored scheduled for an idle executor
 }
 
 // newMetrics registers a coordinator's metrics with reg; with nil, they
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 			Help: "Messages moved to the dead-letter stream, by kind (submission, report, event)."}, []string{"kind"})),
 		quotaRefused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_quota_refusals_total",
 			Help: "Submissions refused by a group's quota, by quota (rate: submissions per second; jobs: queued jobs)."}, []string{"quota"})),
+		handedOver: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_jobs_handed_over_total",
+			Help: "Jobs that ingest stored already scheduled for an idle executor (one waiting in a long poll), without a claim."})),
 	}
 }
 

@@ -20,6 +20,7 @@ type parkedRequest struct {
 	msg      *nats.Msg
 	req      events.DispatchRequest
 	deadline time.Time
+	gen      uint64 // the wake signals counted before its claim found nothing
 }
 
 // parking holds the dispatch requests of idle executors.
@@ -58,6 +59,7 @@ func (p *parking) generation() uint64 {
 // the claim that found nothing), it is tried again at once.
 func (p *parking) park(r *parkedRequest, gen uint64) {
 	p.mu.Lock()
+	r.gen = gen
 	p.reqs = append(p.reqs, r)
 	missed := p.gen != gen
 	p.mu.Unlock()
@@ -77,6 +79,22 @@ func (p *parking) take() []*parkedRequest {
 	reqs := p.reqs
 	p.reqs = nil
 	return reqs
+}
+
+// takeIdle removes and returns the oldest parked request that match
+// accepts and that is idle for certain: no wake signal came since its
+// claim found nothing, so no job it could run has become eligible since
+// (on any coordinator: they all signal each other). Nil if none.
+func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, r := range p.reqs {
+		if r.gen == p.gen && match(r) {
+			p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
+			return r
+		}
+	}
+	return nil
 }
 
 // putBack returns requests that are still waiting, ahead of newer ones.
@@ -132,6 +150,7 @@ func (c *Coordinator) parkLoop(ctx context.Context) {
 func (c *Coordinator) serveParked(ctx context.Context, expire bool) {
 	var keep []*parkedRequest
 	now := time.Now()
+	gen := c.parking.generation()
 	for _, r := range c.parking.take() {
 		jobs, err := c.claim(ctx, r.req)
 		switch {
@@ -140,6 +159,7 @@ func (c *Coordinator) serveParked(ctx context.Context, expire bool) {
 		case len(jobs) > 0 || (expire && !now.Before(r.deadline)) || ctx.Err() != nil:
 			c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
 		default:
+			r.gen = gen // its claim found nothing after the signals counted so far
 			keep = append(keep, r)
 		}
 	}

@@ -174,7 +174,7 @@ func (s *Store) InsertWorkflow(ctx context.Context, subs []fairway.Submission) (
 				return unknown[i]
 			}
 		}
-		if out, err = insertJobs(ctx, tx, subs, nil, false); err != nil {
+		if out, _, err = insertJobs(ctx, tx, subs, nil, false, nil); err != nil {
 			return err
 		}
 		for _, r := range out {

@@ -93,9 +93,46 @@ type Inserted struct {
 // The jobs are stored pending: the caller resolves them (ResolveJobs),
 // since their dependencies may have ended already.
 func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
+	out, _, err := s.InsertJobsFor(ctx, subs, rejections, nil)
+	return out, err
+}
+
+// Assignment hands jobs of a batch straight to an idle executor, in the
+// statement that stores them: an executor whose dispatch request waits
+// (parked: its claim found nothing) gets a job submitted now in one write
+// and one commit, rather than a claim after the store.
+type Assignment struct {
+	// Worker, Instance and ClaimID are the executor's app-id and instance
+	// and its dispatch request's id, as a claim records them (see
+	// ClaimParams); Lease is the lease.
+	Worker, Instance, ClaimID string
+	Lease                     time.Duration
+	// Jobs are the indexes, in subs, of the submissions to hand over: each
+	// eligible now (not held, no dependencies, no run_at ahead).
+	Jobs []int
+}
+
+// InsertJobsFor is InsertJobs handing the jobs a names to its executor:
+// those created are stored scheduled for it, attempt 1, leased, with the
+// events of a submission and of a claim, and returned (in the order of
+// subs) for the dispatch reply. When that executor instance is no longer
+// the one registered (and live), they are stored waiting, as by
+// InsertJobs, and none is returned. a may be nil.
+func (s *Store) InsertJobsFor(ctx context.Context, subs []fairway.Submission, rejections []Rejection, a *Assignment) ([]Inserted, []fairway.Job, error) {
+	out, assigned, err := s.insertJobsFor(ctx, subs, rejections, a)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+	}
+	return out, assigned, nil
+}
+
+func (s *Store) insertJobsFor(ctx context.Context, subs []fairway.Submission, rejections []Rejection, a *Assignment) ([]Inserted, []fairway.Job, error) {
 	unknown, err := unknownDependencies(ctx, s.pool, subs)
 	if err != nil {
-		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+		return nil, nil, err
+	}
+	if len(unknown) > 0 {
+		a = nil // the indexes would shift; such batches are rare
 	}
 	insert, at := subs, []int(nil)
 	if len(unknown) > 0 {
@@ -106,16 +143,17 @@ func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejec
 			}
 		}
 	}
-	out, err := insertJobs(ctx, s.pool, insert, rejections, false)
+	out, assigned, err := insertJobs(ctx, s.pool, insert, rejections, false, a)
 	if isDataException(err) && len(insert) > 0 {
 		s.checkedInserts.Add(1)
-		out, err = insertJobs(ctx, s.pool, insert, rejections, true)
+		out, err = insertJobsChecked(ctx, s.pool, insert, rejections)
+		assigned = nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inserting %d jobs: %w", len(subs), interpretError(err))
+		return nil, nil, err
 	}
 	if err := markDependencies(ctx, s.pool, insert, out); err != nil {
-		return nil, fmt.Errorf("marking the dependencies of %d jobs: %w", len(subs), interpretError(err))
+		return nil, nil, fmt.Errorf("marking the dependencies: %w", err)
 	}
 	if len(unknown) > 0 {
 		all := make([]Inserted, len(subs))
@@ -134,11 +172,11 @@ func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejec
 		}
 	}
 	if len(refused) > 0 {
-		if _, err := insertJobs(ctx, s.pool, nil, refused, false); err != nil {
-			return nil, fmt.Errorf("recording %d refused jobs: %w", len(refused), interpretError(err))
+		if _, _, err := insertJobs(ctx, s.pool, nil, refused, false, nil); err != nil {
+			return nil, nil, fmt.Errorf("recording %d refused jobs: %w", len(refused), err)
 		}
 	}
-	return out, nil
+	return out, assigned, nil
 }
 
 // querier is what insertJobs needs of a pool or a transaction.
@@ -157,8 +195,16 @@ func isDataException(err error) bool {
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
-// insertJobs runs insert_jobs.sql, or with checked insert_jobs_checked.sql.
-func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection, checked bool) ([]Inserted, error) {
+// insertJobsChecked runs insert_jobs_checked.sql (see InsertJobs).
+func insertJobsChecked(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
+	out, _, err := insertJobs(ctx, tx, subs, rejections, true, nil)
+	return out, err
+}
+
+// insertJobs runs insert_jobs.sql, handing the jobs a names to its
+// executor (see InsertJobsFor), or with checked insert_jobs_checked.sql
+// (a must be nil).
+func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection, checked bool, a *Assignment) ([]Inserted, []fairway.Job, error) {
 	out := make([]Inserted, len(subs))
 	// Insert in key order, so that concurrent inserts of overlapping batches
 	// take their locks in the same order and cannot deadlock.
@@ -179,6 +225,15 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	traceparents := make([]string, n)
 	timeouts := make([]int64, n)
 	deps := make([]string, n)
+	handOver := make([]bool, len(subs))
+	var worker, instance, claimID string
+	var lease time.Duration
+	if a != nil && !checked {
+		for _, i := range a.Jobs {
+			handOver[i] = true
+		}
+		worker, instance, claimID, lease = a.Worker, a.Instance, a.ClaimID, a.Lease
+	}
 	for k, i := range order {
 		sub := subs[i]
 		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
@@ -186,6 +241,8 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		states[k] = string(fairway.StateWaiting)
 		if sub.Held() {
 			states[k] = string(fairway.StatePending)
+		} else if handOver[i] {
+			states[k] = string(fairway.StateScheduled)
 		}
 		expiresAts[k], triggers[k] = sub.ExpiresAt, sub.TriggerAfter
 		if sub.MaxRetries != nil {
@@ -208,6 +265,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		rErrs[i], rCodes[i], rFields[i] = fairway.TruncateBytes(r.Err.Message, fairway.MaxErrorTextSize), string(r.Err.Code), fairway.TruncateRunes(r.Err.Field, fairway.MaxNameLength)
 	}
 	var created []fairway.JobRef
+	handed := map[fairway.JobRef]insertedRow{} // created scheduled, for a's executor
 	unstorable := map[fairway.JobRef]bool{}
 	if checked {
 		textArgs := make([]string, n)
@@ -221,7 +279,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
 			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents, timeouts, deps)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var ref fairway.JobRef
 		var ok bool
@@ -233,16 +291,30 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 			}
 			return nil
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	} else {
 		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts, deps)
+			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts, deps,
+			worker, instance, claimID, interval(lease))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if created, err = collectRefs(rows); err != nil {
-			return nil, err
+		var r insertedRow
+		if _, err := pgx.ForEachRow(rows, []any{&r.ref.Group, &r.ref.ID, &r.state, &r.runAt, &r.submitted, &r.leaseUntil}, func() error {
+			created = append(created, r.ref)
+			if r.state == fairway.StateScheduled {
+				handed[r.ref] = r
+			}
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	var assigned []fairway.Job
+	for _, sub := range subs {
+		if r, ok := handed[fairway.JobRef{Group: sub.Group, ID: sub.ID}]; ok {
+			assigned = append(assigned, assignedJob(sub, r, worker))
 		}
 	}
 	isCreated := make(map[fairway.JobRef]bool, len(created))
@@ -268,18 +340,18 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 	}
 	if len(missingIDs) == 0 {
-		return out, nil
+		return out, assigned, nil
 	}
 	// A row not created either has an existing id in its group (a
 	// duplicate submit, fine) or a tracker held by a non-final job of its
 	// group (refused).
 	rows, err := tx.Query(ctx, insertExistingIdsSQL, missingGroups, missingIDs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	found, err := collectRefs(rows)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	existing := make(map[fairway.JobRef]bool, len(found))
 	for _, ref := range found {
@@ -290,17 +362,17 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	if len(trackersWanted) > 0 {
 		rows, err = tx.Query(ctx, insertExistingTrackersSQL, trackerGroups, trackersWanted)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for rows.Next() {
 			var group, tracker, id string
 			if err := rows.Scan(&group, &tracker, &id); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			holders[fairway.JobRef{Group: group, ID: tracker}] = id
 		}
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for i, sub := range subs {
@@ -311,12 +383,36 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		if holder == "" {
 			// The tracker's holder ended between the insert and the look-up:
 			// trying again will store it.
-			return nil, &fairway.Error{Code: fairway.CodeUnavailable, JobID: sub.ID,
+			return nil, nil, &fairway.Error{Code: fairway.CodeUnavailable, JobID: sub.ID,
 				Message: fmt.Sprintf("job %s raced with the end of the job holding its tracker; try again", sub.ID)}
 		}
 		out[i].Err = fairway.Duplicate(sub.Tracker, holder)
 	}
-	return out, nil
+	return out, assigned, nil
+}
+
+// insertedRow is what insert_jobs.sql returns of a row it created.
+type insertedRow struct {
+	ref        fairway.JobRef
+	state      fairway.State
+	runAt      time.Time
+	submitted  time.Time
+	leaseUntil *time.Time
+}
+
+// assignedJob is the job a submission became when it was stored
+// scheduled for worker: what a claim would have returned.
+func assignedJob(sub fairway.Submission, r insertedRow, worker string) fairway.Job {
+	j := fairway.Job{ID: sub.ID, Task: sub.Task, Group: sub.Group, Args: sub.Args, Subject: sub.Subject, Submitter: sub.Submitter,
+		Priority: sub.Priority, Tracker: sub.Tracker, State: fairway.StateScheduled, Attempt: 1, RunAt: r.runAt, ExpiresAt: sub.ExpiresAt,
+		Worker: worker, LeaseUntil: r.leaseUntil, Submitted: r.submitted, Timeout: sub.Timeout, TraceParent: sub.TraceParent}
+	if sub.MaxRetries != nil {
+		j.MaxRetries = *sub.MaxRetries
+	}
+	if len(j.Args) == 0 {
+		j.Args = []byte("{}")
+	}
+	return j
 }
 
 // collectRefs reads rows of (group_name, id).

@@ -187,7 +187,7 @@ func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask,
 			if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
 				return err
 			}
-			res, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false)
+			res, _, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false, nil)
 			if err != nil {
 				return err
 			}

@@ -82,6 +82,31 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return interpretError(pgx.BeginFunc(ctx, s.pool, fn))
 }
 
+// batchTx runs the statements fill queues in one transaction and one
+// round trip: BEGIN, them, COMMIT, pipelined. On an error nothing is
+// committed and the connection is left without a transaction.
+func (s *Store) batchTx(ctx context.Context, fill func(*pgx.Batch)) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	fill(b)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		// A statement failed: the rest of the batch was skipped, the
+		// transaction is aborted. Leave no transaction open on a pooled
+		// connection.
+		if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		return interpretError(err)
+	}
+	return nil
+}
+
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a
 // connection failure is unavailable, the rest keep their text.
 func interpretError(err error) error {

@@ -710,3 +710,86 @@ func TestHeartbeatExtendsOnlyTheInstancesLeases(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, job.LeaseUntil.After(time.Now().Add(30*time.Minute)), "renewed by its holder")
 }
+
+// TestInsertJobsForHandsJobsToAnIdleExecutor: the submissions an
+// assignment names are stored scheduled for its executor in the same
+// statement (attempt 1, leased, its request's claim id), with a
+// submission's and a claim's events, and returned as a claim would; the
+// others are stored waiting. For an instance that is not the registered
+// one they are all stored waiting, and none is handed over.
+func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 2, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	subs := []fairway.Submission{sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("a", fairway.PriorityHigh)}
+	for i := range subs {
+		require.NoError(t, subs[i].Normalize("", "", 1<<20, 3))
+	}
+	a := &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-1", Lease: time.Minute, Jobs: []int{0, 2}}
+	res, handed, err := s.InsertJobsFor(ctx, subs, nil, a)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.True(t, r.Created)
+	}
+	require.Len(t, handed, 2)
+	for k, i := range []int{0, 2} {
+		j := handed[k]
+		require.Equal(t, subs[i].ID, j.ID)
+		require.Equal(t, fairway.StateScheduled, j.State)
+		require.Equal(t, 1, j.Attempt)
+		require.Equal(t, "w", j.Worker)
+		require.NotNil(t, j.LeaseUntil)
+		stored, err := s.Get(ctx, j.Group, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateScheduled, stored.State)
+		require.Equal(t, 1, stored.Attempt)
+		require.Equal(t, "w", stored.Worker)
+		require.True(t, stored.Submitted.Equal(j.Submitted), "stored %s, handed %s", stored.Submitted, j.Submitted)
+		require.True(t, stored.LeaseUntil.Equal(*j.LeaseUntil))
+	}
+	other, err := s.Get(ctx, "b", subs[1].ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, other.State)
+	// The claim's id: the executor asking again under it gets them back.
+	again, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", ClaimID: "req-1", Limit: 5, Tasks: allTasks, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	// Their start and end apply as for claimed jobs.
+	began := time.Now().UTC()
+	_, err = s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: subs[0].ID, Attempt: 1, Worker: "w", Instance: "i1"}, Kind: "success",
+		StartedAt: &began}}, time.Second)
+	require.NoError(t, err)
+	var lines []string
+	_, err = s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		for _, e := range evs {
+			lines = append(lines, fmt.Sprintf("%s %s>%s %d %s", e.JobID, e.PreviousState, e.State, e.Attempt, e.Executor))
+			require.True(t, store.Allowed(e.PreviousState, e.State), "%s → %s", e.PreviousState, e.State)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Subset(t, lines, []string{
+		subs[0].ID + " >waiting 0 ", subs[0].ID + " waiting>scheduled 1 w",
+		subs[1].ID + " >waiting 0 ",
+		subs[2].ID + " >waiting 0 ", subs[2].ID + " waiting>scheduled 1 w",
+		subs[0].ID + " scheduled>running 1 w", subs[0].ID + " running>success 1 w",
+	})
+	require.Len(t, lines, 7)
+	require.Less(t, slices.Index(lines, subs[0].ID+" >waiting 0 "), slices.Index(lines, subs[0].ID+" waiting>scheduled 1 w"))
+
+	// Another instance than the registered one: stored waiting, none handed.
+	more := []fairway.Submission{sub("a", fairway.PriorityLow)}
+	require.NoError(t, more[0].Normalize("", "", 1<<20, 3))
+	_, handed, err = s.InsertJobsFor(ctx, more, nil, &store.Assignment{Worker: "w", Instance: "old", ClaimID: "req-2", Lease: time.Minute, Jobs: []int{0}})
+	require.NoError(t, err)
+	require.Empty(t, handed)
+	j, err := s.Get(ctx, "a", more[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, j.State)
+	require.Zero(t, j.Attempt)
+	// A duplicate is not handed over again.
+	_, handed, err = s.InsertJobsFor(ctx, subs[:1], nil, &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-3", Lease: time.Minute, Jobs: []int{0}})
+	require.NoError(t, err)
+	require.Empty(t, handed)
+}

@@ -63,7 +63,7 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 			return nil, fmt.Errorf("submission %d: %w", i, unknown[i])
 		}
 	}
-	res, err := insertJobs(ctx, tx, subs, nil, false)
+	res, _, err := insertJobs(ctx, tx, subs, nil, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
 	}

@@ -7,27 +7,55 @@
 -- traceparent ('' for none, stored as NULL), $22 its timeout in ms (0: none),
 -- $23 its depends_on, the ids separated by spaces ('' for none; ids hold
 -- no spaces).
-WITH ins AS (
-    INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
-                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on)
-    SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
-           nullif(i.tracker, ''), i.state, i.max_retries,
-           coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
-           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
-           string_to_array(nullif(i.depends_on, ''), ' ')
+-- A row whose state is 'scheduled' is handed straight to an idle
+-- executor (see Store.InsertJobsFor): $24 its app-id, $25 its instance
+-- ('' for any), $26 its dispatch request's id, $27 the lease. It is stored
+-- scheduled, attempt 1, with the events of a submission and a claim
+-- (-> waiting, waiting -> scheduled); stored waiting instead when that
+-- instance is not the one registered now, and live.
+WITH assignee AS (
+    SELECT $24::text <> '' AND ($25::text = '' OR EXISTS (
+               SELECT 1 FROM fairway_executor e WHERE e.app_id = $24 AND e.instance = $25 AND e.state = 'live')) AS live
+), rows AS (
+    SELECT i.*, i.state = 'scheduled' AND (SELECT live FROM assignee) AS assigned
       FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[],
                   $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
                   $19::timestamptz[], $20::timestamptz[], $21::text[], $22::bigint[], $23::text[])
            WITH ORDINALITY AS i (id, task, group_name, args, subject, submitter, priority,
                                  tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
+), ins AS (
+    INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
+                             tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on,
+                             attempt, worker, worker_instance, lease_until, claim_id)
+    SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
+           nullif(i.tracker, ''), CASE WHEN i.state = 'scheduled' AND NOT i.assigned THEN 'waiting' ELSE i.state END, i.max_retries,
+           coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
+           now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
+           string_to_array(nullif(i.depends_on, ''), ' '),
+           CASE WHEN i.assigned THEN 1 ELSE 0 END, CASE WHEN i.assigned THEN $24 END, CASE WHEN i.assigned THEN $25 ELSE '' END,
+           CASE WHEN i.assigned THEN now() + $27::interval END, CASE WHEN i.assigned THEN nullif($26, '') END
+      FROM rows AS i
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
- RETURNING group_name, id, task, state
+ RETURNING group_name, id, task, state, run_at, submitted, lease_until
 ), ev AS (
-    -- One pack of the batch's first events (see 011_event_packs.sql).
-    INSERT INTO fairway_event (job_id, task, group_name, state, n, pack_job_ids, pack_tasks, pack_groups, pack_states)
-    SELECT '', '', '', '', count(*), array_agg(id), array_agg(task), array_agg(group_name), array_agg(state)
-      FROM ins
+    -- One pack of the batch's first events (see 011_event_packs.sql); a
+    -- job handed to an executor has its claim's event right after.
+    INSERT INTO fairway_event (job_id, task, group_name, state, n, pack_job_ids, pack_tasks, pack_groups, pack_states, pack_prev_states,
+                               pack_attempts, pack_workers)
+    -- (The claim's fields only when some job was handed over: else they
+    -- are the scalar columns' defaults for every event.)
+    SELECT '', '', '', '', count(*), array_agg(id), array_agg(task), array_agg(group_name), array_agg(state),
+           CASE WHEN bool_or(k = 1) THEN array_agg(prev_state) END, CASE WHEN bool_or(k = 1) THEN array_agg(attempt) END,
+           CASE WHEN bool_or(k = 1) THEN array_agg(worker) END
+      FROM (SELECT ins.id, ins.task, ins.group_name, e.k, e.state, e.prev_state, e.attempt, e.worker
+              FROM ins
+             CROSS JOIN LATERAL (VALUES
+                   (0, CASE WHEN ins.state = 'scheduled' THEN 'waiting' ELSE ins.state END, '', 0, ''),
+                   (1, 'scheduled', 'waiting', 1, $24)
+                   ) AS e (k, state, prev_state, attempt, worker)
+             WHERE e.k = 0 OR ins.state = 'scheduled'
+             ORDER BY ins.id, e.k) evs
     HAVING count(*) > 0
 ), rejected AS (
     -- Submissions that failed validation: an event each, no job.
@@ -37,4 +65,4 @@ WITH ins AS (
            WITH ORDINALITY AS r (id, group_name, task, error, code, field, ord)
      ORDER BY r.ord
 )
-SELECT group_name, id FROM ins
+SELECT group_name, id, state, run_at, submitted, lease_until FROM ins
