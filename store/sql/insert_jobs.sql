@@ -40,22 +40,21 @@ WITH assignee AS (
  RETURNING group_name, id, task, state, run_at, submitted, lease_until
 ), ev AS (
     -- One pack of the batch's first events (see 011_event_packs.sql); a
-    -- job handed to an executor has its claim's event right after.
+    -- job handed to an executor has its claim's event too, after every
+    -- first event (so after its own). The claim's fields go in arrays only
+    -- when some job was handed over: else every event has the scalar
+    -- columns' defaults.
     INSERT INTO fairway_event (job_id, task, group_name, state, n, pack_job_ids, pack_tasks, pack_groups, pack_states, pack_prev_states,
                                pack_attempts, pack_workers)
-    -- (The claim's fields only when some job was handed over: else they
-    -- are the scalar columns' defaults for every event.)
     SELECT '', '', '', '', count(*), array_agg(id), array_agg(task), array_agg(group_name), array_agg(state),
            CASE WHEN bool_or(k = 1) THEN array_agg(prev_state) END, CASE WHEN bool_or(k = 1) THEN array_agg(attempt) END,
            CASE WHEN bool_or(k = 1) THEN array_agg(worker) END
-      FROM (SELECT ins.id, ins.task, ins.group_name, e.k, e.state, e.prev_state, e.attempt, e.worker
+      FROM (SELECT id, task, group_name, 0 AS k, CASE WHEN state = 'scheduled' THEN 'waiting' ELSE state END AS state,
+                   '' AS prev_state, 0 AS attempt, '' AS worker
               FROM ins
-             CROSS JOIN LATERAL (VALUES
-                   (0, CASE WHEN ins.state = 'scheduled' THEN 'waiting' ELSE ins.state END, '', 0, ''),
-                   (1, 'scheduled', 'waiting', 1, $24)
-                   ) AS e (k, state, prev_state, attempt, worker)
-             WHERE e.k = 0 OR ins.state = 'scheduled'
-             ORDER BY ins.id, e.k) evs
+            UNION ALL
+            SELECT id, task, group_name, 1, 'scheduled', 'waiting', 1, $24
+              FROM ins WHERE state = 'scheduled') evs
     HAVING count(*) > 0
 ), rejected AS (
     -- Submissions that failed validation: an event each, no job.
