@@ -963,3 +963,43 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 	default:
 	}
 }
+
+// TestHeldJobThatEndsUnrunLeavesTheLine: a job held for a slot that ends
+// without running (no handler for its task) gives up its place: the job
+// behind it runs when the slot frees (it used to be handed the slot of the
+// job that had already ended, and wait for ever).
+func TestHeldJobThatEndsUnrunLeavesTheLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	started := make(chan string, 10)
+	tokens := make(chan struct{}, 10)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1, Prefetch: 2, WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(ctx context.Context, job *executor.Job) error {
+			started <- job.ID
+			select {
+			case <-tokens:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	first := newJob("work", `{}`)
+	b.coord.add(first)
+	tokens <- struct{}{}
+	require.NoError(t, e.Start(context.Background()))
+	require.Equal(t, first.ID, recv(t, started, "the first job"))
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(first.ID).Outcome)
+	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
+	}
+
+	running, unknown, next := newJob("work", `{}`), newJob("nope", `{}`), newJob("work", `{}`)
+	b.coord.add(running, unknown, next)
+	b.coord.notify()
+	require.Equal(t, running.ID, recv(t, started, "the first of three jobs"))
+	require.Equal(t, events.OutcomePermanent, b.coord.done(unknown.ID).Outcome, "no handler: ends at once, unrun")
+	tokens <- struct{}{}
+	require.Equal(t, next.ID, recv(t, started, "the job behind it, once the slot frees"))
+	tokens <- struct{}{}
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(next.ID).Outcome)
+}

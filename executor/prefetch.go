@@ -89,19 +89,27 @@ func (e *Executor) waitForSlot(rj *runningJob) bool {
 		e.startQueued()
 		return false
 	}
-	for i, q := range e.queued {
-		if q == rj {
-			e.queued = append(e.queued[:i], e.queued[i+1:]...)
-			break
-		}
-	}
+	e.leaveLine(rj)
 	return false
 }
 
-// freeSlot gives rj's slot, if it holds one, to the next job waiting.
+// leaveLine removes rj from the jobs waiting for a slot, if it is there.
 // Called with e.mu held.
+func (e *Executor) leaveLine(rj *runningJob) {
+	for i, q := range e.queued {
+		if q == rj {
+			e.queued = append(e.queued[:i], e.queued[i+1:]...)
+			return
+		}
+	}
+}
+
+// freeSlot gives rj's slot, if it holds one, to the next job waiting; a
+// job that ends while waiting for one (no handler, say) leaves the line.
+// Called with e.mu held, as rj ends.
 func (e *Executor) freeSlot(rj *runningJob) {
 	if !rj.holdsSlot {
+		e.leaveLine(rj)
 		return
 	}
 	rj.holdsSlot = false
