@@ -116,8 +116,9 @@ type Assignment struct {
 // those created are stored scheduled for it, attempt 1, leased, with the
 // events of a submission and of a claim, and returned (in the order of
 // subs) for the dispatch reply. When that executor instance is no longer
-// the one registered (and live), they are stored waiting, as by
-// InsertJobs, and none is returned. a may be nil.
+// the one registered (and live), or concurrency limits exist (claims apply
+// them), they are stored waiting, as by InsertJobs, and none is returned.
+// a may be nil.
 func (s *Store) InsertJobsFor(ctx context.Context, subs []fairway.Submission, rejections []Rejection, a *Assignment) ([]Inserted, []fairway.Job, error) {
 	out, assigned, err := s.insertJobsFor(ctx, subs, rejections, a)
 	if err != nil {

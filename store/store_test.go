@@ -788,6 +788,17 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, j.State)
 	require.Zero(t, j.Attempt)
+	// Not while a concurrency limit exists: a claim applies it.
+	err = s.SetLimit(ctx, "task", "t", 5)
+	require.NoError(t, err)
+	limited := []fairway.Submission{sub("a", fairway.PriorityLow)}
+	require.NoError(t, limited[0].Normalize("", "", 1<<20, 3))
+	_, handed, err = s.InsertJobsFor(ctx, limited, nil, &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-4", Lease: time.Minute, Jobs: []int{0}})
+	require.NoError(t, err)
+	require.Empty(t, handed, "a limit exists")
+	j, err = s.Get(ctx, "a", limited[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, j.State)
 	// A duplicate is not handed over again.
 	_, handed, err = s.InsertJobsFor(ctx, subs[:1], nil, &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-3", Lease: time.Minute, Jobs: []int{0}})
 	require.NoError(t, err)

@@ -12,9 +12,12 @@
 -- ('' for any), $26 its dispatch request's id, $27 the lease. It is stored
 -- scheduled, attempt 1, with the events of a submission and a claim
 -- (-> waiting, waiting -> scheduled); stored waiting instead when that
--- instance is not the one registered now, and live.
+-- instance is not the one registered now, and live, or when concurrency
+-- limits exist (a claim applies them; the caller's knowledge of them may
+-- be older than this statement).
 WITH assignee AS (
-    SELECT $24::text <> '' AND ($25::text = '' OR EXISTS (
+    SELECT $24::text <> '' AND NOT EXISTS (SELECT 1 FROM fairway_limit)
+           AND ($25::text = '' OR EXISTS (
                SELECT 1 FROM fairway_executor e WHERE e.app_id = $24 AND e.instance = $25 AND e.state = 'live')) AS live
 ), rows AS (
     SELECT i.*, i.state = 'scheduled' AND (SELECT live FROM assignee) AS assigned
