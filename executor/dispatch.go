@@ -211,10 +211,11 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 		e.logger.Info("a coordinator answers again")
 		e.noCoordinatorAt = time.Time{}
 	}
-	if len(reply.Jobs) > 0 && rtt < longPoll/2 {
-		// Answered at once (not held until work came): a round trip.
+	if len(reply.Jobs) > 0 && e.lastFull {
+		// Work was waiting when it left: answered at once, a round trip.
 		e.observeRTT(rtt)
 	}
+	e.lastFull = len(reply.Jobs) == free
 	e.accept(reply.Jobs)
 	return len(reply.Jobs), nil
 }

@@ -170,6 +170,10 @@ type Executor struct {
 	// registeredAgainAt is when the instance last registered again
 	// (dispatch loop only).
 	registeredAgainAt time.Time
+	// lastFull says the last dispatch reply filled every slot asked for
+	// (dispatch loop only): the next request finds work waiting, so its
+	// time is a round trip (see observeRTT).
+	lastFull bool
 }
 
 // New returns an executor that talks to the coordinators over nc. It

@@ -909,13 +909,18 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 			}
 		},
 	})
-	// A first, quick job: the executor learns that jobs are short.
-	first := newJob("work", `{}`)
-	b.coord.add(first)
+	// Two quick jobs, one after the other: the executor learns that jobs
+	// are short, and how long a dispatch round trip takes (the second
+	// request finds work waiting).
+	first, second := newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.add(first, second)
+	tokens <- struct{}{}
 	tokens <- struct{}{}
 	require.NoError(t, e.Start(context.Background()))
 	require.Equal(t, first.ID, recv(t, started, "the first job"))
+	require.Equal(t, second.ID, recv(t, started, "the second job"))
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(first.ID).Outcome)
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(second.ID).Outcome)
 	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
 		// Until it has asked again for its slot and the 2 it may hold.
 	}
@@ -984,12 +989,14 @@ func TestHeldJobThatEndsUnrunLeavesTheLine(t *testing.T) {
 			}
 		},
 	})
-	first := newJob("work", `{}`)
-	b.coord.add(first)
+	first, second := newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.add(first, second)
+	tokens <- struct{}{}
 	tokens <- struct{}{}
 	require.NoError(t, e.Start(context.Background()))
 	require.Equal(t, first.ID, recv(t, started, "the first job"))
-	require.Equal(t, events.OutcomeSuccess, b.coord.done(first.ID).Outcome)
+	require.Equal(t, second.ID, recv(t, started, "the second job"))
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(second.ID).Outcome)
 	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
 	}
 

@@ -24,10 +24,14 @@ func (e *Executor) prefetchTarget() int {
 	}
 	// What the slots finish during two round trips (a request asks for
 	// what was free when it left, and its reply comes a round trip later,
-	// while the next request is on its way), plus one so that a reply
-	// never leaves a slot empty.
-	want := math.Ceil(2*float64(e.pool)*e.avgRTT/e.avgRun) + 1
-	return int(min(want, float64(e.prefetchMax)))
+	// while the next request is on its way). Less than half a job: none,
+	// so jobs that run much longer than a round trip are taken one per
+	// free slot, in the claims' fair order.
+	want := 2 * float64(e.pool) * e.avgRTT / e.avgRun
+	if want < 0.5 {
+		return 0
+	}
+	return int(min(math.Ceil(want), float64(e.prefetchMax)))
 }
 
 // observeRun adds the run time of a handler to the average.
@@ -37,8 +41,10 @@ func (e *Executor) observeRun(d time.Duration) {
 	e.mu.Unlock()
 }
 
-// observeRTT adds the round trip of a dispatch request that returned jobs
-// without being held by the coordinator to the average.
+// observeRTT adds the round trip of a dispatch request to the average: one
+// that followed a reply that filled every slot asked for (so work was
+// waiting, and the coordinator answered at once rather than holding the
+// request in a long poll).
 func (e *Executor) observeRTT(d time.Duration) {
 	e.mu.Lock()
 	e.avgRTT = ewma(e.avgRTT, float64(d))

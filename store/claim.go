@@ -127,7 +127,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	b.Queue("BEGIN")
 	var limited bool
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, &limited)
+		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited)
 	})
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has

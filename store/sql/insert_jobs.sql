@@ -59,6 +59,17 @@ WITH assignee AS (
             SELECT id, task, group_name, 1, 'scheduled', 'waiting', 1, $24
               FROM ins WHERE state = 'scheduled') evs
     HAVING count(*) > 0
+), handed AS (
+    -- A job handed over counts as a claim's pick: the round-robin cursor
+    -- moves to its group and the counting scheme one step on, per job (the
+    -- fairness row is locked only when a job was handed over).
+    SELECT (array_agg(r.group_name ORDER BY r.ord DESC))[1] AS group_name, count(*) AS n
+      FROM ins JOIN rows r ON r.group_name = ins.group_name AND r.id = ins.id
+     WHERE ins.state = 'scheduled'
+), cursor AS (
+    UPDATE fairway_fairness f SET last_group = h.group_name, counter = f.counter + h.n
+      FROM handed h
+     WHERE f.id = 1 AND h.n > 0
 ), rejected AS (
     -- Submissions that failed validation: an event each, no job.
     INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
