@@ -1,3 +1,6 @@
+// Storing submissions: jobs with their first events, refusals with
+// theirs, and jobs handed straight to an idle executor.
+
 package store
 
 import (
@@ -18,26 +21,11 @@ import (
 )
 
 var (
-	//go:embed sql/analyze_jobs.sql
-	analyzeJobsSQL string
-	//go:embed sql/append_logs.sql
-	appendLogsSQL string
-	//go:embed sql/cancel_request.sql
-	cancelRequestSQL string
-	//go:embed sql/future_due_times.sql
-	futureDueTimesSQL string
 	//go:embed sql/insert_existing_ids.sql
 	insertExistingIdsSQL string
 	//go:embed sql/insert_existing_trackers.sql
 	insertExistingTrackersSQL string
-	//go:embed sql/job_logs.sql
-	jobLogsSQL string
-	//go:embed sql/unstorable_json.sql
-	unstorableJsonSQL string
 )
-
-//go:embed sql/cancel_job.sql
-var cancelJobSQL string
 
 //go:embed sql/insert_jobs.sql
 var insertJobsSQL string
@@ -425,219 +413,6 @@ func collectRefs(rows pgx.Rows) ([]fairway.JobRef, error) {
 	})
 }
 
-// Get returns the job id of group. Ids are unique per group only: a job of
-// another group is not found, whatever its id.
-func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE group_name = $2 AND id = $1", id, group))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fairway.NotFound(id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading job %s: %w", id, interpretError(err))
-	}
-	jobs := []fairway.Job{j}
-	if err := s.markNoExecutor(ctx, jobs); err != nil {
-		return nil, fmt.Errorf("reading job %s: %w", id, err)
-	}
-	return &jobs[0], nil
-}
-
-// ListParams filters List and ListJobs; empty fields match everything.
-type ListParams struct {
-	Group    string
-	Task     string
-	State    fairway.State
-	Priority fairway.Priority
-	// Since and Until bound the jobs' submission time (zero: unbounded).
-	Since, Until time.Time
-	// Text keeps jobs whose args or error contain it, ignoring case. It
-	// reads every job the other filters leave: keep them narrow.
-	Text string
-	// Limit caps the result. Defaults to 100.
-	Limit int
-	// Cursor continues a ListJobs listing after the job it ended with.
-	Cursor string
-	// Full reads args and result too (ListJobs).
-	Full bool
-	// MaxBytes is how many bytes of args and result the caller means to
-	// take at most (ListJobs, Full): queries read about that much. 0: no
-	// hint.
-	MaxBytes int
-}
-
-// List returns jobs newest first, with their args and result: at most
-// Limit of them, all in memory. The API serves ListJobs, which streams.
-func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
-	p.Full = true
-	var jobs []fairway.Job
-	_, err := s.ListJobs(ctx, p, func(j fairway.Job) bool {
-		jobs = append(jobs, j)
-		return true
-	})
-	if err == nil {
-		err = s.markNoExecutor(ctx, jobs)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
-	}
-	return jobs, nil
-}
-
-// Logs returns the log lines of the job id of group, oldest first, all in
-// memory. A job of another group is not found. The API serves LogLines,
-// which pages and caps each message.
-func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
-	if _, err := s.Get(ctx, group, id); err != nil {
-		return nil, err
-	}
-	rows, err := s.pool.Query(ctx, jobLogsSQL, id, group)
-	if err != nil {
-		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
-	}
-	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.LogLine, error) {
-		var l fairway.LogLine
-		err := row.Scan(&l.Group, &l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
-		return l, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
-	}
-	return lines, nil
-}
-
-// AttemptLog is log lines that the executor instance holding an attempt
-// reported about it.
-type AttemptLog struct {
-	Attempt
-	Lines []fairway.LogLine
-}
-
-// AppendLogs stores log lines of attempts. Lines apply only while their
-// attempt is the job's latest, and only from the executor instance that
-// holds (or held) it; the others are dropped: a late line from an older
-// attempt, or lines that another executor forged.
-func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
-	var atts []Attempt
-	var levels, msgs []string
-	var times []time.Time
-	for _, l := range logs {
-		for _, line := range l.Lines {
-			atts = append(atts, l.Attempt)
-			levels, msgs, times = append(levels, line.Level), append(msgs, line.Message), append(times, line.Time)
-		}
-	}
-	if len(atts) == 0 {
-		return nil
-	}
-	a := attemptArrays(atts)
-	// The worker is cleared when an attempt ends as stuck: then the
-	// instance alone names the sender.
-	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.workers, a.instances)
-	if err != nil {
-		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
-	}
-	return nil
-}
-
-// Progress is a task's progress report about an attempt.
-type Progress struct {
-	Attempt
-	Progress int
-}
-
-// setProgressSQL finds rows by primary key only (see complete.sql): with
-// statistics that expect few held jobs, the planner would otherwise scan an
-// executor's held jobs once per report. Only the instance holding the
-// attempt sets its progress.
-var (
-	//go:embed sql/set_progress.sql
-	setProgressSQL string
-)
-
-// SetProgress records progress of running attempts.
-func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progress, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	atts := make([]Attempt, len(ps))
-	values := make([]int32, len(ps))
-	for i, p := range ps {
-		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
-	}
-	a := attemptArrays(atts)
-	rows, err := s.pool.Query(ctx, setProgressSQL,
-		a.ids, a.attempts, a.workers, values, a.groups, a.instances)
-	if err != nil {
-		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
-	}
-	now := time.Now().UTC()
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
-		var p fairway.Progress
-		err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
-		p.Time = now
-		if p.Started != nil {
-			p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
-		}
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
-	}
-	return out, nil
-}
-
-// Cancelled is the outcome of Cancel.
-type Cancelled struct {
-	Job fairway.Job
-	// Signal is true when the job is held by an executor: it ends cancelled
-	// once the executor has stopped it, so the executor must be told.
-	Signal bool
-}
-
-// Cancel cancels a job. A job not yet handed to an executor ends cancelled
-// at once; a scheduled or running one is marked, and ends cancelled when its
-// executor reports or its lease expires. A job of another group is not
-// found. Cancelling a final job is a conflict.
-func (s *Store) Cancel(ctx context.Context, group, id string) (*Cancelled, error) {
-	var signal bool
-	job, err := s.changeJob(ctx, group, id, "cancelling", func(tx pgx.Tx, state fairway.State) error {
-		var err error
-		switch {
-		case state.Final():
-			return fairway.Conflict(id, "job %s is already %s", id, state)
-		case state == fairway.StateScheduled || state == fairway.StateRunning:
-			signal = true
-			_, err = tx.Exec(ctx, cancelRequestSQL, id, group)
-		default:
-			_, err = tx.Exec(ctx, cancelJobSQL, id, string(state), group)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &Cancelled{Job: *job, Signal: signal}, nil
-}
-
-// FutureDueTimes returns the distinct times at which waiting or stuck jobs
-// that are not due yet become due, earliest first, at most limit of them.
-func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, error) {
-	rows, err := s.pool.Query(ctx, futureDueTimesSQL, limit)
-	if err != nil {
-		return nil, fmt.Errorf("reading due times: %w", interpretError(err))
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
-}
-
-// Analyze refreshes the planner statistics of the job table (used after
-// bulk loads, such as the scale benchmark's).
-func (s *Store) Analyze(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, analyzeJobsSQL); err != nil {
-		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
-	}
-	return nil
-}
-
 // countQueuedSQL counts a group's queued jobs, each state through its
 // partial index (fairway_job_eligible, fairway_job_pending) and capped at
 // $2, so that a group at its quota costs that many index entries, not all
@@ -670,28 +445,4 @@ func (s *Store) CountQueuedJobs(ctx context.Context, groups []string, limit int)
 		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
 	}
 	return counts, nil
-}
-
-// UnstorableJSON returns the indexes of the documents PostgreSQL cannot
-// store as jsonb, checked in one statement: after a batch was refused, it
-// names the values at fault.
-func (s *Store) UnstorableJSON(ctx context.Context, docs [][]byte) ([]int, error) {
-	texts := make([]string, len(docs))
-	sendable := make([]bool, len(docs))
-	for i, d := range docs {
-		// Text PostgreSQL refuses as a parameter would fail the statement:
-		// such a document is unstorable without asking.
-		if utf8.Valid(d) && bytes.IndexByte(d, 0) < 0 {
-			texts[i], sendable[i] = string(d), true
-		}
-	}
-	rows, err := s.pool.Query(ctx, unstorableJsonSQL, texts, sendable)
-	if err != nil {
-		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
-	}
-	bad, err := pgx.CollectRows(rows, pgx.RowTo[int])
-	if err != nil {
-		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
-	}
-	return bad, nil
 }

@@ -1,0 +1,122 @@
+// Reading jobs: one, a page of them, a job's log, due times.
+
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/analyze_jobs.sql
+	analyzeJobsSQL string
+	//go:embed sql/future_due_times.sql
+	futureDueTimesSQL string
+	//go:embed sql/job_logs.sql
+	jobLogsSQL string
+)
+
+// Get returns the job id of group. Ids are unique per group only: a job of
+// another group is not found, whatever its id.
+func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE group_name = $2 AND id = $1", id, group))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fairway.NotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, interpretError(err))
+	}
+	jobs := []fairway.Job{j}
+	if err := s.markNoExecutor(ctx, jobs); err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	return &jobs[0], nil
+}
+
+// ListParams filters List and ListJobs; empty fields match everything.
+type ListParams struct {
+	Group    string
+	Task     string
+	State    fairway.State
+	Priority fairway.Priority
+	// Since and Until bound the jobs' submission time (zero: unbounded).
+	Since, Until time.Time
+	// Text keeps jobs whose args or error contain it, ignoring case. It
+	// reads every job the other filters leave: keep them narrow.
+	Text string
+	// Limit caps the result. Defaults to 100.
+	Limit int
+	// Cursor continues a ListJobs listing after the job it ended with.
+	Cursor string
+	// Full reads args and result too (ListJobs).
+	Full bool
+	// MaxBytes is how many bytes of args and result the caller means to
+	// take at most (ListJobs, Full): queries read about that much. 0: no
+	// hint.
+	MaxBytes int
+}
+
+// List returns jobs newest first, with their args and result: at most
+// Limit of them, all in memory. The API serves ListJobs, which streams.
+func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
+	p.Full = true
+	var jobs []fairway.Job
+	_, err := s.ListJobs(ctx, p, func(j fairway.Job) bool {
+		jobs = append(jobs, j)
+		return true
+	})
+	if err == nil {
+		err = s.markNoExecutor(ctx, jobs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
+	}
+	return jobs, nil
+}
+
+// Logs returns the log lines of the job id of group, oldest first, all in
+// memory. A job of another group is not found. The API serves LogLines,
+// which pages and caps each message.
+func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
+	if _, err := s.Get(ctx, group, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, jobLogsSQL, id, group)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.LogLine, error) {
+		var l fairway.LogLine
+		err := row.Scan(&l.Group, &l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	return lines, nil
+}
+
+// FutureDueTimes returns the distinct times at which waiting or stuck jobs
+// that are not due yet become due, earliest first, at most limit of them.
+func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, error) {
+	rows, err := s.pool.Query(ctx, futureDueTimesSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading due times: %w", interpretError(err))
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
+}
+
+// Analyze refreshes the planner statistics of the job table (used after
+// bulk loads, such as the scale benchmark's).
+func (s *Store) Analyze(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, analyzeJobsSQL); err != nil {
+		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
+	}
+	return nil
+}
