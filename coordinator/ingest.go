@@ -139,9 +139,6 @@ type ingestItem struct {
 // is refused (code invalid, field batch).
 const MaxSubmitBatch = events.MaxSubmitBatch
 
-// submitParts splits a submit message's body: a JSON array of submissions
-// (events.Client.SubmitMany sends those), or one submission. part is -1 for
-// a body of one submission.
 // countSubmissions counts the submissions of a submit message's body
 // without decoding it: the elements of a JSON array, or one. A malformed
 // body counts for what the scan finds (it only sizes batches).
@@ -186,6 +183,10 @@ func countSubmissions(data []byte) int {
 	return n
 }
 
+// submitParts splits a submit message's body: a JSON array of submissions
+// (events.Client.SubmitMany sends those), or one submission (batch false).
+// A body that starts as an array but is not one is taken as one
+// submission, and refused as such, naming what is wrong.
 func submitParts(data []byte) (parts []json.RawMessage, batch bool) {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '[' {
@@ -200,8 +201,8 @@ func submitParts(data []byte) (parts []json.RawMessage, batch bool) {
 
 func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 	received := time.Now() // every message of the batch arrived before
-	defer observe(c.metrics.ingestBatch, c.metrics.ingestTime, len(msgs), received)
 	items := make([]ingestItem, 0, len(msgs))
+	defer func() { observe(c.metrics.ingestBatch, c.metrics.ingestTime, len(items), received) }()
 	var valid []fairway.Submission
 	var validAt []int
 	for m, msg := range msgs {
