@@ -212,7 +212,8 @@ type Coordinator struct {
 
 	id           string // names this coordinator in periodic task marks
 	outboxKick   chan struct{}
-	notifyID     []byte // this coordinator's name in its work notifications
+	lead         *leadership // the maintenance leader election
+	notifyID     []byte      // this coordinator's name in its work notifications
 	periodicKick chan struct{}
 	due          *dueTimes
 	deps         *dependents
@@ -301,6 +302,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.lead = &leadership{store: c.store, holder: fairway.NewID(), log: c.log, gained: c.kickPeriodic}
+	c.lead.try(runCtx) // a coordinator alone leads from its start
+	c.goLoop(runCtx, c.lead.run)
 	c.goLoop(runCtx, c.publishLoop)
 	c.goLoop(runCtx, c.sweepLoop)
 	c.goLoop(runCtx, c.dueLoop)

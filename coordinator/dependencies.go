@@ -82,7 +82,7 @@ func (c *Coordinator) dependentsLoop(ctx context.Context) {
 				c.log.Warn("resolving the jobs that depend on ended jobs; the sweep tries again", "jobs", len(ended)+len(candidates), "error", err)
 			}
 		}
-		if sweep {
+		if sweep && c.lead.leads.Load() {
 			c.sweepBlocked(ctx)
 		}
 	}

@@ -30,3 +30,6 @@ func (c *Coordinator) Parked() int {
 	defer c.parking.mu.Unlock()
 	return len(c.parking.reqs)
 }
+
+// LeadsMaintenance says whether the coordinator leads the maintenance now.
+func (c *Coordinator) LeadsMaintenance() bool { return c.lead != nil && c.lead.leads.Load() }

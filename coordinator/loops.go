@@ -182,6 +182,16 @@ func (c *Coordinator) sweepLoop(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+		if !c.lead.leads.Load() {
+			// Another coordinator runs the maintenance; whether PostgreSQL
+			// answers is known from the lead's renewal.
+			if err := c.lead.lastErr(); err != nil {
+				unreachable(err)
+			} else {
+				reachable()
+			}
+			continue
+		}
 		if time.Since(reachableSince) < c.cfg.Lease {
 			if err := c.store.Ping(ctx); err != nil {
 				unreachable(err)

@@ -38,7 +38,9 @@ func (c *Coordinator) periodicLoop(ctx context.Context) {
 		case <-timer.C:
 		case <-c.periodicKick:
 		}
-		c.firePeriodic(ctx)
+		if c.lead.leads.Load() { // the others sleep; gaining the lead kicks this loop
+			c.firePeriodic(ctx)
+		}
 		wait := periodicMaxSleep
 		next, ok, err := c.store.NextPeriodicRun(ctx)
 		var now time.Time

@@ -62,13 +62,15 @@ func (r Retention) ages() []struct {
 }
 
 // retentionLoop prunes finished jobs past their retention every
-// Retention.Interval. Every coordinator runs it: the batches skip rows
-// another holds, so they share the work.
+// Retention.Interval, on the coordinator that leads the maintenance (the
+// batches skip rows another holds, so two at once share the work).
 func (c *Coordinator) retentionLoop(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.Retention.Interval)
 	defer tick.Stop()
 	for {
-		c.pruneExpired(ctx)
+		if c.lead.leads.Load() {
+			c.pruneExpired(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return

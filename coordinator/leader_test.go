@@ -1,0 +1,40 @@
+package coordinator_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOneCoordinatorLeadsTheMaintenance: of two coordinators on one
+// database, exactly one leads the maintenance loops; when it stops, the
+// other takes over at its next try (it gave the lead up), not after the
+// lease.
+func TestOneCoordinatorLeadsTheMaintenance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	first, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, first.Start(ctx))
+	require.True(t, first.LeadsMaintenance(), "a coordinator alone leads from its start")
+	second, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, second.Start(ctx))
+	t.Cleanup(second.Stop)
+	// Over a few renewals, the first keeps the lead and the second never
+	// has it.
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		require.True(t, first.LeadsMaintenance())
+		require.False(t, second.LeadsMaintenance())
+		time.Sleep(100 * time.Millisecond)
+	}
+	first.Stop()
+	require.Eventually(t, second.LeadsMaintenance, waitTimeout, 20*time.Millisecond, "the second takes the lead the first gave up")
+}
