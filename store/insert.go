@@ -30,9 +30,6 @@ var (
 //go:embed sql/insert_jobs.sql
 var insertJobsSQL string
 
-//go:embed sql/insert_jobs_checked.sql
-var insertJobsCheckedSQL string
-
 // unstorableArgs is the message of the rejection of a submission whose
 // args PostgreSQL refused although they passed validation.
 const unstorableArgs = "PostgreSQL cannot store these args (a value it refuses); the rest of the batch was stored"
@@ -184,15 +181,16 @@ func isDataException(err error) bool {
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
-// insertJobsChecked runs insert_jobs_checked.sql (see InsertJobs).
+// insertJobsChecked runs insert_jobs.sql checking each args (see
+// InsertJobs).
 func insertJobsChecked(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
 	out, _, err := insertJobs(ctx, tx, subs, rejections, true, nil)
 	return out, err
 }
 
 // insertJobs runs insert_jobs.sql, handing the jobs a names to its
-// executor (see InsertJobsFor), or with checked insert_jobs_checked.sql
-// (a must be nil).
+// executor (see InsertJobsFor); checked, each args is checked before it is
+// stored (a batch PostgreSQL refused), and a is not used.
 func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection, checked bool, a *Assignment) ([]Inserted, []fairway.Job, error) {
 	out := make([]Inserted, len(subs))
 	// Insert in key order, so that concurrent inserts of overlapping batches
@@ -204,16 +202,6 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(strings.Compare(subs[a].Group, subs[b].Group), strings.Compare(subs[a].ID, subs[b].ID))
 	})
-	n := len(subs)
-	ids, tasks, groups := make([]string, n), make([]string, n), make([]string, n)
-	args := make([][]byte, n)
-	subjects, submitters, prios, trackers, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	maxRetries := make([]int32, n)
-	runAts, expiresAts, triggers := make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-	positions := make([]int32, n)
-	traceparents := make([]string, n)
-	timeouts := make([]int64, n)
-	deps := make([]string, n)
 	handOver := make([]bool, len(subs))
 	var worker, instance, claimID string
 	var lease time.Duration
@@ -223,82 +211,40 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 		worker, instance, claimID, lease = a.Worker, a.Instance, a.ClaimID, a.Lease
 	}
-	for k, i := range order {
-		sub := subs[i]
-		ids[k], tasks[k], groups[k], args[k] = sub.ID, sub.Task, sub.Group, sub.Args
-		subjects[k], submitters[k], prios[k], trackers[k] = sub.Subject, sub.Submitter, string(sub.Priority), sub.Tracker
-		states[k] = string(fairway.StateWaiting)
-		if sub.Held() {
-			states[k] = string(fairway.StatePending)
-		} else if handOver[i] {
-			states[k] = string(fairway.StateScheduled)
-		}
-		expiresAts[k], triggers[k] = sub.ExpiresAt, sub.TriggerAfter
-		if sub.MaxRetries != nil {
-			maxRetries[k] = int32(*sub.MaxRetries)
-		}
-		runAts[k], positions[k], traceparents[k] = sub.RunAt, int32(i), sub.TraceParent
-		if sub.Timeout != "" {
-			d, _ := time.ParseDuration(sub.Timeout) // Normalize checked it
-			timeouts[k] = d.Milliseconds()
-		}
-		deps[k] = strings.Join(sub.DependsOn, " ")
+	batch := newInsertRows(len(subs), checked)
+	for _, i := range order {
+		batch.add(subs[i], i, handOver[i])
 	}
-	m := len(rejections)
-	rIDs, rGroups, rTasks, rErrs, rCodes, rFields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
-	for i, r := range rejections {
-		// What a tenant sent goes into the event capped and cleaned: a
-		// rejected id may be megabytes long or hold a NUL.
-		rIDs[i], rGroups[i], rTasks[i] = fairway.TruncateRunes(r.JobID, fairway.MaxIDLength),
-			fairway.TruncateRunes(r.Group, fairway.MaxNameLength), fairway.TruncateRunes(r.Task, fairway.MaxNameLength)
-		rErrs[i], rCodes[i], rFields[i] = fairway.TruncateBytes(r.Err.Message, fairway.MaxErrorTextSize), string(r.Err.Code), fairway.TruncateRunes(r.Err.Field, fairway.MaxNameLength)
+	args := batch.named()
+	for k, v := range rejectionArgs(rejections) {
+		args[k] = v
 	}
+	args["worker"], args["instance"], args["claim_id"], args["lease"] = worker, instance, claimID, interval(lease)
+	args["unstorable"] = unstorableArgs
 	var created []fairway.JobRef
 	handed := map[fairway.JobRef]insertedRow{} // created scheduled, for a's executor
 	unstorable := map[fairway.JobRef]bool{}
-	if checked {
-		textArgs := make([]string, n)
-		for k := range args {
-			// Text PostgreSQL refuses as a parameter would fail the whole
-			// statement again: '' fails the check instead.
-			if utf8.Valid(args[k]) && bytes.IndexByte(args[k], 0) < 0 {
-				textArgs[k] = string(args[k])
-			}
-		}
-		rows, err := tx.Query(ctx, insertJobsCheckedSQL, ids, tasks, groups, textArgs, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, unstorableArgs, traceparents, timeouts, deps)
-		if err != nil {
-			return nil, nil, err
-		}
-		var ref fairway.JobRef
-		var ok bool
-		if _, err := pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &ok}, func() error {
-			if ok {
-				created = append(created, ref)
-			} else {
-				unstorable[ref] = true
-			}
+	result, err := tx.Query(ctx, insertJobsSQL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	var r insertedRow
+	var ok bool
+	var state *fairway.State
+	var runAt, submitted *time.Time
+	if _, err := pgx.ForEachRow(result, []any{&r.ref.Group, &r.ref.ID, &ok, &state, &runAt, &submitted, &r.leaseUntil}, func() error {
+		if !ok {
+			unstorable[r.ref] = true
 			return nil
-		}); err != nil {
-			return nil, nil, err
 		}
-	} else {
-		rows, err := tx.Query(ctx, insertJobsSQL, ids, tasks, groups, args, subjects, submitters, prios, trackers, states, maxRetries, runAts, positions,
-			rIDs, rGroups, rTasks, rErrs, rCodes, rFields, expiresAts, triggers, traceparents, timeouts, deps,
-			worker, instance, claimID, interval(lease))
-		if err != nil {
-			return nil, nil, err
+		created = append(created, r.ref)
+		if *state == fairway.StateScheduled {
+			r.state, r.runAt, r.submitted = *state, *runAt, *submitted
+			handed[r.ref] = r
 		}
-		var r insertedRow
-		if _, err := pgx.ForEachRow(rows, []any{&r.ref.Group, &r.ref.ID, &r.state, &r.runAt, &r.submitted, &r.leaseUntil}, func() error {
-			created = append(created, r.ref)
-			if r.state == fairway.StateScheduled {
-				handed[r.ref] = r
-			}
-			return nil
-		}); err != nil {
-			return nil, nil, err
-		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
 	}
 	var assigned []fairway.Job
 	for _, sub := range subs {
@@ -378,6 +324,105 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		out[i].Err = fairway.Duplicate(sub.Tracker, holder)
 	}
 	return out, assigned, nil
+}
+
+// insertRows are a batch's submissions as insert_jobs.sql takes them: an
+// array per column, in the order rows are inserted, passed by name. A
+// column is added here and in the statement, nowhere else.
+type insertRows struct {
+	id, task, group, subject, submitter, priority, tracker, state []string
+	args                                                          [][]byte // nil when checked
+	textArgs                                                      []string // nil unless checked
+	maxRetries, pos                                               []int32
+	runAt, expiresAt, triggerAfter                                []*time.Time
+	traceparent, dependsOn                                        []string
+	timeoutMS                                                     []int64
+}
+
+// newInsertRows makes room for n rows; checked passes the args as text,
+// each checked before it is stored (see insert_jobs.sql).
+func newInsertRows(n int, checked bool) *insertRows {
+	r := &insertRows{}
+	for _, col := range []*[]string{&r.id, &r.task, &r.group, &r.subject, &r.submitter, &r.priority, &r.tracker, &r.state, &r.traceparent, &r.dependsOn} {
+		*col = make([]string, 0, n)
+	}
+	if checked {
+		r.textArgs = make([]string, 0, n)
+	} else {
+		r.args = make([][]byte, 0, n)
+	}
+	return r
+}
+
+// add appends a submission: pos is its place in the batch, handOver says
+// it goes straight to the assignment's executor.
+func (r *insertRows) add(sub fairway.Submission, pos int, handOver bool) {
+	state := fairway.StateWaiting
+	switch {
+	case sub.Held():
+		state = fairway.StatePending
+	case handOver:
+		state = fairway.StateScheduled
+	}
+	r.id, r.task, r.group = append(r.id, sub.ID), append(r.task, sub.Task), append(r.group, sub.Group)
+	if r.textArgs != nil {
+		// Text PostgreSQL refuses as a parameter would fail the whole
+		// statement again: '' fails the check instead.
+		text := ""
+		if utf8.Valid(sub.Args) && bytes.IndexByte(sub.Args, 0) < 0 {
+			text = string(sub.Args)
+		}
+		r.textArgs = append(r.textArgs, text)
+	} else {
+		r.args = append(r.args, sub.Args)
+	}
+	r.subject, r.submitter = append(r.subject, sub.Subject), append(r.submitter, sub.Submitter)
+	r.priority, r.tracker, r.state = append(r.priority, string(sub.Priority)), append(r.tracker, sub.Tracker), append(r.state, string(state))
+	maxRetries := int32(0)
+	if sub.MaxRetries != nil {
+		maxRetries = int32(*sub.MaxRetries)
+	}
+	r.maxRetries, r.pos = append(r.maxRetries, maxRetries), append(r.pos, int32(pos))
+	r.runAt, r.expiresAt, r.triggerAfter = append(r.runAt, sub.RunAt), append(r.expiresAt, sub.ExpiresAt), append(r.triggerAfter, sub.TriggerAfter)
+	var timeout int64
+	if sub.Timeout != "" {
+		d, _ := time.ParseDuration(sub.Timeout) // Normalize checked it
+		timeout = d.Milliseconds()
+	}
+	r.traceparent, r.timeoutMS = append(r.traceparent, sub.TraceParent), append(r.timeoutMS, timeout)
+	r.dependsOn = append(r.dependsOn, strings.Join(sub.DependsOn, " "))
+}
+
+// named is the rows as the statement's named parameters.
+func (r *insertRows) named() pgx.NamedArgs {
+	args := pgx.NamedArgs{
+		"id": r.id, "task": r.task, "group_name": r.group, "subject": r.subject, "submitter": r.submitter,
+		"priority": r.priority, "tracker": r.tracker, "state": r.state, "max_retries": r.maxRetries, "run_at": r.runAt,
+		"pos": r.pos, "expires_at": r.expiresAt, "trigger_after": r.triggerAfter, "traceparent": r.traceparent,
+		"timeout_ms": r.timeoutMS, "depends_on": r.dependsOn,
+		"args": nil, "text_args": nil,
+	}
+	if r.textArgs != nil {
+		args["text_args"] = r.textArgs
+	} else {
+		args["args"] = r.args
+	}
+	return args
+}
+
+// rejectionArgs are the submissions refused before the insert, as its
+// named parameters rejected_*: their events' fields, capped and cleaned
+// (a rejected id may be megabytes long or hold a NUL).
+func rejectionArgs(rejections []Rejection) pgx.NamedArgs {
+	m := len(rejections)
+	ids, groups, tasks, errs, codes, fields := make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m), make([]string, m)
+	for i, r := range rejections {
+		ids[i], groups[i], tasks[i] = fairway.TruncateRunes(r.JobID, fairway.MaxIDLength),
+			fairway.TruncateRunes(r.Group, fairway.MaxNameLength), fairway.TruncateRunes(r.Task, fairway.MaxNameLength)
+		errs[i], codes[i], fields[i] = fairway.TruncateBytes(r.Err.Message, fairway.MaxErrorTextSize), string(r.Err.Code), fairway.TruncateRunes(r.Err.Field, fairway.MaxNameLength)
+	}
+	return pgx.NamedArgs{"rejected_id": ids, "rejected_group": groups, "rejected_task": tasks, "rejected_error": errs,
+		"rejected_code": codes, "rejected_field": fields}
 }
 
 // insertedRow is what insert_jobs.sql returns of a row it created.

@@ -1,43 +1,62 @@
 -- Inserts jobs and their first events, and the rejected events of
--- submissions that failed validation, in one statement (one round trip). The rows come in id order (so that
--- concurrent batches lock in the same order); pos is each one's place in the
--- submission order, which orders their submitted times. A row whose id exists already in its
+-- submissions that failed validation, in one statement (one round trip).
+-- Each @name is an array with one element per row (insertRows in
+-- insert.go: a column is added there and here, nowhere else), or a single
+-- value. The rows come in id order (so that concurrent batches lock in the
+-- same order); @pos is each one's place in the submission order, which
+-- orders their submitted times. A row whose id exists already in its
 -- group, or whose tracker is held by a non-final job of its group, is
--- skipped; the caller finds out which and why. $21 holds each row's
--- traceparent ('' for none, stored as NULL), $22 its timeout in ms (0: none),
--- $23 its depends_on, the ids separated by spaces ('' for none; ids hold
--- no spaces).
+-- skipped; the caller finds out which and why. @traceparent '' is none
+-- (stored as NULL), @timeout_ms 0 none, @depends_on the ids separated by
+-- spaces ('' for none; ids hold no spaces).
+--
+-- Checked (a batch PostgreSQL refused): the args come as @text_args
+-- instead of @args, and each is checked with fairway_jsonb_ok (a
+-- subtransaction per row, paid only then). A row it cannot store gets a
+-- rejected event (code invalid, field args, message @unstorable) instead
+-- of a job, the others are stored: the poison costs one extra round trip
+-- and its own rejection.
+--
 -- A row whose state is 'scheduled' is handed straight to an idle
--- executor (see Store.InsertJobsFor): $24 its app-id, $25 its instance
--- ('' for any), $26 its dispatch request's id, $27 the lease. It is stored
--- scheduled, attempt 1, with the events of a submission and a claim
--- (-> waiting, waiting -> scheduled); stored waiting instead when that
--- instance is not the one registered now, and live, or when concurrency
--- limits exist (a claim applies them; the caller's knowledge of them may
--- be older than this statement).
+-- executor (see Store.InsertJobsFor): @worker its app-id, @instance its
+-- instance ('' for any), @claim_id its dispatch request's id, @lease the
+-- lease. It is stored scheduled, attempt 1, with the events of a
+-- submission and a claim (-> waiting, waiting -> scheduled); stored
+-- waiting instead when that instance is not the one registered now, and
+-- live, or when concurrency limits exist (a claim applies them; the
+-- caller's knowledge of them may be older than this statement).
+--
+-- Rows come back as (group_name, id, created, state, run_at, submitted,
+-- lease_until): the created rows, then the unstorable ones (created false).
 WITH assignee AS (
-    SELECT $24::text <> '' AND NOT EXISTS (SELECT 1 FROM fairway_limit)
-           AND ($25::text = '' OR EXISTS (
-               SELECT 1 FROM fairway_executor e WHERE e.app_id = $24 AND e.instance = $25 AND e.state = 'live')) AS live
+    SELECT @worker::text <> '' AND NOT EXISTS (SELECT 1 FROM fairway_limit)
+           AND (@instance::text = '' OR EXISTS (
+               SELECT 1 FROM fairway_executor e WHERE e.app_id = @worker AND e.instance = @instance AND e.state = 'live')) AS live
+), given AS (
+    SELECT i.*
+      FROM unnest(@id::text[], @task::text[], @group_name::text[], @args::jsonb[], @text_args::text[], @subject::text[],
+                  @submitter::text[], @priority::text[], @tracker::text[], @state::text[], @max_retries::int[],
+                  @run_at::timestamptz[], @pos::int[], @expires_at::timestamptz[], @trigger_after::timestamptz[],
+                  @traceparent::text[], @timeout_ms::bigint[], @depends_on::text[])
+           WITH ORDINALITY AS i (id, task, group_name, args, text_args, subject, submitter, priority, tracker, state, max_retries,
+                                 run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
 ), rows AS (
-    SELECT i.*, i.state = 'scheduled' AND (SELECT live FROM assignee) AS assigned
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::jsonb[], $5::text[], $6::text[],
-                  $7::text[], $8::text[], $9::text[], $10::int[], $11::timestamptz[], $12::int[],
-                  $19::timestamptz[], $20::timestamptz[], $21::text[], $22::bigint[], $23::text[])
-           WITH ORDINALITY AS i (id, task, group_name, args, subject, submitter, priority,
-                                 tracker, state, max_retries, run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
+    SELECT i.*, i.state = 'scheduled' AND (SELECT live FROM assignee) AS assigned,
+           i.text_args IS NULL OR fairway_jsonb_ok(i.text_args) AS storable
+      FROM given i
 ), ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
                              tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on,
                              attempt, worker, worker_instance, lease_until, claim_id)
-    SELECT i.id, i.task, i.group_name, i.args, i.subject, i.submitter, i.priority,
+    SELECT i.id, i.task, i.group_name, coalesce(i.args, i.text_args::jsonb), i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), CASE WHEN i.state = 'scheduled' AND NOT i.assigned THEN 'waiting' ELSE i.state END, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
            now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
            string_to_array(nullif(i.depends_on, ''), ' '),
-           CASE WHEN i.assigned THEN 1 ELSE 0 END, CASE WHEN i.assigned THEN $24 END, CASE WHEN i.assigned THEN $25 ELSE '' END,
-           CASE WHEN i.assigned THEN now() + $27::interval END, CASE WHEN i.assigned THEN nullif($26, '') END
+           CASE WHEN i.assigned THEN 1 ELSE 0 END, CASE WHEN i.assigned THEN @worker END, CASE WHEN i.assigned THEN @instance ELSE '' END,
+           CASE WHEN i.assigned THEN now() + @lease::interval END, CASE WHEN i.assigned THEN nullif(@claim_id, '') END
       FROM rows AS i
+     WHERE i.storable
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
  RETURNING group_name, id, task, state, run_at, submitted, lease_until
@@ -56,7 +75,7 @@ WITH assignee AS (
                    '' AS prev_state, 0 AS attempt, '' AS worker
               FROM ins
             UNION ALL
-            SELECT id, task, group_name, 1, 'scheduled', 'waiting', 1, $24
+            SELECT id, task, group_name, 1, 'scheduled', 'waiting', 1, @worker
               FROM ins WHERE state = 'scheduled') evs
     HAVING count(*) > 0
 ), handed AS (
@@ -74,8 +93,17 @@ WITH assignee AS (
     -- Submissions that failed validation: an event each, no job.
     INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
     SELECT r.id, r.group_name, r.task, 'rejected', r.error, r.code, r.field
-      FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[])
+      FROM unnest(@rejected_id::text[], @rejected_group::text[], @rejected_task::text[], @rejected_error::text[],
+                  @rejected_code::text[], @rejected_field::text[])
            WITH ORDINALITY AS r (id, group_name, task, error, code, field, ord)
      ORDER BY r.ord
+), unstorable AS (
+    -- The rows PostgreSQL cannot store (checked batches only): a rejected
+    -- event each, no job.
+    INSERT INTO fairway_event (job_id, group_name, task, state, error, code, field)
+    SELECT u.id, u.group_name, u.task, 'rejected', @unstorable, 'invalid', 'args'
+      FROM rows u WHERE NOT u.storable ORDER BY u.ord
 )
-SELECT group_name, id, state, run_at, submitted, lease_until FROM ins
+SELECT group_name, id, true, state, run_at, submitted, lease_until FROM ins
+UNION ALL
+SELECT group_name, id, false, NULL, NULL, NULL, NULL FROM rows WHERE NOT storable
