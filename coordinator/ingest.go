@@ -34,7 +34,7 @@ func (c *Coordinator) startIngest(ctx context.Context) error {
 	window := min(ingestWindow*c.cfg.IngestBatch, ingestWindowMax)
 	// A batch holds about IngestBatch submissions, however many messages
 	// carry them.
-	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), MaxSubmitBatch) }
+	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), events.MaxSubmitBatch) }
 	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, max(window, 2*c.cfg.IngestBatch), groupOf, weight, c.ingest)
 }
 
@@ -135,10 +135,6 @@ type ingestItem struct {
 	span trace.Span // SpanIngest, ended once the batch is stored
 }
 
-// MaxSubmitBatch caps the submissions of one message: a submission beyond
-// is refused (code invalid, field batch).
-const MaxSubmitBatch = events.MaxSubmitBatch
-
 // countSubmissions counts the submissions of a submit message's body
 // without decoding it: the elements of a JSON array, or one. A malformed
 // body counts for what the scan finds (it only sizes batches).
@@ -218,8 +214,8 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 				defaultID = func() string { return messageID(msg) + "." + strconv.Itoa(k) }
 			}
 			sub, err := c.validate(ctx, group, task, data, received, defaultID)
-			if err == nil && k >= MaxSubmitBatch {
-				err = fairway.Invalid("batch", "submission %d of a message of %d: a message carries at most %d submissions", k, len(parts), MaxSubmitBatch)
+			if err == nil && k >= events.MaxSubmitBatch {
+				err = fairway.Invalid("batch", "submission %d of a message of %d: a message carries at most %d submissions", k, len(parts), events.MaxSubmitBatch)
 			}
 			it.span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
 			if err != nil {

@@ -43,13 +43,12 @@ type leadership struct {
 	err   error // of the last try; nil when PostgreSQL answered
 }
 
-// run tries to take or renew the lead every leaderRenew until ctx ends,
-// then gives it up.
+// run takes or renews the lead every leaderRenew (Start made the first
+// try) until ctx ends, then gives it up.
 func (l *leadership) run(ctx context.Context) {
 	t := time.NewTicker(leaderRenew)
 	defer t.Stop()
 	for {
-		l.try(ctx)
 		select {
 		case <-ctx.Done():
 			if l.leads.Swap(false) {
@@ -61,6 +60,7 @@ func (l *leadership) run(ctx context.Context) {
 			}
 			return
 		case <-t.C:
+			l.try(ctx)
 		}
 	}
 }

@@ -111,9 +111,12 @@ const submitManyBatch = 100
 func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]string, error) {
 	ids := make([]string, len(subs))
 	type key struct{ group, task string }
-	open := map[key]*nats.Msg{}
+	type batch struct {
+		msg *nats.Msg
+		n   int // submissions in it
+	}
+	open := map[key]*batch{}
 	var msgs []*nats.Msg
-	count := map[*nats.Msg]int{}
 	for i, sub := range subs {
 		sub, data, err := c.prepare(sub)
 		if err != nil {
@@ -121,20 +124,20 @@ func (c *Client) SubmitMany(ctx context.Context, subs []fairway.Submission) ([]s
 		}
 		ids[i] = sub.ID
 		k := key{sub.Group, sub.Task}
-		msg := open[k]
-		if msg != nil && (count[msg] == submitManyBatch || len(msg.Data)+len(data)+2 > submitBatchBytes) {
-			msg = nil
+		b := open[k]
+		if b != nil && (b.n == submitManyBatch || len(b.msg.Data)+len(data)+2 > submitBatchBytes) {
+			b = nil
 		}
-		if msg == nil {
-			msg = &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: append(make([]byte, 0, min(submitBatchBytes, 64<<10)), '[')}
-			InjectTrace(ctx, msg)
-			open[k] = msg
-			msgs = append(msgs, msg)
+		if b == nil {
+			b = &batch{msg: &nats.Msg{Subject: c.subjects.Submit(sub.Group, sub.Task), Data: append(make([]byte, 0, min(submitBatchBytes, 64<<10)), '[')}}
+			InjectTrace(ctx, b.msg)
+			open[k] = b
+			msgs = append(msgs, b.msg)
 		} else {
-			msg.Data = append(msg.Data, ',')
+			b.msg.Data = append(b.msg.Data, ',')
 		}
-		msg.Data = append(msg.Data, data...)
-		count[msg]++
+		b.msg.Data = append(b.msg.Data, data...)
+		b.n++
 	}
 	for _, msg := range msgs {
 		msg.Data = append(msg.Data, ']')

@@ -888,13 +888,14 @@ func TestShutdownDeregisters(t *testing.T) {
 	}
 }
 
-// TestPrefetchHoldsJobsBeyondThePool: with short jobs the executor asks
-// for more jobs than it has slots; the extra ones wait for a slot and
-// start the moment one frees. A held job that is cancelled ends without
-// running; at shutdown a held job is released unrun while the running one
-// finishes.
-func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
-	t.Parallel()
+// prefetchingExecutor starts an executor of 1 slot that may hold 2 jobs
+// beyond it, whose task "work" reports each start on started and ends
+// with a token. Two quick jobs, one after the other, teach it that jobs
+// are short and how long a dispatch round trip takes (the second request
+// finds work waiting); it returns once it asks for its slot and the 2 it
+// may hold.
+func prefetchingExecutor(t *testing.T) (*bundle, *executor.Executor, chan string, chan struct{}) {
+	t.Helper()
 	b := setup(t)
 	started := make(chan string, 10)
 	tokens := make(chan struct{}, 10)
@@ -924,6 +925,17 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
 		// Until it has asked again for its slot and the 2 it may hold.
 	}
+	return b, e, started, tokens
+}
+
+// TestPrefetchHoldsJobsBeyondThePool: with short jobs the executor asks
+// for more jobs than it has slots; the extra ones wait for a slot and
+// start the moment one frees. A held job that is cancelled ends without
+// running; at shutdown a held job is released unrun while the running one
+// finishes.
+func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
+	t.Parallel()
+	b, e, started, tokens := prefetchingExecutor(t)
 
 	j1, j2, j3 := newJob("work", `{}`), newJob("work", `{}`), newJob("work", `{}`)
 	b.coord.add(j1, j2, j3)
@@ -975,30 +987,7 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 // job that had already ended, and wait for ever).
 func TestHeldJobThatEndsUnrunLeavesTheLine(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	started := make(chan string, 10)
-	tokens := make(chan struct{}, 10)
-	e := newExecutor(t, b, executor.Config{PoolSize: 1, Prefetch: 2, WakeupPeriod: time.Hour}, map[string]executor.Handler{
-		"work": func(ctx context.Context, job *executor.Job) error {
-			started <- job.ID
-			select {
-			case <-tokens:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
-	})
-	first, second := newJob("work", `{}`), newJob("work", `{}`)
-	b.coord.add(first, second)
-	tokens <- struct{}{}
-	tokens <- struct{}{}
-	require.NoError(t, e.Start(context.Background()))
-	require.Equal(t, first.ID, recv(t, started, "the first job"))
-	require.Equal(t, second.ID, recv(t, started, "the second job"))
-	require.Equal(t, events.OutcomeSuccess, b.coord.done(second.ID).Outcome)
-	for req := b.coord.nextDispatch(); req.Slots != 3; req = b.coord.nextDispatch() {
-	}
+	b, _, started, tokens := prefetchingExecutor(t)
 
 	running, unknown, next := newJob("work", `{}`), newJob("nope", `{}`), newJob("work", `{}`)
 	b.coord.add(running, unknown, next)

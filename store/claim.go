@@ -109,10 +109,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	defer conn.Release()
 	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse)
 	if err != nil {
-		// Leave no transaction open on a pooled connection.
-		if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
+		abandonTx(ctx, conn)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
 	}
 	return jobs, nil

@@ -132,7 +132,7 @@ func (s *Store) insertJobsFor(ctx context.Context, subs []fairway.Submission, re
 	out, assigned, err := insertJobs(ctx, s.pool, insert, rejections, false, a)
 	if isDataException(err) && len(insert) > 0 {
 		s.checkedInserts.Add(1)
-		out, err = insertJobsChecked(ctx, s.pool, insert, rejections)
+		out, _, err = insertJobs(ctx, s.pool, insert, rejections, true, nil)
 		assigned = nil
 	}
 	if err != nil {
@@ -179,13 +179,6 @@ func (s *Store) CheckedInserts() int64 { return s.checkedInserts.Load() }
 func isDataException(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
-}
-
-// insertJobsChecked runs insert_jobs.sql checking each args (see
-// InsertJobs).
-func insertJobsChecked(ctx context.Context, tx querier, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
-	out, _, err := insertJobs(ctx, tx, subs, rejections, true, nil)
-	return out, err
 }
 
 // insertJobs runs insert_jobs.sql, handing the jobs a names to its

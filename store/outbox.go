@@ -47,7 +47,7 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 		var events []Event
 		var r outboxRow
 		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
-			&r.ev.Error, &r.ev.Code, &r.ev.Field, &r.ev.Executor, &r.ev.Periodic, &r.ev.Time, &r.n,
+			&r.ev.Error, &r.ev.Code, &r.ev.Field, &r.ev.Executor, &r.ev.Periodic, &r.ev.Time,
 			&r.jobIDs, &r.tasks, &r.groups, &r.states, &r.prevStates, &r.attempts, &r.errors, &r.workers, &r.times}, func() error {
 			ids = append(ids, r.id)
 			events = r.expand(events)
@@ -69,13 +69,11 @@ func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Eve
 	return n, nil
 }
 
-// outboxRow is a row of the outbox: one event, or a pack of n events
-// whose fields are in the arrays where they differ (see
-// 011_event_packs.sql).
+// outboxRow is a row of the outbox: one event, or a pack of events whose
+// fields are in the arrays where they differ (see 011_event_packs.sql).
 type outboxRow struct {
 	id         int64
 	ev         Event
-	n          int
 	jobIDs     []string
 	tasks      []string
 	groups     []string
@@ -96,33 +94,27 @@ func (r *outboxRow) expand(evs []Event) []Event {
 		e.ID = id
 		return append(evs, e)
 	}
-	pick := func(arr []string, i int, def string) string {
-		if i < len(arr) {
-			return arr[i]
-		}
-		return def
-	}
 	for i := range r.jobIDs {
 		e := r.ev
 		e.ID = id + "." + strconv.Itoa(i)
 		e.JobID = r.jobIDs[i]
-		e.Task = pick(r.tasks, i, e.Task)
-		e.Group = pick(r.groups, i, e.Group)
-		if i < len(r.states) {
-			e.State = r.states[i]
-		}
-		if i < len(r.prevStates) {
-			e.PreviousState = r.prevStates[i]
-		}
-		if i < len(r.attempts) {
-			e.Attempt = r.attempts[i]
-		}
-		e.Error = pick(r.errors, i, e.Error)
-		e.Executor = pick(r.workers, i, e.Executor)
-		if i < len(r.times) {
-			e.Time = r.times[i]
-		}
+		packed(&e.Task, r.tasks, i)
+		packed(&e.Group, r.groups, i)
+		packed(&e.State, r.states, i)
+		packed(&e.PreviousState, r.prevStates, i)
+		packed(&e.Attempt, r.attempts, i)
+		packed(&e.Error, r.errors, i)
+		packed(&e.Executor, r.workers, i)
+		packed(&e.Time, r.times, i)
 		evs = append(evs, e)
 	}
 	return evs
+}
+
+// packed sets *field to a pack's i-th value of it, when the pack holds the
+// field in an array (else the row's scalar column stays).
+func packed[T any](field *T, values []T, i int) {
+	if i < len(values) {
+		*field = values[i]
+	}
 }

@@ -97,14 +97,19 @@ func (s *Store) batchTx(ctx context.Context, fill func(*pgx.Batch)) error {
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		// A statement failed: the rest of the batch was skipped, the
-		// transaction is aborted. Leave no transaction open on a pooled
-		// connection.
-		if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx))
-		}
+		// transaction is aborted.
+		abandonTx(ctx, conn)
 		return interpretError(err)
 	}
 	return nil
+}
+
+// abandonTx leaves no transaction open on a pooled connection after a
+// failed one: it rolls back, or closes the connection if it cannot.
+func abandonTx(ctx context.Context, conn *pgxpool.Conn) {
+	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+	}
 }
 
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a

@@ -327,20 +327,13 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 	if _, err := s.waitFinished(ctx, 1, time.Minute); err != nil {
 		return nil, err
 	}
-	// When each of B's jobs was stored (its waiting event's time): the
-	// part of B's wait spent behind the noisy submissions in the ingest
-	// stream.
-	stored := make(chan time.Time, m)
-	sub, err := s.client.Subscribe(ctx, events.Filter{Group: "b", State: fairway.StateWaiting}, func(ev events.Event) {
-		select {
-		case stored <- ev.Time:
-		default:
-		}
-	})
+	// When each of B's jobs was stored: the part of B's wait spent behind
+	// the noisy submissions in the ingest stream.
+	stored, err := watchStored(ctx, s, events.Filter{Group: "b"}, m)
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Stop()
+	defer stored.stop()
 	bSubs := submissions(m, func(int) string { return "b" })
 	bAt := time.Now()
 	if _, err := s.client.SubmitMany(ctx, bSubs); err != nil {
@@ -356,13 +349,12 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 	mu.Lock()
 	out := &fairnessWaits{heldMax: maps.Clone(heldMax), usage: u}
 	mu.Unlock()
-	for range m {
-		select {
-		case t := <-stored:
-			out.stored = append(out.stored, t.Sub(bAt))
-		case <-time.After(time.Minute):
-			return nil, fmt.Errorf("only %d of group b's %d waiting events arrived", len(out.stored), m)
-		}
+	times, err := stored.collect("group b's")
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range times {
+		out.stored = append(out.stored, t.Sub(bAt))
 	}
 	for _, sub := range bSubs {
 		at, ok := s.started.Load(sub.ID)
@@ -616,19 +608,13 @@ func shortJobs(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
-	// When each job was stored (its waiting event's time): all must be
-	// before the due time, or the makespan would include their ingest.
-	stored := make(chan time.Time, n)
-	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateWaiting}, func(ev events.Event) {
-		select {
-		case stored <- ev.Time:
-		default:
-		}
-	})
+	// When each job was stored: all must be before the due time, or the
+	// makespan would include their ingest.
+	stored, err := watchStored(ctx, s, events.Filter{}, n)
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Stop()
+	defer stored.stop()
 	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
 	p, err := s.startPhase(ctx)
 	if err != nil {
@@ -642,15 +628,14 @@ func shortJobs(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := s.client.SubmitMany(ctx, subs); err != nil {
 		return nil, err
 	}
+	times, err := stored.collect("the")
+	if err != nil {
+		return nil, err
+	}
 	var lastStored time.Time
-	for i := range n {
-		select {
-		case t := <-stored:
-			if t.After(lastStored) {
-				lastStored = t
-			}
-		case <-time.After(time.Minute):
-			return nil, fmt.Errorf("only %d of %d waiting events arrived", i, n)
+	for _, t := range times {
+		if t.After(lastStored) {
+			lastStored = t
 		}
 	}
 	if !lastStored.Before(due) {
@@ -677,3 +662,46 @@ func shortJobs(ctx context.Context, opts Options) (*Result, error) {
 	r.addUsage(u)
 	return r, nil
 }
+
+// storedTimes are the times of the waiting events of n jobs: when each was
+// stored.
+type storedTimes struct {
+	n   int
+	ch  chan time.Time
+	sub events.Subscription
+}
+
+// watchStored subscribes to the waiting events that f (its group, task)
+// selects, for n jobs.
+func watchStored(ctx context.Context, s *system, f events.Filter, n int) (*storedTimes, error) {
+	w := &storedTimes{n: n, ch: make(chan time.Time, n)}
+	f.State = fairway.StateWaiting
+	sub, err := s.client.Subscribe(ctx, f, func(ev events.Event) {
+		select {
+		case w.ch <- ev.Time:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.sub = sub
+	return w, nil
+}
+
+// collect waits for the n times, a minute at most for each; whose names
+// the jobs in the error.
+func (w *storedTimes) collect(whose string) ([]time.Time, error) {
+	times := make([]time.Time, 0, w.n)
+	for range w.n {
+		select {
+		case t := <-w.ch:
+			times = append(times, t)
+		case <-time.After(time.Minute):
+			return nil, fmt.Errorf("only %d of %s %d waiting events arrived", len(times), whose, w.n)
+		}
+	}
+	return times, nil
+}
+
+func (w *storedTimes) stop() { w.sub.Stop() }
