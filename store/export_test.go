@@ -179,6 +179,14 @@ func (s *Store) AddLog(t testing.TB, group, id, message string) {
 	require.NoError(t, err)
 }
 
+// OrderRows counts a group's rows in fairway_job_order, the listing
+// order (also of jobs that are gone).
+func (s *Store) OrderRows(t testing.TB, group string) int {
+	var n int
+	require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM fairway_job_order WHERE group_name = $1`, group).Scan(&n))
+	return n
+}
+
 func (s *Store) LogCount(t testing.TB, group, id string) int {
 	var n int
 	require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM fairway_job_log WHERE group_name = $1 AND job_id = $2`, group, id).Scan(&n))

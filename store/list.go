@@ -98,11 +98,14 @@ func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.J
 	if p.Full {
 		cols = jobColumns
 	}
-	query := "SELECT seq, " + cols + ` FROM fairway_job
-		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
+	// Newest first is the order of fairway_job_order (013_job_order.sql),
+	// each job found by its key.
+	query := "SELECT o.seq, j.* FROM fairway_job_order o CROSS JOIN LATERAL (SELECT " + cols + ` FROM fairway_job
+		WHERE group_name = o.group_name AND id = o.id AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3)
 		  AND ($6 = '' OR priority = $6) AND ($7::timestamptz IS NULL OR submitted >= $7) AND ($8::timestamptz IS NULL OR submitted < $8)
-		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')
-		ORDER BY seq DESC LIMIT $5`
+		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')) j
+		WHERE ($1 = '' OR o.group_name = $1) AND ($4 = 0 OR o.seq < $4)
+		ORDER BY o.seq DESC LIMIT $5`
 	var since, until *time.Time
 	if !p.Since.IsZero() {
 		since = &p.Since

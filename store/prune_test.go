@@ -55,6 +55,7 @@ func TestPrune(t *testing.T) {
 		require.False(t, gone(id, "a"), "%s is left for the next batch", id)
 	}
 	require.Zero(t, s.LogCount(t, "a", old[4]), "a pruned job's logs go with it")
+	require.Equal(t, 2+2+1+1, s.OrderRows(t, "a"), "a pruned job's place in the listings goes with it")
 
 	// The next batch takes the rest of group a's old successes, and only them.
 	n, err = s.Prune(ctx, fairway.StateSuccess, 24*time.Hour, "a", 3)

@@ -59,7 +59,11 @@ WITH assignee AS (
      WHERE i.storable
      ORDER BY i.ord
         ON CONFLICT DO NOTHING
- RETURNING group_name, id, task, state, run_at, submitted, lease_until
+ RETURNING group_name, id, task, state, run_at, submitted, lease_until, seq
+), ordered AS (
+    -- The job's place in the listings (see 013_job_order.sql).
+    INSERT INTO fairway_job_order (seq, group_name, id)
+    SELECT seq, group_name, id FROM ins
 ), ev AS (
     -- One pack of the batch's first events (see 011_event_packs.sql); a
     -- job handed to an executor has its claim's event too, after every

@@ -4,9 +4,9 @@
 -- transaction holds are skipped, and batches are small, so pruning never
 -- holds long locks. A job that a blocked job (pending, with depends_on)
 -- names stays: its end decides that job's fate. Returns how many jobs it
--- removed.
+-- removed. Their rows in fairway_job_order go too.
 WITH doomed AS (
-    SELECT group_name, id FROM fairway_job
+    SELECT group_name, id, seq FROM fairway_job
      WHERE state = $1 AND finished < now() - $2::interval AND ($3 = '' OR group_name = $3)
        AND NOT EXISTS (SELECT 1 FROM fairway_job d
                         WHERE d.depends_on @> ARRAY[fairway_job.id] AND d.depends_on IS NOT NULL
@@ -18,5 +18,7 @@ WITH doomed AS (
     DELETE FROM fairway_job j USING doomed d
      WHERE j.group_name = d.group_name AND j.id = d.id
     RETURNING 1
+), unlisted AS (
+    DELETE FROM fairway_job_order o USING doomed d WHERE o.seq = d.seq
 )
 SELECT count(*) FROM gone
