@@ -92,8 +92,10 @@ const maxClaimRounds = 8
 //
 // Both the cursor and the scheme's position live in fairway_fairness, whose
 // row lock serialises claims, so selection stays fair with any number of
-// coordinators. Candidates are locked FOR UPDATE SKIP LOCKED: no job is
-// handed out twice.
+// coordinators. Candidates are read without row locks (a lock is a write
+// of its own); the marking takes a job only if it is still in the state
+// the candidates' query read (a cancel or an expiry in between leaves it
+// out), so no job is handed out twice.
 //
 // A claim costs three round trips, its statements pipelined: begin, lock
 // and walk the groups; fetch the candidates; mark them, move the cursor and
@@ -267,7 +269,7 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 	return picked, more, nil
 }
 
-// fetchCandidates locks up to share[i] jobs of each kind (due stuck, high
+// fetchCandidates reads up to share[i] jobs of each kind (due stuck, high
 // waiting, low waiting) of each group, in one round trip.
 func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string) ([]*groupQueue, error) {
 	queues := make([]*groupQueue, len(groups))

@@ -77,42 +77,78 @@ func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
 	return nil
 }
 
-// Complete applies outcomes in one transaction. An outcome applies only if
-// its attempt is the job's current one and still held by that executor
-// instance; the result lists those that applied, in order.
+// Complete applies outcomes. An outcome applies only if its attempt is the
+// job's current one and still held by that executor instance; the result
+// lists those that applied, in order of application.
+//
+// Each round is one transaction. complete.sql takes no row lock: an
+// outcome whose job changed under it (a start recorded, a cancel
+// requested) is applied again in the next round, which sees the change.
+// That takes a race with another writer of the same job, so a round
+// rarely has more than a few; after maxCompleteRounds the outcomes left are
+// an error (the reporter keeps the report and sends it again).
 func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
-	if len(outcomes) == 0 {
-		return nil, nil
-	}
-	// One round trip: the statement, pinned to its generic plan. Left to
-	// choose, PostgreSQL plans it anew for every call (its custom plans
-	// look cheaper than the generic one), which cost 375 us a call, more
-	// than running it, on the path from a job's end to its event; the
-	// generic plan looks jobs up by primary key as well
-	// (TestReportBatchesFindJobsByPrimaryKey).
-	var applied []Applied
-	err := s.batchTx(ctx, func(b *pgx.Batch) {
-		b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
-		sql, args := completeArgs(outcomes, retryDelay)
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			applied, err = collectCompleted(rows)
-			return err
+	return completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
+		// One round trip: the statement, pinned to its generic plan. Left
+		// to choose, PostgreSQL plans it anew for every call (its custom
+		// plans look cheaper than the generic one), which cost 375 us a
+		// call, more than running it, on the path from a job's end to its
+		// event; the generic plan looks jobs up by primary key as well
+		// (TestReportBatchesFindJobsByPrimaryKey).
+		var applied []Applied
+		var raced []int
+		err := s.batchTx(ctx, func(b *pgx.Batch) {
+			b.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+			sql, args := completeArgs(left, retryDelay)
+			b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+				var err error
+				applied, raced, err = collectCompleted(rows)
+				return err
+			})
 		})
+		return applied, raced, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
+}
+
+// maxCompleteRounds is how many rounds Complete and loseAttempts give the
+// outcomes whose jobs changed under them.
+const maxCompleteRounds = 10
+
+// completeRounds applies outcomes with round, again for those it returns
+// as raced (indexes into the slice it was given), up to maxCompleteRounds
+// times.
+func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int, error)) ([]Applied, error) {
+	var all []Applied
+	for range maxCompleteRounds {
+		if len(outcomes) == 0 {
+			return all, nil
+		}
+		applied, raced, err := round(outcomes)
+		if err != nil {
+			return nil, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
+		}
+		all = append(all, applied...)
+		left := make([]Outcome, len(raced))
+		for i, r := range raced {
+			left[i] = outcomes[r]
+		}
+		outcomes = left
 	}
-	return applied, nil
+	if len(outcomes) > 0 {
+		return nil, fmt.Errorf("completing %d jobs: their rows changed under each of %d tries; the report is kept and sent again", len(outcomes), maxCompleteRounds)
+	}
+	return all, nil
 }
 
 func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
-	sql, args := completeArgs(outcomes, retryDelay)
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	return collectCompleted(rows)
+	return completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
+		sql, args := completeArgs(left, retryDelay)
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return collectCompleted(rows)
+	})
 }
 
 // completeArgs is complete.sql with its arguments for outcomes.
@@ -131,15 +167,27 @@ func completeArgs(outcomes []Outcome, retryDelay time.Duration) (string, []any) 
 	return completeSQL, []any{a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances, snoozes}
 }
 
-// collectCompleted reads what complete.sql returns.
-func collectCompleted(rows pgx.Rows) ([]Applied, error) {
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Applied, error) {
-		var a Applied
-		var dependents bool
-		err := row.Scan(&a.Group, &a.JobID, &a.State, &a.RunAt, &dependents)
-		a.NoDependents = !dependents
-		return a, err
+// collectCompleted reads what complete.sql returns: the outcomes that
+// applied, and the indexes of those that raced (found applicable, not
+// applied: their jobs changed under the statement).
+func collectCompleted(rows pgx.Rows) (applied []Applied, raced []int, err error) {
+	var considered bool
+	var group, id, state *string
+	var runAt *time.Time
+	var dependents *bool
+	var ord int64
+	done := map[int64]bool{}
+	_, err = pgx.ForEachRow(rows, []any{&considered, &group, &id, &state, &runAt, &dependents, &ord}, func() error {
+		switch {
+		case !considered:
+			applied = append(applied, Applied{Group: *group, JobID: *id, State: fairway.State(*state), RunAt: *runAt, NoDependents: !*dependents})
+			done[ord] = true
+		case !done[ord]:
+			raced = append(raced, int(ord-1))
+		}
+		return nil
 	})
+	return applied, raced, err
 }
 
 // collectApplied reads rows of (group_name, id, state, run_at).

@@ -239,3 +239,26 @@ func (s *Store) HeldNow(t testing.TB) map[string]int {
 	}
 	return out
 }
+
+// HoldRowChange changes a job's row (set: an UPDATE's SET list) in a
+// transaction left open, so that statements writing the row wait for it;
+// the returned function commits it.
+func (s *Store) HoldRowChange(t testing.TB, group, id, set string) (commit func()) {
+	tx, err := s.pool.Begin(t.Context())
+	require.NoError(t, err)
+	tag, err := tx.Exec(t.Context(), `UPDATE fairway_job SET `+set+` WHERE group_name = $1 AND id = $2`, group, id)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	return func() { require.NoError(t, tx.Commit(context.WithoutCancel(t.Context()))) }
+}
+
+// AwaitLockWaiter returns once a statement of this database waits for a
+// row lock.
+func (s *Store) AwaitLockWaiter(t testing.TB) {
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, time.Millisecond)
+}

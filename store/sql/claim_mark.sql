@@ -1,5 +1,6 @@
 -- Marks the chosen jobs scheduled for an executor, writes their events and
--- returns them in claim order.
+-- returns them in claim order: those still in the state the candidates'
+-- query read.
 -- $1: ids in claim order, $7: their groups, $2: their previous states,
 -- $3: executor app-id,
 -- $4: lease, $5: the executor's instance ('' for any): jobs are only marked
@@ -16,6 +17,10 @@ WITH chosen AS (
            attempt = j.attempt + 1, claim_id = nullif($6, '')
       FROM chosen c
      WHERE j.group_name = c.group_name AND j.id = c.id
+       -- The candidates were read without a row lock (a lock is a write of
+       -- its own): a job that changed since (cancelled, expired) is left
+       -- out. PostgreSQL tests this on the newest version of the row.
+       AND j.state = c.prev_state AND j.run_at <= now()
        AND ($5 = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $3 AND e.instance = $5 AND e.state = 'live'))
  RETURNING c.ord, c.prev_state, j.*
 ), ev AS (

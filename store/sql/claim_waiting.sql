@@ -1,5 +1,6 @@
--- Up to n due waiting jobs of one priority in each group, oldest first,
--- locked for the claim.
+-- Up to n due waiting jobs of one priority in each group, oldest first.
+-- Not locked: claims are serialised by the fairness lock, and claim_mark.sql
+-- marks a candidate only if it is still in the state read here.
 -- $1: groups, $2: how many of each, $3: tasks, $4: priority.
 SELECT c.id, c.group_name, c.priority, c.task
   FROM unnest($1::text[], $2::int[]) AS g (name, n)
@@ -11,5 +12,4 @@ SELECT c.id, c.group_name, c.priority, c.task
         -- The leading columns are fixed by the WHERE clause; naming them
         -- keeps the planner on fairway_job_eligible.
         ORDER BY j.group_name, j.state, j.priority, j.submitted, j.id
-        LIMIT g.n
-          FOR UPDATE OF j SKIP LOCKED) c
+        LIMIT g.n) c
