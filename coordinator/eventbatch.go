@@ -45,7 +45,7 @@ func (b *eventBatch) id(evs []store.Event) string {
 // the same one further on. A statement's events (a claim's scheduled
 // events, say) share a level, so they share a message per subject. A
 // message is closed at eventBatchBytes and another opened.
-func batchEvents(evs []store.Event, subject func(store.Event) string, encode func(store.Event) ([]byte, error)) ([]*eventBatch, error) {
+func batchEvents(evs []store.Event, subject func(store.Event) string, encode func([]byte, store.Event) ([]byte, error)) ([]*eventBatch, error) {
 	type key struct {
 		subject string
 		level   int
@@ -58,10 +58,22 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 	open := map[key]*eventBatch{}
 	var order []*eventBatch // in the order batches were opened
 	levelOf := make([]int, len(evs))
-	prev := map[jobKey]last{}
+	prev := make(map[jobKey]last, len(evs))
+	// subjects names each (group, task, state)'s subject once per read.
+	type subjectKey struct {
+		group, task string
+		state       fairway.State
+	}
+	subjects := map[subjectKey]string{}
 	maxLevel := 0
+	var data []byte // one event's encoding, the buffer reused
 	for i, e := range evs {
-		subj := subject(e)
+		sk := subjectKey{e.Group, e.Task, e.State}
+		subj, ok := subjects[sk]
+		if !ok {
+			subj = subject(e)
+			subjects[sk] = subj
+		}
 		level := 0
 		if e.JobID != "" {
 			jk := jobKey{e.Group, e.JobID}
@@ -75,8 +87,8 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 		}
 		levelOf[i] = level
 		maxLevel = max(maxLevel, level)
-		data, err := encode(e)
-		if err != nil {
+		var err error
+		if data, err = encode(data[:0], e); err != nil {
 			return nil, err
 		}
 		k := key{subj, level}
@@ -85,7 +97,7 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 			b = nil // full: a new message follows it on the same level
 		}
 		if b == nil {
-			b = &eventBatch{subject: subj, data: []byte{'['}}
+			b = &eventBatch{subject: subj, data: append(make([]byte, 0, 4<<10), '[')}
 			open[k] = b
 			order = append(order, b)
 		} else {
@@ -119,11 +131,15 @@ func capEvent(e store.Event) store.Event {
 }
 
 // encodeEvent encodes an outbox event, its untrusted fields capped, as
-// json.Marshal would (the same fields and values; it is the hot path of
-// publishing, so written out rather than reflected).
+// json.Marshal would.
 func encodeEvent(e store.Event) ([]byte, error) {
+	return appendEvent(make([]byte, 0, 192+len(e.Error)), e)
+}
+
+// appendEvent appends encodeEvent's encoding of e to b (the hot path of
+// publishing, so written out rather than reflected).
+func appendEvent(b []byte, e store.Event) ([]byte, error) {
 	e = capEvent(e)
-	b := make([]byte, 0, 192+len(e.Error))
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, e.ID)
 	b = append(b, `,"job_id":`...)
@@ -149,13 +165,13 @@ func encodeEvent(e store.Event) ([]byte, error) {
 			b = appendJSONString(b, f.value)
 		}
 	}
-	b = append(b, `,"time":`...)
-	t, err := e.Time.MarshalJSON()
+	b = append(b, `,"time":"`...)
+	// time.Time's MarshalJSON, without its allocation.
+	b, err := e.Time.AppendText(b)
 	if err != nil {
 		return nil, err
 	}
-	b = append(b, t...)
-	return append(b, '}'), nil
+	return append(b, '"', '}'), nil
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

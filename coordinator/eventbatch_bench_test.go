@@ -27,7 +27,7 @@ func BenchmarkBatchEvents(b *testing.B) {
 	evs = evs[:1000]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := batchEvents(evs, subject, encodeEvent); err != nil {
+		if _, err := batchEvents(evs, subject, appendEvent); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -78,7 +78,7 @@ func TestBatchEventsOneMessagePerSubjectAndStatement(t *testing.T) {
 		id++
 		evs = append(evs, ev(id, []string{"a", "b"}[j%2], fmt.Sprint(j), fairway.StateSuccess))
 	}
-	batches, err := batchEvents(evs, testSubject, encodeEvent)
+	batches, err := batchEvents(evs, testSubject, appendEvent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestBatchEventsKeepsEachJobInOrder(t *testing.T) {
 		for i := range evs {
 			evs[i] = ev(i+1, []string{"a", "b", "c"}[r.IntN(3)], fmt.Sprint(r.IntN(20)), states[r.IntN(len(states))])
 		}
-		batches, err := batchEvents(evs, testSubject, encodeEvent)
+		batches, err := batchEvents(evs, testSubject, appendEvent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestBatchEventsSplitsLargeBatches(t *testing.T) {
 		e.Error = long
 		evs = append(evs, e)
 	}
-	batches, err := batchEvents(evs, testSubject, encodeEvent)
+	batches, err := batchEvents(evs, testSubject, appendEvent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestBatchEventsSplitsLargeBatches(t *testing.T) {
 func TestBatchEventsIDsAreDeterministic(t *testing.T) {
 	evs := []store.Event{ev(1, "a", "1", fairway.StateWaiting), ev(2, "a", "2", fairway.StateWaiting), ev(3, "a", "1", fairway.StateScheduled)}
 	ids := func(evs []store.Event) []string {
-		batches, err := batchEvents(evs, testSubject, encodeEvent)
+		batches, err := batchEvents(evs, testSubject, appendEvent)
 		if err != nil {
 			t.Fatal(err)
 		}

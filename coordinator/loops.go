@@ -121,7 +121,7 @@ func (c *Coordinator) eventMessages(evs []store.Event) ([]*nats.Msg, [][]int, er
 		}
 		return msgs, members, nil
 	}
-	batches, err := batchEvents(evs, subject, encodeEvent)
+	batches, err := batchEvents(evs, subject, appendEvent)
 	if err != nil {
 		return nil, nil, err
 	}
