@@ -2,8 +2,9 @@ package events
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
+
+	"github.com/fairwayhq/fairway/internal/wirejson"
 )
 
 // DecodeEvents decodes the body of a message of the events stream. The
@@ -15,13 +16,13 @@ func DecodeEvents(data []byte) ([]Event, error) {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var evs []Event
-		if err := json.Unmarshal(trimmed, &evs); err != nil {
+		if err := wirejson.Unmarshal(trimmed, &evs); err != nil {
 			return nil, fmt.Errorf("decoding a batch of events: %w", err)
 		}
 		return evs, nil
 	}
 	var ev Event
-	if err := json.Unmarshal(trimmed, &ev); err != nil {
+	if err := wirejson.Unmarshal(trimmed, &ev); err != nil {
 		return nil, fmt.Errorf("decoding an event: %w", err)
 	}
 	return []Event{ev}, nil

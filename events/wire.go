@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/wirejson"
 )
 
 // Event is a lifecycle event as published on <prefix>.events.… (see
@@ -294,12 +295,12 @@ func DecodeReports(data []byte) ([]Report, error) {
 	data = bytes.TrimSpace(data)
 	var reports []Report
 	if len(data) > 0 && data[0] == '[' {
-		if err := json.Unmarshal(data, &reports); err != nil {
+		if err := wirejson.Unmarshal(data, &reports); err != nil {
 			return nil, err
 		}
 	} else {
 		var r Report
-		if err := json.Unmarshal(data, &r); err != nil {
+		if err := wirejson.Unmarshal(data, &r); err != nil {
 			return nil, err
 		}
 		reports = []Report{r}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 )
@@ -200,7 +201,7 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 		return 0, err
 	}
 	var reply events.DispatchReply
-	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+	if err := wirejson.Unmarshal(msg.Data, &reply); err != nil {
 		return 0, fmt.Errorf("decoding the dispatch reply: %w", err)
 	}
 	if reply.Error != nil {

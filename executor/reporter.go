@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,7 +117,7 @@ func (r *reporter) sendQueued() {
 		buf = nil
 	}
 	for _, rep := range queue {
-		data, err := json.Marshal(rep)
+		data, err := wirejson.Marshal(rep)
 		if err != nil {
 			r.logger.Error("encoding a report; dropping it", "job_id", rep.JobID, "type", rep.Type, "error", err)
 			continue
