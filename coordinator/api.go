@@ -330,7 +330,7 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 	if err != nil {
 		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
 		if ierr == nil {
-			c.kickOutbox()
+			c.relay.kick()
 		}
 		return nil, err
 	}
@@ -338,7 +338,7 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 	if err != nil {
 		return nil, err
 	}
-	c.kickOutbox()
+	c.relay.kick()
 	if res[0].Err != nil {
 		return nil, res[0].Err
 	}
@@ -346,7 +346,7 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 		if len(sub.DependsOn) > 0 {
 			// Answered as it stands after the resolution: released when
 			// its dependencies have all succeeded already.
-			if err := c.resolveDependents(ctx, nil, []fairway.JobRef{{Group: sub.Group, ID: sub.ID}}); err != nil {
+			if err := c.deps.resolve(ctx, nil, []fairway.JobRef{{Group: sub.Group, ID: sub.ID}}); err != nil {
 				c.log.Warn("resolving a job stored with dependencies; the sweep tries again", "job_id", sub.ID, "error", err)
 			}
 		}
@@ -407,7 +407,7 @@ func (c *Coordinator) cancelJob(ctx context.Context, group, id string) (*fairway
 	if err != nil {
 		return nil, err
 	}
-	c.kickOutbox()
+	c.relay.kick()
 	if res.Signal {
 		// The claim counted the attempt it handed out: the executor holds
 		// exactly this one, scheduled or running.

@@ -210,21 +210,32 @@ type Coordinator struct {
 	subjects events.Subjects
 	log      *slog.Logger
 
-	id           string // names this coordinator in periodic task marks
-	outboxKick   chan struct{}
-	lead         *leadership // the maintenance leader election
-	notifyID     []byte      // this coordinator's name in its work notifications
-	periodicKick chan struct{}
-	due          *dueTimes
-	deps         *dependents
-	parking      *parking
-	tasks        *taskCache
-	apiRate      *rateLimiter
-	apiHook      atomic.Pointer[func(group, verb string)] // tests: runs before each API request
-	quotas       *quotas
-	splits       atomic.Int64 // batches split in halves to find a poison
-	metrics      *coordMetrics
-	tracer       trace.Tracer
+	id       string // names this coordinator in periodic task marks
+	notifyID []byte // this coordinator's name in its work notifications
+	parking  *parking
+	tasks    *taskCache
+	apiRate  *rateLimiter
+	apiHook  atomic.Pointer[func(group, verb string)] // tests: runs before each API request
+	quotas   *quotas
+	splits   atomic.Int64 // batches split in halves to find a poison
+	metrics  *coordMetrics
+	tracer   trace.Tracer
+	dead     *deadLetters // what becomes of messages not applied (ingest, results)
+
+	// The services, each with its goroutine (Start starts them). The
+	// results, the events relay and the due timers run on every
+	// coordinator, as does the resolution of dependents (its sweep of
+	// blocked jobs only on the leader); the lease sweeper, the periodic
+	// firer and the pruner work on the coordinator that leads the
+	// maintenance only.
+	results  *results       // applies the executors' reports
+	relay    *relay         // the outbox → JetStream publisher
+	lead     *leadership    // the maintenance leader election
+	sweeper  *leaseSweeper  // lease expiry, timed releases, gone executors
+	due      *dueTimers     // wakes executors when delayed jobs become due
+	periodic *periodicFirer // fires the periodic tasks
+	pruner   *pruner        // retention
+	deps     *dependents    // resolves the jobs that depend on others
 
 	mu       sync.Mutex
 	cancel   context.CancelFunc
@@ -243,23 +254,30 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	return &Coordinator{
+	c := &Coordinator{
 		cfg: cfg, store: st, nc: nc, js: js,
-		subjects:     events.NewSubjects(cfg.Prefix),
-		log:          cfg.Logger,
-		id:           coordinatorID(),
-		outboxKick:   make(chan struct{}, 1),
-		notifyID:     []byte(fairway.NewID()),
-		periodicKick: make(chan struct{}, 1),
-		due:          newDueTimes(),
-		deps:         newDependents(),
-		parking:      newParking(),
-		tasks:        &taskCache{store: st, log: cfg.Logger},
-		apiRate:      newRateLimiter(cfg.APIRate, cfg.APIBurst),
-		quotas:       newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
-		metrics:      newMetrics(cfg.Metrics, st, cfg.Logger),
-		tracer:       cfg.Tracer.Tracer(TracerName),
-	}, nil
+		subjects: events.NewSubjects(cfg.Prefix),
+		log:      cfg.Logger,
+		id:       coordinatorID(),
+		notifyID: []byte(fairway.NewID()),
+		parking:  newParking(),
+		tasks:    &taskCache{store: st, log: cfg.Logger},
+		apiRate:  newRateLimiter(cfg.APIRate, cfg.APIBurst),
+		quotas:   newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
+		metrics:  newMetrics(cfg.Metrics, st, cfg.Logger),
+		tracer:   cfg.Tracer.Tracer(TracerName),
+	}
+	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
+	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, nc, js, c.subjects, c.log, c.metrics)
+	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
+	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
+	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
+	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.notifyWork)
+	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, st, c.log, c.lead, c.id, c.periodicNow, c.afterChange, c.relay.kick)
+	c.lead.gained = c.periodic.kick // the new leader fires what is due at once
+	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log, c.lead)
+	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
+	return c, nil
 }
 
 // Start creates the streams and consumers and starts the services. It
@@ -302,33 +320,32 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.lead = &leadership{store: c.store, holder: fairway.NewID(), log: c.log, gained: c.kickPeriodic}
 	c.lead.try(runCtx) // a coordinator alone leads from its start
 	c.goLoop(runCtx, c.lead.run)
-	c.goLoop(runCtx, c.publishLoop)
-	c.goLoop(runCtx, c.sweepLoop)
-	c.goLoop(runCtx, c.dueLoop)
+	c.goLoop(runCtx, c.relay.run)
+	c.goLoop(runCtx, c.sweeper.run)
+	c.goLoop(runCtx, c.due.run)
 	c.goLoop(runCtx, c.parkLoop)
-	c.goLoop(runCtx, c.periodicLoop)
-	c.goLoop(runCtx, c.retentionLoop)
-	c.goLoop(runCtx, c.dependentsLoop)
+	c.goLoop(runCtx, c.periodic.run)
+	c.goLoop(runCtx, c.pruner.run)
+	c.goLoop(runCtx, c.deps.run)
 	// Jobs stored in callers' transactions (store.InsertTx): their events
 	// and the executors' wake-up follow the commit, not the next poll.
 	c.goLoop(runCtx, func(ctx context.Context) {
 		c.store.ListenJobs(ctx, func() {
-			c.kickOutbox()
+			c.relay.kick()
 			c.notifyWork()
 			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
-	if err := c.clearDeadMarks(ctx); err != nil {
+	if err := c.periodic.clearDeadMarks(ctx); err != nil {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}
-	c.kickPeriodic()
-	if err := c.due.load(ctx, c.store); err != nil {
+	c.periodic.kick()
+	if err := c.due.load(ctx); err != nil {
 		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
 	}
-	c.kickOutbox()
+	c.relay.kick()
 	c.notifyWork()
 	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
 		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
@@ -415,21 +432,14 @@ func (c *Coordinator) notifyWork() {
 	}
 }
 
-func (c *Coordinator) kickOutbox() {
-	select {
-	case c.outboxKick <- struct{}{}:
-	default:
-	}
-}
-
 // afterChange follows up committed changes: publish their events, wake
 // executors when jobs became eligible now, and remember later due times.
 func (c *Coordinator) afterChange(applied []store.Applied) {
 	if len(applied) == 0 {
 		return
 	}
-	c.kickOutbox()
-	c.queueDependents(applied)
+	c.relay.kick()
+	c.deps.queueChanges(applied)
 	if c.store.LimitsInUse() {
 		// A job that left an executor may free a slot that a limit kept
 		// an idle executor from taking.

@@ -48,16 +48,8 @@ func setup(t *testing.T) *harness {
 	return h
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
+// testLogger logs warnings and errors to the test's log.
+func testLogger(t *testing.T) *slog.Logger { return coordinator.ServiceLogger(t) }
 
 // executor starts an executor with the given handlers.
 func (h *harness) executor(appID string, pool int, handlers map[string]executor.Handler) *executor.Executor {

@@ -2,11 +2,33 @@ package coordinator
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/fairwayhq/fairway/events"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// retryAfterOutage is how long a message waits in JetStream before it is
+// tried again when PostgreSQL is unavailable.
+const retryAfterOutage = 2 * time.Second
+
+// deadLetters decides what becomes of a consumed message that is not
+// applied: it stays in JetStream for a later try (retryLater, refused),
+// or it goes to the dead-letter stream (move). Ingest and the results
+// service share it.
+type deadLetters struct {
+	// after is how many deliveries a message that PostgreSQL refuses gets
+	// before it goes to the dead-letter stream (Config.DeadLetterAfter).
+	after    int
+	subjects events.Subjects
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	log      *slog.Logger
+	metrics  *coordMetrics
+}
 
 // deliveries is how often msg has been delivered (1 when unknown).
 func deliveries(msg jetstream.Msg) uint64 {
@@ -20,9 +42,9 @@ func deliveries(msg jetstream.Msg) uint64 {
 // tried again later until it has been delivered DeadLetterAfter times,
 // then moved to the dead-letter stream (and before that, onDead runs, to
 // tell the tenant, say). The rest of its batch is not held up by it.
-func (c *Coordinator) refused(ctx context.Context, kind string, msg jetstream.Msg, reason string, onDead func()) {
-	if n := deliveries(msg); n < uint64(c.cfg.DeadLetterAfter) {
-		c.log.Warn("PostgreSQL refused a message; it is tried again, and dead-lettered after "+strconv.Itoa(c.cfg.DeadLetterAfter)+" deliveries",
+func (d *deadLetters) refused(ctx context.Context, kind string, msg jetstream.Msg, reason string, onDead func()) {
+	if n := deliveries(msg); n < uint64(d.after) {
+		d.log.Warn("PostgreSQL refused a message; it is tried again, and dead-lettered after "+strconv.Itoa(d.after)+" deliveries",
 			"kind", kind, "subject", msg.Subject(), "deliveries", n, "reason", reason)
 		_ = msg.NakWithDelay(retryAfterOutage)
 		return
@@ -30,21 +52,32 @@ func (c *Coordinator) refused(ctx context.Context, kind string, msg jetstream.Ms
 	if onDead != nil {
 		onDead()
 	}
-	c.deadLetter(ctx, kind, msg, reason)
+	d.move(ctx, kind, msg, reason)
 }
 
-// deadLetter moves a message that can never be applied to the dead-letter
+// move moves a message that can never be applied to the dead-letter
 // stream, with its subject and the reason, and acknowledges it.
-func (c *Coordinator) deadLetter(ctx context.Context, kind string, msg jetstream.Msg, reason string) {
+func (d *deadLetters) move(ctx context.Context, kind string, msg jetstream.Msg, reason string) {
 	n := deliveries(msg)
-	dm := events.DeadLetterMsg(c.subjects, kind, msg.Subject(), reason, n, msg.Data(), c.nc.MaxPayload())
-	if _, err := c.js.PublishMsg(ctx, dm); err != nil {
-		c.log.Error("moving a message to the dead-letter stream failed; it stays in JetStream", "kind", kind, "subject", msg.Subject(), "error", err)
+	dm := events.DeadLetterMsg(d.subjects, kind, msg.Subject(), reason, n, msg.Data(), d.nc.MaxPayload())
+	if _, err := d.js.PublishMsg(ctx, dm); err != nil {
+		d.log.Error("moving a message to the dead-letter stream failed; it stays in JetStream", "kind", kind, "subject", msg.Subject(), "error", err)
 		_ = msg.NakWithDelay(retryAfterOutage)
 		return
 	}
 	_ = msg.Ack()
-	c.metrics.deadLetters.WithLabelValues(kind).Inc()
-	c.log.Warn("message moved to the dead-letter stream", "kind", kind, "subject", msg.Subject(), "deliveries", n,
-		"size", len(msg.Data()), "reason", reason, "stream", c.subjects.DeadStream())
+	d.metrics.deadLetters.WithLabelValues(kind).Inc()
+	d.log.Warn("message moved to the dead-letter stream", "kind", kind, "subject", msg.Subject(), "deliveries", n,
+		"size", len(msg.Data()), "reason", reason, "stream", d.subjects.DeadStream())
+}
+
+// retryLater leaves messages in JetStream for a later try, when PostgreSQL
+// is unavailable or the coordinator is stopping.
+func (d *deadLetters) retryLater(ctx context.Context, msgs []jetstream.Msg, err error) {
+	if ctx.Err() == nil {
+		d.log.Error("storing in PostgreSQL failed; the messages stay in JetStream and are retried", "error", err, "messages", len(msgs))
+	}
+	for _, msg := range msgs {
+		_ = msg.NakWithDelay(retryAfterOutage)
+	}
 }

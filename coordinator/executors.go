@@ -3,7 +3,6 @@ package coordinator
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 )
@@ -40,7 +40,7 @@ func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
 		return err
 	}
 	c.subs = append(c.subs, notify)
-	periodic, err := c.nc.Subscribe(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.kickPeriodic() })
+	periodic, err := c.nc.Subscribe(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
 	if err != nil {
 		return err
 	}
@@ -127,28 +127,6 @@ func (c *Coordinator) deregister(ctx context.Context, msg *nats.Msg) {
 	c.respond(msg, events.Reply{}, nil)
 }
 
-// markGone marks gone the executors silent for goneLeases leases, and
-// logs each one.
-func (c *Coordinator) markGone(ctx context.Context) {
-	gone, err := c.store.MarkExecutorsGone(ctx, goneLeases*c.cfg.Lease)
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("marking silent executors gone", "error", err)
-		}
-		return
-	}
-	for _, e := range gone {
-		c.log.Warn("executor gone: no heartbeat for several leases; its tasks no longer count as run until it registers again",
-			"executor", e.AppID, "instance", e.Instance, "host", e.Host, "tasks", strings.Join(e.Tasks, ","),
-			"last_heartbeat", e.LastHeartbeat.Format(time.RFC3339))
-	}
-}
-
-// goneLeases is how many leases an executor may stay silent before it is
-// marked gone: long enough that a busy executor or a short network
-// hiccup is not taken for dead (its leases expire after one).
-const goneLeases = 3
-
 // alive tells whether the executor instance prev still runs: it has sent a
 // heartbeat recently and answers a ping.
 func (c *Coordinator) alive(prev fairway.Executor) bool {
@@ -226,13 +204,13 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	if len(jobs) > 0 {
 		observe(c.metrics.claimJobs, c.metrics.claimTime, len(jobs), start)
 		c.traceClaim(ctx, jobs, req.Executor, start)
-		c.kickOutbox()
+		c.relay.kick()
 	}
 	return jobs, nil
 }
 
 func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {
-	data, _ := json.Marshal(reply)
+	data, _ := wirejson.Marshal(reply)
 	if err := msg.Respond(data); err != nil {
 		// The executor's request times out and is sent again under the same
 		// id, which hands these jobs out again (see claim). An executor that

@@ -8,7 +8,7 @@ import (
 
 // FirePeriodic fires the periodic tasks due at the coordinator's clock now,
 // as its periodic loop does when their time comes.
-func (c *Coordinator) FirePeriodic(ctx context.Context) { c.firePeriodic(ctx) }
+func (c *Coordinator) FirePeriodic(ctx context.Context) { c.periodic.fire(ctx) }
 
 // Ingest stores a batch of submission messages, as the ingest consumer
 // does with each batch it gets.
@@ -33,3 +33,6 @@ func (c *Coordinator) Parked() int {
 
 // LeadsMaintenance says whether the coordinator leads the maintenance now.
 func (c *Coordinator) LeadsMaintenance() bool { return c.lead != nil && c.lead.leads.Load() }
+
+// ServiceLogger is serviceLogger, for the package's external tests.
+var ServiceLogger = serviceLogger

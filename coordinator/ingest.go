@@ -231,7 +231,7 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		refusals, err := c.admit(ctx, valid)
 		if err != nil {
 			endIngestSpans(items, nil, err)
-			c.retryLater(ctx, msgs, err)
+			c.dead.retryLater(ctx, msgs, err)
 			return
 		}
 		for k, i := range validAt {
@@ -254,7 +254,7 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	if err != nil {
-		c.retryLater(ctx, msgs, err)
+		c.dead.retryLater(ctx, msgs, err)
 		return
 	}
 	chaosAfterIngestCommit(c.log, len(added)) // test-only, see chaoshook.go
@@ -269,10 +269,10 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
-	c.kickOutbox()
+	c.relay.kick()
 	// The dependencies of the jobs stored with some may have ended
 	// already (the API's submit and workflow resolve theirs at once).
-	c.storedWithDependencies(added)
+	c.deps.queueStored(added)
 	if len(handedOver) > 0 {
 		// Those are taken: wake executors only for the others.
 		taken := make(map[fairway.JobRef]bool, len(handedOver))
@@ -425,7 +425,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			if _, err := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
 				c.log.Warn("recording the rejection of a refused submission", "error", err)
 			}
-			c.kickOutbox()
+			c.relay.kick()
 		}
 		if it.part >= 0 {
 			// The message's other submissions are stored: this one is
@@ -434,7 +434,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			return nil, nil, nil
 		}
 		handled[it.msg] = true
-		c.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
+		c.dead.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
 		return nil, nil, nil
 	}
 	// The spans end before the acks and the wake-up: a job can run, and
@@ -453,17 +453,6 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
 	return added, handedOver, nil
-}
-
-// retryLater leaves messages in JetStream for a later try, when PostgreSQL
-// is unavailable or the coordinator is stopping.
-func (c *Coordinator) retryLater(ctx context.Context, msgs []jetstream.Msg, err error) {
-	if ctx.Err() == nil {
-		c.log.Error("storing in PostgreSQL failed; the messages stay in JetStream and are retried", "error", err, "messages", len(msgs))
-	}
-	for _, msg := range msgs {
-		_ = msg.NakWithDelay(retryAfterOutage)
-	}
 }
 
 // messageID gives a submission without an id one that is the same on every

@@ -22,10 +22,11 @@ const (
 
 // leadership elects the one coordinator that runs the maintenance loops:
 // lease expiry, timed releases and expiry, marking silent executors gone
-// (sweepLoop), retention, periodic firing and the sweep of blocked jobs.
-// Every coordinator ran them every second before, so their load on the
-// database grew with the coordinators. The hot path (ingest, claims,
-// reports, events) stays on every coordinator.
+// (leaseSweeper), retention (pruner), periodic firing (periodicFirer) and
+// the sweep of blocked jobs (dependents), which each check leads before
+// they work. Every coordinator ran them every second before, so their
+// load on the database grew with the coordinators. The hot path (ingest,
+// claims, reports, events) stays on every coordinator.
 //
 // The lead is a lease in PostgreSQL (fairway_leader), renewed every
 // second. No fencing is needed: every maintenance statement is safe to

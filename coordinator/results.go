@@ -5,33 +5,78 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// retryAfterOutage is how long a message waits in JetStream before it is
-// tried again when PostgreSQL is unavailable.
-const retryAfterOutage = 2 * time.Second
 
 // resultBatch caps the executor reports applied in one go.
 const resultBatch = 1000
 
-// startResults consumes executors' reports and applies them in batches.
-func (c *Coordinator) startResults(ctx context.Context) error {
-	return c.consume(ctx, c.subjects.ResultStream(), "results", resultBatch, 16*resultBatch, nil, nil, c.applyReports)
+// resultsConfig configures the results service.
+type resultsConfig struct {
+	// Batch caps the report messages applied in one go. Defaults to
+	// resultBatch.
+	Batch int
+	// Window caps the report messages this coordinator holds
+	// unacknowledged. Defaults to 16 batches.
+	Window int
+	// RetryDelay is the delay before the first retry (Config.RetryDelay).
+	RetryDelay time.Duration
 }
 
-// applyReports applies a batch in report order per job: starts, then
+func (c resultsConfig) withDefaults() resultsConfig {
+	if c.Batch <= 0 {
+		c.Batch = resultBatch
+	}
+	if c.Window <= 0 {
+		c.Window = 16 * c.Batch
+	}
+	return c
+}
+
+// results applies the executors' reports (starts, progress, log lines,
+// outcomes), consumed in batches from the results stream through a
+// durable consumer that every coordinator shares. Its goroutine is the
+// consumer's loop, which Start starts (startResults) and Stop drains with
+// the other consumers before the loops end.
+type results struct {
+	cfg      resultsConfig
+	store    *store.Store
+	subjects events.Subjects
+	nc       *nats.Conn // progress is published on core NATS
+	log      *slog.Logger
+	metrics  *coordMetrics
+	dead     *deadLetters
+	// afterChange follows up the changes applied (Coordinator.afterChange),
+	// and kickOutbox publishes the events of the starts (relay.kick).
+	afterChange func([]store.Applied)
+	kickOutbox  func()
+}
+
+func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc *nats.Conn, log *slog.Logger, m *coordMetrics,
+	dead *deadLetters, afterChange func([]store.Applied), kickOutbox func()) *results {
+	return &results{cfg: cfg.withDefaults(), store: st, subjects: subjects, nc: nc, log: log, metrics: m, dead: dead,
+		afterChange: afterChange, kickOutbox: kickOutbox}
+}
+
+// startResults consumes executors' reports and applies them in batches.
+func (c *Coordinator) startResults(ctx context.Context) error {
+	return c.consume(ctx, c.subjects.ResultStream(), "results", c.results.cfg.Batch, c.results.cfg.Window, nil, nil, c.results.apply)
+}
+
+// apply applies a batch in report order per job: starts, then
 // progress and logs, then outcomes. A message that cannot be decoded is
 // dead-lettered at once; one whose outcome PostgreSQL refuses does not hold
 // up the others (see complete) and is dead-lettered after DeadLetterAfter
 // deliveries.
-func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
-	defer observe(c.metrics.reportBatch, c.metrics.reportTime, len(msgs), time.Now())
+func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
+	defer observe(rs.metrics.reportBatch, rs.metrics.reportTime, len(msgs), time.Now())
 	var started []store.Attempt
 	var progress []store.Progress
 	var logs []store.AttemptLog
@@ -43,21 +88,21 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 	for i, msg := range msgs {
 		batch, err := events.DecodeReports(msg.Data())
 		if err != nil {
-			c.deadLetter(ctx, events.DeadReport, msg, "undecodable executor report: "+err.Error())
+			rs.dead.move(ctx, events.DeadReport, msg, "undecodable executor report: "+err.Error())
 			dead[i] = true
 			continue
 		}
 		// The subject is the executor's identity: in operator mode its
 		// credential publishes under its own app-id only.
-		appID, ok := c.subjects.ParseResults(msg.Subject())
+		appID, ok := rs.subjects.ParseResults(msg.Subject())
 		if !ok {
-			c.deadLetter(ctx, events.DeadReport, msg, "executor reports on a malformed subject")
+			rs.dead.move(ctx, events.DeadReport, msg, "executor reports on a malformed subject")
 			dead[i] = true
 			continue
 		}
 		for _, r := range batch {
 			if r.Executor != "" && r.Executor != appID {
-				c.log.Warn("dropping an executor report about another executor's job", "subject", msg.Subject(),
+				rs.log.Warn("dropping an executor report about another executor's job", "subject", msg.Subject(),
 					"executor", appID, "names", r.Executor, "job_id", r.JobID)
 				continue
 			}
@@ -98,7 +143,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			logs = append(logs, store.AttemptLog{Attempt: a, Lines: r.Logs})
 		case events.ReportDone:
 			if !r.Outcome.Reportable() {
-				c.log.Warn("dropping an executor report of unknown outcome", "outcome", fairway.TruncateRunes(string(r.Outcome), fairway.MaxNameLength),
+				rs.log.Warn("dropping an executor report of unknown outcome", "outcome", fairway.TruncateRunes(string(r.Outcome), fairway.MaxNameLength),
 					"executor", r.Executor, "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength))
 				continue
 			}
@@ -120,10 +165,10 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 			outcomes = append(outcomes, o)
 			outcomeMsg = append(outcomeMsg, reportMsg[k])
 		default:
-			c.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
+			rs.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}
 	}
-	applied, refused, err := c.applyReportParts(ctx, started, progress, logs, outcomes)
+	applied, refused, err := rs.applyParts(ctx, started, progress, logs, outcomes)
 	if err != nil {
 		var live []jetstream.Msg
 		for i, msg := range msgs {
@@ -131,7 +176,7 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 				live = append(live, msg)
 			}
 		}
-		c.retryLater(ctx, live, err)
+		rs.dead.retryLater(ctx, live, err)
 		return
 	}
 	reasons := map[int]string{}
@@ -142,40 +187,40 @@ func (c *Coordinator) applyReports(ctx context.Context, msgs []jetstream.Msg) {
 		switch {
 		case dead[i]:
 		case reasons[i] != "":
-			c.refused(ctx, events.DeadReport, msg, reasons[i], nil)
+			rs.dead.refused(ctx, events.DeadReport, msg, reasons[i], nil)
 		default:
 			_ = msg.Ack()
 		}
 	}
 	if len(started) > 0 {
-		c.kickOutbox()
+		rs.kickOutbox()
 	}
-	c.afterChange(applied)
+	rs.afterChange(applied)
 }
 
-// applyReportParts applies the parts of a batch of reports. refused maps
+// applyParts applies the parts of a batch of reports. refused maps
 // the index of each outcome PostgreSQL refuses on its own to the reason;
 // the others are applied.
-func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	if err := c.store.MarkRunning(ctx, started); err != nil {
+func (rs *results) applyParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
+	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
 	}
-	changed, err := c.store.SetProgress(ctx, progress)
+	changed, err := rs.store.SetProgress(ctx, progress)
 	if err != nil {
 		return nil, nil, err
 	}
-	c.publishProgress(changed)
-	if err := c.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
+	rs.publishProgress(changed)
+	if err := rs.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
 		return nil, nil, err
 	} else if err != nil {
-		c.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
+		rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 	}
-	applied, refused, err := c.complete(ctx, outcomes)
+	applied, refused, err := rs.complete(ctx, outcomes)
 	if err != nil {
 		return nil, nil, err
 	}
 	if n := len(outcomes) - len(applied) - len(refused); n > 0 {
-		c.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
+		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
 	}
 	return applied, refused, nil
 }
@@ -185,17 +230,17 @@ func (c *Coordinator) applyReportParts(ctx context.Context, started []store.Atte
 // applied: the poison costs one extra round trip. Should the rest be
 // refused too, it is split in halves until the outcomes refused on their
 // own are found (a number of statements logarithmic in the batch).
-func (c *Coordinator) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
+func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
+	applied, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
 	if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 		return applied, nil, err
 	}
-	c.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
+	rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
 	results := make([][]byte, len(outcomes))
 	for i, o := range outcomes {
 		results[i] = o.Result
 	}
-	bad, err := c.store.UnstorableJSON(ctx, results)
+	bad, err := rs.store.UnstorableJSON(ctx, results)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -212,19 +257,19 @@ func (c *Coordinator) complete(ctx context.Context, outcomes []store.Outcome) ([
 			rest, restAt = append(rest, o), append(restAt, i)
 		}
 	}
-	applied, err = c.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
+	applied, err = rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
 	return applied, refused, err
 }
 
 // completeSplit applies outcomes (at[i] is the batch index of outcomes[i]);
 // those PostgreSQL refuses on their own are added to refused. knownBad
 // says that the whole of outcomes was refused already.
-func (c *Coordinator) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool) ([]store.Applied, error) {
+func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool) ([]store.Applied, error) {
 	if len(outcomes) == 0 {
 		return nil, nil
 	}
 	if !knownBad {
-		applied, err := c.store.Complete(ctx, outcomes, c.cfg.RetryDelay)
+		applied, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
 		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 			return applied, err
 		}
@@ -234,25 +279,25 @@ func (c *Coordinator) completeSplit(ctx context.Context, outcomes []store.Outcom
 		}
 	}
 	half := len(outcomes) / 2
-	applied, err := c.completeSplit(ctx, outcomes[:half], at[:half], refused, false)
+	applied, err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false)
 	if err != nil {
 		return nil, err
 	}
-	more, err := c.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
+	more, err := rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
 	return append(applied, more...), err
 }
 
 // publishProgress tells subscribers of <p>.progress.<group>.<task> how far
 // jobs are (core NATS: a subscriber that is away misses them; the job row
 // keeps the latest).
-func (c *Coordinator) publishProgress(ps []fairway.Progress) {
+func (rs *results) publishProgress(ps []fairway.Progress) {
 	for _, p := range ps {
 		data, err := json.Marshal(p)
 		if err == nil {
-			err = c.nc.Publish(c.subjects.Progress(p.Group, p.Task), data)
+			err = rs.nc.Publish(rs.subjects.Progress(p.Group, p.Task), data)
 		}
 		if err != nil {
-			c.log.Debug("publishing progress", "job_id", p.JobID, "error", err)
+			rs.log.Debug("publishing progress", "job_id", p.JobID, "error", err)
 		}
 	}
 }

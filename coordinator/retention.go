@@ -27,11 +27,6 @@ const (
 	RetentionIntervalDefault = time.Minute
 	// pruneMaxBatch caps one prune request of the operator API.
 	pruneMaxBatch = 10_000
-	// prunePause separates the batches of the retention loop, so that a
-	// large backlog of expired jobs (after a retention is lowered, say) is
-	// pruned at most about 10,000 jobs/s rather than at the expense of the
-	// work: at full speed pruning 1M jobs cost a drain 17% of its rate.
-	prunePause = 100 * time.Millisecond
 )
 
 func (r Retention) withDefaults() Retention {
@@ -59,56 +54,6 @@ func (r Retention) ages() []struct {
 		state fairway.State
 		age   time.Duration
 	}{{fairway.StateSuccess, r.Success}, {fairway.StateFailed, r.Failed}, {fairway.StateCancelled, r.Cancelled}}
-}
-
-// retentionLoop prunes finished jobs past their retention every
-// Retention.Interval, on the coordinator that leads the maintenance (the
-// batches skip rows another holds, so two at once share the work).
-func (c *Coordinator) retentionLoop(ctx context.Context) {
-	tick := time.NewTicker(c.cfg.Retention.Interval)
-	defer tick.Stop()
-	for {
-		if c.lead.leads.Load() {
-			c.pruneExpired(ctx)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// pruneExpired removes, batch by batch, the finished jobs past their
-// retention.
-func (c *Coordinator) pruneExpired(ctx context.Context) {
-	for _, a := range c.cfg.Retention.ages() {
-		if a.age < 0 {
-			continue
-		}
-		total := 0
-		began := time.Now()
-		for ctx.Err() == nil {
-			n, err := c.store.Prune(ctx, a.state, a.age, "", store.PruneBatchDefault)
-			total += n
-			if err != nil {
-				if ctx.Err() == nil {
-					c.log.Warn("pruning finished jobs; trying again at the next round", "state", a.state, "error", err)
-				}
-				break
-			}
-			if n < store.PruneBatchDefault {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(prunePause):
-			}
-		}
-		if total > 0 {
-			c.log.Info("pruned finished jobs", "state", a.state, "older_than", a.age.String(), "jobs", total, "took", time.Since(began).Round(time.Millisecond).String())
-		}
-	}
 }
 
 // apiPrune removes one batch of finished jobs (operators only): the

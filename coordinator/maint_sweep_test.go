@@ -1,0 +1,76 @@
+package coordinator
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLeaseSweeperReleasesLostJobs runs the lease sweeper alone, with a
+// short lease, against an executor that went silent after it claimed a
+// job: the job is released (a failed attempt, due again), the executor is
+// marked gone, a pending job whose trigger time came is released and a job
+// past its expiry is failed, each followed up through afterChange.
+func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.Open(t)
+	const lease = 200 * time.Millisecond
+	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	lost := storeJobs(t, st, fairway.Submission{Group: "g", ID: "lost"})[0]
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, lost.ID, claimed[0].ID)
+	past, soon := time.Now().Add(-time.Second), time.Now().Add(lease)
+	storeJobs(t, st,
+		fairway.Submission{Group: "g", ID: "triggered", TriggerAfter: &past},
+		fairway.Submission{Group: "g", ID: "expires", Pending: true, ExpiresAt: &soon})
+
+	f := newFollowUps()
+	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), leading(t, st), f.afterChange)
+	require.Equal(t, 3*lease, s.cfg.GoneAfter, "gone after goneLeases leases by default")
+	require.Equal(t, sweepBatch, s.cfg.Batch)
+	runService(t, s.run)
+
+	require.Eventually(t, func() bool {
+		return f.state("lost") != "" && f.state("triggered") == fairway.StateWaiting && f.state("expires") == fairway.StateFailed
+	}, serviceWait, 10*time.Millisecond, "the lost job, the triggered and the expired one are changed and followed up")
+	require.Contains(t, []fairway.State{fairway.StateWaiting, fairway.StateStuck}, jobState(t, st, "g", "lost"), "due again after a failed attempt")
+	require.Equal(t, fairway.StateWaiting, jobState(t, st, "g", "triggered"))
+	require.Equal(t, fairway.StateFailed, jobState(t, st, "g", "expires"))
+	require.Eventually(t, func() bool {
+		execs, err := st.Executors(ctx)
+		return err == nil && slices.ContainsFunc(execs, func(e fairway.Executor) bool { return e.AppID == "w" && e.State == fairway.ExecutorGone })
+	}, serviceWait, 10*time.Millisecond, "the silent executor is marked gone")
+}
+
+// TestLeaseSweeperLeavesTheMaintenanceToTheLeader: a sweeper on a
+// coordinator that does not lead changes nothing, however long the job's
+// lease has run out.
+func TestLeaseSweeperLeavesTheMaintenanceToTheLeader(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.Open(t)
+	const lease = 50 * time.Millisecond
+	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	storeJobs(t, st, fairway.Submission{Group: "g", ID: "held"})
+	_, err = st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+
+	f := newFollowUps()
+	s := newLeaseSweeper(sweepConfig{Interval: 10 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	runService(t, s.run)
+	// A lasting absence: there is no event to await.
+	require.Never(t, func() bool { return f.state("held") != "" || jobState(t, st, "g", "held") != fairway.StateScheduled },
+		500*time.Millisecond, 20*time.Millisecond, "a sweeper that does not lead released a job")
+}

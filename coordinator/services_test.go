@@ -1,0 +1,162 @@
+package coordinator
+
+// Helpers of the tests that run one service or maintenance type on its
+// own, without a Coordinator: a real PostgreSQL (storetest; TestMain is in
+// coordinator_test.go) and, for the relay, an embedded NATS server.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// serviceWait bounds every wait for a service to do its work.
+const serviceWait = 20 * time.Second
+
+// serviceLogger logs warnings and errors to the test's log.
+func serviceLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(serviceLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type serviceLogWriter struct{ t *testing.T }
+
+func (w serviceLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// runService runs a service's loop until the test ends, and waits for it
+// to return before the test's other cleanups (the store's close) run.
+func runService(t *testing.T, run func(context.Context)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// leading returns a leadership that holds the maintenance lead on st.
+func leading(t *testing.T, st *store.Store) *leadership {
+	t.Helper()
+	l := &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t), gained: func() {}}
+	l.try(t.Context())
+	require.True(t, l.leads.Load(), "the only candidate takes the lead")
+	return l
+}
+
+// notLeading returns a leadership that does not lead (it never tried).
+func notLeading(t *testing.T, st *store.Store) *leadership {
+	return &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t), gained: func() {}}
+}
+
+// followUps records the follow-ups a service asks for: the changes it
+// hands to afterChange, and its kicks of the outbox and of the executors.
+type followUps struct {
+	mu      sync.Mutex
+	applied []store.Applied
+	kicks   int
+	notices chan struct{}
+}
+
+func newFollowUps() *followUps { return &followUps{notices: make(chan struct{}, 100)} }
+
+func (f *followUps) afterChange(applied []store.Applied) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, applied...)
+}
+
+func (f *followUps) kickOutbox() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kicks++
+}
+
+func (f *followUps) notifyWork() {
+	select {
+	case f.notices <- struct{}{}:
+	default:
+	}
+}
+
+// state is the state afterChange last got for job id ("" if none).
+func (f *followUps) state(id string) fairway.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var s fairway.State
+	for _, a := range f.applied {
+		if a.JobID == id {
+			s = a.State
+		}
+	}
+	return s
+}
+
+func (f *followUps) kicked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kicks
+}
+
+// storeJobs stores submissions of task "t" (normalized, 3 retries), and
+// returns them as stored.
+func storeJobs(t *testing.T, st *store.Store, subs ...fairway.Submission) []fairway.Submission {
+	t.Helper()
+	for i := range subs {
+		if subs[i].Task == "" {
+			subs[i].Task = "t"
+		}
+		require.NoError(t, subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 3))
+	}
+	res, err := st.InsertJobs(t.Context(), subs, nil)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Nil(t, r.Err)
+	}
+	return subs
+}
+
+// jobState reads a job's state: "" once it is gone, the error's text when
+// it cannot be read. It may run in require.Eventually's goroutine, where
+// a test must not fail.
+func jobState(t *testing.T, st *store.Store, group, id string) fairway.State {
+	job, err := st.Get(t.Context(), group, id)
+	switch {
+	case errors.Is(err, fairway.ErrNotFound):
+		return ""
+	case err != nil:
+		return fairway.State("error: " + err.Error())
+	}
+	return job.State
+}
+
+// readStream reads a stream's messages, in order, until it has n.
+func readStream(t *testing.T, js jetstream.JetStream, stream string, n int) []jetstream.Msg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), serviceWait)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for len(msgs) < n {
+		msg, err := cons.Next(jetstream.FetchMaxWait(serviceWait))
+		require.NoError(t, err, "got %d of %d messages", len(msgs), n)
+		msgs = append(msgs, msg)
+	}
+	return msgs
+}
