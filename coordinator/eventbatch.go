@@ -97,7 +97,7 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 			b = nil // full: a new message follows it on the same level
 		}
 		if b == nil {
-			b = &eventBatch{subject: subj, data: append(make([]byte, 0, 4<<10), '[')}
+			b = &eventBatch{subject: subj, data: append(make([]byte, 0, 512), '[')}
 			open[k] = b
 			order = append(order, b)
 		} else {
