@@ -15,8 +15,6 @@ var (
 	extendLeasesSQL string
 	//go:embed sql/lease_expired_jobs.sql
 	leaseExpiredJobsSQL string
-	//go:embed sql/worker_held_jobs.sql
-	workerHeldJobsSQL string
 )
 
 var (
@@ -232,13 +230,6 @@ func (s *Store) ExpireLeases(ctx context.Context, limit int, lease, retryDelay t
 // staleLeaseFactor: an attempt whose executor is alive but does not hold
 // it any more is expired after this many leases.
 const staleLeaseFactor = 3
-
-// ReleaseWorker ends every attempt held by the executor appID as lost: used
-// when an executor restarts under the same app-id (Docspell's rule: its old
-// jobs are released at once).
-func (s *Store) ReleaseWorker(ctx context.Context, appID string, retryDelay time.Duration) ([]Applied, error) {
-	return s.loseAttempts(ctx, workerHeldJobsSQL, retryDelay, "executor lost: it restarted", appID)
-}
 
 func (s *Store) loseAttempts(ctx context.Context, query string, retryDelay time.Duration, reason string, args ...any) ([]Applied, error) {
 	var applied []Applied

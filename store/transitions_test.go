@@ -4,18 +4,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
-	"github.com/stretchr/testify/require"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"regexp"
 	"strconv"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEveryEventIsAnAllowedTransition drives every statement that changes
@@ -42,7 +44,12 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 		subAt("cancel-waiting", nil))
 	insert(t, s, subAt("after-done", func(sb *fairway.Submission) { sb.DependsOn = []string{"done"} }),
 		subAt("after-failed", func(sb *fairway.Submission) { sb.DependsOn = []string{"retried"} }))
-	_, err := s.InsertJobs(ctx, nil, []store.Rejection{{JobID: "refused", Group: "g", Task: "t", Err: fairway.Invalid("args", "not JSON")}})
+	// The executor that claims below, registered: its restart releases
+	// what it holds.
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "old", Slots: 10, Tasks: []string{"t"}}, 0,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	_, err = s.InsertJobs(ctx, nil, []store.Rejection{{JobID: "refused", Group: "g", Task: "t", Err: fairway.Invalid("args", "not JSON")}})
 	require.NoError(t, err)
 
 	byID := map[string]fairway.Job{}
@@ -74,8 +81,10 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	end("stopped", fairway.OutcomeCancelled, nil)
 	now := time.Now()
 	end("folded", fairway.OutcomeSuccess, &now)
-	_, err = s.ReleaseWorker(ctx, "w", 0)
+	released, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "new", Slots: 10, Tasks: []string{"t"}}, 0,
+		func(fairway.Executor) bool { return false })
 	require.NoError(t, err, "restarted: its executor came back")
+	require.True(t, slices.ContainsFunc(released, func(a store.Applied) bool { return a.JobID == "restarted" }), "the restart released the job it held")
 	_, err = s.Cancel(ctx, "g", "restarted")
 	require.NoError(t, err)
 

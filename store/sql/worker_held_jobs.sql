@@ -1,4 +1,0 @@
--- The jobs executor $1 holds, locked (skipping those being changed).
-SELECT group_name, id, attempt, worker, worker_instance FROM fairway_job
-WHERE state IN ('scheduled', 'running') AND worker = $1
-FOR UPDATE SKIP LOCKED
