@@ -166,7 +166,8 @@ type outcome struct {
 
 // newRunningJob prepares fj to run. Called with e.mu held.
 func (e *Executor) newRunningJob(fj fairway.Job) *runningJob {
-	logger := e.logger.With("job_id", fj.ID, "task", fj.Task, "group", fj.Group, "attempt", fj.Attempt)
+	logger := withLazyAttrs(e.logger.Handler(), slog.String("job_id", fj.ID), slog.String("task", fj.Task), slog.String("group", fj.Group),
+		slog.Int("attempt", fj.Attempt))
 	job := &Job{Job: fj, exec: e, progress: -1}
 	job.Logger = slog.New(&jobLogHandler{job: job, fwd: logger.Handler()})
 	ctx, cancel := context.WithCancelCause(e.baseCtx)

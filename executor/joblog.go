@@ -365,3 +365,37 @@ func truncate(s string) string {
 	}
 	return s[:cut] + fmt.Sprintf(" … (%d bytes truncated)", len(s)-cut)
 }
+
+// lazyAttrs is a handler whose attributes are added to its base handler
+// only when a record gets through. slog.Logger.With adds them at once (a
+// text or JSON handler formats them, tint copies them), which cost more
+// per job than the rest of accepting it from a dispatch reply when the
+// level drops every per-job record (an executor at info logs one line per
+// job, at warn none).
+type lazyAttrs struct {
+	base  slog.Handler
+	attrs []slog.Attr
+	once  sync.Once
+	with  slog.Handler // base with attrs, once needed
+}
+
+// withLazyAttrs returns a logger that logs to h with attrs, as
+// slog.New(h).With(attrs) would.
+func withLazyAttrs(h slog.Handler, attrs ...slog.Attr) *slog.Logger {
+	return slog.New(&lazyAttrs{base: h, attrs: attrs})
+}
+
+func (h *lazyAttrs) resolved() slog.Handler {
+	h.once.Do(func() { h.with = h.base.WithAttrs(h.attrs) })
+	return h.with
+}
+
+func (h *lazyAttrs) Enabled(ctx context.Context, l slog.Level) bool { return h.base.Enabled(ctx, l) }
+
+func (h *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
+	return h.resolved().Handle(ctx, r)
+}
+
+func (h *lazyAttrs) WithAttrs(attrs []slog.Attr) slog.Handler { return h.resolved().WithAttrs(attrs) }
+
+func (h *lazyAttrs) WithGroup(name string) slog.Handler { return h.resolved().WithGroup(name) }
