@@ -50,7 +50,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 			c.respond(msg, events.Reply{}, err)
 		}
 	}
-	if err := c.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) {
+	if err := c.subs.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) {
 		group, verb, _ := c.subjects.ParseAPI(msg.Subject)
 		if err := fairway.CheckName("group", group); err != nil {
 			c.respond(msg, events.Reply{}, err)
@@ -64,7 +64,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
+	return c.subs.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
 		verb, _ := c.subjects.ParseAdmin(msg.Subject)
 		// Operators share one lane of their own, "" (no group's name).
 		enqueue(msg, "", request{admin: true, data: msg.Data}, verb)
@@ -322,10 +322,10 @@ func (c *Coordinator) replyError(subject string, err error) *fairway.Error {
 // submit stores one submission from the request/reply API. Invalid ones
 // get a rejected event, as on the asynchronous path.
 func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*fairway.Job, error) {
-	sub, err := c.validate(ctx, group, "", data, time.Now(), nil)
+	sub, err := c.ingest.validate(ctx, group, "", data, time.Now(), nil)
 	traceSubmission(ctx, &sub)
 	if err == nil {
-		err = c.admitOne(ctx, sub)
+		err = c.quotas.admitOne(ctx, sub)
 	}
 	if err != nil {
 		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
@@ -355,28 +355,6 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 	return c.store.Get(ctx, sub.Group, sub.ID)
 }
 
-// validate decodes and checks a submission for the group and task of its
-// subject (task "" on the API, where the body names it). received is when
-// the submission arrived. A body without an id gets defaultID's, when
-// given, before anything else (a rejection names it too); else Normalize
-// makes a new one.
-func (c *Coordinator) validate(ctx context.Context, group, task string, data []byte, received time.Time, defaultID func() string) (fairway.Submission, error) {
-	sub, err := fairway.DecodeSubmission(data, c.cfg.MaxArgsSize)
-	if sub.ID == "" && defaultID != nil {
-		sub.ID = defaultID()
-	}
-	if err != nil {
-		return sub, err
-	}
-	if err := sub.Normalize(group, task, c.cfg.MaxArgsSize, *c.cfg.Retries); err != nil {
-		return sub, err
-	}
-	if err := c.tasks.check(ctx, sub.Task, received); err != nil {
-		return sub, err
-	}
-	return sub, nil
-}
-
 func rejection(sub fairway.Submission, group, task string, err error) store.Rejection {
 	return store.Rejection{JobID: sub.ID, Group: group, Task: cmp.Or(task, sub.Task), Err: fairway.AsError(err)}
 }
@@ -397,7 +375,7 @@ func (c *Coordinator) jobsAdded(subs ...fairway.Submission) {
 		}
 	}
 	if notify {
-		c.notifyWork()
+		c.dispatcher.notifyWork()
 	}
 }
 

@@ -210,38 +210,37 @@ type Coordinator struct {
 	subjects events.Subjects
 	log      *slog.Logger
 
-	id       string // names this coordinator in periodic task marks
-	notifyID []byte // this coordinator's name in its work notifications
-	parking  *parking
-	tasks    *taskCache
-	apiRate  *rateLimiter
-	apiHook  atomic.Pointer[func(group, verb string)] // tests: runs before each API request
-	quotas   *quotas
-	splits   atomic.Int64 // batches split in halves to find a poison
-	metrics  *coordMetrics
-	tracer   trace.Tracer
-	dead     *deadLetters // what becomes of messages not applied (ingest, results)
+	id      string     // names this coordinator in periodic task marks
+	tasks   *taskCache // the tasks some executor runs (the dispatcher refreshes it)
+	apiRate *rateLimiter
+	apiHook atomic.Pointer[func(group, verb string)] // tests: runs before each API request
+	quotas  *quotas
+	metrics *coordMetrics
+	tracer  trace.Tracer
+	dead    *deadLetters // what becomes of messages not applied (ingest, results)
 
-	// The services, each with its goroutine (Start starts them). The
-	// results, the events relay and the due timers run on every
-	// coordinator, as does the resolution of dependents (its sweep of
-	// blocked jobs only on the leader); the lease sweeper, the periodic
-	// firer and the pruner work on the coordinator that leads the
-	// maintenance only.
-	results  *results       // applies the executors' reports
-	relay    *relay         // the outbox → JetStream publisher
-	lead     *leadership    // the maintenance leader election
-	sweeper  *leaseSweeper  // lease expiry, timed releases, gone executors
-	due      *dueTimers     // wakes executors when delayed jobs become due
-	periodic *periodicFirer // fires the periodic tasks
-	pruner   *pruner        // retention
-	deps     *dependents    // resolves the jobs that depend on others
+	// The services, each with its goroutine (Start starts them). Ingest,
+	// the dispatcher, the results, the events relay and the due timers
+	// run on every coordinator, as does the resolution of dependents (its
+	// sweep of blocked jobs only on the leader); the lease sweeper, the
+	// periodic firer and the pruner work on the coordinator that leads
+	// the maintenance only.
+	ingest     *ingest        // stores the submissions of the submit stream
+	dispatcher *dispatcher    // the executor protocol: dispatch, long polls, registrations, heartbeats
+	results    *results       // applies the executors' reports
+	relay      *relay         // the outbox → JetStream publisher
+	lead       *leadership    // the maintenance leader election
+	sweeper    *leaseSweeper  // lease expiry, timed releases, gone executors
+	due        *dueTimers     // wakes executors when delayed jobs become due
+	periodic   *periodicFirer // fires the periodic tasks
+	pruner     *pruner        // retention
+	deps       *dependents    // resolves the jobs that depend on others
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc
-	subs     []*nats.Subscription
-	consumes []jetstream.ConsumeContext
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	subs      *subscriptions // the API's, the executor protocol's, the notifications
+	consumers *consumers     // ingest's and the results'
+	wg        sync.WaitGroup
 }
 
 // New returns a coordinator; Start runs it.
@@ -259,24 +258,29 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		subjects: events.NewSubjects(cfg.Prefix),
 		log:      cfg.Logger,
 		id:       coordinatorID(),
-		notifyID: []byte(fairway.NewID()),
-		parking:  newParking(),
 		tasks:    &taskCache{store: st, log: cfg.Logger},
 		apiRate:  newRateLimiter(cfg.APIRate, cfg.APIBurst),
-		quotas:   newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst),
 		metrics:  newMetrics(cfg.Metrics, st, cfg.Logger),
 		tracer:   cfg.Tracer.Tracer(TracerName),
+		subs:     &subscriptions{nc: nc},
 	}
+	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
+	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, st, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, nc, js, c.subjects, c.log, c.metrics)
+	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
+		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
 	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
 	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
-	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.notifyWork)
+	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.dispatcher.notifyWork)
 	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, st, c.log, c.lead, c.id, c.periodicNow, c.afterChange, c.relay.kick)
 	c.lead.gained = c.periodic.kick // the new leader fires what is due at once
 	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log, c.lead)
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
+	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries},
+		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
+		c.relay.kick, c.deps.queueStored, c.jobsAdded)
 	return c, nil
 }
 
@@ -313,7 +317,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		case <-runCtx.Done():
 		}
 	}()
-	steps := []func(context.Context) error{c.startAPI, c.startExecutorProtocol, c.startIngest, c.startResults}
+	steps := []func(context.Context) error{
+		c.startAPI,
+		func(ctx context.Context) error { return c.dispatcher.start(ctx, c.subs) },
+		// Every coordinator hears that a periodic task changed: the one
+		// that leads the maintenance fires it when it is due.
+		func(context.Context) error {
+			return c.subs.listen(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
+		},
+		func(ctx context.Context) error { return c.ingest.start(ctx, c.consumers) },
+		func(ctx context.Context) error { return c.results.start(ctx, c.consumers) },
+	}
 	for _, step := range steps {
 		if err := step(runCtx); err != nil {
 			c.stopLocked()
@@ -325,7 +339,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.relay.run)
 	c.goLoop(runCtx, c.sweeper.run)
 	c.goLoop(runCtx, c.due.run)
-	c.goLoop(runCtx, c.parkLoop)
+	c.goLoop(runCtx, c.dispatcher.parkLoop)
 	c.goLoop(runCtx, c.periodic.run)
 	c.goLoop(runCtx, c.pruner.run)
 	c.goLoop(runCtx, c.deps.run)
@@ -334,7 +348,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, func(ctx context.Context) {
 		c.store.ListenJobs(ctx, func() {
 			c.relay.kick()
-			c.notifyWork()
+			c.dispatcher.notifyWork()
 			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
@@ -346,7 +360,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
 	}
 	c.relay.kick()
-	c.notifyWork()
+	c.dispatcher.notifyWork()
 	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
 		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
 	return nil
@@ -391,45 +405,17 @@ func (c *Coordinator) stopLocked() {
 	if c.cancel == nil {
 		return
 	}
-	for _, s := range c.subs {
-		_ = s.Drain()
-	}
-	for _, cc := range c.consumes {
-		cc.Drain()
-	}
-	for _, cc := range c.consumes {
-		<-cc.Closed()
-	}
+	c.subs.drain()
+	c.consumers.drain()
 	c.cancel()
 	c.wg.Wait()
-	c.subs, c.consumes = nil, nil
 	c.log.Info("coordinator stopped")
-}
-
-// subscribe adds a queue subscription shared by all coordinators.
-func (c *Coordinator) subscribe(subject string, handle nats.MsgHandler) error {
-	sub, err := c.nc.QueueSubscribe(subject, queueGroup, handle)
-	if err != nil {
-		return fmt.Errorf("subscribing to %s: %w", subject, err)
-	}
-	c.subs = append(c.subs, sub)
-	return nil
 }
 
 // coordinatorID names a coordinator process: host, pid and a random part.
 func coordinatorID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), fairway.NewID()[24:])
-}
-
-// notifyWork wakes idle executors: new work may be eligible.
-func (c *Coordinator) notifyWork() {
-	c.parking.signal()
-	// Named, so that this coordinator, which signalled its own parked
-	// requests above, does not serve them again when it hears itself.
-	if err := c.nc.Publish(c.subjects.NotifyWork(), c.notifyID); err != nil {
-		c.log.Debug("publishing a work notification", "error", err)
-	}
 }
 
 // afterChange follows up committed changes: publish their events, wake
@@ -443,14 +429,14 @@ func (c *Coordinator) afterChange(applied []store.Applied) {
 	if c.store.LimitsInUse() {
 		// A job that left an executor may free a slot that a limit kept
 		// an idle executor from taking.
-		c.notifyWork()
+		c.dispatcher.notifyWork()
 	}
 	for _, a := range applied {
 		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
 			if a.RunAt.After(c.hostNow()) {
 				c.due.add(a.RunAt)
 			} else {
-				c.notifyWork()
+				c.dispatcher.notifyWork()
 			}
 		}
 	}

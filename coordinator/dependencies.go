@@ -46,7 +46,7 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 			return events.Reply{}, refuse(sub, err)
 		}
 	}
-	refused, err := c.admit(ctx, subs)
+	refused, err := c.quotas.admit(ctx, subs)
 	if err != nil {
 		return events.Reply{}, err
 	}

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,45 +16,120 @@ import (
 	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// startExecutorProtocol answers executors: registration, deregistration,
-// dispatch requests and heartbeats.
-func (c *Coordinator) startExecutorProtocol(ctx context.Context) error {
-	if err := c.subscribe(c.subjects.ExecAll(events.ExecRegister), func(msg *nats.Msg) { c.register(ctx, msg) }); err != nil {
+// dispatcher speaks the executor protocol: it registers and deregisters
+// executors, records their heartbeats (which renew their jobs' leases),
+// and answers their dispatch requests with the jobs it claims for them,
+// fairly. A request that finds no job waits, parked, until work may be
+// eligible (a long poll, see parking): its goroutine (parkLoop) serves the
+// parked requests when notifyWork says so, here or on another coordinator,
+// and answers them empty at their deadline. It keeps the task cache fresh
+// as executors register. Its subscriptions are queue subscriptions shared
+// by all coordinators, but for the work notifications, which every
+// coordinator hears.
+type dispatcher struct {
+	cfg      dispatchConfig
+	store    *store.Store
+	nc       *nats.Conn
+	subjects events.Subjects
+	log      *slog.Logger
+	metrics  *coordMetrics
+	tracer   trace.Tracer
+	tasks    *taskCache // refreshed when an executor registers
+	parking  *parking
+	notifyID []byte // this coordinator's name in its work notifications
+	// afterChange follows up the jobs released when an executor restarts
+	// (Coordinator.afterChange), and kickOutbox publishes the events of
+	// the claims (relay.kick).
+	afterChange func([]store.Applied)
+	kickOutbox  func()
+	// respond and replyError are the request/reply API's
+	// (Coordinator.respond, Coordinator.replyError): registrations are
+	// answered as API requests are, and a dispatch reply's error is coded
+	// as theirs.
+	respond    func(msg *nats.Msg, reply events.Reply, err error)
+	replyError func(subject string, err error) *fairway.Error
+}
+
+// dispatchConfig configures the dispatcher.
+type dispatchConfig struct {
+	// Lease is how long a job handed to an executor stays its own without
+	// a heartbeat (Config.Lease). Defaults to LeaseDefault.
+	Lease time.Duration
+	// Scheme is the counting scheme of the claims (Config.Scheme).
+	// Defaults to 4,1.
+	Scheme fairway.CountingScheme
+	// RetryDelay is the delay before the first retry (Config.RetryDelay),
+	// of the jobs of an executor's previous instance. Defaults to
+	// RetryDelayDefault.
+	RetryDelay time.Duration
+	// HeartbeatTimeout is how long an executor may stay silent before
+	// another instance may take over its app-id (Config.HeartbeatTimeout).
+	// Defaults to HeartbeatTimeoutDefault.
+	HeartbeatTimeout time.Duration
+}
+
+func (c dispatchConfig) withDefaults() dispatchConfig {
+	if c.Scheme == (fairway.CountingScheme{}) {
+		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
+	}
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.RetryDelay = cmp.Or(c.RetryDelay, RetryDelayDefault)
+	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
+	return c
+}
+
+func newDispatcher(cfg dispatchConfig, st *store.Store, nc *nats.Conn, subjects events.Subjects, log *slog.Logger, m *coordMetrics,
+	tracer trace.Tracer, tasks *taskCache, afterChange func([]store.Applied), kickOutbox func(),
+	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
+	return &dispatcher{cfg: cfg.withDefaults(), store: st, nc: nc, subjects: subjects, log: log, metrics: m, tracer: tracer,
+		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
+		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError}
+}
+
+// start answers executors: registration, deregistration, dispatch
+// requests and heartbeats. Its subscriptions go to subs, which Stop
+// drains.
+func (d *dispatcher) start(ctx context.Context, subs *subscriptions) error {
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecRegister), func(msg *nats.Msg) { d.register(ctx, msg) }); err != nil {
 		return err
 	}
-	if err := c.subscribe(c.subjects.ExecAll(events.ExecDeregister), func(msg *nats.Msg) { c.deregister(ctx, msg) }); err != nil {
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDeregister), func(msg *nats.Msg) { d.deregister(ctx, msg) }); err != nil {
 		return err
 	}
-	if err := c.subscribe(c.subjects.ExecAll(events.ExecDispatch), func(msg *nats.Msg) { c.dispatch(ctx, msg) }); err != nil {
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), func(msg *nats.Msg) { d.dispatch(ctx, msg) }); err != nil {
 		return err
 	}
 	// Every coordinator hears every work notification, to serve the
 	// dispatch requests it holds.
-	notify, err := c.nc.Subscribe(c.subjects.NotifyWork(), func(msg *nats.Msg) {
-		if !bytes.Equal(msg.Data, c.notifyID) { // another coordinator's
-			c.parking.signal()
+	if err := subs.listen(d.subjects.NotifyWork(), func(msg *nats.Msg) {
+		if !bytes.Equal(msg.Data, d.notifyID) { // another coordinator's
+			d.parking.signal()
 		}
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	c.subs = append(c.subs, notify)
-	periodic, err := c.nc.Subscribe(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
-	if err != nil {
-		return err
+	return subs.subscribe(d.subjects.ExecAll(events.ExecHeartbeat), func(msg *nats.Msg) { d.heartbeat(ctx, msg) })
+}
+
+// notifyWork wakes idle executors: new work may be eligible.
+func (d *dispatcher) notifyWork() {
+	d.parking.signal()
+	// Named, so that this coordinator, which signalled its own parked
+	// requests above, does not serve them again when it hears itself.
+	if err := d.nc.Publish(d.subjects.NotifyWork(), d.notifyID); err != nil {
+		d.log.Debug("publishing a work notification", "error", err)
 	}
-	c.subs = append(c.subs, periodic)
-	return c.subscribe(c.subjects.ExecAll(events.ExecHeartbeat), func(msg *nats.Msg) { c.heartbeat(ctx, msg) })
 }
 
 // sender returns the app-id an executor protocol message was sent under.
 // The subject is the executor's identity (in operator mode its credential
 // can publish under its own app-id only); a body naming another executor
 // is refused.
-func (c *Coordinator) sender(msg *nats.Msg, named string) (string, error) {
-	appID, _, ok := c.subjects.ParseExec(msg.Subject)
+func (d *dispatcher) sender(msg *nats.Msg, named string) (string, error) {
+	appID, _, ok := d.subjects.ParseExec(msg.Subject)
 	if !ok {
 		return "", fairway.Invalid("subject", "not an executor protocol subject: %s", msg.Subject)
 	}
@@ -66,115 +142,115 @@ func (c *Coordinator) sender(msg *nats.Msg, named string) (string, error) {
 	return appID, nil
 }
 
-func (c *Coordinator) register(ctx context.Context, msg *nats.Msg) {
+func (d *dispatcher) register(ctx context.Context, msg *nats.Msg) {
 	var req events.RegisterRequest
 	if err := decode(msg.Data, &req); err != nil {
-		c.respond(msg, events.Reply{}, err)
+		d.respond(msg, events.Reply{}, err)
 		return
 	}
 	e := req.Executor
-	appID, err := c.sender(msg, e.AppID)
+	appID, err := d.sender(msg, e.AppID)
 	if err != nil {
-		c.log.Warn("executor registration refused", "subject", msg.Subject, "error", err)
-		c.respond(msg, events.Reply{}, err)
+		d.log.Warn("executor registration refused", "subject", msg.Subject, "error", err)
+		d.respond(msg, events.Reply{}, err)
 		return
 	}
 	e.AppID = appID
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	released, err := c.store.RegisterExecutor(ctx, e, c.cfg.RetryDelay, c.alive)
+	released, err := d.store.RegisterExecutor(ctx, e, d.cfg.RetryDelay, d.alive)
 	if err != nil {
-		c.log.Warn("executor refused", "executor", e.AppID, "host", e.Host, "error", err)
-		c.respond(msg, events.Reply{}, err)
+		d.log.Warn("executor refused", "executor", e.AppID, "host", e.Host, "error", err)
+		d.respond(msg, events.Reply{}, err)
 		return
 	}
 	if len(released) > 0 {
-		c.log.Warn("executor restarted: released the jobs of its previous instance", "executor", e.AppID, "jobs", len(released))
-		c.afterChange(released)
+		d.log.Warn("executor restarted: released the jobs of its previous instance", "executor", e.AppID, "jobs", len(released))
+		d.afterChange(released)
 	}
-	if err := c.tasks.refresh(ctx); err != nil {
-		c.log.Warn("refreshing the known tasks", "error", err)
+	if err := d.tasks.refresh(ctx); err != nil {
+		d.log.Warn("refreshing the known tasks", "error", err)
 	}
-	c.log.Info("executor registered", "executor", e.AppID, "host", e.Host, "slots", e.Slots, "tasks", strings.Join(e.Tasks, ","))
-	c.respond(msg, events.Reply{}, nil)
+	d.log.Info("executor registered", "executor", e.AppID, "host", e.Host, "slots", e.Slots, "tasks", strings.Join(e.Tasks, ","))
+	d.respond(msg, events.Reply{}, nil)
 }
 
 // deregister records that an executor instance shut down gracefully: its
 // tasks no longer count as run. Only the registered instance is
 // deregistered; an older one that shuts down late changes nothing.
-func (c *Coordinator) deregister(ctx context.Context, msg *nats.Msg) {
+func (d *dispatcher) deregister(ctx context.Context, msg *nats.Msg) {
 	var req events.DeregisterRequest
 	err := decode(msg.Data, &req)
 	if err == nil {
-		req.Executor, err = c.sender(msg, req.Executor)
+		req.Executor, err = d.sender(msg, req.Executor)
 	}
 	if err == nil && req.Instance == "" {
 		err = fairway.Invalid("instance", "missing: name the instance that shuts down")
 	}
 	if err != nil {
-		c.log.Warn("executor deregistration refused", "subject", msg.Subject, "error", err)
-		c.respond(msg, events.Reply{}, err)
+		d.log.Warn("executor deregistration refused", "subject", msg.Subject, "error", err)
+		d.respond(msg, events.Reply{}, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if err := c.store.DeregisterExecutor(ctx, req.Executor, req.Instance); err != nil {
-		c.log.Info("executor deregistration not applied", "executor", req.Executor, "instance", req.Instance, "error", err)
-		c.respond(msg, events.Reply{}, err)
+	if err := d.store.DeregisterExecutor(ctx, req.Executor, req.Instance); err != nil {
+		d.log.Info("executor deregistration not applied", "executor", req.Executor, "instance", req.Instance, "error", err)
+		d.respond(msg, events.Reply{}, err)
 		return
 	}
-	c.log.Info("executor deregistered: it shut down", "executor", req.Executor, "instance", req.Instance)
-	c.respond(msg, events.Reply{}, nil)
+	d.log.Info("executor deregistered: it shut down", "executor", req.Executor, "instance", req.Instance)
+	d.respond(msg, events.Reply{}, nil)
 }
 
 // alive tells whether the executor instance prev still runs: it has sent a
 // heartbeat recently and answers a ping.
-func (c *Coordinator) alive(prev fairway.Executor) bool {
-	if time.Since(prev.LastHeartbeat) > c.cfg.HeartbeatTimeout {
+func (d *dispatcher) alive(prev fairway.Executor) bool {
+	if time.Since(prev.LastHeartbeat) > d.cfg.HeartbeatTimeout {
 		return false
 	}
 	// The ping names the instance: only it answers, not a newer or older
 	// instance of the same app-id. The answer comes back under the
 	// executor's own app-id (its credential can publish nowhere else).
-	pong := c.subjects.Pong(prev.AppID, fairway.NewID())
-	sub, err := c.nc.SubscribeSync(pong)
+	pong := d.subjects.Pong(prev.AppID, fairway.NewID())
+	sub, err := d.nc.SubscribeSync(pong)
 	if err != nil {
 		return false
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishMsg(&nats.Msg{Subject: c.subjects.Ping(prev.AppID), Reply: pong, Data: []byte(prev.Instance)}); err != nil {
+	if err := d.nc.PublishMsg(&nats.Msg{Subject: d.subjects.Ping(prev.AppID), Reply: pong, Data: []byte(prev.Instance)}); err != nil {
 		return false
 	}
 	reply, err := sub.NextMsg(time.Second)
 	return err == nil && string(reply.Data) == prev.Instance
 }
 
-func (c *Coordinator) dispatch(ctx context.Context, msg *nats.Msg) {
+func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	var req events.DispatchRequest
 	err := decode(msg.Data, &req)
 	if err == nil {
-		req.Executor, err = c.sender(msg, req.Executor)
+		req.Executor, err = d.sender(msg, req.Executor)
 	}
 	if err != nil {
-		c.respondDispatch(msg, events.DispatchReply{Error: c.replyError(msg.Subject, err)})
+		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
 		return
 	}
-	gen := c.parking.generation()
-	jobs, err := c.claim(ctx, req)
+	gen := d.parking.generation()
+	jobs, err := d.claim(ctx, req)
 	if err != nil {
-		c.respondDispatch(msg, events.DispatchReply{Error: c.replyError(msg.Subject, err)})
+		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
 		return
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
 		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
-		c.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
+		d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
 		return
 	}
-	c.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
 }
 
 // claim claims jobs for a dispatch request.
-func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]fairway.Job, error) {
+func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]fairway.Job, error) {
 	if req.Slots <= 0 || len(req.Tasks) == 0 {
 		return nil, nil
 	}
@@ -184,56 +260,64 @@ func (c *Coordinator) claim(ctx context.Context, req events.DispatchRequest) ([]
 	// the jobs it claimed, rather than leave them scheduled until their
 	// lease runs out.
 	reclaimed := func(n int) {
-		c.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
+		d.log.Warn("dispatch request sent again after a lost answer: handing out again the jobs it claimed",
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	start := time.Now()
-	jobs, err := c.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
-		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: c.cfg.Lease, Scheme: c.cfg.Scheme, TaskLimits: req.TaskSlots})
+	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
-		c.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
+		d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
 			"executor", req.Executor, "instance", req.Instance)
 		return nil, err
 	case err != nil:
 		if ctx.Err() == nil {
-			c.log.Error("claiming jobs", "executor", req.Executor, "error", err)
+			d.log.Error("claiming jobs", "executor", req.Executor, "error", err)
 		}
 		return nil, err
 	}
 	if len(jobs) > 0 {
-		observe(c.metrics.claimJobs, c.metrics.claimTime, len(jobs), start)
-		c.traceClaim(ctx, jobs, req.Executor, start)
-		c.relay.kick()
+		observe(d.metrics.claimJobs, d.metrics.claimTime, len(jobs), start)
+		d.traceClaim(ctx, jobs, req.Executor, start)
+		d.kickOutbox()
 	}
 	return jobs, nil
 }
 
-func (c *Coordinator) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {
+// handedOver answers a parked dispatch request with the jobs that ingest
+// stored for it, as a claim would have.
+func (d *dispatcher) handedOver(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time) {
+	d.metrics.handedOver.Add(float64(len(jobs)))
+	d.traceClaim(ctx, jobs, r.req.Executor, start)
+	d.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
+}
+
+func (d *dispatcher) respondDispatch(msg *nats.Msg, reply events.DispatchReply) {
 	data, _ := wirejson.Marshal(reply)
 	if err := msg.Respond(data); err != nil {
 		// The executor's request times out and is sent again under the same
 		// id, which hands these jobs out again (see claim). An executor that
 		// does not ask again leaves them scheduled until their lease runs
 		// out; then they run elsewhere.
-		c.log.Warn("dispatch reply not sent", "error", err, "jobs", len(reply.Jobs))
+		d.log.Warn("dispatch reply not sent", "error", err, "jobs", len(reply.Jobs))
 	}
 }
 
-func (c *Coordinator) heartbeat(ctx context.Context, msg *nats.Msg) {
+func (d *dispatcher) heartbeat(ctx context.Context, msg *nats.Msg) {
 	var hb events.Heartbeat
 	err := decode(msg.Data, &hb)
 	if err == nil {
-		hb.Executor, err = c.sender(msg, hb.Executor)
+		hb.Executor, err = d.sender(msg, hb.Executor)
 	}
 	if err != nil {
-		c.log.Warn("heartbeat refused", "subject", msg.Subject, "error", err)
+		d.log.Warn("heartbeat refused", "subject", msg.Subject, "error", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if err := c.store.Heartbeat(ctx, hb.Executor, hb.Instance, hb.Jobs, c.cfg.Lease); err != nil {
-		c.log.Debug("heartbeat not recorded", "executor", hb.Executor, "error", err)
+	if err := d.store.Heartbeat(ctx, hb.Executor, hb.Instance, hb.Jobs, d.cfg.Lease); err != nil {
+		d.log.Debug("heartbeat not recorded", "executor", hb.Executor, "error", err)
 	}
 }
 

@@ -12,7 +12,7 @@ func (c *Coordinator) FirePeriodic(ctx context.Context) { c.periodic.fire(ctx) }
 
 // Ingest stores a batch of submission messages, as the ingest consumer
 // does with each batch it gets.
-func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest(ctx, msgs) }
+func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest.handle(ctx, msgs) }
 
 // SetAPIHook makes every API request call hook (with its subject's group,
 // "" on the operator API, and its verb) on its worker before it is
@@ -21,14 +21,12 @@ func (c *Coordinator) SetAPIHook(hook func(group, verb string)) { c.apiHook.Stor
 
 // Splits says how many batches of submissions were split in halves to find
 // one that PostgreSQL refuses (the per-row fallback's successor).
-func (c *Coordinator) Splits() int64 { return c.splits.Load() }
+func (c *Coordinator) Splits() int64 { return c.ingest.splits.Load() }
 
 // Parked says how many dispatch requests the coordinator holds (long polls
 // of idle executors).
 func (c *Coordinator) Parked() int {
-	c.parking.mu.Lock()
-	defer c.parking.mu.Unlock()
-	return len(c.parking.reqs)
+	return c.dispatcher.parking.len()
 }
 
 // LeadsMaintenance says whether the coordinator leads the maintenance now.

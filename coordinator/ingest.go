@@ -2,12 +2,15 @@ package coordinator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -18,24 +21,107 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// ackWait is how long a message handed to a coordinator waits for its ack
-// before JetStream hands it to another (JetStream's default is 30 s).
-const ackWait = 10 * time.Second
+// ingest stores the submissions of the submit stream: each is validated
+// (against the task cache and the quotas), stored in batches, one
+// statement each, or refused with its rejected event, and its message is
+// acknowledged only after the commit. Batches are formed fairly (see
+// start): a tenant's burst in the stream does not hold the others'
+// submissions back, within the read-ahead window. When an executor waits
+// idle in a long poll (see parking), the jobs it can run go straight to
+// it in the statement that stores them. Its goroutine is the consumer's
+// loop, which Start starts and Stop drains with the other consumers
+// before the loops end. The request/reply API validates its submissions
+// with it too (validate).
+type ingest struct {
+	cfg      ingestConfig
+	store    *store.Store
+	subjects events.Subjects
+	log      *slog.Logger
+	metrics  *coordMetrics
+	tracer   trace.Tracer
+	dead     *deadLetters
+	quotas   *quotas
+	tasks    *taskCache // refuses the tasks no executor runs
+	// parking holds the idle executors' dispatch requests (the
+	// dispatcher's), and handedOver answers one with the jobs stored for
+	// it (dispatcher.handedOver).
+	parking    *parking
+	handedOver func(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time)
+	// kickOutbox publishes the events of what was stored (relay.kick),
+	// queueStored has the dependencies of the jobs stored with some
+	// resolved (dependents.queueStored), and jobsAdded wakes the
+	// executors for them or remembers when they become due
+	// (Coordinator.jobsAdded).
+	kickOutbox  func()
+	queueStored func([]fairway.Submission)
+	jobsAdded   func(...fairway.Submission)
 
-// startIngest consumes the submit stream: submissions are validated,
-// stored in batches, and acknowledged only after the commit. Batches are
-// formed fairly (see consume): a tenant's burst in the stream does not
-// hold the others' submissions back, within the read-ahead window.
-func (c *Coordinator) startIngest(ctx context.Context) error {
+	splits atomic.Int64 // batches split in halves to find a poison
+}
+
+// ingestConfig configures ingest.
+type ingestConfig struct {
+	// Batch caps the submissions stored in one transaction
+	// (Config.IngestBatch). Defaults to IngestBatchDefault.
+	Batch int
+	// Window caps the submissions read ahead, unacknowledged. Defaults to
+	// ingestWindow batches, at most ingestWindowMax, and at least two
+	// batches.
+	Window int
+	// Lease is the lease of the jobs handed straight to an idle executor
+	// (Config.Lease). Defaults to LeaseDefault.
+	Lease time.Duration
+	// MaxArgsSize caps a job's args (Config.MaxArgsSize). Defaults to
+	// fairway.DefaultMaxArgsSize.
+	MaxArgsSize int64
+	// Retries is the max_retries of jobs submitted without one
+	// (Config.Retries).
+	Retries int
+}
+
+func (c ingestConfig) withDefaults() ingestConfig {
+	c.Batch = cmp.Or(c.Batch, IngestBatchDefault)
+	if c.Window <= 0 {
+		c.Window = max(min(ingestWindow*c.Batch, ingestWindowMax), 2*c.Batch)
+	}
+	c.Lease = cmp.Or(c.Lease, LeaseDefault)
+	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
+	return c
+}
+
+func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log *slog.Logger, m *coordMetrics, tracer trace.Tracer,
+	dead *deadLetters, q *quotas, tasks *taskCache, p *parking,
+	handedOver func(context.Context, *parkedRequest, []fairway.Job, time.Time),
+	kickOutbox func(), queueStored func([]fairway.Submission), jobsAdded func(...fairway.Submission)) *ingest {
+	return &ingest{cfg: cfg.withDefaults(), store: st, subjects: subjects, log: log, metrics: m, tracer: tracer,
+		dead: dead, quotas: q, tasks: tasks, parking: p, handedOver: handedOver,
+		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded}
+}
+
+// start consumes the submit stream through cons. Messages are read ahead
+// while batches are stored (up to Window, and ingestWindowBytes) into a
+// queue per group, and each batch takes from the groups round-robin
+// (fairInbox), each group's submissions in their order. A batch holds
+// about Batch submissions, however many messages carry them.
+func (in *ingest) start(ctx context.Context, cons *consumers) error {
 	groupOf := func(msg jetstream.Msg) string {
-		group, _, _ := c.subjects.ParseSubmit(msg.Subject())
+		group, _, _ := in.subjects.ParseSubmit(msg.Subject())
 		return group
 	}
-	window := min(ingestWindow*c.cfg.IngestBatch, ingestWindowMax)
-	// A batch holds about IngestBatch submissions, however many messages
-	// carry them.
 	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), events.MaxSubmitBatch) }
-	return c.consume(ctx, c.subjects.SubmitStream(), "ingest", c.cfg.IngestBatch, max(window, 2*c.cfg.IngestBatch), groupOf, weight, c.ingest)
+	inbox := newFairInbox(in.cfg.Window, ingestWindowBytes, weight, ctx.Done())
+	return cons.consume(ctx, in.subjects.SubmitStream(), "ingest", in.cfg.Batch, in.cfg.Window,
+		func(msg jetstream.Msg) { inbox.push(groupOf(msg), msg) },
+		func(ctx context.Context) {
+			defer inbox.nakAll()
+			for {
+				batch, ok := inbox.take(ctx, in.cfg.Batch)
+				if !ok {
+					return
+				}
+				in.handle(ctx, batch)
+			}
+		})
 }
 
 // The read-ahead of ingest: how many batches' worth of submissions a
@@ -49,81 +135,7 @@ const (
 	ingestWindow      = 32     // batches
 	ingestWindowMax   = 20_000 // submissions, whatever the batch size
 	ingestWindowBytes = 64 << 20
-	pullMaxBytes      = 16 << 20 // a pull's bytes, at least (two max_payloads if larger)
 )
-
-// consume runs handle on batches of messages from a durable consumer shared
-// by all coordinators, with at most window unacknowledged. A batch is
-// whatever has arrived, up to size: the first message is waited for, the
-// rest are taken as they are. With key set, messages are read ahead while
-// batches are handled (up to window, and ingestWindowBytes) into a queue
-// per key, and each batch takes from the keys round-robin (fairInbox);
-// without it, batches keep the stream's order.
-func (c *Coordinator) consume(ctx context.Context, stream, name string, size, window int, key func(jetstream.Msg) string,
-	weight func(jetstream.Msg) int, handle func(context.Context, []jetstream.Msg)) error {
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:     name,
-		Description: "Fairway coordinators",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		// A coordinator that dies holding messages leaves them to the
-		// others after this long; a batch is stored well within it.
-		AckWait:       ackWait,
-		MaxAckPending: window,
-	})
-	if err != nil {
-		return fmt.Errorf("creating consumer %s on stream %s: %w", name, stream, err)
-	}
-	// Pulls are bounded in bytes as well as messages, so that large
-	// messages cannot make a pull buffer hold gigabytes.
-	pull := jetstream.PullMaxMessagesWithBytesLimit(2*size, max(pullMaxBytes, 2*int(c.nc.MaxPayload())))
-	if key != nil {
-		in := newFairInbox(window, ingestWindowBytes, weight, ctx.Done())
-		cc, err := cons.Consume(func(msg jetstream.Msg) { in.push(key(msg), msg) }, pull)
-		if err != nil {
-			return fmt.Errorf("consuming %s: %w", stream, err)
-		}
-		c.consumes = append(c.consumes, cc)
-		c.goLoop(ctx, func(ctx context.Context) {
-			defer in.nakAll()
-			for {
-				batch, ok := in.take(ctx, size)
-				if !ok {
-					return
-				}
-				handle(ctx, batch)
-			}
-		})
-		return nil
-	}
-	msgs := make(chan jetstream.Msg, 2*size)
-	cc, err := cons.Consume(func(msg jetstream.Msg) { msgs <- msg }, pull)
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", stream, err)
-	}
-	c.consumes = append(c.consumes, cc)
-	c.goLoop(ctx, func(ctx context.Context) {
-		batch := make([]jetstream.Msg, 0, size)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case msg := <-msgs:
-				batch = append(batch[:0], msg)
-			}
-		fill:
-			for len(batch) < size {
-				select {
-				case msg := <-msgs:
-					batch = append(batch, msg)
-				default:
-					break fill
-				}
-			}
-			handle(ctx, batch)
-		}
-	})
-	return nil
-}
 
 // ingestItem is one submission of a batch (a message holds one, or an
 // array of them): valid (sub) or rejected (rej).
@@ -195,14 +207,40 @@ func submitParts(data []byte) (parts []json.RawMessage, batch bool) {
 	return parts, true
 }
 
-func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
+// validate decodes and checks a submission for the group and task of its
+// subject (task "" on the API, where the body names it). received is when
+// the submission arrived. A body without an id gets defaultID's, when
+// given, before anything else (a rejection names it too); else Normalize
+// makes a new one. The request/reply API validates its submissions with
+// it too.
+func (in *ingest) validate(ctx context.Context, group, task string, data []byte, received time.Time, defaultID func() string) (fairway.Submission, error) {
+	sub, err := fairway.DecodeSubmission(data, in.cfg.MaxArgsSize)
+	if sub.ID == "" && defaultID != nil {
+		sub.ID = defaultID()
+	}
+	if err != nil {
+		return sub, err
+	}
+	if err := sub.Normalize(group, task, in.cfg.MaxArgsSize, in.cfg.Retries); err != nil {
+		return sub, err
+	}
+	if err := in.tasks.check(ctx, sub.Task, received); err != nil {
+		return sub, err
+	}
+	return sub, nil
+}
+
+// handle stores a batch of submission messages: each message holds one
+// submission or an array of them, each validated, admitted and stored or
+// refused on its own.
+func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 	received := time.Now() // every message of the batch arrived before
 	items := make([]ingestItem, 0, len(msgs))
-	defer func() { observe(c.metrics.ingestBatch, c.metrics.ingestTime, len(items), received) }()
+	defer func() { observe(in.metrics.ingestBatch, in.metrics.ingestTime, len(items), received) }()
 	var valid []fairway.Submission
 	var validAt []int
 	for m, msg := range msgs {
-		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
+		group, task, _ := in.subjects.ParseSubmit(msg.Subject())
 		parts, batch := submitParts(msg.Data())
 		for k, data := range parts {
 			it := ingestItem{msg: m, part: -1}
@@ -213,11 +251,11 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 				it.part = k
 				defaultID = func() string { return messageID(msg) + "." + strconv.Itoa(k) }
 			}
-			sub, err := c.validate(ctx, group, task, data, received, defaultID)
+			sub, err := in.validate(ctx, group, task, data, received, defaultID)
 			if err == nil && k >= events.MaxSubmitBatch {
 				err = fairway.Invalid("batch", "submission %d of a message of %d: a message carries at most %d submissions", k, len(parts), events.MaxSubmitBatch)
 			}
-			it.span = c.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
+			it.span = in.ingestSpan(ctx, msg.Headers(), &sub, group, task, received)
 			if err != nil {
 				r := rejection(sub, group, task, err)
 				it.rej = &r
@@ -228,10 +266,10 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	if len(valid) > 0 {
-		refusals, err := c.admit(ctx, valid)
+		refusals, err := in.quotas.admit(ctx, valid)
 		if err != nil {
 			endIngestSpans(items, nil, err)
-			c.dead.retryLater(ctx, msgs, err)
+			in.dead.retryLater(ctx, msgs, err)
 			return
 		}
 		for k, i := range validAt {
@@ -244,20 +282,20 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
-	hand := c.idleExecutorFor(items)
-	added, handedOver, err := c.storeSubmissions(ctx, msgs, items, handled, hand)
+	hand := in.idleExecutorFor(items)
+	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
 	if hand != nil {
 		if len(handedOver) > 0 {
-			c.handedOver(ctx, hand, handedOver, received)
+			in.handedOver(ctx, hand, handedOver, received)
 		} else {
-			c.parking.putBack([]*parkedRequest{hand})
+			in.parking.putBack([]*parkedRequest{hand})
 		}
 	}
 	if err != nil {
-		c.dead.retryLater(ctx, msgs, err)
+		in.dead.retryLater(ctx, msgs, err)
 		return
 	}
-	chaosAfterIngestCommit(c.log, len(added)) // test-only, see chaoshook.go
+	chaosAfterIngestCommit(in.log, len(added)) // test-only, see chaoshook.go
 	// Acknowledged once every submission of the message is stored (or
 	// refused with its event): a redelivery before is a duplicate, and
 	// changes nothing.
@@ -266,13 +304,13 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 			continue
 		}
 		if err := msg.Ack(); err != nil {
-			c.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
+			in.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
-	c.relay.kick()
+	in.kickOutbox()
 	// The dependencies of the jobs stored with some may have ended
 	// already (the API's submit and workflow resolve theirs at once).
-	c.deps.queueStored(added)
+	in.queueStored(added)
 	if len(handedOver) > 0 {
 		// Those are taken: wake executors only for the others.
 		taken := make(map[fairway.JobRef]bool, len(handedOver))
@@ -287,15 +325,15 @@ func (c *Coordinator) ingest(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		added = rest
 	}
-	c.jobsAdded(added...)
+	in.jobsAdded(added...)
 }
 
 // idleExecutorFor takes a parked dispatch request that can run a job of
 // the batch now, if one is idle for certain (see parking.takeIdle): its
 // jobs are then stored scheduled for it (see storeSubmissions). Not while
 // concurrency limits exist: a claim checks them.
-func (c *Coordinator) idleExecutorFor(items []ingestItem) *parkedRequest {
-	if c.store.LimitsInUse() {
+func (in *ingest) idleExecutorFor(items []ingestItem) *parkedRequest {
+	if in.store.LimitsInUse() {
 		return nil
 	}
 	now := time.Now()
@@ -308,7 +346,7 @@ func (c *Coordinator) idleExecutorFor(items []ingestItem) *parkedRequest {
 	if len(tasks) == 0 {
 		return nil
 	}
-	return c.parking.takeIdle(func(r *parkedRequest) bool {
+	return in.parking.takeIdle(func(r *parkedRequest) bool {
 		if r.req.Slots <= 0 {
 			return false
 		}
@@ -354,14 +392,6 @@ func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration
 	return a
 }
 
-// handedOver answers a parked dispatch request with the jobs stored for
-// it, as a claim would have.
-func (c *Coordinator) handedOver(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time) {
-	c.metrics.handedOver.Add(float64(len(jobs)))
-	c.traceClaim(ctx, jobs, r.req.Executor, start)
-	c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
-}
-
 // storeSubmissions stores a batch in one statement and returns the jobs it
 // created, and those it handed to hand's executor (see
 // store.InsertJobsFor; hand may be nil). A batch PostgreSQL refuses costs one more, checked, statement
@@ -374,7 +404,7 @@ func (c *Coordinator) handedOver(ctx context.Context, r *parkedRequest, jobs []f
 // once, with its rejected event, and the others stored. An error means
 // PostgreSQL is unavailable (or the coordinator stops): nothing was
 // stored, the messages are to be tried again.
-func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool,
+func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool,
 	hand *parkedRequest) ([]fairway.Submission, []fairway.Job, error) {
 	var subs []fairway.Submission
 	var rejections []store.Rejection
@@ -387,29 +417,29 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 	}
 	var a *store.Assignment
 	if hand != nil {
-		a = assignment(hand, subs, c.cfg.Lease)
+		a = assignment(hand, subs, in.cfg.Lease)
 	}
-	res, handedOver, err := c.store.InsertJobsFor(ctx, subs, rejections, a)
+	res, handedOver, err := in.store.InsertJobsFor(ctx, subs, rejections, a)
 	switch {
 	case err == nil:
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:
 		endIngestSpans(items, nil, err)
 		return nil, nil, err
 	case len(items) > 1:
-		c.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
-		c.splits.Add(1)
+		in.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
+		in.splits.Add(1)
 		half := len(items) / 2
-		added, _, err := c.storeSubmissions(ctx, msgs, items[:half], handled, nil)
+		added, _, err := in.storeSubmissions(ctx, msgs, items[:half], handled, nil)
 		if err != nil {
 			return added, nil, err
 		}
-		more, _, err := c.storeSubmissions(ctx, msgs, items[half:], handled, nil)
+		more, _, err := in.storeSubmissions(ctx, msgs, items[half:], handled, nil)
 		return append(added, more...), nil, err
 	default:
 		endIngestSpans(items, nil, err)
 		it := items[0]
 		msg := msgs[it.msg]
-		group, task, _ := c.subjects.ParseSubmit(msg.Subject())
+		group, task, _ := in.subjects.ParseSubmit(msg.Subject())
 		var sub fairway.Submission
 		if it.sub != nil {
 			sub = *it.sub
@@ -418,14 +448,14 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 		}
 		// PostgreSQL's text stays in the log, under the id the event names.
 		id := fairway.NewID()
-		c.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", fairway.TruncateRunes(sub.ID, fairway.MaxIDLength),
+		in.log.Error("PostgreSQL refused a submission", "request_id", id, "job_id", fairway.TruncateRunes(sub.ID, fairway.MaxIDLength),
 			"group", group, "task", task, "error", err)
 		refuse := func() {
 			refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
-			if _, err := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
-				c.log.Warn("recording the rejection of a refused submission", "error", err)
+			if _, err := in.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
+				in.log.Warn("recording the rejection of a refused submission", "error", err)
 			}
-			c.relay.kick()
+			in.kickOutbox()
 		}
 		if it.part >= 0 {
 			// The message's other submissions are stored: this one is
@@ -434,7 +464,7 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 			return nil, nil, nil
 		}
 		handled[it.msg] = true
-		c.dead.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
+		in.dead.refused(ctx, events.DeadSubmit, msg, "PostgreSQL refused the submission; request id "+id, refuse)
 		return nil, nil, nil
 	}
 	// The spans end before the acks and the wake-up: a job can run, and
@@ -445,11 +475,11 @@ func (c *Coordinator) storeSubmissions(ctx context.Context, msgs []jetstream.Msg
 		if r.Created {
 			added = append(added, subs[i])
 		} else if r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
-			c.log.Info("submission rejected", "job_id", r.ID, "group", subs[i].Group, "task", subs[i].Task, "error", r.Err)
+			in.log.Info("submission rejected", "job_id", r.ID, "group", subs[i].Group, "task", subs[i].Task, "error", r.Err)
 		}
 	}
 	for _, r := range rejections {
-		c.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
+		in.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}
 	return added, handedOver, nil

@@ -25,7 +25,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		}
 		c.log.Info("concurrency limit set", "kind", req.Kind, "name", req.Name, "max", *req.Max)
 		// A raised limit frees slots now.
-		c.notifyWork()
+		c.dispatcher.notifyWork()
 	case events.VerbLimitDelete:
 		if req.Max != nil {
 			return events.Reply{}, fairway.Invalid("max", "limit-delete takes kind and name only")
@@ -34,7 +34,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 			return events.Reply{}, err
 		}
 		c.log.Info("concurrency limit removed", "kind", req.Kind, "name", req.Name)
-		c.notifyWork()
+		c.dispatcher.notifyWork()
 	default:
 		if req != (events.LimitRequest{}) {
 			return events.Reply{}, fairway.Invalid("body", "limits takes no body: use limit-set or limit-delete to change one")

@@ -49,7 +49,7 @@ type dueTimers struct {
 	// now is the host clock (Coordinator.hostNow) that says which times
 	// have come.
 	now func() time.Time
-	// notifyWork wakes idle executors (Coordinator.notifyWork).
+	// notifyWork wakes idle executors (dispatcher.notifyWork).
 	notifyWork func()
 
 	mu      sync.Mutex

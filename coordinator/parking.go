@@ -107,6 +107,13 @@ func (p *parking) putBack(reqs []*parkedRequest) {
 	p.mu.Unlock()
 }
 
+// len says how many requests are parked.
+func (p *parking) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.reqs)
+}
+
 func (p *parking) nextDeadline() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,47 +128,47 @@ func (p *parking) nextDeadline() (time.Time, bool) {
 
 // parkLoop serves the parked dispatch requests when work may be eligible,
 // and answers them empty at their deadline.
-func (c *Coordinator) parkLoop(ctx context.Context) {
+func (d *dispatcher) parkLoop(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		wait := time.Hour
-		if next, ok := c.parking.nextDeadline(); ok {
+		if next, ok := d.parking.nextDeadline(); ok {
 			wait = max(time.Until(next), 0)
 		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-			for _, r := range c.parking.take() {
-				c.respondDispatch(r.msg, events.DispatchReply{})
+			for _, r := range d.parking.take() {
+				d.respondDispatch(r.msg, events.DispatchReply{})
 			}
 			return
-		case <-c.parking.parked:
-		case <-c.parking.wake:
-			c.serveParked(ctx, false)
+		case <-d.parking.parked:
+		case <-d.parking.wake:
+			d.serveParked(ctx, false)
 		case <-timer.C:
-			c.serveParked(ctx, true)
+			d.serveParked(ctx, true)
 		}
 	}
 }
 
 // serveParked claims jobs for the parked requests, oldest first. Requests
 // that get none stay parked, unless their deadline has passed (expire).
-func (c *Coordinator) serveParked(ctx context.Context, expire bool) {
+func (d *dispatcher) serveParked(ctx context.Context, expire bool) {
 	var keep []*parkedRequest
 	now := time.Now()
-	gen := c.parking.generation()
-	for _, r := range c.parking.take() {
-		jobs, err := c.claim(ctx, r.req)
+	gen := d.parking.generation()
+	for _, r := range d.parking.take() {
+		jobs, err := d.claim(ctx, r.req)
 		switch {
 		case err != nil:
-			c.respondDispatch(r.msg, events.DispatchReply{Error: c.replyError(r.msg.Subject, err)})
+			d.respondDispatch(r.msg, events.DispatchReply{Error: d.replyError(r.msg.Subject, err)})
 		case len(jobs) > 0 || (expire && !now.Before(r.deadline)) || ctx.Err() != nil:
-			c.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
+			d.respondDispatch(r.msg, events.DispatchReply{Jobs: jobs})
 		default:
 			r.gen = gen // its claim found nothing after the signals counted so far
 			keep = append(keep, r)
 		}
 	}
-	c.parking.putBack(keep)
+	d.parking.putBack(keep)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Quota defaults (Config.QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst).
@@ -24,10 +26,14 @@ const openCountTTL = time.Second
 
 // quotas enforces the per-group quotas of one coordinator: a token bucket
 // of submissions per group, and the count of a group's queued jobs.
+// Ingest, the request/reply API's submit and workflows admit their
+// submissions through it.
 type quotas struct {
 	jobs         int     // queued jobs per group; <= 0: unlimited
 	rate         float64 // submissions per second per group; <= 0: unlimited
 	submits      *rateLimiter
+	store        *store.Store           // counts the queued jobs
+	refused      *prometheus.CounterVec // counts the refusals, by quota (coordMetrics.quotaRefused)
 	mu           sync.Mutex
 	open         map[string]openCount
 	now          func() time.Time
@@ -39,8 +45,8 @@ type openCount struct {
 	at time.Time
 }
 
-func newQuotas(jobs int, rate float64, burst int) *quotas {
-	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst),
+func newQuotas(jobs int, rate float64, burst int, st *store.Store, refused *prometheus.CounterVec) *quotas {
+	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst), store: st, refused: refused,
 		open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
 }
 
@@ -65,13 +71,12 @@ func errJobs(group string, jobs int) *fairway.Error {
 // quota refusal of subs[i], or nil. The queued jobs of the batch's groups
 // are counted in one statement, when their count is older than
 // openCountTTL.
-func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]error, error) {
-	q := c.quotas
+func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error, error) {
 	errs := make([]error, len(subs))
 	for i, s := range subs {
 		if !q.takeSubmit(s.Group) {
 			errs[i] = errSubmitRate(s.Group, q.rate)
-			c.metrics.quotaRefused.WithLabelValues("rate").Inc()
+			q.refused.WithLabelValues("rate").Inc()
 		}
 	}
 	if q.jobs <= 0 {
@@ -92,7 +97,7 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 	}
 	q.mu.Unlock()
 	if len(stale) > 0 {
-		counts, err := c.store.CountQueuedJobs(ctx, stale, q.jobs)
+		counts, err := q.store.CountQueuedJobs(ctx, stale, q.jobs)
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +123,7 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 		oc := q.open[s.Group]
 		if oc.n >= q.jobs {
 			errs[i] = errJobs(s.Group, q.jobs)
-			c.metrics.quotaRefused.WithLabelValues("jobs").Inc()
+			q.refused.WithLabelValues("jobs").Inc()
 			continue
 		}
 		// Counted until the next count: a duplicate id counts too.
@@ -129,8 +134,8 @@ func (c *Coordinator) admit(ctx context.Context, subs []fairway.Submission) ([]e
 }
 
 // admitOne is admit for one submission from the request/reply API.
-func (c *Coordinator) admitOne(ctx context.Context, sub fairway.Submission) error {
-	errs, err := c.admit(ctx, []fairway.Submission{sub})
+func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
+	errs, err := q.admit(ctx, []fairway.Submission{sub})
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
-	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,15 +25,10 @@ type relayHarness struct {
 
 func newRelayHarness(t *testing.T, cfg relayConfig) *relayHarness {
 	t.Helper()
-	st := storetest.Open(t)
-	_, nc := natstest.Start(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	subjects := events.NewSubjects("")
-	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
-	log := serviceLogger(t)
+	w := newStreamWorld(t)
 	reg := prometheus.NewRegistry()
-	return &relayHarness{reg: reg, st: st, js: js, subjects: subjects, relay: newRelay(cfg, st, nc, js, subjects, log, newMetrics(reg, st, log))}
+	return &relayHarness{reg: reg, st: w.st, js: w.js, subjects: w.subjects,
+		relay: newRelay(cfg, w.st, w.nc, w.js, w.subjects, w.log, newMetrics(reg, w.st, w.log))}
 }
 
 // counter is the value of the counter name with the label label=value.

@@ -43,8 +43,8 @@ func (c resultsConfig) withDefaults() resultsConfig {
 // results applies the executors' reports (starts, progress, log lines,
 // outcomes), consumed in batches from the results stream through a
 // durable consumer that every coordinator shares. Its goroutine is the
-// consumer's loop, which Start starts (startResults) and Stop drains with
-// the other consumers before the loops end.
+// consumer's loop, which Start starts (start) and Stop drains with the
+// other consumers before the loops end.
 type results struct {
 	cfg      resultsConfig
 	store    *store.Store
@@ -65,9 +65,10 @@ func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc
 		afterChange: afterChange, kickOutbox: kickOutbox}
 }
 
-// startResults consumes executors' reports and applies them in batches.
-func (c *Coordinator) startResults(ctx context.Context) error {
-	return c.consume(ctx, c.subjects.ResultStream(), "results", c.results.cfg.Batch, c.results.cfg.Window, nil, nil, c.results.apply)
+// start consumes executors' reports through cons and applies them in
+// batches, in the stream's order.
+func (rs *results) start(ctx context.Context, cons *consumers) error {
+	return cons.consumeInOrder(ctx, rs.subjects.ResultStream(), "results", rs.cfg.Batch, rs.cfg.Window, rs.apply)
 }
 
 // apply applies a batch in report order per job: starts, then

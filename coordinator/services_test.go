@@ -2,7 +2,8 @@ package coordinator
 
 // Helpers of the tests that run one service or maintenance type on its
 // own, without a Coordinator: a real PostgreSQL (storetest; TestMain is in
-// coordinator_test.go) and, for the relay, an embedded NATS server.
+// coordinator_test.go) and, for the services that use streams, an
+// embedded NATS server (streamWorld).
 
 import (
 	"context"
@@ -14,7 +15,11 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -159,4 +164,26 @@ func readStream(t *testing.T, js jetstream.JetStream, stream string, n int) []je
 		msgs = append(msgs, msg)
 	}
 	return msgs
+}
+
+// streamWorld is what a service that reads or writes streams runs on in
+// its test: a store on a throwaway database, an embedded NATS server with
+// Fairway's streams, and a logger to the test's log.
+type streamWorld struct {
+	st       *store.Store
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects events.Subjects
+	log      *slog.Logger
+}
+
+func newStreamWorld(t *testing.T) streamWorld {
+	t.Helper()
+	st := storetest.Open(t)
+	_, nc := natstest.Start(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	subjects := events.NewSubjects("")
+	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
+	return streamWorld{st: st, nc: nc, js: js, subjects: subjects, log: serviceLogger(t)}
 }

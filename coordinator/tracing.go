@@ -31,8 +31,8 @@ const (
 // stream, as a child of the submitter's span when the message's headers
 // carry one, and gives the submission its trace: the job's spans to come
 // are this one's children. start is when the batch arrived.
-func (c *Coordinator) ingestSpan(ctx context.Context, h nats.Header, sub *fairway.Submission, group, task string, start time.Time) trace.Span {
-	ctx, span := c.tracer.Start(events.ExtractTrace(ctx, h), SpanIngest,
+func (in *ingest) ingestSpan(ctx context.Context, h nats.Header, sub *fairway.Submission, group, task string, start time.Time) trace.Span {
+	ctx, span := in.tracer.Start(events.ExtractTrace(ctx, h), SpanIngest,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start))
 	if span.IsRecording() {
 		span.SetAttributes(jobAttrs(sub.ID, group, task)...)
@@ -87,11 +87,11 @@ func endSpan(span trace.Span, err error) {
 // each job out with that span as its trace context, so that the
 // executor's run span is its child. A job stored without a trace gets a
 // new one when this coordinator traces.
-func (c *Coordinator) traceClaim(ctx context.Context, jobs []fairway.Job, executor string, start time.Time) {
+func (d *dispatcher) traceClaim(ctx context.Context, jobs []fairway.Job, executor string, start time.Time) {
 	end := trace.WithTimestamp(time.Now())
 	for i := range jobs {
 		j := &jobs[i]
-		sctx, span := c.tracer.Start(events.WithTraceParent(ctx, j.TraceParent), SpanClaim,
+		sctx, span := d.tracer.Start(events.WithTraceParent(ctx, j.TraceParent), SpanClaim,
 			trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start))
 		if span.IsRecording() {
 			span.SetAttributes(append(jobAttrs(j.ID, j.Group, j.Task),

@@ -1,0 +1,154 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// dispatcherHarness is a dispatcher on its own PostgreSQL and NATS server,
+// started: its subscriptions and its parking loop run until the test
+// ends, and stop as Coordinator.Stop stops them (subscriptions drained,
+// then the loop).
+type dispatcherHarness struct {
+	st       *store.Store
+	nc       *nats.Conn
+	subjects events.Subjects
+	f        *followUps
+	d        *dispatcher
+}
+
+func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
+	t.Helper()
+	st := storetest.Open(t)
+	_, nc := natstest.Start(t)
+	subjects := events.NewSubjects("")
+	log := serviceLogger(t)
+	f := newFollowUps()
+	// The request/reply API's replies, as the Coordinator codes them,
+	// less its request ids.
+	respond := func(msg *nats.Msg, reply events.Reply, err error) {
+		if err != nil {
+			reply = events.Reply{Error: fairway.AsError(err)}
+		}
+		data, _ := json.Marshal(reply)
+		_ = msg.Respond(data)
+	}
+	replyError := func(_ string, err error) *fairway.Error { return fairway.AsError(err) }
+	d := newDispatcher(cfg, st, nc, subjects, log, newMetrics(prometheus.NewRegistry(), st, log), noop.NewTracerProvider().Tracer(""),
+		&taskCache{store: st, log: log}, f.afterChange, f.kickOutbox, respond, replyError)
+	ctx, cancel := context.WithCancel(context.Background())
+	runService(t, d.parkLoop)
+	subs := &subscriptions{nc: nc}
+	t.Cleanup(func() {
+		subs.drain()
+		cancel()
+	})
+	require.NoError(t, d.start(ctx, subs))
+	require.Len(t, subs.subs, 5, "register, deregister, dispatch, work notifications, heartbeat")
+	return &dispatcherHarness{st: st, nc: nc, subjects: subjects, f: f, d: d}
+}
+
+// request sends an executor protocol request under app-id appID and
+// decodes the reply into reply.
+func (h *dispatcherHarness) request(t *testing.T, appID, verb string, req, reply any) {
+	t.Helper()
+	data, err := json.Marshal(req)
+	require.NoError(t, err)
+	msg, err := h.nc.Request(h.subjects.Exec(appID, verb), data, serviceWait)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(msg.Data, reply))
+}
+
+// TestDispatcherParksARequestUntilWorkArrives runs the dispatcher alone:
+// an executor registers (the task cache learns its task), asks for work
+// when there is none and waits parked; a job is stored and another
+// coordinator's work notification comes: the parked request is answered
+// with the job, claimed for the executor.
+func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
+	t.Parallel()
+	h := newDispatcherHarness(t, dispatchConfig{})
+	require.Equal(t, LeaseDefault, h.d.cfg.Lease)
+	require.Equal(t, fairway.CountingScheme{High: 4, Low: 1}, h.d.cfg.Scheme)
+
+	var reg events.Reply
+	h.request(t, "w", events.ExecRegister, events.RegisterRequest{Executor: fairway.Executor{AppID: "w", Instance: "i1", Host: "h",
+		Slots: 1, Tasks: []string{"t"}}}, &reg)
+	require.Nil(t, reg.Error)
+	_, err := h.d.tasks.lookup("t", time.Time{})
+	require.NoError(t, err, "registration refreshes the task cache")
+	_, err = h.d.tasks.lookup("other", time.Time{})
+	require.ErrorContains(t, err, `unknown task "other"`)
+
+	replies := make(chan *nats.Msg, 1)
+	data, err := json.Marshal(events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"},
+		WaitMS: int(maxParkWait / time.Millisecond), RequestID: fairway.NewID()})
+	require.NoError(t, err)
+	inbox := nats.NewInbox()
+	sub, err := h.nc.ChanSubscribe(inbox, replies)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, h.nc.PublishRequest(h.subjects.Exec("w", events.ExecDispatch), inbox, data))
+	require.Eventually(t, func() bool { return h.d.parking.len() == 1 }, serviceWait, time.Millisecond, "no job: the request waits")
+
+	storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"})
+	require.NoError(t, h.nc.Publish(h.subjects.NotifyWork(), []byte("another coordinator")))
+	var reply events.DispatchReply
+	select {
+	case msg := <-replies:
+		require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	case <-time.After(serviceWait):
+		t.Fatal("the parked request got no answer")
+	}
+	require.Nil(t, reply.Error)
+	require.Len(t, reply.Jobs, 1)
+	require.Equal(t, "j1", reply.Jobs[0].ID)
+	require.Equal(t, "w", reply.Jobs[0].Worker)
+	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
+	require.Zero(t, h.d.parking.len())
+	require.Positive(t, h.f.kicked(), "the claim's events are published")
+}
+
+// TestDispatcherNotifiesWorkUnderItsName: notifyWork serves this
+// dispatcher's parked requests at once (a signal of its parking) and
+// tells the other coordinators, under its name, so that it can tell its
+// own notification from theirs when it hears it back.
+func TestDispatcherNotifiesWorkUnderItsName(t *testing.T) {
+	t.Parallel()
+	h := newDispatcherHarness(t, dispatchConfig{})
+	notes, err := h.nc.SubscribeSync(h.subjects.NotifyWork())
+	require.NoError(t, err)
+	require.NoError(t, h.nc.Flush())
+	gen := h.d.parking.generation()
+	h.d.notifyWork()
+	require.Equal(t, gen+1, h.d.parking.generation())
+	msg, err := notes.NextMsg(serviceWait)
+	require.NoError(t, err)
+	require.Equal(t, h.d.notifyID, msg.Data)
+}
+
+// TestDispatcherRefusesAnExecutorSpeakingForAnother: an executor speaks
+// only for itself, whatever its body says; the request is refused, and
+// nothing is claimed.
+func TestDispatcherRefusesAnExecutorSpeakingForAnother(t *testing.T) {
+	t.Parallel()
+	h := newDispatcherHarness(t, dispatchConfig{})
+	storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"})
+	var reply events.DispatchReply
+	h.request(t, "mallory", events.ExecDispatch, events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, &reply)
+	require.NotNil(t, reply.Error)
+	require.Equal(t, fairway.CodeInvalid, reply.Error.Code)
+	require.Contains(t, reply.Error.Message, "an executor speaks only for itself")
+	require.Equal(t, fairway.StateWaiting, jobState(t, h.st, "g", "j1"))
+}

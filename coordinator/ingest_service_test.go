@@ -1,0 +1,199 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// ingestHarness is ingest on its own PostgreSQL and NATS server, with the
+// streams created, not started, and what it hands on recorded.
+type ingestHarness struct {
+	st       *store.Store
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	subjects events.Subjects
+	parking  *parking
+	f        *followUps
+	ingest   *ingest
+
+	mu        sync.Mutex
+	added     []string            // the ids jobsAdded got
+	stored    []string            // the ids queueStored got
+	handed    chan []fairway.Job  // what handedOver got
+	handedFor chan *parkedRequest // and for which request
+}
+
+func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
+	t.Helper()
+	w := newStreamWorld(t)
+	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
+	metrics := newMetrics(prometheus.NewRegistry(), st, log)
+	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
+	h := &ingestHarness{st: st, nc: nc, js: js, subjects: subjects, parking: newParking(), f: newFollowUps(),
+		handed: make(chan []fairway.Job, 1), handedFor: make(chan *parkedRequest, 1)}
+	h.ingest = newIngest(cfg, st, subjects, log, metrics, noop.NewTracerProvider().Tracer(""), dead,
+		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, st, metrics.quotaRefused),
+		&taskCache{store: st, log: log}, h.parking,
+		func(_ context.Context, r *parkedRequest, jobs []fairway.Job, _ time.Time) {
+			h.handedFor <- r
+			h.handed <- jobs
+		},
+		h.f.kickOutbox,
+		func(subs []fairway.Submission) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for _, s := range subs {
+				h.stored = append(h.stored, s.ID)
+			}
+		},
+		func(subs ...fairway.Submission) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for _, s := range subs {
+				h.added = append(h.added, s.ID)
+			}
+		})
+	return h
+}
+
+// addedIDs is what jobsAdded got so far.
+func (h *ingestHarness) addedIDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.added...)
+}
+
+// storedIDs is what queueStored got so far.
+func (h *ingestHarness) storedIDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.stored...)
+}
+
+// publish publishes bodies to subject, each a message, as any client
+// could.
+func (h *ingestHarness) publish(t *testing.T, subject string, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		_, err := h.js.Publish(t.Context(), subject, []byte(b))
+		require.NoError(t, err)
+	}
+}
+
+// startConsumers returns consumers whose loops run until the test ends,
+// stopped as Coordinator.Stop stops them: drained, then the loops
+// cancelled and waited for, before the test's other cleanups run.
+func startConsumers(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (context.Context, *consumers) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	cs := &consumers{js: js, nc: nc, goLoop: func(ctx context.Context, loop func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}}
+	t.Cleanup(func() {
+		cs.drain()
+		cancel()
+		wg.Wait()
+	})
+	return ctx, cs
+}
+
+// TestIngestStoresTheSubmitStream runs ingest alone on its durable
+// consumer: the submissions of a message of two and of a message of one
+// are stored, one that is invalid is refused (no job), every follow-up is
+// asked for, and every message is acknowledged once stored.
+func TestIngestStoresTheSubmitStream(t *testing.T) {
+	t.Parallel()
+	h := newIngestHarness(t, ingestConfig{Retries: 3})
+	require.Equal(t, IngestBatchDefault, h.ingest.cfg.Batch)
+	require.Equal(t, ingestWindow*IngestBatchDefault, h.ingest.cfg.Window, "32 batches of 500")
+	require.Equal(t, LeaseDefault, h.ingest.cfg.Lease)
+	h.publish(t, h.subjects.Submit("a", "t"), `[{"id":"a1","args":{}},{"id":"a2","args":{"n":2}}]`)
+	h.publish(t, h.subjects.Submit("b", "t"), `{"id":"b1","args":{}}`, `{"id":"b2","priority":"urgent"}`)
+
+	ctx, cs := startConsumers(t, h.js, h.nc)
+	require.NoError(t, h.ingest.start(ctx, cs))
+	require.Len(t, cs.running, 1)
+
+	require.Eventually(t, func() bool { return len(h.addedIDs()) == 3 }, serviceWait, 10*time.Millisecond)
+	require.ElementsMatch(t, []string{"a1", "a2", "b1"}, h.addedIDs(), "the executors are woken for the jobs stored")
+	require.ElementsMatch(t, []string{"a1", "a2", "b1"}, h.storedIDs(), "their dependencies are looked at")
+	require.Positive(t, h.f.kicked(), "the events of the batch are published")
+	for _, j := range []struct{ group, id string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}} {
+		job, err := h.st.Get(t.Context(), j.group, j.id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateWaiting, job.State)
+		require.Equal(t, 3, job.MaxRetries, "the default of ingestConfig.Retries")
+	}
+	require.Empty(t, jobState(t, h.st, "b", "b2"), "the invalid submission is refused")
+
+	cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
+	require.Equal(t, ingestWindow*IngestBatchDefault, cons.CachedInfo().Config.MaxAckPending)
+}
+
+// TestIngestAloneHandsJobsToAnIdleExecutor: an executor's dispatch
+// request waits parked, idle for certain; ingest stores the job it can run
+// scheduled for it and hands it over, takes the request out of the
+// parking, and wakes the executors only for the job it could not take.
+func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h := newIngestHarness(t, ingestConfig{})
+	_, err := h.st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	parked := &parkedRequest{msg: &nats.Msg{Subject: h.subjects.Exec("w", events.ExecDispatch)},
+		req:      events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}, RequestID: fairway.NewID()},
+		deadline: time.Now().Add(maxParkWait)}
+	h.parking.park(parked, h.parking.generation())
+
+	h.publish(t, h.subjects.Submit("g", "t"), `[{"id":"j1","args":{}},{"id":"j2","args":{}}]`)
+	cons, err := h.js.CreateOrUpdateConsumer(ctx, h.subjects.SubmitStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	require.NoError(t, batch.Error())
+	require.Len(t, msgs, 1)
+	h.ingest.handle(ctx, msgs)
+
+	select {
+	case r := <-h.handedFor:
+		require.Same(t, parked, r)
+	case <-time.After(serviceWait):
+		t.Fatal("no job was handed over")
+	}
+	jobs := <-h.handed
+	require.Len(t, jobs, 1, "one free slot")
+	require.Equal(t, "j1", jobs[0].ID, "in the batch's order")
+	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
+	require.Equal(t, fairway.StateWaiting, jobState(t, h.st, "g", "j2"))
+	require.Zero(t, h.parking.len(), "the request is answered, no longer parked")
+	require.Equal(t, []string{"j2"}, h.addedIDs(), "the executors are woken for the other job only")
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, serviceWait, 10*time.Millisecond, "the message is acknowledged")
+}
