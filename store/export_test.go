@@ -262,3 +262,18 @@ func (s *Store) AwaitLockWaiter(t testing.TB) {
 		return n > 0
 	}, 10*time.Second, time.Millisecond)
 }
+
+// HoldRegistration does what a registration of a new instance of the
+// executor appID does to the rows others read (the fairness row's count,
+// the executor's instance), in a transaction left open; the returned
+// function commits it.
+func (s *Store) HoldRegistration(t testing.TB, appID, instance string) (commit func()) {
+	tx, err := s.pool.Begin(t.Context())
+	require.NoError(t, err)
+	_, err = tx.Exec(t.Context(), executorClaimsWaitSQL)
+	require.NoError(t, err)
+	tag, err := tx.Exec(t.Context(), `UPDATE fairway_executor SET instance = $2 WHERE app_id = $1`, appID, instance)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	return func() { require.NoError(t, tx.Commit(context.WithoutCancel(t.Context()))) }
+}

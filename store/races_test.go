@@ -82,3 +82,37 @@ func TestClaimSkipsAJobThatChangedDuringIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, got.State)
 }
+
+// TestHandOverWaitsForARegistration: a submission handed to an idle
+// executor whose app-id registers a new instance while the insert runs
+// (the insert read the old instance as live, then waited for the fairness
+// row the registration holds) is stored waiting, not scheduled for the
+// instance that is gone, where it would wait for its lease to run out.
+func TestHandOverWaitsForARegistration(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "old", Slots: 1, Tasks: allTasks}, time.Hour,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	subs := []fairway.Submission{sub("a", fairway.PriorityLow)}
+
+	commit := s.HoldRegistration(t, "w", "new")
+	type result struct {
+		handed []fairway.Job
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, handed, err := s.InsertJobsFor(ctx, subs, nil, &store.Assignment{Worker: "w", Instance: "old", ClaimID: "req", Lease: time.Minute, Jobs: []int{0}})
+		done <- result{handed, err}
+	}()
+	s.AwaitLockWaiter(t)
+	commit()
+	r := <-done
+	require.NoError(t, r.err)
+	require.Empty(t, r.handed, "the instance it was handed to was replaced meanwhile")
+	got, err := s.Get(ctx, "a", subs[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, got.State)
+	require.Zero(t, got.Attempt)
+}

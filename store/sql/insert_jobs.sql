@@ -24,14 +24,26 @@
 -- submission and a claim (-> waiting, waiting -> scheduled); stored
 -- waiting instead when that instance is not the one registered now, and
 -- live, or when concurrency limits exist (a claim applies them; the
--- caller's knowledge of them may be older than this statement).
+-- caller's knowledge of them may be older than this statement), or when
+-- a registration of the executor committed while this statement waited
+-- for the fairness row (see 014_registrations.sql).
 --
 -- Rows come back as (group_name, id, created, state, run_at, submitted,
 -- lease_until): the created rows, then the unstorable ones (created false).
 WITH assignee AS (
-    SELECT @worker::text <> '' AND NOT EXISTS (SELECT 1 FROM fairway_limit)
+    -- A hand-over takes the fairness row's lock first (it moves the cursor,
+    -- below), so it waits for a registration in progress. The instance's
+    -- liveness is read from this statement's snapshot, taken before that
+    -- wait: a registration that committed during it shows as a count on
+    -- the row (its newest version, locked) that differs from the
+    -- snapshot's, and then nothing is handed over.
+    SELECT NOT EXISTS (SELECT 1 FROM fairway_limit)
            AND (@instance::text = '' OR EXISTS (
-               SELECT 1 FROM fairway_executor e WHERE e.app_id = @worker AND e.instance = @instance AND e.state = 'live')) AS live
+               SELECT 1 FROM fairway_executor e WHERE e.app_id = @worker AND e.instance = @instance AND e.state = 'live'))
+           AND f.registrations = (SELECT s.registrations FROM fairway_fairness s WHERE s.id = 1) AS live
+      FROM fairway_fairness f
+     WHERE f.id = 1 AND @worker::text <> ''
+       FOR UPDATE
 ), given AS (
     SELECT i.*
       FROM unnest(@id::text[], @task::text[], @group_name::text[], @args::jsonb[], @text_args::text[], @subject::text[],
@@ -41,7 +53,7 @@ WITH assignee AS (
            WITH ORDINALITY AS i (id, task, group_name, args, text_args, subject, submitter, priority, tracker, state, max_retries,
                                  run_at, pos, expires_at, trigger_after, traceparent, timeout_ms, depends_on, ord)
 ), rows AS (
-    SELECT i.*, i.state = 'scheduled' AND (SELECT live FROM assignee) AS assigned,
+    SELECT i.*, i.state = 'scheduled' AND coalesce((SELECT live FROM assignee), false) AS assigned,
            i.text_args IS NULL OR fairway_jsonb_ok(i.text_args) AS storable
       FROM given i
 ), ins AS (
