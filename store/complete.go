@@ -84,7 +84,9 @@ func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
 // requested) is applied again in the next round, which sees the change.
 // That takes a race with another writer of the same job, so a round
 // rarely has more than a few; after maxCompleteRounds the outcomes left are
-// an error (the reporter keeps the report and sends it again).
+// an unavailable error (the results service hands the reports back to
+// JetStream, which delivers them again; the outcomes applied meanwhile
+// change nothing the second time).
 func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
 	return completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
 		// One round trip: the statement, pinned to its generic plan. Left
@@ -133,7 +135,11 @@ func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int,
 		outcomes = left
 	}
 	if len(outcomes) > 0 {
-		return nil, fmt.Errorf("completing %d jobs: their rows changed under each of %d tries; the report is kept and sent again", len(outcomes), maxCompleteRounds)
+		// Unavailable: nothing is wrong with the outcomes, so the results
+		// service hands them back for later rather than looking for a
+		// poison among them.
+		return nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf(
+			"completing %d jobs: their rows changed under each of %d tries; try again", len(outcomes), maxCompleteRounds)}
 	}
 	return all, nil
 }
