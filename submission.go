@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/google/uuid"
 )
 
@@ -113,6 +114,17 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	if limit := maxArgs + 64<<10; int64(len(data)) > limit {
 		return s, Invalid("args", "submission of %d bytes exceeds the limit of %d bytes (args may be at most %d bytes)", len(data), limit, maxArgs)
 	}
+	// A valid body decodes without reflecting over every value; anything
+	// the fast decoder refuses is decoded again by encoding/json, whose
+	// errors are the ones users read (FuzzDecodeSubmission: what the fast
+	// one accepts, encoding/json accepts, with the same value).
+	if wirejson.UnmarshalStrict(data, &s) == nil {
+		if err := checkJSONText(data, ""); err != nil {
+			return s, err
+		}
+		return s, nil
+	}
+	s = Submission{}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {

@@ -1,8 +1,11 @@
 package wirejson_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -128,4 +131,67 @@ func BenchmarkWire(b *testing.B) {
 			}
 		})
 	}
+}
+
+// stdStrict decodes data as fairway.DecodeSubmission's encoding/json
+// path does: one value, unknown fields refused, nothing but spaces after.
+func stdStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the value")
+	}
+	return nil
+}
+
+// FuzzUnmarshalStrict: whatever UnmarshalStrict accepts as a submission,
+// encoding/json's strict decoding accepts too, with the same value (the
+// other way round does not matter: DecodeSubmission decodes again with
+// encoding/json whatever the fast decoder refuses).
+func FuzzUnmarshalStrict(f *testing.F) {
+	for _, s := range []string{`{}`, `{"task":"echo","args":{"a": [1, 2.5, "x"]},"priority":"high","max_retries":3,"unique_by":["a"]}`,
+		`{"run_at":"2030-01-01T00:00:00Z","expires_at":"2099-01-01T00:00:00+02:00","pending":true}`, `{"TraceParent":"x"}`,
+		`{"Task":"t"}`, `{"task":"a","task":"b"}`, `{"args":null}`, `{"max_retries":1.0}`, `{"max_retries":null}`, `{"id":"a\u0000"}`,
+		`{"unknown":1}`, `{} {}`, `{}]`, `{"args":{"a":"\ud800"}}`, "{\"subject\":\"caf\xe9\"}", `{"run_at":"2030-01-01"}`,
+		`{"depends_on":[]}`, `{"args":1e400}`, `{"priority":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var fast fairway.Submission
+		if wirejson.UnmarshalStrict(data, &fast) != nil {
+			return
+		}
+		var std fairway.Submission
+		if err := stdStrict(data, &std); err != nil {
+			t.Fatalf("wirejson accepted %q, encoding/json refuses it: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, std) {
+			t.Fatalf("%q: wirejson decoded %+v; encoding/json %+v", data, fast, std)
+		}
+	})
+}
+
+// BenchmarkDecodeSubmission: a typical submission body through
+// fairway.DecodeSubmission (the fast path), and through the encoding/json
+// path alone (what it cost before).
+func BenchmarkDecodeSubmission(b *testing.B) {
+	body := []byte(`{"id":"invoice-2026-0042","task":"send-mail","args":{"to":"a@example.com","template":"welcome","n":3},"priority":"high","tracker":"user-17","max_retries":5}`)
+	b.Run("DecodeSubmission", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fairway.DecodeSubmission(body, 1<<20); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var s fairway.Submission
+			if err := stdStrict(body, &s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
