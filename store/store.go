@@ -12,7 +12,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -137,6 +139,17 @@ func interpretError(err error) error {
 	}
 	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
 		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL unreachable: " + err.Error()}
+	}
+	// The connection broke during the statement (the server died, as in a
+	// failover, or the network dropped it). Whether it committed is not
+	// known, and every write of the store is made to be applied again
+	// (jobs by id, outcomes by attempt, claims by their request's id), so
+	// it is unavailable: tried again later, never taken for a statement
+	// PostgreSQL refused. (Taken for one, a submission was refused as
+	// poison during a failover, and lost.)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.As(err, new(*net.OpError)) {
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL connection lost: " + err.Error()}
 	}
 	return err
 }
