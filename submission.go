@@ -116,7 +116,7 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	}
 	// A valid body decodes without reflecting over every value; anything
 	// the fast decoder refuses is decoded again by encoding/json, whose
-	// errors are the ones users read (FuzzDecodeSubmission: what the fast
+	// errors are the ones users read (internal/wirejson FuzzUnmarshalStrict: what the fast
 	// one accepts, encoding/json accepts, with the same value).
 	if wirejson.UnmarshalStrict(data, &s) == nil {
 		if err := checkJSONText(data, ""); err != nil {

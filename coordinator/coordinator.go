@@ -267,7 +267,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
 	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, st, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
-	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, nc, js, c.subjects, c.log, c.metrics)
+	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, c.dead, js, c.subjects, c.log, c.metrics)
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
 	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)

@@ -59,16 +59,25 @@ func (d *deadLetters) refused(ctx context.Context, kind string, msg jetstream.Ms
 // stream, with its subject and the reason, and acknowledges it.
 func (d *deadLetters) move(ctx context.Context, kind string, msg jetstream.Msg, reason string) {
 	n := deliveries(msg)
-	dm := events.DeadLetterMsg(d.subjects, kind, msg.Subject(), reason, n, msg.Data(), d.nc.MaxPayload())
-	if _, err := d.js.PublishMsg(ctx, dm); err != nil {
+	if err := d.publish(ctx, kind, msg.Subject(), reason, n, msg.Data()); err != nil {
 		d.log.Error("moving a message to the dead-letter stream failed; it stays in JetStream", "kind", kind, "subject", msg.Subject(), "error", err)
 		_ = msg.NakWithDelay(retryAfterOutage)
 		return
 	}
 	_ = msg.Ack()
-	d.metrics.deadLetters.WithLabelValues(kind).Inc()
 	d.log.Warn("message moved to the dead-letter stream", "kind", kind, "subject", msg.Subject(), "deliveries", n,
 		"size", len(msg.Data()), "reason", reason, "stream", d.subjects.DeadStream())
+}
+
+// publish stores a message (its subject, body and the deliveries it had)
+// in the dead-letter stream, with the reason, and counts it.
+func (d *deadLetters) publish(ctx context.Context, kind, subject, reason string, deliveries uint64, data []byte) error {
+	dm := events.DeadLetterMsg(d.subjects, kind, subject, reason, deliveries, data, d.nc.MaxPayload())
+	if _, err := d.js.PublishMsg(ctx, dm); err != nil {
+		return err
+	}
+	d.metrics.deadLetters.WithLabelValues(kind).Inc()
+	return nil
 }
 
 // retryLater leaves messages in JetStream for a later try, when PostgreSQL

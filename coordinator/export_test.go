@@ -34,3 +34,10 @@ func (c *Coordinator) LeadsMaintenance() bool { return c.lead != nil && c.lead.l
 
 // ServiceLogger is serviceLogger, for the package's external tests.
 var ServiceLogger = serviceLogger
+
+// len says how many requests are parked.
+func (p *parking) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.reqs)
+}

@@ -39,7 +39,7 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 	w := newStreamWorld(t)
 	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
 	metrics := newMetrics(prometheus.NewRegistry(), st, log)
-	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
+	dead := w.deadLetters(metrics)
 	h := &ingestHarness{st: st, nc: nc, js: js, subjects: subjects, parking: newParking(), f: newFollowUps(),
 		handed: make(chan []fairway.Job, 1), handedFor: make(chan *parkedRequest, 1)}
 	h.ingest = newIngest(cfg, st, subjects, log, metrics, noop.NewTracerProvider().Tracer(""), dead,

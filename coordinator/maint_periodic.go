@@ -101,21 +101,12 @@ func (f *periodicFirer) run(ctx context.Context) {
 		case <-timer.C:
 		case <-f.kicks:
 		}
-		if f.lead.leads.Load() { // the others sleep; gaining the lead kicks this loop
-			f.fire(ctx)
-		}
 		wait := f.cfg.MaxSleep
-		next, ok, err := f.store.NextPeriodicRun(ctx)
-		var now time.Time
-		if err == nil && ok {
-			now, err = f.now(ctx)
-		}
-		if err != nil {
-			if ctx.Err() == nil {
-				f.log.Warn("reading the next periodic run", "error", err)
-			}
-		} else if ok {
-			wait = min(max(next.Sub(now), 0), f.cfg.MaxSleep)
+		// The others sleep, reading nothing: gaining the lead kicks this
+		// loop.
+		if f.lead.leads.Load() {
+			f.fire(ctx)
+			wait = f.untilNext(ctx)
 		}
 		if !timer.Stop() {
 			select {
@@ -125,6 +116,25 @@ func (f *periodicFirer) run(ctx context.Context) {
 		}
 		timer.Reset(wait)
 	}
+}
+
+// untilNext is how long to sleep until the next periodic run is due, at
+// most MaxSleep.
+func (f *periodicFirer) untilNext(ctx context.Context) time.Duration {
+	next, ok, err := f.store.NextPeriodicRun(ctx)
+	var now time.Time
+	if err == nil && ok {
+		now, err = f.now(ctx)
+	}
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			f.log.Warn("reading the next periodic run", "error", err)
+		}
+	case ok:
+		return min(max(next.Sub(now), 0), f.cfg.MaxSleep)
+	}
+	return f.cfg.MaxSleep
 }
 
 // fire fires every periodic task due now. Marking in PostgreSQL makes

@@ -39,7 +39,8 @@ func (c pruneConfig) withDefaults() pruneConfig {
 
 // pruner removes the finished jobs past their retention, with their logs,
 // every Retention.Interval, on the coordinator that leads the maintenance
-// (the batches skip rows another holds, so two at once share the work).
+// (its batches skip rows another transaction holds, such as a prune asked
+// for through the API).
 type pruner struct {
 	cfg   pruneConfig
 	store *store.Store

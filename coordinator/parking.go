@@ -98,20 +98,23 @@ func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
 }
 
 // putBack returns requests that are still waiting, ahead of newer ones.
+// A wake signal that came while they were out (a request ingest took to
+// hand jobs to, or one being served) is not lost: as in park, they are
+// tried again at once.
 func (p *parking) putBack(reqs []*parkedRequest) {
 	if len(reqs) == 0 {
 		return
 	}
 	p.mu.Lock()
 	p.reqs = append(reqs, p.reqs...)
+	missed := false
+	for _, r := range reqs {
+		missed = missed || r.gen != p.gen
+	}
 	p.mu.Unlock()
-}
-
-// len says how many requests are parked.
-func (p *parking) len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.reqs)
+	if missed {
+		p.signal()
+	}
 }
 
 func (p *parking) nextDeadline() (time.Time, bool) {

@@ -62,7 +62,7 @@ func (c relayConfig) withDefaults() relayConfig {
 type relay struct {
 	cfg      relayConfig
 	store    *store.Store
-	nc       *nats.Conn
+	letters  *deadLetters // where a message JetStream refuses goes
 	js       jetstream.JetStream
 	subjects events.Subjects
 	log      *slog.Logger
@@ -70,9 +70,9 @@ type relay struct {
 	kicks    chan struct{}
 }
 
-func newRelay(cfg relayConfig, st *store.Store, nc *nats.Conn, js jetstream.JetStream, subjects events.Subjects, log *slog.Logger, m *coordMetrics) *relay {
+func newRelay(cfg relayConfig, st *store.Store, dead *deadLetters, js jetstream.JetStream, subjects events.Subjects, log *slog.Logger, m *coordMetrics) *relay {
 	return &relay{
-		cfg: cfg.withDefaults(), store: st, nc: nc, js: js, subjects: subjects, log: log, metrics: m,
+		cfg: cfg.withDefaults(), store: st, letters: dead, js: js, subjects: subjects, log: log, metrics: m,
 		kicks: make(chan struct{}, 1),
 	}
 }
@@ -200,11 +200,7 @@ func (r *relay) messages(evs []store.Event) ([]*nats.Msg, [][]int, error) {
 // stream. Should that fail too, the events are dropped: the outbox must
 // flow.
 func (r *relay) dead(ctx context.Context, evs []store.Event, members []int, msg *nats.Msg, cause error) {
-	dm := events.DeadLetterMsg(r.subjects, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data, r.nc.MaxPayload())
-	_, err := r.js.PublishMsg(ctx, dm)
-	if err == nil {
-		r.metrics.deadLetters.WithLabelValues(events.DeadEvent).Inc()
-	}
+	err := r.letters.publish(ctx, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data)
 	first := evs[members[0]]
 	r.log.Warn("a message of events JetStream refuses was moved to the dead-letter stream and removed from the outbox",
 		"event_id", first.ID, "events", len(members), "job_id", fairway.TruncateRunes(first.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),

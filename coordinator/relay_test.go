@@ -27,8 +27,9 @@ func newRelayHarness(t *testing.T, cfg relayConfig) *relayHarness {
 	t.Helper()
 	w := newStreamWorld(t)
 	reg := prometheus.NewRegistry()
+	metrics := newMetrics(reg, w.st, w.log)
 	return &relayHarness{reg: reg, st: w.st, js: w.js, subjects: w.subjects,
-		relay: newRelay(cfg, w.st, w.nc, w.js, w.subjects, w.log, newMetrics(reg, w.st, w.log))}
+		relay: newRelay(cfg, w.st, w.deadLetters(metrics), w.js, w.subjects, w.log, metrics)}
 }
 
 // counter is the value of the counter name with the label label=value.

@@ -7,8 +7,6 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
-	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,21 +21,16 @@ import (
 func TestResultsApplyABatchOfReports(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.Open(t)
-	_, nc := natstest.Start(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	subjects := events.NewSubjects("")
-	require.NoError(t, events.EnsureStreams(ctx, js, subjects, events.StreamOptions{}))
-	log := serviceLogger(t)
+	w := newStreamWorld(t)
+	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
 	metrics := newMetrics(prometheus.NewRegistry(), st, log)
-	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
+	dead := w.deadLetters(metrics)
 	f := newFollowUps()
 	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
 	require.Equal(t, resultBatch, rs.cfg.Batch)
 	require.Equal(t, 16*resultBatch, rs.cfg.Window)
 
-	_, err = st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})

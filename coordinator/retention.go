@@ -11,11 +11,12 @@ import (
 )
 
 // Retention is how long finished jobs are kept, by final state, before the
-// coordinators prune them with their logs. Zero takes the default;
+// coordinator that leads the maintenance prunes them with their logs.
+// Zero takes the default;
 // negative keeps them for ever.
 type Retention struct {
 	Success, Failed, Cancelled time.Duration
-	// Interval is how often a coordinator prunes. Defaults to a minute.
+	// Interval is how often the leading coordinator prunes. Defaults to a minute.
 	Interval time.Duration
 }
 

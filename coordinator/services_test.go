@@ -187,3 +187,9 @@ func newStreamWorld(t *testing.T) streamWorld {
 	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
 	return streamWorld{st: st, nc: nc, js: js, subjects: subjects, log: serviceLogger(t)}
 }
+
+// deadLetters is the dead-letter handling the coordinator gives its
+// services, counting in metrics.
+func (w streamWorld) deadLetters(metrics *coordMetrics) *deadLetters {
+	return &deadLetters{after: DeadLetterAfterDefault, subjects: w.subjects, nc: w.nc, js: w.js, log: w.log, metrics: metrics}
+}

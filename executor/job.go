@@ -119,10 +119,10 @@ type runningJob struct {
 	timeout  time.Duration // how long an attempt may run; 0: no bound
 	handler  Handler       // its task's handler, wrapped, when it was accepted
 	// startedNS is when the handler started (Unix ns; 0: not started);
-	// startReport says whether
-	// its start was reported on its own (startSent), goes with the done
-	// report (startFolded), or neither yet (startPending: not started, or
-	// started less than startReportDelay ago).
+	// startReport says whether its start was reported on its own
+	// (startSent), goes with the done report (startFolded), or neither yet
+	// (startPending: not started, or started less than startReportDelay
+	// ago).
 	startedNS   atomic.Int64
 	startReport atomic.Int32
 	// gate is closed when a job waiting for a slot may run; holdsSlot says

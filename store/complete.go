@@ -110,8 +110,8 @@ func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay tim
 	})
 }
 
-// maxCompleteRounds is how many rounds Complete and loseAttempts give the
-// outcomes whose jobs changed under them.
+// maxCompleteRounds is how many rounds Complete gives the outcomes whose
+// jobs changed under them.
 const maxCompleteRounds = 10
 
 // completeRounds applies outcomes with round, again for those it returns
@@ -144,15 +144,17 @@ func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int,
 	return all, nil
 }
 
+// complete applies outcomes of attempts whose rows tx has locked (the
+// lease sweep's and a restart's selection): nothing can change them under
+// the statement, so one round does.
 func complete(ctx context.Context, tx pgx.Tx, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
-	return completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
-		sql, args := completeArgs(left, retryDelay)
-		rows, err := tx.Query(ctx, sql, args...)
-		if err != nil {
-			return nil, nil, err
-		}
-		return collectCompleted(rows)
-	})
+	sql, args := completeArgs(outcomes, retryDelay)
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	applied, _, err := collectCompleted(rows)
+	return applied, err
 }
 
 // completeArgs is complete.sql with its arguments for outcomes.

@@ -256,10 +256,11 @@ func (s *Store) HoldRowChange(t testing.TB, group, id, set string) (commit func(
 // row lock.
 func (s *Store) AwaitLockWaiter(t testing.TB) {
 	require.Eventually(t, func() bool {
+		// No require here: the condition runs on a goroutine of its own.
 		var n int
-		require.NoError(t, s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
-		return n > 0
+		err := s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
 	}, 10*time.Second, time.Millisecond)
 }
 

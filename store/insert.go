@@ -75,7 +75,7 @@ type Inserted struct {
 // A submission with depends_on is refused (invalid, field depends_on[i])
 // when a job it names is neither stored in its group nor earlier in subs;
 // that check costs a query, paid only by batches that have dependencies.
-// The jobs are stored pending: the caller resolves them (ResolveJobs),
+// The jobs are stored pending: the caller resolves them (ResolveDependents),
 // since their dependencies may have ended already.
 func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejections []Rejection) ([]Inserted, error) {
 	out, _, err := s.InsertJobsFor(ctx, subs, rejections, nil)
@@ -232,7 +232,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		}
 		created = append(created, r.ref)
 		if *state == fairway.StateScheduled {
-			r.state, r.runAt, r.submitted = *state, *runAt, *submitted
+			r.runAt, r.submitted = *runAt, *submitted
 			handed[r.ref] = r
 		}
 		return nil
@@ -421,7 +421,6 @@ func rejectionArgs(rejections []Rejection) pgx.NamedArgs {
 // insertedRow is what insert_jobs.sql returns of a row it created.
 type insertedRow struct {
 	ref        fairway.JobRef
-	state      fairway.State
 	runAt      time.Time
 	submitted  time.Time
 	leaseUntil *time.Time

@@ -53,7 +53,9 @@ func TestMarkRunningSkipsAJobThatChangedDuringIt(t *testing.T) {
 	j := claim(t, s, "w", 1)[0]
 	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
 
-	commit := s.HoldRowChange(t, "a", id, "state = 'waiting', worker = NULL, lease_until = NULL")
+	// Only the state changes (the attempt, worker and instance stay), so
+	// that the start's test of the state alone must catch it.
+	commit := s.HoldRowChange(t, "a", id, "state = 'waiting'")
 	done := make(chan error, 1)
 	go func() { done <- s.MarkRunning(ctx, []store.Attempt{a}) }()
 	s.AwaitLockWaiter(t)
@@ -73,11 +75,21 @@ func TestClaimSkipsAJobThatChangedDuringIt(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 
 	commit := s.HoldRowChange(t, "a", id, "state = 'cancelled', finished = now()")
-	done := make(chan []fairway.Job, 1)
-	go func() { done <- claim(t, s, "w", 1) }()
+	type result struct {
+		jobs []fairway.Job
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// The assertions stay on the test's goroutine.
+		jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+		done <- result{jobs, err}
+	}()
 	s.AwaitLockWaiter(t)
 	commit()
-	require.Empty(t, <-done, "the job was cancelled while the claim ran")
+	r := <-done
+	require.NoError(t, r.err)
+	require.Empty(t, r.jobs, "the job was cancelled while the claim ran")
 	got, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, got.State)
