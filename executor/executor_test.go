@@ -954,6 +954,10 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 	require.Equal(t, j2.ID, recv(t, started, "the held job, once the slot is free"))
 
 	// j4 is held behind j2; shutdown hands it back unrun, and j2 finishes.
+	// j1 ran for as long as the steps above took: on a loaded machine that
+	// makes jobs look long, and an executor holds none of long jobs. The
+	// estimates are set back to short ones.
+	e.SetPrefetchEstimates(time.Microsecond, time.Millisecond)
 	j4 := newJob("work", `{}`)
 	b.coord.add(j4)
 	b.coord.notify()
