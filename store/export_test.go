@@ -278,3 +278,26 @@ func (s *Store) HoldRegistration(t testing.TB, appID, instance string) (commit f
 	require.EqualValues(t, 1, tag.RowsAffected())
 	return func() { require.NoError(t, tx.Commit(context.WithoutCancel(t.Context()))) }
 }
+
+// ClaimMarkPlan returns the generic plan of the claim's marking statement
+// (claim_mark.sql) under the settings a claim gives it (claim_lock.sql's,
+// then claim_unpin.sql's), as pgx's statement cache makes it on the
+// table as it is now.
+func (s *Store) ClaimMarkPlan(t testing.TB) string {
+	tx, err := s.pool.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(t.Context())) }()
+	for _, sql := range []string{claimPinSQL, claimUnpinSQL} {
+		_, err := tx.Exec(t.Context(), sql)
+		require.NoError(t, err)
+	}
+	_, err = tx.Exec(t.Context(), "PREPARE fw_mark (text[], text[], text, interval, text, text, text[]) AS "+claimMarkSQL)
+	require.NoError(t, err)
+	rows, err := tx.Query(t.Context(), "EXPLAIN EXECUTE fw_mark (ARRAY['j1'], ARRAY['waiting'], 'w', '1 minute', '', '', ARRAY['g'])")
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	_, err = tx.Exec(t.Context(), "DEALLOCATE fw_mark")
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
+}
