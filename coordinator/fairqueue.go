@@ -17,7 +17,9 @@ type fairQueue[T any] struct {
 	next   int      // index in ring of the key whose turn is next
 	len    int
 	bytes  int
-	size   func(T) int
+	// weights is the sum of the items' weights (see weight).
+	weights int
+	size    func(T) int
 	// weight, when set, is what an item counts for in take's max (the
 	// submissions a message carries); else each counts for one.
 	weight func(T) int
@@ -43,13 +45,22 @@ func (q *fairQueue[T]) push(key string, v T) {
 	}
 	q.queues[key] = append(q.queues[key], v)
 	q.len++
+	q.weights += q.weightOf(v)
 	q.bytes += q.size(v)
 }
 
 // take removes items weighing up to limit (at least one item), one per key
 // in turn, and returns them in that order.
+//
+// A take also ends early, at the end of a rotation in which a key ran out,
+// when what it took weighs at most half of limit and what is left would
+// fill the rest: a group with a few submissions among another's burst is
+// stored in a small batch of its own, not in a full batch of the burst
+// (a full batch is a statement of several milliseconds; see
+// TestFairQueueEndsABatchWhereAKeyRunsOut).
 func (q *fairQueue[T]) take(limit int) []T {
 	out := make([]T, 0, min(limit, q.len))
+	rotation, ranOut := len(q.ring), false // visits left in this rotation
 	for taken := 0; taken < limit && q.len > 0; {
 		if q.next >= len(q.ring) {
 			q.next = 0
@@ -61,22 +72,35 @@ func (q *fairQueue[T]) take(limit int) []T {
 		items[0] = zero
 		items = items[1:]
 		out = append(out, v)
-		if q.weight != nil {
-			taken += max(q.weight(v), 1)
-		} else {
-			taken++
-		}
+		w := q.weightOf(v)
+		taken += w
 		q.len--
+		q.weights -= w
 		q.bytes -= q.size(v)
 		if len(items) == 0 {
 			delete(q.queues, key)
 			q.ring = append(q.ring[:q.next], q.ring[q.next+1:]...)
-			continue // the next key moved into this index
+			ranOut = true
+		} else {
+			q.queues[key] = items
+			q.next++
 		}
-		q.queues[key] = items
-		q.next++
+		if rotation--; rotation == 0 {
+			if ranOut && 2*taken <= limit && q.weights >= limit-taken {
+				break
+			}
+			rotation, ranOut = len(q.ring), false
+		}
 	}
 	return out
+}
+
+// weightOf is what v counts for in take's limit.
+func (q *fairQueue[T]) weightOf(v T) int {
+	if q.weight == nil {
+		return 1
+	}
+	return max(q.weight(v), 1)
 }
 
 // drain removes and returns everything queued, in no particular order.

@@ -91,3 +91,42 @@ func TestCountSubmissions(t *testing.T) {
 		}
 	}
 }
+
+func TestFairQueueEndsABatchWhereAKeyRunsOut(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	q.weight = func(s string) int { return len(s) - 2 } // "a-xxxx" weighs 4
+	// A's burst of messages of 10, then B's one message of 2.
+	for range 10 {
+		q.push("a", "a-xxxxxxxxxx")
+	}
+	q.push("b", "b-xx")
+	// The first rotation takes a message of A's and B's only one: B ran
+	// out, 12 taken of 40 and A's 90 left would fill the rest. B's
+	// submissions go in a batch of 12, not of 42.
+	if got := q.take(40); !slices.Equal(got, []string{"a-xxxxxxxxxx", "b-xx"}) {
+		t.Fatalf("first take: %v, want A's first message and B's", got)
+	}
+	// A alone: whole batches (the one that reaches the limit is taken).
+	if got := q.take(40); len(got) != 4 {
+		t.Fatalf("second take: %d messages, want 4 (A's alone)", len(got))
+	}
+	// More than half the limit taken before B ran out: no early end.
+	q = newFairQueue(func(string) int { return 1 })
+	for range 10 {
+		q.push("a", "a-1")
+	}
+	q.push("b", "b-1")
+	q.push("b", "b-2")
+	q.push("b", "b-3")
+	if got := q.take(8); len(got) != 8 {
+		t.Fatalf("take(8): %v, want 8 items: B ran out after 6 of 8", got)
+	}
+	// What is left would not fill the batch: no early end either.
+	q = newFairQueue(func(string) int { return 1 })
+	for _, it := range []string{"a-1", "a-2", "a-3", "b-1"} {
+		q.push(it[:1], it)
+	}
+	if got := q.take(100); len(got) != 4 {
+		t.Fatalf("take(100): %v, want all 4", got)
+	}
+}
