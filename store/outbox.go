@@ -32,41 +32,65 @@ const outboxLock = 0x6661697277617902
 // and deletes them once publish returns nil. Only one caller at a time
 // across all coordinators gets events (an advisory lock); the others get
 // (0, nil). Events of one job are always in the order of their changes.
+//
+// Two round trips, the statements pipelined: begin, lock and read; then
+// delete and commit. (One statement a round trip, as pgx.BeginFunc sends
+// them, made five, on a path taken for every few jobs when jobs are
+// short.) The read runs whether or not the lock was granted; without it,
+// its rows are dropped unpublished.
 func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Event) error) (int, error) {
-	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, outboxLockSQL, int64(outboxLock)).Scan(&locked); err != nil || !locked {
-			return err
-		}
-		rows, err := tx.Query(ctx, outboxReadSQL, limit)
+	n, err := s.publishEvents(ctx, limit, publish)
+	if err != nil {
+		return 0, fmt.Errorf("publishing outbox events: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+func (s *Store) publishEvents(ctx context.Context, limit int, publish func([]Event) error) (n int, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	defer func() {
 		if err != nil {
-			return err
+			abandonTx(ctx, conn)
 		}
-		var ids []int64
-		var events []Event
+	}()
+	var locked bool
+	var ids []int64
+	var events []Event
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(outboxLockSQL, int64(outboxLock)).QueryRow(func(row pgx.Row) error { return row.Scan(&locked) })
+	b.Queue(outboxReadSQL, limit).Query(func(rows pgx.Rows) error {
 		var r outboxRow
-		_, err = pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
+		_, err := pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
 			&r.ev.Error, &r.ev.Code, &r.ev.Field, &r.ev.Executor, &r.ev.Periodic, &r.ev.Time,
 			&r.jobIDs, &r.tasks, &r.groups, &r.states, &r.prevStates, &r.attempts, &r.errors, &r.workers, &r.times}, func() error {
 			ids = append(ids, r.id)
 			events = r.expand(events)
 			return nil
 		})
-		if err != nil || len(events) == 0 {
-			return err
-		}
-		if err := publish(events); err != nil {
-			return err
-		}
-		n = len(events)
-		_, err = tx.Exec(ctx, outboxDeleteSQL, ids)
 		return err
 	})
-	if err != nil {
-		return 0, fmt.Errorf("publishing outbox events: %w", err)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
 	}
-	return n, nil
+	if !locked || len(events) == 0 {
+		_, err := conn.Exec(ctx, "COMMIT")
+		return 0, err
+	}
+	if err := publish(events); err != nil {
+		return 0, err
+	}
+	b = &pgx.Batch{}
+	b.Queue(outboxDeleteSQL, ids)
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return 0, err
+	}
+	return len(events), nil
 }
 
 // outboxRow is a row of the outbox: one event, or a pack of events whose
