@@ -12,7 +12,6 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -246,8 +245,7 @@ func TestRedeliveredSubmissionMakesOneJob(t *testing.T) {
 	coord.Ingest(ctx, first)
 	coord.Ingest(ctx, again)
 
-	jobs, err := st.List(ctx, store.ListParams{Group: "acme"})
-	require.NoError(t, err)
+	jobs := storetest.Jobs(t, st, "acme")
 	require.Len(t, jobs, 2, "one job per message, whatever the deliveries")
 	job, err := st.Get(ctx, "acme", "client-42")
 	require.NoError(t, err, "the job id is the Nats-Msg-Id")

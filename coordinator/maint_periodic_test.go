@@ -8,7 +8,6 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,11 +33,7 @@ func TestPeriodicFirerFiresDueTasks(t *testing.T) {
 	_, err = st.SavePeriodic(ctx, fairway.PeriodicTask{ID: "poll", Enabled: true, Task: "t", Group: "g", Priority: fairway.PriorityLow,
 		Timer: "*-*-* *:0/5", NextRun: nextRun})
 	require.NoError(t, err)
-	jobs := func() []fairway.Job {
-		list, err := st.List(ctx, store.ListParams{Group: "g"})
-		require.NoError(t, err)
-		return list
-	}
+	jobs := func() []fairway.Job { return storetest.Jobs(t, st, "g") }
 
 	f := newFollowUps()
 	// MaxSleep of an hour: the loop looks at its start and when kicked.

@@ -30,6 +30,9 @@ type coordMetrics struct {
 // are kept but not exposed.
 func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *coordMetrics {
 	metrics.Register(reg, prometheus.Collector(&queueCollector{store: st, log: log.Warn}))
+	metrics.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fairway_ingest_checked_batches_total",
+		Help: "Ingest batches PostgreSQL refused (an argument it cannot store, say) and stored again with every submission checked, the refused ones rejected on their own."},
+		func() float64 { return float64(st.CheckedInserts()) }))
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 	}

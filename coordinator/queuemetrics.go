@@ -26,6 +26,9 @@ var (
 	queueOldestDesc = prometheus.NewDesc("fairway_oldest_due_seconds",
 		"How long the oldest due waiting or stuck job of a group and task has been due (0: none is due).",
 		[]string{"group", "task"}, nil)
+	noExecutorDesc = prometheus.NewDesc("fairway_jobs_without_executor",
+		"Jobs not started yet (pending, waiting, stuck) of a task no live executor runs, by task; read from PostgreSQL at most every 5 s.",
+		[]string{"task"}, nil)
 )
 
 // queueCollector exposes the queue gauges, read on scrape and cached.
@@ -33,14 +36,16 @@ type queueCollector struct {
 	store *store.Store
 	log   func(msg string, args ...any)
 
-	mu     sync.Mutex
-	readAt time.Time
-	counts []fairway.QueueCount
+	mu         sync.Mutex
+	readAt     time.Time
+	counts     []fairway.QueueCount
+	noExecutor map[string]int64
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- queueOldestDesc
+	ch <- noExecutorDesc
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -49,12 +54,19 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	if time.Since(q.readAt) >= queueMetricsTTL {
 		ctx, cancel := context.WithTimeout(context.Background(), queueMetricsTimeout)
 		counts, err := q.store.QueueCounts(ctx, queueMetricsSeries)
+		var none map[string]int64
+		if err == nil {
+			none, err = q.store.JobsWithoutExecutor(ctx)
+		}
 		cancel()
 		if err != nil {
 			q.log("reading the queue gauges; the last reading is served", "error", err)
 		} else {
-			q.counts, q.readAt = counts, time.Now()
+			q.counts, q.noExecutor, q.readAt = counts, none, time.Now()
 		}
+	}
+	for task, n := range q.noExecutor {
+		ch <- prometheus.MustNewConstMetric(noExecutorDesc, prometheus.GaugeValue, float64(n), task)
 	}
 	oldest := map[[2]string]float64{}
 	for _, c := range q.counts {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -300,4 +301,44 @@ func (s *Store) ClaimMarkPlan(t testing.TB) string {
 	_, err = tx.Exec(t.Context(), "DEALLOCATE fw_mark")
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
+}
+
+// List returns jobs newest first, with their args and result: at most
+// Limit of them, all in memory (the API serves ListJobs, which streams).
+func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
+	p.Full = true
+	var jobs []fairway.Job
+	_, err := s.ListJobs(ctx, p, func(j fairway.Job) bool {
+		jobs = append(jobs, j)
+		return true
+	})
+	if err == nil {
+		err = s.markNoExecutor(ctx, jobs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))
+	}
+	return jobs, nil
+}
+
+// Logs returns the log lines of the job id of group, oldest first, all in
+// memory. A job of another group is not found (the API serves LogLines,
+// which pages and caps each message).
+func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, error) {
+	if _, err := s.Get(ctx, group, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, jobLogsSQL, id, group)
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	lines, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.LogLine, error) {
+		var l fairway.LogLine
+		err := row.Scan(&l.Group, &l.JobID, &l.Attempt, &l.Time, &l.Level, &l.Message)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the log of job %s: %w", id, interpretError(err))
+	}
+	return lines, nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/store"
 )
@@ -43,4 +44,24 @@ func OpenURL(t testing.TB) (*store.Store, string) {
 	}
 	t.Cleanup(s.Close)
 	return s, url
+}
+
+// Jobs returns the jobs of group, newest first, with their args and
+// results, all of them, in memory (the API lists them a page at a time).
+func Jobs(t testing.TB, s *store.Store, group string) []fairway.Job {
+	t.Helper()
+	var jobs []fairway.Job
+	for after := ""; ; {
+		next, err := s.ListJobs(t.Context(), store.ListParams{Group: group, Cursor: after, Full: true}, func(j fairway.Job) bool {
+			jobs = append(jobs, j)
+			return true
+		})
+		if err != nil {
+			t.Fatalf("storetest: listing the jobs of %s: %v", group, err)
+		}
+		if next == "" {
+			return jobs
+		}
+		after = next
+	}
 }
