@@ -171,6 +171,9 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	applied, refused, err := rs.applyParts(ctx, started, progress, logs, outcomes)
 	if err != nil {
+		// What was applied before the error is committed: its follow-ups
+		// run now (a redelivery finds those outcomes applied already).
+		rs.afterChange(applied)
 		var live []jetstream.Msg
 		for i, msg := range msgs {
 			if !dead[i] {
@@ -201,7 +204,8 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 
 // applyParts applies the parts of a batch of reports. refused maps
 // the index of each outcome PostgreSQL refuses on its own to the reason;
-// the others are applied.
+// the others are applied. With an error, applied holds the outcomes
+// committed before it.
 func (rs *results) applyParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
@@ -218,7 +222,7 @@ func (rs *results) applyParts(ctx context.Context, started []store.Attempt, prog
 	}
 	applied, refused, err := rs.complete(ctx, outcomes)
 	if err != nil {
-		return nil, nil, err
+		return applied, nil, err
 	}
 	if n := len(outcomes) - len(applied) - len(refused); n > 0 {
 		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
@@ -232,9 +236,9 @@ func (rs *results) applyParts(ctx context.Context, started []store.Attempt, prog
 // refused too, it is split in halves until the outcomes refused on their
 // own are found (a number of statements logarithmic in the batch).
 func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	applied, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
+	first, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
 	if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
-		return applied, nil, err
+		return first, nil, err
 	}
 	rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
 	results := make([][]byte, len(outcomes))
@@ -243,7 +247,7 @@ func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]st
 	}
 	bad, err := rs.store.UnstorableJSON(ctx, results)
 	if err != nil {
-		return nil, nil, err
+		return first, nil, err
 	}
 	refused := map[int]string{}
 	isBad := map[int]bool{}
@@ -258,17 +262,19 @@ func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]st
 			rest, restAt = append(rest, o), append(restAt, i)
 		}
 	}
-	applied, err = rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
-	return applied, refused, err
+	applied, err := rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
+	return append(first, applied...), refused, err
 }
 
 // completeSplit applies outcomes (at[i] is the batch index of outcomes[i]);
 // those PostgreSQL refuses on their own are added to refused. knownBad
-// says that the whole of outcomes was refused already.
+// says that the whole of outcomes was refused already. With an error it
+// returns what it applied before it.
 func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool) ([]store.Applied, error) {
 	if len(outcomes) == 0 {
 		return nil, nil
 	}
+	var first []store.Applied // committed by rounds before a refusal
 	if !knownBad {
 		applied, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
 		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
@@ -276,13 +282,15 @@ func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, 
 		}
 		if len(outcomes) == 1 {
 			refused[at[0]] = "PostgreSQL refused the outcome: " + fairway.TruncateBytes(err.Error(), fairway.MaxErrorTextSize)
-			return nil, nil
+			return applied, nil
 		}
+		first = applied
 	}
 	half := len(outcomes) / 2
 	applied, err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false)
+	applied = append(first, applied...)
 	if err != nil {
-		return nil, err
+		return applied, err
 	}
 	more, err := rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
 	return append(applied, more...), err

@@ -86,7 +86,9 @@ func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
 // rarely has more than a few; after maxCompleteRounds the outcomes left are
 // an unavailable error (the results service hands the reports back to
 // JetStream, which delivers them again; the outcomes applied meanwhile
-// change nothing the second time).
+// change nothing the second time). With an error, Complete also returns
+// what earlier rounds applied: those are committed, and their follow-ups
+// (dependents, due times) are the caller's to run.
 func (s *Store) Complete(ctx context.Context, outcomes []Outcome, retryDelay time.Duration) ([]Applied, error) {
 	return completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
 		// One round trip: the statement, pinned to its generic plan. Left
@@ -125,7 +127,7 @@ func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int,
 		}
 		applied, raced, err := round(outcomes)
 		if err != nil {
-			return nil, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
+			return all, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
 		}
 		all = append(all, applied...)
 		left := make([]Outcome, len(raced))
@@ -138,7 +140,7 @@ func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int,
 		// Unavailable: nothing is wrong with the outcomes, so the results
 		// service hands them back for later rather than looking for a
 		// poison among them.
-		return nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf(
+		return all, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf(
 			"completing %d jobs: their rows changed under each of %d tries; try again", len(outcomes), maxCompleteRounds)}
 	}
 	return all, nil
