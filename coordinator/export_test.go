@@ -32,6 +32,10 @@ func (c *Coordinator) Parked() int {
 // LeadsMaintenance says whether the coordinator leads the maintenance now.
 func (c *Coordinator) LeadsMaintenance() bool { return c.lead != nil && c.lead.leads.Load() }
 
+// MaintenanceTries counts the coordinator's tries to take or renew the
+// maintenance lead.
+func (c *Coordinator) MaintenanceTries() int64 { return c.lead.tries.Load() }
+
 // ServiceLogger is serviceLogger, for the package's external tests.
 var ServiceLogger = serviceLogger
 

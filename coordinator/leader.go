@@ -40,8 +40,19 @@ type leadership struct {
 	gained func() // called when the lead is taken
 
 	leads atomic.Bool
-	mu    sync.Mutex
-	err   error // of the last try; nil when PostgreSQL answered
+	// tries counts the tries to take or renew the lead, and checks the
+	// times a maintenance loop asked whether it leads (leading): what a
+	// test awaits to know that a loop went round without the lead.
+	tries, checks atomic.Int64
+	mu            sync.Mutex
+	err           error // of the last try; nil when PostgreSQL answered
+}
+
+// leading says whether this coordinator leads the maintenance now. The
+// maintenance loops ask it on each round.
+func (l *leadership) leading() bool {
+	l.checks.Add(1)
+	return l.leads.Load()
 }
 
 // run takes or renews the lead every leaderRenew (Start made the first
@@ -71,6 +82,7 @@ func (l *leadership) try(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	defer l.tries.Add(1)
 	l.mu.Lock()
 	l.err = err
 	l.mu.Unlock()

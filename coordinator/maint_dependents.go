@@ -111,7 +111,7 @@ func (d *dependents) run(ctx context.Context) {
 				d.log.Warn("resolving the jobs that depend on ended jobs; the sweep tries again", "jobs", len(ended)+len(candidates), "error", err)
 			}
 		}
-		if sweep && d.lead.leads.Load() {
+		if sweep && d.lead.leading() {
 			d.sweepBlocked(ctx)
 		}
 	}

@@ -104,7 +104,7 @@ func (f *periodicFirer) run(ctx context.Context) {
 		wait := f.cfg.MaxSleep
 		// The others sleep, reading nothing: gaining the lead kicks this
 		// loop.
-		if f.lead.leads.Load() {
+		if f.lead.leading() {
 			f.fire(ctx)
 			wait = f.untilNext(ctx)
 		}

@@ -58,7 +58,7 @@ func (p *pruner) run(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.Retention.Interval)
 	defer tick.Stop()
 	for {
-		if p.lead.leads.Load() {
+		if p.lead.leading() {
 			p.pruneExpired(ctx)
 		}
 		select {

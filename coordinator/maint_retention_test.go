@@ -25,11 +25,14 @@ func TestPrunerPrunesPastRetention(t *testing.T) {
 	}
 	cfg := pruneConfig{Retention: Retention{Cancelled: time.Millisecond, Success: -1, Failed: -1, Interval: time.Second}, Batch: 1, Pause: time.Millisecond}
 
-	idle := newPruner(cfg, st, serviceLogger(t), notLeading(t, st))
+	idleCfg := cfg
+	idleCfg.Retention.Interval = 10 * time.Millisecond
+	lead := notLeading(t, st)
+	idle := newPruner(idleCfg, st, serviceLogger(t), lead)
 	runService(t, idle.run)
-	// A lasting absence: there is no event to await.
-	require.Never(t, func() bool { return jobState(t, st, "g", "c1") != fairway.StateCancelled },
-		300*time.Millisecond, 20*time.Millisecond, "a pruner that does not lead pruned")
+	// Three rounds without the lead.
+	require.Eventually(t, func() bool { return lead.checks.Load() >= 3 }, serviceWait, 5*time.Millisecond, "the pruner goes round")
+	require.Equal(t, fairway.StateCancelled, jobState(t, st, "g", "c1"), "a pruner that does not lead pruned")
 
 	p := newPruner(cfg, st, serviceLogger(t), leading(t, st))
 	runService(t, p.run)

@@ -100,7 +100,7 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		if !s.lead.leads.Load() {
+		if !s.lead.leading() {
 			// Another coordinator runs the maintenance; whether PostgreSQL
 			// answers is known from the lead's renewal.
 			if err := s.lead.lastErr(); err != nil {
