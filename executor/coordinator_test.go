@@ -247,6 +247,34 @@ func (c *coordinator) reportsUntilDone(jobID string) []events.Report {
 	return got
 }
 
+// report waits for jobID's first report of type typ, looking first at the
+// reports kept by earlier calls. The reports about jobID before it are
+// dropped; those about other jobs are kept.
+func (c *coordinator) report(jobID, typ string) events.Report {
+	c.t.Helper()
+	for i, r := range c.backlog {
+		if r.JobID == jobID && r.Type == typ {
+			c.backlog = append(c.backlog[:i:i], c.backlog[i+1:]...)
+			return r
+		}
+	}
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case r := <-c.reports:
+			switch {
+			case r.JobID != jobID:
+				c.backlog = append(c.backlog, r)
+			case r.Type == typ:
+				return r
+			}
+		case <-timeout:
+			c.t.Fatalf("no %s report for job %s within %s", typ, jobID, waitTimeout)
+			return events.Report{}
+		}
+	}
+}
+
 // done waits for jobID's done report.
 func (c *coordinator) done(jobID string) events.Report {
 	c.t.Helper()
