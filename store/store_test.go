@@ -355,6 +355,41 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	require.Equal(t, 100, job.Progress)
 }
 
+// TestOneOutboxPublisherAtATime: while one publisher holds the outbox
+// (its events on their way to JetStream), another reads nothing and
+// publishes nothing; once the first has committed, its events are gone.
+func TestOneOutboxPublisherAtATime(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
+	inside, release := make(chan int), make(chan struct{})
+	// Released when the test ends too, failed or not: the store's
+	// connection pool closes after.
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+			inside <- len(evs)
+			<-release
+			return nil
+		})
+		first <- err
+	}()
+	require.Equal(t, 2, <-inside, "the first publisher has both events")
+	n, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		t.Errorf("a second publisher got %d events while the first held the outbox", len(evs))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Zero(t, n)
+	let()
+	require.NoError(t, <-first)
+	n, err = s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
+	require.NoError(t, err)
+	require.Zero(t, n, "the first publisher's events are gone")
+}
+
 // TestEventPacks: the statements on a job's path write one outbox row per
 // statement (a pack); published, each event has its own id and fields, in
 // statement order, and a read's limit never splits a pack.
