@@ -19,7 +19,9 @@ type fairQueue[T any] struct {
 	bytes  int
 	// weights is the sum of the items' weights (see weight).
 	weights int
-	size    func(T) int
+	// endedEarly says that the last take ended early (see take).
+	endedEarly bool
+	size       func(T) int
 	// weight, when set, is what an item counts for in take's max (the
 	// submissions a message carries); else each counts for one.
 	weight func(T) int
@@ -57,7 +59,9 @@ func (q *fairQueue[T]) push(key string, v T) {
 // fill the rest: a group with a few submissions among another's burst is
 // stored in a small batch of its own, not in a full batch of the burst
 // (a full batch is a statement of several milliseconds; see
-// TestFairQueueEndsABatchWhereAKeyRunsOut).
+// TestFairQueueEndsABatchWhereAKeyRunsOut). Never twice in a row: light
+// groups that run out at every take, beside a burst, would otherwise make
+// every batch small, and ingest as slow as a statement per few messages.
 func (q *fairQueue[T]) take(limit int) []T {
 	out := make([]T, 0, min(limit, q.len))
 	rotation, ranOut := len(q.ring), false // visits left in this rotation
@@ -86,12 +90,14 @@ func (q *fairQueue[T]) take(limit int) []T {
 			q.next++
 		}
 		if rotation--; rotation == 0 {
-			if ranOut && 2*taken <= limit && q.weights >= limit-taken {
-				break
+			if ranOut && !q.endedEarly && 2*taken <= limit && q.weights >= limit-taken {
+				q.endedEarly = true
+				return out
 			}
 			rotation, ranOut = len(q.ring), false
 		}
 	}
+	q.endedEarly = false
 	return out
 }
 

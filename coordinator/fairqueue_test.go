@@ -110,6 +110,16 @@ func TestFairQueueEndsABatchWhereAKeyRunsOut(t *testing.T) {
 	if got := q.take(40); len(got) != 4 {
 		t.Fatalf("second take: %d messages, want 4 (A's alone)", len(got))
 	}
+	// Never two early ends in a row: C runs out in the first rotation of
+	// each of the next two takes; only the first ends early.
+	q.push("c", "c-xx")
+	if got := q.take(40); len(got) != 2 {
+		t.Fatalf("third take: %v, want A's next message and C's (an early end)", got)
+	}
+	q.push("c", "c-xx")
+	if got := q.take(40); len(got) != 5 {
+		t.Fatalf("fourth take: %v, want a full batch: A's and C's, then A's up to the limit", got)
+	}
 	// More than half the limit taken before B ran out: no early end.
 	q = newFairQueue(func(string) int { return 1 })
 	for range 10 {

@@ -30,8 +30,10 @@ type coordMetrics struct {
 // are kept but not exposed.
 func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *coordMetrics {
 	metrics.Register(reg, prometheus.Collector(&queueCollector{store: st, log: log.Warn}))
+	// Counted by the store, for its own statements: coordinators that
+	// share a registry in one process show the first one's store.
 	metrics.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fairway_ingest_checked_batches_total",
-		Help: "Ingest batches PostgreSQL refused (an argument it cannot store, say) and stored again with every submission checked, the refused ones rejected on their own."},
+		Help: "Batches of submissions (from the submit stream or the API) that PostgreSQL refused (an argument it cannot store, say) and that were stored again with every submission checked, the refused ones rejected on their own."},
 		func() float64 { return float64(st.CheckedInserts()) }))
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))

@@ -52,18 +52,25 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if time.Since(q.readAt) >= queueMetricsTTL {
+		// Each reading stands on its own, with its own time: one that
+		// fails leaves the other, and the last reading is served.
 		ctx, cancel := context.WithTimeout(context.Background(), queueMetricsTimeout)
 		counts, err := q.store.QueueCounts(ctx, queueMetricsSeries)
-		var none map[string]int64
-		if err == nil {
-			none, err = q.store.JobsWithoutExecutor(ctx)
-		}
 		cancel()
 		if err != nil {
 			q.log("reading the queue gauges; the last reading is served", "error", err)
 		} else {
-			q.counts, q.noExecutor, q.readAt = counts, none, time.Now()
+			q.counts = counts
 		}
+		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
+		none, err := q.store.JobsWithoutExecutor(ctx)
+		cancel()
+		if err != nil {
+			q.log("counting the jobs without an executor; the last count is served", "error", err)
+		} else {
+			q.noExecutor = none
+		}
+		q.readAt = time.Now()
 	}
 	for task, n := range q.noExecutor {
 		ch <- prometheus.MustNewConstMetric(noExecutorDesc, prometheus.GaugeValue, float64(n), task)

@@ -248,8 +248,8 @@ func (c *coordinator) reportsUntilDone(jobID string) []events.Report {
 }
 
 // report waits for jobID's first report of type typ, looking first at the
-// reports kept by earlier calls. The reports about jobID before it are
-// dropped; those about other jobs are kept.
+// reports kept by earlier calls. Reports about jobID that it reads from the
+// stream before that one are dropped; those about other jobs are kept.
 func (c *coordinator) report(jobID, typ string) events.Report {
 	c.t.Helper()
 	for i, r := range c.backlog {

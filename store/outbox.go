@@ -14,6 +14,8 @@ import (
 var (
 	//go:embed sql/outbox_delete.sql
 	outboxDeleteSQL string
+	//go:embed sql/outbox_lock.sql
+	outboxLockSQL string
 	//go:embed sql/outbox_read.sql
 	outboxReadSQL string
 )
@@ -31,10 +33,16 @@ const outboxLock = 0x6661697277617902
 // across all coordinators gets events (an advisory lock); the others get
 // (0, nil). Events of one job are always in the order of their changes.
 //
-// Two round trips, the statements pipelined: begin, and read under the
-// lock; then delete and commit. (One statement a round trip, as
+// Two round trips, the statements pipelined: begin, take the lock and
+// read; then delete and commit. (One statement a round trip, as
 // pgx.BeginFunc sends them, made five, on a path taken for every few jobs
-// when jobs are short.)
+// when jobs are short.) The lock is taken by a statement of its own, before
+// the read: a statement's snapshot is taken before it runs, so a read that
+// took the lock itself could see, with a snapshot from before the previous
+// publisher's commit, the events that publisher had just published and
+// deleted. The read also reads nothing without the lock (a coordinator
+// that does not publish reads no row); its rows count only when the lock
+// statement got the lock.
 func (s *Store) PublishEvents(ctx context.Context, limit int, publish func([]Event) error) (int, error) {
 	n, err := s.publishEvents(ctx, limit, publish)
 	if err != nil {
@@ -54,10 +62,12 @@ func (s *Store) publishEvents(ctx context.Context, limit int, publish func([]Eve
 			abandonTx(ctx, conn)
 		}
 	}()
+	var locked bool
 	var ids []int64
 	var events []Event
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(outboxLockSQL, int64(outboxLock)).QueryRow(func(row pgx.Row) error { return row.Scan(&locked) })
 	b.Queue(outboxReadSQL, limit, int64(outboxLock)).Query(func(rows pgx.Rows) error {
 		var r outboxRow
 		_, err := pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
@@ -72,7 +82,7 @@ func (s *Store) publishEvents(ctx context.Context, limit int, publish func([]Eve
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return 0, err
 	}
-	if len(events) == 0 { // none, or another coordinator publishes
+	if !locked || len(events) == 0 { // another coordinator publishes, or none
 		_, err := conn.Exec(ctx, "COMMIT")
 		return 0, err
 	}

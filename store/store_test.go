@@ -376,7 +376,14 @@ func TestOneOutboxPublisherAtATime(t *testing.T) {
 		})
 		first <- err
 	}()
-	require.Equal(t, 2, <-inside, "the first publisher has both events")
+	select {
+	case n := <-inside:
+		require.Equal(t, 2, n, "the first publisher has both events")
+	case err := <-first:
+		t.Fatalf("the first publisher returned without publishing: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first publisher never published")
+	}
 	n, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
 		t.Errorf("a second publisher got %d events while the first held the outbox", len(evs))
 		return nil
@@ -561,7 +568,11 @@ func TestClaimMarkingFindsJobsByPrimaryKey(t *testing.T) {
 	s, _ := setup(t)
 	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
 	plan := s.ClaimMarkPlan(t)
-	require.Contains(t, plan, "fairway_job_pkey", "the marking looks jobs up by primary key\n%s", plan)
+	// A look-up per chosen id, not a join over a scan of the table (or of
+	// its whole primary key).
+	require.Contains(t, plan, "Nested Loop", "a look-up per chosen job\n%s", plan)
+	require.Regexp(t, `Index Scan using fairway_job_pkey on fairway_job j\s.*\n\s+Index Cond: \(\(group_name = c\.group_name\) AND \(id = c\.id\)\)`, plan,
+		"the marking looks each job up by primary key\n%s", plan)
 	require.NotContains(t, plan, "Seq Scan on fairway_job", "no scan of the whole job table\n%s", plan)
 }
 
