@@ -157,10 +157,16 @@ func TestPoisonReportIsDeadLettered(t *testing.T) {
 	require.Contains(t, msg.Header.Get(events.HeaderDeadReason), "test_refuses_poison")
 	require.Contains(t, string(msg.Data), poisoned)
 
+	// The subscriber above hears the message as NATS routes it; the stream
+	// stores it on the same way, but its reading may come first on a
+	// loaded machine (CI failed so): wait for the stream to hold it.
 	js, err := jetstream.New(h.nc)
 	require.NoError(t, err)
-	letters, err := events.ListDeadLetters(t.Context(), js, subjects, 10)
-	require.NoError(t, err)
+	var letters []events.DeadLetter
+	require.Eventually(t, func() bool {
+		letters, err = events.ListDeadLetters(t.Context(), js, subjects, 10)
+		return err == nil && len(letters) > 0
+	}, waitTimeout, 10*time.Millisecond, "the dead-letter stream holds the report")
 	require.Len(t, letters, 1)
 	require.Equal(t, events.DeadReport, letters[0].Kind)
 	require.Equal(t, string(msg.Data), letters[0].Body)
