@@ -90,6 +90,13 @@ func (s *Store) publishEvents(ctx context.Context, limit int, publish func([]Eve
 		return 0, err
 	}
 	b = &pgx.Batch{}
+	// The delete of events JetStream has is committed without waiting for
+	// its flush: lost in a crash of PostgreSQL, it leaves them to be
+	// published again, which delivery at least once allows (subscribers
+	// drop an event they had by its id). The next commit that waits flushes
+	// it anyway. The relay's commit then no longer holds up the commits
+	// that must wait (a submission's, a claim's) at the disk.
+	b.Queue("SET LOCAL synchronous_commit = off")
 	b.Queue(outboxDeleteSQL, ids)
 	b.Queue("COMMIT")
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
