@@ -116,28 +116,26 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	}
 	// A valid body decodes without reflecting over every value; anything
 	// the fast decoder refuses is decoded again by encoding/json, whose
-	// errors are the ones users read (internal/wirejson FuzzUnmarshalStrict: what the fast
-	// one accepts, encoding/json accepts, with the same value).
-	if wirejson.UnmarshalStrict(data, &s) == nil {
-		if err := checkJSONText(data, ""); err != nil {
-			return s, err
+	// errors are the ones users read (internal/wirejson FuzzUnmarshalStrict:
+	// what the fast one accepts, encoding/json accepts, with the same
+	// value).
+	if wirejson.UnmarshalStrict(data, &s) != nil {
+		s = Submission{}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			if strings.Contains(err.Error(), "parsing time") {
+				return s, Invalid(badTimeField(data), "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
+			}
+			return s, decodeError(err)
 		}
-		return s, nil
-	}
-	s = Submission{}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		if strings.Contains(err.Error(), "parsing time") {
-			return s, Invalid(badTimeField(data), "must be an RFC 3339 time such as 2026-01-02T15:04:05Z: %v", err)
+		if dec.More() {
+			return s, Invalid("body", "unexpected data after the JSON object")
 		}
-		return s, decodeError(err)
 	}
-	if dec.More() {
-		return s, Invalid("body", "unexpected data after the JSON object")
-	}
-	// The decoder turns bytes that are not UTF-8 into U+FFFD, so the raw
-	// body is checked too.
+	// Either decoder turns bytes that are not UTF-8 into U+FFFD, so the
+	// raw body is checked too (checkJSONText's *Error, nil when it passes,
+	// is no error).
 	if err := checkJSONText(data, ""); err != nil {
 		return s, err
 	}

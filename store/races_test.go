@@ -9,6 +9,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// duringHeldChange runs run on a goroutine of its own while a change is
+// held open (commit commits it: store.HoldRowChange, HoldRegistration),
+// waits until run waits for that change's lock, commits the change, and
+// returns what run returned, so that the assertions stay on the test's
+// goroutine.
+func duringHeldChange[T any](t *testing.T, s *store.Store, commit func(), run func() (T, error)) (T, error) {
+	t.Helper()
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := run()
+		done <- result{v, err}
+	}()
+	s.AwaitLockWaiter(t)
+	commit()
+	r := <-done
+	return r.v, r.err
+}
+
 // TestCompleteSeesAChangeMadeDuringIt: complete.sql takes no row lock
 // before its update, so a row can change between the statement's snapshot
 // and its update. An error outcome whose job gets a cancel request
@@ -22,22 +44,12 @@ func TestCompleteSeesAChangeMadeDuringIt(t *testing.T) {
 	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 
-	commit := s.HoldRowChange(t, "a", id, "cancel_requested = true")
-	type result struct {
-		applied []store.Applied
-		err     error
-	}
-	done := make(chan result, 1)
-	go func() {
-		applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: fairway.OutcomeError, Error: "boom"}}, time.Hour)
-		done <- result{applied, err}
-	}()
-	s.AwaitLockWaiter(t)
-	commit()
-	r := <-done
-	require.NoError(t, r.err)
-	require.Len(t, r.applied, 1)
-	require.Equal(t, fairway.StateCancelled, r.applied[0].State, "the cancel request made during the statement counts")
+	applied, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "cancel_requested = true"), func() ([]store.Applied, error) {
+		return s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: fairway.OutcomeError, Error: "boom"}}, time.Hour)
+	})
+	require.NoError(t, err)
+	require.Len(t, applied, 1)
+	require.Equal(t, fairway.StateCancelled, applied[0].State, "the cancel request made during the statement counts")
 	got, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, got.State)
@@ -55,12 +67,10 @@ func TestMarkRunningSkipsAJobThatChangedDuringIt(t *testing.T) {
 
 	// Only the state changes (the attempt, worker and instance stay), so
 	// that the start's test of the state alone must catch it.
-	commit := s.HoldRowChange(t, "a", id, "state = 'waiting'")
-	done := make(chan error, 1)
-	go func() { done <- s.MarkRunning(ctx, []store.Attempt{a}) }()
-	s.AwaitLockWaiter(t)
-	commit()
-	require.NoError(t, <-done)
+	_, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "state = 'waiting'"), func() (struct{}, error) {
+		return struct{}{}, s.MarkRunning(ctx, []store.Attempt{a})
+	})
+	require.NoError(t, err)
 	got, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, got.State, "a start of an attempt that ended meanwhile changes nothing")
@@ -74,22 +84,11 @@ func TestClaimSkipsAJobThatChangedDuringIt(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 
-	commit := s.HoldRowChange(t, "a", id, "state = 'cancelled', finished = now()")
-	type result struct {
-		jobs []fairway.Job
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// The assertions stay on the test's goroutine.
-		jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
-		done <- result{jobs, err}
-	}()
-	s.AwaitLockWaiter(t)
-	commit()
-	r := <-done
-	require.NoError(t, r.err)
-	require.Empty(t, r.jobs, "the job was cancelled while the claim ran")
+	jobs, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "state = 'cancelled', finished = now()"), func() ([]fairway.Job, error) {
+		return s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	})
+	require.NoError(t, err)
+	require.Empty(t, jobs, "the job was cancelled while the claim ran")
 	got, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, got.State)
@@ -108,21 +107,12 @@ func TestHandOverWaitsForARegistration(t *testing.T) {
 	require.NoError(t, err)
 	subs := []fairway.Submission{sub("a", fairway.PriorityLow)}
 
-	commit := s.HoldRegistration(t, "w", "new")
-	type result struct {
-		handed []fairway.Job
-		err    error
-	}
-	done := make(chan result, 1)
-	go func() {
+	handed, err := duringHeldChange(t, s, s.HoldRegistration(t, "w", "new"), func() ([]fairway.Job, error) {
 		_, handed, err := s.InsertJobsFor(ctx, subs, nil, &store.Assignment{Worker: "w", Instance: "old", ClaimID: "req", Lease: time.Minute, Jobs: []int{0}})
-		done <- result{handed, err}
-	}()
-	s.AwaitLockWaiter(t)
-	commit()
-	r := <-done
-	require.NoError(t, r.err)
-	require.Empty(t, r.handed, "the instance it was handed to was replaced meanwhile")
+		return handed, err
+	})
+	require.NoError(t, err)
+	require.Empty(t, handed, "the instance it was handed to was replaced meanwhile")
 	got, err := s.Get(ctx, "a", subs[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, got.State)
