@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -156,6 +157,9 @@ func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
 	keys = append([]string{"log.level", "log.format"}, keys...)
 	if slices.Contains(keys, "nats.url") {
 		keys = append(keys, natsAuthKeys...) // every command that connects to NATS accepts its credentials
+		if !slices.Contains(keys, "dev.dir") {
+			keys = append(keys, "dev.dir") // and finds the fairway dev of a dev dir (followDev)
+		}
 	}
 	config.AddFlags(cmd.Flags(), keys...)
 	run := cmd.RunE
@@ -168,6 +172,11 @@ func (e *env) withConfig(cmd *cobra.Command, keys ...string) *cobra.Command {
 		e.log, err = logging.New(e.stderr, cfg.Log.Level, cfg.Log.Format)
 		if err != nil {
 			return err
+		}
+		if !slices.Contains(startsNATS, cmd.CommandPath()) {
+			if err := followDev(cfg, e.log); err != nil {
+				return err
+			}
 		}
 		defer e.flushTracing()
 		return run(cmd, args)
@@ -189,7 +198,14 @@ func (e *env) connect(name string) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(nc *nats.Conn) { e.log.Warn("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w (is Fairway running? start it with 'fairway dev', or pass --nats-url and the credentials: --creds, --nkey, --user/--password, --token)", err)
+		hint := "start it with 'fairway dev'"
+		switch record := filepath.Join(e.cfg.Dev.Dir, devStateName); e.cfg.Source("nats.url") {
+		case config.SourceDefault:
+			hint = fmt.Sprintf("no running 'fairway dev' is recorded in %s: start one, pass the --dev-dir of the one that runs", record)
+		case config.SourceDevDir:
+			hint = fmt.Sprintf("the 'fairway dev' recorded in %s does not answer", record)
+		}
+		return nil, fmt.Errorf("%w (is Fairway running? %s, or pass --nats-url and the credentials: --creds, --nkey, --user/--password, --token)", err, hint)
 	}
 	return nc, nil
 }
@@ -208,6 +224,11 @@ func (e *env) client() (*events.Client, func(), error) {
 	}
 	return c, nc.Close, nil
 }
+
+// startsNATS are the commands that, without --nats-url, start a NATS
+// server of their own: they never follow the record of a running fairway
+// dev (followDev); dev writes it.
+var startsNATS = []string{"fairway dev", "fairway bench"}
 
 // natsAuthKeys are the keys that authenticate and secure a NATS connection
 // (natsconn.Options). withConfig adds them to every command with nats.url.

@@ -116,6 +116,8 @@ func (e *env) runDev(ctx context.Context) error {
 			e.log.Info("NATS stopped")
 		}()
 		e.log.Info("NATS ready", "url", ns.ClientURL(), "store_dir", opts.StoreDir, "tenants", cfg.Dev.Tenants)
+		unrecord := e.recordDev(cfg.Dev.Dir, ns.ClientURL()) // <dev-dir>/dev.json: where the other commands find this NATS
+		defer unrecord()
 		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(ns, name) }
 		executorConnect = connect
 		if credsDir != "" {

@@ -36,7 +36,7 @@ type Config struct {
 	Tracing     TracingConfig
 	Dev         DevConfig
 
-	sources map[string]string // key name -> default|file|env|flag
+	sources map[string]string // key name -> default|file|env|flag|dev-dir
 }
 
 // LogConfig holds the log.* keys.
@@ -165,6 +165,9 @@ const (
 	SourceFile    = "file"
 	SourceEnv     = "env"
 	SourceFlag    = "flag"
+	// SourceDevDir: not from the user but from the running fairway dev
+	// recorded in dev.dir (nats.url; see SetFrom).
+	SourceDevDir = "dev-dir"
 )
 
 // Load builds the effective configuration. configFile may be "" (no file);
@@ -321,6 +324,31 @@ func (c *Config) Source(key string) string {
 		return s
 	}
 	return SourceDefault
+}
+
+// SetFrom sets key to value, parsed and checked as Load does, and records
+// source as where it came from (Source and Print report it). Commands use
+// it for values they find rather than the user gives, such as the NATS URL
+// of a running fairway dev (SourceDevDir).
+func (c *Config) SetFrom(key, value, source string) error {
+	k, ok := byName[key]
+	if !ok {
+		return fmt.Errorf("config: unknown key %q", key)
+	}
+	old := k.get(c)
+	err := k.set(c, value)
+	if err == nil {
+		err = errors.Join(c.NATS.problems()...) // e.g. a user in nats.url besides nats.creds
+	}
+	if err != nil {
+		_ = k.set(c, old) // held before: valid
+		return fmt.Errorf("config: %s = %q (from %s): %w", key, k.masked(value), source, err)
+	}
+	if c.sources == nil {
+		c.sources = map[string]string{}
+	}
+	c.sources[key] = source
+	return nil
 }
 
 // Print writes the configuration as "key: value" lines sorted by key, with

@@ -304,6 +304,33 @@ func TestPrint(t *testing.T) {
 	require.IsIncreasing(t, names)
 }
 
+// TestSetFrom: a value a command finds (the NATS URL of a running fairway
+// dev) is checked like any other, and Print names where it came from.
+func TestSetFrom(t *testing.T) {
+	c, err := Load("", nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.SetFrom("nats.url", "nats://127.0.0.1:4333", SourceDevDir))
+	require.Equal(t, "nats://127.0.0.1:4333", c.NATS.URL)
+	require.Equal(t, SourceDevDir, c.Source("nats.url"))
+	var buf bytes.Buffer
+	require.NoError(t, c.Print(&buf))
+	require.Contains(t, buf.String(), "nats.url: nats://127.0.0.1:4333 # dev-dir\n")
+
+	// A bad value is refused, and the one held before stays.
+	err = c.SetFrom("nats.url", "http://x", SourceDevDir)
+	require.ErrorContains(t, err, `nats.url = "http://x" (from dev-dir)`)
+	require.Equal(t, "nats://127.0.0.1:4333", c.NATS.URL)
+	// So is one that breaks a rule across keys: two ways to authenticate.
+	creds, err := Load("", []string{"FAIRWAY_NATS_USER=u"}, nil)
+	require.NoError(t, err)
+	err = creds.SetFrom("nats.url", "nats://tok-s3cret@127.0.0.1:4333", SourceDevDir)
+	require.ErrorContains(t, err, "only one way to authenticate")
+	require.NotContains(t, err.Error(), "s3cret")
+	require.Equal(t, "nats://127.0.0.1:4222", creds.NATS.URL)
+	require.Equal(t, SourceDefault, creds.Source("nats.url"))
+	require.ErrorContains(t, c.SetFrom("no.such-key", "x", SourceDevDir), "unknown key")
+}
+
 // TestPrintMasksEveryForm loads each form of secret from each layer and
 // checks that Print shows none of them.
 func TestPrintMasksEveryForm(t *testing.T) {

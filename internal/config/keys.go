@@ -175,7 +175,7 @@ var keys = []key{
 		binding: floatVar(func(c *Config) *float64 { return &c.Tracing.SampleRatio }, 0, 1)},
 	{name: "tracing.service-name", flag: "tracing-service-name", def: "fairway", help: "service.name of the spans this process sends",
 		binding: stringVar(func(c *Config) *string { return &c.Tracing.ServiceName }, nonEmpty)},
-	{name: "dev.dir", flag: "dev-dir", def: ".fairway", help: "directory for the development cluster's state",
+	{name: "dev.dir", flag: "dev-dir", def: ".fairway", help: "directory for the development cluster's state; without nats.url, commands use the NATS of the fairway dev recorded there (dev.json)",
 		binding: stringVar(func(c *Config) *string { return &c.Dev.Dir }, nonEmpty)},
 	{name: "dev.nats-addr", flag: "nats-addr", def: "127.0.0.1:4222", help: "host:port of the development NATS server",
 		binding: stringVar(func(c *Config) *string { return &c.Dev.NATSAddr }, hostPort)},
