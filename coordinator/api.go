@@ -136,10 +136,20 @@ var knownVerbs = func() string {
 	return strings.Join(names, ", ")
 }()
 
+// callerDeadlineKey keys the deadline a request names (events.DeadlineHeader)
+// in its context.
+type callerDeadlineKey struct{}
+
 // handle answers one API request.
 func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name string) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	if d, ok := events.Deadline(msg); ok {
+		// The caller gives up then: a submission over its group's rate
+		// waits no longer (quotas.waitSubmits). Only that wait: a clock
+		// behind the client's does not fail every request.
+		ctx = context.WithValue(ctx, callerDeadlineKey{}, d)
+	}
 	var reply events.Reply
 	v, ok := apiVerbs[name]
 	var err error

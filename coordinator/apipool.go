@@ -162,6 +162,20 @@ func newRateLimiter(rate float64, burst int) *rateLimiter {
 // allow takes a token of group's bucket, or says how long until one is
 // there.
 func (r *rateLimiter) allow(group string, now time.Time) (bool, time.Duration) {
+	return r.take(group, 1, 1, now)
+}
+
+// allowN takes n tokens of group's bucket if it holds at least one, going
+// into debt for the rest (a message of many submissions is taken whole, and
+// the group waits the longer after it), or says how long until it holds
+// one.
+func (r *rateLimiter) allowN(group string, n int, now time.Time) (bool, time.Duration) {
+	return r.take(group, 1, float64(n), now)
+}
+
+// take takes n tokens of group's bucket if it holds need, or says how long
+// until it does.
+func (r *rateLimiter) take(group string, need, n float64, now time.Time) (bool, time.Duration) {
 	if r.rate <= 0 {
 		return true, 0
 	}
@@ -177,11 +191,11 @@ func (r *rateLimiter) allow(group string, now time.Time) (bool, time.Duration) {
 	}
 	b.tokens = math.Min(r.burst, b.tokens+now.Sub(b.at).Seconds()*r.rate)
 	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.tokens >= need {
+		b.tokens -= n
 		return true, 0
 	}
-	wait := time.Duration((1 - b.tokens) / r.rate * float64(time.Second))
+	wait := time.Duration((need - b.tokens) / r.rate * float64(time.Second))
 	return false, wait
 }
 

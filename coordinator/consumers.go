@@ -65,6 +65,9 @@ type consumers struct {
 	// (Coordinator.goLoop).
 	goLoop  func(context.Context, func(context.Context))
 	running []jetstream.ConsumeContext
+	// stoppers end the fetches of sources that are not a ConsumeContext
+	// (submitSources.stop): each returns once its fetches have ended.
+	stoppers []func()
 }
 
 const (
@@ -143,6 +146,10 @@ func (cs *consumers) consumeInOrder(ctx context.Context, stream, name string, si
 // messages pulled already have been delivered), and forgets them. The
 // loops go on handling what was delivered until their ctx ends.
 func (cs *consumers) drain() {
+	for _, stop := range cs.stoppers {
+		stop()
+	}
+	cs.stoppers = nil
 	for _, cc := range cs.running {
 		cc.Drain()
 	}

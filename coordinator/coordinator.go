@@ -100,8 +100,10 @@ type Config struct {
 	// with code quota. Defaults to 100,000; negative is unlimited.
 	QuotaJobs int
 	// QuotaSubmitRate caps each group's submissions per second through
-	// this coordinator (a token bucket of QuotaSubmitBurst). Defaults to
-	// 1,000; negative is unlimited.
+	// this coordinator (a token bucket of QuotaSubmitBurst). Over it, a
+	// group's submissions wait in NATS and are stored later, in order,
+	// and a request/reply submission waits up to its deadline: none is
+	// refused for the rate. Defaults to 1,000; negative is unlimited.
 	QuotaSubmitRate float64
 	// QuotaSubmitBurst is the size of that bucket. Defaults to 5,000.
 	QuotaSubmitBurst int
@@ -278,7 +280,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.lead.gained = c.periodic.kick // the new leader fires what is due at once
 	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log, c.lead)
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
-	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries},
+	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
 		c.relay.kick, c.deps.queueStored, c.jobsAdded)
 	return c, nil
@@ -325,7 +327,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		func(context.Context) error {
 			return c.subs.listen(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
 		},
-		func(ctx context.Context) error { return c.ingest.start(ctx, c.consumers) },
+		func(ctx context.Context) error { return c.ingest.start(ctx, c.subs, c.consumers) },
 		func(ctx context.Context) error { return c.results.start(ctx, c.consumers) },
 	}
 	for _, step := range steps {

@@ -46,6 +46,15 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 			return events.Reply{}, refuse(sub, err)
 		}
 	}
+	perGroup := map[string]int{}
+	for _, sub := range subs {
+		perGroup[sub.Group]++
+	}
+	for group, n := range perGroup {
+		if err := c.quotas.waitSubmits(ctx, group, n); err != nil {
+			return events.Reply{}, err
+		}
+	}
 	refused, err := c.quotas.admit(ctx, subs)
 	if err != nil {
 		return events.Reply{}, err

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,16 +21,22 @@ type fairQueue[T any] struct {
 	bytes  int
 	// weights is the sum of the items' weights (see weight).
 	weights int
+	// keyWeights and keyBytes are, per key, its items' weights and bytes.
+	keyWeights map[string]int
+	keyBytes   map[string]int
 	// endedEarly says that the last take ended early (see take).
 	endedEarly bool
 	size       func(T) int
 	// weight, when set, is what an item counts for in take's max (the
 	// submissions a message carries); else each counts for one.
 	weight func(T) int
+	// quantum is the weight a key may give a take in one turn (one item
+	// at least); 0 is one item a turn.
+	quantum int
 }
 
 func newFairQueue[T any](size func(T) int) *fairQueue[T] {
-	return &fairQueue[T]{queues: map[string][]T{}, size: size}
+	return &fairQueue[T]{queues: map[string][]T{}, keyWeights: map[string]int{}, keyBytes: map[string]int{}, size: size}
 }
 
 // push queues v under key, behind the key's earlier items. A new key
@@ -47,8 +55,11 @@ func (q *fairQueue[T]) push(key string, v T) {
 	}
 	q.queues[key] = append(q.queues[key], v)
 	q.len++
-	q.weights += q.weightOf(v)
-	q.bytes += q.size(v)
+	w, b := q.weightOf(v), q.size(v)
+	q.weights += w
+	q.bytes += b
+	q.keyWeights[key] += w
+	q.keyBytes[key] += b
 }
 
 // take removes items weighing up to limit (at least one item), one per key
@@ -63,42 +74,91 @@ func (q *fairQueue[T]) push(key string, v T) {
 // groups that run out at every take, beside a burst, would otherwise make
 // every batch small, and ingest as slow as a statement per few messages.
 func (q *fairQueue[T]) take(limit int) []T {
+	out, _ := q.takeAllowed(limit, nil)
+	return out
+}
+
+// takeAllowed is take, with the keys that allow says may not be taken now
+// (a group over its submission rate) passed over, their items left queued
+// in their order: allow is asked for each item before it is taken, with
+// its weight, and takes what it allows (a token bucket's tokens). When it
+// passes every key over, takeAllowed returns what it took and the
+// shortest wait allow named.
+func (q *fairQueue[T]) takeAllowed(limit int, allow func(key string, weight int) (bool, time.Duration)) ([]T, time.Duration) {
 	out := make([]T, 0, min(limit, q.len))
 	rotation, ranOut := len(q.ring), false // visits left in this rotation
+	passed, retry := 0, time.Duration(0)   // keys passed over in a row; the shortest wait
+	quantum := max(q.quantum, 1)
 	for taken := 0; taken < limit && q.len > 0; {
 		if q.next >= len(q.ring) {
 			q.next = 0
 		}
 		key := q.ring[q.next]
-		items := q.queues[key]
-		v := items[0]
-		var zero T
-		items[0] = zero
-		items = items[1:]
-		out = append(out, v)
-		w := q.weightOf(v)
-		taken += w
-		q.len--
-		q.weights -= w
-		q.bytes -= q.size(v)
-		if len(items) == 0 {
-			delete(q.queues, key)
-			q.ring = append(q.ring[:q.next], q.ring[q.next+1:]...)
-			ranOut = true
-		} else {
+		// One visit: the key's items up to quantum of weight (one at
+		// least), so that a key of light items (single submissions) gets
+		// as many submissions a turn as a key of heavy ones (messages of
+		// a hundred).
+		visited, removed, deferred := 0, false, false
+		for visited < quantum && taken < limit {
+			items := q.queues[key]
+			v := items[0]
+			w := q.weightOf(v)
+			if allow != nil {
+				if ok, wait := allow(key, w); !ok {
+					if visited == 0 {
+						deferred = true
+						if passed == 0 || wait < retry {
+							retry = wait
+						}
+					}
+					break
+				}
+			}
+			var zero T
+			items[0] = zero
+			items = items[1:]
+			out = append(out, v)
+			taken += w
+			visited += w
+			b := q.size(v)
+			q.len--
+			q.weights -= w
+			q.bytes -= b
+			if len(items) == 0 {
+				delete(q.queues, key)
+				delete(q.keyWeights, key)
+				delete(q.keyBytes, key)
+				q.ring = append(q.ring[:q.next], q.ring[q.next+1:]...)
+				removed, ranOut = true, true
+				break
+			}
 			q.queues[key] = items
+			q.keyWeights[key] -= w
+			q.keyBytes[key] -= b
+		}
+		if deferred {
+			if passed++; passed >= len(q.ring) {
+				break
+			}
+		} else {
+			passed = 0
+		}
+		if !removed {
 			q.next++
 		}
 		if rotation--; rotation == 0 {
 			if ranOut && !q.endedEarly && 2*taken <= limit && q.weights >= limit-taken {
 				q.endedEarly = true
-				return out
+				return out, 0
 			}
 			rotation, ranOut = len(q.ring), false
 		}
 	}
 	q.endedEarly = false
-	return out
+	if len(out) > 0 {
+		retry = 0
+	}
+	return out, retry
 }
 
 // weightOf is what v counts for in take's limit.
@@ -115,72 +175,154 @@ func (q *fairQueue[T]) drain() []T {
 	for _, items := range q.queues {
 		out = append(out, items...)
 	}
-	*q = fairQueue[T]{queues: map[string][]T{}, size: q.size, weight: q.weight}
+	*q = fairQueue[T]{queues: map[string][]T{}, keyWeights: map[string]int{}, keyBytes: map[string]int{}, size: q.size, weight: q.weight, quantum: q.quantum}
 	return out
 }
 
-// fairInbox is a fairQueue of messages between a JetStream consumer's
-// callback (push) and the loop that handles batches (take). push blocks
-// while the inbox is full (window messages or maxBytes), which holds the
-// consumer's pulls back; so a burst is read ahead while batches are being
-// stored, and memory stays bounded whatever the backlog.
+// fairInbox is a fairQueue of submission messages between the fetches
+// of submitSources (add) and the loop that stores batches (take). Each
+// group has room for groupWeight submissions and groupBytes (a fetch asks
+// for what is left, and may go over by one message); all groups together
+// for maxBytes. A group with no room is not fetched from: its submissions
+// wait in NATS, not in memory.
 type fairInbox struct {
-	mu       sync.Mutex
-	q        *fairQueue[jetstream.Msg]
-	window   int
-	maxBytes int
-	nonEmpty chan struct{} // capacity 1: something was pushed
-	space    chan struct{} // capacity 1: something was taken
-	done     <-chan struct{}
+	mu          sync.Mutex
+	q           *fairQueue[inboxItem]
+	groupWeight int
+	groupBytes  int
+	maxBytes    int
+	nonEmpty    chan struct{} // capacity 1: something was added
+	// allow, when set, defers a group over its submission rate (see
+	// fairQueue.takeAllowed).
+	allow func(group string, weight int) (bool, time.Duration)
+	// room, when set, is called with each group that take made room for
+	// (submitSources.roomFor), outside the inbox's lock.
+	room func(group string)
+	// full is set while the inbox holds maxBytes: every group waits.
+	full bool
 }
 
-// newFairInbox makes an inbox of window messages and maxBytes; take's max
-// counts weight(msg) for each message (nil: one each).
-func newFairInbox(window, maxBytes int, weight func(jetstream.Msg) int, done <-chan struct{}) *fairInbox {
-	q := newFairQueue(func(m jetstream.Msg) int { return len(m.Data()) })
-	q.weight = weight
+// newFairInbox makes an inbox with room for groupWeight submissions and
+// groupBytes per group and maxBytes in all; weight(msg) is the submissions
+// msg carries.
+func newFairInbox(groupWeight, groupBytes, maxBytes int, weight func(jetstream.Msg) int) *fairInbox {
+	q := newFairQueue(func(it inboxItem) int { return len(it.msg.Data()) })
+	q.weight = func(it inboxItem) int { return weight(it.msg) }
+	q.quantum = ingestQuantum
 	return &fairInbox{
-		q:      q,
-		window: window, maxBytes: maxBytes,
-		nonEmpty: make(chan struct{}, 1), space: make(chan struct{}, 1), done: done,
+		q:           q,
+		groupWeight: max(groupWeight, 1), groupBytes: max(groupBytes, 1), maxBytes: max(maxBytes, 1),
+		nonEmpty: make(chan struct{}, 1),
 	}
 }
 
-// push queues msg under key, waiting for room; once done is closed it
-// drops msg unacknowledged (JetStream hands it out again after AckWait).
-func (in *fairInbox) push(key string, msg jetstream.Msg) {
+// roomFor says how many submissions group has room for (at least one),
+// or false if it has none, or the inbox is full.
+func (in *fairInbox) roomFor(group string) (int, bool) {
 	in.mu.Lock()
-	for in.q.len >= in.window || in.q.bytes >= in.maxBytes {
-		in.mu.Unlock()
-		select {
-		case <-in.space:
-		case <-in.done:
-			return
-		}
-		in.mu.Lock()
+	defer in.mu.Unlock()
+	w := in.q.keyWeights[group]
+	if in.q.bytes >= in.maxBytes {
+		in.full = true
+		return 0, false
 	}
-	in.q.push(key, msg)
+	if w >= in.groupWeight || in.q.keyBytes[group] >= in.groupBytes {
+		return 0, false
+	}
+	return in.groupWeight - w, true
+}
+
+// queued is the weight of group's messages in the inbox.
+func (in *fairInbox) queued(group string) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.q.keyWeights[group]
+}
+
+// add queues msg under group, behind the group's earlier messages, and
+// returns its weight. It never waits: roomFor says whether to fetch.
+func (in *fairInbox) add(group string, msg jetstream.Msg) int {
+	in.mu.Lock()
+	it := inboxItem{group: group, msg: msg}
+	in.q.push(group, it)
+	w := in.q.weightOf(it)
 	in.mu.Unlock()
 	signal(in.nonEmpty)
+	return w
 }
 
 // take waits for messages and returns messages weighing up to max (at
-// least one), round-robin across keys; false once ctx is done.
+// least one), round-robin across groups, passing over the groups that
+// allow defers (waiting until one may go on); false once ctx is done.
 func (in *fairInbox) take(ctx context.Context, max int) ([]jetstream.Msg, bool) {
-	in.mu.Lock()
-	for in.q.len == 0 {
+	for {
+		in.mu.Lock()
+		var items []inboxItem
+		var retry time.Duration
+		if in.q.len > 0 {
+			items, retry = in.q.takeAllowed(max, in.allow)
+		}
+		var roomed []string
+		if len(items) > 0 {
+			roomed = in.roomedLocked(items)
+		}
 		in.mu.Unlock()
+		if in.room != nil {
+			for _, g := range roomed {
+				in.room(g)
+			}
+		}
+		if len(items) > 0 {
+			batch := make([]jetstream.Msg, len(items))
+			for i, it := range items {
+				batch[i] = it.msg
+			}
+			return batch, true
+		}
+		var wait <-chan time.Time
+		if retry > 0 {
+			t := time.NewTimer(retry)
+			wait = t.C
+			defer t.Stop()
+		}
 		select {
 		case <-in.nonEmpty:
+		case <-wait:
 		case <-ctx.Done():
 			return nil, false
 		}
-		in.mu.Lock()
 	}
-	batch := in.q.take(max)
-	in.mu.Unlock()
-	signal(in.space)
-	return batch, true
+}
+
+// roomedLocked returns the groups of batch that now have room, or every
+// group if the inbox was full and is not now.
+func (in *fairInbox) roomedLocked(batch []inboxItem) []string {
+	if in.full && in.q.bytes < in.maxBytes {
+		in.full = false
+		groups := make([]string, 0, len(in.q.queues))
+		for g := range in.q.queues {
+			groups = append(groups, g)
+		}
+		// And the groups that ran out: any group may be waiting.
+		return append(groups, in.batchGroups(batch)...)
+	}
+	return in.batchGroups(batch)
+}
+
+// batchGroups returns the distinct groups of batch's messages with room
+// now.
+func (in *fairInbox) batchGroups(batch []inboxItem) []string {
+	var groups []string
+	for _, it := range batch {
+		g := it.group
+		if slices.Contains(groups, g) {
+			continue
+		}
+		if in.q.keyWeights[g] < in.groupWeight && in.q.keyBytes[g] < in.groupBytes {
+			groups = append(groups, g)
+		}
+	}
+	return groups
 }
 
 // nakAll hands every queued message back to JetStream at once, for
@@ -189,9 +331,19 @@ func (in *fairInbox) nakAll() {
 	in.mu.Lock()
 	msgs := in.q.drain()
 	in.mu.Unlock()
-	for _, msg := range msgs {
-		_ = msg.Nak()
+	for _, it := range msgs {
+		_ = it.msg.Nak()
 	}
+}
+
+// ingestQuantum is the submissions a group gives a batch in one turn: a
+// message of SubmitMany's (a hundred), or a hundred single submissions.
+const ingestQuantum = 100
+
+// inboxItem is a message of the inbox, with its group.
+type inboxItem struct {
+	group string
+	msg   jetstream.Msg
 }
 
 // signal wakes the waiter of a capacity-1 channel, if none is pending.

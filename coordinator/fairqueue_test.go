@@ -2,8 +2,12 @@ package coordinator
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestFairQueueTakesRoundRobinAcrossKeys(t *testing.T) {
@@ -139,4 +143,67 @@ func TestFairQueueEndsABatchWhereAKeyRunsOut(t *testing.T) {
 	if got := q.take(100); len(got) != 4 {
 		t.Fatalf("take(100): %v, want all 4", got)
 	}
+}
+
+// TestFairQueueGivesEachKeyAQuantumATurn: a key of light items (single
+// submissions) gets as much weight a turn as a key of heavy ones
+// (messages of a hundred), not one item: fairness by submissions, not by
+// messages.
+func TestFairQueueGivesEachKeyAQuantumATurn(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	q.weight = func(s string) int {
+		if strings.HasPrefix(s, "heavy") {
+			return 100
+		}
+		return 1
+	}
+	q.quantum = 100
+	for i := range 3 {
+		q.push("h", "heavy-"+strconv.Itoa(i))
+	}
+	for i := range 150 {
+		q.push("l", "light-"+strconv.Itoa(i))
+	}
+	got := q.take(300)
+	require.Len(t, got, 102, "heavy-0, a hundred light ones, heavy-1")
+	require.Equal(t, "heavy-0", got[0])
+	require.Equal(t, "light-0", got[1])
+	require.Equal(t, "light-99", got[100])
+	require.Equal(t, "heavy-1", got[101])
+	got = q.take(300)
+	require.Equal(t, []string{"light-100", "light-149", "heavy-2"}, []string{got[0], got[49], got[50]},
+		"the rest of the light key's turn, then the heavy key's")
+}
+
+// TestFairQueuePassesOverDeferredKeys: a key that allow defers (a group
+// over its submission rate) keeps its items, in order, while the others
+// are taken; when every key is deferred, nothing is taken and the
+// shortest wait is returned.
+func TestFairQueuePassesOverDeferredKeys(t *testing.T) {
+	q := newFairQueue(func(string) int { return 1 })
+	for _, it := range []string{"a-1", "b-1", "a-2", "b-2", "c-1"} {
+		q.push(it[:1], it)
+	}
+	deferA := func(key string, _ int) (bool, time.Duration) {
+		if key == "a" {
+			return false, 30 * time.Millisecond
+		}
+		return true, 0
+	}
+	got, retry := q.takeAllowed(10, deferA)
+	require.Equal(t, []string{"b-1", "c-1", "b-2"}, got)
+	require.Zero(t, retry, "something was taken")
+	require.Equal(t, 2, q.len)
+
+	waits := map[string]time.Duration{"a": 30 * time.Millisecond}
+	none := func(key string, _ int) (bool, time.Duration) { return false, waits[key] }
+	q.push("d", "d-1")
+	waits["d"] = 10 * time.Millisecond
+	got, retry = q.takeAllowed(10, none)
+	require.Empty(t, got)
+	require.Equal(t, 10*time.Millisecond, retry, "the shortest wait of the deferred keys")
+
+	got, _ = q.takeAllowed(10, nil)
+	require.ElementsMatch(t, []string{"a-1", "a-2", "d-1"}, got)
+	require.Less(t, slices.Index(got, "a-1"), slices.Index(got, "a-2"), "a's items in their order")
 }

@@ -64,10 +64,18 @@ type ingestConfig struct {
 	// Batch caps the submissions stored in one transaction
 	// (Config.IngestBatch). Defaults to IngestBatchDefault.
 	Batch int
-	// Window caps the submissions read ahead, unacknowledged. Defaults to
-	// ingestWindow batches, at most ingestWindowMax, and at least two
-	// batches.
+	// Window caps one group's submissions read ahead, unacknowledged:
+	// the room a group has in the inbox (see submitSources). Defaults to
+	// two batches, less for a group whose submission rate would keep them
+	// there longer than a quarter of ackWait.
 	Window int
+	// SweepEvery is how often the submit streams are swept for groups
+	// whose announcements were missed (tests make it long, to see the
+	// announcements work). Defaults to sourceSweepEvery.
+	SweepEvery time.Duration
+	// Rate is the submission rate of a group (Config.QuotaSubmitRate):
+	// over it, a group's submissions are stored later. 0: unlimited.
+	Rate float64
 	// Lease is the lease of the jobs handed straight to an idle executor
 	// (Config.Lease). Defaults to LeaseDefault.
 	Lease time.Duration
@@ -82,7 +90,10 @@ type ingestConfig struct {
 func (c ingestConfig) withDefaults() ingestConfig {
 	c.Batch = cmp.Or(c.Batch, IngestBatchDefault)
 	if c.Window <= 0 {
-		c.Window = max(min(ingestWindow*c.Batch, ingestWindowMax), 2*c.Batch)
+		c.Window = 2 * c.Batch
+		if c.Rate > 0 {
+			c.Window = max(1, min(c.Window, int(c.Rate*ackWait.Seconds()/4)))
+		}
 	}
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
@@ -98,42 +109,45 @@ func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log 
 		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded}
 }
 
-// start consumes the submit stream through cons. Messages are read ahead
-// while batches are stored (up to Window, and ingestWindowBytes) into a
-// queue per group, and each batch takes from the groups round-robin
-// (fairInbox), each group's submissions in their order. A batch holds
-// about Batch submissions, however many messages carry them.
-func (in *ingest) start(ctx context.Context, cons *consumers) error {
-	groupOf := func(msg jetstream.Msg) string {
-		group, _, _ := in.subjects.ParseSubmit(msg.Subject())
-		return group
-	}
+// start reads the submit streams, each group's submissions on their own
+// (submitSources), into a fair inbox, and stores them in batches: each
+// batch takes from the groups round-robin, each group's submissions in
+// their order, passing over a group over its submission rate (its
+// submissions wait, in the inbox and then in NATS, and are stored later).
+// A batch holds about Batch submissions, however many messages carry
+// them. The fetches stop when cons drains; the loop ends with ctx.
+func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumers) error {
 	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), events.MaxSubmitBatch) }
-	inbox := newFairInbox(in.cfg.Window, ingestWindowBytes, weight, ctx.Done())
-	return cons.consume(ctx, in.subjects.SubmitStream(), "ingest", in.cfg.Batch, in.cfg.Window,
-		func(msg jetstream.Msg) { inbox.push(groupOf(msg), msg) },
-		func(ctx context.Context) {
-			defer inbox.nakAll()
-			for {
-				batch, ok := inbox.take(ctx, in.cfg.Batch)
-				if !ok {
-					return
-				}
-				in.handle(ctx, batch)
+	inbox := newFairInbox(in.cfg.Window, ingestGroupBytes, ingestWindowBytes, weight)
+	if in.quotas.rate > 0 {
+		inbox.allow = in.quotas.deferSubmits
+	}
+	sources := newSubmitSources(cons.js, cons.nc, in.subjects, in.log, inbox)
+	if in.cfg.SweepEvery > 0 {
+		sources.sweepEvery = in.cfg.SweepEvery
+	}
+	if err := sources.start(ctx, subs, cons.goLoop); err != nil {
+		return err
+	}
+	cons.stoppers = append(cons.stoppers, sources.stop)
+	cons.goLoop(ctx, func(ctx context.Context) {
+		defer inbox.nakAll()
+		for {
+			batch, ok := inbox.take(ctx, in.cfg.Batch)
+			if !ok {
+				return
 			}
-		})
+			in.handle(ctx, batch)
+		}
+	})
+	return nil
 }
 
-// The read-ahead of ingest: how many batches' worth of submissions a
-// coordinator holds unacknowledged at most, and how many bytes of them it
-// queues. Bursts up to that size are ingested round-robin across groups;
-// beyond it, a group's later submissions wait behind what is already in
-// the stream. Both bounds keep the window well inside ackWait at ingest's
-// slowest rates, and the coordinator's memory bounded whatever the
-// backlog.
+// The memory of ingest's read-ahead: one group's messages held at most
+// (besides Window submissions), and all groups' together. Both keep the
+// coordinator's memory bounded whatever the backlog in NATS.
 const (
-	ingestWindow      = 32     // batches
-	ingestWindowMax   = 20_000 // submissions, whatever the batch size
+	ingestGroupBytes  = 16 << 20
 	ingestWindowBytes = 64 << 20
 )
 

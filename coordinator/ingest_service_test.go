@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,13 @@ func (h *ingestHarness) publish(t *testing.T, subject string, bodies ...string) 
 // stopped as Coordinator.Stop stops them: drained, then the loops
 // cancelled and waited for, before the test's other cleanups run.
 func startConsumers(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (context.Context, *consumers) {
+	ctx, cs, _ := startServices(t, js, nc)
+	return ctx, cs
+}
+
+// startServices is startConsumers with the subscriptions too, drained
+// first as Coordinator.Stop drains them.
+func startServices(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (context.Context, *consumers, *subscriptions) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	cs := &consumers{js: js, nc: nc, goLoop: func(ctx context.Context, loop func(context.Context)) {
@@ -104,12 +112,14 @@ func startConsumers(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (contex
 			loop(ctx)
 		}()
 	}}
+	subs := &subscriptions{nc: nc}
 	t.Cleanup(func() {
+		subs.drain()
 		cs.drain()
 		cancel()
 		wg.Wait()
 	})
-	return ctx, cs
+	return ctx, cs, subs
 }
 
 // TestIngestStoresTheSubmitStream runs ingest alone on its durable
@@ -118,16 +128,19 @@ func startConsumers(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (contex
 // asked for, and every message is acknowledged once stored.
 func TestIngestStoresTheSubmitStream(t *testing.T) {
 	t.Parallel()
-	h := newIngestHarness(t, ingestConfig{Retries: 3})
+	// No sweep but the first: what is published later comes by its
+	// announcement.
+	h := newIngestHarness(t, ingestConfig{Retries: 3, SweepEvery: time.Hour})
 	require.Equal(t, IngestBatchDefault, h.ingest.cfg.Batch)
-	require.Equal(t, ingestWindow*IngestBatchDefault, h.ingest.cfg.Window, "32 batches of 500")
+	require.Equal(t, 2*IngestBatchDefault, h.ingest.cfg.Window, "two batches per group")
 	require.Equal(t, LeaseDefault, h.ingest.cfg.Lease)
+	// Published before ingest starts: its first sweep finds them.
 	h.publish(t, h.subjects.Submit("a", "t"), `[{"id":"a1","args":{}},{"id":"a2","args":{"n":2}}]`)
 	h.publish(t, h.subjects.Submit("b", "t"), `{"id":"b1","args":{}}`, `{"id":"b2","priority":"urgent"}`)
 
-	ctx, cs := startConsumers(t, h.js, h.nc)
-	require.NoError(t, h.ingest.start(ctx, cs))
-	require.Len(t, cs.running, 1)
+	ctx, cs, subs := startServices(t, h.js, h.nc)
+	require.NoError(t, h.ingest.start(ctx, subs, cs))
+	require.Len(t, cs.stoppers, 1, "its fetches stop when the consumers drain")
 
 	require.Eventually(t, func() bool { return len(h.addedIDs()) == 3 }, serviceWait, 10*time.Millisecond)
 	require.ElementsMatch(t, []string{"a1", "a2", "b1"}, h.addedIDs(), "the executors are woken for the jobs stored")
@@ -141,13 +154,18 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 	}
 	require.Empty(t, jobState(t, h.st, "b", "b2"), "the invalid submission is refused")
 
-	cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest")
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(t.Context())
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-	}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
-	require.Equal(t, ingestWindow*IngestBatchDefault, cons.CachedInfo().Config.MaxAckPending)
+	for _, g := range []string{"a", "b"} {
+		cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest-"+g)
+		require.NoError(t, err, "each group has a consumer of its own")
+		require.Equal(t, h.subjects.Prefix+".submit."+g+".>", cons.CachedInfo().Config.FilterSubject)
+		require.Eventually(t, func() bool {
+			info, err := cons.Info(t.Context())
+			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+		}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
+	}
+	// Published once ingest runs: the stream's announcement brings it.
+	h.publish(t, h.subjects.Submit("c", "t"), `{"id":"c1"}`)
+	require.Eventually(t, func() bool { return slices.Contains(h.addedIDs(), "c1") }, serviceWait, 10*time.Millisecond)
 }
 
 // TestIngestAloneHandsJobsToAnIdleExecutor: an executor's dispatch

@@ -237,23 +237,48 @@ func TestQuotaOnNonFinalJobs(t *testing.T) {
 
 // A group submitting faster than its rate quota is refused with code
 // quota beyond its burst.
-func TestQuotaOnSubmitRate(t *testing.T) {
+// TestSubmitRateDefersNeverRefuses: over its submission rate a group's
+// asynchronous submissions are stored later, in order, none refused; a
+// request/reply submission waits for the rate up to its deadline, and is
+// refused only if that is too short; another group is not slowed.
+func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 	t.Parallel()
-	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: 0.001, QuotaSubmitBurst: 2})
+	const rate = 2 // per second, a burst of 2
+	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: rate, QuotaSubmitBurst: 2})
 	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
-	for i := range 3 {
+	start := time.Now()
+	for i := range 4 {
 		submit(t, h, fairway.Submission{ID: fmt.Sprint("r-", i), Group: "acme", Task: "echo", Pending: true})
 	}
-	var states []string
+	var stored []string
+	var last time.Time
 	h.until(func(ev events.Event) bool {
-		if ev.PreviousState == "" {
-			states = append(states, ev.JobID+":"+string(ev.State)+":"+string(ev.Code))
+		if ev.PreviousState == "" && ev.Group == "acme" {
+			stored = append(stored, ev.JobID+":"+string(ev.State)+":"+string(ev.Code))
+			last = time.Now()
 		}
-		return len(states) == 3
+		return len(stored) == 4
 	})
-	require.ElementsMatch(t, []string{"r-0:pending:", "r-1:pending:", "r-2:rejected:quota"}, states)
-	_, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "acme", Task: "echo"})
+	require.Equal(t, []string{"r-0:pending:", "r-1:pending:", "r-2:pending:", "r-3:pending:"}, stored,
+		"every submission stored, in order, none refused")
+	require.GreaterOrEqual(t, last.Sub(start), 800*time.Millisecond,
+		"two beyond the burst of 2 at 2/s are stored 0.5 and 1 s after it, not at once")
+
+	// The bucket is empty now: a request/reply submission whose deadline
+	// is shorter than the wait is refused, naming the deadline ...
+	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err := h.client.SubmitWait(short, fairway.Submission{Group: "acme", Task: "echo", Pending: true})
 	require.ErrorIs(t, err, fairway.ErrQuota)
-	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{Group: "globex", Task: "echo", Pending: true})
+	require.ErrorContains(t, err, "deadline")
+	// ... and one with time to wait is stored.
+	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "acme", Task: "echo", Pending: true})
 	require.NoError(t, err)
+	require.Equal(t, fairway.StatePending, job.State)
+	// Another group has a bucket of its own: with a deadline shorter than
+	// acme's wait (half a second) it is stored at once.
+	other, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	defer cancel()
+	_, err = h.client.SubmitWait(other, fairway.Submission{Group: "globex", Task: "echo", Pending: true})
+	require.NoError(t, err, "globex waited for acme's rate")
 }

@@ -50,16 +50,63 @@ func newQuotas(jobs int, rate float64, burst int, st *store.Store, refused *prom
 		open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
 }
 
-// takeSubmit takes a token of group's bucket, or says it is empty.
-func (q *quotas) takeSubmit(group string) bool {
-	ok, _ := q.submits.allow(group, q.now())
-	return ok
+// deferSubmits takes n tokens of group's bucket if it has any left (it
+// may go into debt by a message's submissions), or says how long until it
+// has: ingest stores a group over its rate later (fairInbox.allow).
+func (q *quotas) deferSubmits(group string, n int) (bool, time.Duration) {
+	return q.submits.allowN(group, n, q.now())
+}
+
+// submitWaitDefault bounds the wait of a request/reply submission over its
+// group's rate when the request names no deadline (see waitSubmits).
+const submitWaitDefault = 2 * time.Second
+
+// callerReplyMargin is kept of a request's deadline for its reply.
+const callerReplyMargin = 100 * time.Millisecond
+
+// waitSubmits waits until group's bucket has tokens for n submissions, up
+// to the deadline the request names (events.DeadlineHeader, see
+// Coordinator.handle), or submitWaitDefault if it names none, and never
+// past ctx's: over its rate a request/reply
+// submission is stored later, like an asynchronous one, and refused only
+// if it would have to wait past its deadline.
+func (q *quotas) waitSubmits(ctx context.Context, group string, n int) error {
+	if q.rate <= 0 {
+		return nil
+	}
+	deadline, ok := ctx.Value(callerDeadlineKey{}).(time.Time)
+	if ok {
+		deadline = deadline.Add(-callerReplyMargin) // for the reply to reach it
+	} else {
+		deadline = time.Now().Add(submitWaitDefault)
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	for {
+		ok, wait := q.submits.allowN(group, n, q.now())
+		if ok {
+			return nil
+		}
+		if time.Now().Add(wait).After(deadline) {
+			q.refused.WithLabelValues("rate").Inc()
+			return errSubmitRate(group, q.rate, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errSubmitRate(group, q.rate, wait)
+		case <-t.C:
+		}
+	}
 }
 
 // errSubmitRate and errJobs are the refusals.
-func errSubmitRate(group string, rate float64) *fairway.Error {
+func errSubmitRate(group string, rate float64, wait time.Duration) *fairway.Error {
 	return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
-		Message: fmt.Sprintf("group %s submits faster than its quota of %g submissions per second: slow down and submit again", group, rate)}
+		Message: fmt.Sprintf("group %s submits faster than its quota of %g submissions per second, and this request would wait %s, past its deadline: give it a longer deadline, or submit asynchronously (stored later, never refused for the rate)",
+			group, rate, max(wait, time.Millisecond).Round(time.Millisecond))}
 }
 
 func errJobs(group string, jobs int) *fairway.Error {
@@ -67,18 +114,13 @@ func errJobs(group string, jobs int) *fairway.Error {
 		Message: fmt.Sprintf("group %s has %d queued jobs, its quota: submit again once some have run", group, jobs)}
 }
 
-// admit applies the quotas to valid submissions, in order: errs[i] is the
-// quota refusal of subs[i], or nil. The queued jobs of the batch's groups
-// are counted in one statement, when their count is older than
-// openCountTTL.
+// admit applies the queued-jobs quota to valid submissions, in order:
+// errs[i] is the quota refusal of subs[i], or nil. The queued jobs of the
+// batch's groups are counted in one statement, when their count is older
+// than openCountTTL. The submission rate is not a refusal: ingest defers
+// (deferSubmits) and the request/reply API waits (waitSubmits).
 func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error, error) {
 	errs := make([]error, len(subs))
-	for i, s := range subs {
-		if !q.takeSubmit(s.Group) {
-			errs[i] = errSubmitRate(s.Group, q.rate)
-			q.refused.WithLabelValues("rate").Inc()
-		}
-	}
 	if q.jobs <= 0 {
 		return errs, nil
 	}
@@ -133,8 +175,12 @@ func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error,
 	return errs, nil
 }
 
-// admitOne is admit for one submission from the request/reply API.
+// admitOne is admit for one submission from the request/reply API, after
+// waiting for the group's rate (waitSubmits).
 func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
+	if err := q.waitSubmits(ctx, sub.Group, 1); err != nil {
+		return err
+	}
 	errs, err := q.admit(ctx, []fairway.Submission{sub})
 	if err != nil {
 		return err

@@ -438,6 +438,7 @@ func (c *Client) request(ctx context.Context, subject string, body any) (*Reply,
 	defer cancel()
 	req := &nats.Msg{Subject: subject, Data: data}
 	InjectTrace(ctx, req) // a submit's job, and any request, joins the caller's trace
+	SetDeadline(ctx, req)
 	msg, err := c.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -39,6 +40,12 @@ type StreamOptions struct {
 	// days; negative DeadMaxBytes means unlimited.
 	DeadMaxBytes int64
 	DeadMaxAge   time.Duration
+	// TenantSubmitMaxMsgs and TenantSubmitMaxBytes cap each tenant's own
+	// submit stream (EnsureTenantSubmitStream). Default to
+	// TenantSubmitMaxMsgsDefault and TenantSubmitMaxBytesDefault (no byte
+	// limit); negative means unlimited.
+	TenantSubmitMaxMsgs  int64
+	TenantSubmitMaxBytes int64
 }
 
 // Defaults of the stream limits (StreamOptions).
@@ -68,6 +75,20 @@ const EventMaxAgeDefault = 7 * 24 * time.Hour
 
 // MaxMsgSizeDefault is the default cap on one message.
 const MaxMsgSizeDefault = 8 << 20
+
+// Tenant submit streams' defaults (EnsureTenantSubmitStream): a tenant's
+// submissions waiting in NATS are bounded in messages, not in bytes, by
+// default, because JetStream reserves a stream's byte limit from the
+// server's storage when the stream is made, and thousands of tenants would
+// reserve more than any disk. A message is at most nats.max-msg-size.
+const (
+	TenantSubmitMaxMsgsDefault  = 1_000_000
+	TenantSubmitMaxBytesDefault = -1
+)
+
+// SubmitMaxConsumers bounds the groups with submissions in the shared
+// submit stream within an hour: each has a consumer of its own there.
+const SubmitMaxConsumers = 1_000_000
 
 // SubmitDuplicateWindow is the duplicate window of the submit stream: the
 // smallest nats-server accepts (it refuses less than 100 ms, and turns 0
@@ -110,6 +131,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			MaxBytes:    limit(opts.SubmitMaxBytes, SubmitMaxBytesDefault),
 			MaxMsgs:     limit(opts.SubmitMaxMsgs, SubmitMaxMsgsDefault),
 			Discard:     jetstream.DiscardNew,
+			RePublish:   &jetstream.RePublish{Source: s.SubmitAll(), Destination: s.join("submitted", "{{wildcard(1)}}", ">"), HeadersOnly: true},
+			// A consumer per group (coordinator/ingestsources.go), above
+			// the server's default of 1,000 per stream; each goes an hour
+			// after its group's last submission.
+			MaxConsumers: SubmitMaxConsumers,
 		},
 		{
 			Name:        s.EventStream(),
@@ -245,6 +271,45 @@ func EnsureTenantStream(ctx context.Context, js jetstream.JetStream, s Subjects,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the tenant's stream %s: %w", s.EventStream(), err)
+	}
+	return nil
+}
+
+// EnsureTenantSubmitStream creates or updates, in the coordinators' account,
+// the stream of one tenant's submissions (operator mode, see
+// internal/natsauth): the tenant's import renames what it publishes to
+// Submit(group, task) into TenantSubmit(group, task), which this stream alone
+// captures. Its Nats-Msg-Id duplicate window is the tenant's own, its
+// backlog and limits are its own, and it announces what it stores on
+// Stored(group, task) as the shared submit stream does. maxMsgs and
+// maxBytes: 0 is the default (TenantSubmitMaxMsgsDefault,
+// TenantSubmitMaxBytesDefault), negative is unlimited.
+func EnsureTenantSubmitStream(ctx context.Context, js jetstream.JetStream, s Subjects, group string, opts StreamOptions) error {
+	if err := fairway.CheckName("group", group); err != nil {
+		return err
+	}
+	maxMsg := opts.MaxMsgSize
+	if maxMsg == 0 {
+		maxMsg = MaxMsgSizeDefault
+	}
+	name := s.TenantSubmitStream(group)
+	source := s.join("tenant-submit", group, ">")
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        name,
+		Description: "Fairway submissions of tenant " + group + ", removed once ingested into PostgreSQL",
+		Subjects:    []string{source},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(opts.Replicas, 1),
+		MaxMsgSize:  maxMsg,
+		Duplicates:  SubmitDuplicateWindow,
+		MaxBytes:    limit(opts.TenantSubmitMaxBytes, TenantSubmitMaxBytesDefault),
+		MaxMsgs:     limit(opts.TenantSubmitMaxMsgs, TenantSubmitMaxMsgsDefault),
+		Discard:     jetstream.DiscardNew,
+		RePublish:   &jetstream.RePublish{Source: source, Destination: s.join("submitted", group, ">"), HeadersOnly: true},
+	})
+	if err != nil {
+		return fmt.Errorf("creating stream %s of tenant %s: %w", name, group, err)
 	}
 	return nil
 }

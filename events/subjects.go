@@ -84,8 +84,12 @@ func (s Subjects) join(tokens ...string) string {
 // Submit is the subject a job for group and task is published to.
 func (s Subjects) Submit(group, task string) string { return s.join("submit", group, task) }
 
-// SubmitAll matches every submission.
-func (s Subjects) SubmitAll() string { return s.join("submit", ">") }
+// SubmitAll matches every submission: a group and a task at least (a
+// subject of more tokens is refused by ingest, with its rejected event).
+func (s Subjects) SubmitAll() string { return s.join("submit", "*", ">") }
+
+// SubmitGroup matches every submission of group.
+func (s Subjects) SubmitGroup(group string) string { return s.join("submit", group, ">") }
 
 // API is the request subject of a tenant's verb.
 func (s Subjects) API(group, verb string) string { return s.join("api", group, verb) }
@@ -211,15 +215,55 @@ func (s Subjects) streamName(kind string) string {
 	return strings.ToUpper(s.Prefix) + "_" + kind
 }
 
-// ParseSubmit splits a submit subject into group and task. ok is false when
-// the subject does not have exactly that shape.
+// ParseSubmit splits a submit subject into group and task: a submission's
+// subject as published (Submit), or as a tenant's stream keeps it
+// (TenantSubmit). ok is false when the subject does not have exactly that
+// shape.
 func (s Subjects) ParseSubmit(subject string) (group, task string, ok bool) {
 	rest, found := strings.CutPrefix(subject, s.Prefix+".submit.")
 	if !found {
-		return "", "", false
+		if rest, found = strings.CutPrefix(subject, s.Prefix+".tenant-submit."); !found {
+			return "", "", false
+		}
 	}
 	group, task, ok = strings.Cut(rest, ".")
 	return group, task, ok && !strings.Contains(task, ".")
+}
+
+// TenantSubmit is the subject a tenant's submission for task arrives on in
+// the coordinators' account (operator mode): the tenant publishes to
+// Submit(group, task) in its own account, and its import renames that to
+// this, which only its own stream (TenantSubmitStream) captures.
+func (s Subjects) TenantSubmit(group, task string) string {
+	return s.join("tenant-submit", group, task)
+}
+
+// TenantSubmitAll matches every submission of every tenant's stream.
+func (s Subjects) TenantSubmitAll() string { return s.join("tenant-submit", ">") }
+
+// TenantSubmitStream is the name of the stream of one tenant's submissions
+// (group is a valid name: letters, digits, '-' and '_').
+func (s Subjects) TenantSubmitStream(group string) string {
+	return s.streamName("SUBMIT") + "_T_" + group
+}
+
+// Stored is the subject on which the submit streams announce each message
+// they store, with its headers only (JetStream's republish): its group,
+// task and stream, so that coordinators fetch from the groups that have
+// submissions waiting, and from no other.
+func (s Subjects) Stored(group, task string) string { return s.join("submitted", group, task) }
+
+// StoredAll matches every announcement of a stored submission.
+func (s Subjects) StoredAll() string { return s.join("submitted", ">") }
+
+// ParseStored returns the group of an announcement of a stored submission.
+func (s Subjects) ParseStored(subject string) (group string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.Prefix+".submitted.")
+	if !found || rest == "" {
+		return "", false
+	}
+	group, _, _ = strings.Cut(rest, ".")
+	return group, group != ""
 }
 
 // ParseAPI splits an API subject into group and verb.

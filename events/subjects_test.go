@@ -35,3 +35,20 @@ func TestSubjects(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "executors", verb)
 }
+
+func TestTenantSubmitAndStoredSubjects(t *testing.T) {
+	s := events.NewSubjects("")
+	group, task, ok := s.ParseSubmit(s.TenantSubmit("acme", "echo"))
+	if !ok || group != "acme" || task != "echo" {
+		t.Fatalf("ParseSubmit(%q) = %q, %q, %v", s.TenantSubmit("acme", "echo"), group, task, ok)
+	}
+	if s.TenantSubmitStream("acme") != "FAIRWAY_SUBMIT_T_acme" {
+		t.Fatalf("TenantSubmitStream: %q", s.TenantSubmitStream("acme"))
+	}
+	for subject, want := range map[string]string{s.Stored("acme", "echo"): "acme", "fairway.submitted.g": "g", "fairway.submitted.": "", "fairway.other.g.t": ""} {
+		got, ok := s.ParseStored(subject)
+		if got != want || ok != (want != "") {
+			t.Errorf("ParseStored(%q) = %q, %v; want %q", subject, got, ok, want)
+		}
+	}
+}

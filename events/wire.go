@@ -2,11 +2,14 @@ package events
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/wirejson"
+	"github.com/nats-io/nats.go"
 )
 
 // Event is a lifecycle event as published on <prefix>.events.… (see
@@ -322,4 +325,36 @@ func (r *Report) clean() {
 		l := &r.Logs[i]
 		l.JobID, l.Level, l.Message = fairway.CleanText(l.JobID), fairway.CleanText(l.Level), fairway.CleanText(l.Message)
 	}
+}
+
+// DeadlineHeader carries a request's deadline, in Unix milliseconds: the
+// coordinator stops working on the request then (a submission over its
+// group's rate waits for it at most until then). A request without it is
+// bounded by the coordinator's own timeouts.
+const DeadlineHeader = "Fairway-Deadline"
+
+// SetDeadline writes ctx's deadline, if any, into msg's DeadlineHeader.
+func SetDeadline(ctx context.Context, msg *nats.Msg) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	msg.Header.Set(DeadlineHeader, strconv.FormatInt(d.UnixMilli(), 10))
+}
+
+// Deadline reads msg's DeadlineHeader: false if it has none, or not a
+// number.
+func Deadline(msg *nats.Msg) (time.Time, bool) {
+	v := msg.Header.Get(DeadlineHeader)
+	if v == "" {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }

@@ -35,7 +35,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -66,6 +66,11 @@ type Options struct {
 	// History is how many finished jobs the history scenario keeps
 	// (default 1,000,000).
 	History int
+	// Groups is how many groups submit the ingest scenario's burst
+	// (default 1); Single publishes each of its submissions as a message
+	// of its own (else 100 to a message, as SubmitMany does).
+	Groups int
+	Single bool
 	// NoisyTenants is how many tenants flood the second case of the
 	// fairness scenario (default 10; negative skips the case).
 	NoisyTenants int
@@ -245,6 +250,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return history(ctx, opts)
 	case "features":
 		return features(ctx, opts)
+	case "ingest":
+		return ingestScenario(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}

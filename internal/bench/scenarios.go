@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // drain: a backlog of opts.Jobs no-op jobs over 10 groups, submitted at
@@ -705,3 +708,163 @@ func (w *storedTimes) collect(whose string) ([]time.Time, error) {
 }
 
 func (w *storedTimes) stop() { w.sub.Stop() }
+
+// ingestLate is how many single submissions the late group of the ingest
+// scenario makes while the burst is being stored, ingestLateEvery apart.
+const (
+	ingestLate      = 20
+	ingestLateEvery = 5 * time.Millisecond
+)
+
+// ingest: opts.Jobs held submissions from opts.Groups groups at once (each
+// group's in messages of 100), and, once the first of them is stored, 20
+// single submissions of a late group, 5 ms apart: how fast the burst is
+// stored, how long each of the late group's waited to be stored (it must
+// not wait behind the burst: each group's submissions are read on their
+// own), and the coordinator's memory. Twice: the first round's groups are
+// new to the coordinator (each group's first submission makes its
+// consumer), the second's are known. The cost figures are the second
+// round's.
+func ingestScenario(ctx context.Context, opts Options) (*Result, error) {
+	s, err := newSystem(ctx, opts, systemConfig{slots: 1})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	groups := max(opts.Groups, 1)
+	n := opts.Jobs
+	stored := make(chan events.Event, 2*(n+ingestLate))
+	sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StatePending}, func(ev events.Event) { stored <- ev })
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Stop()
+	r := &Result{Scenario: "ingest", Jobs: n}
+	r.add("groups", groups)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for round, name := range []string{"new", "known"} {
+		subs := submissions(n, func(i int) string { return fmt.Sprintf("t%d", i%groups) })
+		for i := range subs {
+			subs[i].Pending = true // stored, never run: only ingest is measured
+		}
+		p, err := s.startPhase(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rate, lateWaits, err := ingestRound(ctx, s, subs, stored, round)
+		if err != nil {
+			return nil, err
+		}
+		r.add("stored_per_s_"+name, rate)
+		if len(lateWaits) > 0 {
+			r.add("late_stored_after_p50_ms_"+name, ms(lateWaits[len(lateWaits)/2]))
+			r.add("late_stored_after_max_ms_"+name, ms(lateWaits[len(lateWaits)-1]))
+		}
+		u, err := p.stop(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if round == 1 {
+			r.add(s.rss())
+			r.addUsage(u)
+		}
+	}
+	return r, nil
+}
+
+// ingestRound publishes subs at once, and the late group's submissions
+// once the first of subs is stored, and waits until all are stored: the
+// burst's rate, and the late group's waits, sorted.
+func ingestRound(ctx context.Context, s *system, subs []fairway.Submission, stored <-chan events.Event, round int) (float64, []time.Duration, error) {
+	n := len(subs)
+	start := time.Now()
+	published := make(chan error, 1)
+	go func() {
+		if !s.opts.Single {
+			_, err := s.client.SubmitMany(ctx, subs)
+			published <- err
+			return
+		}
+		published <- publishEach(ctx, s, subs)
+	}()
+	var late sync.Map // id -> when it was submitted
+	var lateWaits []time.Duration
+	count, burstStored := 0, 0
+	var lastBurst time.Time
+	timeout := time.After(10 * time.Minute)
+	for count < n+ingestLate {
+		select {
+		case ev := <-stored:
+			count++
+			if at, ok := late.Load(ev.JobID); ok && ev.Group == "late" {
+				lateWaits = append(lateWaits, ev.Time.Sub(at.(time.Time)))
+				break
+			}
+			burstStored++
+			lastBurst = time.Now()
+			if burstStored == 1 {
+				// The burst is being stored: the late group submits now.
+				go func() {
+					for i := range ingestLate {
+						id := fmt.Sprintf("late-%d-%d", round, i)
+						late.Store(id, time.Now())
+						if _, err := s.client.Submit(ctx, fairway.Submission{ID: id, Group: "late", Task: "work", Pending: true}); err != nil {
+							s.opts.Logger.Warn("bench: a late submission failed", "error", err)
+						}
+						time.Sleep(ingestLateEvery) // pacing the load generator
+					}
+				}()
+			}
+		case err := <-published:
+			if err != nil {
+				return 0, nil, err
+			}
+		case <-timeout:
+			return 0, nil, fmt.Errorf("only %d of %d submissions stored within 10 minutes", count, n+ingestLate)
+		case <-ctx.Done():
+			return 0, nil, ctx.Err()
+		}
+	}
+	slices.Sort(lateWaits)
+	return float64(n) / lastBurst.Sub(start).Seconds(), lateWaits, nil
+}
+
+// publishEach publishes each submission as a message of its own, as a
+// client in another language does, 256 in flight.
+func publishEach(ctx context.Context, s *system, subs []fairway.Submission) error {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return err
+	}
+	subjects := events.NewSubjects("")
+	var futures []jetstream.PubAckFuture
+	wait := func() error {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		futures = futures[:0]
+		return nil
+	}
+	for _, sub := range subs {
+		data, err := json.Marshal(sub)
+		if err != nil {
+			return err
+		}
+		f, err := js.PublishAsync(subjects.Submit(sub.Group, sub.Task), data)
+		if err != nil {
+			return err
+		}
+		if futures = append(futures, f); len(futures) == 256 {
+			if err := wait(); err != nil {
+				return err
+			}
+		}
+	}
+	return wait()
+}

@@ -201,17 +201,26 @@ func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, 
 
 	// Wait until ingest has nothing pending or unacknowledged: every
 	// redelivery has been stored (or found stored) by then.
-	cons, err := js.Consumer(ctx, subjects.SubmitStream(), "ingest")
+	stream, err := js.Stream(ctx, subjects.SubmitStream())
 	if err != nil {
 		return nil, err
 	}
 	for {
-		info, err := cons.Info(ctx)
-		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-			// The consumer's sequence counts every delivery, the stream's
-			// every message (the stream is new, from 1): the difference is
-			// the redeliveries.
-			st.redelivered = int(info.Delivered.Consumer - info.Delivered.Stream)
+		// Each group has its consumer (see coordinator/ingestsources.go).
+		pending, deliveries, listed := 0, 0, 0
+		consumers := stream.ListConsumers(ctx)
+		for info := range consumers.Info() {
+			listed++
+			pending += int(info.NumPending) + info.NumAckPending
+			deliveries += int(info.Delivered.Consumer) // every delivery, redeliveries too
+		}
+		// A work-queue stream is empty once every message is acknowledged
+		// (a group whose consumer is not made yet still has its messages).
+		info, err := stream.Info(ctx)
+		if err == nil && info.State.Msgs == 0 && consumers.Err() == nil && listed > 0 && pending == 0 {
+			// Every message was delivered once at least (the stream is
+			// new): the rest are the redeliveries.
+			st.redelivered = deliveries - len(msgs)
 			break
 		}
 		if err := between(ctx, 250*time.Millisecond); err != nil { // JetStream has no "drained" event

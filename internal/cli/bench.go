@@ -68,6 +68,8 @@ Scenarios:
   features  the drain plain, with concurrency limits in force, and as dependency
             chains; the fairness case plain and with every group limited to
             half the slots
+  ingest    --jobs held submissions from --groups groups at once, and 20 of a
+            late group meanwhile: stored/s, the late group's wait, memory
   all       every scenario in turn
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
@@ -134,7 +136,9 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest or all")
+	f.IntVar(&opts.Groups, "groups", 1, "groups that submit the ingest scenario's burst")
+	f.BoolVar(&opts.Single, "single", false, "the ingest scenario publishes each submission as a message of its own (as clients in other languages do), not 100 to a message")
 	f.IntVar(&opts.Jobs, "jobs", 100_000, "jobs in the drain backlog")
 	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10; short-jobs 11 unless --slots is given)")
 	f.IntVar(&opts.ShortJobs, "short-jobs", 1000, "jobs of 5 ms in the short-jobs scenario")

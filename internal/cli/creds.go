@@ -89,8 +89,10 @@ Keep the keys directory secret: whoever holds it can sign any credential.`,
 A new tenant or executor is a new NATS account: unless --push=false, its
 account JWT is pushed to the NATS server at --nats-url with the system
 credential in the keys directory, and a new tenant's stream of its own events
-is created there. With --push=false, give the servers the new account with
-'fairway creds server-config' instead.`,
+and its stream of submissions are created there (the tenant's own duplicate
+window and backlog). With --push=false, give the servers the new account with
+'fairway creds server-config' instead, then run this command again with
+--push to create the tenant's streams.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name := args[0], ""
@@ -204,7 +206,37 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 		return fmt.Errorf("connecting as tenant %s: %w", name, err)
 	}
 	defer tnc.Close()
-	return ensureTenantStream(ctx, tnc, e.cfg.NATS.Prefix)
+	if err := ensureTenantStream(ctx, tnc, e.cfg.NATS.Prefix); err != nil {
+		return err
+	}
+	// The tenant's submit stream lives in the coordinators' account.
+	if err := k.WriteCreds(creds.Name(), natsauth.KindCoordinator, "coordinator"); err != nil {
+		return err
+	}
+	fnc, err := natsconn.Connect(e.asUser(creds.Name()), nats.Name("fairway-creds"))
+	if err != nil {
+		return fmt.Errorf("connecting to create tenant %s's submit stream: %w", name, err)
+	}
+	defer fnc.Close()
+	return ensureTenantSubmitStreams(ctx, fnc, e.cfg.NATS.Prefix, e.streamOptions(), name)
+}
+
+// ensureTenantSubmitStreams creates each tenant's own submit stream
+// (events.EnsureTenantSubmitStream) through a connection of the
+// coordinators' account.
+func ensureTenantSubmitStreams(ctx context.Context, nc *nats.Conn, prefix string, opts events.StreamOptions, tenants ...string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, t := range tenants {
+		if err := events.EnsureTenantSubmitStream(ctx, js, events.NewSubjects(prefix), t, opts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // asUser is the NATS configuration with credentials replaced by the creds

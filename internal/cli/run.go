@@ -138,6 +138,15 @@ func (e *env) runDev(ctx context.Context) error {
 					return fmt.Errorf("tenant %s: %w", t, err)
 				}
 			}
+			fnc, err := connect("fairway-dev-tenant-setup")
+			if err != nil {
+				return err
+			}
+			err = ensureTenantSubmitStreams(ctx, fnc, cfg.NATS.Prefix, e.streamOptions(), tenants...)
+			fnc.Close()
+			if err != nil {
+				return err
+			}
 		}
 	} else if len(tenants) > 0 {
 		return usageError{errors.New("--tenants configures the embedded NATS server; with --nats-url, provision accounts on your server with 'fairway creds'")}
@@ -273,8 +282,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		APIRate:          apiRate,
 		APIBurst:         cfg.Coordinator.APIBurst,
 		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
-		StreamOptions: events.StreamOptions{Replicas: cfg.NATS.Replicas, SubmitMaxBytes: cfg.Coordinator.SubmitMaxBytes, SubmitMaxMsgs: cfg.Coordinator.SubmitMaxMsgs,
-			ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge},
+		StreamOptions:    e.streamOptions(),
 		QuotaJobs:        unlimitedIfZero(cfg.Coordinator.QuotaJobs),
 		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
 		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
@@ -662,4 +670,11 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	return listenAndServe(addr, mux, "coordinator.metrics-addr", "pass another --metrics-addr, or '' for none")
+}
+
+// streamOptions are the JetStream streams' settings of the configuration.
+func (e *env) streamOptions() events.StreamOptions {
+	cfg := e.cfg
+	return events.StreamOptions{Replicas: cfg.NATS.Replicas, SubmitMaxBytes: cfg.Coordinator.SubmitMaxBytes, SubmitMaxMsgs: cfg.Coordinator.SubmitMaxMsgs,
+		ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge}
 }

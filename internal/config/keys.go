@@ -137,7 +137,7 @@ var keys = []key{
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.APIBurst }, 1, -1)},
 	{name: "coordinator.quota.jobs", flag: "quota-jobs", def: "100000", help: "most queued jobs (pending, waiting, stuck) of one group; a submission beyond is refused with code quota (0: unlimited)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaJobs }, 0, -1)},
-	{name: "coordinator.quota.submit-rate", flag: "quota-submit-rate", def: "1000", help: "submissions per second of one group through one coordinator; beyond, refused with code quota (0: unlimited)",
+	{name: "coordinator.quota.submit-rate", flag: "quota-submit-rate", def: "1000", help: "submissions per second of one group through one coordinator; beyond, they wait in NATS and are stored later, in order, never refused (0: unlimited)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitRate }, 0, -1)},
 	{name: "coordinator.quota.submit-burst", flag: "quota-submit-burst", def: "5000", help: "submissions one group may send at once above coordinator.quota.submit-rate (the token bucket's size)",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitBurst }, 1, -1)},

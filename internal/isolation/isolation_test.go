@@ -29,6 +29,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/fairwayhq/fairway/internal/natsauth"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -108,6 +109,7 @@ type env struct {
 	dir  string
 	keys *natsauth.Keyring
 
+	store        *store.Store
 	acme, globex *nats.Conn // tenants
 	operator     *nats.Conn
 	acmeClient   *events.Client
@@ -148,6 +150,7 @@ func setup(t *testing.T) *env {
 
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st := storetest.Open(t)
+	e.store = st
 	retries := 0
 	coord, err := coordinator.New(st, e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{
 		RetryDelay: 20 * time.Millisecond, Retries: &retries, Logger: logger.With("component", "coordinator")})
@@ -174,6 +177,13 @@ func setup(t *testing.T) *env {
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
 		require.NoError(t, events.EnsureTenantStream(ctx, js, events.NewSubjects(""), 0, 0))
+	}
+	// Each tenant's submit stream, in the coordinators' account, as
+	// 'fairway creds add tenant' makes it.
+	ojs, err := jetstream.New(e.operator)
+	require.NoError(t, err)
+	for _, g := range []string{"acme", "globex"} {
+		require.NoError(t, events.EnsureTenantSubmitStream(ctx, ojs, events.NewSubjects(""), g, events.StreamOptions{}))
 	}
 	e.acmeClient = newClient(t, e.acme)
 	e.globexClient = newClient(t, e.globex)
@@ -374,28 +384,28 @@ func TestTenantCannotSeeOrTouchAnotherTenant(t *testing.T) {
 		require.ErrorIs(t, err, fairway.ErrNotFound)
 		_, err = e.globexClient.Cancel(ctx, "globex", blocked.ID)
 		require.ErrorIs(t, err, fairway.ErrNotFound)
-		// globex publishes first under a Nats-Msg-Id acme then uses: acme's
-		// submission becomes acme's job of that id, and globex's stays
-		// globex's. (JetStream's own window, 100 ms, spans the stream: a
-		// publish it acknowledges as a duplicate is sent again after it,
-		// as the README tells clients to.)
-		publish := func(nc *nats.Conn, group string) {
+		// globex and acme publish under the same Nats-Msg-Id at once:
+		// each tenant's submissions are in a stream of its own, with its
+		// own duplicate window, so neither is dropped as the other's
+		// duplicate; acme's becomes acme's job of that id, and globex's
+		// stays globex's.
+		publish := func(nc *nats.Conn, group string) jetstream.PubAckFuture {
 			js, err := jetstream.New(nc)
 			require.NoError(t, err)
 			msg := &nats.Msg{Subject: "fairway.submit." + group + ".echo", Header: nats.Header{}, Data: []byte(`{"args":{"from":"` + group + `"}}`)}
 			msg.Header.Set(jetstream.MsgIDHeader, "acme-msg-1")
-			for range 50 {
-				ack, err := js.PublishMsg(ctx, msg)
-				require.NoError(t, err)
-				if !ack.Duplicate {
-					return
-				}
-				time.Sleep(50 * time.Millisecond) // JetStream gives no signal when its window has passed
-			}
-			t.Fatalf("%s's submission is still dropped as a duplicate", group)
+			f, err := js.PublishMsgAsync(msg)
+			require.NoError(t, err)
+			return f
 		}
-		publish(e.globex, "globex")
-		publish(e.acme, "acme")
+		for _, f := range []jetstream.PubAckFuture{publish(e.globex, "globex"), publish(e.acme, "acme")} {
+			select {
+			case ack := <-f.Ok():
+				require.False(t, ack.Duplicate, "a submission was dropped as another tenant's duplicate")
+			case err := <-f.Err():
+				t.Fatal(err)
+			}
+		}
 		waitEvent(t, acmeEvents, "acme's job acme-msg-1 succeeds", func(ev events.Event) bool { return ev.JobID == "acme-msg-1" && ev.State == fairway.StateSuccess })
 		mine, err := e.acmeClient.Get(ctx, "acme", "acme-msg-1")
 		require.NoError(t, err)
@@ -488,4 +498,84 @@ func TestTenantCannotSeeOrTouchAnotherTenant(t *testing.T) {
 		}
 		return
 	}
+}
+
+// TestTenantBurstIsStoredWholeAndDelaysNoOtherTenant: acme publishes a
+// burst of 100,000 submissions, each a message of its own as a client in
+// any language may, far more than a coordinator reads ahead; with the
+// default settings every one of them is stored (none refused for a rate),
+// and globex's submissions, made while acme's burst is still waiting in
+// NATS, are stored before it has all been: globex's submissions are read
+// on their own, not behind acme's backlog.
+func TestTenantBurstIsStoredWholeAndDelaysNoOtherTenant(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	const burst, few = 100_000, 10
+	globexEvents := eventsOf(t, e.globexClient)
+	js, err := jetstream.New(e.acme)
+	require.NoError(t, err)
+	published := make(chan error, 1)
+	go func() {
+		var futures []jetstream.PubAckFuture
+		wait := func() error {
+			for _, f := range futures {
+				select {
+				case ack := <-f.Ok():
+					if ack.Duplicate {
+						return fmt.Errorf("a submission was acknowledged as a duplicate")
+					}
+				case err := <-f.Err():
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			futures = futures[:0]
+			return nil
+		}
+		for i := range burst {
+			f, err := js.PublishAsync("fairway.submit.acme.echo", []byte(`{"id":"burst-`+strconv.Itoa(i)+`","pending":true}`))
+			if err != nil {
+				published <- err
+				return
+			}
+			if futures = append(futures, f); len(futures) == 1000 {
+				if err := wait(); err != nil {
+					published <- err
+					return
+				}
+			}
+		}
+		published <- wait()
+	}()
+	acmeStored := func() int {
+		n, err := e.store.CountQueuedJobs(ctx, []string{"acme"}, 2*burst)
+		require.NoError(t, err)
+		return n["acme"]
+	}
+	// Once acme's burst is being stored, globex submits.
+	require.Eventually(t, func() bool { return acmeStored() > 0 }, waitTimeout, 5*time.Millisecond)
+	submitted := map[string]time.Time{}
+	for i := range few {
+		id := "globex-" + strconv.Itoa(i)
+		submitted[id] = time.Now()
+		_, err := e.globexClient.Submit(ctx, fairway.Submission{ID: id, Group: "globex", Task: "echo", Pending: true})
+		require.NoError(t, err)
+	}
+	var waits []time.Duration
+	for len(waits) < few {
+		ev := waitEvent(t, globexEvents, "globex's submissions are stored", func(ev events.Event) bool {
+			_, ok := submitted[ev.JobID]
+			return ok && ev.State == fairway.StatePending
+		})
+		waits = append(waits, ev.Time.Sub(submitted[ev.JobID]))
+		delete(submitted, ev.JobID)
+	}
+	behind := acmeStored()
+	t.Logf("globex's submissions were stored after %v; %d of acme's %d were stored by then", waits, behind, burst)
+	require.Less(t, behind, burst, "globex's submissions waited for acme's whole burst")
+
+	require.NoError(t, <-published)
+	require.Eventually(t, func() bool { return acmeStored() == burst }, 5*time.Minute, 50*time.Millisecond,
+		"every submission of acme's burst is stored, none refused")
 }

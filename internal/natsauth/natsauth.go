@@ -6,11 +6,14 @@
 //
 //	SYS               the system account (claim updates, server events)
 //	FAIRWAY           coordinators and operators; holds the JetStream streams.
-//	                  Exports, as services: <p>.api.*.*, <p>.submit.*.*,
+//	                  Exports, as services: <p>.api.*.*, <p>.tenant-submit.*.*,
+//	                  <p>.submit.*.* (tenants provisioned before 2026-11-26),
 //	                  <p>.exec.*.>, <p>.results.*; as streams: <p>.events.>,
 //	                  <p>.progress.>, <p>.executor.*.*, <p>.notify.work
 //	TENANT_<group>    one tenant. Imports <p>.api.<group>.* and
-//	                  <p>.submit.<group>.* (services) and
+//	                  <p>.tenant-submit.<group>.* as <p>.submit.<group>.*
+//	                  (services; captured by the tenant's own submit
+//	                  stream <P>_SUBMIT_T_<group> in FAIRWAY) and
 //	                  <p>.events.<group>.> (stream, captured by the tenant's
 //	                  own stream <P>_EVENTS) and <p>.progress.<group>.>
 //	                  (stream, core NATS). Nothing else exists in it.
@@ -180,7 +183,8 @@ func (k *Keyring) FairwayAccountJWT() (Account, error) {
 		}
 		ac.Exports.Add(
 			service("tenant-api", p+".api.*.*"),
-			service("submit", p+".submit.*.*"),
+			service("submit", p+".submit.*.*"), // tenants provisioned before their own submit streams
+			service("tenant-submit", p+".tenant-submit.*.*"),
 			stream("events", p+".events.>"),
 			stream("progress", p+".progress.>"),
 			service("executor-protocol", p+".exec.*.>"),
@@ -208,7 +212,12 @@ func (k *Keyring) TenantAccountJWT(group string) (Account, error) {
 			Streams: TenantStreamsDefault, Consumer: TenantConsumersDefault}
 		ac.Imports.Add(
 			&jwt.Import{Name: "api", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".api." + group + ".*")},
-			&jwt.Import{Name: "submit", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".submit." + group + ".*")},
+			// What the tenant publishes to <p>.submit.<group>.<task> arrives
+			// as <p>.tenant-submit.<group>.<task>, which only the tenant's
+			// own submit stream captures (events.EnsureTenantSubmitStream):
+			// its duplicate window and its backlog are its own.
+			&jwt.Import{Name: "submit", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".tenant-submit." + group + ".*"),
+				LocalSubject: jwt.RenamingSubject(p + ".submit." + group + ".*")},
 			&jwt.Import{Name: "events", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".events." + group + ".>")},
 			&jwt.Import{Name: "progress", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".progress." + group + ".>")},
 		)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/natsauth"
 	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/nats-io/nats.go"
@@ -50,14 +51,44 @@ func TestAccountsLayout(t *testing.T) {
 	_, err = cjs.CreateStream(ctx, jetstream.StreamConfig{Name: "FAIRWAY_RESULTS", Subjects: []string{"fairway.results.>"}})
 	require.NoError(t, err)
 
+	subjects := events.NewSubjects("")
+	for _, g := range []string{"acme", "globex"} {
+		require.NoError(t, events.EnsureTenantSubmitStream(ctx, cjs, subjects, g, events.StreamOptions{}))
+	}
 	acme := conn(natsauth.KindTenant, "acme")
 	ajs, err := jetstream.New(acme)
 	require.NoError(t, err)
-	ack, err := ajs.Publish(ctx, "fairway.submit.acme.echo", []byte(`{}`))
+	globex := conn(natsauth.KindTenant, "globex")
+	gjs, err := jetstream.New(globex)
 	require.NoError(t, err)
-	require.Equal(t, "FAIRWAY_SUBMIT", ack.Stream)
+	// A tenant publishes to its group's submit subject; its import brings
+	// the message to its own stream, under the tenant-submit subject.
+	ack, err := ajs.Publish(ctx, "fairway.submit.acme.echo", []byte(`{}`), jetstream.WithMsgID("invoice-1"))
+	require.NoError(t, err)
+	require.Equal(t, "FAIRWAY_SUBMIT_T_acme", ack.Stream)
+	require.False(t, ack.Duplicate)
+	// The same Nats-Msg-Id from another tenant at once is not a duplicate:
+	// each tenant's stream has its own duplicate window.
+	ack, err = gjs.Publish(ctx, "fairway.submit.globex.echo", []byte(`{}`), jetstream.WithMsgID("invoice-1"))
+	require.NoError(t, err)
+	require.Equal(t, "FAIRWAY_SUBMIT_T_globex", ack.Stream)
+	require.False(t, ack.Duplicate, "another tenant's message id dropped globex's submission")
+	ack, err = ajs.Publish(ctx, "fairway.submit.acme.echo", []byte(`{}`), jetstream.WithMsgID("invoice-1"))
+	require.NoError(t, err)
+	require.True(t, ack.Duplicate, "within one tenant a resend is a duplicate")
+	tstream, err := cjs.Stream(ctx, "FAIRWAY_SUBMIT_T_acme")
+	require.NoError(t, err)
+	msg, err := tstream.GetMsg(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, "fairway.tenant-submit.acme.echo", msg.Subject)
 	_, err = ajs.Publish(ctx, "fairway.submit.globex.echo", []byte(`{}`))
 	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "a tenant reached another group's submissions")
+	_, err = ajs.Publish(ctx, "fairway.tenant-submit.globex.echo", []byte(`{}`))
+	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "a tenant reached another tenant's stream")
+	// What the coordinators' account publishes lands in the shared stream.
+	ack, err = cjs.Publish(ctx, "fairway.submit.acme.echo", []byte(`{}`))
+	require.NoError(t, err)
+	require.Equal(t, "FAIRWAY_SUBMIT", ack.Stream)
 
 	_, err = ajs.CreateStream(ctx, jetstream.StreamConfig{Name: "FAIRWAY_EVENTS", Subjects: []string{"fairway.events.>"}, MaxBytes: 1 << 20})
 	require.NoError(t, err)

@@ -1,0 +1,143 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// errConsumerGone is a pull's answer when the group's consumer no longer
+// exists (JetStream removed it after sourceInactive): it is made again.
+var errConsumerGone = errors.New("the consumer does not exist")
+
+// pullTimeout bounds a pull that JetStream never ends (it always does:
+// with the batch, the bytes, or a status).
+const pullTimeout = 5 * time.Second
+
+// pullNoWait asks a consumer for up to batch messages and maxBytes of them,
+// without waiting for more than it has (JetStream's no_wait), and hands
+// each to deliver as it arrives; it returns how many came. With wait, a
+// consumer that has none waits up to that long for a first one (no_wait
+// with expires: JetStream ends the pull as soon as it has delivered some). nats.go's
+// FetchNoWait cannot bound bytes and its Fetch waits until its expiry
+// once the consumer has nothing left: a fetcher taking groups in turn
+// would spend that wait on every group.
+func pullNoWait(ctx context.Context, nc *nats.Conn, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (int, error) {
+	inbox := nc.NewInbox()
+	ch := make(chan *nats.Msg, min(batch, 1024)+8)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, err := json.Marshal(struct {
+		Batch    int           `json:"batch"`
+		MaxBytes int           `json:"max_bytes"`
+		NoWait   bool          `json:"no_wait"`
+		Expires  time.Duration `json:"expires,omitempty"`
+	}{batch, maxBytes, true, wait})
+	if err != nil {
+		return 0, err
+	}
+	if err := nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+consumer, inbox, req); err != nil {
+		return 0, err
+	}
+	timeout := time.NewTimer(pullTimeout)
+	defer timeout.Stop()
+	n, bytes := 0, 0
+	for {
+		select {
+		case m := <-ch:
+			if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
+				switch status {
+				case "100": // a heartbeat
+					continue
+				case "404", "408": // no more messages; the request ended
+					return n, nil
+				case "409":
+					if desc := m.Header.Get("Description"); desc == "Consumer Deleted" {
+						return n, errConsumerGone
+					}
+					return n, nil // max bytes, max waiting: this pull is over
+				case "503": // no responders: no such consumer
+					return n, errConsumerGone
+				}
+				return n, fmt.Errorf("pulling from %s/%s: status %s %s", stream, consumer, status, m.Header.Get("Description"))
+			}
+			deliver(pulledMsg{m: m, nc: nc})
+			n++
+			bytes += m.Size()
+			if n == batch || bytes >= maxBytes {
+				return n, nil
+			}
+		case <-timeout.C:
+			return n, nil
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+}
+
+// pulledMsg is a message of a pull (pullNoWait) as jetstream.Msg: the
+// acknowledgements are those of nats.go's jetstream package, published to
+// the message's reply subject.
+type pulledMsg struct {
+	m  *nats.Msg
+	nc *nats.Conn
+}
+
+var _ jetstream.Msg = pulledMsg{}
+
+func (p pulledMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := p.m.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: md.Sequence.Consumer, Stream: md.Sequence.Stream},
+		NumDelivered: md.NumDelivered, NumPending: md.NumPending, Timestamp: md.Timestamp,
+		Stream: md.Stream, Consumer: md.Consumer, Domain: md.Domain,
+	}, nil
+}
+
+func (p pulledMsg) Data() []byte         { return p.m.Data }
+func (p pulledMsg) Headers() nats.Header { return p.m.Header }
+func (p pulledMsg) Subject() string      { return p.m.Subject }
+func (p pulledMsg) Reply() string        { return p.m.Reply }
+func (p pulledMsg) Ack() error           { return p.ack("+ACK") }
+func (p pulledMsg) Nak() error           { return p.ack("-NAK") }
+func (p pulledMsg) InProgress() error    { return p.ack("+WPI") }
+func (p pulledMsg) Term() error          { return p.ack("+TERM") }
+
+func (p pulledMsg) NakWithDelay(delay time.Duration) error {
+	return p.ack(`-NAK {"delay": ` + strconv.FormatInt(delay.Nanoseconds(), 10) + `}`)
+}
+
+func (p pulledMsg) TermWithReason(reason string) error {
+	if reason == "" {
+		return p.Term()
+	}
+	return p.ack("+TERM " + reason)
+}
+
+// DoubleAck acknowledges and waits for JetStream to confirm it.
+func (p pulledMsg) DoubleAck(ctx context.Context) error {
+	if p.m.Reply == "" {
+		return jetstream.ErrMsgNoReply
+	}
+	_, err := p.nc.RequestWithContext(ctx, p.m.Reply, []byte("+ACK"))
+	return err
+}
+
+func (p pulledMsg) ack(body string) error {
+	if p.m.Reply == "" {
+		return jetstream.ErrMsgNoReply
+	}
+	return p.nc.Publish(p.m.Reply, []byte(body))
+}
