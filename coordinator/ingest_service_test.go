@@ -215,3 +215,24 @@ func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 	}, serviceWait, 10*time.Millisecond, "the message is acknowledged")
 }
+
+// TestSubmitSourcesForgetIdleGroups: a group not announced for
+// sourceInactive is forgotten (its consumer is gone by then too), so a
+// coordinator's memory does not grow with every group that ever was; a
+// group announced since is kept.
+func TestSubmitSourcesForgetIdleGroups(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	s := newSubmitSources(w.js, w.nc, w.subjects, w.log, inbox)
+	s.stopping = true // no fetches: ring only records
+	a, b := sourceKey{stream: w.subjects.SubmitStream(), group: "a"}, sourceKey{stream: w.subjects.SubmitStream(), group: "b"}
+	s.ring(a)
+	s.ring(b)
+	s.sources[a].used = time.Now().Add(-2 * sourceInactive)
+	s.forgetIdle()
+	require.NotContains(t, s.sources, a)
+	require.NotContains(t, s.byGroup, "a")
+	require.Contains(t, s.sources, b)
+	require.Len(t, s.byGroup["b"], 1)
+}

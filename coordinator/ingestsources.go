@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,10 @@ type source struct {
 	// weight is the submissions a message of the source carries, as last
 	// seen: a fetch asks for what the inbox has room for.
 	weight int
+	// used is when it was last announced; failures counts the fetches
+	// that failed in a row (each waits longer before the next).
+	used     time.Time
+	failures int
 }
 
 const (
@@ -176,6 +181,7 @@ func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop f
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				s.forgetIdle()
 				s.sweep(ctx)
 			}
 		}
@@ -226,7 +232,28 @@ func (s *submitSources) ringSeq(key sourceKey, seq uint64) {
 	}
 	src.announced++
 	src.storedSeq = max(src.storedSeq, seq)
+	src.used = time.Now()
 	s.enqueueLocked(src)
+}
+
+// forgetIdle forgets the sources not announced for sourceInactive (their
+// consumers are gone by then too): groups come and go, and this
+// coordinator's memory does not grow with every group that ever was.
+func (s *submitSources) forgetIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, src := range s.sources {
+		if src.queued || src.fetching || src.full || time.Since(src.used) < sourceInactive {
+			continue
+		}
+		delete(s.sources, key)
+		rest := slices.DeleteFunc(s.byGroup[key.group], func(o *source) bool { return o == src })
+		if len(rest) == 0 {
+			delete(s.byGroup, key.group)
+		} else {
+			s.byGroup[key.group] = rest
+		}
+	}
 }
 
 func (s *submitSources) enqueueLocked(src *source) {
@@ -323,11 +350,26 @@ func (s *submitSources) fetchLoop(ctx context.Context) {
 			s.enqueueLocked(src)
 		case err != nil:
 			if ctx.Err() == nil {
-				s.log.Warn("fetching a group's submissions; trying again", "group", src.key.group, "stream", src.key.stream, "error", err)
-				time.AfterFunc(time.Second, func() { s.ring(src.key) })
+				// Once a second, doubling up to a minute: a group whose
+				// consumer JetStream refuses (its limits) neither spins
+				// nor floods the log.
+				src.failures++
+				wait := min(time.Second<<min(src.failures-1, 6), time.Minute)
+				if src.failures == 1 || wait == time.Minute {
+					s.log.Warn("fetching a group's submissions failed; they stay in NATS and are fetched again", "group", src.key.group,
+						"stream", src.key.stream, "error", err, "failures", src.failures, "retry_in", wait.String())
+				}
+				key := src.key
+				time.AfterFunc(wait, func() { s.ring(key) })
 			}
-		case got > 0 || src.announced != seen:
-			s.enqueueLocked(src)
+		default:
+			if src.failures > 0 {
+				s.log.Info("fetching a group's submissions works again", "group", src.key.group, "stream", src.key.stream, "failures", src.failures)
+				src.failures = 0
+			}
+			if got > 0 || src.announced != seen {
+				s.enqueueLocked(src)
+			}
 		}
 		s.mu.Unlock()
 	}

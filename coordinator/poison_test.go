@@ -243,7 +243,7 @@ func TestQuotaOnNonFinalJobs(t *testing.T) {
 // refused only if that is too short; another group is not slowed.
 func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 	t.Parallel()
-	const rate = 2 // per second, a burst of 2
+	const rate = 10 // per second, a burst of 2
 	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: rate, QuotaSubmitBurst: 2})
 	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
 	start := time.Now()
@@ -261,24 +261,42 @@ func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 	})
 	require.Equal(t, []string{"r-0:pending:", "r-1:pending:", "r-2:pending:", "r-3:pending:"}, stored,
 		"every submission stored, in order, none refused")
-	require.GreaterOrEqual(t, last.Sub(start), 800*time.Millisecond,
-		"two beyond the burst of 2 at 2/s are stored 0.5 and 1 s after it, not at once")
+	require.GreaterOrEqual(t, last.Sub(start), 150*time.Millisecond,
+		"two beyond the burst of 2 at 10/s are stored 100 and 200 ms after it, not at once")
 
-	// The bucket is empty now: a request/reply submission whose deadline
-	// is shorter than the wait is refused, naming the deadline ...
-	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	// A message of 20 is taken whole once the bucket has a token: acme
+	// owes about two seconds after it.
+	many := make([]fairway.Submission, 20)
+	for i := range many {
+		many[i] = fairway.Submission{ID: fmt.Sprint("m-", i), Group: "acme", Task: "echo", Pending: true}
+	}
+	_, err := h.client.SubmitMany(t.Context(), many)
+	require.NoError(t, err)
+	n := 0
+	h.until(func(ev events.Event) bool {
+		if ev.PreviousState == "" && strings.HasPrefix(ev.JobID, "m-") {
+			require.Equal(t, fairway.StatePending, ev.State, "refused: %+v", ev)
+			n++
+		}
+		return n == len(many)
+	})
+	// A request/reply submission whose deadline is shorter than that wait
+	// is refused at once, naming the deadline ...
+	short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	_, err := h.client.SubmitWait(short, fairway.Submission{Group: "acme", Task: "echo", Pending: true})
+	_, err = h.client.SubmitWait(short, fairway.Submission{Group: "acme", Task: "echo", Pending: true})
 	require.ErrorIs(t, err, fairway.ErrQuota)
 	require.ErrorContains(t, err, "deadline")
-	// ... and one with time to wait is stored.
-	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "acme", Task: "echo", Pending: true})
-	require.NoError(t, err)
-	require.Equal(t, fairway.StatePending, job.State)
 	// Another group has a bucket of its own: with a deadline shorter than
-	// acme's wait (half a second) it is stored at once.
-	other, cancel := context.WithTimeout(t.Context(), 400*time.Millisecond)
+	// acme's wait it is stored at once.
+	other, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	_, err = h.client.SubmitWait(other, fairway.Submission{Group: "globex", Task: "echo", Pending: true})
 	require.NoError(t, err, "globex waited for acme's rate")
+	// And acme's request with time to wait is stored.
+	long, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	job, err := h.client.SubmitWait(long, fairway.Submission{Group: "acme", Task: "echo", Pending: true})
+	require.NoError(t, err)
+	require.Equal(t, fairway.StatePending, job.State)
 }

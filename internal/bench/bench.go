@@ -71,6 +71,9 @@ type Options struct {
 	// of its own (else 100 to a message, as SubmitMany does).
 	Groups int
 	Single bool
+	// TenantStreams gives each group of the ingest scenario a stream of
+	// its own, as tenants have in operator mode.
+	TenantStreams bool
 	// NoisyTenants is how many tenants flood the second case of the
 	// fairness scenario (default 10; negative skips the case).
 	NoisyTenants int

@@ -15,6 +15,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -741,6 +742,19 @@ func ingestScenario(ctx context.Context, opts Options) (*Result, error) {
 	defer sub.Stop()
 	r := &Result{Scenario: "ingest", Jobs: n}
 	r.add("groups", groups)
+	if opts.TenantStreams {
+		// Made before the measure, as provisioning makes them.
+		js, err := jetstream.New(s.nc)
+		if err != nil {
+			return nil, err
+		}
+		for g := range groups {
+			if err := events.EnsureTenantSubmitStream(ctx, js, events.NewSubjects(""), fmt.Sprintf("t%d", g), events.StreamOptions{}); err != nil {
+				return nil, err
+			}
+		}
+		r.add("tenant_streams", groups)
+	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for round, name := range []string{"new", "known"} {
 		subs := submissions(n, func(i int) string { return fmt.Sprintf("t%d", i%groups) })
@@ -766,6 +780,9 @@ func ingestScenario(ctx context.Context, opts Options) (*Result, error) {
 		}
 		if round == 1 {
 			r.add(s.rss())
+			if s.natsPid != 0 {
+				r.add("nats_rss_mib", peakRSSMiB(s.natsPid)) // the groups' consumers live there
+			}
 			r.addUsage(u)
 		}
 	}
@@ -780,12 +797,15 @@ func ingestRound(ctx context.Context, s *system, subs []fairway.Submission, stor
 	start := time.Now()
 	published := make(chan error, 1)
 	go func() {
-		if !s.opts.Single {
+		switch {
+		case s.opts.TenantStreams:
+			published <- publishToTenantStreams(ctx, s, subs)
+		case s.opts.Single:
+			published <- publishEach(ctx, s, subs)
+		default:
 			_, err := s.client.SubmitMany(ctx, subs)
 			published <- err
-			return
 		}
-		published <- publishEach(ctx, s, subs)
 	}()
 	var late sync.Map // id -> when it was submitted
 	var lateWaits []time.Duration
@@ -829,6 +849,42 @@ func ingestRound(ctx context.Context, s *system, subs []fairway.Submission, stor
 	return float64(n) / lastBurst.Sub(start).Seconds(), lateWaits, nil
 }
 
+// publishToTenantStreams publishes subs as tenants' submissions arrive in
+// operator mode: to each group's stream of its own (made by
+// ingestScenario, as 'fairway creds add tenant' makes it), its subject
+// tenant-submit.<group>.<task> (the tenant's import renames its
+// submit.<group>.<task> to it), 100 to a message.
+func publishToTenantStreams(ctx context.Context, s *system, subs []fairway.Submission) error {
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return err
+	}
+	subjects := events.NewSubjects("")
+	groups := map[string][]json.RawMessage{}
+	var order []string
+	for _, sub := range subs {
+		if _, ok := groups[sub.Group]; !ok {
+			order = append(order, sub.Group)
+		}
+		data, err := json.Marshal(sub)
+		if err != nil {
+			return err
+		}
+		groups[sub.Group] = append(groups[sub.Group], data)
+	}
+	var msgs []*nats.Msg
+	for _, g := range order {
+		for part := range slices.Chunk(groups[g], 100) {
+			body, err := json.Marshal(part)
+			if err != nil {
+				return err
+			}
+			msgs = append(msgs, &nats.Msg{Subject: subjects.TenantSubmit(g, "work"), Data: body})
+		}
+	}
+	return publishAll(ctx, js, msgs)
+}
+
 // publishEach publishes each submission as a message of its own, as a
 // client in another language does, 256 in flight.
 func publishEach(ctx context.Context, s *system, subs []fairway.Submission) error {
@@ -837,6 +893,19 @@ func publishEach(ctx context.Context, s *system, subs []fairway.Submission) erro
 		return err
 	}
 	subjects := events.NewSubjects("")
+	msgs := make([]*nats.Msg, 0, len(subs))
+	for _, sub := range subs {
+		data, err := json.Marshal(sub)
+		if err != nil {
+			return err
+		}
+		msgs = append(msgs, &nats.Msg{Subject: subjects.Submit(sub.Group, sub.Task), Data: data})
+	}
+	return publishAll(ctx, js, msgs)
+}
+
+// publishAll publishes msgs, 256 in flight.
+func publishAll(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) error {
 	var futures []jetstream.PubAckFuture
 	wait := func() error {
 		for _, f := range futures {
@@ -851,12 +920,8 @@ func publishEach(ctx context.Context, s *system, subs []fairway.Submission) erro
 		futures = futures[:0]
 		return nil
 	}
-	for _, sub := range subs {
-		data, err := json.Marshal(sub)
-		if err != nil {
-			return err
-		}
-		f, err := js.PublishAsync(subjects.Submit(sub.Group, sub.Task), data)
+	for _, msg := range msgs {
+		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
 			return err
 		}

@@ -138,6 +138,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f := cmd.Flags()
 	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest or all")
 	f.IntVar(&opts.Groups, "groups", 1, "groups that submit the ingest scenario's burst")
+	f.BoolVar(&opts.TenantStreams, "tenant-streams", false, "the ingest scenario gives each group a submit stream of its own, as tenants have in operator mode")
 	f.BoolVar(&opts.Single, "single", false, "the ingest scenario publishes each submission as a message of its own (as clients in other languages do), not 100 to a message")
 	f.IntVar(&opts.Jobs, "jobs", 100_000, "jobs in the drain backlog")
 	f.IntVar(&opts.Slots, "slots", 100, "pool size of the executor (fairness uses 10; short-jobs 11 unless --slots is given)")
