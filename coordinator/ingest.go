@@ -120,7 +120,13 @@ func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumer
 	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), events.MaxSubmitBatch) }
 	inbox := newFairInbox(in.cfg.Window, ingestGroupBytes, ingestWindowBytes, weight)
 	if in.quotas.rate > 0 {
-		inbox.allow = in.quotas.deferSubmits
+		inbox.allow = func(group string, n int) (bool, time.Duration) {
+			ok, wait := in.quotas.deferSubmits(group, n)
+			if !ok {
+				in.metrics.rateDeferred.Inc()
+			}
+			return ok, wait
+		}
 	}
 	sources := newSubmitSources(cons.js, cons.nc, in.subjects, in.log, inbox)
 	if in.cfg.SweepEvery > 0 {

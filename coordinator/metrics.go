@@ -24,6 +24,7 @@ type coordMetrics struct {
 	deadLetters  *prometheus.CounterVec // messages moved to the dead-letter stream, by kind
 	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
 	handedOver   prometheus.Counter     // jobs stored scheduled for an idle executor
+	rateDeferred prometheus.Counter     // submissions a batch passed over: their group is over its rate
 }
 
 // newMetrics registers a coordinator's metrics with reg; with nil, they
@@ -53,7 +54,9 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 		deadLetters: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_dead_letters_total",
 			Help: "Messages moved to the dead-letter stream, by kind (submission, report, event)."}, []string{"kind"})),
 		quotaRefused: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_quota_refusals_total",
-			Help: "Submissions refused by a group's quota, by quota (rate: submissions per second; jobs: queued jobs)."}, []string{"quota"})),
+			Help: "Submissions refused by a group's quota, by quota (rate: a request/reply submission that would wait for its group's rate past its deadline; jobs: queued jobs)."}, []string{"quota"})),
+		rateDeferred: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_ingest_rate_deferrals_total",
+			Help: "Times ingest passed over a group over its submission rate (coordinator.quota.submit-rate): its submissions wait in NATS and are stored later."})),
 		handedOver: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_jobs_handed_over_total",
 			Help: "Jobs that ingest stored already scheduled for an idle executor (one waiting in a long poll), without a claim."})),
 	}

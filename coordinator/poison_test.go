@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -244,7 +245,8 @@ func TestQuotaOnNonFinalJobs(t *testing.T) {
 func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 	t.Parallel()
 	const rate = 10 // per second, a burst of 2
-	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: rate, QuotaSubmitBurst: 2})
+	reg := prometheus.NewRegistry()
+	h, _ := setupWith(t, coordinator.Config{QuotaSubmitRate: rate, QuotaSubmitBurst: 2, Metrics: reg})
 	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
 	start := time.Now()
 	for i := range 4 {
@@ -263,6 +265,7 @@ func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 		"every submission stored, in order, none refused")
 	require.GreaterOrEqual(t, last.Sub(start), 150*time.Millisecond,
 		"two beyond the burst of 2 at 10/s are stored 100 and 200 ms after it, not at once")
+	require.Positive(t, counterValue(t, reg, "fairway_ingest_rate_deferrals_total"), "the deferrals are counted")
 
 	// A message of 20 is taken whole once the bucket has a token: acme
 	// owes about two seconds after it.
@@ -299,4 +302,18 @@ func TestSubmitRateDefersNeverRefuses(t *testing.T) {
 	job, err := h.client.SubmitWait(long, fairway.Submission{Group: "acme", Task: "echo", Pending: true})
 	require.NoError(t, err)
 	require.Equal(t, fairway.StatePending, job.State)
+}
+
+// counterValue reads the value of the counter name (without labels) from
+// reg; 0 if it has none.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) > 0 {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
