@@ -531,14 +531,31 @@ func (c *Cluster) DB(ctx context.Context) (*pgxpool.Pool, error) {
 	return pgxpool.New(ctx, c.dbURL)
 }
 
+// freePort returns a port on 127.0.0.1 that nothing listens on now and
+// that this process has not handed out before: the kernel may give a port
+// just closed again, and two executors started at once then collided
+// ("address already in use").
 func freePort() int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !portsGiven[port] {
+			portsGiven[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // logLine is the part of a JSON log line the trace reads.
 type logLine struct {
