@@ -986,3 +986,51 @@ func filterJob(evs []events.Event, id string) []events.Event {
 	}
 	return out
 }
+
+// TestDispatchIsBoundedByTheRegistration: an executor gets only what its
+// registered instance may run. A request without an instance, or under an
+// instance never registered, gets no job; a request for a task the
+// instance did not register gets none of that task's jobs; and a request
+// for more slots than the registration's pool and as many held gets at
+// most that many.
+func TestDispatchIsBoundedByTheRegistration(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	registerRaw(t, h, "i") // 5 slots, task echo
+	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw2", Instance: "j", Host: "h", Slots: 1, Tasks: []string{"other"}}})
+	require.NoError(t, err)
+	_, err = h.nc.Request("fairway.exec.raw2.register", data, waitTimeout)
+	require.NoError(t, err)
+	var subs []fairway.Submission
+	for range 20 {
+		subs = append(subs, fairway.Submission{Group: "g", Task: "echo"}, fairway.Submission{Group: "g", Task: "other"})
+	}
+	_, err = h.client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	stored := 0
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting {
+			stored++
+		}
+		return stored == len(subs)
+	})
+
+	reply, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Slots: 100, Tasks: []string{"echo", "other"}})
+	require.NotNil(t, reply.Error, "no instance")
+	require.Equal(t, "instance", reply.Error.Field)
+	require.Empty(t, reply.Jobs)
+	reply, _ = sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "forged", Slots: 100, Tasks: []string{"echo", "other"}})
+	require.NotNil(t, reply.Error, "an instance never registered")
+	require.Empty(t, reply.Jobs)
+
+	reply, _ = sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 100, Tasks: []string{"other"}})
+	require.Nil(t, reply.Error)
+	require.Empty(t, reply.Jobs, "a task raw did not register")
+
+	reply, _ = sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 100, Tasks: []string{"echo", "other"}})
+	require.Nil(t, reply.Error)
+	require.Len(t, reply.Jobs, 10, "twice the 5 slots registered")
+	for _, j := range reply.Jobs {
+		require.Equal(t, "echo", j.Task)
+	}
+}

@@ -51,6 +51,84 @@ type dispatcher struct {
 	// as theirs.
 	respond    func(msg *nats.Msg, reply events.Reply, err error)
 	replyError func(subject string, err error) *fairway.Error
+
+	regMu sync.Mutex
+	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
+}
+
+// registrationKey is an executor instance; registration what it
+// registered, as read at.
+type (
+	registrationKey struct{ app, instance string }
+	registration    struct {
+		slots int
+		tasks map[string]bool
+		at    time.Time
+	}
+)
+
+// registrationTTL is how long a coordinator trusts what it read of an
+// instance's registration. An instance registers once (a new one has a new
+// id); that it is still live is checked by every claim.
+const registrationTTL = 5 * time.Second
+
+// registration returns what the instance registered, if it is the live
+// registered instance of its app-id (else a not-registered error).
+func (d *dispatcher) registration(ctx context.Context, app, instance string) (registration, error) {
+	key := registrationKey{app, instance}
+	d.regMu.Lock()
+	r, ok := d.regs[key]
+	d.regMu.Unlock()
+	if ok && time.Since(r.at) < registrationTTL {
+		return r, nil
+	}
+	slots, tasks, err := d.store.Registration(ctx, app, instance)
+	if err != nil {
+		return registration{}, err
+	}
+	r = registration{slots: slots, tasks: make(map[string]bool, len(tasks)), at: time.Now()}
+	for _, t := range tasks {
+		r.tasks[t] = true
+	}
+	d.regMu.Lock()
+	defer d.regMu.Unlock()
+	if d.regs == nil || len(d.regs) >= 10_000 {
+		d.regs = map[registrationKey]registration{} // instances come and go: start afresh
+	}
+	d.regs[key] = r
+	return r, nil
+}
+
+// bound keeps a dispatch request within what its instance registered: its
+// tasks among the registered ones, its slots at most twice the registered
+// slots (its pool, and as many jobs held ready).
+// An executor credential that never registered, or asks for tasks it did
+// not register, gets no job of them.
+func (d *dispatcher) bound(ctx context.Context, req *events.DispatchRequest) error {
+	if req.Instance == "" {
+		return fairway.Invalid("instance", "missing: register first (%s), then ask for jobs under the instance you registered", d.subjects.Exec(req.Executor, events.ExecRegister))
+	}
+	reg, err := d.registration(ctx, req.Executor, req.Instance)
+	if err != nil {
+		return err
+	}
+	// The pool and as many held (executor.Config.Prefetch, PoolSize by
+	// default): an executor asks for more than its pool when its jobs are
+	// short.
+	req.Slots = min(req.Slots, 2*reg.slots)
+	tasks := req.Tasks[:0:0]
+	for _, t := range req.Tasks {
+		if reg.tasks[t] {
+			tasks = append(tasks, t)
+		}
+	}
+	req.Tasks = tasks
+	for t := range req.TaskSlots {
+		if !reg.tasks[t] {
+			delete(req.TaskSlots, t)
+		}
+	}
+	return nil
 }
 
 // dispatchConfig configures the dispatcher.
@@ -231,7 +309,14 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	if err == nil {
 		req.Executor, err = d.sender(msg, req.Executor)
 	}
+	if err == nil {
+		err = d.bound(ctx, &req)
+	}
 	if err != nil {
+		if errors.Is(err, fairway.ErrNotRegistered) {
+			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
+				"executor", req.Executor, "instance", req.Instance)
+		}
 		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
 		return
 	}

@@ -154,6 +154,21 @@ func (s *Store) DeregisterExecutor(ctx context.Context, appID, instance string) 
 	return nil
 }
 
+// Registration returns the slots and tasks that instance of appID
+// registered, if it is the instance registered now and live; else a
+// not-registered error (the executor must register again).
+func (s *Store) Registration(ctx context.Context, appID, instance string) (slots int, tasks []string, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT slots, tasks FROM fairway_executor WHERE app_id = $1 AND instance = $2 AND state = 'live'`,
+		appID, instance).Scan(&slots, &tasks)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, fairway.NotRegistered(appID, instance)
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading the registration of executor %q: %w", appID, interpretError(err))
+	}
+	return slots, tasks, nil
+}
+
 // MarkExecutorsGone marks gone the live executors that sent no heartbeat
 // for silentFor: they died or are cut off. Their tasks no longer count as
 // run; their jobs are recovered by lease expiry, as always. An executor

@@ -579,3 +579,49 @@ func TestTenantBurstIsStoredWholeAndDelaysNoOtherTenant(t *testing.T) {
 	require.Eventually(t, func() bool { return acmeStored() == burst }, 5*time.Minute, 50*time.Millisecond,
 		"every submission of acme's burst is stored, none refused")
 }
+
+// TestRogueExecutorGetsNoJobItDidNotRegister: an executor credential is
+// bounded by its registration. Asking for jobs without registering (no
+// instance, or one never registered) gets an error and no job; after
+// registering task echo only, asking for task block gets none of globex's
+// block jobs waiting, whatever the request names.
+func TestRogueExecutorGetsNoJobItDidNotRegister(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	globexEvents := eventsOf(t, e.globexClient)
+	const n = 30 // more than w1 holds (4 slots and 4 held): most wait
+	var subs []fairway.Submission
+	for range n {
+		subs = append(subs, fairway.Submission{Group: "globex", Task: "block", Args: json.RawMessage(`{"secret":"globex-args"}`)})
+	}
+	_, err := e.globexClient.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+	for stored := 0; stored < n; stored++ {
+		waitEvent(t, globexEvents, "globex's jobs are stored", func(ev events.Event) bool { return ev.State == fairway.StateWaiting })
+	}
+
+	rogue := e.connectAs(natsauth.KindExecutor, "rogue")
+	ask := func(body string) events.DispatchReply {
+		msg, err := rogue.Request("fairway.exec.rogue.dispatch", []byte(body), waitTimeout)
+		require.NoError(t, err)
+		var reply events.DispatchReply
+		require.NoError(t, json.Unmarshal(msg.Data, &reply))
+		return reply
+	}
+	r := ask(`{"executor":"rogue","slots":100000,"tasks":["block"]}`)
+	require.NotNil(t, r.Error, "a dispatch without an instance")
+	require.Empty(t, r.Jobs, "a credential that never registered got jobs")
+	r = ask(`{"executor":"rogue","instance":"made-up","slots":100000,"tasks":["block"]}`)
+	require.NotNil(t, r.Error, "a dispatch under an instance never registered")
+	require.Empty(t, r.Jobs)
+
+	reg, _ := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "rogue", Instance: "r1", Slots: 1, Tasks: []string{"echo"}}})
+	msg, err := rogue.Request("fairway.exec.rogue.register", reg, waitTimeout)
+	require.NoError(t, err)
+	var reply events.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.Nil(t, reply.Error)
+	r = ask(`{"executor":"rogue","instance":"r1","slots":100000,"tasks":["block"]}`)
+	require.Nil(t, r.Error)
+	require.Empty(t, r.Jobs, "rogue got jobs of a task it did not register")
+}
