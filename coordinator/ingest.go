@@ -57,6 +57,9 @@ type ingest struct {
 	jobsAdded   func(...fairway.Submission)
 
 	splits atomic.Int64 // batches split in halves to find a poison
+	// rejectLog bounds the lines of rejected submissions (each has its
+	// rejected event; the log only helps an operator see them).
+	rejectLog *logLimit
 }
 
 // ingestConfig configures ingest.
@@ -106,7 +109,7 @@ func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log 
 	kickOutbox func(), queueStored func([]fairway.Submission), jobsAdded func(...fairway.Submission)) *ingest {
 	return &ingest{cfg: cfg.withDefaults(), store: st, subjects: subjects, log: log, metrics: m, tracer: tracer,
 		dead: dead, quotas: q, tasks: tasks, parking: p, handedOver: handedOver,
-		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded}
+		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded, rejectLog: newLogLimit(rejectLogPerSecond)}
 }
 
 // start reads the submit streams, each group's submissions on their own
@@ -148,6 +151,10 @@ func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumer
 	})
 	return nil
 }
+
+// rejectLogPerSecond is how many rejected submissions a coordinator logs a
+// second, at most; the rest are counted in a line once the second is over.
+const rejectLogPerSecond = 20
 
 // The memory of ingest's read-ahead: one group's messages held at most
 // (besides Window submissions), and all groups' together. Both keep the
@@ -495,10 +502,15 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 		if r.Created {
 			added = append(added, subs[i])
 		} else if r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
-			in.log.Info("submission rejected", "job_id", r.ID, "group", subs[i].Group, "task", subs[i].Task, "error", r.Err)
+			if in.rejectLog.allow(in.log, "submissions rejected") {
+				in.log.Info("submission rejected", "job_id", r.ID, "group", subs[i].Group, "task", subs[i].Task, "error", r.Err)
+			}
 		}
 	}
 	for _, r := range rejections {
+		if !in.rejectLog.allow(in.log, "submissions rejected") {
+			continue
+		}
 		in.log.Info("submission rejected", "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength), "group", fairway.TruncateRunes(r.Group, fairway.MaxNameLength),
 			"task", fairway.TruncateRunes(r.Task, fairway.MaxNameLength), "error", fairway.TruncateBytes(r.Err.Error(), fairway.MaxErrorTextSize))
 	}

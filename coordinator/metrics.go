@@ -62,6 +62,10 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 	}
 }
 
+// rejectedLabel is the task label of the events of rejected submissions
+// (and their group's, when it is no valid name).
+const rejectedLabel = "(rejected)"
+
 // published counts a batch of events and the lag of its oldest.
 func (m *coordMetrics) published(evs []fairway.Event) {
 	if len(evs) == 0 {
@@ -69,7 +73,19 @@ func (m *coordMetrics) published(evs []fairway.Event) {
 	}
 	oldest := evs[0].Time
 	for _, e := range evs {
-		m.events.WithLabelValues(e.Task, e.Group, string(e.State)).Inc()
+		task, group := e.Task, e.Group
+		if e.State == fairway.StateRejected {
+			// A rejected submission's task is whatever its sender named
+			// (any number of them); a rejected group is at least no name
+			// of a group that exists, when it is not a valid one: the
+			// series stay as many as the tasks executors run and the
+			// groups.
+			task = rejectedLabel
+			if fairway.CheckName("group", group) != nil {
+				group = rejectedLabel
+			}
+		}
+		m.events.WithLabelValues(task, group, string(e.State)).Inc()
 		if e.Time.Before(oldest) {
 			oldest = e.Time
 		}
