@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 )
 
 var (
@@ -568,8 +569,11 @@ func listenAndServe(addr string, mux *http.ServeMux, key, hint string) (*http.Se
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w (%s)", key, addr, err, hint)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	// Metrics, health checks and the executor's shutdown: few clients, and
+	// none may hold connections open (see web.hardened).
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
+	go func() { _ = srv.Serve(netutil.LimitListener(ln, 64)) }()
 	return srv, nil
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"golang.org/x/net/netutil"
 )
 
 //go:embed ui
@@ -119,9 +120,9 @@ func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("web.addr %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() { _ = srv.Serve(ln) }()
+	srv := hardened(s)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	go func() { _ = srv.Serve(netutil.LimitListener(ln, maxConnections)) }()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -129,6 +130,22 @@ func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 		_ = srv.Shutdown(shut)
 	}()
 	return ln.Addr(), nil
+}
+
+// maxConnections bounds the connections the web server holds at once: a
+// client that opens thousands (slowloris) waits for its own to close, and
+// never takes the file descriptors the process's other servers (the
+// embedded NATS of fairway dev) need.
+var maxConnections = 512
+
+// hardened is an HTTP server for h with the timeouts that keep slow or
+// idle clients from holding connections: a request's headers within 10 s
+// and its whole body within 30 s, an idle keep-alive connection 2 minutes,
+// 64 KiB of headers. No write timeout: the live views stream for as long as
+// they are open (bounded in number, web.streams-max).
+func hardened(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // securityHeaders keeps the dashboard's pages from being framed or from
