@@ -80,6 +80,8 @@ Keep the keys directory secret: whoever holds it can sign any credential.`,
 
 	var out string
 	var push bool
+	var expires time.Duration
+	var lim natsauth.Limits
 	addCmd := e.withConfig(&cobra.Command{
 		Use:   "add tenant|executor|operator|coordinator [NAME]",
 		Short: "Issue a credential: a tenant (NAME is its group), an executor (NAME is its app-id), an operator or a coordinator",
@@ -99,11 +101,53 @@ window and backlog). With --push=false, give the servers the new account with
 			if len(args) == 2 {
 				name = args[1]
 			}
-			return e.addCreds(cmd.Context(), keys(), kind, name, out, push)
+			set := func(flag string, v int64, field *int64) {
+				if cmd.Flags().Changed(flag) {
+					*field = v
+				}
+			}
+			if f := cmd.Flags(); f.Changed("max-connections") || f.Changed("max-subscriptions") || f.Changed("max-payload") {
+				cur, err := natsauth.Open(keys(), e.cfg.NATS.Prefix, false)
+				if err != nil {
+					return err
+				}
+				l, err := cur.Limits(kind, name)
+				if err != nil {
+					return usageError{err}
+				}
+				set("max-connections", lim.Connections, &l.Connections)
+				set("max-subscriptions", lim.Subscriptions, &l.Subscriptions)
+				set("max-payload", lim.Payload, &l.Payload)
+				if err := cur.SetLimits(kind, name, l); err != nil {
+					return usageError{err}
+				}
+			}
+			return e.addCreds(cmd.Context(), keys(), kind, name, out, push, expires)
 		},
 	}, "dev.dir", "nats.url", "nats.prefix")
 	addCmd.Flags().StringVar(&out, "out", "", "file to write the credential to (default <dev-dir>/creds/<kind>-<NAME>.creds)")
 	addCmd.Flags().BoolVar(&push, "push", true, "push a new account to the NATS server at --nats-url")
+	addCmd.Flags().DurationVar(&expires, "expires", 0, "the credential expires after this long (e.g. 720h; 0: never)")
+	addCmd.Flags().Int64Var(&lim.Connections, "max-connections", 0, fmt.Sprintf("a tenant's or executor's connections at once (default %d for a tenant, %d for an executor; -1: unlimited); kept for the account",
+		natsauth.TenantLimitsDefault.Connections, natsauth.ExecutorLimitsDefault.Connections))
+	addCmd.Flags().Int64Var(&lim.Subscriptions, "max-subscriptions", 0, fmt.Sprintf("its subscriptions, all connections together (default %d for a tenant, %d for an executor; -1: unlimited)",
+		natsauth.TenantLimitsDefault.Subscriptions, natsauth.ExecutorLimitsDefault.Subscriptions))
+	addCmd.Flags().Int64Var(&lim.Payload, "max-payload", 0, fmt.Sprintf("its largest message in bytes (default %d; -1: unlimited)", natsauth.TenantLimitsDefault.Payload))
+
+	revokeCmd := e.withConfig(&cobra.Command{
+		Use:   "revoke tenant|executor NAME",
+		Short: "Take every credential issued so far for a tenant or an executor away from the running cluster",
+		Long: `Revoke every credential of a tenant's or an executor's account issued until
+now: the account is signed again with the revocation and pushed to the NATS
+server at --nats-url (as creds add does), which closes the connections of
+those credentials and refuses them from then on. Credentials issued from the
+next second on work: give the tenant or executor a new one with 'fairway
+creds add'.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.revokeCreds(cmd.Context(), keys(), args[0], args[1])
+		},
+	}, "dev.dir", "nats.url", "nats.prefix")
 
 	var resolverDir string
 	serverCmd := e.withConfig(&cobra.Command{
@@ -125,12 +169,44 @@ window and backlog). With --push=false, give the servers the new account with
 	}, "dev.dir", "nats.prefix")
 	serverCmd.Flags().StringVar(&resolverDir, "resolver-dir", "./jwt", "where the NATS server stores account JWTs")
 
-	cmd.AddCommand(initCmd, addCmd, serverCmd)
+	cmd.AddCommand(initCmd, addCmd, revokeCmd, serverCmd)
 	return cmd
 }
 
+// revokeCreds revokes every credential of an account issued until now, and
+// pushes the account.
+func (e *env) revokeCreds(ctx context.Context, keysDir, kind, name string) error {
+	k, err := natsauth.Open(keysDir, e.cfg.NATS.Prefix, false)
+	if err != nil {
+		return err
+	}
+	l, err := k.Limits(kind, name)
+	if err != nil {
+		return usageError{err}
+	}
+	l.RevokedBefore = time.Now().UTC().Truncate(time.Second)
+	if err := k.SetLimits(kind, name, l); err != nil {
+		return err
+	}
+	a, err := k.TenantAccountJWT(name)
+	if kind == natsauth.KindExecutor {
+		a, err = k.ExecutorAccountJWT(name)
+	}
+	if err != nil {
+		return err
+	}
+	// Pushed only: the tenant's streams exist, and a credential issued now
+	// (this second) would be revoked too.
+	if err := e.pushOnly(k, a); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "revoked every credential of %s %s issued until %s; issue a new one with: fairway creds add %s %s\n",
+		kind, name, l.RevokedBefore.Format(time.RFC3339), kind, name)
+	return nil
+}
+
 // addCreds issues one credential, pushing a new account first.
-func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, push bool) error {
+func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, push bool, expires time.Duration) error {
 	k, err := natsauth.Open(keysDir, e.cfg.NATS.Prefix, false)
 	if err != nil {
 		return err
@@ -166,16 +242,16 @@ func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, pus
 			return err
 		}
 	}
-	if err := k.WriteCreds(out, kind, name); err != nil {
+	if err := k.WriteCredsExpiring(out, kind, name, expires); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.stdout, out)
 	return nil
 }
 
-// pushAccount sends a new account to the server at nats.url, and creates a
-// tenant's own event stream in it.
-func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.Account, kind, name string) error {
+// pushOnly sends an account to the server at nats.url with the system
+// credential.
+func (e *env) pushOnly(k *natsauth.Keyring, a natsauth.Account) error {
 	sys := filepath.Join(k.Dir(), systemCredsName)
 	if _, err := os.Stat(sys); err != nil {
 		return fmt.Errorf("pushing account %s needs the system credential %s: %w (run 'fairway creds init', or pass --push=false)", a.Name, sys, err)
@@ -189,6 +265,15 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 		return err
 	}
 	e.log.Info("account pushed", "account", a.Name, "public_key", a.PublicKey)
+	return nil
+}
+
+// pushAccount sends a new account to the server at nats.url, and creates a
+// tenant's own event stream in it.
+func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.Account, kind, name string) error {
+	if err := e.pushOnly(k, a); err != nil {
+		return err
+	}
 	if kind != natsauth.KindTenant {
 		return nil
 	}

@@ -205,9 +205,14 @@ func (k *Keyring) TenantAccountJWT(group string) (Account, error) {
 	if err != nil {
 		return Account{}, err
 	}
+	lim, err := k.Limits(KindTenant, group)
+	if err != nil {
+		return Account{}, err
+	}
 	fw, _ := k.fairway.PublicKey()
 	p := k.prefix
 	return k.sign(tenantPrefix+group, kp, func(ac *jwt.AccountClaims) {
+		lim.apply(ac)
 		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{DiskStorage: TenantDiskDefault, MemoryStorage: 0,
 			Streams: TenantStreamsDefault, Consumer: TenantConsumersDefault}
 		ac.Imports.Add(
@@ -234,9 +239,14 @@ func (k *Keyring) ExecutorAccountJWT(appID string) (Account, error) {
 	if err != nil {
 		return Account{}, err
 	}
+	lim, err := k.Limits(KindExecutor, appID)
+	if err != nil {
+		return Account{}, err
+	}
 	fw, _ := k.fairway.PublicKey()
 	p := k.prefix
 	return k.sign(executorPrefix+appID, kp, func(ac *jwt.AccountClaims) {
+		lim.apply(ac)
 		ac.Imports.Add(
 			&jwt.Import{Name: "protocol", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".exec." + appID + ".>")},
 			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".results." + appID)},
@@ -318,6 +328,12 @@ const (
 // app-id, or a label) and returns a standard .creds file: a user JWT and
 // its nkey seed, usable by any NATS client with nothing else to know.
 func (k *Keyring) Creds(kind, name string) ([]byte, error) {
+	return k.CredsExpiring(kind, name, 0)
+}
+
+// CredsExpiring is Creds for a credential that the servers refuse after
+// ttl (0: never).
+func (k *Keyring) CredsExpiring(kind, name string, ttl time.Duration) ([]byte, error) {
 	var account nkeys.KeyPair
 	switch kind {
 	case KindOperator, KindCoordinator:
@@ -351,6 +367,9 @@ func (k *Keyring) Creds(kind, name string) ([]byte, error) {
 	upub, _ := user.PublicKey()
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = kind + "-" + name
+	if ttl > 0 {
+		uc.Expires = time.Now().Add(ttl).Unix()
+	}
 	token, err := uc.Encode(account)
 	if err != nil {
 		return nil, fmt.Errorf("signing the %s user %q: %w", kind, name, err)
@@ -365,7 +384,13 @@ func (k *Keyring) Creds(kind, name string) ([]byte, error) {
 // WriteCreds issues a user of kind and writes its .creds file to path
 // (0600).
 func (k *Keyring) WriteCreds(path, kind, name string) error {
-	creds, err := k.Creds(kind, name)
+	return k.WriteCredsExpiring(path, kind, name, 0)
+}
+
+// WriteCredsExpiring is WriteCreds for a credential that expires after ttl
+// (0: never).
+func (k *Keyring) WriteCredsExpiring(path, kind, name string, ttl time.Duration) error {
+	creds, err := k.CredsExpiring(kind, name, ttl)
 	if err != nil {
 		return err
 	}

@@ -144,3 +144,64 @@ func TestAccountsLayout(t *testing.T) {
 	_, err = w1.Request("fairway.exec.w2.dispatch", nil, 200*time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrNoResponders)
 }
+
+// TestAccountLimitsAndRevocation: a tenant's account limits hold on a real
+// server (a connection beyond its limit is refused, whoever else connects),
+// and revoking its credentials closes the connections of those issued
+// before, refuses them from then on, and leaves a credential issued after
+// working.
+func TestAccountLimitsAndRevocation(t *testing.T) {
+	dir := t.TempDir()
+	k, err := natsauth.Open(filepath.Join(dir, "keys"), "fairway", true)
+	require.NoError(t, err)
+	_, err = k.TenantAccountJWT("acme")
+	require.NoError(t, err)
+	lim, err := k.Limits(natsauth.KindTenant, "acme")
+	require.NoError(t, err)
+	require.Equal(t, natsauth.TenantLimitsDefault, lim)
+	lim.Connections = 2
+	require.NoError(t, k.SetLimits(natsauth.KindTenant, "acme", lim))
+	s, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(dir, "js"), Port: -1, Accounts: k, ResolverDir: filepath.Join(dir, "jwt")})
+	require.NoError(t, err)
+	defer s.Shutdown()
+	creds := func(kind, name, file string) string {
+		p := filepath.Join(dir, file)
+		require.NoError(t, k.WriteCreds(p, kind, name))
+		return p
+	}
+	acme := creds(natsauth.KindTenant, "acme", "acme.creds")
+	closed := make(chan struct{}, 2)
+	for range 2 {
+		nc, err := nats.Connect(s.ClientURL(), nats.UserCredentials(acme), nats.NoReconnect(),
+			nats.ClosedHandler(func(*nats.Conn) { closed <- struct{}{} }))
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+	}
+	_, err = nats.Connect(s.ClientURL(), nats.UserCredentials(acme))
+	require.ErrorContains(t, err, "maximum account active connections exceeded", "a third connection of acme")
+
+	// Revoked: the servers close acme's connections and refuse its
+	// credential.
+	lim.RevokedBefore = time.Now().UTC().Truncate(time.Second)
+	require.NoError(t, k.SetLimits(natsauth.KindTenant, "acme", lim))
+	a, err := k.TenantAccountJWT("acme")
+	require.NoError(t, err)
+	sys, err := nats.Connect(s.ClientURL(), nats.UserCredentials(creds(natsauth.KindSystem, "system", "sys.creds")))
+	require.NoError(t, err)
+	defer sys.Close()
+	require.NoError(t, natsauth.Push(sys, a))
+	for range 2 {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a connection of a revoked credential stayed open")
+		}
+	}
+	_, err = nats.Connect(s.ClientURL(), nats.UserCredentials(acme))
+	require.Error(t, err, "a revoked credential connected")
+	// A credential issued after the revocation's second works.
+	time.Sleep(time.Until(lim.RevokedBefore.Add(time.Second))) // JWTs count whole seconds
+	nc, err := nats.Connect(s.ClientURL(), nats.UserCredentials(creds(natsauth.KindTenant, "acme", "acme-new.creds")))
+	require.NoError(t, err)
+	nc.Close()
+}
