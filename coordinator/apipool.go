@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -24,6 +25,9 @@ type apiPool struct {
 	perGroup      int
 	perGroupQueue int
 	queue         int
+	// lane names what a lane is in refusals: "group" (the default), or
+	// "executor" for the executor protocol's pool.
+	lane string
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -67,12 +71,13 @@ func (p *apiPool) add(group string, task func()) error {
 	}
 	switch {
 	case len(l.waiting) >= p.perGroupQueue:
-		return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
-			Message: fmt.Sprintf("group %q has %d API requests waiting and %d running on this coordinator, its share (at most %d waiting, %d running): retry when your earlier requests are answered",
-				group, len(l.waiting), l.running, p.perGroupQueue, p.perGroup)}
+		lane := cmp.Or(p.lane, "group")
+		return &fairway.Error{Code: fairway.CodeQuota, Field: lane,
+			Message: fmt.Sprintf("%s %q has %d requests waiting and %d running on this coordinator, its share (at most %d waiting, %d running): retry when your earlier requests are answered",
+				lane, group, len(l.waiting), l.running, p.perGroupQueue, p.perGroup)}
 	case p.queued >= p.queue:
 		return &fairway.Error{Code: fairway.CodeUnavailable,
-			Message: fmt.Sprintf("coordinator busy: %d API requests waiting (coordinator.api-queue); retry shortly", p.queued)}
+			Message: fmt.Sprintf("coordinator busy: %d requests waiting (coordinator.api-queue for the API); retry shortly", p.queued)}
 	}
 	l.waiting = append(l.waiting, task)
 	p.queued++

@@ -321,7 +321,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}()
 	steps := []func(context.Context) error{
 		c.startAPI,
-		func(ctx context.Context) error { return c.dispatcher.start(ctx, c.subs) },
+		func(ctx context.Context) error { return c.dispatcher.start(ctx, c.subs, c.goLoop) },
 		// Every coordinator hears that a periodic task changed: the one
 		// that leads the maintenance fires it when it is due.
 		func(context.Context) error {

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,11 +52,20 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 	ctx, cancel := context.WithCancel(context.Background())
 	runService(t, d.parkLoop)
 	subs := &subscriptions{nc: nc}
+	var wg sync.WaitGroup
+	goLoop := func(ctx context.Context, loop func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx)
+		}()
+	}
 	t.Cleanup(func() {
 		subs.drain()
 		cancel()
+		wg.Wait()
 	})
-	require.NoError(t, d.start(ctx, subs))
+	require.NoError(t, d.start(ctx, subs, goLoop))
 	require.Len(t, subs.subs, 5, "register, deregister, dispatch, work notifications, heartbeat")
 	return &dispatcherHarness{st: st, nc: nc, subjects: subjects, f: f, d: d}
 }

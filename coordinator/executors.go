@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -51,6 +52,11 @@ type dispatcher struct {
 	// as theirs.
 	respond    func(msg *nats.Msg, reply events.Reply, err error)
 	replyError func(subject string, err error) *fairway.Error
+
+	heartbeatsDropped atomic.Int64 // beyond their executor's lane (a flood)
+	// refusedLog bounds the lines about refused protocol messages, which a
+	// rogue credential can send as many of as it likes.
+	refusedLog *logLimit
 
 	regMu sync.Mutex
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
@@ -164,20 +170,56 @@ func newDispatcher(cfg dispatchConfig, st *store.Store, nc *nats.Conn, subjects 
 	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
 	return &dispatcher{cfg: cfg.withDefaults(), store: st, nc: nc, subjects: subjects, log: log, metrics: m, tracer: tracer,
 		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
-		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError}
+		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError, refusedLog: newLogLimit(10)}
 }
 
 // start answers executors: registration, deregistration, dispatch
 // requests and heartbeats. Its subscriptions go to subs, which Stop
 // drains.
-func (d *dispatcher) start(ctx context.Context, subs *subscriptions) error {
-	if err := subs.subscribe(d.subjects.ExecAll(events.ExecRegister), func(msg *nats.Msg) { d.register(ctx, msg) }); err != nil {
+func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func(context.Context, func(context.Context))) error {
+	// The executor protocol runs on a pool with a lane per app-id (as the
+	// tenant API does per group): a subscription's callback only queues
+	// the message, so one executor's flood of requests or heartbeats never
+	// makes a subscription a slow consumer that drops the others'
+	// messages, never grows this process's memory past the lanes' bounds,
+	// and waits behind its own requests only.
+	pool := newAPIPool(execWorkers, execPerApp, execQueue)
+	pool.lane = "executor"
+	for range execWorkers {
+		goLoop(ctx, func(context.Context) { pool.work() })
+	}
+	goLoop(ctx, func(ctx context.Context) {
+		<-ctx.Done()
+		for _, task := range pool.close() {
+			task() // each sees ctx done
+		}
+	})
+	lane := func(handle func(context.Context, *nats.Msg), refused func(*nats.Msg, error)) nats.MsgHandler {
+		return func(msg *nats.Msg) {
+			appID, _, _ := d.subjects.ParseExec(msg.Subject)
+			err := pool.add(appID, func() {
+				if ctx.Err() != nil {
+					refused(msg, &fairway.Error{Code: fairway.CodeUnavailable, Message: "coordinator stopping"})
+					return
+				}
+				handle(ctx, msg)
+			})
+			if err != nil {
+				refused(msg, err)
+			}
+		}
+	}
+	answer := func(msg *nats.Msg, err error) { d.respond(msg, events.Reply{}, err) }
+	answerDispatch := func(msg *nats.Msg, err error) {
+		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
+	}
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecRegister), lane(d.register, answer)); err != nil {
 		return err
 	}
-	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDeregister), func(msg *nats.Msg) { d.deregister(ctx, msg) }); err != nil {
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDeregister), lane(d.deregister, answer)); err != nil {
 		return err
 	}
-	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), func(msg *nats.Msg) { d.dispatch(ctx, msg) }); err != nil {
+	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), lane(d.dispatch, answerDispatch)); err != nil {
 		return err
 	}
 	// Every coordinator hears every work notification, to serve the
@@ -189,8 +231,19 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions) error {
 	}); err != nil {
 		return err
 	}
-	return subs.subscribe(d.subjects.ExecAll(events.ExecHeartbeat), func(msg *nats.Msg) { d.heartbeat(ctx, msg) })
+	// A heartbeat beyond its executor's lane is dropped: the next one
+	// comes within a heartbeat period, and a live executor sends few.
+	return subs.subscribe(d.subjects.ExecAll(events.ExecHeartbeat), lane(d.heartbeat, func(*nats.Msg, error) { d.heartbeatsDropped.Add(1) }))
 }
+
+// The executor protocol's pool (see start): workers, requests of one
+// app-id running at once, and requests waiting in all (an app-id's lane an
+// eighth of them).
+const (
+	execWorkers = 16
+	execPerApp  = 4
+	execQueue   = 4096
+)
 
 // notifyWork wakes idle executors: new work may be eligible.
 func (d *dispatcher) notifyWork() {
@@ -229,7 +282,9 @@ func (d *dispatcher) register(ctx context.Context, msg *nats.Msg) {
 	e := req.Executor
 	appID, err := d.sender(msg, e.AppID)
 	if err != nil {
-		d.log.Warn("executor registration refused", "subject", msg.Subject, "error", err)
+		if d.refusedLog.allow(d.log, "executor protocol messages refused") {
+			d.log.Warn("executor registration refused", "subject", msg.Subject, "error", err)
+		}
 		d.respond(msg, events.Reply{}, err)
 		return
 	}
@@ -313,7 +368,7 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 		err = d.bound(ctx, &req)
 	}
 	if err != nil {
-		if errors.Is(err, fairway.ErrNotRegistered) {
+		if errors.Is(err, fairway.ErrNotRegistered) && d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
 			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
 				"executor", req.Executor, "instance", req.Instance)
 		}
@@ -353,8 +408,10 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
-		d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
-			"executor", req.Executor, "instance", req.Instance)
+		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
+			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
+				"executor", req.Executor, "instance", req.Instance)
+		}
 		return nil, err
 	case err != nil:
 		if ctx.Err() == nil {
@@ -396,7 +453,9 @@ func (d *dispatcher) heartbeat(ctx context.Context, msg *nats.Msg) {
 		hb.Executor, err = d.sender(msg, hb.Executor)
 	}
 	if err != nil {
-		d.log.Warn("heartbeat refused", "subject", msg.Subject, "error", err)
+		if d.refusedLog.allow(d.log, "executor protocol messages refused") {
+			d.log.Warn("heartbeat refused", "subject", msg.Subject, "error", err)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)

@@ -625,3 +625,56 @@ func TestRogueExecutorGetsNoJobItDidNotRegister(t *testing.T) {
 	require.Nil(t, r.Error)
 	require.Empty(t, r.Jobs, "rogue got jobs of a task it did not register")
 }
+
+// TestExecutorFloodStopsNoOtherExecutor: a rogue executor credential floods
+// the executor protocol with heartbeats and dispatch requests (its own
+// subjects, as its credential may); w1's heartbeats are still recorded on
+// time, acme's job still runs on w1, and a dispatch of w1's is answered:
+// each executor's messages wait behind its own only.
+func TestExecutorFloodStopsNoOtherExecutor(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	rogue := e.connectAs(natsauth.KindExecutor, "rogue")
+	acmeEvents := eventsOf(t, e.acmeClient)
+	blocked, err := e.acmeClient.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "block"})
+	require.NoError(t, err)
+	select {
+	case id := <-e.started:
+		require.Equal(t, blocked.ID, id)
+	case <-time.After(waitTimeout):
+		t.Fatal("acme's job did not start")
+	}
+
+	const flood = 100_000
+	hb := []byte(`{"executor":"rogue","instance":"r","jobs":[]}`)
+	dispatch := []byte(`{"executor":"rogue","instance":"r","slots":100000,"tasks":["block","echo"]}`)
+	for i := range flood {
+		require.NoError(t, rogue.Publish("fairway.exec.rogue.heartbeat", hb))
+		if i%10 == 0 {
+			require.NoError(t, rogue.PublishRequest("fairway.exec.rogue.dispatch", "_INBOX.rogue", dispatch))
+		}
+	}
+	require.NoError(t, rogue.Flush())
+	floodEnd := time.Now()
+
+	// w1 heartbeats every second: one sent after the flood is recorded
+	// promptly, not behind 100,000 of rogue's.
+	require.Eventually(t, func() bool {
+		executors, err := e.opClient.Executors(ctx)
+		require.NoError(t, err)
+		for _, x := range executors {
+			if x.AppID == "w1" && x.LastHeartbeat.After(floodEnd) {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 50*time.Millisecond, "w1's heartbeats waited behind the rogue's")
+	got, err := e.acmeClient.Get(ctx, "acme", blocked.ID)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateRunning, got.State, "acme's job was lost during the flood")
+	require.Equal(t, 1, got.Attempt)
+	// And w1 still gets work: a job submitted now runs.
+	job, err := e.acmeClient.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", Args: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	waitEvent(t, acmeEvents, "acme's job after the flood succeeds", func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateSuccess })
+}
