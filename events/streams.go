@@ -48,6 +48,10 @@ type StreamOptions struct {
 	TenantSubmitMaxBytes int64
 }
 
+// ResultMaxMsgsPerExecutor bounds one executor's report messages waiting
+// in the results stream (a message carries up to 256 KiB of reports).
+const ResultMaxMsgsPerExecutor = 1000
+
 // Defaults of the stream limits (StreamOptions).
 const (
 	SubmitMaxBytesDefault = 1 << 30
@@ -159,6 +163,12 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			MaxMsgSize:  maxMsg,
 			MaxBytes:    limit(opts.ResultMaxBytes, ResultMaxBytesDefault),
 			Discard:     jetstream.DiscardNew,
+			// Each executor reports on a subject of its own: one that sends
+			// faster than the coordinators apply fills its own share, and
+			// its reports are refused (it keeps them and sends them again),
+			// not everyone's.
+			MaxMsgsPerSubject:    ResultMaxMsgsPerExecutor,
+			DiscardNewPerSubject: true,
 		},
 		{
 			Name:        s.DeadStream(),

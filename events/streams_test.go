@@ -166,3 +166,33 @@ func TestEnsureStreamsRefusesLimitsBeyondStorage(t *testing.T) {
 	small := events.StreamOptions{SubmitMaxBytes: 8 << 20, ResultMaxBytes: 8 << 20, EventMaxBytes: 16 << 20, DeadMaxBytes: 4 << 20}
 	require.NoError(t, events.EnsureStreams(t.Context(), js, events.NewSubjects("fairway"), small))
 }
+
+// TestResultsAreBoundedPerExecutor: one executor whose reports pile up in
+// the results stream (a rogue, or coordinators that are down) fills its
+// own share, ResultMaxMsgsPerExecutor messages: its next report is refused,
+// another executor's is stored.
+func TestResultsAreBoundedPerExecutor(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	subjects := events.NewSubjects("fairway")
+	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
+	var futures []jetstream.PubAckFuture
+	for range events.ResultMaxMsgsPerExecutor {
+		f, err := js.PublishAsync(subjects.Results("rogue"), []byte(`[]`))
+		require.NoError(t, err)
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			t.Fatal(err)
+		}
+	}
+	_, err = js.Publish(t.Context(), subjects.Results("rogue"), []byte(`[]`))
+	require.ErrorContains(t, err, "maximum messages per subject exceeded", "rogue's share is full")
+	_, err = js.Publish(t.Context(), subjects.Results("w1"), []byte(`[]`))
+	require.NoError(t, err, "another executor's report")
+}
