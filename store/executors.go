@@ -154,12 +154,14 @@ func (s *Store) DeregisterExecutor(ctx context.Context, appID, instance string) 
 	return nil
 }
 
+//go:embed sql/executor_registration.sql
+var executorRegistrationSQL string
+
 // Registration returns the slots and tasks that instance of appID
 // registered, if it is the instance registered now and live; else a
 // not-registered error (the executor must register again).
 func (s *Store) Registration(ctx context.Context, appID, instance string) (slots int, tasks []string, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT slots, tasks FROM fairway_executor WHERE app_id = $1 AND instance = $2 AND state = 'live'`,
-		appID, instance).Scan(&slots, &tasks)
+	err = s.pool.QueryRow(ctx, executorRegistrationSQL, appID, instance).Scan(&slots, &tasks)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil, fairway.NotRegistered(appID, instance)
 	}
