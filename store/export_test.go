@@ -342,3 +342,9 @@ func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, 
 	}
 	return lines, nil
 }
+
+// StartedAgo marks a job running, started d ago.
+func (s *Store) StartedAgo(t testing.TB, id string, d time.Duration) {
+	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET state = 'running', started = now() - $2::interval WHERE id = $1", id, d)
+	require.NoError(t, err)
+}

@@ -897,3 +897,30 @@ func TestMaintenanceLead(t *testing.T) {
 		return err == nil && leads
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// TestHeartbeatDoesNotExtendPastTheTimeout: a running job with a timeout
+// keeps its lease, whatever its executor heartbeats, only until its start
+// plus its timeout plus a lease: a holder that never ends it loses it then.
+// A job without a timeout is renewed as asked.
+func TestHeartbeatDoesNotExtendPastTheTimeout(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 2, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	timed := sub("a", fairway.PriorityLow)
+	timed.Timeout = "10s"
+	ids := insert(t, s, timed, sub("b", fairway.PriorityLow))
+	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	for _, id := range ids {
+		s.StartedAgo(t, id, time.Hour)
+	}
+	require.NoError(t, s.Heartbeat(ctx, "w", "i1", []fairway.JobRef{{Group: "a", ID: ids[0]}, {Group: "b", ID: ids[1]}}, time.Minute))
+	job, err := s.Get(ctx, "a", ids[0])
+	require.NoError(t, err)
+	require.True(t, job.LeaseUntil.Before(time.Now()), "renewed past its timeout: %s", job.LeaseUntil)
+	other, err := s.Get(ctx, "b", ids[1])
+	require.NoError(t, err)
+	require.True(t, other.LeaseUntil.After(time.Now().Add(30*time.Second)), "a job without a timeout is renewed")
+}
