@@ -201,7 +201,7 @@ func (r *rateLimiter) take(group string, need, n float64, now time.Time) (bool, 
 		return true, 0
 	}
 	wait := time.Duration((need - b.tokens) / r.rate * float64(time.Second))
-	return false, wait
+	return false, max(wait, time.Microsecond) // never "now" while it refuses
 }
 
 func (r *rateLimiter) prune(now time.Time) {

@@ -251,16 +251,16 @@ func (in *fairInbox) add(group string, msg jetstream.Msg) int {
 	return w
 }
 
-// take waits for messages and returns messages weighing up to max (at
+// take waits for messages and returns messages weighing up to limit (at
 // least one), round-robin across groups, passing over the groups that
 // allow defers (waiting until one may go on); false once ctx is done.
-func (in *fairInbox) take(ctx context.Context, max int) ([]jetstream.Msg, bool) {
+func (in *fairInbox) take(ctx context.Context, limit int) ([]jetstream.Msg, bool) {
 	for {
 		in.mu.Lock()
 		var items []inboxItem
 		var retry time.Duration
 		if in.q.len > 0 {
-			items, retry = in.q.takeAllowed(max, in.allow)
+			items, retry = in.q.takeAllowed(limit, in.allow)
 		}
 		var roomed []string
 		if len(items) > 0 {
@@ -280,8 +280,11 @@ func (in *fairInbox) take(ctx context.Context, max int) ([]jetstream.Msg, bool) 
 			return batch, true
 		}
 		var wait <-chan time.Time
-		if retry > 0 {
-			t := time.NewTimer(retry)
+		if in.q.len > 0 {
+			// Every group waits for its rate: take again once the first
+			// may go on (at least a millisecond on: a bucket a hair short
+			// of a token says "now", and nothing else would wake this).
+			t := time.NewTimer(max(retry, time.Millisecond))
 			wait = t.C
 			defer t.Stop()
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
 
@@ -206,4 +208,32 @@ func TestFairQueuePassesOverDeferredKeys(t *testing.T) {
 	got, _ = q.takeAllowed(10, nil)
 	require.ElementsMatch(t, []string{"a-1", "a-2", "d-1"}, got)
 	require.Less(t, slices.Index(got, "a-1"), slices.Index(got, "a-2"), "a's items in their order")
+}
+
+// TestFairInboxTakesAgainAfterADeferral: when every queued group is
+// deferred, take waits for the rate, not for a new message: a deferral
+// that names no wait at all (a bucket a hair short of a token) must not
+// leave it waiting for ever (the isolation suite's burst stalled so).
+func TestFairInboxTakesAgainAfterADeferral(t *testing.T) {
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	deferred := 3
+	inbox.allow = func(string, int) (bool, time.Duration) {
+		if deferred > 0 {
+			deferred--
+			return false, 0
+		}
+		return true, 0
+	}
+	inbox.add("a", pulledMsg{m: &nats.Msg{Subject: "fairway.submit.a.t", Data: []byte(`{}`)}})
+	got := make(chan int, 1)
+	go func() {
+		batch, _ := inbox.take(t.Context(), 10)
+		got <- len(batch)
+	}()
+	select {
+	case n := <-got:
+		require.Equal(t, 1, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("take waited for ever after a deferral without a wait")
+	}
 }
