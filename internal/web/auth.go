@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -44,13 +45,29 @@ type session struct {
 }
 
 // sessions holds the browsers' sessions in memory: a restart logs them out.
+// Each role keeps at most maxSessionsPerRole: a login beyond ends that
+// role's oldest session, so a flood of logins with one token neither grows
+// memory without bound nor logs out anyone of another role (an operator
+// stays logged in whatever the read-only token does). Lookups, logins and
+// the sweep of expired sessions cost O(1) each, amortised.
 type sessions struct {
 	ttl time.Duration
+	max int
 	mu  sync.Mutex
 	m   map[string]session
+	// order is each role's session ids, oldest first (some may be gone
+	// already: logged out, or expired and looked up); live counts those
+	// that are not.
+	order map[role][]string
+	live  map[role]int
 }
 
-func newSessions(ttl time.Duration) *sessions { return &sessions{ttl: ttl, m: map[string]session{}} }
+// maxSessionsPerRole bounds a role's sessions.
+const maxSessionsPerRole = 1000
+
+func newSessions(ttl time.Duration) *sessions {
+	return &sessions{ttl: ttl, max: maxSessionsPerRole, m: map[string]session{}, order: map[role][]string{}, live: map[role]int{}}
+}
 
 func randomToken() string {
 	b := make([]byte, 32)
@@ -62,14 +79,36 @@ func (s *sessions) create(r role) (id string, sess session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	for k, v := range s.m { // few sessions: a sweep per login is cheap
-		if now.After(v.expires) {
-			delete(s.m, k)
+	q := s.order[r]
+	// Oldest first: the expired ones, the ones gone, and the oldest of a
+	// full role.
+	for len(q) > 0 {
+		old, ok := s.m[q[0]]
+		if ok && now.Before(old.expires) && s.live[r] < s.max {
+			break
 		}
+		if ok {
+			s.drop(q[0])
+		}
+		q = q[1:]
+	}
+	if len(q) > 2*s.max {
+		// Ids of sessions gone behind a live one: compact, once in a while.
+		q = slices.DeleteFunc(q, func(id string) bool { _, ok := s.m[id]; return !ok })
 	}
 	id, sess = randomToken(), session{role: r, csrf: randomToken(), expires: now.Add(s.ttl)}
 	s.m[id] = sess
+	s.live[r]++
+	s.order[r] = append(q, id)
 	return id, sess
+}
+
+// drop forgets a session (s.mu held).
+func (s *sessions) drop(id string) {
+	if sess, ok := s.m[id]; ok {
+		delete(s.m, id)
+		s.live[sess.role]--
+	}
 }
 
 func (s *sessions) get(id string) (session, bool) {
@@ -77,7 +116,7 @@ func (s *sessions) get(id string) (session, bool) {
 	defer s.mu.Unlock()
 	sess, ok := s.m[id]
 	if !ok || time.Now().After(sess.expires) {
-		delete(s.m, id)
+		s.drop(id)
 		return session{}, false
 	}
 	return sess, true
@@ -86,7 +125,7 @@ func (s *sessions) get(id string) (session, bool) {
 func (s *sessions) delete(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.m, id)
+	s.drop(id)
 }
 
 // roleOf is the role a token logs in as.
