@@ -670,3 +670,33 @@ func scrapeUntil(t *testing.T, url string, want map[string]float64) {
 		time.Sleep(50 * time.Millisecond) // metrics have no event to await
 	}
 }
+
+// TestExecutorStoppedWhileRegisteringExitsCleanly: an executor stopped
+// (Ctrl-C, SIGTERM) while it waits for a coordinator to answer its
+// registration exits 0, not with "no coordinator answered: context
+// canceled" and 1 (fairway dev stopped early exited so).
+func TestExecutorStoppedWhileRegisteringExitsCleanly(t *testing.T) {
+	ns, _ := natstest.Start(t) // no coordinator
+	stderr := &devtest.Output{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Main(ctx, nil, []string{"executor", "--nats-url", ns.ClientURL(), "--app-id", "w-stop", "--http-addr", "", "--log-format", "json"},
+			&bytes.Buffer{}, stderr)
+	}()
+	select {
+	case <-stderr.Seen("waiting for a coordinator"):
+	case code := <-done:
+		t.Fatalf("the executor exited with %d before it waited:\n%s", code, stderr)
+	case <-time.After(waitTimeout):
+		t.Fatalf("the executor never waited for a coordinator:\n%s", stderr)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(waitTimeout):
+		t.Fatal("the executor did not stop")
+	}
+}

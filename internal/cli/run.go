@@ -463,6 +463,11 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	case err != nil && stoppedEarly:
 		e.log.Info("shutdown asked for before the executor registered: exiting")
 		return nil
+	case err != nil && ctx.Err() != nil:
+		// Stopped (Ctrl-C, SIGTERM) while it was registering: a clean
+		// stop, not a failure.
+		e.log.Info("stopped before the executor registered: exiting")
+		return nil
 	case err != nil:
 		return err
 	}
