@@ -118,8 +118,9 @@ func DecodeSubmission(data []byte, maxArgs int64) (Submission, error) {
 	// the fast decoder refuses is decoded again by encoding/json, whose
 	// errors are the ones users read (internal/wirejson FuzzUnmarshalStrict:
 	// what the fast one accepts, encoding/json accepts, with the same
-	// value).
-	if wirejson.UnmarshalStrict(data, &s) != nil {
+	// value). A body with a time is decoded by encoding/json too: the fast
+	// decoder's times are lenient ("00:00;00Z" passes), RFC 3339 is not.
+	if wirejson.UnmarshalStrict(data, &s) != nil || s.RunAt != nil || s.TriggerAfter != nil || s.ExpiresAt != nil {
 		s = Submission{}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()

@@ -244,3 +244,11 @@ func TestCleanJSONMakesResultsStorable(t *testing.T) {
 		require.NoError(t, fairway.CheckJSONText(out), in)
 	}
 }
+
+// TestDecodeSubmissionRefusesALenientTime: a time that is not RFC 3339
+// ("00:00;00Z", which the fast decoder took) is refused, naming its field.
+func TestDecodeSubmissionRefusesALenientTime(t *testing.T) {
+	_, err := fairway.DecodeSubmission([]byte(`{"run_at":"2030-01-01T00:00;00Z"}`), 1<<20)
+	require.ErrorIs(t, err, fairway.ErrInvalid)
+	require.Equal(t, "run_at", fairway.AsError(err).Field)
+}
