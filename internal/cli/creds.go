@@ -107,6 +107,9 @@ window and backlog). With --push=false, give the servers the new account with
 				}
 			}
 			if f := cmd.Flags(); f.Changed("max-connections") || f.Changed("max-subscriptions") || f.Changed("max-payload") {
+				if name == "" {
+					return usageError{fmt.Errorf("limits are set for a tenant's or an executor's account: name it (creds add %s NAME --max-…)", kind)}
+				}
 				cur, err := natsauth.Open(keys(), e.cfg.NATS.Prefix, false)
 				if err != nil {
 					return err
@@ -179,6 +182,9 @@ func (e *env) revokeCreds(ctx context.Context, keysDir, kind, name string) error
 	k, err := natsauth.Open(keysDir, e.cfg.NATS.Prefix, false)
 	if err != nil {
 		return err
+	}
+	if !k.HasAccount(kind, name) {
+		return usageError{fmt.Errorf("no %s account %q in %s: nothing to revoke (kinds: tenant, executor)", kind, name, keysDir)}
 	}
 	l, err := k.Limits(kind, name)
 	if err != nil {

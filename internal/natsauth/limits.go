@@ -113,3 +113,14 @@ func (l Limits) apply(ac *jwt.AccountClaims) {
 		ac.RevokeAt(jwt.All, l.RevokedBefore)
 	}
 }
+
+// HasAccount says whether the keys directory holds the account of a tenant
+// or an executor (its key: the account was made by creds add or fairway dev).
+func (k *Keyring) HasAccount(kind, name string) bool {
+	account, _, err := accountOf(kind, name)
+	if err != nil || name == "" {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(k.dir, "account-"+account+".nk"))
+	return err == nil
+}

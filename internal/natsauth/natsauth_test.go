@@ -156,6 +156,8 @@ func TestAccountLimitsAndRevocation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = k.TenantAccountJWT("acme")
 	require.NoError(t, err)
+	require.True(t, k.HasAccount(natsauth.KindTenant, "acme"))
+	require.False(t, k.HasAccount(natsauth.KindTenant, "initech"), "no such tenant")
 	lim, err := k.Limits(natsauth.KindTenant, "acme")
 	require.NoError(t, err)
 	require.Equal(t, natsauth.TenantLimitsDefault, lim)
