@@ -154,8 +154,8 @@ func newSubmitSources(js jetstream.JetStream, nc *nats.Conn, subjects events.Sub
 
 // start listens to the announcements, removes the shared stream's
 // consumer of earlier versions (JetStream refuses a group's filtered
-// consumer beside an unfiltered one on a work-queue stream), sweeps the
-// streams once and starts the fetchers and the periodic sweep.
+// consumer beside an unfiltered one on a work-queue stream), and starts the
+// fetchers and the sweeps (the first at once).
 func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop func(context.Context, func(context.Context))) error {
 	if err := subs.listen(s.subjects.StoredAll(), s.announced); err != nil {
 		return err
@@ -165,7 +165,6 @@ func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop f
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		s.log.Warn("removing the submit stream's consumer of an earlier version", "error", err)
 	}
-	s.sweep(ctx)
 	for range s.fetchers {
 		s.wg.Add(1)
 		go func() {
@@ -173,16 +172,19 @@ func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop f
 			s.fetchLoop(ctx)
 		}()
 	}
+	// The first sweep runs on the loop too: a start does not wait for the
+	// streams' state (thousands of tenant streams are a long listing), and
+	// the announcements are heard meanwhile.
 	goLoop(ctx, func(ctx context.Context) {
 		t := time.NewTicker(s.sweepEvery)
 		defer t.Stop()
 		for {
+			s.sweep(ctx)
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 				s.forgetIdle()
-				s.sweep(ctx)
 			}
 		}
 	})

@@ -102,11 +102,7 @@ func TestEnsureStreamsRefusesReplicasOnOneServer(t *testing.T) {
 // silently), the events and dead letters drop their oldest.
 func TestStreamLimits(t *testing.T) {
 	t.Parallel()
-	_, nc := natstest.Start(t)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	subjects := events.NewSubjects("fairway")
-	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
+	js, subjects := ensuredStreams(t)
 	want := map[string]struct {
 		bytes   int64
 		discard jetstream.DiscardPolicy
@@ -173,26 +169,25 @@ func TestEnsureStreamsRefusesLimitsBeyondStorage(t *testing.T) {
 // another executor's is stored.
 func TestResultsAreBoundedPerExecutor(t *testing.T) {
 	t.Parallel()
+	js, subjects := ensuredStreams(t)
+	for range events.ResultMaxMsgsPerExecutor {
+		_, err := js.Publish(t.Context(), subjects.Results("rogue"), []byte(`[]`))
+		require.NoError(t, err)
+	}
+	_, err := js.Publish(t.Context(), subjects.Results("rogue"), []byte(`[]`))
+	require.ErrorContains(t, err, "maximum messages per subject exceeded", "rogue's share is full")
+	_, err = js.Publish(t.Context(), subjects.Results("w1"), []byte(`[]`))
+	require.NoError(t, err, "another executor's report")
+}
+
+// ensuredStreams starts a NATS server with Fairway's streams made, with
+// the default options.
+func ensuredStreams(t *testing.T) (jetstream.JetStream, events.Subjects) {
+	t.Helper()
 	_, nc := natstest.Start(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	subjects := events.NewSubjects("fairway")
 	require.NoError(t, events.EnsureStreams(t.Context(), js, subjects, events.StreamOptions{}))
-	var futures []jetstream.PubAckFuture
-	for range events.ResultMaxMsgsPerExecutor {
-		f, err := js.PublishAsync(subjects.Results("rogue"), []byte(`[]`))
-		require.NoError(t, err)
-		futures = append(futures, f)
-	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			t.Fatal(err)
-		}
-	}
-	_, err = js.Publish(t.Context(), subjects.Results("rogue"), []byte(`[]`))
-	require.ErrorContains(t, err, "maximum messages per subject exceeded", "rogue's share is full")
-	_, err = js.Publish(t.Context(), subjects.Results("w1"), []byte(`[]`))
-	require.NoError(t, err, "another executor's report")
+	return js, subjects
 }

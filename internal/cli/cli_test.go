@@ -52,22 +52,10 @@ func TestDevEndToEnd(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	natsPort, pgPort, httpPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &devtest.Output{}
-	devDone := make(chan int, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-			"--pg-port", fmt.Sprint(pgPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-format", "json",
-			"--retry-delay", "10ms", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort)}, &bytes.Buffer{}, stderr)
-	}()
-	select {
-	case <-stderr.Seen("Fairway is running"):
-	case code := <-devDone:
-		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
-	case <-time.After(time.Minute):
-		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
-	}
+	dev := cli.StartDev(t, "Fairway is running", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--pg-port", fmt.Sprint(pgPort), "--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort), "--log-format", "json",
+		"--retry-delay", "10ms", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort))
+	stderr := dev.Stderr
 
 	code, out, errOut := run(t, "submit", "fail", "--group", "acme", "--args", `{"times":1}`, "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
@@ -283,12 +271,7 @@ func TestDevEndToEnd(t *testing.T) {
 	// Its token was generated into the dev dir.
 	resp := postShutdown(t, fmt.Sprintf("127.0.0.1:%d", httpPort), devToken(t, dir), nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	select {
-	case code := <-devDone:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatal("fairway dev did not stop after shutdownAndExit")
-	}
+	dev.Exited(t, "shutdownAndExit")
 	require.Contains(t, stderr.String(), "PostgreSQL stopped")
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -151,22 +150,9 @@ func TestCommandsFindDevOnItsPort(t *testing.T) {
 	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
 	require.NotEqual(t, 4222, natsPort)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &devtest.Output{}
-	devDone := make(chan int, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		devDone <- Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-			"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", "", "--log-format", "json", "--tenants", "acme",
-			"--app-id", "dev-worker"}, &bytes.Buffer{}, stderr)
-	}()
-	select {
-	case <-stderr.Seen("Fairway is running with tenant isolation"):
-	case code := <-devDone:
-		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
-	case <-time.After(time.Minute):
-		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
-	}
+	dev := StartDev(t, "Fairway is running with tenant isolation", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", "", "--log-format", "json", "--tenants", "acme",
+		"--app-id", "dev-worker")
 	run := func(args ...string) (int, string, string) {
 		var out, errOut bytes.Buffer
 		code := Main(t.Context(), nil, args, &out, &errOut)
@@ -220,13 +206,7 @@ func TestCommandsFindDevOnItsPort(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.NotContains(t, errOut, "recorded in")
 
-	cancel()
-	select {
-	case code := <-devDone:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatal("fairway dev did not stop")
-	}
+	dev.Stop(t)
 	require.NoFileExists(t, record, "fairway dev left its record behind")
 }
 

@@ -1,8 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,22 +27,10 @@ func TestDevWithTenants(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
-	stderr := &devtest.Output{}
-	devDone := make(chan int, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		devDone <- cli.Main(ctx, nil, []string{"dev", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-			"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", "", "--log-format", "json", "--tenants", "acme,globex",
-			"--app-id", "dev-worker"}, &bytes.Buffer{}, stderr)
-	}()
-	select {
-	case <-stderr.Seen("Fairway is running with tenant isolation"):
-	case code := <-devDone:
-		t.Fatalf("fairway dev exited with %d:\n%s", code, stderr)
-	case <-time.After(time.Minute):
-		t.Fatalf("fairway dev did not start within a minute:\n%s", stderr)
-	}
+	dev := cli.StartDev(t, "Fairway is running with tenant isolation", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", "", "--log-format", "json", "--tenants", "acme,globex",
+		"--app-id", "dev-worker")
+	stderr := dev.Stderr
 	// Without --retry-delay, dev retries after 5 s, not a minute.
 	stderr.Wait(t, `"retry_delay":"5s"`, waitTimeout)
 	creds := func(name string) string { return filepath.Join(dir, "creds", name+".creds") }
@@ -126,11 +112,5 @@ func TestDevWithTenants(t *testing.T) {
 	_, err = enc.Request("fairway.exec.dev-worker.register", data, time.Second)
 	require.ErrorIs(t, err, nats.ErrNoResponders, "an executor reached another executor's subjects")
 
-	cancel()
-	select {
-	case code := <-devDone:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatal("fairway dev did not stop")
-	}
+	dev.Stop(t)
 }
