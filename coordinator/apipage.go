@@ -84,6 +84,16 @@ func listParams(r request, req events.ListRequest) (store.ListParams, error) {
 	case len(req.Text) > 256:
 		return p, fairway.Invalid("text", "%d bytes; at most 256", len(req.Text))
 	}
+	for field, name := range map[string]string{"task": req.Task, "group": req.Group} {
+		if name != "" {
+			if err := fairway.CheckName(field, name); err != nil {
+				return p, err
+			}
+		}
+	}
+	if len(req.Cursor) > 1024 {
+		return p, fairway.Invalid("cursor", "%d bytes: not a cursor this API gave (they are short); start again without it", len(req.Cursor))
+	}
 	if req.Since != nil {
 		p.Since = *req.Since
 	}

@@ -60,6 +60,8 @@ type dispatcher struct {
 
 	regMu sync.Mutex
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
+
+	grants grants // what each executor credential may run
 }
 
 // registrationKey is an executor instance; registration what it
@@ -289,6 +291,17 @@ func (d *dispatcher) register(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	e.AppID = appID
+	grant, err := d.grants.of(msg)
+	if err == nil {
+		err = checkRegistration(e, grant)
+	}
+	if err != nil {
+		if d.refusedLog.allow(d.log, "executor protocol messages refused") {
+			d.log.Warn("executor registration refused", "executor", appID, "error", err)
+		}
+		d.respond(msg, events.Reply{}, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	released, err := d.store.RegisterExecutor(ctx, e, d.cfg.RetryDelay, d.alive)
@@ -367,6 +380,12 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	if err == nil {
 		err = d.bound(ctx, &req)
 	}
+	if err == nil {
+		var grant events.Grant
+		if grant, err = d.grants.of(msg); err == nil {
+			narrow(&req, grant)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, fairway.ErrNotRegistered) && d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
 			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
@@ -405,7 +424,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 	}
 	start := time.Now()
 	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
-		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, TaskLimits: req.TaskSlots})
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -377,6 +378,9 @@ func (in *ingest) idleExecutorFor(items []ingestItem) *parkedRequest {
 		if r.req.Slots <= 0 {
 			return false
 		}
+		if r.req.Groups != nil {
+			return false // claimed for, not handed a batch's jobs (which may be of other groups)
+		}
 		for _, t := range r.req.Tasks {
 			if tasks[t] {
 				return true
@@ -407,7 +411,7 @@ func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration
 		if len(a.Jobs) == r.req.Slots {
 			break
 		}
-		if !runs[s.Task] || !handable(s, now) {
+		if !runs[s.Task] || !handable(s, now) || r.req.Groups != nil && !slices.Contains(r.req.Groups, s.Group) {
 			continue
 		}
 		if limit, capped := r.req.TaskSlots[s.Task]; capped && perTask[s.Task] >= limit {

@@ -197,6 +197,10 @@ type DispatchRequest struct {
 	// (below Slots). A task absent is bounded by Slots only; a task with
 	// no free slot is left out of Tasks instead.
 	TaskSlots map[string]int `json:"task_slots,omitempty"`
+	// Groups, when set, asks for jobs of these groups only (an executor
+	// that serves some tenants). The executor credential's grant narrows
+	// it (Grant.Groups); an empty list gets no job.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // DispatchReply hands jobs to an executor. The jobs are scheduled for it and

@@ -22,6 +22,8 @@ var (
 var (
 	//go:embed sql/claim_walk.sql
 	claimWalkSQL string
+	//go:embed sql/claim_walk_groups.sql
+	claimWalkGroupsSQL string
 	//go:embed sql/claim_stuck.sql
 	claimStuckSQL string
 	//go:embed sql/claim_waiting.sql
@@ -60,6 +62,9 @@ type ClaimParams struct {
 	Limit int
 	// Tasks are the tasks the executor can run; only those are claimed.
 	Tasks []string
+	// Groups, when not nil, are the only groups whose jobs are claimed
+	// (what the executor's credential grants); empty claims nothing.
+	Groups []string
 	// Lease is how long the claim holds without a heartbeat.
 	Lease time.Duration
 	// Scheme is the counting scheme.
@@ -101,7 +106,7 @@ const maxClaimRounds = 8
 // and walk the groups; fetch the candidates; mark them, move the cursor and
 // commit. A claim that needs further rounds (rare) costs two more each.
 func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error) {
-	if p.Limit <= 0 || len(p.Tasks) == 0 {
+	if p.Limit <= 0 || len(p.Tasks) == 0 || p.Groups != nil && len(p.Groups) == 0 {
 		return nil, nil
 	}
 	conn, err := s.pool.Acquire(ctx)
@@ -150,7 +155,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	if queued {
 		b.Queue(claimLimitsSQL).Query(readLim)
 	}
-	b.Queue(claimWalkSQL, nil, p.Limit, p.Tasks, []string(nil)).Query(collectGroups(&groups))
+	queueWalk(b, p, nil, p.Limit, nil, &groups)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -197,11 +202,9 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 		}
 		if len(tasks) < len(p.Tasks) || len(capped) > 0 {
 			p.Tasks = tasks
-			rows, err := conn.Query(ctx, claimWalkSQL, nil, p.Limit, p.Tasks, capped)
-			if err != nil {
-				return nil, err
-			}
-			if err := collectGroups(&groups)(rows); err != nil {
+			b := &pgx.Batch{}
+			queueWalk(b, p, nil, p.Limit, capped, &groups)
+			if err := conn.SendBatch(ctx, b).Close(); err != nil {
 				return nil, err
 			}
 		}
@@ -239,11 +242,22 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 		}
 		// Another round, on the jobs the marking left.
 		b.Queue(claimPinSQL)
-		b.Queue(claimWalkSQL, st.cursor, limit-len(picked), p.Tasks, capped).Query(collectGroups(&groups))
+		queueWalk(b, p, st.cursor, limit-len(picked), capped, &groups)
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// queueWalk queues the walk of the groups with eligible jobs, from cursor
+// (nil: the saved one), at most limit, leaving capped out: every group's,
+// or the granted groups' only (p.Groups).
+func queueWalk(b *pgx.Batch, p ClaimParams, cursor any, limit int, capped []string, groups *[]string) {
+	if p.Groups != nil {
+		b.Queue(claimWalkGroupsSQL, cursor, limit, p.Tasks, capped, p.Groups).Query(collectGroups(groups))
+		return
+	}
+	b.Queue(claimWalkSQL, cursor, limit, p.Tasks, capped).Query(collectGroups(groups))
 }
 
 func collectGroups(groups *[]string) func(pgx.Rows) error {

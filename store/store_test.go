@@ -325,6 +325,27 @@ func TestClaimOnlyTasksTheExecutorRuns(t *testing.T) {
 	require.Equal(t, "other", jobs[0].Task)
 }
 
+// TestClaimOnlyGrantedGroups: an executor whose credential grants some
+// groups gets only their jobs, in round-robin order among them, whatever
+// other groups hold; granted none, it gets none.
+func TestClaimOnlyGrantedGroups(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	for range 3 {
+		insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow), sub("d", fairway.PriorityLow))
+	}
+	params := store.ClaimParams{Worker: "w", Limit: 4, Tasks: allTasks, Groups: []string{"d", "b"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	jobs, err := s.Claim(ctx, params)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "d", "b", "d"}, groupsOf(jobs))
+	params.Groups = []string{}
+	jobs, err = s.Claim(ctx, params)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "granted no group")
+	// The others' jobs are all there for an executor granted every group.
+	require.Equal(t, []string{"a", "b", "c", "d", "a", "c", "a", "c"}, groupsOf(claim(t, s, "w2", 10)))
+}
+
 func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)

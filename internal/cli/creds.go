@@ -82,6 +82,8 @@ Keep the keys directory secret: whoever holds it can sign any credential.`,
 	var push bool
 	var expires time.Duration
 	var lim natsauth.Limits
+	var grantTasks, grantGroups []string
+	var grantSlots int
 	addCmd := e.withConfig(&cobra.Command{
 		Use:   "add tenant|executor|operator|coordinator [NAME]",
 		Short: "Issue a credential: a tenant (NAME is its group), an executor (NAME is its app-id), an operator or a coordinator",
@@ -94,7 +96,18 @@ credential in the keys directory, and a new tenant's stream of its own events
 and its stream of submissions are created there (the tenant's own duplicate
 window and backlog). With --push=false, give the servers the new account with
 'fairway creds server-config' instead, then run this command again with
---push to create the tenant's streams.`,
+--push to create the tenant's streams.
+
+An executor credential states what its holder may run: --tasks (the tasks
+it may register and get jobs of), --groups (only these groups' jobs: a
+tenant's own executors), --slots (the most slots it may register). The
+coordinators enforce them on its registration and on every request for
+jobs; without them it may run any task of any group. The statement is
+signed into the credential: issue a new one to change it, and revoke the
+old ones (creds revoke executor NAME).`,
+		Example: `  fairway creds add tenant acme
+  fairway creds add executor mailer --tasks send-mail,poll-mail --slots 8
+  fairway creds add executor acme-own --tasks export --groups acme --expires 720h`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name := args[0], ""
@@ -125,12 +138,28 @@ window and backlog). With --push=false, give the servers the new account with
 					return usageError{err}
 				}
 			}
-			return e.addCreds(cmd.Context(), keys(), kind, name, out, push, expires)
+			user := natsauth.User{Expires: expires}
+			if f := cmd.Flags(); f.Changed("tasks") || f.Changed("groups") || f.Changed("slots") {
+				if kind != natsauth.KindExecutor {
+					return usageError{fmt.Errorf("--tasks, --groups and --slots state what an executor credential may run, not a %s's", kind)}
+				}
+				if f.Changed("tasks") {
+					user.Grant.Tasks = nonNil(grantTasks)
+				}
+				if f.Changed("groups") {
+					user.Grant.Groups = nonNil(grantGroups)
+				}
+				user.Grant.Slots = grantSlots
+			}
+			return e.addCreds(cmd.Context(), keys(), kind, name, out, push, user)
 		},
 	}, "dev.dir", "nats.url", "nats.prefix")
 	addCmd.Flags().StringVar(&out, "out", "", "file to write the credential to (default <dev-dir>/creds/<kind>-<NAME>.creds)")
 	addCmd.Flags().BoolVar(&push, "push", true, "push a new account to the NATS server at --nats-url")
 	addCmd.Flags().DurationVar(&expires, "expires", 0, "the credential expires after this long (e.g. 720h; 0: never)")
+	addCmd.Flags().StringSliceVar(&grantTasks, "tasks", nil, "an executor credential may register and run only these tasks (default: any)")
+	addCmd.Flags().StringSliceVar(&grantGroups, "groups", nil, "an executor credential gets only these groups' jobs (default: any group)")
+	addCmd.Flags().IntVar(&grantSlots, "slots", 0, "an executor credential may register at most this many slots (default 0: any number)")
 	addCmd.Flags().Int64Var(&lim.Connections, "max-connections", 0, fmt.Sprintf("a tenant's or executor's connections at once (default %d for a tenant, %d for an executor; -1: unlimited); kept for the account",
 		natsauth.TenantLimitsDefault.Connections, natsauth.ExecutorLimitsDefault.Connections))
 	addCmd.Flags().Int64Var(&lim.Subscriptions, "max-subscriptions", 0, fmt.Sprintf("its subscriptions, all connections together (default %d for a tenant, %d for an executor; -1: unlimited)",
@@ -194,10 +223,7 @@ func (e *env) revokeCreds(ctx context.Context, keysDir, kind, name string) error
 	if err := k.SetLimits(kind, name, l); err != nil {
 		return err
 	}
-	a, err := k.TenantAccountJWT(name)
-	if kind == natsauth.KindExecutor {
-		a, err = k.ExecutorAccountJWT(name)
-	}
+	a, err := k.AccountJWT(kind, name)
 	if err != nil {
 		return err
 	}
@@ -212,7 +238,7 @@ func (e *env) revokeCreds(ctx context.Context, keysDir, kind, name string) error
 }
 
 // addCreds issues one credential, pushing a new account first.
-func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, push bool, expires time.Duration) error {
+func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, push bool, user natsauth.User) error {
 	k, err := natsauth.Open(keysDir, e.cfg.NATS.Prefix, false)
 	if err != nil {
 		return err
@@ -223,10 +249,7 @@ func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, pus
 		if name == "" {
 			return usageError{fmt.Errorf("creds add %s needs a NAME (the %s)", kind, map[string]string{natsauth.KindTenant: "group", natsauth.KindExecutor: "app-id"}[kind])}
 		}
-		a, err := k.TenantAccountJWT(name)
-		if kind == natsauth.KindExecutor {
-			a, err = k.ExecutorAccountJWT(name)
-		}
+		a, err := k.AccountJWT(kind, name)
 		if err != nil {
 			return err
 		}
@@ -248,11 +271,23 @@ func (e *env) addCreds(ctx context.Context, keysDir, kind, name, out string, pus
 			return err
 		}
 	}
-	if err := k.WriteCredsExpiring(out, kind, name, expires); err != nil {
-		return err
+	if err := k.WriteCredsWith(out, kind, name, user); err != nil {
+		return usageError{err}
 	}
 	fmt.Fprintln(e.stdout, out)
+	if kind == natsauth.KindExecutor {
+		e.log.Info("executor credential issued", "app_id", name, "may_run", user.Grant.String())
+	}
 	return nil
+}
+
+// nonNil keeps an empty list given on the command line (--tasks "")
+// distinct from none given: it allows nothing.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // pushOnly sends an account to the server at nats.url with the system

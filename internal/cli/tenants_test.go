@@ -111,6 +111,32 @@ func TestDevWithTenants(t *testing.T) {
 	require.Nil(t, reply.Error)
 	_, err = enc.Request("fairway.exec.dev-worker.register", data, time.Second)
 	require.ErrorIs(t, err, nats.ErrNoResponders, "an executor reached another executor's subjects")
+	made, err := filepath.Glob(filepath.Join(dir, "*", "account-TENANT_worker-2.nk"))
+	require.NoError(t, err)
+	require.Empty(t, made, "creds add executor made a tenant account of the same name")
+	made, err = filepath.Glob(filepath.Join(dir, "*", "account-EXECUTOR_worker-2.nk"))
+	require.NoError(t, err)
+	require.Len(t, made, 1, "the executor's own account key")
+
+	// A credential that states what it may run: registering more is
+	// refused, with what it grants.
+	code, out, errOut = run(t, "creds", "add", "executor", "mailer", "--tasks", "echo", "--groups", "acme", "--slots", "1", "--dev-dir", dir, "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "tasks echo, groups acme, slots 1")
+	mnc, err := nats.Connect(natsURL, nats.UserCredentials(strings.TrimSpace(out)))
+	require.NoError(t, err)
+	defer mnc.Close()
+	data, err = json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "mailer", Instance: "i", Slots: 2, Tasks: []string{"echo"}}})
+	require.NoError(t, err)
+	msg, err = mnc.Request("fairway.exec.mailer.register", data, 10*time.Second)
+	require.NoError(t, err)
+	reply = events.Reply{}
+	require.NoError(t, json.Unmarshal(msg.Data, &reply))
+	require.NotNil(t, reply.Error, "registered 2 slots with a credential granting 1")
+	require.Contains(t, reply.Error.Message, "at most 1 slots")
+	code, _, errOut = run(t, "creds", "add", "tenant", "initech", "--slots", "1", "--dev-dir", dir, "--nats-url", natsURL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "not a tenant's")
 
 	dev.Stop(t)
 }

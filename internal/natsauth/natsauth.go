@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -248,12 +249,27 @@ func (k *Keyring) ExecutorAccountJWT(appID string) (Account, error) {
 	return k.sign(executorPrefix+appID, kp, func(ac *jwt.AccountClaims) {
 		lim.apply(ac)
 		ac.Imports.Add(
-			&jwt.Import{Name: "protocol", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".exec." + appID + ".>")},
-			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".results." + appID)},
+			// Share: the servers tell the coordinators who sent each
+			// message (Nats-Request-Info), with the tags of its
+			// credential, which state what it may run (events.Grant).
+			&jwt.Import{Name: "protocol", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".exec." + appID + ".>"), Share: true},
+			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".results." + appID), Share: true},
 			&jwt.Import{Name: "commands", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".executor." + appID + ".*")},
 			&jwt.Import{Name: "notify", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".notify.work")},
 		)
 	})
+}
+
+// AccountJWT signs the account of a tenant (KindTenant, name its group) or
+// an executor (KindExecutor, name its app-id), creating its key if new.
+func (k *Keyring) AccountJWT(kind, name string) (Account, error) {
+	switch kind {
+	case KindTenant:
+		return k.TenantAccountJWT(name)
+	case KindExecutor:
+		return k.ExecutorAccountJWT(name)
+	}
+	return Account{}, fmt.Errorf("%s: only a tenant or an executor has an account of its own", kind)
 }
 
 func (k *Keyring) sign(name string, kp nkeys.KeyPair, fill func(*jwt.AccountClaims)) (Account, error) {
@@ -328,12 +344,27 @@ const (
 // app-id, or a label) and returns a standard .creds file: a user JWT and
 // its nkey seed, usable by any NATS client with nothing else to know.
 func (k *Keyring) Creds(kind, name string) ([]byte, error) {
-	return k.CredsExpiring(kind, name, 0)
+	return k.CredsWith(kind, name, User{})
 }
 
-// CredsExpiring is Creds for a credential that the servers refuse after
-// ttl (0: never).
-func (k *Keyring) CredsExpiring(kind, name string, ttl time.Duration) ([]byte, error) {
+// User is what a credential states beyond its account.
+type User struct {
+	// Expires, when positive, is how long the servers accept the
+	// credential.
+	Expires time.Duration
+	// Grant is what an executor credential may run (events.Grant): its
+	// tags in the user JWT. Only for KindExecutor.
+	Grant events.Grant
+}
+
+// CredsWith is Creds for a credential that states u.
+func (k *Keyring) CredsWith(kind, name string, u User) ([]byte, error) {
+	if tags := u.Grant.Tags(); len(tags) > 0 && kind != KindExecutor {
+		return nil, fmt.Errorf("only an executor credential states tasks, groups and slots, not a %s's", kind)
+	}
+	if err := u.Grant.Check(); err != nil {
+		return nil, err
+	}
 	var account nkeys.KeyPair
 	switch kind {
 	case KindOperator, KindCoordinator:
@@ -367,9 +398,11 @@ func (k *Keyring) CredsExpiring(kind, name string, ttl time.Duration) ([]byte, e
 	upub, _ := user.PublicKey()
 	uc := jwt.NewUserClaims(upub)
 	uc.Name = kind + "-" + name
-	if ttl > 0 {
-		uc.Expires = time.Now().Add(ttl).Unix()
+	if u.Expires > 0 {
+		uc.Expires = time.Now().Add(u.Expires).Unix()
 	}
+	// As they are (TagList.Add would lower their case).
+	uc.Tags = append(uc.Tags, u.Grant.Tags()...)
 	token, err := uc.Encode(account)
 	if err != nil {
 		return nil, fmt.Errorf("signing the %s user %q: %w", kind, name, err)
@@ -384,13 +417,12 @@ func (k *Keyring) CredsExpiring(kind, name string, ttl time.Duration) ([]byte, e
 // WriteCreds issues a user of kind and writes its .creds file to path
 // (0600).
 func (k *Keyring) WriteCreds(path, kind, name string) error {
-	return k.WriteCredsExpiring(path, kind, name, 0)
+	return k.WriteCredsWith(path, kind, name, User{})
 }
 
-// WriteCredsExpiring is WriteCreds for a credential that expires after ttl
-// (0: never).
-func (k *Keyring) WriteCredsExpiring(path, kind, name string, ttl time.Duration) error {
-	creds, err := k.CredsExpiring(kind, name, ttl)
+// WriteCredsWith is WriteCreds for a credential that states u.
+func (k *Keyring) WriteCredsWith(path, kind, name string, u User) error {
+	creds, err := k.CredsWith(kind, name, u)
 	if err != nil {
 		return err
 	}
