@@ -114,7 +114,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
 	}
 	defer conn.Release()
-	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse)
+	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse, s.maxHold)
 	if err != nil {
 		abandonTx(ctx, conn)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
@@ -122,7 +122,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	return jobs, nil
 }
 
-func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atomic.Bool) ([]fairway.Job, error) {
+func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atomic.Bool, maxHold time.Duration) ([]fairway.Job, error) {
 	var st fairness
 	var registered bool
 	var groups []string
@@ -136,7 +136,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
 		// committed, and its jobs are seen.
-		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease), p.Instance).Query(func(rows pgx.Rows) error {
+		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease), p.Instance, interval(maxHold)).Query(func(rows pgx.Rows) error {
 			var err error
 			reclaimed, err = collectJobs(rows)
 			return err

@@ -270,8 +270,16 @@ func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.
 	return complete(ctx, tx, lost, retryDelay)
 }
 
+// MaxHold bounds how long an executor holds a job handed to it before it
+// starts it, whatever it heartbeats: an executor holds jobs beyond its
+// slots only when they are short (executor.Config.Prefetch), so a job held
+// this long is held by an executor that does not run it.
+const MaxHold = time.Hour
+
 // ExtendLeases renews the leases of the jobs an executor instance says it
-// holds; jobs held by another instance keep theirs.
+// holds; jobs held by another instance keep theirs. A lease is never
+// renewed past a running job's start + timeout (fairway.MaxTimeout for a
+// job without one) + 2 × lease, nor past a held job's hand-over + MaxHold.
 func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	if len(jobs) == 0 {
 		return nil
@@ -281,7 +289,7 @@ func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs 
 		groups[i], ids[i] = j.Group, j.ID
 	}
 	_, err := s.pool.Exec(ctx, extendLeasesSQL,
-		worker, ids, interval(lease), instance, groups)
+		worker, ids, interval(lease), instance, groups, interval(s.maxHold), interval(fairway.MaxTimeout))
 	if err != nil {
 		return fmt.Errorf("extending leases of %q: %w", worker, interpretError(err))
 	}

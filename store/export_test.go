@@ -344,6 +344,12 @@ func (s *Store) Logs(ctx context.Context, group, id string) ([]fairway.LogLine, 
 }
 
 // StartedAgo marks a job running, started d ago.
+// ScheduledAgo makes a held job's hand-over d ago.
+func (s *Store) ScheduledAgo(t testing.TB, id string, d time.Duration) {
+	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET scheduled_at = now() - $2::interval WHERE id = $1 AND state = 'scheduled'", id, d)
+	require.NoError(t, err)
+}
+
 func (s *Store) StartedAgo(t testing.TB, id string, d time.Duration) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET state = 'running', started = now() - $2::interval WHERE id = $1", id, d)
 	require.NoError(t, err)

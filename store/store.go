@@ -34,6 +34,8 @@ type Store struct {
 	checkedInserts atomic.Int64
 	// limitsInUse: the last claim found concurrency limits (LimitsInUse).
 	limitsInUse atomic.Bool
+	// maxHold is MaxHold (shorter in tests).
+	maxHold time.Duration
 }
 
 // Options configures Open.
@@ -66,7 +68,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, log: log}, nil
+	return &Store{pool: pool, log: log, maxHold: MaxHold}, nil
 }
 
 func redact(cfg *pgxpool.Config) string {

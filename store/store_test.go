@@ -945,3 +945,42 @@ func TestHeartbeatDoesNotExtendPastTheTimeout(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, other.LeaseUntil.After(time.Now().Add(30*time.Second)), "a job without a timeout is renewed")
 }
+
+// TestHeartbeatHoldsNoJobForEver: a job without a timeout is renewed up
+// to the longest timeout a job may have (fairway.MaxTimeout) after its
+// start; a job handed over and never started, up to store.MaxHold after
+// its hand-over, however the executor heartbeats or asks again under the
+// same dispatch request.
+func TestHeartbeatHoldsNoJobForEver(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 4, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	ids := insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
+	params := store.ClaimParams{Worker: "w", Instance: "i1", ClaimID: "req-1", Limit: 3, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	jobs, err := s.Claim(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	s.StartedAgo(t, ids[0], fairway.MaxTimeout+time.Hour)
+	s.ScheduledAgo(t, ids[1], store.MaxHold+time.Minute)
+	held := []fairway.JobRef{{Group: "a", ID: ids[0]}, {Group: "b", ID: ids[1]}, {Group: "c", ID: ids[2]}}
+	require.NoError(t, s.Heartbeat(ctx, "w", "i1", held, time.Minute))
+	lease := func(group, id string) time.Time {
+		job, err := s.Get(ctx, group, id)
+		require.NoError(t, err)
+		require.NotNil(t, job.LeaseUntil)
+		return *job.LeaseUntil
+	}
+	require.True(t, lease("a", ids[0]).Before(time.Now()), "a job without a timeout renewed past the longest timeout")
+	require.True(t, lease("b", ids[1]).Before(time.Now()), "a job held unstarted renewed past MaxHold")
+	require.True(t, lease("c", ids[2]).After(time.Now().Add(30*time.Second)), "a job handed over now is renewed")
+	// Asking again under the same request id hands them out again: not
+	// with a lease past the hold either.
+	again, err := s.Claim(ctx, params)
+	require.NoError(t, err)
+	for _, j := range again {
+		if j.ID == ids[1] {
+			require.True(t, j.LeaseUntil != nil && j.LeaseUntil.Before(time.Now()), "a reclaim renewed a job held past MaxHold")
+		}
+	}
+}

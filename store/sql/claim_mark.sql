@@ -13,7 +13,7 @@ WITH chosen AS (
     SELECT * FROM unnest($1::text[], $7::text[], $2::text[]) WITH ORDINALITY AS c (id, group_name, prev_state, ord)
 ), claimed AS (
     UPDATE fairway_job j
-       SET state = 'scheduled', worker = $3, worker_instance = $5, lease_until = now() + $4::interval,
+       SET state = 'scheduled', worker = $3, worker_instance = $5, lease_until = now() + $4::interval, scheduled_at = now(),
            attempt = j.attempt + 1, claim_id = nullif($6, '')
       FROM chosen c
      WHERE j.group_name = c.group_name AND j.id = c.id

@@ -59,14 +59,15 @@ WITH assignee AS (
 ), ins AS (
     INSERT INTO fairway_job (id, task, group_name, args, subject, submitter, priority,
                              tracker, state, max_retries, run_at, submitted, expires_at, trigger_after, traceparent, timeout_ms, depends_on,
-                             attempt, worker, worker_instance, lease_until, claim_id)
+                             attempt, worker, worker_instance, lease_until, claim_id, scheduled_at)
     SELECT i.id, i.task, i.group_name, coalesce(i.args, i.text_args::jsonb), i.subject, i.submitter, i.priority,
            nullif(i.tracker, ''), CASE WHEN i.state = 'scheduled' AND NOT i.assigned THEN 'waiting' ELSE i.state END, i.max_retries,
            coalesce(i.run_at, now() + i.pos * interval '1 microsecond'),
            now() + i.pos * interval '1 microsecond', i.expires_at, i.trigger_after, nullif(i.traceparent, ''), nullif(i.timeout_ms, 0),
            string_to_array(nullif(i.depends_on, ''), ' '),
            CASE WHEN i.assigned THEN 1 ELSE 0 END, CASE WHEN i.assigned THEN @worker END, CASE WHEN i.assigned THEN @instance ELSE '' END,
-           CASE WHEN i.assigned THEN now() + @lease::interval END, CASE WHEN i.assigned THEN nullif(@claim_id, '') END
+           CASE WHEN i.assigned THEN now() + @lease::interval END, CASE WHEN i.assigned THEN nullif(@claim_id, '') END,
+           CASE WHEN i.assigned THEN now() END
       FROM rows AS i
      WHERE i.storable
      ORDER BY i.ord
