@@ -65,6 +65,9 @@ type ClaimParams struct {
 	// Groups, when not nil, are the only groups whose jobs are claimed
 	// (what the executor's credential grants); empty claims nothing.
 	Groups []string
+	// Fairness is what a group's turn is worth: FairnessJobs (the
+	// default) or FairnessTime (see shares.go).
+	Fairness string
 	// Lease is how long the claim holds without a heartbeat.
 	Lease time.Duration
 	// Scheme is the counting scheme.
@@ -129,9 +132,10 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	var reclaimed []fairway.Job
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	var limited bool
+	var limited, weighted bool
+	var vclock float64
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited)
+		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted)
 	})
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
@@ -151,11 +155,26 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 		lim, err = readLimits(rows, p.TaskLimits)
 		return err
 	}
+	readRateLimits := func(rows pgx.Rows) error {
+		r, err := readRates(rows)
+		if lim != nil {
+			lim.rates = r
+		}
+		return err
+	}
 	queued := limitsInUse.Load()
 	if queued {
 		b.Queue(claimLimitsSQL).Query(readLim)
+		b.Queue(claimRatesSQL).Query(readRateLimits)
 	}
-	queueWalk(b, p, nil, p.Limit, nil, &groups)
+	// Sharing time, the walk reads more groups than the claim's slots: the
+	// next job goes to the group whose virtual time is least among them.
+	byTime := p.Fairness == FairnessTime
+	walkN := p.Limit
+	if byTime {
+		walkN = max(p.Limit, sharesWalk)
+	}
+	queueWalk(b, p, nil, walkN, nil, &groups)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
@@ -166,11 +185,10 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	limitsInUse.Store(limited)
 	switch {
 	case limited && !queued:
-		rows, err := conn.Query(ctx, claimLimitsSQL)
-		if err != nil {
-			return nil, err
-		}
-		if err := readLim(rows); err != nil {
+		b := &pgx.Batch{}
+		b.Queue(claimLimitsSQL).Query(readLim)
+		b.Queue(claimRatesSQL).Query(readRateLimits)
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 	case !limited:
@@ -191,27 +209,39 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 	start := st
 	var jobs []fairway.Job
 	rounds := maxClaimRounds
+	var sh *shareState
+	if byTime || weighted {
+		sh = newShareState(byTime)
+		sh.clock = vclock
+		walkN = max(p.Limit, sharesWalk)
+	}
+	rewalk := weighted && !byTime // the walk read only the claim's slots
+	var capped []string
 	if lim != nil {
 		// Limits in force: the walk ran before they were known. Walk again
 		// without the tasks and groups at their limit, if any are.
 		rounds += len(p.Tasks)
-		tasks, capped := lim.open(p.Tasks)
+		var tasks []string
+		tasks, capped = lim.open(p.Tasks)
 		if len(tasks) == 0 {
 			_, err := conn.Exec(ctx, "COMMIT")
 			return nil, err
 		}
 		if len(tasks) < len(p.Tasks) || len(capped) > 0 {
 			p.Tasks = tasks
-			b := &pgx.Batch{}
-			queueWalk(b, p, nil, p.Limit, capped, &groups)
-			if err := conn.SendBatch(ctx, b).Close(); err != nil {
-				return nil, err
-			}
+			rewalk = true
+		}
+	}
+	if rewalk {
+		b := &pgx.Batch{}
+		queueWalk(b, p, nil, walkN, capped, &groups)
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
 		}
 	}
 	for round := 1; ; round++ {
 		limit := p.Limit - len(jobs)
-		picked, more, err := claimRound(ctx, conn, p, limit, groups, &st, lim)
+		picked, more, err := claimRound(ctx, conn, p, limit, groups, &st, lim, sh)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +249,10 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 		if lim != nil {
 			p.Tasks, capped = lim.open(p.Tasks)
 		}
-		last := !more || len(picked) == 0 || len(picked) == limit || round == rounds || len(p.Tasks) == 0
+		// A round that picked nothing while more may be eligible passed
+		// jobs over for a limit (the walk leaves out what is now known to
+		// be at its limit): another round, as long as rounds are left.
+		last := !more || (len(picked) == 0 && lim == nil) || len(picked) == limit || round == rounds || len(p.Tasks) == 0
 		b := &pgx.Batch{}
 		if len(picked) > 0 {
 			ids, groups, prev := make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked))
@@ -237,12 +270,20 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 			if st != start {
 				b.Queue(claimCursorSaveSQL, st.cursor, st.counter)
 			}
+			sh.save(b)
+			if lim != nil {
+				lim.rates.save(b)
+			}
 			b.Queue("COMMIT")
 			return jobs, conn.SendBatch(ctx, b).Close()
 		}
 		// Another round, on the jobs the marking left.
 		b.Queue(claimPinSQL)
-		queueWalk(b, p, st.cursor, limit-len(picked), capped, &groups)
+		next := limit - len(picked)
+		if sh != nil {
+			next = max(next, sharesWalk)
+		}
+		queueWalk(b, p, st.cursor, next, capped, &groups)
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
@@ -270,14 +311,33 @@ func collectGroups(groups *[]string) func(pgx.Rows) error {
 
 // claimRound picks up to limit jobs from the candidates that one fetch can
 // see, given the groups walked in round-robin order (see pick).
-func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness, lim *limits) (picked []candidate, more bool, err error) {
+func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness, lim *limits, sh *shareState) (picked []candidate, more bool, err error) {
 	if len(groups) == 0 {
 		return nil, false, nil
 	}
 	share := shares(limit, len(groups))
-	queues, err := fetchCandidates(ctx, conn, groups, share, p.Tasks)
+	var extra []func(*pgx.Batch)
+	if sh != nil {
+		// Any group may take every slot: its virtual time decides.
+		for i := range share {
+			share[i] = int32(limit)
+		}
+		extra = append(extra, sh.queueRead(groups, p.Tasks))
+	}
+	if lim != nil {
+		if keys := lim.rates.unread(groups, p.Tasks); len(keys) > 0 {
+			extra = append(extra, func(b *pgx.Batch) {
+				b.Queue(claimRateBucketsSQL, keys).Query(lim.rates.readBuckets(keys))
+			})
+		}
+	}
+	queues, err := fetchCandidates(ctx, conn, groups, share, p.Tasks, extra...)
 	if err != nil {
 		return nil, false, err
+	}
+	if sh != nil {
+		picked, more = pickShares(queues, limit, p.Scheme, st, lim, sh)
+		return picked, more, nil
 	}
 	picked, more = pick(queues, limit, len(groups) == limit, p.Scheme, st, lim)
 	return picked, more, nil
@@ -285,7 +345,7 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 
 // fetchCandidates reads up to share[i] jobs of each kind (due stuck, high
 // waiting, low waiting) of each group, in one round trip.
-func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string) ([]*groupQueue, error) {
+func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string, extra ...func(*pgx.Batch)) ([]*groupQueue, error) {
 	queues := make([]*groupQueue, len(groups))
 	index := make(map[string]*groupQueue, len(groups))
 	for i, g := range groups {
@@ -323,6 +383,9 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 	batch.Queue(claimStuckSQL, groups, share, tasks).Query(add("stuck"))
 	batch.Queue(claimWaitingSQL, groups, share, tasks, string(fairway.PriorityHigh)).Query(add("high"))
 	batch.Queue(claimWaitingSQL, groups, share, tasks, string(fairway.PriorityLow)).Query(add("low"))
+	for _, queue := range extra {
+		queue(batch)
+	}
 	if err := conn.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, err
 	}

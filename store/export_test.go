@@ -354,3 +354,10 @@ func (s *Store) StartedAgo(t testing.TB, id string, d time.Duration) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_job SET state = 'running', started = now() - $2::interval WHERE id = $1", id, d)
 	require.NoError(t, err)
 }
+
+// AgeRateBuckets moves every rate bucket's count d into the past, as if d
+// had passed since.
+func (s *Store) AgeRateBuckets(t testing.TB, d time.Duration) {
+	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_rate_bucket SET at = at - $1::interval", d)
+	require.NoError(t, err)
+}

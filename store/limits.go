@@ -47,6 +47,7 @@ type limits struct {
 	group        map[string]int
 	groupDefault int // -1: none
 	held         map[string]int
+	rates        *rates // nil: none
 }
 
 // readLimits reads claim_limits.sql's rows, with the executor's own task
@@ -123,7 +124,7 @@ func (l *limits) allows(c candidate) bool {
 	if left, ok := l.task[c.task]; ok && left <= 0 {
 		return false
 	}
-	return l.groupLeft(c.group) != 0
+	return l.groupLeft(c.group) != 0 && (l.rates.empty() || l.rates.allows(c))
 }
 
 // took counts c against the limits.
@@ -135,13 +136,16 @@ func (l *limits) took(c candidate) {
 		l.task[c.task] = left - 1
 	}
 	l.held[c.group]++
+	if !l.rates.empty() {
+		l.rates.took(c)
+	}
 }
 
 // open returns the tasks not at their limit, and the groups that are (of
 // those with a limit of their own, or holding jobs under the default).
 func (l *limits) open(tasks []string) (open, capped []string) {
 	for _, t := range tasks {
-		if left, ok := l.task[t]; !ok || left > 0 {
+		if left, ok := l.task[t]; (!ok || left > 0) && !l.rates.spent("t:"+t) {
 			open = append(open, t)
 		}
 	}
@@ -155,7 +159,9 @@ func (l *limits) open(tasks []string) (open, capped []string) {
 			capped = append(capped, g)
 		}
 	}
+	capped = append(capped, l.rates.spentGroups()...)
 	slices.Sort(capped)
+	capped = slices.Compact(capped)
 	return open, capped
 }
 

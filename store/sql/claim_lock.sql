@@ -11,7 +11,10 @@
 -- $1, $2: the executor's app-id and instance ('' for any): registered tells
 -- whether that instance is the one registered now, and live (not marked
 -- gone nor deregistered: such an instance must register again).
--- limited: whether concurrency limits exist (claim_limits.sql reads them).
+-- limited: whether concurrency or rate limits exist (claim_limits.sql and
+-- claim_rates.sql read them); vclock: the clock of the groups' virtual
+-- times; weighted: whether a group has a weight other than 1 (then claims
+-- pick by virtual time, see shares.go).
 SELECT last_group, counter,
        ($2::text = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $1 AND e.instance = $2 AND e.state = 'live')) AS registered,
        set_config('enable_sort', 'off', true),
@@ -19,7 +22,9 @@ SELECT last_group, counter,
        set_config('enable_seqscan', 'off', true),
        set_config('jit', 'off', true),
        set_config('plan_cache_mode', 'force_generic_plan', true),
-       EXISTS (SELECT 1 FROM fairway_limit) AS limited
+       EXISTS (SELECT 1 FROM fairway_limit) OR EXISTS (SELECT 1 FROM fairway_rate_limit) AS limited,
+       vclock,
+       EXISTS (SELECT 1 FROM fairway_group_share WHERE weight <> 1) AS weighted
   FROM fairway_fairness
  WHERE id = 1
    FOR UPDATE

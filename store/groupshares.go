@@ -1,0 +1,86 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/group_weight_set.sql
+	groupWeightSetSQL string
+	//go:embed sql/group_shares.sql
+	groupSharesSQL string
+)
+
+// MaxWeight bounds a group's weight.
+const MaxWeight = 1000
+
+// SetWeight sets a group's weight: its share of the executors against the
+// other groups' (1 by default; 3 gets three times the share of a group of
+// weight 1), by jobs or by time as scheduler.fairness says.
+func (s *Store) SetWeight(ctx context.Context, group string, weight float64) error {
+	if err := fairway.CheckName("group", group); err != nil {
+		return err
+	}
+	if !(weight > 0 && weight <= MaxWeight) || math.IsNaN(weight) {
+		return fairway.Invalid("weight", "%v: a weight is above 0 and at most %d (1 is the default)", weight, MaxWeight)
+	}
+	if _, err := s.pool.Exec(ctx, groupWeightSetSQL, group, weight); err != nil {
+		return fmt.Errorf("setting the weight of group %s: %w", group, interpretError(err))
+	}
+	return nil
+}
+
+// GroupShare is one group's share of the executors' slot-time over a
+// window, against its weighted fair share.
+type GroupShare struct {
+	Group  string  `json:"group"`
+	Weight float64 `json:"weight"`
+	// Seconds is the slot-time its jobs ran in the window.
+	Seconds float64 `json:"seconds"`
+	// Share is Seconds over every group's.
+	Share float64 `json:"share"`
+	// FairShare is its weight over the weights of the groups that ran
+	// jobs in the window: its share if they all had work all the time.
+	FairShare float64 `json:"fair_share"`
+}
+
+// GroupShares returns each group's share of the slot-time over the last
+// window, and its weighted fair share; groups with a weight of their own
+// are listed even if they ran nothing.
+func (s *Store) GroupShares(ctx context.Context, window time.Duration) ([]GroupShare, error) {
+	rows, err := s.pool.Query(ctx, groupSharesSQL, interval(window))
+	if err != nil {
+		return nil, fmt.Errorf("reading the groups' shares: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupShare, error) {
+		var g GroupShare
+		err := row.Scan(&g.Group, &g.Seconds, &g.Weight)
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the groups' shares: %w", interpretError(err))
+	}
+	var seconds, weights float64
+	for _, g := range out {
+		seconds += g.Seconds
+		if g.Seconds > 0 {
+			weights += g.Weight
+		}
+	}
+	for i, g := range out {
+		if seconds > 0 {
+			out[i].Share = g.Seconds / seconds
+		}
+		if g.Seconds > 0 && weights > 0 {
+			out[i].FairShare = g.Weight / weights
+		}
+	}
+	return out, nil
+}

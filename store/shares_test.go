@@ -1,0 +1,142 @@
+package store
+
+import (
+	"container/heap"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/stretchr/testify/require"
+)
+
+// simGroup is one backlogged group of the simulator: its jobs all run
+// for run, and it has weight.
+type simGroup struct {
+	name   string
+	run    time.Duration
+	weight float64
+}
+
+type simSlot struct {
+	free  time.Duration
+	group string
+	task  string
+	ran   time.Duration
+}
+
+type slotHeap []simSlot
+
+func (h slotHeap) Len() int           { return len(h) }
+func (h slotHeap) Less(i, j int) bool { return h[i].free < h[j].free }
+func (h slotHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *slotHeap) Push(x any)        { *h = append(*h, x.(simSlot)) }
+func (h *slotHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// simulate runs backlogged groups (sorted by name) on slots for d: each slot that frees
+// asks a claim for one job (as executors do), the claim picks with
+// pickShares (or pick, counting jobs without weights, for shares nil),
+// and a job that ends is learned as the store learns it (its run time
+// averaged per group and task, its charge corrected). It returns each
+// group's share of the slot-time used.
+func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[string]float64 {
+	sh := newShareState(mode == FairnessTime)
+	for _, g := range groups {
+		sh.weight[g.name] = g.weight
+	}
+	st := &fairness{}
+	used := map[string]time.Duration{}
+	var total time.Duration
+	h := &slotHeap{}
+	for range slots {
+		heap.Push(h, simSlot{})
+	}
+	seq := 0
+	for {
+		s := heap.Pop(h).(simSlot)
+		if s.free >= d {
+			break
+		}
+		if s.group != "" {
+			sh.ended(s.group, s.task, float64(s.ran.Milliseconds()))
+		}
+		// Every group is backlogged: candidates in name order after the
+		// cursor, as the walk returns them.
+		var queues []*groupQueue
+		for _, g := range groups {
+			seq++
+			queues = append(queues, &groupQueue{name: g.name, low: []candidate{{id: fmt.Sprint(seq), group: g.name, task: "t", priority: fairway.PriorityLow}}, lowMore: true})
+		}
+		queues = rotate(queues, st.cursor)
+		picked, _ := pickShares(queues, 1, fairway.CountingScheme{High: 4, Low: 1}, st, nil, sh)
+		c := picked[0]
+		var run time.Duration
+		for _, g := range groups {
+			if g.name == c.group {
+				run = g.run
+			}
+		}
+		end := min(s.free+run, d)
+		used[c.group] += end - s.free
+		total += end - s.free
+		heap.Push(h, simSlot{free: s.free + run, group: c.group, task: c.task, ran: run})
+	}
+	shares := map[string]float64{}
+	for g, u := range used {
+		shares[g] = float64(u) / float64(total)
+	}
+	return shares
+}
+
+// rotate orders queues (sorted by name) as the walk does: the groups
+// after cursor, then the others.
+func rotate(queues []*groupQueue, cursor string) []*groupQueue {
+	k := 0
+	for k < len(queues) && queues[k].name <= cursor {
+		k++
+	}
+	return append(append([]*groupQueue{}, queues[k:]...), queues[:k]...)
+}
+
+// TestSharesOfSlotTime: the scheduling rule without a database, against
+// the arithmetic of weighted fair queueing. Two groups backlogged on 10
+// slots, jobs of 100 ms and 10 ms: counting jobs gives them equal starts,
+// so about 91% and 9% of the slot-time; sharing time gives half each, and
+// weights 3 and 1 give 75% and 25%.
+func TestSharesOfSlotTime(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   string
+		groups []simGroup
+		want   map[string]float64
+	}{
+		{"jobs, equal weights", FairnessJobs, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
+			map[string]float64{"a": 100.0 / 110, "b": 10.0 / 110}},
+		{"time, equal weights", FairnessTime, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
+			map[string]float64{"a": 0.5, "b": 0.5}},
+		{"time, weights 3 and 1", FairnessTime, []simGroup{{"a", 100 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
+			map[string]float64{"a": 0.75, "b": 0.25}},
+		{"time, 10 minutes against 1 second", FairnessTime, []simGroup{{"a", 10 * time.Minute, 1}, {"b", time.Second, 1}},
+			map[string]float64{"a": 0.5, "b": 0.5}},
+		{"jobs, weights 3 and 1, equal jobs", FairnessJobs, []simGroup{{"a", 10 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
+			map[string]float64{"a": 0.75, "b": 0.25}},
+		{"time, three groups, weights 2, 1, 1", FairnessTime, []simGroup{{"a", 50 * time.Millisecond, 2}, {"b", 5 * time.Millisecond, 1}, {"c", 200 * time.Millisecond, 1}},
+			map[string]float64{"a": 0.5, "b": 0.25, "c": 0.25}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := 600 * time.Second
+			if tc.groups[0].run >= time.Minute {
+				d = 48 * time.Hour
+			}
+			got := simulate(tc.groups, 10, d, tc.mode)
+			for g, want := range tc.want {
+				require.InDelta(t, want, got[g], 0.02, "group %s: %v", g, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,17 @@
+-- Each group's slot-time over the last $1: the seconds its jobs ran
+-- within the window (ended in it, or running now), and its weight (1
+-- without a row), with every group that has a weight of its own even if
+-- it ran nothing. A job's last attempt counts (attempts retried since are
+-- not kept).
+WITH used AS (
+    SELECT group_name,
+           sum(extract(epoch FROM least(coalesce(finished, now()), now()) - greatest(started, now() - $1::interval)))::float8 AS seconds
+      FROM fairway_job
+     WHERE started IS NOT NULL
+       AND ((state IN ('success', 'failed', 'cancelled') AND finished >= now() - $1::interval) OR state = 'running')
+     GROUP BY group_name
+)
+SELECT coalesce(u.group_name, s.group_name), coalesce(u.seconds, 0), coalesce(s.weight, 1)
+  FROM used u
+  FULL JOIN (SELECT group_name, weight FROM fairway_group_share WHERE weight <> 1) s ON s.group_name = u.group_name
+ ORDER BY 1
