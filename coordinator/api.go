@@ -66,10 +66,30 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 	}
 	return c.subs.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
 		verb, _ := c.subjects.ParseAdmin(msg.Subject)
-		// Operators share one lane of their own, "" (no group's name).
-		enqueue(msg, "", request{admin: true, data: msg.Data}, verb)
+		enqueue(msg, operatorLane(msg), request{admin: true, data: msg.Data}, verb)
 	})
 }
+
+// operatorLane is the pool lane of an operator-API request. Operators
+// share one lane of their own, "" (no group's name), unless the request
+// names another lane the coordinators know (events.LaneHeader): a web
+// server sends its read-only users' requests in one and its admins' in
+// another, so that a read-only user flooding the dashboard delays neither
+// an admin nor the operator's CLI. The operator API is trusted, so its
+// requests may pick their lane; a lane the coordinators do not know is the
+// operator's (the lanes stay few). These lanes' names start with '/',
+// which no group's name holds.
+func operatorLane(msg *nats.Msg) string {
+	switch lane := events.Lane(msg); lane {
+	case events.LaneWebReadOnly, events.LaneWebAdmin:
+		return operatorLanePrefix + lane
+	}
+	return ""
+}
+
+// operatorLanePrefix starts the name of an operator-API lane other than
+// the operator's own.
+const operatorLanePrefix = "/"
 
 // request is one API request: its subject's group (a tenant's) or the
 // operator API, and its body.
@@ -122,6 +142,10 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbLimits:          {adminOnly, (*Coordinator).apiLimits},
 	events.VerbLimitSet:        {adminOnly, (*Coordinator).apiLimits},
 	events.VerbLimitDelete:     {adminOnly, (*Coordinator).apiLimits},
+	events.VerbRateSet:         {adminOnly, (*Coordinator).apiLimits},
+	events.VerbRateDelete:      {adminOnly, (*Coordinator).apiLimits},
+	events.VerbGroups:          {adminOnly, (*Coordinator).apiGroups},
+	events.VerbWeightSet:       {adminOnly, (*Coordinator).apiGroups},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},
 	events.VerbPeriodicEnable:  {adminOnly, periodicVerb(events.VerbPeriodicEnable)},

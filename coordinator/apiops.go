@@ -12,6 +12,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/flight"
 	"github.com/fairwayhq/fairway/store"
 )
 
@@ -33,6 +34,11 @@ func (c *Coordinator) apiRetry(ctx context.Context, group string, req events.Job
 	return events.Reply{Job: job}, nil
 }
 
+// apiStats answers stats. Window and bucket are checked against their
+// bounds (events.StatsRequest.Durations: at most 31 days, at most 1,440
+// buckets, whole seconds), whoever asks, and a given window, bucket and
+// group is computed at most once at a time: the requests that ask for it
+// meanwhile, on any lane, get the same answer (statsFlight).
 func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, error) {
 	var req events.StatsRequest
 	if err := decode(r.data, &req); err != nil {
@@ -49,21 +55,25 @@ func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, er
 			return events.Reply{}, err
 		}
 	}
-	for _, d := range []struct {
-		field, text string
-		to          *time.Duration
-	}{{"window", req.Window, &p.Window}, {"bucket", req.Bucket, &p.Bucket}} {
-		if d.text == "" {
-			continue
-		}
-		v, err := time.ParseDuration(d.text)
-		if err != nil || v <= 0 {
-			return events.Reply{}, fairway.Invalid(d.field, "%q is not a positive duration such as 1h or 1m", d.text)
-		}
-		*d.to = v
+	var err error
+	if p.Window, p.Bucket, err = req.Durations(); err != nil {
+		return events.Reply{}, err
 	}
-	st, err := c.store.Stats(ctx, p)
+	// The computation runs under the context of the request that started
+	// it (all are bounded by apiTimeout alike).
+	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) { return c.store.Stats(ctx, p) })
 	return events.Reply{Stats: st}, err
+}
+
+// statsFlight computes each stats request at most once at a time per
+// database: a dashboard's many browsers, or a flood of one read-only
+// user, cost one computation (a stats request over a long window reads
+// every job that ended in it, seconds with millions of jobs).
+var statsFlight flight.Group[statsKey, *fairway.Stats]
+
+type statsKey struct {
+	store  *store.Store
+	params store.StatsParams
 }
 
 // bulkActions are the per-job verbs a bulk request may apply.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // perGroupQueue: a request beyond that is refused with
 // quota. All lanes together queue at most queue requests: beyond that a
 // request is refused with unavailable at once rather than waiting. The
-// operator API has a lane of its own.
+// operator API has lanes of its own: the operator's (""), and one per
+// lane a request may name (events.LaneHeader), such as a web server's
+// read-only users'.
 type apiPool struct {
 	perGroup      int
 	perGroupQueue int
@@ -71,10 +74,13 @@ func (p *apiPool) add(group string, task func()) error {
 	}
 	switch {
 	case len(l.waiting) >= p.perGroupQueue:
-		lane := cmp.Or(p.lane, "group")
-		return &fairway.Error{Code: fairway.CodeQuota, Field: lane,
+		lane, name := cmp.Or(p.lane, "group"), group
+		if p.lane == "" && (group == "" || strings.HasPrefix(group, operatorLanePrefix)) {
+			lane, name = "operator API lane", cmp.Or(strings.TrimPrefix(group, operatorLanePrefix), "operator")
+		}
+		return &fairway.Error{Code: fairway.CodeQuota, Field: cmp.Or(p.lane, "group"),
 			Message: fmt.Sprintf("%s %q has %d requests waiting and %d running on this coordinator, its share (at most %d waiting, %d running): retry when your earlier requests are answered",
-				lane, group, len(l.waiting), l.running, p.perGroupQueue, p.perGroup)}
+				lane, name, len(l.waiting), l.running, p.perGroupQueue, p.perGroup)}
 	case p.queued >= p.queue:
 		return &fairway.Error{Code: fairway.CodeUnavailable,
 			Message: fmt.Sprintf("coordinator busy: %d requests waiting (coordinator.api-queue for the API); retry shortly", p.queued)}

@@ -439,6 +439,7 @@ func (c *Client) request(ctx context.Context, subject string, body any) (*Reply,
 	req := &nats.Msg{Subject: subject, Data: data}
 	InjectTrace(ctx, req) // a submit's job, and any request, joins the caller's trace
 	SetDeadline(ctx, req)
+	SetLane(ctx, req)
 	msg, err := c.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {

@@ -68,6 +68,55 @@ type StatsRequest struct {
 	Group  string `json:"group,omitempty"`
 }
 
+// Bounds of stats, which the coordinators refuse beyond (a stats request
+// reads every job that ended in its window, so its cost grows with the
+// window; the buckets bound its answer).
+const (
+	StatsWindowDefault = time.Hour
+	StatsWindowMax     = 31 * 24 * time.Hour // 744h
+	StatsBucketMin     = time.Second
+	StatsBucketsMax    = 1440 // a day of minutes
+)
+
+// Durations reads the window and the bucket of r, with their defaults (an
+// hour; a sixtieth of the window, at least StatsBucketMin), in whole
+// seconds, and checks them against the bounds above: an error names the
+// field and the range allowed. Equivalent requests ("60m", "1h", "3600s")
+// read the same.
+func (r StatsRequest) Durations() (window, bucket time.Duration, err error) {
+	parse := func(field, text string, def time.Duration) (time.Duration, error) {
+		if text == "" {
+			return def, nil
+		}
+		v, err := time.ParseDuration(text)
+		if err != nil || v <= 0 {
+			return 0, fairway.Invalid(field, "%q is not a positive duration such as 1h or 1m", text)
+		}
+		return v, nil
+	}
+	if window, err = parse("window", r.Window, StatsWindowDefault); err != nil {
+		return 0, 0, err
+	}
+	window = window.Truncate(time.Second)
+	if window < time.Second || window > StatsWindowMax {
+		return 0, 0, fairway.Invalid("window", "%s is not within 1s..%s (31 days)", window, StatsWindowMax)
+	}
+	if bucket, err = parse("bucket", r.Bucket, max(StatsBucketMin, window/60)); err != nil {
+		return 0, 0, err
+	}
+	bucket = bucket.Truncate(time.Second)
+	switch {
+	case bucket < StatsBucketMin:
+		return 0, 0, fairway.Invalid("bucket", "%s is shorter than %s", r.Bucket, StatsBucketMin)
+	case bucket > window:
+		return 0, 0, fairway.Invalid("bucket", "%s is longer than the window (%s)", bucket, window)
+	case window/bucket > StatsBucketsMax:
+		return 0, 0, fairway.Invalid("bucket", "%s makes %d buckets of a %s window; at most %d: choose a bucket of at least %s",
+			bucket, window/bucket, window, StatsBucketsMax, (window+StatsBucketsMax-1)/StatsBucketsMax)
+	}
+	return window, bucket, nil
+}
+
 // Bulk actions.
 const (
 	BulkCancel  = "cancel"
@@ -348,6 +397,46 @@ func SetDeadline(ctx context.Context, msg *nats.Msg) {
 	}
 	msg.Header.Set(DeadlineHeader, strconv.FormatInt(d.UnixMilli(), 10))
 }
+
+// LaneHeader names the lane of the operator API a request waits in on a
+// coordinator: each lane's requests run one at a time (by default) and
+// apart from the other lanes', so the requests of one lane never queue
+// behind another's. Only the operator API reads it (an operator's
+// credential is trusted to pick its lane; a tenant's requests wait in their
+// group's lane, whatever they say); a request without it, or naming no lane
+// the coordinators know, waits in the operator lane.
+const LaneHeader = "Fairway-Lane"
+
+// The lanes of the operator API besides the operator's own: a web server
+// (fairway web) sends its read-only users' requests in one and its admins'
+// in the other, so that no read-only user delays an admin or an operator.
+const (
+	LaneWebReadOnly = "web-readonly"
+	LaneWebAdmin    = "web-admin"
+)
+
+type laneKey struct{}
+
+// WithLane returns ctx with a lane that the Client's requests made with it
+// name in their LaneHeader.
+func WithLane(ctx context.Context, lane string) context.Context {
+	return context.WithValue(ctx, laneKey{}, lane)
+}
+
+// SetLane writes ctx's lane, if any, into msg's LaneHeader.
+func SetLane(ctx context.Context, msg *nats.Msg) {
+	lane, _ := ctx.Value(laneKey{}).(string)
+	if lane == "" {
+		return
+	}
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	msg.Header.Set(LaneHeader, lane)
+}
+
+// Lane reads msg's LaneHeader: "" if it has none.
+func Lane(msg *nats.Msg) string { return msg.Header.Get(LaneHeader) }
 
 // Deadline reads msg's DeadlineHeader: false if it has none, or not a
 // number.

@@ -19,8 +19,12 @@ var (
 	statsGroupsSQL string
 )
 
-// Bounds of Stats.
+// Bounds of Stats (the operator and tenant APIs check the same ones
+// first: events.StatsRequest.Durations).
 const (
+	// StatsWindowMax caps the window: its cost grows with the jobs that
+	// ended in it.
+	StatsWindowMax = 31 * 24 * time.Hour
 	// StatsBucketsMax caps the buckets of a window: a window of an hour
 	// has minutes, of a day at most 1,440 buckets.
 	StatsBucketsMax = 1440
@@ -53,10 +57,12 @@ func (p StatsParams) withDefaults() (StatsParams, error) {
 	}
 	p.Bucket = p.Bucket.Truncate(time.Second)
 	switch {
-	case p.Window > 31*24*time.Hour:
+	case p.Window > StatsWindowMax:
 		return p, fairway.Invalid("window", "%s is longer than 31 days", p.Window)
 	case p.Bucket < time.Second:
 		return p, fairway.Invalid("bucket", "%s is shorter than a second", p.Bucket)
+	case p.Bucket > p.Window:
+		return p, fairway.Invalid("bucket", "%s is longer than the window (%s)", p.Bucket, p.Window)
 	case p.Window/p.Bucket > StatsBucketsMax:
 		return p, fairway.Invalid("bucket", "%s makes %d buckets of a %s window; at most %d: choose a wider bucket", p.Bucket, p.Window/p.Bucket, p.Window, StatsBucketsMax)
 	}

@@ -6,9 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -47,8 +51,13 @@ var routes = []route{
 	{pattern: "DELETE /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
 	{pattern: "GET /api/periodic", need: roleRead, operator: true, handle: (*Server).periodic},
 	{pattern: "POST /api/periodic/{id}/{action}", need: roleAdmin, operator: true, handle: (*Server).periodicAction},
-	{pattern: "GET /api/events", need: roleRead, handle: (*Server).liveEvents},
+	{pattern: liveEventsRoute, need: roleRead, handle: (*Server).liveEvents},
 }
+
+// liveEventsRoute streams for as long as it is open: it takes a token of
+// the read-only role's rate, not one of its places (streamBudget bounds the
+// streams).
+const liveEventsRoute = "GET /api/events"
 
 // httpStatus maps Fairway's error codes to HTTP statuses: the one place.
 var httpStatus = map[fairway.Code]int{
@@ -92,12 +101,30 @@ func (s *Server) guard(rt route) http.Handler {
 		case r.Method != http.MethodGet && c.session != "" && (crossSite(r) || r.Header.Get(csrfHeader) != c.csrf):
 			err = &fairway.Error{Code: codeForbidden, Message: "missing or wrong " + csrfHeader + " header, or a request from another site: changes need the session's CSRF token (GET /api/session)"}
 		default:
-			err = rt.handle(s, w, r, c)
+			err = s.serve(rt, w, r, c)
 		}
 		if err != nil {
 			s.writeError(w, r, err)
 		}
 	}))
+}
+
+// serve runs a route for a caller let through: a read-only caller within
+// its limits (readLimits), and every request to the coordinators in its
+// role's lane of the operator API (laneOf).
+func (s *Server) serve(rt route, w http.ResponseWriter, r *http.Request, c caller) error {
+	if rt.need == roleNone {
+		return rt.handle(s, w, r, c)
+	}
+	if c.role == roleRead {
+		release, err := s.read.admit(rt.pattern == liveEventsRoute, time.Now())
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	r = r.WithContext(events.WithLane(r.Context(), laneOf(c.role)))
+	return rt.handle(s, w, r, c)
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -112,6 +139,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		id := fairway.NewID()
 		s.log.Error("web request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
 		e = &fairway.Error{Code: fairway.CodeInternal, Message: "internal error; request id " + id, RequestID: id}
+	}
+	if status == http.StatusTooManyRequests {
+		setRetryAfter(w, err)
 	}
 	writeJSON(w, status, map[string]any{"error": e})
 }
@@ -407,49 +437,153 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request, c caller) error {
 }
 
 // statsEntry is a cached stats answer: a dashboard of many browsers asks
-// the coordinators once per statsTTL per window.
+// the coordinators once per statsTTL per window, bucket and group.
 type statsEntry struct {
 	at    time.Time
+	ttl   time.Duration
 	stats *fairway.Stats
 }
 
-const statsTTL = 3 * time.Second
+// Bounds of GET /api/stats (and /api/groups), on top of the coordinators'
+// (events.StatsRequest.Durations): a window and a bucket of the lists
+// below only, so that however its parameters vary, a client asks for one
+// of a few hundred answers, each computed at most once at a time and
+// cached (a flood of fresh parameters used to skip the cache, and a stats
+// request over 31 days reads every job that ended in them).
+var (
+	// statsWindows are the windows allowed (the dashboard's are 15m, 1h,
+	// 6h and 24h).
+	statsWindows = []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+		3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour,
+		14 * 24 * time.Hour, 31 * 24 * time.Hour}
+	// statsBuckets are the buckets allowed besides the default (a
+	// sixtieth of the window), of at most events.StatsBucketsMax in the
+	// window.
+	statsBuckets = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+		time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+)
 
-func (s *Server) loadStats(r *http.Request) (*fairway.Stats, error) {
+// statsCacheMax bounds the cached stats answers.
+const statsCacheMax = 256
+
+// statsTTL is how long a stats answer is served from the cache: 3 s, and
+// 30 s for a window longer than a day (whose buckets are half an hour or
+// more wide).
+func statsTTL(window time.Duration) time.Duration {
+	if window > 24*time.Hour {
+		return 30 * time.Second
+	}
+	return 3 * time.Second
+}
+
+// statsRequest reads and checks a stats query: the window and the bucket
+// among the allowed ones, normalised ("60m" is "1h"; no bucket is the
+// default one), so that equivalent queries share their answer.
+func statsRequest(q url.Values) (events.StatsRequest, time.Duration, error) {
+	req := events.StatsRequest{Window: q.Get("window"), Bucket: q.Get("bucket")}
+	window, bucket, err := req.Durations()
+	if err != nil {
+		return req, 0, err
+	}
+	if !slices.Contains(statsWindows, window) {
+		return req, 0, fairway.Invalid("window", "%s is not one of the windows allowed: %s", window, durations(statsWindows))
+	}
+	if req.Bucket != "" && bucket != max(events.StatsBucketMin, window/60) && !slices.Contains(statsBuckets, bucket) {
+		var fit []time.Duration
+		for _, b := range statsBuckets {
+			if b <= window && window/b <= events.StatsBucketsMax {
+				fit = append(fit, b)
+			}
+		}
+		return req, 0, fairway.Invalid("bucket", "%s is not one of the buckets allowed for a %s window: %s, or %s (the default: a sixtieth of the window)",
+			bucket, window, durations(fit), max(events.StatsBucketMin, window/60))
+	}
+	req.Window, req.Bucket = window.String(), bucket.String()
+	return req, window, nil
+}
+
+// durations lists ds as "5m, 15m, 1h".
+func durations(ds []time.Duration) string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		switch {
+		case d%time.Hour == 0:
+			out[i] = strconv.Itoa(int(d/time.Hour)) + "h"
+		case d%time.Minute == 0:
+			out[i] = strconv.Itoa(int(d/time.Minute)) + "m"
+		default:
+			out[i] = d.String()
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func (s *Server) loadStats(r *http.Request, c caller) (*fairway.Stats, error) {
 	q := r.URL.Query()
 	group, err := s.group(q.Get("group"))
 	if err != nil {
 		return nil, err
 	}
-	req := events.StatsRequest{Window: q.Get("window"), Bucket: q.Get("bucket"), Group: group}
-	key := req.Window + "|" + req.Bucket + "|" + req.Group
-	s.statsMu.Lock()
-	e, ok := s.statsCache[key]
-	s.statsMu.Unlock()
-	if ok && time.Since(e.at) < statsTTL {
-		return e.stats, nil
-	}
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	via := ""
-	if s.cfg.Group != "" {
-		via, req.Group = s.cfg.Group, ""
-	}
-	st, err := s.cfg.Client.Stats(ctx, via, req)
+	req, window, err := statsRequest(q)
 	if err != nil {
 		return nil, err
 	}
-	s.statsMu.Lock()
-	if len(s.statsCache) > 100 {
-		clear(s.statsCache)
+	req.Group = group
+	key := req.Window + "|" + req.Bucket + "|" + req.Group
+	if st, ok := s.cachedStats(key); ok {
+		return st, nil
 	}
-	s.statsCache[key] = statsEntry{at: time.Now(), stats: st}
-	s.statsMu.Unlock()
-	return st, nil
+	// One computation at a time per query and lane: a caller of the
+	// read-only role never waits for a computation queued in its lane,
+	// nor makes an admin wait for one.
+	lane := laneOf(c.role)
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	st, _, err := s.statsFlight.Do(ctx, lane+"|"+key, func() (*fairway.Stats, error) {
+		if st, ok := s.cachedStats(key); ok {
+			return st, nil
+		}
+		// Not the context of the request that started it: its client
+		// may leave, the others still wait for the answer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
+		defer cancel()
+		via := ""
+		if s.cfg.Group != "" {
+			via, req.Group = s.cfg.Group, ""
+		}
+		st, err := s.cfg.Client.Stats(ctx, via, req)
+		if err != nil {
+			return nil, err
+		}
+		s.statsMu.Lock()
+		defer s.statsMu.Unlock()
+		if len(s.statsCache) >= statsCacheMax {
+			now := time.Now()
+			maps.DeleteFunc(s.statsCache, func(_ string, e statsEntry) bool { return now.Sub(e.at) >= e.ttl })
+			if len(s.statsCache) >= statsCacheMax {
+				clear(s.statsCache)
+			}
+		}
+		s.statsCache[key] = statsEntry{at: time.Now(), ttl: statsTTL(window), stats: st}
+		return st, nil
+	})
+	return st, err
 }
 
-func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ caller) error {
-	st, err := s.loadStats(r)
+// cachedStats is the cached answer of key, if it is fresh.
+func (s *Server) cachedStats(key string) (*fairway.Stats, bool) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	e, ok := s.statsCache[key]
+	if !ok || time.Since(e.at) >= e.ttl {
+		return nil, false
+	}
+	return e.stats, true
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request, c caller) error {
+	st, err := s.loadStats(r, c)
 	if err != nil {
 		return err
 	}
@@ -469,8 +603,8 @@ type groupRow struct {
 	AvgShare         float64   `json:"avg_share"`
 }
 
-func (s *Server) groups(w http.ResponseWriter, r *http.Request, _ caller) error {
-	st, err := s.loadStats(r)
+func (s *Server) groups(w http.ResponseWriter, r *http.Request, c caller) error {
+	st, err := s.loadStats(r, c)
 	if err != nil {
 		return err
 	}

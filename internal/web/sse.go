@@ -6,15 +6,16 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 )
 
 // liveEvents streams lifecycle events as Server-Sent Events: each event a
 // message of type "job" whose data is the event's JSON, from now on (of
 // the confined group, or ?group=). A comment every 15 s keeps proxies from
-// closing an idle stream. At most Config.StreamsMax streams are open.
-func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, _ caller) error {
+// closing an idle stream. Each role has at most Config.StreamsMax streams
+// open, each session (or bearer token) Config.StreamsPerClient: the
+// read-only role can never take the admins' streams.
+func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, c caller) error {
 	group, err := s.group(r.URL.Query().Get("group"))
 	if err != nil {
 		return err
@@ -23,12 +24,11 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, _ caller) er
 	if !ok {
 		return fmt.Errorf("the response cannot stream")
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
-		return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("%d live streams are open already: close a dashboard tab, or reload it later", cap(s.streams))}
+	release, err := s.streams.take(c)
+	if err != nil {
+		return err
 	}
+	defer release()
 	ch := make(chan events.Event, 256)
 	dropped := 0
 	sub, err := s.cfg.Client.Subscribe(r.Context(), events.Filter{Group: group}, func(ev events.Event) {

@@ -15,6 +15,13 @@
 // in once and holds a session cookie (HttpOnly, SameSite=Strict); every
 // change it asks for carries the session's CSRF token. Scripts send the
 // token as Authorization: Bearer instead.
+//
+// A read-only user cannot delay an admin or an operator: each role's
+// requests wait in a lane of the operator API of their own on the
+// coordinators (events.LaneHeader); the read-only role's requests are
+// bounded in number and rate before they reach NATS; stats take a few
+// windows and buckets only, cached, each computed once at a time; and
+// each role, and each session, has its own budget of live streams.
 package web
 
 import (
@@ -24,6 +31,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -31,6 +39,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/flight"
 	"golang.org/x/net/netutil"
 )
 
@@ -55,9 +64,22 @@ type Config struct {
 	Logger *slog.Logger
 	// SessionTTL is how long a browser session lasts. Defaults to 12 hours.
 	SessionTTL time.Duration
-	// StreamsMax caps the live event streams open at once (each one is a
-	// JetStream consumer). Defaults to 64.
+	// StreamsMax caps the live event streams each role has open at once
+	// (each one is a JetStream consumer): the read-only role has a budget
+	// of its own, and cannot take the admins'. Defaults to 64.
 	StreamsMax int
+	// StreamsPerClient caps the live streams of one browser session, or of
+	// one role's token sent as a bearer token. Defaults to 8.
+	StreamsPerClient int
+	// ReadConcurrency caps the read-only role's requests to the
+	// coordinators running at once through this server; one more is
+	// answered 429. Defaults to 4.
+	ReadConcurrency int
+	// ReadRate and ReadBurst bound the read-only token's requests: ReadRate
+	// a second, in bursts of up to ReadBurst, shared by every session
+	// logged in with it; one more is answered 429. Default 20 and 40.
+	ReadRate  float64
+	ReadBurst int
 }
 
 // Server is the dashboard and HTTP API. It is an http.Handler.
@@ -66,10 +88,12 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	sessions *sessions
-	streams  chan struct{} // a slot per open live stream
+	streams  *streamBudget // the live streams open, per role and client
+	read     *readLimits   // the read-only role's requests
 
-	statsMu    sync.Mutex
-	statsCache map[string]statsEntry
+	statsMu     sync.Mutex
+	statsCache  map[string]statsEntry
+	statsFlight flight.Group[string, *fairway.Stats]
 }
 
 // New returns a server; it checks cfg.
@@ -96,10 +120,23 @@ func New(cfg Config) (*Server, error) {
 		cfg.SessionTTL = 12 * time.Hour
 	}
 	if cfg.StreamsMax <= 0 {
-		cfg.StreamsMax = 64
+		cfg.StreamsMax = defaultStreamsMax
+	}
+	if cfg.StreamsPerClient <= 0 {
+		cfg.StreamsPerClient = min(defaultStreamsPerClient, cfg.StreamsMax)
+	}
+	if cfg.ReadConcurrency <= 0 {
+		cfg.ReadConcurrency = defaultReadConcurrency
+	}
+	if cfg.ReadRate <= 0 {
+		cfg.ReadRate = defaultReadRate
+	}
+	if cfg.ReadBurst <= 0 {
+		cfg.ReadBurst = max(defaultReadBurst, int(math.Ceil(cfg.ReadRate)))
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), sessions: newSessions(cfg.SessionTTL),
-		streams: make(chan struct{}, cfg.StreamsMax), statsCache: map[string]statsEntry{}}
+		streams: newStreamBudget(cfg.StreamsMax, cfg.StreamsPerClient), read: newReadLimits(cfg),
+		statsCache: map[string]statsEntry{}}
 	for _, r := range routes {
 		s.mux.Handle(r.pattern, s.guard(r))
 	}
@@ -142,7 +179,8 @@ var maxConnections = 512
 // idle clients from holding connections: a request's headers within 10 s
 // and its whole body within 30 s, an idle keep-alive connection 2 minutes,
 // 64 KiB of headers. No write timeout: the live views stream for as long as
-// they are open (bounded in number, web.streams-max).
+// they are open (bounded in number per role and per client, Config.StreamsMax
+// and Config.StreamsPerClient).
 func hardened(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
