@@ -50,6 +50,10 @@ type Config struct {
 	Prefix string
 	// Scheme is the counting scheme. Defaults to 4,1.
 	Scheme fairway.CountingScheme
+	// Fairness is what a group's turn is worth (store.FairnessJobs, the
+	// default, or store.FairnessTime): see docs/architecture.md, "Fair
+	// shares". Set the same on every coordinator.
+	Fairness string
 	// Retries is the max_retries of jobs submitted without one. Defaults to 5.
 	Retries *int
 	// RetryDelay is the delay before the first retry; it doubles with each
@@ -137,6 +141,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	c.Fairness = cmp.Or(c.Fairness, store.FairnessJobs)
 	if c.Scheme == (fairway.CountingScheme{}) {
 		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
@@ -170,6 +175,9 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
+	if c.Fairness != store.FairnessJobs && c.Fairness != store.FairnessTime {
+		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, store.FairnessJobs, store.FairnessTime))
+	}
 	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
 		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
 	}
@@ -270,9 +278,9 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, st, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, c.dead, js, c.subjects, c.log, c.metrics)
-	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
+	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
-	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
+	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == store.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
 	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
 	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.dispatcher.notifyWork)

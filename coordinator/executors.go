@@ -147,6 +147,8 @@ type dispatchConfig struct {
 	// Scheme is the counting scheme of the claims (Config.Scheme).
 	// Defaults to 4,1.
 	Scheme fairway.CountingScheme
+	// Fairness is what a group's turn is worth (Config.Fairness).
+	Fairness string
 	// RetryDelay is the delay before the first retry (Config.RetryDelay),
 	// of the jobs of an executor's previous instance. Defaults to
 	// RetryDelayDefault.
@@ -424,7 +426,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 	}
 	start := time.Now()
 	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
-		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, TaskLimits: req.TaskSlots})
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
@@ -11,6 +12,9 @@ import (
 // concurrency limits, kept in PostgreSQL, so that every coordinator's
 // claims enforce the same ones from their next claim on.
 func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, error) {
+	if r.verb == events.VerbRateSet || r.verb == events.VerbRateDelete {
+		return c.apiRates(ctx, r)
+	}
 	var req events.LimitRequest
 	if err := decode(r.data, &req); err != nil {
 		return events.Reply{}, err
@@ -40,6 +44,84 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 			return events.Reply{}, fairway.Invalid("body", "limits takes no body: use limit-set or limit-delete to change one")
 		}
 	}
+	return c.limitsReply(ctx)
+}
+
+// limitsReply is the limits now: concurrency and rate limits.
+func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
 	limits, err := c.store.Limits(ctx)
-	return events.Reply{Limits: limits}, err
+	if err != nil {
+		return events.Reply{}, err
+	}
+	rates, err := c.store.RateLimits(ctx)
+	return events.Reply{Limits: limits, Rates: rates}, err
+}
+
+// apiRates answers rate-set and rate-delete: rate limits, kept in
+// PostgreSQL and counted under the fairness lock, so that every
+// coordinator's claims count the same starts.
+func (c *Coordinator) apiRates(ctx context.Context, r request) (events.Reply, error) {
+	var req events.RateRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	task, group, err := fairway.ParseRateScope(req.Scope)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	if r.verb == events.VerbRateDelete {
+		if req.Rate != "" {
+			return events.Reply{}, fairway.Invalid("rate", "rate-delete takes the scope only")
+		}
+		if err := c.store.DeleteRateLimit(ctx, task, group); err != nil {
+			return events.Reply{}, err
+		}
+		c.log.Info("rate limit removed", "scope", req.Scope)
+		c.dispatcher.notifyWork()
+		return c.limitsReply(ctx)
+	}
+	if err := c.store.SetRateLimit(ctx, task, group, req.Rate); err != nil {
+		return events.Reply{}, err
+	}
+	c.log.Info("rate limit set", "scope", req.Scope, "rate", req.Rate)
+	c.dispatcher.notifyWork()
+	return c.limitsReply(ctx)
+}
+
+// groupsWindowDefault and groupsWindowMax bound the window of groups.
+const (
+	groupsWindowDefault = time.Hour
+	groupsWindowMax     = 24 * time.Hour
+)
+
+// apiGroups answers groups and weight-set: each group's share of the
+// executors' slot-time over a window, against its weighted fair share;
+// weight-set first sets a group's weight, kept in PostgreSQL, so that
+// every coordinator's claims follow it from their next claim on.
+func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, error) {
+	window := groupsWindowDefault
+	if r.verb == events.VerbWeightSet {
+		var req events.WeightRequest
+		if err := decode(r.data, &req); err != nil {
+			return events.Reply{}, err
+		}
+		if err := c.store.SetWeight(ctx, req.Group, req.Weight); err != nil {
+			return events.Reply{}, err
+		}
+		c.log.Info("group weight set", "group", req.Group, "weight", req.Weight)
+	} else {
+		var req events.GroupsRequest
+		if err := decode(r.data, &req); err != nil {
+			return events.Reply{}, err
+		}
+		if req.Window != "" {
+			d, err := time.ParseDuration(req.Window)
+			if err != nil || d < time.Second || d > groupsWindowMax {
+				return events.Reply{}, fairway.Invalid("window", "%q is not a duration from 1s to %s (examples: 10m, 1h, 24h)", req.Window, groupsWindowMax)
+			}
+			window = d
+		}
+	}
+	shares, err := c.store.GroupShares(ctx, window)
+	return events.Reply{Groups: shares}, err
 }

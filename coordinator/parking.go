@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -138,6 +139,11 @@ func (d *dispatcher) parkLoop(ctx context.Context) {
 		wait := time.Hour
 		if next, ok := d.parking.nextDeadline(); ok {
 			wait = max(time.Until(next), 0)
+			if d.store.RatesInUse() {
+				// A job passed over for its rate is due when its bucket
+				// refills, which no change announces.
+				wait = min(wait, store.RateRetry)
+			}
 		}
 		timer.Reset(wait)
 		select {

@@ -26,6 +26,12 @@ var (
 	queueOldestDesc = prometheus.NewDesc("fairway_oldest_due_seconds",
 		"How long the oldest due waiting or stuck job of a group and task has been due (0: none is due).",
 		[]string{"group", "task"}, nil)
+	groupShareDesc = prometheus.NewDesc("fairway_group_share",
+		"Each group's share of the executors' slot-time over the last 5 minutes (0..1), against fairway_group_fair_share; read from PostgreSQL at most every 5 s.",
+		[]string{"group"}, nil)
+	groupFairShareDesc = prometheus.NewDesc("fairway_group_fair_share",
+		"Each group's weighted fair share over the last 5 minutes: its weight over the weights of the groups that ran jobs then.",
+		[]string{"group"}, nil)
 	noExecutorDesc = prometheus.NewDesc("fairway_jobs_without_executor",
 		"Jobs not started yet (pending, waiting, stuck) of a task no live executor runs, by task; read from PostgreSQL at most every 5 s.",
 		[]string{"task"}, nil)
@@ -40,12 +46,18 @@ type queueCollector struct {
 	readAt     time.Time
 	counts     []fairway.QueueCount
 	noExecutor map[string]int64
+	shares     []fairway.GroupShare
 }
+
+// groupShareWindow is the window of the share gauges.
+const groupShareWindow = 5 * time.Minute
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- queueOldestDesc
 	ch <- noExecutorDesc
+	ch <- groupShareDesc
+	ch <- groupFairShareDesc
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -70,7 +82,19 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			q.noExecutor = none
 		}
+		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
+		shares, err := q.store.GroupShares(ctx, groupShareWindow)
+		cancel()
+		if err != nil {
+			q.log("reading the groups' shares; the last reading is served", "error", err)
+		} else {
+			q.shares = shares
+		}
 		q.readAt = time.Now()
+	}
+	for _, s := range q.shares {
+		ch <- prometheus.MustNewConstMetric(groupShareDesc, prometheus.GaugeValue, s.Share, s.Group)
+		ch <- prometheus.MustNewConstMetric(groupFairShareDesc, prometheus.GaugeValue, s.FairShare, s.Group)
 	}
 	for task, n := range q.noExecutor {
 		ch <- prometheus.MustNewConstMetric(noExecutorDesc, prometheus.GaugeValue, float64(n), task)

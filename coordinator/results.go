@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -28,6 +29,8 @@ type resultsConfig struct {
 	Window int
 	// RetryDelay is the delay before the first retry (Config.RetryDelay).
 	RetryDelay time.Duration
+	// LearnRunTimes records how long attempts ran (fairness counts time).
+	LearnRunTimes bool
 }
 
 func (c resultsConfig) withDefaults() resultsConfig {
@@ -82,6 +85,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	var progress []store.Progress
 	var logs []store.AttemptLog
 	var outcomes []store.Outcome
+	var runs []store.Run // how long the attempts ran, when fairness counts time
 	var outcomeMsg []int // the message of each outcome
 	var reports []events.Report
 	var reportMsg []int
@@ -165,6 +169,9 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			outcomes = append(outcomes, o)
 			outcomeMsg = append(outcomeMsg, reportMsg[k])
+			if rs.cfg.LearnRunTimes && r.RanMS > 0 {
+				runs = append(runs, store.Run{Group: r.Group, JobID: r.JobID, Ran: time.Duration(r.RanMS * float64(time.Millisecond))})
+			}
 		default:
 			rs.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}
@@ -183,6 +190,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 		rs.dead.retryLater(ctx, live, err)
 		return
 	}
+	rs.learn(ctx, runs, applied)
 	reasons := map[int]string{}
 	for k, reason := range refused {
 		reasons[outcomeMsg[k]] = reason
@@ -228,6 +236,23 @@ func (rs *results) applyParts(ctx context.Context, started []store.Attempt, prog
 		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
 	}
 	return applied, refused, nil
+}
+
+// learn records how long the attempts whose outcomes were applied ran,
+// when fairness counts time (store.LearnRunTimes). A failure costs the
+// estimates these runs, not the outcomes.
+func (rs *results) learn(ctx context.Context, runs []store.Run, applied []store.Applied) {
+	if len(runs) == 0 {
+		return
+	}
+	done := make(map[fairway.JobRef]bool, len(applied))
+	for _, a := range applied {
+		done[fairway.JobRef{Group: a.Group, ID: a.JobID}] = true
+	}
+	runs = slices.DeleteFunc(runs, func(r store.Run) bool { return !done[fairway.JobRef{Group: r.Group, ID: r.JobID}] })
+	if err := rs.store.LearnRunTimes(ctx, runs); err != nil && ctx.Err() == nil {
+		rs.log.Warn("recording how long jobs ran (fairness by time)", "runs", len(runs), "error", err)
+	}
 }
 
 // complete applies outcomes in one statement. When PostgreSQL refuses the

@@ -26,9 +26,14 @@ type Reply struct {
 	// Refs answers workflow: each job's ref and the id it was stored under.
 	Refs map[string]string `json:"refs,omitempty"`
 	// Limits answers limits, limit-set and limit-delete: the limits now.
-	Limits    []fairway.Limit    `json:"limits,omitempty"`
-	Logs      []fairway.LogLine  `json:"logs,omitempty"` // logs
-	Executors []fairway.Executor `json:"executors,omitempty"`
+	Limits []fairway.Limit `json:"limits,omitempty"`
+	// Rates answers limits, rate-set and rate-delete: the rate limits now.
+	Rates []fairway.RateLimit `json:"rates,omitempty"`
+	// Groups answers groups and weight-set: each group's share of the
+	// slot-time.
+	Groups    []fairway.GroupShare `json:"groups,omitempty"`
+	Logs      []fairway.LogLine    `json:"logs,omitempty"` // logs
+	Executors []fairway.Executor   `json:"executors,omitempty"`
 	// Periodic holds the periodic tasks of the periodic-* verbs.
 	Periodic []fairway.PeriodicTask `json:"periodic,omitempty"`
 	// Warning, on submit, says why an accepted job may wait: no live
@@ -329,6 +334,11 @@ type Report struct {
 	// folds into its end (one report, and one write of the job, instead
 	// of two). A started report sent before wins.
 	Started *time.Time `json:"started,omitempty"`
+	// RanMS, in a done report, is how long the handler ran, in
+	// milliseconds by the executor's clock (absent: it did not start).
+	// When fairness counts time, the coordinators charge each group what
+	// its jobs ran (scheduler.fairness).
+	RanMS float64 `json:"ran_ms,omitempty"`
 }
 
 // CancelCommand asks an executor to cancel one attempt of a job it holds:

@@ -332,17 +332,23 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 	e.pubMu.Lock()
 	e.publishBatch(e.logs.takeJob(job.Ref()))
 	var started *time.Time
-	if ns := rj.startedNS.Load(); ns != 0 && rj.startReport.CompareAndSwap(startPending, startFolded) {
-		t := time.Unix(0, ns).UTC()
-		started = &t
+	var ranMS float64
+	now := time.Now()
+	if ns := rj.startedNS.Load(); ns != 0 {
+		ranMS = float64(now.UnixNano()-ns) / float64(time.Millisecond)
+		if rj.startReport.CompareAndSwap(startPending, startFolded) {
+			t := time.Unix(0, ns).UTC()
+			started = &t
+		}
 	}
 	e.reports.publish(e.report(events.ReportDone, job.Ref(), job.Attempt, events.Report{
-		Time:    time.Now().UTC(),
+		Time:    now.UTC(),
 		Outcome: out.kind,
 		Result:  out.result,
 		Error:   out.err,
 		Snooze:  snoozeText(out.snooze),
 		Started: started,
+		RanMS:   ranMS,
 	}))
 	e.pubMu.Unlock()
 	rj.cancel(errJobDone)

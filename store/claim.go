@@ -117,7 +117,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
 	}
 	defer conn.Release()
-	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse, s.maxHold)
+	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse, &s.ratesInUse, s.maxHold)
 	if err != nil {
 		abandonTx(ctx, conn)
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
@@ -125,17 +125,17 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	return jobs, nil
 }
 
-func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atomic.Bool, maxHold time.Duration) ([]fairway.Job, error) {
+func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, ratesInUse *atomic.Bool, maxHold time.Duration) ([]fairway.Job, error) {
 	var st fairness
 	var registered bool
 	var groups []string
 	var reclaimed []fairway.Job
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	var limited, weighted bool
+	var limited, weighted, rated bool
 	var vclock float64
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted)
+		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted, &rated)
 	})
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
@@ -183,6 +183,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse *atom
 		return nil, fairway.NotRegistered(p.Worker, p.Instance)
 	}
 	limitsInUse.Store(limited)
+	ratesInUse.Store(rated)
 	switch {
 	case limited && !queued:
 		b := &pgx.Batch{}

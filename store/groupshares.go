@@ -37,30 +37,16 @@ func (s *Store) SetWeight(ctx context.Context, group string, weight float64) err
 	return nil
 }
 
-// GroupShare is one group's share of the executors' slot-time over a
-// window, against its weighted fair share.
-type GroupShare struct {
-	Group  string  `json:"group"`
-	Weight float64 `json:"weight"`
-	// Seconds is the slot-time its jobs ran in the window.
-	Seconds float64 `json:"seconds"`
-	// Share is Seconds over every group's.
-	Share float64 `json:"share"`
-	// FairShare is its weight over the weights of the groups that ran
-	// jobs in the window: its share if they all had work all the time.
-	FairShare float64 `json:"fair_share"`
-}
-
 // GroupShares returns each group's share of the slot-time over the last
 // window, and its weighted fair share; groups with a weight of their own
 // are listed even if they ran nothing.
-func (s *Store) GroupShares(ctx context.Context, window time.Duration) ([]GroupShare, error) {
+func (s *Store) GroupShares(ctx context.Context, window time.Duration) ([]fairway.GroupShare, error) {
 	rows, err := s.pool.Query(ctx, groupSharesSQL, interval(window))
 	if err != nil {
 		return nil, fmt.Errorf("reading the groups' shares: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (GroupShare, error) {
-		var g GroupShare
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.GroupShare, error) {
+		var g fairway.GroupShare
 		err := row.Scan(&g.Group, &g.Seconds, &g.Weight)
 		return g, err
 	})

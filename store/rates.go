@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +58,16 @@ type rates struct {
 	// the executors then (RateWait).
 	blocked bool
 }
+
+// RatesInUse says whether the last claim found rate limits in force: then
+// a job passed over for its rate becomes eligible as its bucket refills,
+// which no change announces, and the coordinators try their waiting
+// dispatch requests again now and then (RateRetry).
+func (s *Store) RatesInUse() bool { return s.ratesInUse.Load() }
+
+// RateRetry is how often the coordinators try their waiting dispatch
+// requests again while rate limits are in force.
+const RateRetry = 50 * time.Millisecond
 
 func newRates() *rates {
 	return &rates{task: map[string]rateLimit{}, group: map[string]rateLimit{}, taskGroup: map[[2]string]rateLimit{},
@@ -243,115 +252,18 @@ func (r *rates) save(b *pgx.Batch) {
 	b.Queue(claimRateSaveSQL, keys, tokens)
 }
 
-// ParseRate reads a rate limit's "N/period": N starts per second (s),
-// minute (m), hour (h) or day (d), or per a Go duration of at least a
-// second ("10/s", "100/m", "5/30s").
-func ParseRate(text string) (starts int, period time.Duration, err error) {
-	n, per, ok := strings.Cut(text, "/")
-	if !ok {
-		return 0, 0, fairway.Invalid("rate", "%q is not N/period (examples: 10/s, 100/m, 5000/h, 5/30s)", text)
-	}
-	starts, err = strconv.Atoi(n)
-	if err != nil || starts <= 0 || starts > 1_000_000 {
-		return 0, 0, fairway.Invalid("rate", "%q: the number of starts must be 1 to 1,000,000", text)
-	}
-	switch per {
-	case "s":
-		period = time.Second
-	case "m":
-		period = time.Minute
-	case "h":
-		period = time.Hour
-	case "d":
-		period = 24 * time.Hour
-	default:
-		period, err = time.ParseDuration(per)
-		if err != nil || period < time.Second || period > 7*24*time.Hour {
-			return 0, 0, fairway.Invalid("rate", "%q: the period is s, m, h, d or a duration from 1s to 168h", text)
-		}
-	}
-	return starts, period, nil
-}
-
-// FormatRate writes a rate as ParseRate reads it.
-func FormatRate(starts int, period time.Duration) string {
-	switch period {
-	case time.Second:
-		return fmt.Sprintf("%d/s", starts)
-	case time.Minute:
-		return fmt.Sprintf("%d/m", starts)
-	case time.Hour:
-		return fmt.Sprintf("%d/h", starts)
-	case 24 * time.Hour:
-		return fmt.Sprintf("%d/d", starts)
-	}
-	return fmt.Sprintf("%d/%s", starts, period)
-}
-
-// RateLimit is one rate limit as listed and set.
-type RateLimit struct {
-	// Task is the task counted ("": every task).
-	Task string `json:"task,omitempty"`
-	// Group is the group counted ("": the whole cluster; "*": each group
-	// without a limit of its own, separately).
-	Group string `json:"group,omitempty"`
-	// Rate is "N/period".
-	Rate    string    `json:"rate"`
-	Updated time.Time `json:"updated,omitzero"`
-}
-
-// Scope is how a rate limit is named on the command line: task:T,
-// group:G, or both ("task:send-mail,group:*").
-func (l RateLimit) Scope() string {
-	var parts []string
-	if l.Task != "" {
-		parts = append(parts, "task:"+l.Task)
-	}
-	if l.Group != "" {
-		parts = append(parts, "group:"+l.Group)
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParseRateScope reads a scope (see RateLimit.Scope).
-func ParseRateScope(scope string) (task, group string, err error) {
-	for part := range strings.SplitSeq(scope, ",") {
-		kind, name, _ := strings.Cut(part, ":")
-		switch {
-		case kind == "task" && task == "":
-			if err := fairway.CheckName("task", name); err != nil {
-				return "", "", err
-			}
-			task = name
-		case kind == "group" && group == "":
-			if name != AnyGroup {
-				if err := fairway.CheckName("group", name); err != nil {
-					return "", "", err
-				}
-			}
-			group = name
-		default:
-			return "", "", fairway.Invalid("scope", "%q: name task:TASK, group:GROUP (group:* for each group), or both separated by a comma", scope)
-		}
-	}
-	if task == "" && group == "" {
-		return "", "", fairway.Invalid("scope", "missing: name task:TASK, group:GROUP, or both")
-	}
-	return task, group, nil
-}
-
 // RateLimits lists the rate limits.
-func (s *Store) RateLimits(ctx context.Context) ([]RateLimit, error) {
+func (s *Store) RateLimits(ctx context.Context) ([]fairway.RateLimit, error) {
 	rows, err := s.pool.Query(ctx, ratesListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("reading the rate limits: %w", interpretError(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (RateLimit, error) {
-		var l RateLimit
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.RateLimit, error) {
+		var l fairway.RateLimit
 		var starts int
 		var periodMS int64
 		err := row.Scan(&l.Task, &l.Group, &starts, &periodMS, &l.Updated)
-		l.Rate = FormatRate(starts, time.Duration(periodMS)*time.Millisecond)
+		l.Rate = fairway.FormatRate(starts, time.Duration(periodMS)*time.Millisecond)
 		return l, err
 	})
 	if err != nil {
@@ -362,7 +274,7 @@ func (s *Store) RateLimits(ctx context.Context) ([]RateLimit, error) {
 
 // SetRateLimit sets the rate limit of scope (task, group) to rate.
 func (s *Store) SetRateLimit(ctx context.Context, task, group, rate string) error {
-	starts, period, err := ParseRate(rate)
+	starts, period, err := fairway.ParseRate(rate)
 	if err != nil {
 		return err
 	}
@@ -370,7 +282,7 @@ func (s *Store) SetRateLimit(ctx context.Context, task, group, rate string) erro
 		return fairway.Invalid("scope", "missing: name a task, a group, or both")
 	}
 	if _, err := s.pool.Exec(ctx, ratesSetSQL, task, group, starts, period.Milliseconds()); err != nil {
-		return fmt.Errorf("setting the rate limit of %s: %w", RateLimit{Task: task, Group: group}.Scope(), interpretError(err))
+		return fmt.Errorf("setting the rate limit of %s: %w", fairway.RateLimit{Task: task, Group: group}.Scope(), interpretError(err))
 	}
 	return nil
 }
@@ -380,10 +292,10 @@ func (s *Store) SetRateLimit(ctx context.Context, task, group, rate string) erro
 func (s *Store) DeleteRateLimit(ctx context.Context, task, group string) error {
 	tag, err := s.pool.Exec(ctx, ratesDeleteSQL, task, group)
 	if err != nil {
-		return fmt.Errorf("removing the rate limit of %s: %w", RateLimit{Task: task, Group: group}.Scope(), interpretError(err))
+		return fmt.Errorf("removing the rate limit of %s: %w", fairway.RateLimit{Task: task, Group: group}.Scope(), interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return &fairway.Error{Code: fairway.CodeNotFound, Field: "scope", Message: "no rate limit of " + RateLimit{Task: task, Group: group}.Scope()}
+		return &fairway.Error{Code: fairway.CodeNotFound, Field: "scope", Message: "no rate limit of " + fairway.RateLimit{Task: task, Group: group}.Scope()}
 	}
 	return nil
 }

@@ -239,10 +239,10 @@ func (s *shareState) save(b *pgx.Batch) {
 //go:embed sql/learn_run_times.sql
 var learnRunTimesSQL string
 
-// Run is how long an attempt of a group's task ran.
+// Run is how long an attempt of a job ran.
 type Run struct {
-	Group, Task string
-	Ran         time.Duration
+	Group, JobID string
+	Ran          time.Duration
 }
 
 // LearnRunTimes records how long attempts ran, when fairness counts time:
@@ -253,11 +253,11 @@ func (s *Store) LearnRunTimes(ctx context.Context, runs []Run) error {
 	if len(runs) == 0 {
 		return nil
 	}
-	groups, tasks, ms := make([]string, len(runs)), make([]string, len(runs)), make([]float64, len(runs))
+	groups, ids, ms := make([]string, len(runs)), make([]string, len(runs)), make([]float64, len(runs))
 	for i, r := range runs {
-		groups[i], tasks[i], ms[i] = r.Group, r.Task, float64(r.Ran)/float64(time.Millisecond)
+		groups[i], ids[i], ms[i] = r.Group, r.JobID, float64(r.Ran)/float64(time.Millisecond)
 	}
-	if _, err := s.pool.Exec(ctx, learnRunTimesSQL, groups, tasks, ms, runWeight); err != nil {
+	if _, err := s.pool.Exec(ctx, learnRunTimesSQL, groups, ids, ms, runWeight); err != nil {
 		return fmt.Errorf("learning the run times of %d attempts: %w", len(runs), interpretError(err))
 	}
 	return nil

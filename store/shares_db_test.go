@@ -35,8 +35,8 @@ func TestClaimSharesTime(t *testing.T) {
 	for range 200 {
 		subs = append(subs, taskJob("a", "t"), taskJob("b", "t"))
 	}
-	insert(t, s, subs...)
-	require.NoError(t, s.LearnRunTimes(ctx, []store.Run{{Group: "a", Task: "t", Ran: 100 * time.Millisecond}, {Group: "b", Task: "t", Ran: 10 * time.Millisecond}}))
+	ids := insert(t, s, subs...)
+	require.NoError(t, s.LearnRunTimes(ctx, []store.Run{{Group: "a", JobID: ids[0], Ran: 100 * time.Millisecond}, {Group: "b", JobID: ids[1], Ran: 10 * time.Millisecond}}))
 	got := claimOne(t, s, store.FairnessTime, 110)
 	require.InDelta(t, 10, got["a"], 1, "%v", got)
 	require.InDelta(t, 100, got["b"], 1, "%v", got)
@@ -60,7 +60,7 @@ func TestClaimFollowsWeights(t *testing.T) {
 	require.InDelta(t, 10, got["b"], 1, "%v", got)
 	shares, err := s.GroupShares(ctx, time.Hour)
 	require.NoError(t, err)
-	require.Equal(t, []store.GroupShare{{Group: "a", Weight: 3}}, shares, "a weighted group that ran nothing yet is listed")
+	require.Equal(t, []fairway.GroupShare{{Group: "a", Weight: 3}}, shares, "a weighted group that ran nothing yet is listed")
 
 	err = s.SetWeight(ctx, "a", 0)
 	var fe *fairway.Error

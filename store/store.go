@@ -34,6 +34,8 @@ type Store struct {
 	checkedInserts atomic.Int64
 	// limitsInUse: the last claim found concurrency limits (LimitsInUse).
 	limitsInUse atomic.Bool
+	// ratesInUse: the last claim found rate limits (RatesInUse).
+	ratesInUse atomic.Bool
 	// maxHold is MaxHold (shorter in tests).
 	maxHold time.Duration
 }

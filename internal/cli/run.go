@@ -31,7 +31,7 @@ import (
 )
 
 var (
-	coordinatorKeys = append([]string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.retries",
+	coordinatorKeys = append([]string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.fairness", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
@@ -271,6 +271,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		Prefix:           cfg.NATS.Prefix,
 		Scheme:           cfg.Scheduler.CountingScheme,
+		Fairness:         cfg.Scheduler.Fairness,
 		Retries:          &retries,
 		RetryDelay:       cfg.Scheduler.RetryDelay,
 		Lease:            cfg.Coordinator.Lease,

@@ -73,6 +73,7 @@ type SchedulerConfig struct {
 	PoolSize       int // job slots of one executor
 	Prefetch       int // jobs held beyond them; 0: up to PoolSize, -1: none
 	CountingScheme fairway.CountingScheme
+	Fairness       string // "jobs" or "time": what a group's turn is worth
 	Retries        int
 	RetryDelay     time.Duration
 	LogBufferSize  int

@@ -105,6 +105,8 @@ var keys = []key{
 				return err
 			},
 			get: func(c *Config) string { return c.Scheduler.CountingScheme.String() }}},
+	{name: "scheduler.fairness", flag: "fairness", def: "jobs", help: `what a group's turn is worth: "jobs" (each group with work gets the next job in turn, weighted) or "time" (each group gets its weighted share of the executors' slot-time, from its jobs' measured run times); the same on every coordinator`,
+		binding: stringVar(func(c *Config) *string { return &c.Scheduler.Fairness }, oneOf("jobs", "time"))},
 	{name: "scheduler.retries", flag: "retries", def: "5", help: "how often a failed job is retried",
 		binding: intVar(func(c *Config) *int { return &c.Scheduler.Retries }, 0, 100)},
 	{name: "scheduler.retry-delay", flag: "retry-delay", def: "1m", help: "delay before the first retry of a failed job",

@@ -14,7 +14,7 @@
 -- limited: whether concurrency or rate limits exist (claim_limits.sql and
 -- claim_rates.sql read them); vclock: the clock of the groups' virtual
 -- times; weighted: whether a group has a weight other than 1 (then claims
--- pick by virtual time, see shares.go).
+-- pick by virtual time, see shares.go); rated: whether rate limits exist.
 SELECT last_group, counter,
        ($2::text = '' OR EXISTS (SELECT 1 FROM fairway_executor e WHERE e.app_id = $1 AND e.instance = $2 AND e.state = 'live')) AS registered,
        set_config('enable_sort', 'off', true),
@@ -24,7 +24,8 @@ SELECT last_group, counter,
        set_config('plan_cache_mode', 'force_generic_plan', true),
        EXISTS (SELECT 1 FROM fairway_limit) OR EXISTS (SELECT 1 FROM fairway_rate_limit) AS limited,
        vclock,
-       EXISTS (SELECT 1 FROM fairway_group_share WHERE weight <> 1) AS weighted
+       EXISTS (SELECT 1 FROM fairway_group_share WHERE weight <> 1) AS weighted,
+       EXISTS (SELECT 1 FROM fairway_rate_limit) AS rated
   FROM fairway_fairness
  WHERE id = 1
    FOR UPDATE

@@ -1,5 +1,5 @@
 -- Learns how long attempts ran, when fairness counts time (see
--- shares.go): $1 groups, $2 tasks, $3 run times in milliseconds, $4 the
+-- shares.go): $1 groups, $2 job ids, $3 run times in milliseconds, $4 the
 -- weight of a run in the averages. Each group's virtual time is corrected
 -- by the difference between what its jobs ran and what they were charged
 -- (the average before), over its weight; then the averages of each group
@@ -9,10 +9,11 @@
 WITH lock AS MATERIALIZED (
     SELECT 1 FROM fairway_fairness WHERE id = 1 FOR UPDATE
 ), ran AS (
-    SELECT r.group_name, r.task, count(*) AS n, avg(r.ms) AS ms
-      FROM unnest($1::text[], $2::text[], $3::float8[]) AS r (group_name, task, ms)
+    SELECT r.group_name, j.task, count(*) AS n, avg(r.ms) AS ms
+      FROM unnest($1::text[], $2::text[], $3::float8[]) AS r (group_name, id, ms)
+      JOIN fairway_job j ON j.group_name = r.group_name AND j.id = r.id
      WHERE EXISTS (SELECT 1 FROM lock)
-     GROUP BY r.group_name, r.task
+     GROUP BY r.group_name, j.task
 ), charged AS (
     SELECT ran.*, coalesce(own.avg_ms, overall.avg_ms, 1000) AS charged_ms
       FROM ran
