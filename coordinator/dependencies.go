@@ -10,18 +10,33 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/store"
 )
 
-// maxGraphJobs bounds the jobs a graph answer holds.
-const maxGraphJobs = 500
+// Bounds of a graph answer: the jobs it holds, and the edges its walk
+// reads (store.Graph). A graph with more is answered truncated: the
+// nearest relatives, and a warning saying so.
+const (
+	maxGraphJobs  = store.GraphJobsDefault
+	maxGraphEdges = store.GraphEdgesDefault
+)
+
+// graphTruncated is the warning of a truncated graph answer.
+const graphTruncated = "graph truncated: it has more than %d jobs or %d edges; these are the job's nearest relatives"
 
 func (c *Coordinator) apiGraph(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	jobs, err := c.store.Graph(ctx, group, req.ID, maxGraphJobs)
-	return events.Reply{Jobs: jobs}, err
+	jobs, truncated, err := c.store.Graph(ctx, group, req.ID, maxGraphJobs, maxGraphEdges)
+	reply := events.Reply{Jobs: jobs}
+	if truncated {
+		reply.Warning = fmt.Sprintf(graphTruncated, maxGraphJobs, maxGraphEdges)
+	}
+	return reply, err
 }
 
 // apiWorkflow stores a workflow: all its jobs, or none.
@@ -73,13 +88,21 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	}
 	c.relay.kick()
 	var created []fairway.Submission
-	var blocked []fairway.JobRef
+	stored := map[string]bool{}
 	for i, r := range res {
 		if r.Created {
 			created = append(created, subs[i])
-			if len(subs[i].DependsOn) > 0 {
-				blocked = append(blocked, fairway.JobRef{Group: subs[i].Group, ID: subs[i].ID})
-			}
+			stored[subs[i].ID] = true
+		}
+	}
+	// Resolved now, the request waiting: the jobs that depend on a job
+	// stored before the workflow (it may have ended). A job whose
+	// dependencies are all jobs the workflow just stored waits for them:
+	// checking it would cost its dependencies' look-ups for nothing.
+	var blocked []fairway.JobRef
+	for _, sub := range created {
+		if slices.ContainsFunc(sub.DependsOn, func(id string) bool { return !stored[id] }) {
+			blocked = append(blocked, fairway.JobRef{Group: sub.Group, ID: sub.ID})
 		}
 	}
 	if err := c.deps.resolve(ctx, nil, blocked); err != nil {

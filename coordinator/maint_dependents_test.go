@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,4 +70,163 @@ func TestDependentsSweepOnTheLeader(t *testing.T) {
 	require.Eventually(t, func() bool { return f.state("after-a") == fairway.StateCancelled }, serviceWait, 10*time.Millisecond,
 		"the sweep cancels the dependent of a cancelled job")
 	require.Equal(t, fairway.StateCancelled, jobState(t, st, "g", "after-a"))
+}
+
+// groupBacklog stores in group g the jobs deps (then cancelled) and n
+// jobs that each depend on all of them: n blocked jobs whose resolution
+// (a cancellation) costs len(deps) key look-ups each.
+func groupBacklog(t *testing.T, st *store.Store, g string, n int, deps ...string) []fairway.JobRef {
+	t.Helper()
+	for _, d := range deps {
+		storeJobs(t, st, fairway.Submission{Group: g, ID: d})
+		_, err := st.Cancel(t.Context(), g, d)
+		require.NoError(t, err)
+	}
+	var refs []fairway.JobRef
+	var batch []fairway.Submission
+	for i := range n {
+		id := fmt.Sprintf("blocked-%05d", i)
+		batch = append(batch, fairway.Submission{Group: g, ID: id, DependsOn: deps})
+		refs = append(refs, fairway.JobRef{Group: g, ID: id})
+		if len(batch) == 250 || i == n-1 {
+			storeJobs(t, st, batch...)
+			batch = nil
+		}
+	}
+	return refs
+}
+
+// resolutionOrder is an afterChange that records, when the job it waits
+// for is resolved, how many jobs of the other groups had been resolved
+// by then (that one's statement included), and closes done once it has
+// seen all jobs.
+type resolutionOrder struct {
+	mu          sync.Mutex
+	watch       fairway.JobRef
+	others      int
+	othersFirst int
+	watchAt     time.Time
+	seen        chan struct{}
+	all         int
+	done        chan struct{}
+}
+
+func newResolutionOrder(watch fairway.JobRef, all int) *resolutionOrder {
+	return &resolutionOrder{watch: watch, all: all, othersFirst: -1, seen: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (r *resolutionOrder) afterChange(applied []store.Applied) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for _, a := range applied {
+		if a.Group == r.watch.Group && a.JobID == r.watch.ID {
+			found = true
+		} else {
+			r.others++
+		}
+	}
+	if found {
+		r.othersFirst, r.watchAt = r.others, time.Now()
+		close(r.seen)
+	}
+	if r.others+1 == r.all {
+		close(r.done)
+	}
+}
+
+func (r *resolutionOrder) wait(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(serviceWait):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestDependentsShareRoundsBetweenGroups: globex has 1,000 jobs queued for
+// resolution, each with 256 dependencies (256,000 key look-ups), when
+// acme's a ends, b waiting for it: b is resolved in the first rounds,
+// after a slice of globex's work, not after all of it (one statement for
+// everything queued resolved b with globex's 1,000). Nothing queued is
+// lost: globex's jobs are all resolved.
+func TestDependentsShareRoundsBetweenGroups(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.Open(t)
+	var deps []string
+	for i := range fairway.MaxDependencies {
+		deps = append(deps, fmt.Sprintf("dep-%03d", i))
+	}
+	backlog := groupBacklog(t, st, "globex", 1000, deps...)
+	storeJobs(t, st, fairway.Submission{Group: "acme", ID: "a"})
+	storeJobs(t, st, fairway.Submission{Group: "acme", ID: "b", DependsOn: []string{"a"}})
+	_, err := st.Cancel(ctx, "acme", "a")
+	require.NoError(t, err)
+
+	order := newResolutionOrder(fairway.JobRef{Group: "acme", ID: "b"}, len(backlog)+1)
+	d := newDependents(dependentsConfig{}, st, serviceLogger(t), notLeading(t, st), order.afterChange)
+	d.add(nil, backlog, false)
+	d.add([]fairway.JobRef{{Group: "acme", ID: "a"}}, nil, false)
+	start := time.Now()
+	runService(t, d.run)
+	order.wait(t, order.seen, "acme's b")
+	order.wait(t, order.done, "globex's backlog")
+	took := time.Since(start)
+	t.Logf("acme's b resolved after %v and %d of globex's jobs; globex's %d after %v",
+		order.watchAt.Sub(start), order.othersFirst, len(backlog), took)
+	// A round takes at most ResolveGroupDepsDefault entries of a group,
+	// and one job more: 9 of globex's. Two rounds at most before b's.
+	perRound := store.ResolveGroupDepsDefault/fairway.MaxDependencies + 1
+	require.LessOrEqual(t, order.othersFirst, 2*perRound)
+	require.Equal(t, fairway.StateCancelled, jobState(t, st, "acme", "b"))
+	require.Equal(t, fairway.StateCancelled, jobState(t, st, "globex", backlog[len(backlog)-1].ID))
+}
+
+// TestDependentsSweepIsFairBetweenGroups: the leader's sweep at start
+// finds the resolutions that were lost (no end queued them) in every
+// group at once, a slice of each in turn: zzz-small's one job is resolved
+// in the first rounds, not after aaa-big's 1,500 that come before it in
+// key order (a sweep in key order resolved 1,000 of them first).
+func TestDependentsSweepIsFairBetweenGroups(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.Open(t)
+	var deps []string
+	for i := range 16 {
+		deps = append(deps, fmt.Sprintf("dep-%02d", i))
+	}
+	backlog := groupBacklog(t, st, "aaa-big", 1500, deps...)
+	storeJobs(t, st, fairway.Submission{Group: "zzz-small", ID: "a"})
+	storeJobs(t, st, fairway.Submission{Group: "zzz-small", ID: "b", DependsOn: []string{"a"}})
+	_, err := st.Cancel(ctx, "zzz-small", "a")
+	require.NoError(t, err)
+
+	order := newResolutionOrder(fairway.JobRef{Group: "zzz-small", ID: "b"}, len(backlog)+1)
+	d := newDependents(dependentsConfig{}, st, serviceLogger(t), leading(t, st), order.afterChange)
+	start := time.Now()
+	runService(t, d.run)
+	order.wait(t, order.seen, "zzz-small's b")
+	order.wait(t, order.done, "aaa-big's backlog")
+	t.Logf("zzz-small's b resolved by the sweep after %v and %d of aaa-big's jobs; aaa-big's %d after %v",
+		order.watchAt.Sub(start), order.othersFirst, len(backlog), time.Since(start))
+	require.LessOrEqual(t, order.othersFirst, 2*resolveGroupSlice)
+	require.Equal(t, fairway.StateCancelled, jobState(t, st, "aaa-big", backlog[len(backlog)-1].ID))
+}
+
+// TestDependentsOfAHubAreSweptInSlices: a job with more dependents than
+// a turn reads (DependentsLimit) ends: its group is swept instead, a
+// slice at a time, on a coordinator that does not lead, and every
+// dependent is resolved.
+func TestDependentsOfAHubAreSweptInSlices(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	backlog := groupBacklog(t, st, "g", 50, "hub")
+	f := newFollowUps()
+	d := newDependents(dependentsConfig{DependentsLimit: 10, SweepBatch: 7}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	runService(t, d.run)
+	d.add([]fairway.JobRef{{Group: "g", ID: "hub"}}, nil, false)
+	for _, r := range backlog {
+		require.Eventually(t, func() bool { return f.state(r.ID) == fairway.StateCancelled }, serviceWait, 10*time.Millisecond, r.ID)
+	}
 }
