@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -228,5 +229,31 @@ func TestDependentsOfAHubAreSweptInSlices(t *testing.T) {
 	d.add([]fairway.JobRef{{Group: "g", ID: "hub"}}, nil, false)
 	for _, r := range backlog {
 		require.Eventually(t, func() bool { return f.state(r.ID) == fairway.StateCancelled }, serviceWait, 10*time.Millisecond, r.ID)
+	}
+}
+
+// TestDependentsSweepAGroupWhoseStatementFailed: a round whose statements
+// fail (here, its context ended) loses nothing it had taken: the groups it
+// had taken work from are swept, on a coordinator that does not lead, and
+// the next rounds resolve it.
+func TestDependentsSweepAGroupWhoseStatementFailed(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	backlog := groupBacklog(t, st, "g", 3, "a")
+	f := newFollowUps()
+	d := newDependents(dependentsConfig{}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	d.add([]fairway.JobRef{{Group: "g", ID: "a"}}, backlog[:1], false)
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.Error(t, d.round(ended))
+	d.mu.Lock()
+	require.True(t, d.groups["g"].sweeping, "the group is swept")
+	d.mu.Unlock()
+	for rounds := 0; f.state(backlog[2].ID) == ""; rounds++ {
+		require.Less(t, rounds, 10)
+		require.NoError(t, d.round(t.Context()))
+	}
+	for _, r := range backlog {
+		require.Equal(t, fairway.StateCancelled, f.state(r.ID))
 	}
 }
