@@ -8,6 +8,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,7 +36,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest", "shares"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -77,8 +78,11 @@ type Options struct {
 	// NoisyTenants is how many tenants flood the second case of the
 	// fairness scenario (default 10; negative skips the case).
 	NoisyTenants int
-	JSON         bool
-	Out          io.Writer
+	// Fairness is the coordinator's scheduler.fairness in every scenario
+	// but shares, which runs each ("": the default, jobs).
+	Fairness string
+	JSON     bool
+	Out      io.Writer
 	// Logger receives the benchmark's progress; ComponentLogger the logs
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
@@ -255,6 +259,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return features(ctx, opts)
 	case "ingest":
 		return ingestScenario(ctx, opts)
+	case "shares":
+		return sharesScenario(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}
@@ -322,6 +328,8 @@ type systemConfig struct {
 	// while the scenario runs.
 	history int
 	prune   bool
+	// fairness is the coordinator's scheduler.fairness ("": the default).
+	fairness string
 }
 
 func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
@@ -354,6 +362,10 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if cfg.prune {
 		retention.Success = time.Hour
 		s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_RETENTION_SUCCESS=1h")
+	}
+	cfg.fairness = cmp.Or(cfg.fairness, opts.Fairness)
+	if cfg.fairness != "" {
+		s.coordEnv = append(s.coordEnv, "FAIRWAY_SCHEDULER_FAIRNESS="+cfg.fairness)
 	}
 	connect := func(name string) (*nats.Conn, error) {
 		return nats.Connect(opts.NATSURL, append([]nats.Option{nats.Name(name)}, opts.NATSOptions...)...)
@@ -393,7 +405,8 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 			return nil, err
 		}
 	} else {
-		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention}); err != nil {
+		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
+			Fairness: cfg.fairness}); err != nil {
 			return nil, err
 		}
 		if err := s.coord.Start(ctx); err != nil {

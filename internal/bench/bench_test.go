@@ -37,6 +37,8 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
 			"pruned_during_drain"},
 		"short-jobs": {"busy_share", "makespan_ms", "ideal_makespan_ms", "first_start_ms", "stored_ms", "slots"},
+		"shares": {"jobs_a_share_pct", "jobs_a_expected_pct", "time_a_share_pct", "time_a_expected_pct", "time_weights_3_1_a_share_pct",
+			"time_weights_3_1_a_expected_pct", "time_busy_pct", "time_cpu_ms_per_s"},
 	}
 	// Every scenario's cost per job, of every process (PostgreSQL's when
 	// it runs on this machine, as pgtest's cluster does).

@@ -70,12 +70,17 @@ Scenarios:
             half the slots
   ingest    --jobs held submissions from --groups groups at once, and 20 of a
             late group meanwhile: stored/s, the late group's wait, memory
+  shares    two groups with jobs of 100 ms and 10 ms, both waiting, on 10 slots:
+            each group's share of the slot-time counting jobs, sharing time,
+            and sharing time with weights 3 and 1, against the arithmetic
   all       every scenario in turn
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
 <dev-dir>/pg if it is not running); without --nats-url an embedded NATS
 server. Durability stays on; the output names the server's settings.`,
 		Example: `  fairway bench --scenario drain
+  fairway bench --scenario shares
+  fairway bench --scenario short-jobs --fairness time
   fairway bench --scenario all --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -136,7 +141,7 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest, shares or all")
 	f.IntVar(&opts.Groups, "groups", 1, "groups that submit the ingest scenario's burst")
 	f.BoolVar(&opts.TenantStreams, "tenant-streams", false, "the ingest scenario gives each group a submit stream of its own, as tenants have in operator mode")
 	f.BoolVar(&opts.Single, "single", false, "the ingest scenario publishes each submission as a message of its own (as clients in other languages do), not 100 to a message")
@@ -149,6 +154,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
+	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
