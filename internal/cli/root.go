@@ -116,7 +116,7 @@ variables < flags. See 'fairway config print' and the README.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newWebCmd(e), newMigrateCmd(e),
-		newSubmitCmd(e), newWorkflowCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newLimitsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
+		newSubmitCmd(e), newWorkflowCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newLimitsCmd(e), newGroupsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
 		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e), newBenchNATSCmd(e),
 	)
 	usageErrors(root)
