@@ -244,16 +244,24 @@ func (c *Client) SubmitWorkflow(ctx context.Context, group string, w fairway.Wor
 
 // Graph returns the job id of group with the jobs it depends on and the
 // jobs that depend on it, directly or not, oldest first, without args or
-// result (at most 500 jobs).
+// result (at most 500 jobs: see GraphTruncated).
 func (c *Client) Graph(ctx context.Context, group, id string) ([]fairway.Job, error) {
+	jobs, _, err := c.GraphTruncated(ctx, group, id)
+	return jobs, err
+}
+
+// GraphTruncated is Graph, and says why the graph was cut short ("" when
+// it is whole): a graph beyond 500 jobs or 10,000 edges is answered with
+// the job's nearest relatives.
+func (c *Client) GraphTruncated(ctx context.Context, group, id string) (jobs []fairway.Job, truncated string, err error) {
 	if err := fairway.CheckName("group", group); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	reply, err := c.request(ctx, c.subjects.API(group, VerbGraph), JobRequest{ID: id})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return reply.Jobs, nil
+	return reply.Jobs, reply.Warning, nil
 }
 
 // Limits returns the cluster's concurrency limits with the jobs each

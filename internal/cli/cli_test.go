@@ -203,6 +203,21 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out, errOut = run(t, "jobs", "graph", refs["mail"], "--group", "acme", "--dot", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, fmt.Sprintf("%q -> %q;", refs["parse"], refs["mail"]))
+	// A graph beyond 500 jobs is cut short, and the command says so.
+	fan := []string{`{"ref":"root","task":"echo"}`}
+	for i := range 599 {
+		fan = append(fan, fmt.Sprintf(`{"ref":"leaf-%d","task":"echo","depends_on":["root"]}`, i))
+	}
+	require.NoError(t, os.WriteFile(wf, []byte(`{"jobs":[`+strings.Join(fan, ",")+`]}`), 0o644))
+	code, out, errOut = run(t, "workflow", "submit", wf, "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	root, _, _ := strings.Cut(strings.Split(strings.TrimSpace(out), "\n")[0], "\t")
+	require.Equal(t, "root", root, out)
+	rootID := strings.TrimPrefix(strings.Split(strings.TrimSpace(out), "\n")[0], "root\t")
+	code, out, errOut = run(t, "jobs", "graph", rootID, "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "warning: graph truncated")
+	require.Contains(t, out, "→ "+rootID)
 	code, out, errOut = run(t, "submit", "echo", "--group", "acme", "--depends-on", refs["parse"], "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	code, out, errOut = run(t, "jobs", "show", strings.TrimSpace(out), "--group", "acme", "--nats-url", natsURL)

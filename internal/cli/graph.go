@@ -116,9 +116,12 @@ func writeDot(w io.Writer, jobs []fairway.Job, focus string) {
 func graphCmd(e *env, jobCmd func(use, short string, run func(cmd *cobra.Command, c *events.Client, id string) error) *cobra.Command) *cobra.Command {
 	var dot bool
 	cmd := jobCmd("graph", "Show a job with the jobs it depends on and the jobs that depend on it", func(cmd *cobra.Command, c *events.Client, id string) error {
-		jobs, err := c.Graph(cmd.Context(), cmd.Flag("group").Value.String(), id)
+		jobs, truncated, err := c.GraphTruncated(cmd.Context(), cmd.Flag("group").Value.String(), id)
 		if err != nil {
 			return err
+		}
+		if truncated != "" {
+			fmt.Fprintln(e.stderr, "warning:", truncated)
 		}
 		if dot {
 			writeDot(e.stdout, jobs, id)
