@@ -150,7 +150,7 @@ func showLimits(out io.Writer, now limitsNow) error {
 		return err
 	}
 	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "RATE LIMIT\tRATE\tCOUNTS THE STARTS")
+	fmt.Fprintln(w, "RATE LIMIT\tRATE\tCOUNTS THE STARTS OF")
 	for _, r := range now.rates {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", r.Scope(), r.Rate, rateCounts(r))
 	}
@@ -161,13 +161,13 @@ func showLimits(out io.Writer, now limitsNow) error {
 func rateCounts(r fairway.RateLimit) string {
 	switch {
 	case r.Group == "":
-		return "task " + r.Task + "'s, across the cluster"
+		return "task " + r.Task + ", across the cluster"
 	case r.Task == "" && r.Group == "*":
-		return "each group's, separately (unless the group has its own)"
+		return "each group, separately (unless it has its own)"
 	case r.Task == "":
-		return "group " + r.Group + "'s"
+		return "group " + r.Group
 	case r.Group == "*":
-		return "task " + r.Task + "'s in each group, separately (unless the group has its own for it)"
+		return "task " + r.Task + " in each group, separately (unless the group has its own for it)"
 	}
-	return "task " + r.Task + "'s in group " + r.Group
+	return "task " + r.Task + " in group " + r.Group
 }

@@ -49,6 +49,8 @@ var routes = []route{
 	{pattern: "GET /api/limits", need: roleRead, operator: true, handle: (*Server).limits},
 	{pattern: "PUT /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
 	{pattern: "DELETE /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
+	{pattern: "GET /api/shares", need: roleRead, operator: true, handle: (*Server).shares},
+	{pattern: "PUT /api/weights/{group}", need: roleAdmin, operator: true, handle: (*Server).setWeight},
 	{pattern: "GET /api/periodic", need: roleRead, operator: true, handle: (*Server).periodic},
 	{pattern: "POST /api/periodic/{id}/{action}", need: roleAdmin, operator: true, handle: (*Server).periodicAction},
 	{pattern: liveEventsRoute, need: roleRead, handle: (*Server).liveEvents},
@@ -97,7 +99,7 @@ func (s *Server) guard(rt route) http.Handler {
 		case c.role < rt.need:
 			err = &fairway.Error{Code: codeForbidden, Message: "the read-only role cannot do this: log in with the admin token"}
 		case rt.operator && s.cfg.Group != "":
-			err = &fairway.Error{Code: codeForbidden, Message: fmt.Sprintf("this dashboard is confined to group %q: executors, concurrency limits and periodic tasks are the operators'", s.cfg.Group)}
+			err = &fairway.Error{Code: codeForbidden, Message: fmt.Sprintf("this dashboard is confined to group %q: executors, limits, weights and periodic tasks are the operators'", s.cfg.Group)}
 		case r.Method != http.MethodGet && c.session != "" && (crossSite(r) || r.Header.Get(csrfHeader) != c.csrf):
 			err = &fairway.Error{Code: codeForbidden, Message: "missing or wrong " + csrfHeader + " header, or a request from another site: changes need the session's CSRF token (GET /api/session)"}
 		default:
@@ -683,30 +685,45 @@ func (s *Server) drain(w http.ResponseWriter, r *http.Request, _ caller) error {
 }
 
 // limits answers the cluster's concurrency limits, each with the jobs its
-// task or group holds now: as they are (GET), or once one is set (PUT,
-// body {"max": N}) or removed (DELETE). The coordinators check kind, name
-// and max.
+// task or group holds now, and its rate limits: as they are (GET), or once
+// one is set (PUT, body {"max": N}, or {"rate": "10/s"} for kind rate,
+// whose name is a scope such as task:send-mail,group:*) or removed
+// (DELETE). The coordinators check kind, name, scope, max and rate.
 func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ caller) error {
 	kind, name := r.PathValue("kind"), r.PathValue("name")
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	var (
-		list []fairway.Limit
-		err  error
+		list  []fairway.Limit
+		rates []fairway.RateLimit
+		err   error
 	)
-	switch r.Method {
-	case http.MethodPut:
+	switch {
+	case r.Method == http.MethodPut:
 		var body struct {
-			Max *int `json:"max"`
+			Max  *int    `json:"max"`
+			Rate *string `json:"rate"`
 		}
 		if err := readBody(r, &body); err != nil {
 			return err
 		}
-		if body.Max == nil {
+		switch {
+		case kind == "rate" && body.Max != nil:
+			return fairway.Invalid("max", "a rate limit takes a rate (N/period, such as 10/s), not a max")
+		case kind == "rate" && body.Rate == nil:
+			return fairway.Invalid("rate", "missing: how many jobs may start per period (N/period: 10/s, 100/m, 5000/h, 5/30s)")
+		case kind == "rate":
+			rates, err = s.cfg.Client.SetRateLimit(ctx, name, *body.Rate)
+		case body.Rate != nil:
+			return fairway.Invalid("rate", "a concurrency limit takes a max; a rate is set on /api/limits/rate/{scope}")
+		case body.Max == nil:
 			return fairway.Invalid("max", "missing: how many jobs may be held at once (0 stops new claims)")
+		default:
+			list, err = s.cfg.Client.SetLimit(ctx, kind, name, *body.Max)
 		}
-		list, err = s.cfg.Client.SetLimit(ctx, kind, name, *body.Max)
-	case http.MethodDelete:
+	case r.Method == http.MethodDelete && kind == "rate":
+		rates, err = s.cfg.Client.DeleteRateLimit(ctx, name)
+	case r.Method == http.MethodDelete:
 		list, err = s.cfg.Client.DeleteLimit(ctx, kind, name)
 	default:
 		list, err = s.cfg.Client.Limits(ctx)
@@ -714,13 +731,28 @@ func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ caller) error 
 	if err != nil {
 		return err
 	}
-	if r.Method != http.MethodGet {
+	// A change answers one kind of limit: ask for the other.
+	if kind == "rate" {
+		list, err = s.cfg.Client.Limits(ctx)
+	} else {
+		rates, err = s.cfg.Client.RateLimits(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.Method != http.MethodGet && kind == "rate":
+		s.log.Info("rate limit changed from the dashboard", "method", r.Method, "scope", name)
+	case r.Method != http.MethodGet:
 		s.log.Info("concurrency limit changed from the dashboard", "method", r.Method, "kind", kind, "name", name)
 	}
 	if list == nil {
 		list = []fairway.Limit{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"limits": list})
+	if rates == nil {
+		rates = []fairway.RateLimit{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"limits": list, "rates": rates})
 	return nil
 }
 

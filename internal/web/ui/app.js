@@ -5,7 +5,8 @@
 "use strict";
 
 const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [],
-  limitDraft: { kind: "task", name: "", max: "", error: null } };
+  limitDraft: { kind: "task", name: "", max: "", error: null }, rateDraft: { task: "", group: "", rate: "", error: null },
+  weightDrafts: {}, weightDraft: { group: "", weight: "" }, weightError: null };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
 const STATE_COLOR = { success: "var(--ok)", failed: "var(--bad)", cancelled: "var(--idle)" };
 
@@ -265,17 +266,127 @@ async function viewOverview(root) {
   );
 }
 
+const fmtPct = (v) => ((v || 0) * 100).toFixed(1) + "%";
+const fmtWeight = (w) => String(+(+w).toFixed(3));
+
+// shareBar draws a group's share of the slot-time as a bar, with a mark at
+// its weighted fair share (none when it ran nothing: it had no share due).
+function shareBar(s, color) {
+  const fill = h("div", { class: "fill" });
+  fill.style.width = Math.min(100, s.share * 100) + "%";
+  if (color) fill.style.background = color;
+  let mark = null;
+  if (s.seconds > 0) {
+    mark = h("div", { class: "fair" });
+    mark.style.left = Math.min(100, s.fair_share * 100) + "%";
+  }
+  const label = `${s.group}: ${fmtPct(s.share)} of the slot-time; fair share ${s.seconds > 0 ? fmtPct(s.fair_share) : "none (it ran nothing)"}`;
+  return h("div", { class: "sharebar", role: "img", "aria-label": label, title: label }, fill, mark);
+}
+
+// setWeight sets a group's weight; a refusal is shown next to the form it
+// came from (state.weightError), what was typed kept across redraws.
+async function setWeight(group, text, form) {
+  const weight = Number(text);
+  if (text.trim() === "" || !Number.isFinite(weight)) {
+    state.weightError = { form, group, field: "weight", message: "a number above 0, at most 1000 (1 is the default)" };
+  } else {
+    try {
+      await api("PUT", `/api/weights/${encodeURIComponent(group)}`, { weight });
+      toast(`${group}: weight ${fmtWeight(weight)}`);
+      delete state.weightDrafts[group];
+      if (form === "new") state.weightDraft = { group: "", weight: "" };
+      state.weightError = null;
+    } catch (x) {
+      if (x.status === 401) return;
+      state.weightError = { form, group, field: x.field || "", message: x.message };
+    }
+  }
+  route();
+}
+
+// weightControl is a group's weight, and for admins a field to change it.
+function weightControl(s) {
+  if (state.role !== "admin") return fmtWeight(s.weight);
+  const err = state.weightError && state.weightError.form === "row" && state.weightError.group === s.group;
+  return h("form", { class: "weight-form", novalidate: true,
+    oninput: (e) => { state.weightDrafts[s.group] = e.target.value; },
+    onsubmit: (e) => { e.preventDefault(); setWeight(s.group, e.currentTarget.elements.weight.value, "row"); } },
+  h("input", { name: "weight", type: "number", min: 0, max: 1000, step: "any", class: "weight", value: state.weightDrafts[s.group] ?? fmtWeight(s.weight),
+    "aria-label": "weight of " + s.group, "aria-invalid": err ? "true" : null }),
+  h("button", { type: "submit", title: "set the weight of " + s.group }, "Set"));
+}
+
+// newWeightForm sets the weight of a group not listed (one that ran no job
+// in the window).
+function newWeightForm() {
+  const d = state.weightDraft;
+  const err = state.weightError && state.weightError.form === "new" ? state.weightError : null;
+  const bad = (field) => (err && (err.field === field || (field === "weight" && !err.field)) ? "true" : null);
+  return h("form", { class: "filters", id: "weight-form", novalidate: true,
+    oninput: (e) => { d[e.target.name] = e.target.value; },
+    onsubmit: (e) => {
+      e.preventDefault();
+      if (!d.group.trim()) {
+        state.weightError = { form: "new", field: "group", message: "missing: the group (tenant) to weigh" };
+        route();
+        return;
+      }
+      setWeight(d.group.trim(), d.weight, "new");
+    } },
+  h("label", {}, "group", h("input", { name: "group", value: d.group, placeholder: "a group, e.g. acme", size: 22, autocomplete: "off", "aria-invalid": bad("group") })),
+  h("label", {}, "weight", h("input", { name: "weight", type: "number", min: 0, max: 1000, step: "any", class: "weight", value: d.weight, placeholder: "1", "aria-invalid": bad("weight") })),
+  h("button", { type: "submit", class: "primary" }, "Set weight"));
+}
+
+// sharesCard shows each group's share of the executors' slot-time over the
+// window against its weighted fair share, and its weight.
+function sharesCard(sh, colorOf) {
+  const list = sh.groups || [];
+  const admin = state.role === "admin";
+  const ran = list.some((s) => s.seconds > 0);
+  const err = state.weightError;
+  const card = h("div", { class: "card", id: "shares" }, h("h2", {}, "Share of the executors' time against the fair share"));
+  if (!ran) {
+    card.append(empty("No job ran in this window",
+      "Each tenant's share of the slot-time shows here once jobs run, with a mark at its weighted fair share.",
+      list.length ? "The weights set are listed below." : "Every tenant has the default weight 1: fairway groups set-weight acme 3 gives acme three times the share."));
+  }
+  if (list.length) {
+    card.append(h("table", { id: "share-table" },
+      h("thead", {}, h("tr", {}, ["group", "share of the slot-time (mark: fair share)", "share", "fair share", "slot-time", "weight"].map((c, i) => h("th", { class: i > 1 && i < 5 ? "num" : "" }, c)))),
+      h("tbody", {}, list.map((s) => h("tr", { dataset: { group: s.group } },
+        h("td", {}, s.group),
+        h("td", { class: "bar-cell" }, shareBar(s, colorOf(s.group))),
+        h("td", { class: "num share" }, fmtPct(s.share)),
+        h("td", { class: "num fair" }, s.seconds > 0 ? fmtPct(s.fair_share) : "—"),
+        h("td", { class: "num" }, fmtSecs(s.seconds)),
+        h("td", { class: "weight" }, weightControl(s)))))));
+  }
+  if (err && err.form === "row") card.append(h("p", { id: "weight-error", class: "error", role: "alert" }, `${err.group}: ${err.field ? err.field + ": " : ""}${err.message}`));
+  card.append(h("p", { class: "muted" }, "The bar is each tenant's share of the executors' slot-time over the window; the mark is its weighted fair share, its weight over the weights of the tenants that ran jobs then: what it gets while they all have work. A tenant left of its mark had less work to run, or shorter jobs while fairness counts jobs (scheduler.fairness)."));
+  if (admin) {
+    card.append(h("h2", {}, "Weigh another group"), newWeightForm());
+    if (err && err.form === "new") card.append(h("p", { id: "weight-new-error", class: "error", role: "alert" }, `${err.field ? err.field + ": " : ""}${err.message}`));
+  }
+  return card;
+}
+
 async function viewFairness(root) {
-  const data = await api("GET", "/api/groups?window=" + state.window);
+  // The shares and weights are the operators': a dashboard confined to a
+  // group shows its queue only.
+  const [data, sh] = await Promise.all([api("GET", "/api/groups?window=" + state.window), state.group ? null : api("GET", "/api/shares?window=" + state.window)]);
   const groups = data.groups || [];
   root.replaceChildren(h("div", { class: "bar" }, h("h1", {}, "Fairness"), h("span", { class: "spacer" }), windowPicker(() => route())));
+  const series = groups.slice(0, COLORS.length).map((g, i) => ({ name: g.group, color: COLORS[i], values: g.share.map((v) => v * 100) }));
+  const colors = new Map(series.map((s) => [s.name, s.color]));
+  if (sh) root.append(sharesCard(sh, (g) => colors.get(g)));
   if (groups.length === 0) {
     root.append(h("div", { class: "card" }, empty("No tenant has jobs in this window",
       "Each group (tenant) gets its turn: submit jobs for two groups and watch their shares here.",
       "fairway submit sleep --group acme --args '{\"seconds\":2}'")));
     return;
   }
-  const series = groups.slice(0, COLORS.length).map((g, i) => ({ name: g.group, color: COLORS[i], values: g.share.map((v) => v * 100) }));
   root.append(
     h("div", { class: "card" }, h("h2", {}, "Share of the slots in use, per tenant"),
       barChart(data.buckets, series, { label: "share of slots per tenant", fmt: (v) => v.toFixed(0) + "%" }), legend(series),
@@ -599,33 +710,99 @@ function limitMeter(l) {
     "aria-label": `${l.held} of ${l.max} held` }, bar);
 }
 
+// rateScope names a rate limit as the API does: task:T, group:G, or both.
+function rateScope(task, group) {
+  return [task ? "task:" + task : "", group ? "group:" + group : ""].filter(Boolean).join(",");
+}
+
+// rateCounts says which job starts a rate limit counts.
+function rateCounts(r) {
+  if (!r.group) return `task ${r.task}, across the cluster`;
+  if (!r.task) return r.group === "*" ? "each group, separately (unless it has its own)" : `group ${r.group}`;
+  return r.group === "*" ? `task ${r.task} in each group, separately (unless the group has its own for it)` : `task ${r.task} in group ${r.group}`;
+}
+
+// rateForm sets a rate limit; as limitForm, what is typed and the
+// coordinators' refusal stay in state.rateDraft across redraws.
+function rateForm() {
+  const d = state.rateDraft;
+  const err = d.error;
+  const bad = (...fields) => (err && fields.includes(err.field) ? "true" : null);
+  const keep = (e) => { d[e.target.name] = e.target.value; };
+  const submit = async (e) => {
+    e.preventDefault();
+    const scope = rateScope(d.task.trim(), d.group.trim());
+    if (!scope) d.error = { field: "scope", message: "missing: a task, a group (* for each group), or both" };
+    else if (!d.rate.trim()) d.error = { field: "rate", message: "missing: N/period, such as 10/s, 100/m or 5/30s" };
+    else {
+      try {
+        await api("PUT", `/api/limits/rate/${encodeURIComponent(scope)}`, { rate: d.rate.trim() });
+        toast(`${scope}: at most ${d.rate.trim()} starts`);
+        Object.assign(d, { task: "", group: "", rate: "", error: null });
+      } catch (x) {
+        if (x.status === 401) return;
+        d.error = { field: x.field || "", message: x.message };
+      }
+    }
+    route();
+  };
+  return h("form", { class: "filters", id: "rate-form", novalidate: true, oninput: keep, onchange: keep, onsubmit: submit },
+    h("label", {}, "task", h("input", { name: "task", value: d.task, placeholder: "e.g. send-mail (empty: any)", size: 24, autocomplete: "off", "aria-invalid": bad("scope", "task") })),
+    h("label", {}, "group", h("input", { name: "group", value: d.group, placeholder: "a group, * each (empty: all)", size: 24, autocomplete: "off", "aria-invalid": bad("scope", "group") })),
+    h("label", {}, "rate", h("input", { name: "rate", value: d.rate, placeholder: "10/s, 100/m, 5/30s", size: 14, autocomplete: "off", class: "rate", "aria-invalid": bad("rate") })),
+    h("button", { type: "submit", class: "primary" }, "Set rate limit"),
+    h("p", { id: "rate-error", class: "error", role: "alert" }, err ? (err.field ? `${err.field}: ` : "") + err.message : ""));
+}
+
+// rateTable lists the rate limits; admins can remove each.
+function rateTable(rates, admin) {
+  const remove = (r) => h("button", { type: "button", class: "danger", title: "remove the rate limit: its jobs start as slots allow", onclick: async () => {
+    if (!confirm(`Remove the rate limit of ${r.scope}? Its jobs then start as fast as free slots allow.`)) return;
+    try { await api("DELETE", `/api/limits/rate/${encodeURIComponent(r.scope)}`); toast(`${r.scope}: no rate limit`); route(); } catch (e) { toast(e.message, true); }
+  } }, "Remove");
+  return h("table", { id: "rate-table" },
+    h("thead", {}, h("tr", {}, ["scope", "rate", "counts the starts of", "set", admin ? "" : null].filter((c) => c !== null).map((c) => h("th", {}, c)))),
+    h("tbody", {}, rates.map((r) => h("tr", { dataset: { scope: r.scope } },
+      h("td", {}, h("span", { class: "mono" }, r.scope)),
+      h("td", { class: "rate" }, r.rate),
+      h("td", { class: "muted" }, rateCounts(r)),
+      h("td", { class: "muted" }, ago(r.updated)),
+      admin ? h("td", {}, remove(r)) : null))));
+}
+
 async function viewLimits(root) {
   const data = await api("GET", "/api/limits");
   const list = data.limits || [];
+  const rates = (data.rates || []).map((r) => ({ ...r, scope: rateScope(r.task, r.group) }));
   const admin = state.role === "admin";
-  root.replaceChildren(h("h1", {}, "Concurrency limits"),
-    h("div", { class: "card" },
+  root.replaceChildren(h("h1", {}, "Limits"),
+    h("div", { class: "card" }, h("h2", {}, "Concurrency limits"),
       h("p", { class: "note", id: "limit-note" }, "A limit caps the jobs of a task, or of a group, that executors hold (scheduled or running) at once across the cluster: the jobs over it wait, and the free slots go to the jobs after them."),
       admin ? limitForm() : null));
   if (list.length === 0) {
     root.append(h("div", { class: "card" }, empty("No concurrency limit", (admin ? "Set one above, or from a terminal: " : "An operator sets one: ") + "fairway limits set task export 5")));
-    return;
+  } else {
+    const remove = (l) => h("button", { type: "button", class: "danger", title: "remove the limit: its jobs run as slots allow", onclick: async () => {
+      if (!confirm(`Remove the ${l.kind} limit of ${l.name}? Its jobs then run as fast as free slots allow.`)) return;
+      try { await api("DELETE", `/api/limits/${encodeURIComponent(l.kind)}/${encodeURIComponent(l.name)}`); toast(`${l.kind} ${l.name}: no limit`); route(); } catch (e) { toast(e.message, true); }
+    } }, "Remove");
+    const every = (l) => l.kind === "group" && l.name === "*";
+    root.append(h("div", { class: "card" }, h("table", { id: "limit-table" },
+      h("thead", {}, h("tr", {}, ["kind", "name", "max", "held now", "held of max", "set", admin ? "" : null].filter((c) => c !== null).map((c) => h("th", { class: c === "max" || c === "held now" ? "num" : "" }, c)))),
+      h("tbody", {}, list.map((l) => h("tr", { dataset: { kind: l.kind, name: l.name }, class: l.held >= l.max ? "at-limit" : null },
+        h("td", {}, l.kind),
+        h("td", {}, h("span", { class: "mono" }, l.name), every(l) ? h("span", { class: "muted" }, " (every group without a limit of its own)") : null),
+        h("td", { class: "num max" }, fmtNum(l.max)),
+        h("td", { class: "num held", title: every(l) ? "the most any one group holds" : null }, fmtNum(l.held)),
+        h("td", { class: "meter-cell" }, limitMeter(l), l.max === 0 ? h("span", { class: "tag bad" }, "stopped") : l.held >= l.max ? h("span", { class: "tag warn" }, "at its limit") : null),
+        h("td", { class: "muted" }, ago(l.updated)),
+        admin ? h("td", {}, remove(l)) : null))))));
   }
-  const remove = (l) => h("button", { type: "button", class: "danger", title: "remove the limit: its jobs run as slots allow", onclick: async () => {
-    if (!confirm(`Remove the ${l.kind} limit of ${l.name}? Its jobs then run as fast as free slots allow.`)) return;
-    try { await api("DELETE", `/api/limits/${encodeURIComponent(l.kind)}/${encodeURIComponent(l.name)}`); toast(`${l.kind} ${l.name}: no limit`); route(); } catch (e) { toast(e.message, true); }
-  } }, "Remove");
-  const every = (l) => l.kind === "group" && l.name === "*";
-  root.append(h("div", { class: "card" }, h("table", { id: "limit-table" },
-    h("thead", {}, h("tr", {}, ["kind", "name", "max", "held now", "held of max", "set", admin ? "" : null].filter((c) => c !== null).map((c) => h("th", { class: c === "max" || c === "held now" ? "num" : "" }, c)))),
-    h("tbody", {}, list.map((l) => h("tr", { dataset: { kind: l.kind, name: l.name }, class: l.held >= l.max ? "at-limit" : null },
-      h("td", {}, l.kind),
-      h("td", {}, h("span", { class: "mono" }, l.name), every(l) ? h("span", { class: "muted" }, " (every group without a limit of its own)") : null),
-      h("td", { class: "num max" }, fmtNum(l.max)),
-      h("td", { class: "num held", title: every(l) ? "the most any one group holds" : null }, fmtNum(l.held)),
-      h("td", { class: "meter-cell" }, limitMeter(l), l.max === 0 ? h("span", { class: "tag bad" }, "stopped") : l.held >= l.max ? h("span", { class: "tag warn" }, "at its limit") : null),
-      h("td", { class: "muted" }, ago(l.updated)),
-      admin ? h("td", {}, remove(l)) : null))))));
+  root.append(h("div", { class: "card", id: "rates" }, h("h2", {}, "Rate limits"),
+    h("p", { class: "note", id: "rate-note" }, "A rate limit caps how many jobs of a task, of a group, or of a task in each group start per period across the cluster: a job over its rate waits, and the free slots go to the jobs after it."),
+    admin ? rateForm() : null,
+    rates.length ? rateTable(rates, admin)
+      : empty("No rate limit", (admin ? "Set one above, or from a terminal: " : "An operator sets one: ") + "fairway limits set rate task:send-mail 10/s")));
 }
 
 async function viewPeriodic(root) {
