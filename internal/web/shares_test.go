@@ -190,7 +190,7 @@ func TestRateLimits(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, b.call("DELETE", "/api/limits/rate/task:nope", adminToken, nil, &e))
 	require.Equal(t, "not_found", string(e.Error.Code))
 
-	require.Equal(t, http.StatusOK, b.call("DELETE", each, adminToken, nil, &got))
+	require.Equal(t, http.StatusOK, b.call("DELETE", "/api/limits/rate/task:echo,group:*", adminToken, nil, &got), "the scope unescaped as well")
 	require.Len(t, got.Rates, 2)
 	require.Len(t, got.Limits, 1, "a rate limit's change answers both kinds")
 	rates, err := b.client.RateLimits(t.Context())
