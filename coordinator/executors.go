@@ -404,10 +404,25 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
 		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
-		d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait)}, gen)
+		if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: d.maxHeld(ctx, req)}, gen); old != nil {
+			d.respondDispatch(old.msg, events.DispatchReply{})
+		}
 		return
 	}
 	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+}
+
+// maxHeld is how many jobs an instance may hold at once: three times its
+// registered slots, its pool, as many held ready, and the jobs whose ends
+// are on their way (an executor asks for what it has free, while the
+// coordinators may not have applied the reports of jobs it finished).
+// However it asks (many requests, each parked), it gathers no more.
+func (d *dispatcher) maxHeld(ctx context.Context, req events.DispatchRequest) int {
+	reg, err := d.registration(ctx, req.Executor, req.Instance)
+	if err != nil {
+		return 0 // the claim refuses an instance not registered
+	}
+	return 3 * reg.slots
 }
 
 // claim claims jobs for a dispatch request.
@@ -425,7 +440,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	start := time.Now()
-	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID,
+	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: d.maxHeld(ctx, req),
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):

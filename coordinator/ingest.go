@@ -316,7 +316,9 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 		if len(handedOver) > 0 {
 			in.handedOver(ctx, hand, handedOver, received)
 		} else {
-			in.parking.putBack([]*parkedRequest{hand})
+			for _, r := range in.parking.putBack([]*parkedRequest{hand}) {
+				in.handedOver(ctx, r, nil, received) // answered empty: its instance parked a newer request
+			}
 		}
 	}
 	if err != nil {
@@ -405,7 +407,7 @@ func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration
 	for _, t := range r.req.Tasks {
 		runs[t] = true
 	}
-	a := &store.Assignment{Worker: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease}
+	a := &store.Assignment{Worker: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease, MaxHeld: r.maxHeld}
 	perTask := map[string]int{}
 	for i, s := range subs {
 		if len(a.Jobs) == r.req.Slots {

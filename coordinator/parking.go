@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,9 @@ type parkedRequest struct {
 	req      events.DispatchRequest
 	deadline time.Time
 	gen      uint64 // the wake signals counted before its claim found nothing
+	// maxHeld caps the jobs its instance holds with those handed to it
+	// (store.ClaimParams.MaxHeld).
+	maxHeld int
 }
 
 // parking holds the dispatch requests of idle executors.
@@ -57,10 +61,20 @@ func (p *parking) generation() uint64 {
 }
 
 // park holds r. If a wake signal came since gen (the generation read before
-// the claim that found nothing), it is tried again at once.
-func (p *parking) park(r *parkedRequest, gen uint64) {
+// the claim that found nothing), it is tried again at once. An executor
+// instance has one request parked at most: an older one of r's instance
+// is returned, to be answered empty (each parked request may be handed
+// jobs, so many of them would hold more than the instance's slots).
+func (p *parking) park(r *parkedRequest, gen uint64) (replaced *parkedRequest) {
 	p.mu.Lock()
 	r.gen = gen
+	for i, old := range p.reqs {
+		if sameInstance(old, r) {
+			replaced = old
+			p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
+			break
+		}
+	}
 	p.reqs = append(p.reqs, r)
 	missed := p.gen != gen
 	p.mu.Unlock()
@@ -71,6 +85,12 @@ func (p *parking) park(r *parkedRequest, gen uint64) {
 	case p.parked <- struct{}{}:
 	default:
 	}
+	return replaced
+}
+
+// sameInstance says whether two requests come from one executor instance.
+func sameInstance(a, b *parkedRequest) bool {
+	return a.req.Executor == b.req.Executor && a.req.Instance == b.req.Instance
 }
 
 // take removes and returns every parked request, oldest first.
@@ -101,12 +121,22 @@ func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
 // putBack returns requests that are still waiting, ahead of newer ones.
 // A wake signal that came while they were out (a request ingest took to
 // hand jobs to, or one being served) is not lost: as in park, they are
-// tried again at once.
-func (p *parking) putBack(reqs []*parkedRequest) {
+// tried again at once. A request whose instance parked a newer one
+// meanwhile is not put back but returned, to be answered empty.
+func (p *parking) putBack(reqs []*parkedRequest) (dropped []*parkedRequest) {
 	if len(reqs) == 0 {
-		return
+		return nil
 	}
 	p.mu.Lock()
+	kept := reqs[:0:0]
+	for _, r := range reqs {
+		if slices.ContainsFunc(p.reqs, func(newer *parkedRequest) bool { return sameInstance(newer, r) }) {
+			dropped = append(dropped, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	reqs = kept
 	p.reqs = append(reqs, p.reqs...)
 	missed := false
 	for _, r := range reqs {
@@ -116,6 +146,7 @@ func (p *parking) putBack(reqs []*parkedRequest) {
 	if missed {
 		p.signal()
 	}
+	return dropped
 }
 
 func (p *parking) nextDeadline() (time.Time, bool) {
@@ -179,5 +210,7 @@ func (d *dispatcher) serveParked(ctx context.Context, expire bool) {
 			keep = append(keep, r)
 		}
 	}
-	d.parking.putBack(keep)
+	for _, r := range d.parking.putBack(keep) {
+		d.respondDispatch(r.msg, events.DispatchReply{})
+	}
 }

@@ -38,6 +38,8 @@ var (
 	claimUnpinSQL string
 	//go:embed sql/claim_limits.sql
 	claimLimitsSQL string
+	//go:embed sql/claim_held.sql
+	claimHeldSQL string
 )
 
 // ClaimParams says who claims how many jobs.
@@ -68,6 +70,10 @@ type ClaimParams struct {
 	// Fairness is what a group's turn is worth: FairnessJobs (the
 	// default) or FairnessTime (see shares.go).
 	Fairness string
+	// MaxHeld, when positive, caps the jobs Instance holds (scheduled or
+	// running) after the claim, whatever Limit says: an executor cannot
+	// gather jobs by asking again and again.
+	MaxHeld int
 	// Lease is how long the claim holds without a heartbeat.
 	Lease time.Duration
 	// Scheme is the counting scheme.
@@ -134,9 +140,13 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	b.Queue("BEGIN")
 	var limited, weighted, rated bool
 	var vclock float64
+	var held int
 	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted, &rated)
 	})
+	if p.MaxHeld > 0 {
+		b.Queue(claimHeldSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error { return row.Scan(&held) })
+	}
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
 		// committed, and its jobs are seen.
@@ -206,6 +216,12 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 			p.Reclaimed(len(reclaimed))
 		}
 		return reclaimed, nil
+	}
+	if p.MaxHeld > 0 {
+		if p.Limit = min(p.Limit, p.MaxHeld-held); p.Limit <= 0 {
+			_, err := conn.Exec(ctx, "COMMIT")
+			return nil, err
+		}
 	}
 	start := st
 	var jobs []fairway.Job

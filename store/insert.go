@@ -95,6 +95,9 @@ type Assignment struct {
 	// Jobs are the indexes, in subs, of the submissions to hand over: each
 	// eligible now (not held, no dependencies, no run_at ahead).
 	Jobs []int
+	// MaxHeld, when positive, caps the jobs the instance holds with those
+	// handed over (as ClaimParams.MaxHeld): beyond, none is handed over.
+	MaxHeld int
 }
 
 // InsertJobsFor is InsertJobs handing the jobs a names to its executor:
@@ -198,7 +201,9 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	handOver := make([]bool, len(subs))
 	var worker, instance, claimID string
 	var lease time.Duration
+	var maxHeld int
 	if a != nil && !checked {
+		maxHeld = a.MaxHeld
 		for _, i := range a.Jobs {
 			handOver[i] = true
 		}
@@ -212,7 +217,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	for k, v := range rejectionArgs(rejections) {
 		args[k] = v
 	}
-	args["worker"], args["instance"], args["claim_id"], args["lease"] = worker, instance, claimID, interval(lease)
+	args["worker"], args["instance"], args["claim_id"], args["lease"], args["max_held"] = worker, instance, claimID, interval(lease), maxHeld
 	args["unstorable"] = unstorableArgs
 	var created []fairway.JobRef
 	handed := map[fairway.JobRef]insertedRow{} // created scheduled, for a's executor

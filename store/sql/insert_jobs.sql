@@ -26,7 +26,8 @@
 -- live, or when concurrency limits exist (a claim applies them; the
 -- caller's knowledge of them may be older than this statement), or when
 -- a registration of the executor committed while this statement waited
--- for the fairness row (see 014_registrations.sql).
+-- for the fairness row (see 014_registrations.sql), or when the instance
+-- would hold more than @max_held jobs with these.
 --
 -- Rows come back as (group_name, id, created, state, run_at, submitted,
 -- lease_until): the created rows, then the unstorable ones (created false).
@@ -40,7 +41,12 @@ WITH assignee AS (
     SELECT NOT EXISTS (SELECT 1 FROM fairway_limit)
            AND (@instance::text = '' OR EXISTS (
                SELECT 1 FROM fairway_executor e WHERE e.app_id = @worker AND e.instance = @instance AND e.state = 'live'))
-           AND f.registrations = (SELECT s.registrations FROM fairway_fairness s WHERE s.id = 1) AS live
+           AND f.registrations = (SELECT s.registrations FROM fairway_fairness s WHERE s.id = 1)
+           -- The instance holds at most @max_held jobs with these (0: no cap).
+           AND (@max_held::int <= 0
+                OR (SELECT count(*) FROM fairway_job j
+                     WHERE j.worker = @worker AND j.worker_instance = @instance AND j.state IN ('scheduled', 'running'))
+                   + cardinality(array_positions(@state::text[], 'scheduled')) <= @max_held) AS live
       FROM fairway_fairness f
      WHERE f.id = 1 AND @worker::text <> ''
        FOR UPDATE
