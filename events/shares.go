@@ -16,7 +16,7 @@ const (
 )
 
 // GroupsRequest is the body of groups: the window to measure the shares
-// over (a Go duration, "1h" by default, at most 744h).
+// over (a Go duration, "1h" by default, at most 24h).
 type GroupsRequest struct {
 	Window string `json:"window,omitempty"`
 }

@@ -69,6 +69,11 @@ var bodies = []struct {
 	{"executor-cancel.json", typeOf[events.CancelCommand](), written},
 	{"limit.json", typeOf[fairway.Limit](), written},
 	{"api-limit-request.json", typeOf[events.LimitRequest](), strict},
+	{"rate-limit.json", typeOf[fairway.RateLimit](), written},
+	{"group-share.json", typeOf[fairway.GroupShare](), written},
+	{"api-groups-request.json", typeOf[events.GroupsRequest](), strict},
+	{"api-weight-request.json", typeOf[events.WeightRequest](), strict},
+	{"api-rate-request.json", typeOf[events.RateRequest](), strict},
 	{"workflow.json", typeOf[fairway.Workflow](), strict},
 }
 
