@@ -357,11 +357,15 @@ func (s *Server) jobGraph(w http.ResponseWriter, r *http.Request, c caller) erro
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	jobs, err := s.cfg.Client.Graph(ctx, group, r.PathValue("id"))
+	jobs, truncated, err := s.cfg.Client.GraphTruncated(ctx, group, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": shown(c, jobs)})
+	body := map[string]any{"jobs": shown(c, jobs)}
+	if truncated != "" {
+		body["truncated"] = truncated // the graph is the job's nearest relatives
+	}
+	writeJSON(w, http.StatusOK, body)
 	return nil
 }
 

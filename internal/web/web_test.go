@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -408,7 +409,8 @@ func TestJobGraph(t *testing.T) {
 	require.NoError(t, err)
 
 	var graph struct {
-		Jobs []fairway.Job `json:"jobs"`
+		Jobs      []fairway.Job `json:"jobs"`
+		Truncated string        `json:"truncated"`
 	}
 	require.Equal(t, http.StatusOK, b.call("GET", "/api/jobs/acme/"+refs["parse"]+"/graph", readToken, nil, &graph))
 	var ids []string
@@ -423,6 +425,17 @@ func TestJobGraph(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, b.call("GET", "/api/jobs/acme/"+refs["fetch"]+"/graph", adminToken, nil, &graph))
 	require.Len(t, graph.Jobs, 4)
+	require.Empty(t, graph.Truncated, "a whole graph")
+	// A graph beyond 500 jobs is cut short, and the answer says so.
+	fan := []fairway.WorkflowJob{echo("root")}
+	for i := range 599 {
+		fan = append(fan, echo(fmt.Sprintf("leaf-%d", i), "root"))
+	}
+	big, err := b.client.SubmitWorkflow(t.Context(), "acme", fairway.Workflow{Jobs: fan})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/jobs/acme/"+big["root"]+"/graph", adminToken, nil, &graph))
+	require.Contains(t, graph.Truncated, "graph truncated")
+	require.LessOrEqual(t, len(graph.Jobs), 500)
 
 	var e apiError
 	require.Equal(t, http.StatusUnauthorized, b.call("GET", "/api/jobs/acme/"+refs["fetch"]+"/graph", "", nil, &e))

@@ -567,7 +567,7 @@ function waitsFor(j, byID) {
 
 // dependencyPanel shows a job's graph, and the same as a list (for screen
 // readers, and to copy ids from); null when the job stands alone.
-function dependencyPanel(jobs, focus) {
+function dependencyPanel(jobs, focus, truncated) {
   if (!jobs || jobs.length < 2) return null;
   const byID = new Map(jobs.map((j) => [j.id, j]));
   const items = jobs.map((j) => {
@@ -582,7 +582,7 @@ function dependencyPanel(jobs, focus) {
     h("div", { class: "graph-scroll" }, graphSVG(jobs, focus)),
     // Open for a small graph; a large one's list is a click away.
     h("details", { class: "graph-list", open: jobs.length <= 12 }, h("summary", { class: "muted" }, `As a list (${jobs.length} jobs)`), h("ul", { id: "graph-list" }, items)),
-    jobs.length >= 500 ? h("p", { class: "muted" }, "The graph is cut at 500 jobs.") : null);
+    truncated ? h("p", { class: "muted", id: "graph-truncated" }, `Only the job's nearest relatives are shown: ${truncated}.`) : null);
 }
 
 async function viewJob(root, group, id) {
@@ -626,7 +626,7 @@ async function viewJob(root, group, id) {
           ev.error ? h("div", { class: "error" }, ev.error) : null)))
           : empty("No events in the stream", "Events older than the stream keeps (nats.events-max-bytes) are gone; the job's row above is the truth."),
         data.events_more ? h("p", { class: "muted" }, "More events than one look reads: the timeline may be cut.") : null)),
-    dependencyPanel(graph.jobs, j.id),
+    dependencyPanel(graph.jobs, j.id, graph.truncated),
     h("div", { class: "card" }, h("h2", {}, "Attempts"),
       attempts.size ? h("table", { id: "attempts" }, h("thead", {}, h("tr", {}, ["attempt", "states", "error"].map((c) => h("th", {}, c)))),
         h("tbody", {}, [...attempts.values()].map((a) => h("tr", {}, h("td", {}, a.n), h("td", {}, a.states.map((e) => [stateTag(e.state), " "])),
