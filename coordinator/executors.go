@@ -412,18 +412,24 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
 }
 
-// maxHeld is how many jobs an instance may hold at once: three times its
-// registered slots, its pool, as many held ready, and the jobs whose ends
-// are on their way (an executor asks for what it has free, while the
-// coordinators may not have applied the reports of jobs it finished).
-// However it asks (many requests, each parked), it gathers no more.
+// maxHeld is how many jobs an instance may hold at once, as the
+// coordinators count them: ten times its registered slots. Its pool and as
+// many held ready are two; the rest is the jobs it finished whose reports
+// the coordinators have not applied yet, which count as held until then
+// (an executor asks for what it has free): with short jobs they are
+// hundreds, and a cap of three times the slots cost the drain benchmark a
+// fifth of its throughput. However it asks (many requests, each parked),
+// an instance gathers no more.
 func (d *dispatcher) maxHeld(ctx context.Context, req events.DispatchRequest) int {
 	reg, err := d.registration(ctx, req.Executor, req.Instance)
 	if err != nil {
 		return 0 // the claim refuses an instance not registered
 	}
-	return 3 * reg.slots
+	return maxHeldPerSlot * reg.slots
 }
+
+// maxHeldPerSlot is maxHeld's multiple of the registered slots.
+const maxHeldPerSlot = 10
 
 // claim claims jobs for a dispatch request.
 func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]fairway.Job, error) {
