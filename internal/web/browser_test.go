@@ -459,7 +459,8 @@ func TestDashboardInABrowser(t *testing.T) {
 // a delayed job and a failing branch; the page of its middle job draws the
 // whole graph (a box per job, an arrow per dependency, the job outlined,
 // the blocked and cancelled jobs saying so), and a click on a box opens
-// that job, whose graph is its own. A job on its own has no such panel.
+// that job, whose graph is its own. A job on its own has no such panel,
+// and nothing (not "null") in its place.
 func TestJobGraphInABrowser(t *testing.T) {
 	d := startDev(t)
 	ctx := t.Context()
@@ -488,6 +489,11 @@ func TestJobGraphInABrowser(t *testing.T) {
 	until(t, b, "the overview", `document.querySelector("#view").dataset.ready === "#/overview"`)
 	open(t, b, "#/job/acme/"+alone.ID)
 	require.Zero(t, count(t, b, "#dependencies"), "a job on its own has no graph")
+	// Nor a "null" where the panel would be (issue 22): between the
+	// Timeline and Attempts cards, or anywhere on the page.
+	require.Empty(t, eval[[]string](t, b, `[...document.querySelector("#view").childNodes].filter((n) => n.nodeType !== Node.ELEMENT_NODE).map((n) => n.textContent)`),
+		"the job's page holds elements only")
+	require.NotRegexp(t, `\bnull\b`, eval[string](t, b, `document.querySelector("#view").innerText`))
 
 	node := func(ref string) string { return `#graph-svg g.node[data-id="` + ids[ref] + `"]` }
 	open(t, b, "#/job/acme/"+ids["merge"])

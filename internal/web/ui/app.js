@@ -90,6 +90,9 @@ function fmtRate(perSec) {
   return (perSec * 3600).toFixed(perSec > 0 ? 1 : 0) + "/h";
 }
 const stateTag = (s) => h("span", { class: "state " + s }, s);
+// nodes drops the children a view leaves out (null, undefined, false), as
+// h does: replaceChildren and append would show each as the text "null".
+const nodes = (...children) => children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false);
 
 function empty(title, ...lines) {
   return h("div", { class: "empty" }, h("strong", {}, title), ...lines.map((l) => h("div", {}, l)));
@@ -610,7 +613,7 @@ async function viewJob(root, group, id) {
     a.states.push(ev);
     attempts.set(ev.attempt, a);
   }
-  root.replaceChildren(
+  root.replaceChildren(...nodes(
     h("div", { class: "bar" }, h("a", { href: "#/jobs" }, "← Jobs"), h("h1", { id: "job-title" }, `${j.task} `, h("span", { class: "mono" }, j.id)), stateTag(j.state)),
     h("div", { class: "bar" },
       act("cancel", "Cancel", !final), act("retry", "Retry", j.state === "failed" || j.state === "cancelled"), act("release", "Release", j.state === "pending"),
@@ -639,7 +642,7 @@ async function viewJob(root, group, id) {
     h("div", { class: "card" }, h("h2", {}, "Log"),
       data.logs.length ? h("pre", { id: "job-log" }, data.logs.map((l) => `${fmtTime(l.time)} [${l.attempt}] ${l.level.toUpperCase()} ${l.message}`).join("\n"))
         : empty("No log lines", "A task logs through job.Log in Go (or the executor protocol's logs).")),
-  );
+  ));
 }
 
 async function viewExecutors(root) {
