@@ -219,6 +219,64 @@ func TestRetryDelaysAndAttempts(t *testing.T) {
 	require.Empty(t, claim(t, s, "w", 1))
 }
 
+// TestANewAttemptStartsAfresh (issue 22): a job run again, retried by
+// itself (stuck) or by hand (failed), starts its new attempt with progress
+// 0 and no error, from its claim on: the previous attempt's progress and
+// error are not the running one's. That attempt's error stays in its event.
+func TestANewAttemptStartsAfresh(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+	run := func(attempt int) store.Attempt {
+		t.Helper()
+		jobs := claim(t, s, "w", 1)
+		require.Len(t, jobs, 1, "attempt %d", attempt)
+		j := jobs[0]
+		require.Equal(t, attempt, j.Attempt)
+		require.Zero(t, j.Progress, "the claim's job, attempt %d", attempt)
+		require.Empty(t, j.Error, "the claim's job, attempt %d", attempt)
+		a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
+		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+		job, err := s.Get(ctx, "a", id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateRunning, job.State)
+		require.Zero(t, job.Progress, "running attempt %d", attempt)
+		require.Empty(t, job.Error, "running attempt %d", attempt)
+		_, err = s.SetProgress(ctx, []store.Progress{{Attempt: a, Progress: 20 * attempt}})
+		require.NoError(t, err)
+		return a
+	}
+	end := func(a store.Attempt, kind fairway.Outcome, msg string, want fairway.State) {
+		t.Helper()
+		applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: kind, Error: msg}}, time.Hour)
+		require.NoError(t, err)
+		require.Len(t, applied, 1)
+		require.Equal(t, want, applied[0].State)
+		job, err := s.Get(ctx, "a", id)
+		require.NoError(t, err)
+		require.Equal(t, msg, job.Error, "an ended attempt's error stays on the job until the next one")
+		require.Equal(t, 20*a.Attempt, job.Progress)
+	}
+	end(run(1), "error", "disk full", fairway.StateStuck)
+	makeDue(t, s, id)
+	end(run(2), "permanent", "bad input", fairway.StateFailed)
+	_, err := s.Retry(ctx, "a", id)
+	require.NoError(t, err)
+	run(3)
+
+	// Each attempt's error is in the event of its end; the claims carry none.
+	errs := map[string]string{}
+	_, err = s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		for _, e := range evs {
+			errs[fmt.Sprintf("%d %s", e.Attempt, e.State)] = e.Error
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"0 waiting": "", "1 scheduled": "", "1 running": "", "1 stuck": "disk full",
+		"2 scheduled": "", "2 running": "", "2 failed": "bad input", "2 waiting": "", "3 scheduled": "", "3 running": ""}, errs)
+}
+
 func TestPermanentErrorFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)

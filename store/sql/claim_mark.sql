@@ -9,12 +9,15 @@
 -- that statement and this one.
 -- $6: the dispatch request's id, or ''. The instance is recorded with the
 -- attempt: only reports from it apply (see complete.sql).
+-- A new attempt starts with progress 0 and no error: the previous
+-- attempt's stay in its events (the stuck or failed one carries its
+-- error), not on the job, which shows the attempt it runs.
 WITH chosen AS (
     SELECT * FROM unnest($1::text[], $7::text[], $2::text[]) WITH ORDINALITY AS c (id, group_name, prev_state, ord)
 ), claimed AS (
     UPDATE fairway_job j
        SET state = 'scheduled', worker = $3, worker_instance = $5, lease_until = now() + $4::interval, scheduled_at = now(),
-           attempt = j.attempt + 1, claim_id = nullif($6, '')
+           attempt = j.attempt + 1, claim_id = nullif($6, ''), progress = 0, error = NULL
       FROM chosen c
      WHERE j.group_name = c.group_name AND j.id = c.id
        -- The candidates were read without a row lock (a lock is a write of

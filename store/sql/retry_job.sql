@@ -2,8 +2,8 @@
 -- checked its state): it becomes waiting (pending, blocked again, when it
 -- has dependencies), due now, with its retries
 -- counted afresh, and its event names the state it left. Its attempts go
--- on counting; its last error stays until an attempt ends. $1: id; $2:
--- group; $3: the state it leaves.
+-- on counting; its last error stays until its next attempt is claimed
+-- (claim_mark.sql). $1: id; $2: group; $3: the state it leaves.
 WITH upd AS (
     UPDATE fairway_job
        SET state = CASE WHEN depends_on IS NULL THEN 'waiting' ELSE 'pending' END, run_at = now(), retries = 0, finished = NULL, progress = 0,
