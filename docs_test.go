@@ -10,6 +10,9 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -165,4 +168,232 @@ func TestDocsGoSnippetIsTheExample(t *testing.T) {
 	}
 	require.Equal(t, strings.TrimSpace(strings.Join(lines, "\n")), strings.TrimSpace(snippet),
 		"docs/go-api.md's snippet differs from Example in example_test.go: copy the body over")
+}
+
+// TestDocsCommandFlagsExist checks that every flag the README and docs/
+// give a fairway command, in a code span or a code block (`fairway
+// executor --max-concurrent sleep=2`), exists on that command, and that
+// every flag docs/configuration.md gives a key exists on some command: a
+// documented flag that answers "unknown flag" is a bug of the docs or of
+// the command line.
+func TestDocsCommandFlagsExist(t *testing.T) {
+	root := cli.Command()
+	checked := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, c := range commandLines(string(data)) {
+			for _, inv := range fairwayInvocations(c.text) {
+				for cmd, flags := range resolveCommands(root, append(inv, c.rowFlags...)) {
+					for _, flag := range flags {
+						checked++
+						if !hasFlag(cmd, flag) {
+							t.Errorf("%s:%d: %q names --%s, which '%s' does not have (see '%s --help')", file, c.line, c.text, flag, cmd.CommandPath(), cmd.CommandPath())
+						}
+					}
+				}
+			}
+		}
+	}
+	require.Greater(t, checked, 100, "found few flags in the docs: has the extraction stopped working?")
+
+	// Every key's flag in configuration.md's table exists on a command.
+	doc, err := os.ReadFile("docs/configuration.md")
+	require.NoError(t, err)
+	all := map[string][]string{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { all[f.Name] = append(all[f.Name], c.CommandPath()) })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	rows := 0
+	for i, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		for _, m := range inlineCode.FindAllString(cells[2], -1) {
+			flag, ok := strings.CutPrefix(strings.Trim(m, "`"), "--")
+			if !ok {
+				continue
+			}
+			rows++
+			if len(all[flag]) == 0 {
+				t.Errorf("docs/configuration.md:%d: the flag --%s of %s exists on no command", i+1, flag, strings.TrimSpace(cells[1]))
+			}
+		}
+	}
+	require.Greater(t, rows, 50, "found few key flags in docs/configuration.md: has its table changed shape?")
+}
+
+// commandLine is a code block's line, or a code span, of a Markdown text.
+// A code span that opens a table row may have the flags that the row's
+// other code spans give (`--pool-size`, `--max-concurrent sleep=2`).
+type commandLine struct {
+	line     int
+	text     string
+	rowFlags []string
+}
+
+// commandLines returns the lines of a text's code blocks (a line ending in
+// a backslash joined with the next) and its code spans (within a
+// paragraph, which a span may cross; "\|" in a table is "|").
+func commandLines(text string) []commandLine {
+	var out []commandLine
+	fenced := false
+	var para []string
+	paraStart := 0
+	flush := func() {
+		for _, m := range inlineCode.FindAllString(strings.Join(para, " "), -1) {
+			out = append(out, commandLine{line: paraStart, text: strings.ReplaceAll(strings.Trim(m, "`"), `\|`, "|")})
+		}
+		para = nil
+	}
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			flush()
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			start := i
+			for strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+				i++
+				line = strings.TrimSuffix(line, "\\") + " " + lines[i]
+			}
+			out = append(out, commandLine{line: start + 1, text: line})
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if strings.HasPrefix(line, "| `") {
+			// A table row: its first cell's spans, then the others'; the
+			// first span gets the flags of the rest of the row.
+			flush()
+			first := len(out)
+			para, paraStart = []string{line}, i+1
+			flush()
+			if len(out) > first {
+				for _, c := range out[first+1:] {
+					if strings.HasPrefix(c.text, "--") {
+						out[first].rowFlags = append(out[first].rowFlags, strings.Fields(c.text)[0])
+					}
+				}
+			}
+			continue
+		}
+		if len(para) == 0 {
+			paraStart = i + 1
+		}
+		para = append(para, line)
+	}
+	flush()
+	return out
+}
+
+// fairwayInvocations splits a command line into shell words and returns
+// the words after each "fairway" (or "…/fairway", as in go run
+// ./cmd/fairway) up to the end of that command: a pipe, a ;, &&, ||, a
+// redirection or a comment.
+func fairwayInvocations(line string) [][]string {
+	words := shellWords(line)
+	var out [][]string
+	for i, w := range words {
+		if w != "fairway" && !strings.HasSuffix(w, "/fairway") {
+			continue
+		}
+		var inv []string
+		for _, a := range words[i+1:] {
+			if a == "|" || a == ";" || a == "&&" || a == "||" || a == "&" || strings.HasPrefix(a, "#") || strings.HasPrefix(a, ">") || strings.HasPrefix(a, "2>") {
+				break
+			}
+			inv = append(inv, a)
+		}
+		out = append(out, inv)
+	}
+	return out
+}
+
+// shellWords splits s at blanks outside quotes, and drops the quotes.
+func shellWords(s string) []string {
+	var words []string
+	var b strings.Builder
+	var quote rune
+	inWord := false
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			b.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case unicode.IsSpace(r):
+			if inWord {
+				words = append(words, b.String())
+				b.Reset()
+				inWord = false
+			}
+		default:
+			b.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, b.String())
+	}
+	return words
+}
+
+// resolveCommands follows the leading words of args that name
+// subcommands ("show|logs" names two) and returns each command reached
+// with the names of the --flags given to it.
+func resolveCommands(root *cobra.Command, args []string) map[*cobra.Command][]string {
+	cmds := []*cobra.Command{root}
+	i := 0
+	for ; i < len(args); i++ {
+		var next []*cobra.Command
+		for _, cmd := range cmds {
+			for _, name := range strings.Split(args[i], "|") {
+				for _, sub := range cmd.Commands() {
+					if sub.Name() == name || sub.HasAlias(name) {
+						next = append(next, sub)
+					}
+				}
+			}
+		}
+		if len(next) == 0 || len(next) < len(cmds)*len(strings.Split(args[i], "|")) {
+			break // not (only) subcommands: the first argument
+		}
+		cmds = next
+	}
+	var flags []string
+	for _, a := range args[i:] {
+		if m := flagName.FindStringSubmatch(a); m != nil {
+			flags = append(flags, m[1])
+		}
+	}
+	out := map[*cobra.Command][]string{}
+	for _, cmd := range cmds {
+		out[cmd] = flags
+	}
+	return out
+}
+
+// flagName matches a --flag (--flag=value, --flag] in a synopsis).
+var flagName = regexp.MustCompile(`^--([a-z][a-z0-9-]*)`)
+
+// hasFlag says whether cmd takes --name, its own or inherited, --help and
+// --version included.
+func hasFlag(cmd *cobra.Command, name string) bool {
+	cmd.InitDefaultHelpFlag()
+	cmd.InitDefaultVersionFlag()
+	return cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil
 }

@@ -86,6 +86,11 @@ func (e *env) registry() *prometheus.Registry {
 	return e.metrics
 }
 
+// Command returns the fairway command tree as Main runs it, for programs
+// that read its commands and flags: the docs test checks that every flag
+// the documentation names exists on its command.
+func Command() *cobra.Command { return newRoot(io.Discard, io.Discard, nil) }
+
 func newRoot(stdout, stderr io.Writer, force <-chan struct{}) *cobra.Command {
 	e := &env{stdout: stdout, stderr: stderr, force: force}
 	root := &cobra.Command{

@@ -35,6 +35,7 @@ var (
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
+		"coordinator.retention.success", "coordinator.retention.failed", "coordinator.retention.cancelled",
 		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
 		tracingKeys...)
 	// coordinatorOnlyKeys are those of `fairway coordinator` that dev does
@@ -42,7 +43,8 @@ var (
 	// endpoint.
 	coordinatorOnlyKeys = []string{"coordinator.metrics-addr"}
 	executorKeys        = []string{"nats.url", "nats.prefix", "executor.app-id", "scheduler.pool-size", "scheduler.prefetch", "scheduler.log-buffer-size",
-		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout"}
+		"scheduler.wakeup-period", "executor.heartbeat", "executor.http-addr", "executor.http-token", "executor.http-token-file", "executor.drain-timeout",
+		"executor.max-concurrent"}
 	// tracingKeys are the coordinator's (so dev's) and the executor's.
 	tracingKeys = []string{"tracing.endpoint", "tracing.sample-ratio", "tracing.service-name"}
 )

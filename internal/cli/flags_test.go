@@ -1,0 +1,51 @@
+package cli_test
+
+import (
+	"testing"
+
+	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryKeyHasItsFlag: every configuration key's flag exists on a
+// command, and the keys that `fairway coordinator` and `fairway executor`
+// read (retention, max-concurrent) are their flags, and dev's, as
+// docs/configuration.md says; before, those answered "unknown flag" and
+// worked only from the environment or YAML.
+func TestEveryKeyHasItsFlag(t *testing.T) {
+	onCommands := map[string][]string{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, k := range config.Keys() {
+			if k.Flag != "" && c.Flags().Lookup(k.Flag) != nil {
+				onCommands[k.Name] = append(onCommands[k.Name], c.CommandPath())
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(cli.Command())
+	for _, k := range config.Keys() {
+		require.NotEmpty(t, onCommands[k.Name], "no command has --%s, the flag of %s", k.Flag, k.Name)
+	}
+	for key, cmds := range map[string][]string{
+		"executor.max-concurrent":         {"fairway executor", "fairway dev"},
+		"coordinator.retention.success":   {"fairway coordinator", "fairway dev"},
+		"coordinator.retention.failed":    {"fairway coordinator", "fairway dev"},
+		"coordinator.retention.cancelled": {"fairway coordinator", "fairway dev"},
+	} {
+		require.Subset(t, onCommands[key], cmds, key)
+	}
+
+	// The flags reach the configuration: a bad value is refused naming the
+	// key and the flag (exit 1), not as an unknown flag (exit 2).
+	code, _, errOut := run(t, "executor", "--max-concurrent", "sleep=two", "--nats-url", "nats://127.0.0.1:1")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, `executor.max-concurrent = "sleep=two" (from flag --max-concurrent)`)
+	code, _, errOut = run(t, "coordinator", "--retention-failed", "-1h")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, `coordinator.retention.failed = "-1h" (from flag --retention-failed): must not be negative`)
+}
