@@ -101,12 +101,12 @@ stored even while no coordinator runs; problems found at ingest appear as a
 }
 
 func parseTimeOrDelay(s string) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := parseDays(s); err == nil {
 		return time.Now().Add(d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a delay such as 10m", s)
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a delay such as 10m, 36h or 7d", s)
 	}
 	return t, nil
 }
@@ -266,6 +266,7 @@ func newJobsCmd(e *env) *cobra.Command {
 // by batch, with progress.
 func newPruneCmd(e *env) *cobra.Command {
 	var olderThan time.Duration
+	olderThanFlag := newDaysValue(&olderThan)
 	var states []string
 	var group string
 	var batch int
@@ -278,11 +279,13 @@ transaction: it can run while Fairway works. Coordinators also prune on
 their own by age (coordinator.retention.*); this is for a one-off, e.g.
 before lowering those. A pruned job's id may be used again.
 
-Example: fairway jobs prune --older-than 168h --state failed,cancelled`,
+--older-than takes days, hours and minutes: 7d, 1d12h, 36h, 30m.
+
+Example: fairway jobs prune --older-than 7d --state failed,cancelled`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if olderThan <= 0 {
-				return usageError{errors.New("--older-than is required: a duration such as 720h (30 days) or 30m")}
+				return usageError{errors.New("--older-than is required: a duration such as 30d, 1d12h or 30m")}
 			}
 			if batch < 1 || batch > 10000 {
 				return usageError{fmt.Errorf("--batch %d: must be in 1..10000", batch)}
@@ -309,12 +312,12 @@ Example: fairway jobs prune --older-than 168h --state failed,cancelled`,
 						last = time.Now()
 					}
 				}
-				fmt.Fprintf(e.stdout, "%s: pruned %d jobs that ended more than %s ago\n", state, total, olderThan)
+				fmt.Fprintf(e.stdout, "%s: pruned %d jobs that ended more than %s ago\n", state, total, olderThanFlag)
 			}
 			return nil
 		},
 	}, clientKeys...)
-	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "remove jobs that ended more than this long ago (required; e.g. 720h)")
+	cmd.Flags().Var(olderThanFlag, "older-than", "remove jobs that ended more than this long ago (required; e.g. 7d, 1d12h, 36h)")
 	cmd.Flags().StringSliceVar(&states, "state", []string{"success", "failed", "cancelled"}, "final states to prune")
 	cmd.Flags().StringVar(&group, "group", "", "only this group (default: all)")
 	cmd.Flags().IntVar(&batch, "batch", 1000, "jobs removed per transaction (1..10000)")
@@ -379,7 +382,7 @@ fairway.events.<group>.<task>.<state>. --since replays stored events first.`,
 				t, err := parseTimeOrDelay("-" + strings.TrimPrefix(since, "-"))
 				if err != nil {
 					if t, err = time.Parse(time.RFC3339, since); err != nil {
-						return usageError{fmt.Errorf("--since %q: use a duration such as 1h, an RFC 3339 time, or all", since)}
+						return usageError{fmt.Errorf("--since %q: use a duration such as 1h or 7d, an RFC 3339 time, or all", since)}
 					}
 				}
 				f.Since = t
@@ -417,7 +420,7 @@ fairway.events.<group>.<task>.<state>. --since replays stored events first.`,
 	tail.Flags().StringVar(&f.Group, "group", "", "only this group")
 	tail.Flags().StringVar(&f.Task, "task", "", "only this task")
 	tail.Flags().StringVar(&state, "state", "", "only this state (or rejected)")
-	tail.Flags().StringVar(&since, "since", "", "replay stored events from this long ago (1h), this time (RFC 3339), or all")
+	tail.Flags().StringVar(&since, "since", "", "replay stored events from this long ago (1h, 7d), this time (RFC 3339), or all")
 	tail.Flags().BoolVar(&asJSON, "json", false, "print each event's JSON body")
 	tail.Flags().BoolVar(&progress, "progress", false, "print running jobs' progress and estimated end instead (at most once a second per job; --since and --state do not apply)")
 	cmd.AddCommand(tail)

@@ -37,6 +37,17 @@ func TestJobsPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, job.State)
 
+	// Days, as an operator counts them (issue 22: "7d" was refused).
+	code, out, errOut = run(t, "jobs", "prune", "--older-than", "7d", "--nats-url", c.url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "success: pruned 0 jobs that ended more than 7d ago")
+	code, out, errOut = run(t, "jobs", "prune", "--older-than", "1d12h", "--state", "failed", "--nats-url", c.url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "failed: pruned 0 jobs that ended more than 1d12h ago")
+	code, _, errOut = run(t, "jobs", "prune", "--older-than", "7x", "--nats-url", c.url)
+	require.Equal(t, 2, code, errOut)
+	require.Contains(t, errOut, `"7x" is not a duration (examples: 7d, 1d12h, 36h, 30m)`)
+
 	code, _, errOut = run(t, "jobs", "prune", "--older-than", "1h", "--state", "waiting", "--nats-url", c.url)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `"waiting" is not a final state`)
