@@ -49,3 +49,21 @@ func TestEveryKeyHasItsFlag(t *testing.T) {
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, `coordinator.retention.failed = "-1h" (from flag --retention-failed): must not be negative`)
 }
+
+// TestNegativeNumberIsAnArgument: a negative number in the place of an
+// argument reaches the command, which says what is wrong with it (before:
+// "unknown shorthand flag: '1' in -1"); one given to a flag stays its value.
+func TestNegativeNumberIsAnArgument(t *testing.T) {
+	for _, args := range [][]string{
+		{"limits", "set", "task", "sleep", "-1"},
+		{"limits", "set", "task", "sleep", "-1", "--nats-url", "nats://127.0.0.1:1"},
+		{"limits", "set", "--nats-url", "nats://127.0.0.1:1", "task", "sleep", "-1"},
+	} {
+		code, _, errOut := run(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
+		require.Contains(t, errOut, "MAX -1: must be 0 or more (0 stops new claims); use 'fairway limits delete task sleep' to remove the limit", args)
+	}
+	code, _, errOut := run(t, "executor", "--prefetch", "-2", "--nats-url", "nats://127.0.0.1:1")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, `scheduler.prefetch = "-2" (from flag --prefetch): must be at least -1`)
+}

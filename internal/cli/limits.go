@@ -93,8 +93,10 @@ and starts as its rate allows.`,
 				if _, _, err := fairway.ParseRate(args[2]); err != nil {
 					return fmt.Errorf("RATE %q is not N/period (examples: 10/s, 100/m, 5000/h, 5/30s)", args[2])
 				}
-			} else if _, err := strconv.Atoi(args[2]); err != nil {
+			} else if n, err := strconv.Atoi(args[2]); err != nil {
 				return fmt.Errorf("MAX %q is not a whole number", args[2])
+			} else if n < 0 {
+				return fmt.Errorf("MAX %d: must be 0 or more (0 stops new claims); use 'fairway limits delete %s %s' to remove the limit", n, args[0], args[1])
 			}
 			return nil
 		}),

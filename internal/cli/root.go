@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/fairwayhq/fairway"
@@ -25,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -40,7 +43,7 @@ const (
 // asks an executor to cancel its running jobs at once. force may be nil.
 func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr, force)
-	root.SetArgs(args)
+	root.SetArgs(negativesAsArgs(root, args))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -53,6 +56,72 @@ func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, std
 		return exitUsage
 	}
 	return exitError
+}
+
+// negativesAsArgs lets a negative number be a positional argument, as in
+// 'limits set task sleep -1', which pflag would read as the shorthand flag
+// -1: from the first such number on, the positional arguments go after
+// "--", where pflag takes every word as it is. A negative number given as
+// a flag's value (--prefetch -1) stays where it is.
+func negativesAsArgs(root *cobra.Command, args []string) []string {
+	if slices.Contains(args, "--") {
+		return args
+	}
+	cmd, _, err := root.Find(args)
+	if err != nil {
+		return args
+	}
+	lookup := func(a string) *pflag.Flag {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			if strings.Contains(name, "=") {
+				return nil
+			}
+			if f := cmd.Flags().Lookup(name); f != nil {
+				return f
+			}
+			return cmd.InheritedFlags().Lookup(name)
+		}
+		if len(a) != 2 {
+			return nil // -x=value, or shorthands run together
+		}
+		if f := cmd.Flags().ShorthandLookup(a[1:]); f != nil {
+			return f
+		}
+		return cmd.InheritedFlags().ShorthandLookup(a[1:])
+	}
+	var flags, positional []string
+	moved := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case isNegativeNumber(a):
+			moved = true
+			positional = append(positional, a)
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			flags = append(flags, a)
+			if f := lookup(a); f != nil && f.NoOptDefVal == "" && i+1 < len(args) {
+				i++
+				flags = append(flags, args[i]) // its value
+			}
+		case moved:
+			positional = append(positional, a)
+		default:
+			flags = append(flags, a) // subcommands and the arguments before
+		}
+	}
+	if !moved {
+		return args
+	}
+	return append(append(flags, "--"), positional...)
+}
+
+// isNegativeNumber says whether s is a number with a minus sign: -1, -0.5.
+func isNegativeNumber(s string) bool {
+	if len(s) < 2 || s[0] != '-' || (s[1] < '0' || s[1] > '9') && s[1] != '.' {
+		return false
+	}
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // usageError marks errors in the command line itself.
