@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/cli"
 	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/nats-io/nats.go"
@@ -33,6 +35,7 @@ const browserTimeout = 30 * time.Second
 // dev is a running fairway dev: its dashboard link, its tokens, a client.
 type dev struct {
 	link, url  string
+	natsURL    string
 	adminToken string
 	readToken  string
 	client     *events.Client
@@ -76,7 +79,8 @@ func startDev(t *testing.T) *dev {
 		require.NoError(t, err)
 		*to = strings.TrimSpace(string(b))
 	}
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	d.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	nc, err := nats.Connect(d.natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	d.client, err = events.NewClient(nc, events.ClientOptions{})
@@ -108,6 +112,21 @@ func (d *dev) state(t *testing.T, group, id string, want fairway.State) {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "job %s is %s, not %s", id, job.State, want)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// job waits until a job is as ok wants it (what says how).
+func (d *dev) job(t *testing.T, group, id, what string, ok func(*fairway.Job) bool) {
+	t.Helper()
+	deadline := time.Now().Add(browserTimeout)
+	for {
+		job, err := d.client.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		if ok(job) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "job %s is not %s: %s, attempt %d, progress %d", id, what, job.State, job.Attempt, job.Progress)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -526,4 +545,132 @@ func TestJobGraphInABrowser(t *testing.T) {
 	require.Equal(t, 5, count(t, b, "#graph-svg g.node"), "parse, its ancestors and mail (not its siblings)")
 	require.Equal(t, 4, count(t, b, "#graph-svg path.edge"))
 	require.Equal(t, 1, count(t, b, node("parse")+".current"))
+}
+
+// TestRetriedJobAndLeftExecutorInABrowser (issue 22): a job run again
+// shows the attempt it runs, not the previous one's progress and error,
+// whether it was retried by itself (stuck) or by hand (failed); the
+// attempts table keeps each attempt's error. An executor that has left has
+// no Drain button, and a drain of one that left after the view was drawn
+// shows the coordinators' refusal and draws the view again.
+func TestRetriedJobAndLeftExecutorInABrowser(t *testing.T) {
+	d := startDev(t)
+	ctx := t.Context()
+
+	// An executor of the test's own, whose task does as it is told: report
+	// a progress, or end its attempt with an error (or none).
+	type order struct {
+		progress int
+		end      bool
+		err      error
+	}
+	orders := make(chan order)
+	nc, err := nats.Connect(d.natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ex, err := executor.New(nc, executor.Config{AppID: "obedient", PoolSize: 1, Heartbeat: time.Second})
+	require.NoError(t, err)
+	ex.Handle("obey", func(ctx context.Context, job *executor.Job) error {
+		for {
+			select {
+			case o := <-orders:
+				if o.end {
+					return o.err
+				}
+				job.SetProgress(o.progress)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+	require.NoError(t, ex.Start(ctx))
+	t.Cleanup(ex.Stop)
+	tell := func(o order) {
+		select {
+		case orders <- o:
+		case <-time.After(browserTimeout):
+			t.Fatal("the task did not take its order")
+		}
+	}
+
+	retries := 3
+	job, err := d.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "obey", MaxRetries: &retries})
+	require.NoError(t, err)
+	running := func(attempt int) func(*fairway.Job) bool {
+		return func(j *fairway.Job) bool { return j.State == fairway.StateRunning && j.Attempt == attempt }
+	}
+	d.job(t, "acme", job.ID, "running", running(1))
+	tell(order{progress: 60})
+	d.job(t, "acme", job.ID, "at 60%", func(j *fairway.Job) bool { return j.Progress == 60 })
+	tell(order{end: true, err: errors.New("disk full")})
+	d.job(t, "acme", job.ID, "running its second attempt", running(2))
+
+	b := browser(t)
+	do(t, b, "log in", chromedp.Navigate(d.link))
+	until(t, b, "the overview", `document.querySelector("#view").dataset.ready === "#/overview"`)
+	eval[bool](t, b, `(window.confirm = () => true, true)`)
+	page := "#/job/acme/" + job.ID
+	field := func(name string) string {
+		return eval[string](t, b, fmt.Sprintf(`[...document.querySelectorAll("#view dl.kv dt")].find((dt) => dt.textContent === %q).nextElementSibling.textContent`, name))
+	}
+	progress := func() string {
+		return eval[string](t, b, `document.querySelector("#view dl.kv .progress > div").style.width`)
+	}
+	attemptErrors := func(want ...string) {
+		t.Helper()
+		js, _ := json.Marshal(want)
+		until(t, b, "the attempts and their errors", `JSON.stringify([...document.querySelectorAll("#attempts tbody tr")].map((tr) => tr.lastElementChild.textContent)) === `+"`"+string(js)+"`")
+	}
+	open(t, b, page)
+	require.Equal(t, "running", field("state"))
+	require.Equal(t, "0%", progress(), "attempt 2 has reported no progress")
+	require.Empty(t, field("error"), "attempt 2 has no error")
+	require.NotContains(t, eval[string](t, b, `document.querySelector("#view dl.kv").innerText`), "disk full")
+	j, err := d.client.Get(ctx, "acme", job.ID)
+	require.NoError(t, err)
+	require.Zero(t, j.Progress, "the API")
+	require.Empty(t, j.Error, "the API")
+	// The first attempt's error is in its events: its row of attempts.
+	attemptErrors("disk full", "")
+
+	// The second attempt fails for good; retried by hand, the third starts
+	// afresh too.
+	tell(order{progress: 30})
+	d.job(t, "acme", job.ID, "at 30%", func(j *fairway.Job) bool { return j.Progress == 30 })
+	tell(order{end: true, err: fairway.Permanent(errors.New("bad input"))})
+	d.state(t, "acme", job.ID, fairway.StateFailed)
+	open(t, b, "#/overview")
+	open(t, b, page)
+	require.Equal(t, "bad input", field("error"), "a failed job shows its error")
+	click(t, b, "#job-retry")
+	d.job(t, "acme", job.ID, "running its third attempt", running(3))
+	open(t, b, "#/overview")
+	open(t, b, page)
+	attemptErrors("disk full", "bad input", "")
+	require.Equal(t, "running", field("state"))
+	require.Equal(t, "0%", progress(), "attempt 3 has reported no progress")
+	require.Empty(t, field("error"), "attempt 3 has no error")
+	tell(order{end: true})
+	d.state(t, "acme", job.ID, fairway.StateSuccess)
+
+	// Executors: both live, both with a Drain button. The test's own
+	// leaves (it deregisters) while the view shows it: its drain is
+	// refused, said so, and the view drawn again has no button for it.
+	open(t, b, "#/executors")
+	mine := `#executor-table tr[data-app="obedient"]`
+	require.Equal(t, 2, count(t, b, "#executor-table tbody tr button"))
+	require.Equal(t, 1, count(t, b, mine+" button"))
+	stop, cancel := context.WithTimeout(ctx, browserTimeout)
+	defer cancel()
+	require.NoError(t, ex.Shutdown(stop))
+	click(t, b, mine+" button")
+	until(t, b, "the refusal", `document.querySelector("#toast").textContent.includes("is deregistered: nothing to drain")`)
+	require.True(t, eval[bool](t, b, `document.querySelector("#toast").classList.contains("bad")`))
+	until(t, b, "the view drawn again", `document.querySelector('`+mine+` td:nth-child(3)').textContent === "deregistered"`)
+	require.Zero(t, count(t, b, mine+" button"), "no Drain button for an executor that has left")
+	require.Contains(t, text(t, b, mine+" td:last-child"), "left")
+	require.Equal(t, 1, count(t, b, "#executor-table tbody tr button"), "the live one keeps its button")
+	open(t, b, "#/overview")
+	open(t, b, "#/executors")
+	require.Zero(t, count(t, b, mine+" button"))
 }

@@ -36,6 +36,7 @@ type bundle struct {
 	t      *testing.T
 	url    string
 	client *events.Client
+	ex     *executor.Executor // w1
 }
 
 // setup runs a real coordinator and executor (PostgreSQL, embedded NATS)
@@ -63,7 +64,7 @@ func setup(t *testing.T, group string) *bundle {
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &bundle{t: t, url: hs.URL, client: client}
+	return &bundle{t: t, url: hs.URL, client: client, ex: ex}
 }
 
 var errBoom = &fairway.Error{Code: fairway.CodeInvalid, Message: "boom"}
@@ -347,6 +348,29 @@ func TestLimits(t *testing.T) {
 	limits, err := b.client.Limits(t.Context())
 	require.NoError(t, err)
 	require.Empty(t, limits, "removed in the coordinators, not only in the answer")
+}
+
+// TestDrainOfAnExecutorThatLeft (issue 22): a drain names a live
+// executor; one that has left (deregistered, or gone) is refused with a
+// conflict that says so, and an unknown one is not found.
+func TestDrainOfAnExecutorThatLeft(t *testing.T) {
+	t.Parallel()
+	b := setup(t, "")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, b.ex.Shutdown(ctx))
+	var list struct {
+		Executors []fairway.Executor `json:"executors"`
+	}
+	require.Equal(t, http.StatusOK, b.call("GET", "/api/executors", adminToken, nil, &list))
+	require.Len(t, list.Executors, 1)
+	require.Equal(t, fairway.ExecutorDeregistered, list.Executors[0].State)
+	var e apiError
+	require.Equal(t, http.StatusConflict, b.call("POST", "/api/executors/w1/drain", adminToken, nil, &e))
+	require.Equal(t, fairway.CodeConflict, e.Error.Code)
+	require.Equal(t, `executor "w1" is deregistered: nothing to drain`, e.Error.Message)
+	require.Equal(t, http.StatusNotFound, b.call("POST", "/api/executors/w2/drain", adminToken, nil, &e))
+	require.Contains(t, e.Error.Message, `no executor "w2"`)
 }
 
 // TestOpenAPIDocumentsEveryRoute: the OpenAPI document is 3.1, and its

@@ -654,16 +654,21 @@ async function viewExecutors(root) {
     root.append(h("div", { class: "card" }, empty("No executor has registered", "Start one: fairway executor --app-id worker-1 (fairway dev runs one).")));
     return;
   }
+  // Only a live executor can be drained: one that has left (gone, or
+  // deregistered) has no button, and a drain the coordinators refuse (it
+  // left since the view was drawn) is shown, and the view drawn again.
+  const drain = (e) => h("button", { type: "button", class: "danger", disabled: !admin, title: "take no new jobs, finish the running ones, then stop",
+    onclick: async () => {
+      if (!confirm(`Drain ${e.app_id}? It takes no new jobs, finishes its running ones, deregisters and exits.`)) return;
+      try { await api("POST", `/api/executors/${encodeURIComponent(e.app_id)}/drain`); toast(`${e.app_id} is draining`); setTimeout(route, 1500); } catch (err) { toast(err.message, true); route(); }
+    } }, "Drain");
+  const left = (e) => h("span", { class: "muted", title: "it has left: nothing to drain" }, e.left ? `left ${ago(e.left)}` : "left");
   root.append(h("div", { class: "card" }, h("table", { id: "executor-table" },
     h("thead", {}, h("tr", {}, ["executor", "host", "state", "slots in use", "tasks", "started", "last heartbeat", ""].map((c) => h("th", {}, c)))),
     h("tbody", {}, list.map((e) => h("tr", { dataset: { app: e.app_id } },
       h("td", { class: "mono" }, e.app_id), h("td", {}, e.host), h("td", {}, e.state || "live"),
       h("td", {}, `${e.running} / ${e.slots}`), h("td", {}, (e.tasks || []).join(", ")), h("td", {}, ago(e.started)), h("td", {}, ago(e.last_heartbeat)),
-      h("td", {}, h("button", { type: "button", class: "danger", disabled: !admin || e.state === "gone", title: "take no new jobs, finish the running ones, then stop",
-        onclick: async () => {
-          if (!confirm(`Drain ${e.app_id}? It takes no new jobs, finishes its running ones, deregisters and exits.`)) return;
-          try { await api("POST", `/api/executors/${encodeURIComponent(e.app_id)}/drain`); toast(`${e.app_id} is draining`); setTimeout(route, 1500); } catch (err) { toast(err.message, true); }
-        } }, "Drain"))))))));
+      h("td", {}, !e.state || e.state === "live" ? drain(e) : left(e))))))));
 }
 
 const LIMIT_NAME_HINT = { task: "a task, e.g. export", group: "a group, or * for every other" };
