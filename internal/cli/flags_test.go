@@ -5,6 +5,7 @@ import (
 
 	"github.com/fairwayhq/fairway/internal/cli"
 	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/demo"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
@@ -66,4 +67,16 @@ func TestNegativeNumberIsAnArgument(t *testing.T) {
 	code, _, errOut := run(t, "executor", "--prefetch", "-2", "--nats-url", "nats://127.0.0.1:1")
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, `scheduler.prefetch = "-2" (from flag --prefetch): must be at least -1`)
+}
+
+// TestHelpListsTheDemoTasks: the help of fairway dev and fairway executor
+// names every demo task their executor runs (dev's left out snooze).
+func TestHelpListsTheDemoTasks(t *testing.T) {
+	for _, cmd := range []string{"dev", "executor"} {
+		code, out, errOut := run(t, cmd, "--help")
+		require.Equal(t, 0, code, errOut)
+		for _, task := range demo.Tasks() {
+			require.Regexp(t, `\b`+task+`\b`, out, "'fairway %s --help' does not name the demo task %s", cmd, task)
+		}
+	}
 }

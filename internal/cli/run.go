@@ -58,8 +58,8 @@ func newDevCmd(e *env) *cobra.Command {
 <dev-dir>/nats, listening on --nats-addr), a PostgreSQL server that Fairway
 starts itself from the PostgreSQL binaries on PATH or in
 /usr/lib/postgresql/*/bin (data in <dev-dir>/pg, port --pg-port; its
-superuser's password in <dev-dir>/pg.password, mode 0600), a
-coordinator, and an executor with the demo tasks echo, sleep, fail and panic.
+superuser's password in <dev-dir>/pg.password, mode 0600), a coordinator,
+and an executor with the demo tasks ` + demoTasks() + `.
 
 --tenants acme,globex isolates tenants as production does: the embedded NATS
 runs in operator mode, each tenant and the executor are NATS accounts of their
@@ -76,6 +76,12 @@ The data stays for the next run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.runDev(cmd.Context()) },
 	}, keys...)
+}
+
+// demoTasks lists the demo tasks for the help: "echo, sleep, … and snooze".
+func demoTasks() string {
+	names := demo.Tasks()
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // devRetryDelay is scheduler.retry-delay in fairway dev unless set: the
@@ -375,8 +381,8 @@ func newExecutorCmd(e *env) *cobra.Command {
 		Use:   "executor",
 		Short: "Run an executor with the built-in demo tasks",
 		Long: `Run an executor that needs only a NATS connection, with the built-in demo
-tasks (echo, sleep, fail, panic, snooze). Go programs embed the executor package with
-their own tasks instead. Each executor needs its own --app-id (defaults to
+tasks ` + demoTasks() + `. Go programs embed the
+executor package with their own tasks instead. Each executor needs its own --app-id (defaults to
 the host name).
 
 POST /api/v1/shutdownAndExit on --http-addr (with the bearer token

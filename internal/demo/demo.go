@@ -26,11 +26,24 @@ import (
 // Every attempt goes through the Timing middleware.
 func Register(e *executor.Executor) {
 	e.Use(Timing)
-	e.Handle("echo", Echo)
-	e.Handle("sleep", Sleep)
-	e.Handle("fail", Fail)
-	e.Handle("panic", Panic)
-	e.Handle("snooze", SnoozeTask)
+	for _, t := range tasks {
+		e.Handle(t.name, t.handler)
+	}
+}
+
+// tasks are the demo tasks, in the order the help lists them.
+var tasks = []struct {
+	name    string
+	handler executor.Handler
+}{{"echo", Echo}, {"sleep", Sleep}, {"fail", Fail}, {"panic", Panic}, {"snooze", SnoozeTask}}
+
+// Tasks lists the names of the demo tasks, for the commands' help.
+func Tasks() []string {
+	names := make([]string, len(tasks))
+	for i, t := range tasks {
+		names[i] = t.name
+	}
+	return names
 }
 
 // Timing is the demo's middleware: it writes to the job's log when an
