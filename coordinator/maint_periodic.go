@@ -2,15 +2,14 @@ package coordinator
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/proc"
 	"github.com/fairwayhq/fairway/store"
 )
 
@@ -193,7 +192,7 @@ func (f *periodicFirer) clearDeadMarks(ctx context.Context) error {
 			continue
 		}
 		pid, err := strconv.Atoi(parts[1])
-		if err != nil || pid == os.Getpid() || processAlive(pid) {
+		if err != nil || pid == os.Getpid() || proc.Alive(pid) {
 			continue
 		}
 		if err := f.store.UnmarkPeriodic(ctx, p.Worker, p.ID, p.NextRun, p.Enabled); err != nil {
@@ -202,10 +201,4 @@ func (f *periodicFirer) clearDeadMarks(ctx context.Context) error {
 		f.log.Warn("cleared the mark of a periodic task left by a coordinator that is gone", "periodic", p.ID, "coordinator", p.Worker)
 	}
 	return nil
-}
-
-// processAlive says whether a process with this pid runs on this host.
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

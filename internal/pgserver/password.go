@@ -40,10 +40,8 @@ func (s *Server) newPassword() error {
 	if err := secret.WriteFile(s.pwFile, []byte(password+"\n")); err != nil {
 		return fmt.Errorf("pgserver: writing the superuser's password: %w", err)
 	}
-	if cred := s.credential(); cred != nil {
-		if err := os.Chown(s.pwFile, int(cred.Uid), int(cred.Gid)); err != nil {
-			return fmt.Errorf("pgserver: %w", err)
-		}
+	if err := s.chown(s.pwFile); err != nil {
+		return fmt.Errorf("pgserver: %w", err)
 	}
 	s.password = password
 	return nil

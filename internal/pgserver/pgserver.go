@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fairwayhq/fairway/internal/proc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -82,6 +83,7 @@ type Server struct {
 	database string
 	log      *slog.Logger
 	attr     *syscall.SysProcAttr // runs commands as osUser when we are root; nil otherwise
+	owner    *owner               // osUser's ids when attr runs commands as osUser
 	pwFile   string
 	password string // the superuser's
 
@@ -246,8 +248,8 @@ func (s *Server) setUser() error {
 	if err := errors.Join(err1, err2); err != nil {
 		return fmt.Errorf("pgserver: user %q: %w", osUser, err)
 	}
-	// Groups is empty, so the child also drops root's supplementary groups.
-	s.attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	s.owner = &owner{uid: uint32(uid), gid: uint32(gid)}
+	s.attr = runAs(*s.owner)
 	return nil
 }
 
@@ -270,10 +272,8 @@ func (s *Server) initCluster(ctx context.Context) (trusting bool, err error) {
 		} else if len(entries) > 0 {
 			return false, fmt.Errorf("pgserver: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION); remove it or choose another directory", s.dir)
 		}
-		if cred := s.credential(); cred != nil {
-			if err := os.Chown(s.dir, int(cred.Uid), int(cred.Gid)); err != nil {
-				return false, fmt.Errorf("pgserver: %w", err)
-			}
+		if err := s.chown(s.dir); err != nil {
+			return false, fmt.Errorf("pgserver: %w", err)
 		}
 	}
 
@@ -329,7 +329,7 @@ func (s *Server) runningPID() int {
 	if err != nil || pid <= 0 {
 		return 0
 	}
-	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+	if !proc.Alive(pid) {
 		return 0
 	}
 	// After a reboot or container restart the pid may belong to another program.
@@ -420,11 +420,13 @@ func (s *Server) run(ctx context.Context, name string, args ...string) (string, 
 	return string(out), nil
 }
 
-func (s *Server) credential() *syscall.Credential {
-	if s.attr == nil {
+// chown gives path to the server's OS user when commands run as that user
+// (we are root); otherwise it does nothing.
+func (s *Server) chown(path string) error {
+	if s.owner == nil {
 		return nil
 	}
-	return s.attr.Credential
+	return os.Chown(path, int(s.owner.uid), int(s.owner.gid))
 }
 
 func freePort() (int, error) {
