@@ -760,10 +760,13 @@ func (s *Server) limits(w http.ResponseWriter, r *http.Request, _ caller) error 
 	return nil
 }
 
-// periodicRow is a periodic task with its next runs.
+// periodicRow is a periodic task with its next runs, in the zone of its
+// timer, which Zone names (an IANA name, or UTC; empty when the timer
+// does not parse).
 type periodicRow struct {
 	fairway.PeriodicTask
 	NextRuns []time.Time `json:"next_runs"`
+	Zone     string      `json:"zone"`
 }
 
 // nextRunsShown is how many coming runs of each timer the dashboard shows.
@@ -782,8 +785,12 @@ func (s *Server) periodic(w http.ResponseWriter, r *http.Request, c caller) erro
 			p.Args = nil
 		}
 		row := periodicRow{PeriodicTask: p, NextRuns: []time.Time{}}
-		if ev, err := calendar.Parse(p.Timer); err == nil && p.Enabled {
-			t := p.NextRun
+		ev, err := calendar.Parse(p.Timer)
+		if err == nil {
+			row.Zone = ev.Location().String()
+		}
+		if err == nil && p.Enabled {
+			t := p.NextRun.In(ev.Location())
 			row.NextRuns = append(row.NextRuns, t)
 			for len(row.NextRuns) < nextRunsShown {
 				next, ok := ev.Next(t)

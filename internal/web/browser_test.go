@@ -387,8 +387,38 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.Equal(t, 1, count(t, b, "#executor-table tbody tr"))
 	_, err = d.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "nightly", Enabled: true, Task: "echo", Group: "acme", Timer: "*-*-* 02:00"})
 	require.NoError(t, err)
+	_, err = d.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "standup", Enabled: true, Task: "echo", Group: "acme", Timer: "Mon..Fri *-*-* 09:30 America/New_York"})
+	require.NoError(t, err)
 	open(t, b, "#/periodic")
 	require.Equal(t, 5, count(t, b, `#periodic-table tr[data-id="nightly"] li`), "the next five runs")
+	// Each run says its zone (issue 22): the timer's, UTC unless it names one.
+	runs := func(id string) []string {
+		return eval[[]string](t, b, fmt.Sprintf(`[...document.querySelectorAll('#periodic-table tr[data-id=%q] li')].map((li) => li.textContent)`, id))
+	}
+	for _, run := range runs("nightly") {
+		require.Regexp(t, `\b02:00:00 UTC$`, run)
+	}
+	standup := runs("standup")
+	require.Len(t, standup, 5)
+	for _, run := range standup {
+		require.Regexp(t, `\b09:30:00 America/New_York$`, run)
+	}
+	var periodic struct {
+		Periodic []struct {
+			ID       string      `json:"id"`
+			Zone     string      `json:"zone"`
+			NextRuns []time.Time `json:"next_runs"`
+		} `json:"periodic"`
+	}
+	d.get(t, "/api/periodic", &periodic)
+	zones := map[string]string{}
+	for _, p := range periodic.Periodic {
+		zones[p.ID] = p.Zone
+		for _, run := range p.NextRuns {
+			require.Equal(t, map[string]string{"nightly": "02:00", "standup": "09:30"}[p.ID], run.Format("15:04"), "%s: the API's times are in the timer's zone", p.ID)
+		}
+	}
+	require.Equal(t, map[string]string{"nightly": "UTC", "standup": "America/New_York"}, zones)
 
 	// Limits: the form refuses a negative max next to the field; a limit
 	// of two sleeps at once holds the other two of four back, the table

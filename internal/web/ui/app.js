@@ -71,6 +71,18 @@ function fmtTime(t) {
   const d = new Date(t);
   return d.toLocaleString(undefined, { hour12: false });
 }
+// browserZone is the zone this browser shows times in (fmtTime).
+const browserZone = () => Intl.DateTimeFormat().resolvedOptions().timeZone || "local time";
+// fmtIn shows a time in a zone (an IANA name or UTC), the zone said: the
+// browser's, said as well, when it does not know that zone.
+function fmtIn(t, zone) {
+  if (zone) {
+    try {
+      return new Date(t).toLocaleString(undefined, { hour12: false, timeZone: zone }) + " " + zone;
+    } catch { /* a zone this browser does not know */ }
+  }
+  return fmtTime(t) + " " + browserZone();
+}
 function ago(t) {
   if (!t) return "";
   const s = (Date.now() - new Date(t).getTime()) / 1000;
@@ -826,10 +838,13 @@ async function viewPeriodic(root) {
     try { await api("POST", `/api/periodic/${encodeURIComponent(p.id)}/${action}`); toast(`${p.id}: ${label}`); route(); } catch (e) { toast(e.message, true); }
   } }, label);
   root.append(h("div", { class: "card" }, h("table", { id: "periodic-table" },
-    h("thead", {}, h("tr", {}, ["id", "task", "group", "timer", "enabled", "next five runs", ""].map((c) => h("th", {}, c)))),
+    h("thead", {}, h("tr", {}, ["id", "task", "group", "timer", "enabled", "next five runs (the timer's zone)", ""].map((c) => h("th", {}, c)))),
     h("tbody", {}, list.map((p) => h("tr", { dataset: { id: p.id } },
       h("td", { class: "mono" }, p.id), h("td", {}, p.task), h("td", {}, p.group), h("td", { class: "mono" }, p.timer), h("td", {}, p.enabled ? "yes" : "no"),
-      h("td", {}, p.next_runs.length ? h("ol", {}, p.next_runs.map((t) => h("li", {}, fmtTime(t)))) : h("span", { class: "muted" }, "disabled")),
+      // Each run in the timer's zone (UTC unless it names one); the title
+      // says it in the browser's.
+      h("td", {}, p.next_runs.length ? h("ol", {}, p.next_runs.map((t) => h("li", { title: "your time: " + fmtIn(t, browserZone()) }, fmtIn(t, p.zone))))
+        : h("span", { class: "muted" }, "disabled")),
       h("td", {}, p.enabled ? btn(p, "disable", "Disable") : btn(p, "enable", "Enable"), " ", btn(p, "run", "Run now"))))))));
 }
 
