@@ -223,7 +223,10 @@ func (rs *results) applyParts(ctx context.Context, started []store.Attempt, prog
 		return nil, nil, err
 	}
 	rs.publishProgress(changed)
-	if err := rs.store.AppendLogs(ctx, logs); err != nil && errors.Is(err, fairway.ErrUnavailable) {
+	if err := rs.store.AppendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
+		// PostgreSQL is away, or the coordinator is stopping (its
+		// statement was cancelled): the batch stays in JetStream, lines
+		// included, for a later try.
 		return nil, nil, err
 	} else if err != nil {
 		rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)

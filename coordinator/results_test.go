@@ -1,7 +1,11 @@
 package coordinator
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,3 +84,82 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 	}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
 }
+
+// TestResultsStoppedMidBatchKeepLogLines applies a batch of log lines
+// with the context of a coordinator that is stopping: the statement is
+// cancelled, which is no refusal by PostgreSQL, so nothing is logged as
+// refused and the message stays in JetStream; applied again, its lines are
+// stored. Before, the lines were dropped and the message acknowledged
+// ("dropping job log lines PostgreSQL refused … context canceled").
+func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	w := newStreamWorld(t)
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	st, nc, js, subjects := w.st, w.nc, w.js, w.subjects
+	metrics := newMetrics(prometheus.NewRegistry(), st, log)
+	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
+	f := newFollowUps()
+	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
+
+	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+		func(fairway.Executor) bool { return false })
+	require.NoError(t, err)
+	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})
+	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
+		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	reports, err := json.Marshal([]events.Report{{Type: events.ReportLog, Group: "g", JobID: "j1", Attempt: claimed[0].Attempt, Instance: "i1",
+		Time: time.Now(), Logs: []fairway.LogLine{{Group: "g", JobID: "j1", Attempt: claimed[0].Attempt, Time: time.Now(), Level: "info", Message: "last words"}}}})
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, subjects.Results("w"), reports)
+	require.NoError(t, err)
+	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.ResultStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	fetch := func() []jetstream.Msg {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
+		require.NoError(t, err)
+		var msgs []jetstream.Msg
+		for msg := range batch.Messages() {
+			msgs = append(msgs, msg)
+		}
+		require.NoError(t, batch.Error())
+		require.Len(t, msgs, 1)
+		return msgs
+	}
+	lines := func() []string {
+		var msgs []string
+		_, err := st.LogLines(ctx, store.LogsParams{Group: "g", ID: "j1"}, func(l fairway.LogLine) bool {
+			msgs = append(msgs, l.Message)
+			return true
+		})
+		require.NoError(t, err)
+		return msgs
+	}
+
+	stopping, stop := context.WithCancel(ctx)
+	stop()
+	rs.apply(stopping, fetch())
+	require.Empty(t, lines())
+	logMu.Lock()
+	require.NotContains(t, logged.String(), "refused", "a cancelled statement is no refusal")
+	logMu.Unlock()
+
+	rs.apply(ctx, fetch()) // the same message, handed out again
+	require.Equal(t, []string{"last words"}, lines())
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, serviceWait, 10*time.Millisecond, "the message is acknowledged once applied")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -188,12 +188,20 @@ func (e *env) runDev(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
+	// The executor stops first, then, once the coordinator has applied its
+	// last reports, the coordinator, PostgreSQL and NATS (the defers).
+	e.applyLeftDevReports(connect)
+	runExecutor := func() error {
+		err := e.runExecutor(ctx, nc)
+		e.settleDevReports(connect)
+		return err
+	}
 	if credsDir != "" {
 		e.printTenantBanner(credsDir, tenants)
 		if dashboard != "" {
 			fmt.Fprintf(e.stderr, "Dashboard (logs you in as admin): %s\n\n", dashboard)
 		}
-		return e.runExecutor(ctx, nc)
+		return runExecutor()
 	}
 	if dashboard != "" {
 		dashboard = "\nDashboard (this link logs you in as admin):\n\n  " + dashboard + "\n"
@@ -212,7 +220,7 @@ From a second terminal:
 Ctrl-C stops everything; a second Ctrl-C cancels the running jobs.
 
 `, dashboard)
-	return e.runExecutor(ctx, nc)
+	return runExecutor()
 }
 
 // startDevWeb serves the dashboard of fairway dev, with the tokens of

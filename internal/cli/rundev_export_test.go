@@ -12,9 +12,11 @@ import (
 
 // RunningDev is a `fairway dev` that a test runs in its own process.
 type RunningDev struct {
-	Stderr *devtest.Output
-	done   chan int
-	cancel context.CancelFunc
+	Stderr  *devtest.Output
+	done    chan int
+	cancel  context.CancelFunc
+	force   chan struct{}
+	signals int
 }
 
 // StartDev runs `fairway dev` with args and returns once its stderr shows
@@ -24,8 +26,8 @@ func StartDev(t *testing.T, ready string, args ...string) *RunningDev {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	d := &RunningDev{Stderr: &devtest.Output{}, done: make(chan int, 1), cancel: cancel}
-	go func() { d.done <- Main(ctx, nil, append([]string{"dev"}, args...), &bytes.Buffer{}, d.Stderr) }()
+	d := &RunningDev{Stderr: &devtest.Output{}, done: make(chan int, 1), cancel: cancel, force: make(chan struct{})}
+	go func() { d.done <- Main(ctx, d.force, append([]string{"dev"}, args...), &bytes.Buffer{}, d.Stderr) }()
 	select {
 	case <-d.Stderr.Seen(ready):
 	case code := <-d.done:
@@ -41,6 +43,32 @@ func (d *RunningDev) Stop(t *testing.T) {
 	t.Helper()
 	d.cancel()
 	d.Exited(t, "a stop")
+}
+
+// Signal does what a SIGINT or SIGTERM does to dev (see NotifyShutdown):
+// the first asks it to stop, the second to cancel its running jobs. Not
+// safe for concurrent use.
+func (d *RunningDev) Signal() {
+	d.signals++
+	switch d.signals {
+	case 1:
+		d.cancel()
+	case 2:
+		close(d.force)
+	}
+}
+
+// Code returns dev's exit code, failing the test if it does not exit
+// within a minute.
+func (d *RunningDev) Code(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-d.done:
+		return code
+	case <-time.After(time.Minute):
+		t.Fatalf("fairway dev did not exit within a minute:\n%s", d.Stderr)
+		return 0
+	}
 }
 
 // Exited requires dev to exit 0 within a minute of what (already asked

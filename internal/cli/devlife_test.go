@@ -1,0 +1,136 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/cli"
+	"github.com/fairwayhq/fairway/internal/devtest"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// devArgs are the flags of a fairway dev in dir on its own ports, with no
+// HTTP endpoint and no dashboard.
+func devArgs(dir string, natsPort, pgPort int, more ...string) []string {
+	return append([]string{"--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort), "--pg-port", fmt.Sprint(pgPort),
+		"--http-addr", "", "--web-addr", "", "--log-format", "json"}, more...)
+}
+
+// devClient connects a client to the NATS of a fairway dev.
+func devClient(t *testing.T, natsURL string) *events.Client {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	return client
+}
+
+// awaitStates polls the jobs until each is in state, for at most a
+// minute (a job submitted through the submit stream may not be stored yet).
+func awaitStates(t *testing.T, client *events.Client, group string, ids []string, state fairway.State) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for _, id := range ids {
+		for {
+			job, err := client.Get(t.Context(), group, id)
+			if err == nil && job.State == state {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s is not %s after %s: %+v, %v", id, state, waitTimeout, job, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// linesWith returns the lines of out that contain one of subs.
+func linesWith(out string, subs ...string) []string {
+	var found []string
+	for _, line := range strings.Split(out, "\n") {
+		for _, sub := range subs {
+			if strings.Contains(line, sub) {
+				found = append(found, line)
+				break
+			}
+		}
+	}
+	return found
+}
+
+// TestDevDoubleSignalReleasesRunningJobs stops a fairway dev that runs
+// jobs with two signals in quick succession, as a double Ctrl-C does: the
+// running jobs are released (back to waiting, no attempt counted), their
+// log lines are stored, and dev exits 0. Then dev starts again on the same
+// directory: no job comes back stuck as "executor lost: it restarted", and
+// each one's first attempt has its log, to its last line. Before, dev
+// stopped its coordinator without waiting for it to apply the executor's
+// last reports: they stayed in JetStream, the executor's restart took the
+// jobs as lost, counting an attempt, and a batch cut short by the stop lost
+// its log lines ("dropping job log lines PostgreSQL refused … context
+// canceled").
+func TestDevDoubleSignalReleasesRunningJobs(t *testing.T) {
+	dir := devtest.Dir(t, "fairway-dev-")
+	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	const n = 40
+	args := devArgs(dir, natsPort, pgPort, "--pool-size", fmt.Sprint(n))
+	dev := cli.StartDev(t, "Fairway is running", args...)
+	client := devClient(t, natsURL)
+	subs := make([]fairway.Submission, n)
+	for i := range subs {
+		subs[i] = fairway.Submission{Group: "acme", Task: "sleep", Args: json.RawMessage(`{"seconds":3600}`)}
+	}
+	ids, err := client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	awaitStates(t, client, "acme", ids, fairway.StateRunning)
+
+	dev.Signal()
+	dev.Stderr.Wait(t, "executor draining", waitTimeout)
+	dev.Signal()
+	stopped := time.Now()
+	code := dev.Code(t)
+	out := dev.Stderr.String()
+	require.Equal(t, 0, code, out)
+	require.Less(t, time.Since(stopped), 15*time.Second, "a second signal stops dev promptly\n%s", out)
+	require.Contains(t, out, fmt.Sprintf("second signal: cancelling %d running jobs; they return to waiting", n))
+	require.Empty(t, linesWith(out, "PostgreSQL refused"), "a stop is no refusal by PostgreSQL")
+	require.Empty(t, linesWith(out, "dropping", "dropped"), "no report and no log line is dropped")
+
+	// Dev again, on the same directory: the jobs were released.
+	dev = cli.StartDev(t, "Fairway is running", args...)
+	dev.Stderr.Wait(t, "executor started", waitTimeout)
+	client = devClient(t, natsURL)
+	for _, id := range ids {
+		job, err := client.Get(t.Context(), "acme", id)
+		require.NoError(t, err)
+		require.Equal(t, 0, job.Retries, "job %s: a released job has not failed an attempt (%s, %s)", id, job.State, job.Error)
+		require.NotContains(t, job.Error, "executor lost", "job %s", id)
+		require.NotEqual(t, fairway.StateStuck, job.State, "job %s", id)
+		logs, err := client.Logs(t.Context(), "acme", id)
+		require.NoError(t, err)
+		var first []string
+		for _, l := range logs {
+			if l.Attempt == 1 {
+				first = append(first, l.Message)
+			}
+		}
+		require.Contains(t, strings.Join(first, "\n"), "attempt ends", "job %s: the last line of its first attempt is stored", id)
+	}
+	require.Empty(t, linesWith(dev.Stderr.String(), "it restarted"))
+	// The jobs run again; two signals stop this dev too, without waiting
+	// for them.
+	awaitStates(t, client, "acme", ids, fairway.StateRunning)
+	dev.Signal()
+	dev.Signal()
+	require.Equal(t, 0, dev.Code(t), dev.Stderr.String())
+}
+
