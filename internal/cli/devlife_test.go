@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,3 +135,44 @@ func TestDevDoubleSignalReleasesRunningJobs(t *testing.T) {
 	require.Equal(t, 0, dev.Code(t), dev.Stderr.String())
 }
 
+// TestSecondDevOnALiveDevDirRefusesAtOnce starts a fairway dev, then a
+// second one on the same directory (on other ports): the second exits 1
+// before it starts anything, naming the first one's pid and NATS URL and
+// what to do, and the first one goes on running jobs. Once the first has
+// stopped, a dev starts on the directory again. Before, the second started
+// NATS on the first one's data (its JetStream store rebuilt: "Stream state
+// outdated"), then quit because PostgreSQL ran, advising to remove the
+// live server's pid file.
+func TestSecondDevOnALiveDevDirRefusesAtOnce(t *testing.T) {
+	dir := devtest.Dir(t, "fairway-dev-")
+	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	dev := cli.StartDev(t, "Fairway is running", devArgs(dir, natsPort, pgPort)...)
+	dev.Stderr.Wait(t, "executor started", waitTimeout)
+
+	start := time.Now()
+	code, _, errOut := run(t, append([]string{"dev"}, devArgs(dir, devtest.FreePort(t), devtest.FreePort(t))...)...)
+	require.Equal(t, 1, code, errOut)
+	require.Less(t, time.Since(start), 5*time.Second, "refused at once")
+	require.Contains(t, errOut, "fairway: dev dir "+dir+" is in use by another fairway dev (pid "+fmt.Sprint(os.Getpid())+", NATS at "+natsURL+", started ")
+	require.Contains(t, errOut, "nothing was started")
+	require.Contains(t, errOut, fmt.Sprintf("kill %d", os.Getpid()))
+	require.Contains(t, errOut, "another --dev-dir")
+	require.Contains(t, errOut, "--dev-dir "+dir)
+	require.Empty(t, linesWith(errOut, `"msg":`), "the second dev started nothing: it logged nothing")
+
+	// The first one runs on, untouched: a job runs, its events flow.
+	client := devClient(t, natsURL)
+	id, err := client.Submit(t.Context(), fairway.Submission{Group: "acme", Task: "echo"})
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, finalEvent(t, client, "acme", id).State)
+	require.Empty(t, linesWith(dev.Stderr.String(), "outdated", "rebuild"))
+	dev.Stop(t)
+
+	// Stopped, it let the directory go.
+	dev = cli.StartDev(t, "Fairway is running", devArgs(dir, natsPort, pgPort)...)
+	job, err := devClient(t, natsURL).Get(t.Context(), "acme", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, job.State)
+	dev.Stop(t)
+}

@@ -96,6 +96,13 @@ func (e *env) runDev(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", cfg.Dev.Dir, err)
 	}
+	// Before anything starts on the dev dir's data, and released after
+	// everything stopped (the last defer to run).
+	unlock, err := lockDevDir(cfg.Dev.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	tenants := cfg.Dev.TenantList()
 	connect, executorConnect := e.connect, e.connect
 	var credsDir string
