@@ -34,6 +34,9 @@ stored even while no coordinator runs; problems found at ingest appear as a
   fairway submit fail --group acme --args '{"times":2}' --max-retries 3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			if sub.Group == "" {
+				return usageError{errors.New("--group is required: the group (tenant) the job belongs to (see 'fairway submit --help')")}
+			}
 			sub.Task = pos[0]
 			sub.Priority = fairway.Priority(priority)
 			if args != "" {

@@ -1,6 +1,9 @@
 package cli_test
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/fairwayhq/fairway/internal/cli"
@@ -79,4 +82,55 @@ func TestHelpListsTheDemoTasks(t *testing.T) {
 			require.Regexp(t, `\b`+task+`\b`, out, "'fairway %s --help' does not name the demo task %s", cmd, task)
 		}
 	}
+}
+
+// TestVersion: 'fairway version' and 'fairway --version' print the build's
+// version and Go's.
+func TestVersion(t *testing.T) {
+	code, out, errOut := run(t, "version")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `^fairway \S+\n`, out)
+	require.Contains(t, out, runtime.Version())
+	code, flagOut, errOut := run(t, "--version")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, out, flagOut)
+}
+
+// TestUsageErrorsSuggestAndRequire: a mistyped command gets cobra's
+// suggestion, and a missing required input is a usage error (exit 2) on
+// every command, before any connection: submit without --group exited 1
+// once it could not connect, where jobs show exited 2. 'fairway --help'
+// says what the exit codes mean.
+func TestUsageErrorsSuggestAndRequire(t *testing.T) {
+	for typed, meant := range map[string][]string{
+		"submti":                   {"fairway", "submit"},
+		"submti echo --group acme": {"fairway", "submit"},
+		"jobs shwo ID --group g":   {"fairway jobs", "show"},
+		"lmits":                    {"fairway", "limits"},
+	} {
+		code, _, errOut := run(t, strings.Fields(typed)...)
+		require.Equal(t, 2, code, "%s: %s", typed, errOut)
+		require.Contains(t, errOut, fmt.Sprintf("unknown command %q for %q", strings.Fields(typed)[len(strings.Fields(meant[0]))-1], meant[0]), typed)
+		require.Contains(t, errOut, "Did you mean this?\n\t"+meant[1]+"\n", typed)
+	}
+	noNATS := "nats://127.0.0.1:1"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "echo", "--nats-url", noNATS}, "--group is required"},
+		{[]string{"jobs", "show", "ID", "--nats-url", noNATS}, "--group is required"},
+		{[]string{"workflow", "submit", "wf.json", "--nats-url", noNATS}, "--group is required"},
+		{[]string{"periodic", "add", "nightly", "echo", "--timer", "*-*-* 03:00", "--nats-url", noNATS}, "--group is required"},
+		{[]string{"periodic", "add", "nightly", "echo", "--group", "acme", "--nats-url", noNATS}, "--timer is required"},
+		{[]string{"jobs", "prune", "--nats-url", noNATS}, "--older-than is required"},
+		{[]string{"submit", "--group", "acme", "--nats-url", noNATS}, "accepts 1 arg(s), received 0"},
+	} {
+		code, _, errOut := run(t, c.args...)
+		require.Equal(t, 2, code, "%v: %s", c.args, errOut)
+		require.Contains(t, errOut, c.want, c.args)
+	}
+	code, out, _ := run(t, "--help")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Exit codes: 0 success; 1 an error")
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -30,6 +31,12 @@ a due time is skipped; runs missed while no coordinator ran collapse into one.`,
   fairway periodic add report echo --group acme --timer 'Mon *-*-* 07:00 Europe/Berlin' --args '{"kind":"weekly"}'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, pos []string) error {
+			switch {
+			case p.Group == "":
+				return usageError{errors.New("--group is required: the group (tenant) of the periodic task's jobs (see 'fairway periodic add --help')")}
+			case p.Timer == "":
+				return usageError{errors.New("--timer is required: the calendar event, e.g. '*-*-* 08:00' (see 'fairway periodic add --help' and 'fairway calendar')")}
+			}
 			p.ID, p.Task, p.Enabled, p.Priority = pos[0], pos[1], !disabled, fairway.Priority(priority)
 			if args != "" {
 				p.Args = json.RawMessage(args)

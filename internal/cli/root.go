@@ -180,18 +180,32 @@ then, from a second terminal:
   fairway events tail
 
 Configuration: built-in defaults < --config file (YAML) < FAIRWAY_* environment
-variables < flags. See 'fairway config print' and the README.`,
+variables < flags. See 'fairway config print' and the README.
+
+Exit codes: 0 success; 1 an error, or Fairway's refusal (an invalid job, an
+unknown task, a bad configuration value); 2 a usage error: an unknown
+command or flag, a missing argument or required flag, a value that does not
+parse.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&e.configFile, "config", "", "YAML configuration file")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// 'fairway submti echo --group acme': the flags are not the
+		// mistake, the command is.
+		if cmd.HasSubCommands() && cmd.Flags().NArg() > 0 {
+			return unknownCommand(cmd, cmd.Flags().Arg(0))
+		}
+		return usageError{err}
+	})
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newWebCmd(e), newMigrateCmd(e),
 		newSubmitCmd(e), newWorkflowCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newLimitsCmd(e), newGroupsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
-		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e), newBenchNATSCmd(e),
+		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e), newBenchNATSCmd(e), newVersionCmd(e),
 	)
 	usageErrors(root)
 	return root
@@ -209,7 +223,7 @@ func usageErrors(cmd *cobra.Command) {
 		cmd.Args = cobra.ArbitraryArgs
 		cmd.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown command %q for %q: see '%s --help'", args[0], cmd.CommandPath(), cmd.CommandPath())}
+				return unknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		}
@@ -223,6 +237,21 @@ func usageErrors(cmd *cobra.Command) {
 			return nil
 		}
 	}
+}
+
+// unknownCommand is the usage error of a command's unknown subcommand
+// name, with cobra's suggestions of the names it may have meant: the
+// usageErrors' action of a command with subcommands replaces cobra's own,
+// which suggested them.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q: see '%s --help'", name, cmd.CommandPath(), cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only on its own path
+	}
+	if suggestions := cmd.SuggestionsFor(name); len(suggestions) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(suggestions, "\n\t")
+	}
+	return usageError{errors.New(msg)}
 }
 
 // withConfig registers the flags of keys on cmd and loads the configuration
