@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -171,17 +170,6 @@ func childrenCPU(ppid int) (time.Duration, error) {
 		}
 	}
 	return sum, nil
-}
-
-// selfCPU reads this process's CPU time (all its threads), with the
-// microsecond resolution of getrusage rather than /proc's ticks. Its
-// children (the coordinator, the NATS server) are figures of their own.
-func selfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // localHosts are the PostgreSQL hosts that are this machine.

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/config"
+	"github.com/fairwayhq/fairway/internal/proc"
 	"github.com/fairwayhq/fairway/internal/secret"
 )
 
@@ -95,15 +95,9 @@ func readDevState(path string) (devState, error) {
 	return st, nil
 }
 
-// processAlive reports whether a process with this pid exists (signal 0:
-// EPERM means it exists but belongs to another user).
-func processAlive(pid int) bool {
-	if pid <= 0 {
-		return false // 0 and negatives would address process groups
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// processAlive reports whether a process with this pid exists (on Unix,
+// signal 0: EPERM means it exists but belongs to another user).
+func processAlive(pid int) bool { return proc.Alive(pid) }
 
 // followDev points nats.url at the NATS server of the fairway dev recorded
 // in <dev.dir>/dev.json, when the user did not set nats.url (its source is
