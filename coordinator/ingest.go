@@ -325,7 +325,7 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 		in.dead.retryLater(ctx, msgs, err)
 		return
 	}
-	chaosAfterIngestCommit(in.log, len(added)) // test-only, see chaoshook.go
+	chaosAfterIngestCommit(in.log, len(added)) // a no-op but in the fault suite's build, see chaoshook.go
 	// Acknowledged once every submission of the message is stored (or
 	// refused with its event): a redelivery before is a duplicate, and
 	// changes nothing.

@@ -42,14 +42,17 @@ type Binaries struct {
 }
 
 // Build compiles the fairway binary and the NATS server (from the module
-// cache: nats-server is a dependency of Fairway) into dir.
+// cache: nats-server is a dependency of Fairway) into dir. The fairway
+// binary is built with the build tag fairwaychaos, which compiles in the
+// coordinator's fault hooks (coordinator/chaoshook_fairwaychaos.go):
+// production builds have none.
 func Build(ctx context.Context, dir string) (Binaries, error) {
 	b := Binaries{Fairway: filepath.Join(dir, "fairway"), NATSServer: filepath.Join(dir, "nats-server")}
-	for _, target := range []struct{ out, pkg string }{
-		{b.Fairway, "github.com/fairwayhq/fairway/cmd/fairway"},
-		{b.NATSServer, "github.com/nats-io/nats-server/v2"},
+	for _, target := range []struct{ out, pkg, tags string }{
+		{b.Fairway, "github.com/fairwayhq/fairway/cmd/fairway", "fairwaychaos"},
+		{b.NATSServer, "github.com/nats-io/nats-server/v2", ""},
 	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", target.out, target.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags="+target.tags, "-o", target.out, target.pkg)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("go build %s: %w\n%s", target.pkg, err, out)
 		}

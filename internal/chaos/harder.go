@@ -46,8 +46,9 @@ func harderScenarios() []Scenario {
 const killHookEnv = "FAIRWAYCHAOS_KILL_AFTER_INGEST_COMMIT"
 
 // killAfterIngestCommit: coordinator-1 SIGKILLs itself right after an
-// ingest commit and before the ack (the test-only hook in
-// coordinator/chaoshook.go), while submissions without an id in their
+// ingest commit and before the ack (the fault hook in
+// coordinator/chaoshook_fairwaychaos.go, in the binary Build makes with the
+// build tag fairwaychaos), while submissions without an id in their
 // body arrive, half with a Nats-Msg-Id header. JetStream redelivers the
 // batch after the ack wait; each message must still make exactly one
 // job, whose id is the header, else the one derived from the stream
@@ -441,14 +442,14 @@ func killPostgres(dir string) error {
 		return nil
 	}
 	children := childrenOf(pid)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := sigkill(pid); err != nil {
 		return nil // already gone
 	}
 	for _, c := range children {
-		_ = syscall.Kill(c, syscall.SIGKILL)
+		_ = sigkill(c)
 	}
 	for range 100 { // wait until the postmaster is gone
-		if syscall.Kill(pid, 0) != nil {
+		if !signalable(pid) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -488,10 +489,10 @@ func runAsPostgres(ctx context.Context, name string, args ...string) (string, er
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, name), args...)
 	cmd.Dir = "/"
-	if cred, err := postgresCredential(); err != nil {
+	if ids, err := postgresIDs(); err != nil {
 		return "", err
-	} else if cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	} else if ids != nil {
+		cmd.SysProcAttr = runAs(*ids)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -500,7 +501,8 @@ func runAsPostgres(ctx context.Context, name string, args ...string) (string, er
 	return string(out), nil
 }
 
-func postgresCredential() (*syscall.Credential, error) {
+// postgresIDs returns the postgres user's ids when we are root, else nil.
+func postgresIDs() (*userIDs, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
@@ -514,15 +516,15 @@ func postgresCredential() (*syscall.Credential, error) {
 		return nil, err
 	}
 	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return &userIDs{uid: uint32(uid), gid: uint32(gid)}, nil
 }
 
 func chownPostgres(path string) error {
-	cred, err := postgresCredential()
-	if err != nil || cred == nil {
+	ids, err := postgresIDs()
+	if err != nil || ids == nil {
 		return err
 	}
-	return os.Chown(path, int(cred.Uid), int(cred.Gid))
+	return os.Chown(path, int(ids.uid), int(ids.gid))
 }
 
 // ---- Network partition ----
@@ -756,7 +758,7 @@ func postgresRunning(dir string) bool {
 	}
 	line, _, _ := strings.Cut(string(data), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	return err == nil && pid > 0 && syscall.Kill(pid, 0) == nil
+	return err == nil && pid > 0 && signalable(pid)
 }
 
 // grepLog returns the first and the number of lines of a log holding s.
