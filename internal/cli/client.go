@@ -24,11 +24,21 @@ func newSubmitCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit TASK --group GROUP [--args JSON]",
 		Short: "Submit a job",
-		Long: `Submit a job of TASK for GROUP. By default the request/reply API answers at
-once with the job id, or with the validation error naming the field. With
---async the job is published to JetStream (fairway.submit.<group>.<task>):
-stored even while no coordinator runs; problems found at ingest appear as a
-"rejected" event.`,
+		Long: `Submit a job of TASK for GROUP and print its id. By default the coordinators
+answer at once (request/reply): with the stored job's id, or with their
+refusal naming the field (exit 1), e.g. for a task that no executor has
+registered:
+
+  rejected: unknown task "x": no executor has registered it (known tasks: …)
+
+(Until an executor has registered at all, every task is accepted: the job
+waits for one, with a warning.)
+
+With --async the job is published to JetStream (fairway.submit.<group>.<task>)
+and its id printed at once: it is stored even while no coordinator runs, but
+nothing is checked first. A problem the coordinators find when they store
+it, an unknown task included, is then only a "rejected" event:
+'fairway events tail --state rejected' shows it.`,
 		Example: `  fairway submit echo --group acme --args '{"hello":"world"}'
   fairway submit sleep --group acme --args '{"seconds":10}' --priority high
   fairway submit fail --group acme --args '{"times":2}' --max-retries 3`,
@@ -73,7 +83,7 @@ stored even while no coordinator runs; problems found at ingest appear as a
 			}
 			reply, err := c.SubmitReply(cmd.Context(), sub)
 			if err != nil {
-				return describe(err)
+				return rejected(err)
 			}
 			if reply.Warning != "" {
 				fmt.Fprintln(e.stderr, "fairway: warning:", reply.Warning)
@@ -101,6 +111,20 @@ stored even while no coordinator runs; problems found at ingest appear as a
 	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
 	return e.withConfig(cmd, clientKeys...)
+}
+
+// rejected renders the coordinators' refusal of a submission as its
+// rejected event would say it: "rejected: unknown task …", "rejected:
+// priority: …". Other errors (no answer, say) are described as usual.
+func rejected(err error) error {
+	var fe *fairway.Error
+	if !errors.As(err, &fe) || fe.Code != fairway.CodeInvalid && fe.Code != fairway.CodeDuplicate && fe.Code != fairway.CodeQuota {
+		return describe(err)
+	}
+	if fe.Field == "task" && strings.HasPrefix(fe.Message, "unknown task") {
+		return fmt.Errorf("rejected: %s", fe.Message) // it names the task already
+	}
+	return fmt.Errorf("rejected: %w", err)
 }
 
 func parseTimeOrDelay(s string) (time.Time, error) {
