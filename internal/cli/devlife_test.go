@@ -3,7 +3,10 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +178,112 @@ func TestSecondDevOnALiveDevDirRefusesAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateSuccess, job.State)
 	dev.Stop(t)
+}
+
+// shellWords splits a command line as a POSIX shell does, for the lines
+// fairway dev prints: words apart by spaces, single quotes taken literally.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var word strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			word.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, word.String())
+				word.Reset()
+				inWord = false
+			}
+		default:
+			word.WriteRune(r)
+			inWord = true
+		}
+	}
+	require.False(t, quoted, "unbalanced quote in %q", line)
+	if inWord {
+		words = append(words, word.String())
+	}
+	return words
+}
+
+// TestDevPrintsCommandsThatWork runs fairway dev with NATS on another port
+// than 4222 and a dev dir of its own, then runs the commands its banner
+// prints for a second terminal exactly as printed: with the environment
+// its export lines set, from another directory. And the dashboard's login
+// page names the token file in that dev dir. Before, the banner left the
+// address out (the commands went to 4222 and found nothing), and the login
+// page named .fairway/web-admin.token whatever --dev-dir was.
+func TestDevPrintsCommandsThatWork(t *testing.T) {
+	dir := devtest.Dir(t, "fairway-dev-")
+	natsPort, pgPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
+	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	dev := cli.StartDev(t, "Fairway is running", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--pg-port", fmt.Sprint(pgPort), "--http-addr", "", "--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort), "--log-format", "json")
+	dev.Stderr.Wait(t, "Ctrl-C stops everything", waitTimeout)
+	dev.Stderr.Wait(t, "executor started", waitTimeout)
+	out := dev.Stderr.String()
+	_, banner, ok := strings.Cut(out, "From a second terminal:\n")
+	require.True(t, ok, out)
+	banner, _, ok = strings.Cut(banner, "\n(with 'go run")
+	require.True(t, ok, out)
+
+	env := map[string]string{}
+	var commands [][]string
+	for _, line := range strings.Split(banner, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "export "):
+			words := shellWords(t, strings.TrimPrefix(line, "export "))
+			require.Len(t, words, 1, line)
+			name, value, ok := strings.Cut(words[0], "=")
+			require.True(t, ok, line)
+			env[name] = value
+		case strings.HasPrefix(line, "fairway "):
+			commands = append(commands, shellWords(t, line)[1:])
+		}
+	}
+	require.Equal(t, map[string]string{"FAIRWAY_NATS_URL": natsURL}, env, banner)
+	require.NotEmpty(t, commands)
+
+	// A second terminal: another directory, the printed environment.
+	t.Chdir(t.TempDir())
+	for name, value := range env {
+		t.Setenv(name, value)
+	}
+	var ids []string
+	for _, args := range commands {
+		if args[0] == "events" && args[1] == "tail" {
+			continue // it follows the events until stopped
+		}
+		code, stdout, stderr := run(t, args...)
+		require.Equal(t, 0, code, "fairway %s\n%s", strings.Join(args, " "), stderr)
+		if args[0] == "submit" {
+			ids = append(ids, strings.TrimSpace(stdout))
+		} else if args[0] == "jobs" && args[1] == "list" {
+			for _, id := range ids {
+				require.Contains(t, stdout, id)
+			}
+		}
+	}
+	require.NotEmpty(t, ids)
+
+	// The login page names the token file of this dev dir.
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", webPort))
+	require.NoError(t, err)
+	page, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(page), "The admin token is in <code>"+filepath.Join(dir, "web-admin.token")+"</code>")
+	require.Contains(t, string(page), "the read-only token is in <code>"+filepath.Join(dir, "web-read.token")+"</code>")
+	require.NotContains(t, string(page), ".fairway/")
+	dev.Signal()
+	dev.Signal()
+	require.Equal(t, 0, dev.Code(t), dev.Stderr.String())
 }

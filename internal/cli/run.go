@@ -106,6 +106,7 @@ func (e *env) runDev(ctx context.Context) error {
 	tenants := cfg.Dev.TenantList()
 	connect, executorConnect := e.connect, e.connect
 	var credsDir string
+	clientURL := cfg.NATS.URL // where the banner's commands find NATS
 	if cfg.Source("nats.url") == config.SourceDefault {
 		host, port, err := splitHostPort(cfg.Dev.NATSAddr)
 		if err != nil {
@@ -132,6 +133,7 @@ func (e *env) runDev(ctx context.Context) error {
 			e.log.Info("NATS stopped")
 		}()
 		e.log.Info("NATS ready", "url", ns.ClientURL(), "store_dir", opts.StoreDir, "tenants", cfg.Dev.Tenants)
+		clientURL = ns.ClientURL()
 		unrecord := e.recordDev(cfg.Dev.Dir, ns.ClientURL()) // <dev-dir>/dev.json: where the other commands find this NATS
 		defer unrecord()
 		connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(ns, name) }
@@ -204,7 +206,7 @@ func (e *env) runDev(ctx context.Context) error {
 		return err
 	}
 	if credsDir != "" {
-		e.printTenantBanner(credsDir, tenants)
+		e.printTenantBanner(absPath(credsDir), tenants, e.devClientEnv(clientURL))
 		if dashboard != "" {
 			fmt.Fprintf(e.stderr, "Dashboard (logs you in as admin): %s\n\n", dashboard)
 		}
@@ -217,7 +219,7 @@ func (e *env) runDev(ctx context.Context) error {
 Fairway is running.%s
 From a second terminal:
 
-  fairway submit echo --group acme --args '{"hello":"world"}'
+%s  fairway submit echo --group acme --args '{"hello":"world"}'
   fairway submit sleep --group acme --args '{"seconds":5}'
   fairway submit fail --group acme --args '{"times":2}'
   fairway events tail
@@ -226,7 +228,7 @@ From a second terminal:
 (with 'go run ./cmd/fairway' in place of 'fairway' if it is not installed)
 Ctrl-C stops everything; a second Ctrl-C cancels the running jobs.
 
-`, dashboard)
+`, dashboard, e.devClientEnv(clientURL))
 	return runExecutor()
 }
 
@@ -248,7 +250,7 @@ func (e *env) startDevWeb(ctx context.Context, connect func(string) (*nats.Conn,
 		return "", err
 	}
 	context.AfterFunc(ctx, wnc.Close)
-	url, err := e.startWeb(ctx, wnc, admin, read)
+	url, err := e.startWeb(ctx, wnc, webTokens{admin: admin, read: read, adminFile: adminFile, readFile: readFile})
 	if err != nil {
 		wnc.Close()
 		return "", err
@@ -652,9 +654,14 @@ func executorAppID(cfg *config.Config) string {
 	return sanitizeToken(host)
 }
 
-// printTenantBanner tells how to reach a dev running in operator mode.
-func (e *env) printTenantBanner(credsDir string, tenants []string) {
+// printTenantBanner tells how to reach a dev running in operator mode;
+// env is what the commands need besides their credentials (devClientEnv).
+func (e *env) printTenantBanner(credsDir string, tenants []string, env string) {
 	first := tenants[0]
+	devDirFlag := "" // creds add finds the operator's keys in the dev dir
+	if e.cfg.Source("dev.dir") != config.SourceDefault {
+		devDirFlag = " --dev-dir " + shellQuote(absPath(e.cfg.Dev.Dir))
+	}
 	fmt.Fprintf(e.stderr, `
 Fairway is running with tenant isolation: each of %s is a NATS account of its
 own. Credentials (standard NATS .creds files) are in %s:
@@ -664,13 +671,13 @@ own. Credentials (standard NATS .creds files) are in %s:
 
 From a second terminal:
 
-  fairway submit echo --group %s --args '{"hello":"world"}' --creds %s
+%s  fairway submit echo --group %s --args '{"hello":"world"}' --creds %s
   fairway events tail --creds %s
   fairway jobs list --creds %s
-  fairway creds add executor worker-2      # another executor's credential
+  fairway creds add executor worker-2%s      # another executor's credential
 
-`, strings.Join(tenants, ", "), credsDir, first, filepath.Join(credsDir, "tenant-"+first+".creds"),
-		filepath.Join(credsDir, "tenant-"+first+".creds"), filepath.Join(credsDir, "operator.creds"))
+`, strings.Join(tenants, ", "), credsDir, env, first, shellQuote(filepath.Join(credsDir, "tenant-"+first+".creds")),
+		shellQuote(filepath.Join(credsDir, "tenant-"+first+".creds")), shellQuote(filepath.Join(credsDir, "operator.creds")), devDirFlag)
 }
 
 // sanitizeToken makes a host name a valid app-id.

@@ -42,7 +42,7 @@ nothing. fairway dev serves the same dashboard, with tokens of its own.`,
 				return err
 			}
 			defer nc.Close()
-			url, err := e.startWeb(cmd.Context(), nc, e.cfg.Web.AdminToken, e.cfg.Web.ReadToken)
+			url, err := e.startWeb(cmd.Context(), nc, webTokens{admin: e.cfg.Web.AdminToken, read: e.cfg.Web.ReadToken})
 			if err != nil {
 				return err
 			}
@@ -53,15 +53,22 @@ nothing. fairway dev serves the same dashboard, with tokens of its own.`,
 	}, webKeys...)
 }
 
+// webTokens are the dashboard's tokens, and the files that hold them when
+// fairway dev wrote them (the login page names those).
+type webTokens struct {
+	admin, read         string
+	adminFile, readFile string
+}
+
 // startWeb serves the dashboard on web.addr until ctx ends and returns its
 // URL.
-func (e *env) startWeb(ctx context.Context, nc *nats.Conn, adminToken, readToken string) (string, error) {
+func (e *env) startWeb(ctx context.Context, nc *nats.Conn, tokens webTokens) (string, error) {
 	client, err := events.NewClient(nc, events.ClientOptions{Prefix: e.cfg.NATS.Prefix, MaxArgsSize: e.cfg.Coordinator.MaxArgsSize})
 	if err != nil {
 		return "", err
 	}
-	srv, err := web.New(web.Config{Client: client, AdminToken: adminToken, ReadToken: readToken, Group: e.cfg.Web.Group,
-		Logger: e.log.With("component", "web")})
+	srv, err := web.New(web.Config{Client: client, AdminToken: tokens.admin, ReadToken: tokens.read, Group: e.cfg.Web.Group,
+		AdminTokenFile: tokens.adminFile, ReadTokenFile: tokens.readFile, Logger: e.log.With("component", "web")})
 	if err != nil {
 		return "", err
 	}
@@ -85,6 +92,9 @@ func devWebToken(configured, dir, file string) (token, path string, err error) {
 		return configured, "", nil
 	}
 	path = filepath.Join(dir, file)
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // the login page and the log name it, read from anywhere
+	}
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 16 {
 		return strings.TrimSpace(string(b)), path, nil
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {

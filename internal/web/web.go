@@ -29,11 +29,13 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"html"
 	"io/fs"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"regexp"
 	"sync"
 	"time"
 
@@ -80,6 +82,11 @@ type Config struct {
 	// logged in with it; one more is answered 429. Default 20 and 40.
 	ReadRate  float64
 	ReadBurst int
+	// AdminTokenFile and ReadTokenFile name the files that hold the tokens
+	// (fairway dev writes them into its dev dir), for the login page to
+	// say where they are. Empty: the page names the configuration keys.
+	AdminTokenFile string
+	ReadTokenFile  string
 }
 
 // Server is the dashboard and HTTP API. It is an http.Handler.
@@ -143,8 +150,45 @@ func New(cfg Config) (*Server, error) {
 	ui, _ := fs.Sub(uiFiles, "ui")
 	static := http.FileServerFS(ui)
 	s.mux.Handle("GET /", securityHeaders(static))
+	if cfg.AdminTokenFile != "" || cfg.ReadTokenFile != "" {
+		page, err := indexPage(ui, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.mux.Handle("GET /{$}", securityHeaders(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = w.Write(page)
+		})))
+	}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	return s, nil
+}
+
+// loginHintRE finds the login page's paragraph that says where the token is.
+var loginHintRE = regexp.MustCompile(`(?s)<p id="login-hint">.*?</p>`)
+
+// indexPage is the dashboard's page with a login paragraph that names the
+// files holding the tokens (Config.AdminTokenFile and ReadTokenFile).
+func indexPage(ui fs.FS, cfg Config) ([]byte, error) {
+	page, err := fs.ReadFile(ui, "index.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: reading the dashboard's page: %w", err)
+	}
+	if !loginHintRE.Match(page) {
+		return nil, errors.New(`web: the dashboard's page has no <p id="login-hint">`)
+	}
+	where := func(role, file, key string) string {
+		if file != "" {
+			return role + " token is in <code>" + html.EscapeString(file) + "</code>"
+		}
+		return role + " token is the one set as <code>" + key + "</code>"
+	}
+	tokens := "The " + where("admin", cfg.AdminTokenFile, "web.admin-token")
+	if cfg.ReadToken != "" {
+		tokens += "; the " + where("read-only", cfg.ReadTokenFile, "web.read-token")
+	}
+	hint := `<p id="login-hint">Paste the dashboard token. <code>fairway dev</code> prints a link that logs you in. ` + tokens + `.</p>`
+	return loginHintRE.ReplaceAllLiteral(page, []byte(hint)), nil
 }
 
 // ServeHTTP serves the dashboard and the API.
