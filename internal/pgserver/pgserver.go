@@ -298,7 +298,9 @@ func (s *Server) initCluster(ctx context.Context) (trusting bool, err error) {
 			return false, fmt.Errorf("pgserver: the cluster in %s was created by PostgreSQL %s but the binaries in %s are version %s; install PostgreSQL %s or remove %s", s.dir, v, s.binDir, binVersion, v, s.dir)
 		}
 		if pid := s.runningPID(); pid != 0 {
-			return false, fmt.Errorf("pgserver: PostgreSQL already running in %s (pid %d); stop it or remove the pid file", s.dir, pid)
+			// A live server: its pid file must stay (pg_ctl ignores a stale one).
+			return false, fmt.Errorf("pgserver: PostgreSQL already running in %s (pid %d), not started by this process (left by one that was killed?): stop it (kill %d, or pg_ctl stop -D %s as the user that owns it), then start again",
+				s.dir, pid, pid, s.dir)
 		}
 		return s.readPassword()
 	}

@@ -125,6 +125,8 @@ func TestAlreadyRunning(t *testing.T) {
 
 	_, err := pgserver.Start(t.Context(), pgserver.Options{Dir: dir})
 	require.ErrorContains(t, err, "PostgreSQL already running in "+dir)
+	require.ErrorContains(t, err, "stop it (kill ")
+	require.NotContains(t, err.Error(), "pid file", "a live server's pid file is not to be removed")
 }
 
 func TestLongDirUsesTCPOnly(t *testing.T) {
