@@ -344,7 +344,7 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 	if lim != nil {
 		if keys := lim.rates.unread(groups, p.Tasks); len(keys) > 0 {
 			extra = append(extra, func(b *pgx.Batch) {
-				b.Queue(claimRateBucketsSQL, keys).Query(lim.rates.readBuckets(keys))
+				b.Queue(claimRateBucketsSQL, keys).Query(lim.rates.readBuckets())
 			})
 		}
 	}

@@ -51,7 +51,8 @@ type rates struct {
 	task      map[string]rateLimit    // a task's, over the cluster
 	group     map[string]rateLimit    // a group's ("*": each group's)
 	taskGroup map[[2]string]rateLimit // a task's in a group (group "*": each group's)
-	tokens    map[string]float64      // by bucket key, as of this claim
+	tokens    map[string]float64      // by bucket key, as of asof
+	asof      map[string]time.Time    // when each bucket was read (PostgreSQL's clock)
 	taken     map[string]bool         // buckets to write back
 	// blocked: a job was passed over for a rate. The limits make a claim
 	// find work later that no change will announce: the coordinators wake
@@ -71,7 +72,7 @@ const RateRetry = 50 * time.Millisecond
 
 func newRates() *rates {
 	return &rates{task: map[string]rateLimit{}, group: map[string]rateLimit{}, taskGroup: map[[2]string]rateLimit{},
-		tokens: map[string]float64{}, taken: map[string]bool{}}
+		tokens: map[string]float64{}, asof: map[string]time.Time{}, taken: map[string]bool{}}
 }
 
 func (r *rates) empty() bool {
@@ -148,29 +149,26 @@ func (r *rates) unread(groups, tasks []string) []string {
 	return keys
 }
 
-// readBuckets reads claim_rate_buckets.sql's rows for keys: each bucket's
-// tokens refilled to now; a bucket never taken from is full.
-func (r *rates) readBuckets(keys []string) func(pgx.Rows) error {
+// readBuckets reads claim_rate_buckets.sql's rows: each bucket's
+// tokens refilled to the time of the read; a bucket never taken from is
+// full.
+func (r *rates) readBuckets() func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
-		stored := map[string][2]float64{}
 		var key string
-		var tokens, elapsed float64
-		if _, err := pgx.ForEachRow(rows, []any{&key, &tokens, &elapsed}, func() error {
-			stored[key] = [2]float64{tokens, elapsed}
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			l := r.limitOfKey(k)
-			s, ok := stored[k]
-			if !ok {
-				r.tokens[k] = l.starts
-				continue
+		var tokens *float64
+		var elapsed *float64
+		var asof time.Time
+		_, err := pgx.ForEachRow(rows, []any{&key, &tokens, &elapsed, &asof}, func() error {
+			l := r.limitOfKey(key)
+			r.asof[key] = asof
+			if tokens == nil || elapsed == nil {
+				r.tokens[key] = l.starts
+				return nil
 			}
-			r.tokens[k] = math.Min(l.starts, s[0]+s[1]*l.starts/l.period.Seconds())
-		}
-		return nil
+			r.tokens[key] = math.Min(l.starts, *tokens+max(*elapsed, 0)*l.starts/l.period.Seconds())
+			return nil
+		})
+		return err
 	}
 }
 
@@ -246,10 +244,11 @@ func (r *rates) save(b *pgx.Batch) {
 	}
 	keys := make([]string, 0, len(r.taken))
 	tokens := make([]float64, 0, len(r.taken))
+	asof := make([]time.Time, 0, len(r.taken))
 	for k := range r.taken {
-		keys, tokens = append(keys, k), append(tokens, r.tokens[k])
+		keys, tokens, asof = append(keys, k), append(tokens, r.tokens[k]), append(asof, r.asof[k])
 	}
-	b.Queue(claimRateSaveSQL, keys, tokens)
+	b.Queue(claimRateSaveSQL, keys, tokens, asof)
 }
 
 // RateLimits lists the rate limits.
