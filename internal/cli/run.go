@@ -71,8 +71,13 @@ elsewhere), so that the fail demo moves while you watch.
 
 --database-url and --nats-url use external servers instead. Ctrl-C stops
 everything, PostgreSQL included, once the running jobs have finished (at most
---drain-timeout); a second Ctrl-C cancels them, and a third exits at once.
-The data stays for the next run.`,
+--drain-timeout); a second Ctrl-C cancels them (they go back to waiting, no
+attempt counted, their logs kept), and a third exits at once. The data stays
+for the next run.
+
+One fairway dev runs per dev dir: it locks <dev-dir>/dev.lock before it starts
+anything, and a second one on the same directory exits at once, naming the
+process that holds it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.runDev(cmd.Context()) },
 	}, keys...)
