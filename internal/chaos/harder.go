@@ -784,7 +784,8 @@ func grepLog(path, s string) string {
 const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
 
 // clockStep: coordinator-1's clock (coordinator.Config.HostClock, through the
-// test-only FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call) jumps
+// fault hook FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call, of the
+// fairwaychaos build: internal/cli/chaosclock_fairwaychaos.go) jumps
 // one hour ahead under load, and jumps again at each further fault.
 // Leases and periodic tasks use PostgreSQL's now(), so jobs must be
 // unaffected and the periodic task must keep its 2 s cadence.
@@ -856,6 +857,9 @@ func clockStep(base ClusterOptions) Scenario {
 				return err
 			}
 			defer db.Close()
+			if log := r.C.Coordinators[0].log; !strings.Contains(readFile(log), "chaos: host clock offset") {
+				return fmt.Errorf("%s never armed the clock hook (a fairway binary built without -tags fairwaychaos?): log %s", r.C.Coordinators[0].Name, log)
+			}
 			last := r.faults[len(r.faults)-1]
 			var before, after int
 			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE submitted < $1), count(*) FILTER (WHERE submitted >= $1)

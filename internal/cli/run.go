@@ -323,7 +323,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		Logger:    e.log.With("component", "coordinator"),
 		Metrics:   e.registry(),
 		Tracer:    tracer,
-		HostClock: chaosClock(), // test-only, nil unless FAIRWAYCHAOS_CLOCK_OFFSET_FILE is set
+		HostClock: chaosClock(e.log), // nil but in the fault suite's build, see chaosclock.go
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -349,23 +349,6 @@ func keepIfZero(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// chaosClock is a TEST-ONLY hook of the fault-injection suite
-// (internal/chaos): with FAIRWAYCHAOS_CLOCK_OFFSET_FILE set, the
-// coordinator's host clock (coordinator.Config.HostClock) is the real one
-// plus the duration in that file (e.g. 1h), read at every call so that the
-// suite can step it. Nil, the real clock, otherwise.
-func chaosClock() func() time.Time {
-	file := os.Getenv("FAIRWAYCHAOS_CLOCK_OFFSET_FILE")
-	if file == "" {
-		return nil
-	}
-	return func() time.Time {
-		b, _ := os.ReadFile(file)
-		off, _ := time.ParseDuration(strings.TrimSpace(string(b)))
-		return time.Now().Add(off)
-	}
 }
 
 func newCoordinatorCmd(e *env) *cobra.Command {
