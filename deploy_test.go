@@ -48,7 +48,7 @@ func TestSystemdUnitsAreHardened(t *testing.T) {
 				t.Errorf("%s:%d: not a comment, a section or Key=Value in a section: %q", unit, n, line)
 			}
 		}
-		f.Close()
+		_ = f.Close() // only read
 		for _, want := range required {
 			if !has["[Service]"+want] {
 				t.Errorf("%s: [Service] lacks %s", unit, want)

@@ -452,7 +452,7 @@ func CheckName(field, name string) error {
 		return Invalid(field, "%q is longer than %d characters", name, MaxNameLength)
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !isNameRune(r) {
 			return Invalid(field, "%q contains %q: only letters, digits, '-' and '_' are allowed (it must be one NATS subject token)", name, r)
 		}
 	}
@@ -464,7 +464,7 @@ func checkID(id string) error {
 		return Invalid("id", "%d characters exceeds the limit of %d", len(id), MaxIDLength)
 	}
 	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
+		if !isNameRune(r) && r != '.' && r != ':' {
 			return Invalid("id", "%q contains %q: only letters, digits, '-', '_', '.' and ':' are allowed", id, r)
 		}
 	}
@@ -478,4 +478,10 @@ func NewID() string {
 		panic(fmt.Sprintf("fairway: generating a job id: %v", err))
 	}
 	return id.String()
+}
+
+// isNameRune says whether r may be in a name: an ASCII letter or digit,
+// '-' or '_'.
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }

@@ -177,7 +177,7 @@ func hex4(data []byte, i int) (rune, bool) {
 	if i+4 > len(data) {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 32)
+	n, err := strconv.ParseUint(string(data[i:i+4]), 16, 16)
 	return rune(n), err == nil
 }
 

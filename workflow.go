@@ -125,7 +125,7 @@ func (w *Workflow) Normalize(group string, maxArgs int64, defaultRetries int) ([
 	byRef := make(map[string]int, n)
 	for i := range w.Jobs {
 		j := &w.Jobs[i]
-		if err := j.Submission.Normalize(group, "", maxArgs, defaultRetries); err != nil {
+		if err := j.Normalize(group, "", maxArgs, defaultRetries); err != nil {
 			return nil, inJob(i, err)
 		}
 		if j.Ref == "" {

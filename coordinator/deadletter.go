@@ -43,7 +43,7 @@ func deliveries(msg jetstream.Msg) uint64 {
 // then moved to the dead-letter stream (and before that, onDead runs, to
 // tell the tenant, say). The rest of its batch is not held up by it.
 func (d *deadLetters) refused(ctx context.Context, kind string, msg jetstream.Msg, reason string, onDead func()) {
-	if n := deliveries(msg); n < uint64(d.after) {
+	if n := deliveries(msg); d.after < 0 || n < uint64(d.after) {
 		d.log.Warn("PostgreSQL refused a message; it is tried again, and dead-lettered after "+strconv.Itoa(d.after)+" deliveries",
 			"kind", kind, "subject", msg.Subject(), "deliveries", n, "reason", reason)
 		_ = msg.NakWithDelay(retryAfterOutage)

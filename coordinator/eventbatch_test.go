@@ -177,7 +177,7 @@ func TestEncodeEventAsJSONMarshal(t *testing.T) {
 			}
 			b := make([]byte, r.IntN(40))
 			for k := range b {
-				b[k] = byte(r.IntN(256))
+				b[k] = byte(r.IntN(256)) //nolint:gosec // G115: IntN(256) is 0-255
 			}
 			return string(b)
 		}

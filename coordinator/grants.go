@@ -108,7 +108,7 @@ func checkToken(field, v string, max int) error {
 		return fairway.Invalid(field, "%d characters: at most %d", len(v), max)
 	}
 	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+		if letterOrDigit := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'; !letterOrDigit && !strings.ContainsRune("._:-", r) {
 			return fairway.Invalid(field, "%q contains %q: only letters, digits, '.', '_', ':' and '-' are allowed", v, r)
 		}
 	}

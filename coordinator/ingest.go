@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -539,13 +540,18 @@ func messageID(msg jetstream.Msg) string {
 	if err != nil {
 		return fairway.NewID()
 	}
+	return sequenceID(meta.Stream, meta.Sequence.Stream, meta.Timestamp)
+}
+
+// sequenceID is the UUIDv7 of the message at sequence seq of stream, stored
+// at t: t's milliseconds, then a hash of the stream and sequence.
+func sequenceID(stream string, seq uint64, t time.Time) string {
 	var u uuid.UUID
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", meta.Stream, meta.Sequence.Stream))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d", stream, seq))
 	copy(u[6:], sum[:10])
-	ms := uint64(meta.Timestamp.UnixMilli())
-	for i := range 6 {
-		u[i] = byte(ms >> (8 * (5 - i)))
-	}
+	var ms [8]byte // the time in milliseconds, of which UUIDv7 takes the low 48 bits
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(u[:6], ms[2:])
 	u[6] = u[6]&0x0f | 0x70 // version 7
 	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
 	return u.String()

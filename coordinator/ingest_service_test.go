@@ -92,16 +92,10 @@ func (h *ingestHarness) publish(t *testing.T, subject string, bodies ...string) 
 	}
 }
 
-// startConsumers returns consumers whose loops run until the test ends,
+// startServices returns consumers whose loops run until the test ends,
 // stopped as Coordinator.Stop stops them: drained, then the loops
-// cancelled and waited for, before the test's other cleanups run.
-func startConsumers(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (context.Context, *consumers) {
-	ctx, cs, _ := startServices(t, js, nc)
-	return ctx, cs
-}
-
-// startServices is startConsumers with the subscriptions too, drained
-// first as Coordinator.Stop drains them.
+// cancelled and waited for, before the test's other cleanups run; and the
+// subscriptions, drained first as Coordinator.Stop drains them.
 func startServices(t *testing.T, js jetstream.JetStream, nc *nats.Conn) (context.Context, *consumers, *subscriptions) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

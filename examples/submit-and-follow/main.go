@@ -41,7 +41,7 @@ func main() {
 
 	nc, err := nats.Connect(*natsURL)
 	if err != nil {
-		log.Fatalf("connecting to %s: %v", *natsURL, err)
+		log.Fatalf("connecting to %q: %v", *natsURL, err) //nolint:gosec // G706: %q quotes the flag: no line break reaches the log
 	}
 	defer nc.Close()
 	client, err := events.NewClient(nc, events.ClientOptions{})
@@ -97,6 +97,6 @@ func main() {
 			os.Exit(1)
 		}
 	case <-ctx.Done():
-		log.Fatalf("job %s: no final state: %v", id, ctx.Err())
+		log.Fatalf("job %q: no final state: %v", id, ctx.Err()) //nolint:gosec // G706: %q quotes the id
 	}
 }

@@ -218,8 +218,9 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 		pgCPU = "no cpu_us_per_job_pg: " + pgCPU
 	}
 	if !opts.JSON {
-		fmt.Fprintf(opts.Out, "# PostgreSQL %s\n", settings)
-		fmt.Fprintf(opts.Out, "# %s; %s\n", pgCPU, cpuProcesses(opts))
+		if _, err := fmt.Fprintf(opts.Out, "# PostgreSQL %s\n# %s; %s\n", settings, pgCPU, cpuProcesses(opts)); err != nil {
+			return err
+		}
 	}
 	for _, name := range names {
 		opts.Logger.Info("bench: running scenario", "scenario", name)
@@ -233,9 +234,11 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintln(opts.Out, string(data))
-		} else {
-			fmt.Fprintln(opts.Out, res)
+			if _, err := fmt.Fprintln(opts.Out, string(data)); err != nil {
+				return err
+			}
+		} else if _, err := fmt.Fprintln(opts.Out, res); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -376,7 +379,11 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		if err != nil {
 			return nil, err
 		}
-		s.cleanup = append(s.cleanup, func() { os.RemoveAll(dir) })
+		s.cleanup = append(s.cleanup, func() {
+			if err := os.RemoveAll(dir); err != nil {
+				opts.Logger.Warn("bench: cannot remove the NATS store", "dir", dir, "error", err)
+			}
+		})
 		if len(opts.CoordinatorCommand) > 0 && len(opts.NATSCommand) > 0 {
 			if natsURL, err = s.startNATSProcess(dir); err != nil {
 				return nil, err
@@ -434,7 +441,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 // speed), its logs at warn on stderr, and waits until it answers.
 func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL string) error {
 	c := s.opts.CoordinatorCommand
-	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--nats-url", natsURL)...)
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--nats-url", natsURL)...) //nolint:gosec // G204: the caller's own command (fairway bench: its own binary)
 	// The database URL may hold a password: in the environment, not on a
 	// command line that other users can read.
 	cmd.Env = append(os.Environ(), "FAIRWAY_DATABASE_URL="+dbURL, "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
@@ -449,13 +456,7 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 	go func() { exited <- cmd.Wait() }()
 	s.coordPid = cmd.Process.Pid
 	s.cleanup = append(s.cleanup, func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		s.stopProcess("the coordinator", cmd, exited, func() error { return cmd.Process.Signal(syscall.SIGTERM) })
 	})
 	// It answers once it has migrated and made its streams.
 	deadline := time.Now().Add(time.Minute)
@@ -477,13 +478,32 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 	}
 }
 
+// stopProcess asks a child to stop, waits up to 30 s for it to exit, else
+// kills it, and says so when it did not stop cleanly.
+func (s *system) stopProcess(name string, cmd *exec.Cmd, exited <-chan error, ask func() error) {
+	if err := ask(); err != nil {
+		s.opts.Logger.Warn("bench: cannot ask "+name+" to stop: killing it", "pid", cmd.Process.Pid, "error", err)
+	}
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		s.opts.Logger.Warn("bench: "+name+" did not stop within 30 s: killing it", "pid", cmd.Process.Pid)
+		_ = cmd.Process.Kill() // fails only if it has just exited
+		err = <-exited
+	}
+	if err != nil {
+		s.opts.Logger.Warn("bench: "+name+" did not stop cleanly", "pid", cmd.Process.Pid, "error", err)
+	}
+}
+
 // startNATSProcess runs the NATS command with its store in dir, and
 // returns the client URL it prints once it accepts connections. Its stdin
 // is a pipe that only this process holds: closing it (or this process
 // ending) stops the server.
 func (s *system) startNATSProcess(dir string) (string, error) {
 	c := s.opts.NATSCommand
-	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--store-dir", dir)...)
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--store-dir", dir)...) //nolint:gosec // G204: the caller's own command (fairway bench: its own binary)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -505,15 +525,7 @@ func (s *system) startNATSProcess(dir string) (string, error) {
 		exited <- cmd.Wait()
 	}()
 	s.natsPid = cmd.Process.Pid
-	s.cleanup = append(s.cleanup, func() {
-		_ = stdin.Close()
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	s.cleanup = append(s.cleanup, func() { s.stopProcess("the NATS server", cmd, exited, stdin.Close) })
 	select {
 	case url := <-urls:
 		if !strings.HasPrefix(url, "nats://") {
@@ -727,7 +739,9 @@ func peakRSSMiB(pid int) float64 {
 	for line := range strings.Lines(string(data)) {
 		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			var kb float64
-			fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb)
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb); err != nil {
+				return 0
+			}
 			return kb / 1024
 		}
 	}

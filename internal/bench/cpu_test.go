@@ -56,14 +56,16 @@ func init() {
 		if err := live.Start(); err != nil {
 			panic(err)
 		}
-		fmt.Fprintln(stdin, "go")
+		if _, err := fmt.Fprintln(stdin, "go"); err != nil {
+			panic(err)
+		}
 		if line, _ := bufio.NewReader(stdout).ReadString('\n'); line != "done\n" {
 			panic("busy child: " + line)
 		}
 		burn(burnTime)
 		fmt.Println("done")
 		_, _ = io.Copy(io.Discard, in)
-		stdin.Close()
+		_ = stdin.Close() // the child's cue to end: it ends with the test anyway
 		_ = live.Wait()
 	}
 	os.Exit(0)
@@ -100,7 +102,7 @@ func startHelper(t *testing.T, mode string) (pid int, run func()) {
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
-		stdin.Close()
+		_ = stdin.Close() // the helper's cue to end
 		_ = cmd.Wait()
 	})
 	out := bufio.NewReader(stdout)

@@ -35,7 +35,9 @@ func suiteSetup(t *testing.T, prefix string) (dir string, bin Binaries, pg *PG) 
 	}
 	t.Cleanup(func() {
 		if !t.Failed() {
-			os.RemoveAll(dir)
+			if err := os.RemoveAll(dir); err != nil {
+				t.Logf("removing %s: %v", dir, err)
+			}
 		}
 	})
 	bin, err = Build(t.Context(), filepath.Join(dir, "bin"))

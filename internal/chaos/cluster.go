@@ -139,7 +139,7 @@ func (p *Proc) Start() error {
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written to it
 		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
 	p.cmd, p.done, p.exitErr = cmd, make(chan struct{}), nil
@@ -160,9 +160,11 @@ func (p *Proc) Start() error {
 	done := p.done
 	go func() {
 		err := cmd.Wait()
-		pw.Close()
+		_ = pw.Close() // a pipe's Close never fails
 		<-copied
-		f.Close()
+		if cerr := f.Close(); cerr != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %s: closing its log %s: %v\n", p.Name, f.Name(), cerr)
+		}
 		p.mu.Lock()
 		p.exitErr = err
 		p.mu.Unlock()
@@ -391,7 +393,7 @@ func waitHealthz(port int, timeout time.Duration) error {
 		if err == nil {
 			_ = conn.SetReadDeadline(time.Now().Add(time.Second))
 			line, rerr := bufio.NewReader(conn).ReadString('\n')
-			conn.Close()
+			_ = conn.Close() // only read from
 			if rerr == nil && strings.HasPrefix(line, "INFO") {
 				return nil
 			}

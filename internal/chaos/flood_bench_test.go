@@ -38,7 +38,11 @@ func BenchmarkListFloodProcesses(b *testing.B) {
 	if err := os.Chmod(dir, 0o755); err != nil { // PostgreSQL runs as postgres under root
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			b.Logf("removing %s: %v", dir, err)
+		}
+	}()
 	ctx := context.Background()
 	bin, err := Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {

@@ -212,8 +212,8 @@ func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, 
 		consumers := stream.ListConsumers(ctx)
 		for info := range consumers.Info() {
 			listed++
-			pending += int(info.NumPending) + info.NumAckPending
-			deliveries += int(info.Delivered.Consumer) // every delivery, redeliveries too
+			pending += int(info.NumPending) + info.NumAckPending //nolint:gosec // G115: a test stream's message counts, far below 2^63
+			deliveries += int(info.Delivered.Consumer)           //nolint:gosec // G115: as above; every delivery, redeliveries too
 		}
 		// A work-queue stream is empty once every message is acknowledged
 		// (a group whose consumer is not made yet still has its messages).
@@ -510,12 +510,18 @@ func postgresIDs() (*userIDs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("running as root, PostgreSQL needs a postgres user: %w", err)
 	}
-	uid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	uid, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("the postgres user's uid: %w", err)
+	}
 	out, err = exec.Command("id", "-g", "postgres").Output()
 	if err != nil {
 		return nil, err
 	}
-	gid, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+	gid, err := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("the postgres user's gid: %w", err)
+	}
 	return &userIDs{uid: uint32(uid), gid: uint32(gid)}, nil
 }
 
@@ -620,7 +626,7 @@ func fill(dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // on a full disk the close may fail too: filling it was the point
 	buf := make([]byte, 256<<10)
 	var n int64
 	for {

@@ -90,12 +90,12 @@ func (n *Netns) Bridge(port int) error {
 }
 
 func forward(in net.Conn, port int) {
-	defer in.Close()
+	defer func() { _ = in.Close() }() // a proxied connection: its ends see what they see
 	out, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return
 	}
-	defer out.Close()
+	defer func() { _ = out.Close() }()
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
@@ -106,7 +106,7 @@ func forward(in net.Conn, port int) {
 func (n *Netns) Close() {
 	n.mu.Lock()
 	for _, ln := range n.bridged {
-		ln.Close()
+		_ = ln.Close() // the namespace is deleted next: nothing is left to retry
 	}
 	n.bridged = map[int]net.Listener{}
 	n.mu.Unlock()

@@ -25,7 +25,7 @@ func (n *Netns) listen(addr string) (net.Listener, error) {
 			ch <- result{err: err}
 			return
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }() // opened to read its fd
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 			ch <- result{err: fmt.Errorf("setns %s: %w", n.Name, err)}
 			return

@@ -408,7 +408,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+		if lowerOrDigit := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'; !lowerOrDigit {
 			b[i] = '_'
 		}
 	}

@@ -123,19 +123,6 @@ func (t *Trace) outcomes(executor string) map[string]int {
 	return out
 }
 
-// jobsWithOutcome lists the jobs that had a run ending in outcome.
-func (t *Trace) jobsWithOutcome(outcome string) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var ids []string
-	for _, e := range t.runs {
-		if e.outcome == outcome {
-			ids = append(ids, e.jobID)
-		}
-	}
-	return ids
-}
-
 // waitFor waits until cond holds, re-checking on every change.
 func (t *Trace) waitFor(ctx context.Context, what string, cond func() bool) error {
 	for {

@@ -66,8 +66,10 @@ func readableFile(path string) error {
 	return err
 }
 
+// readSecretFile reads a file the configuration names (a credentials,
+// token or key file of the user's).
 func readSecretFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G304: reading the file the user configured is the point
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the file: %w", err)
 	}

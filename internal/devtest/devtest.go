@@ -19,7 +19,7 @@ func FreePort(t testing.TB) int {
 	if err != nil {
 		t.Fatalf("devtest: finding a free port: %v", err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only listened on to learn a free port
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
@@ -35,7 +35,11 @@ func Dir(t testing.TB, pattern string) string {
 	if err != nil {
 		t.Fatalf("devtest: %v", err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("devtest: removing %s: %v", dir, err)
+		}
+	})
 	return dir
 }
 

@@ -36,7 +36,7 @@ func New(w io.Writer, level, format string) (*slog.Logger, error) {
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{
+	return slog.New(tint.NewTextHandler(w, &tint.Options{
 		Level:      lvl,
 		TimeFormat: "15:04:05.000",
 		NoColor:    !tty || os.Getenv("NO_COLOR") != "",

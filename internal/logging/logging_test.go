@@ -45,8 +45,8 @@ func TestText(t *testing.T) {
 func TestNotATerminal(t *testing.T) {
 	f, err := os.CreateTemp(t.TempDir(), "log")
 	require.NoError(t, err)
-	defer f.Close()
 	require.False(t, isTerminal(f))
+	require.NoError(t, f.Close())
 }
 
 func TestErrors(t *testing.T) {

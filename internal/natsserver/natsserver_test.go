@@ -78,7 +78,7 @@ func TestStartPortInUse(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only holds the port
 	port := ln.Addr().(*net.TCPAddr).Port
 
 	_, err = natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Host: "127.0.0.1", Port: port})

@@ -258,7 +258,8 @@ func (s *Server) setUser() error {
 // It reads or makes the superuser's password, and tells whether the
 // cluster still trusts local connections (made by an older version).
 func (s *Server) initCluster(ctx context.Context) (trusting bool, err error) {
-	if err := os.MkdirAll(filepath.Dir(s.dir), 0o755); err != nil {
+	// 0755: as root, PostgreSQL runs as the postgres user, which must be able to enter the parents.
+	if err := os.MkdirAll(filepath.Dir(s.dir), 0o755); err != nil { //nolint:gosec // G301: see above
 		return false, fmt.Errorf("pgserver: %w", err)
 	}
 	if err := os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -408,7 +409,7 @@ func (s *Server) createDatabase(ctx context.Context) (version string, err error)
 // run runs a PostgreSQL binary as the server's user, with the data directory as
 // working directory, and returns its combined output.
 func (s *Server) run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.binDir, name), args...) //nolint:gosec // G204: PostgreSQL's own binaries (initdb, pg_ctl, postgres) from FindBinaries
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = s.attr
 	// On cancellation interrupt rather than kill, so that initdb removes a
@@ -436,17 +437,17 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }() // only listened on to learn a free port
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // logTail returns the last n lines of the file at path, or a note why it can't.
 func logTail(path string, n int) string {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // G304: the server's own log, in its data directory
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // only read
 	const maxRead = 64 << 10
 	if fi, err := f.Stat(); err == nil && fi.Size() > maxRead {
 		_, _ = f.Seek(-maxRead, io.SeekEnd)

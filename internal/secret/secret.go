@@ -64,13 +64,13 @@ func WriteFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // fails once renamed
+	defer func() { _ = os.Remove(f.Name()) }() // fails once renamed: nothing left to remove
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+		_ = f.Close() // the error to report is Chmod's
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close() // the error to report is Write's
 		return err
 	}
 	if err := f.Close(); err != nil {
