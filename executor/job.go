@@ -233,7 +233,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	}
 	e.metrics.started(job.Job, start)
 	ctx, span := e.runSpan(rj.ctx, job)
-	err, panicked := e.call(ctx, rj, h)
+	panicked, err := e.call(ctx, rj, h)
 	e.observeRun(time.Since(start))
 	out := e.outcome(rj, err, panicked)
 	endRunSpan(span, out)
@@ -276,7 +276,7 @@ func timeoutOutcome(d time.Duration) outcome {
 
 // call runs the handler with ctx (the job's, carrying its run span),
 // turning a panic into an error and a log line with the stack.
-func (e *Executor) call(ctx context.Context, rj *runningJob, h Handler) (err error, panicked any) {
+func (e *Executor) call(ctx context.Context, rj *runningJob, h Handler) (panicked any, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			panicked = v
@@ -286,7 +286,7 @@ func (e *Executor) call(ctx context.Context, rj *runningJob, h Handler) (err err
 				Message: truncate(fmt.Sprintf("panic: %v\n%s", v, stack))})
 		}
 	}()
-	return h(ctx, rj.job), nil
+	return nil, h(ctx, rj.job)
 }
 
 // outcome maps a handler's return to the job's outcome.

@@ -337,7 +337,7 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 	if sh != nil {
 		// Any group may take every slot: its virtual time decides.
 		for i := range share {
-			share[i] = int32(limit)
+			share[i] = int32(limit) //nolint:gosec // G115: a claim's limit is the dispatch request's slots, at most 10,000
 		}
 		extra = append(extra, sh.queueRead(groups, p.Tasks))
 	}

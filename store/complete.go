@@ -218,7 +218,7 @@ func attemptArrays(as []Attempt) attemptColumns {
 	c := attemptColumns{groups: make([]string, n), ids: make([]string, n), workers: make([]string, n),
 		instances: make([]string, n), attempts: make([]int32, n)}
 	for i, a := range as {
-		c.groups[i], c.ids[i], c.attempts[i], c.workers[i], c.instances[i] = a.Group, a.JobID, int32(a.Attempt), a.Worker, a.Instance
+		c.groups[i], c.ids[i], c.attempts[i], c.workers[i], c.instances[i] = a.Group, a.JobID, int32(a.Attempt), a.Worker, a.Instance //nolint:gosec // G115: attempts count from 0 to max_retries+1, at most 101
 	}
 	return c
 }

@@ -247,7 +247,7 @@ func (s *Store) BlockedDependents(ctx context.Context, ended []fairway.JobRef, l
 			batch.Queue(blockedDependentsSQL, g, ids[g], limit+1)
 		}
 		br := tx.SendBatch(ctx, batch)
-		defer br.Close()
+		defer func() { _ = br.Close() }() // on an early return its error is returned; else Close's, below
 		for _, g := range groups {
 			rows, err := br.Query()
 			if err != nil {

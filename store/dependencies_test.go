@@ -53,7 +53,7 @@ func finish(t *testing.T, s *store.Store, g, id string, kind fairway.Outcome) []
 
 func ended(refs ...string) []fairway.JobRef {
 	var out []fairway.JobRef
-	for i := 0; i < len(refs); i += 2 {
+	for i := 0; i+1 < len(refs); i += 2 {
 		out = append(out, fairway.JobRef{Group: refs[i], ID: refs[i+1]})
 	}
 	return out

@@ -23,7 +23,7 @@ func ExampleInsertTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer tx.Rollback(ctx) // a no-op once committed
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op once committed
 	if _, err := tx.Exec(ctx, "INSERT INTO invoice (id, customer) VALUES ($1, $2)", 1042, "acme"); err != nil {
 		log.Fatal(err)
 	}

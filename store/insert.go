@@ -378,9 +378,9 @@ func (r *insertRows) add(sub fairway.Submission, pos int, handOver bool) {
 	r.priority, r.tracker, r.state = append(r.priority, string(sub.Priority)), append(r.tracker, sub.Tracker), append(r.state, string(state))
 	maxRetries := int32(0)
 	if sub.MaxRetries != nil {
-		maxRetries = int32(*sub.MaxRetries)
+		maxRetries = int32(*sub.MaxRetries) //nolint:gosec // G115: Normalize bounds it to 0..MaxRetriesLimit (100)
 	}
-	r.maxRetries, r.pos = append(r.maxRetries, maxRetries), append(r.pos, int32(pos))
+	r.maxRetries, r.pos = append(r.maxRetries, maxRetries), append(r.pos, int32(pos)) //nolint:gosec // G115: a place in one batch of submissions, far below 2^31
 	r.runAt, r.expiresAt, r.triggerAfter = append(r.runAt, sub.RunAt), append(r.expiresAt, sub.ExpiresAt), append(r.triggerAfter, sub.TriggerAfter)
 	var timeout int64
 	if sub.Timeout != "" {

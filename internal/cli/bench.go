@@ -83,7 +83,7 @@ server. Durability stays on; the output names the server's settings.`,
   fairway bench --scenario short-jobs --fairness time
   fairway bench --scenario all --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
 			ctx := cmd.Context()
 			opts.ServerURL = e.cfg.Database.URL
 			if opts.ServerURL == "" {
@@ -91,7 +91,11 @@ server. Durability stays on; the output names the server's settings.`,
 				if err != nil {
 					return err
 				}
-				defer pg.Stop()
+				defer func() {
+					if err := pg.Stop(); err != nil {
+						e.log.Warn("bench: cannot stop its PostgreSQL", "error", err)
+					}
+				}()
 				opts.ServerURL = pg.URL()
 			}
 			if e.cfg.Source("nats.url") != config.SourceDefault {
@@ -102,15 +106,20 @@ server. Durability stays on; the output names the server's settings.`,
 				}
 			}
 			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
+				f, err := os.Create(cpuProfile) //nolint:gosec // G304: the file the user named
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
-				defer f.Close()
 				if err := pprof.StartCPUProfile(f); err != nil {
+					_ = f.Close() // the error to report is the profile's
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
-				defer pprof.StopCPUProfile()
+				defer func() {
+					pprof.StopCPUProfile()
+					if err := f.Close(); err != nil && rerr == nil {
+						rerr = fmt.Errorf("--cpuprofile: %w", err)
+					}
+				}()
 			}
 			if !inProcess {
 				exe, err := os.Executable()

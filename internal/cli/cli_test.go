@@ -49,7 +49,7 @@ func TestDevEndToEnd(t *testing.T) {
 	dir, err := os.MkdirTemp("", "fairway-dev-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { require.NoError(t, os.RemoveAll(dir)) })
 	natsPort, pgPort, httpPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	dev := cli.StartDev(t, "Fairway is running", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
@@ -159,6 +159,7 @@ func TestDevEndToEnd(t *testing.T) {
 	defer periodicSub.Stop()
 	code, out, errOut = run(t, "periodic", "run-now", "nightly", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "periodic task nightly fires now")
 	select {
 	case ev := <-fired:
 		require.Equal(t, "nightly", ev.Periodic)
@@ -623,7 +624,7 @@ func scrapeUntil(t *testing.T, url string, want map[string]float64) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		resp, err := http.Get(url)
+		resp, err := http.Get(url) //nolint:gosec // G107: the test's own server
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -322,7 +322,7 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 	if err != nil {
 		return err
 	}
-	defer os.Remove(creds.Name())
+	defer func() { _ = os.Remove(creds.Name()) }() // a temporary file in the temporary directory: left there if this fails
 	_ = creds.Close()
 	if err := k.WriteCreds(creds.Name(), kind, name); err != nil {
 		return err

@@ -33,13 +33,13 @@ var errDevDirBusy = errors.New("in use by another fairway dev")
 // another process holds it, the error says which and what to do.
 func lockDevDir(dir string) (unlock func(), err error) {
 	path := filepath.Join(dir, devLockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) //nolint:gosec // G304: the lock file in the user's dev dir
 	if err != nil {
 		return nil, fmt.Errorf("locking the dev dir: %w", err)
 	}
 	held, err := tryLockFile(f)
 	if err != nil || held {
-		f.Close()
+		_ = f.Close() // opened only to lock
 		if err != nil {
 			return nil, fmt.Errorf("locking the dev dir: %s: %w", path, err)
 		}
@@ -64,7 +64,7 @@ func devDirBusy(dir string) error {
 		abs = dir
 	}
 	var holder devLockRecord
-	if data, err := os.ReadFile(filepath.Join(dir, devLockName)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(dir, devLockName)); err == nil { //nolint:gosec // G304: the dev dir's own lock file
 		_ = json.Unmarshal(data, &holder)
 	}
 	var about []string

@@ -62,7 +62,7 @@ func writeDevState(path string, st devState) error {
 		return err
 	}
 	tmp := f.Name()
-	defer os.Remove(tmp) // no-op once renamed
+	defer func() { _ = os.Remove(tmp) }() // fails once renamed: nothing left to remove
 	_, err = f.Write(append(data, '\n'))
 	if err == nil {
 		err = f.Chmod(0o600)
@@ -82,7 +82,7 @@ func writeDevState(path string, st devState) error {
 // readDevState reads the record at path.
 func readDevState(path string) (devState, error) {
 	var st devState
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(path) //nolint:gosec // G304: dev.json in the user's dev dir
 	if err != nil {
 		return st, err
 	}

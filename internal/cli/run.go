@@ -98,7 +98,8 @@ func (e *env) runDev(ctx context.Context) error {
 	if cfg.Source("scheduler.retry-delay") == config.SourceDefault {
 		cfg.Scheduler.RetryDelay = devRetryDelay
 	}
-	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil {
+	// 0755: as root, PostgreSQL runs as the postgres user, which must enter it.
+	if err := os.MkdirAll(cfg.Dev.Dir, 0o755); err != nil { //nolint:gosec // G301: see above
 		return fmt.Errorf("creating %s: %w", cfg.Dev.Dir, err)
 	}
 	// Before anything starts on the dev dir's data, and released after
@@ -672,7 +673,7 @@ From a second terminal:
 func sanitizeToken(s string) string {
 	b := []byte(s)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		if ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'; !ok {
 			b[i] = '-'
 		}
 	}

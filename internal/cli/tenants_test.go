@@ -24,7 +24,7 @@ func TestDevWithTenants(t *testing.T) {
 	dir, err := os.MkdirTemp("", "fairway-dev-tenants-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() { require.NoError(t, os.RemoveAll(dir)) })
 	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
 	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 	dev := cli.StartDev(t, "Fairway is running with tenant isolation", "--dev-dir", dir, "--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),

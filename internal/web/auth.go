@@ -183,6 +183,8 @@ func crossSite(r *http.Request) bool {
 }
 
 func (s *Server) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge,
+	// Secure whenever the request came over TLS; over the plain HTTP of a
+	// local dashboard a Secure cookie would never come back.
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge, //nolint:gosec // G124: see above
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }

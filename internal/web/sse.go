@@ -46,7 +46,9 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, c caller) er
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": live events\n\n")
+	if _, err := fmt.Fprint(w, ": live events\n\n"); err != nil {
+		return nil // the browser is gone
+	}
 	flusher.Flush()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
@@ -55,10 +57,14 @@ func (s *Server) liveEvents(w http.ResponseWriter, r *http.Request, c caller) er
 		case <-r.Context().Done():
 			return nil
 		case <-keepAlive.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil // the browser is gone: stop, before the request's context says so
+			}
 		case ev := <-ch:
 			data, _ := json.Marshal(ev)
-			fmt.Fprintf(w, "event: job\ndata: %s\n\n", data)
+			if _, err := fmt.Fprintf(w, "event: job\ndata: %s\n\n", data); err != nil {
+				return nil // as above
+			}
 		}
 		flusher.Flush()
 	}

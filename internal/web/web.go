@@ -206,7 +206,7 @@ func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 	go func() { _ = srv.Serve(netutil.LimitListener(ln, maxConnections)) }()
 	go func() {
 		<-ctx.Done()
-		shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second) // ctx is done: 2 s more to shut down
 		defer cancel()
 		_ = srv.Shutdown(shut)
 	}()
