@@ -14,8 +14,8 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/wirejson"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 )

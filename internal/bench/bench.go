@@ -29,7 +29,9 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
+	fstore "github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -405,7 +407,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 			return nil, err
 		}
 	} else {
-		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
+		if s.coord, err = coordinator.New(storeaccess.Public(s.store).(*fstore.Store), s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
 			Fairness: cfg.fairness}); err != nil {
 			return nil, err
 		}

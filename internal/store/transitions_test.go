@@ -16,7 +16,7 @@ import (
 	"strconv"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/stretchr/testify/require"
 )
 

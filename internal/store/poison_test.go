@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -117,7 +117,7 @@ func TestCountQueuedJobs(t *testing.T) {
 // with one value in 500 (0.2%) that PostgreSQL refuses (past validation,
 // as if it had not checked), alternating in the same run.
 //
-//	go test -run '^$' -bench InsertPoison -count 3 ./store/
+//	go test -run '^$' -bench InsertPoison -count 3 ./internal/store/
 func BenchmarkInsertPoison(b *testing.B) {
 	s := storetest.Open(b)
 	var clean, poison time.Duration

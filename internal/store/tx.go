@@ -19,8 +19,9 @@ var (
 	listenJobsSQL string
 )
 
-// TxOptions are the coordinators' submission settings that InsertTx
-// applies itself, since no coordinator sees these submissions.
+// TxOptions are the public store.TxOptions: the coordinators' submission
+// settings that InsertTx applies itself, since no coordinator sees these
+// submissions.
 type TxOptions struct {
 	// MaxArgsSize bounds a job's args. Defaults to
 	// fairway.DefaultMaxArgsSize (1 MiB).
@@ -30,8 +31,8 @@ type TxOptions struct {
 	Retries int
 }
 
-// InsertTx stores jobs in the caller's own transaction on Fairway's
-// database (River's InsertTx): they exist exactly when tx commits, their
+// InsertTx is the public store.InsertTx. It stores jobs in the caller's
+// own transaction on Fairway's database (River's InsertTx): they exist exactly when tx commits, their
 // events flow as any job's (the outbox rows are written in tx too), and
 // the coordinators are woken at the commit (LISTEN/NOTIFY), not at their
 // next poll. Each submission is validated as a coordinator would, but

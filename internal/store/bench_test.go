@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 )
 
 // BenchmarkClaim measures one fair claim of 50 jobs from a backlog of
 // 10,000 waiting jobs in 10 groups (refilled as it drains).
 //
-//	go test -run '^$' -bench Claim ./store/
+//	go test -run '^$' -bench Claim ./internal/store/
 func BenchmarkClaim(b *testing.B) {
 	s := storetest.Open(b)
 	ctx := b.Context()
@@ -61,7 +61,7 @@ func normalized(n int) []fairway.Submission {
 // BenchmarkInsertJobs measures storing a batch of 500 submissions (one
 // transaction, events included).
 //
-//	go test -run '^$' -bench InsertJobs ./store/
+//	go test -run '^$' -bench InsertJobs ./internal/store/
 func BenchmarkInsertJobs(b *testing.B) {
 	s := storetest.Open(b)
 	const batch = 500
@@ -81,7 +81,7 @@ func BenchmarkInsertJobs(b *testing.B) {
 // BenchmarkComplete measures applying a batch of success outcomes, of
 // several sizes: the cost per job must not grow with the batch.
 //
-//	go test -run '^$' -bench Complete ./store/
+//	go test -run '^$' -bench Complete ./internal/store/
 func BenchmarkComplete(b *testing.B) {
 	for _, batch := range []int{100, 1_000, 10_000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) { benchmarkComplete(b, batch) })
@@ -132,7 +132,7 @@ func benchmarkComplete(b *testing.B, batch int) {
 // the stats of the last hour in minutes over 100,000 jobs in 100 groups,
 // 90,000 of them finished within the hour and 10,000 waiting.
 //
-//	go test -run '^$' -bench Stats -benchtime 10x ./store/
+//	go test -run '^$' -bench Stats -benchtime 10x ./internal/store/
 func BenchmarkStats(b *testing.B) {
 	s := storetest.Open(b)
 	ctx := b.Context()
