@@ -280,7 +280,7 @@ const MaxHold = time.Hour
 // holds; jobs held by another instance keep theirs. A lease is never
 // renewed past a running job's start + timeout (fairway.MaxTimeout for a
 // job without one) + 2 × lease, nor past a held job's hand-over + MaxHold.
-func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
+func (s *Store) extendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	if len(jobs) == 0 {
 		return nil
 	}

@@ -91,7 +91,7 @@ func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fa
 	if tag.RowsAffected() == 0 {
 		return &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("executor %q instance %s is not registered", appID, instance)}
 	}
-	return s.ExtendLeases(ctx, appID, instance, jobs, lease)
+	return s.extendLeases(ctx, appID, instance, jobs, lease)
 }
 
 // Executors lists the registered executors, live ones first, then most
@@ -124,7 +124,7 @@ func (s *Store) KnownTasks(ctx context.Context) ([]string, error) {
 }
 
 // LiveTasks lists the tasks that some live executor runs.
-func (s *Store) LiveTasks(ctx context.Context) ([]string, error) {
+func (s *Store) liveTasks(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, liveTasksSQL)
 	if err != nil {
 		return nil, fmt.Errorf("listing live tasks: %w", interpretError(err))
@@ -224,7 +224,7 @@ func (s *Store) markNoExecutor(ctx context.Context, jobs []fairway.Job) error {
 	if !waits {
 		return nil
 	}
-	live, err := s.LiveTasks(ctx)
+	live, err := s.liveTasks(ctx)
 	if err != nil {
 		return err
 	}

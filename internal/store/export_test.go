@@ -361,3 +361,11 @@ func (s *Store) AgeRateBuckets(t testing.TB, d time.Duration) {
 	_, err := s.pool.Exec(t.Context(), "UPDATE fairway_rate_bucket SET at = at - $1::interval", d)
 	require.NoError(t, err)
 }
+
+// ExtendLeases is extendLeases, which Heartbeat calls.
+func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
+	return s.extendLeases(ctx, worker, instance, jobs, lease)
+}
+
+// LiveTasks is liveTasks.
+func (s *Store) LiveTasks(ctx context.Context) ([]string, error) { return s.liveTasks(ctx) }
