@@ -14,7 +14,6 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/store"
-	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -86,13 +85,8 @@ func history(ctx context.Context, opts Options) (*Result, error) {
 			total.add(u)
 			rates[i] = float64(opts.Jobs) / worked.Seconds()
 			if cfg.prune {
-				conn, err := pgx.Connect(ctx, s.dbURL)
+				left, err := s.store.CountJobsWithPrefix(ctx, store.HistoryPrefix)
 				if err != nil {
-					return err
-				}
-				defer conn.Close(ctx)
-				var left int
-				if err := conn.QueryRow(ctx, "SELECT count(*) FROM fairway_job WHERE id LIKE 'h%'").Scan(&left); err != nil {
 					return err
 				}
 				r.add("pruned_during_drain", opts.History-left)

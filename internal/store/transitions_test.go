@@ -212,9 +212,29 @@ var sqlStart = regexp.MustCompile(`(?is)^\s*(SELECT|UPDATE|INSERT|DELETE|WITH|CR
 // with go:embed, so that they can be read, diffed and explained on their
 // own. The only SQL left in Go is composed with the shared column lists
 // (job_columns.sql and periodicColumns): pieces of a statement joined by +.
+// The public package store wraps this one and holds no SQL either; and the
+// tools (internal/bench, internal/chaos) reach Fairway's tables only
+// through the store's methods, so that a schema change breaks this
+// package's tests, not silently a tool: they may send SQL of their own
+// (CREATE DATABASE, PostgreSQL's own views) but none naming a fairway_
+// table.
 func TestSQLLivesInSQLFiles(t *testing.T) {
-	goFiles, err := filepath.Glob("*.go")
+	any := func(string) bool { return true }
+	require.Empty(t, inlineSQL(t, ".", any), "SQL statements inline in Go: move each to a file in sql/ and embed it")
+	require.Empty(t, inlineSQL(t, "../../store", any), "SQL statements in the public store: it wraps internal/store")
+	fairwayTable := regexp.MustCompile(`\bfairway_[a-z_]+\b`)
+	for _, tool := range []string{"../bench", "../chaos"} {
+		require.Empty(t, inlineSQL(t, tool, fairwayTable.MatchString), "%s sends SQL on Fairway's tables: give the store a method (SQL in sql/) and call it", tool)
+	}
+}
+
+// inlineSQL lists the string literals of dir's Go files (not its tests)
+// that hold an SQL statement that match says is one to report, leaving out
+// the pieces of statements composed with +.
+func inlineSQL(t *testing.T, dir string, match func(string) bool) []string {
+	goFiles, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	require.NoError(t, err)
+	require.NotEmpty(t, goFiles, dir)
 	fset := token.NewFileSet()
 	var inline []string
 	for _, f := range goFiles {
@@ -239,11 +259,11 @@ func TestSQLLivesInSQLFiles(t *testing.T) {
 			if !ok || l.Kind != token.STRING || composed[l] {
 				return true
 			}
-			if s, err := strconv.Unquote(l.Value); err == nil && sqlStart.MatchString(s) {
+			if s, err := strconv.Unquote(l.Value); err == nil && sqlStart.MatchString(s) && match(s) {
 				inline = append(inline, fset.Position(l.Pos()).String())
 			}
 			return true
 		})
 	}
-	require.Empty(t, inline, "SQL statements inline in Go: move each to a file in sql/ and embed it")
+	return inline
 }
