@@ -124,7 +124,7 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 	require.Nil(t, reply.Error)
 	require.Len(t, reply.Jobs, 1)
 	require.Equal(t, "j1", reply.Jobs[0].ID)
-	require.Equal(t, "w", reply.Jobs[0].Worker)
+	require.Equal(t, "w", reply.Jobs[0].Executor)
 	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
 	require.Zero(t, h.d.parking.len())
 	require.Positive(t, h.f.kicked(), "the claim's events are published")

@@ -404,7 +404,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			var sel []time.Duration
 			for range 20 {
 				t := time.Now()
-				jobs, err := s.store.Claim(ctx, store.ClaimParams{Worker: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+				jobs, err := s.store.Claim(ctx, store.ClaimParams{Executor: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {
 					return err
 				}

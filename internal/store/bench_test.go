@@ -30,7 +30,7 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	}
 	fill()
-	p := store.ClaimParams{Worker: "w", Limit: 50, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Executor: "w", Limit: 50, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	claimed := 0
 	for b.Loop() {
 		jobs, err := s.Claim(ctx, p)
@@ -91,13 +91,13 @@ func BenchmarkComplete(b *testing.B) {
 func benchmarkComplete(b *testing.B, batch int) {
 	s := storetest.Open(b)
 	ctx := b.Context()
-	p := store.ClaimParams{Worker: "w", Limit: batch, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Executor: "w", Limit: batch, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	n := 0
 	for b.Loop() {
 		b.StopTimer()
 		var jobs []fairway.Job
 		for len(jobs) < batch {
-			got, err := s.Claim(ctx, store.ClaimParams{Worker: p.Worker, Limit: batch - len(jobs), Tasks: p.Tasks, Lease: p.Lease, Scheme: p.Scheme})
+			got, err := s.Claim(ctx, store.ClaimParams{Executor: p.Executor, Limit: batch - len(jobs), Tasks: p.Tasks, Lease: p.Lease, Scheme: p.Scheme})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -116,7 +116,7 @@ func benchmarkComplete(b *testing.B, batch int) {
 		}
 		outcomes := make([]store.Outcome, len(jobs))
 		for i, j := range jobs {
-			outcomes[i] = store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
+			outcomes[i] = store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: "w"}, Kind: "success"}
 		}
 		b.StartTimer()
 		applied, err := s.Complete(ctx, outcomes, time.Second)

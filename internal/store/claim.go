@@ -44,10 +44,10 @@ var (
 
 // ClaimParams says who claims how many jobs.
 type ClaimParams struct {
-	// Worker is the executor's app-id.
-	Worker string
+	// Executor is the executor's app-id.
+	Executor string
 	// Instance, when set, is the executor instance that asks: unless it is
-	// the instance registered for Worker now, and live, the claim fails with
+	// the instance registered for Executor now, and live, the claim fails with
 	// fairway.ErrNotRegistered and changes nothing. The claimed attempts
 	// are recorded as held by this instance: only its reports apply.
 	Instance string
@@ -96,7 +96,7 @@ var (
 const maxClaimRounds = 8
 
 // Claim selects up to p.Limit eligible jobs fairly and marks them scheduled
-// for p.Worker, in one transaction. The selection is the one that taking
+// for p.Executor, in one transaction. The selection is the one that taking
 // jobs one at a time would make (Docspell's rules):
 //
 //  1. the next group with an eligible job after the round-robin cursor;
@@ -120,13 +120,13 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
+		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Executor, interpretError(err))
 	}
 	defer conn.Release()
 	jobs, err := claim(ctx, conn.Conn(), p, &s.limitsInUse, &s.ratesInUse, s.maxHold)
 	if err != nil {
 		abandonTx(ctx, conn)
-		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Worker, interpretError(err))
+		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Executor, interpretError(err))
 	}
 	return jobs, nil
 }
@@ -141,16 +141,16 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	var limited, weighted, rated bool
 	var vclock float64
 	var held int
-	b.Queue(claimLockSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error {
+	b.Queue(claimLockSQL, p.Executor, p.Instance).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted, &rated)
 	})
 	if p.MaxHeld > 0 {
-		b.Queue(claimHeldSQL, p.Worker, p.Instance).QueryRow(func(row pgx.Row) error { return row.Scan(&held) })
+		b.Queue(claimHeldSQL, p.Executor, p.Instance).QueryRow(func(row pgx.Row) error { return row.Scan(&held) })
 	}
 	if p.ClaimID != "" {
 		// After the lock: a claim under this id that was in progress has
 		// committed, and its jobs are seen.
-		b.Queue(reclaimSQL, p.Worker, p.ClaimID, interval(p.Lease), p.Instance, interval(maxHold)).Query(func(rows pgx.Rows) error {
+		b.Queue(reclaimSQL, p.Executor, p.ClaimID, interval(p.Lease), p.Instance, interval(maxHold)).Query(func(rows pgx.Rows) error {
 			var err error
 			reclaimed, err = collectJobs(rows)
 			return err
@@ -190,7 +190,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	}
 	if !registered {
 		// Rolled back by the caller: the cursor stays where it was.
-		return nil, fairway.NotRegistered(p.Worker, p.Instance)
+		return nil, fairway.NotRegistered(p.Executor, p.Instance)
 	}
 	limitsInUse.Store(limited)
 	ratesInUse.Store(rated)
@@ -277,7 +277,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 				ids[i], groups[i], prev[i] = c.id, c.group, string(c.state)
 			}
 			b.Queue(claimUnpinSQL)
-			b.Queue(claimMarkSQL, ids, prev, p.Worker, interval(p.Lease), p.Instance, p.ClaimID, groups).Query(func(rows pgx.Rows) error {
+			b.Queue(claimMarkSQL, ids, prev, p.Executor, interval(p.Lease), p.Instance, p.ClaimID, groups).Query(func(rows pgx.Rows) error {
 				marked, err := collectJobs(rows)
 				jobs = append(jobs, marked...)
 				return err

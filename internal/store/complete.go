@@ -29,9 +29,9 @@ type Attempt struct {
 	Group   string
 	JobID   string
 	Attempt int
-	// Worker is the executor's app-id, Instance the instance of it that
+	// Executor is the executor's app-id, Instance the instance of it that
 	// holds the attempt ('' when the claim named none).
-	Worker   string
+	Executor string
 	Instance string
 }
 
@@ -69,7 +69,7 @@ func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
 		return nil
 	}
 	a := attemptArrays(started)
-	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.workers, a.groups, a.instances); err != nil {
+	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.executors, a.groups, a.instances); err != nil {
 		return fmt.Errorf("marking %d jobs running: %w", len(started), interpretError(err))
 	}
 	return nil
@@ -172,7 +172,7 @@ func completeArgs(outcomes []Outcome, retryDelay time.Duration) (string, []any) 
 		snoozes[i] = o.Snooze.Seconds()
 	}
 	a := attemptArrays(atts)
-	return completeSQL, []any{a.ids, a.attempts, a.workers, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances, snoozes}
+	return completeSQL, []any{a.ids, a.attempts, a.executors, kinds, results, errs, interval(retryDelay), started, a.groups, a.instances, snoozes}
 }
 
 // collectCompleted reads what complete.sql returns: the outcomes that
@@ -209,16 +209,16 @@ func collectApplied(rows pgx.Rows) ([]Applied, error) {
 
 // attemptColumns are attempts as the array parameters of a statement.
 type attemptColumns struct {
-	groups, ids, workers, instances []string
-	attempts                        []int32
+	groups, ids, executors, instances []string
+	attempts                          []int32
 }
 
 func attemptArrays(as []Attempt) attemptColumns {
 	n := len(as)
-	c := attemptColumns{groups: make([]string, n), ids: make([]string, n), workers: make([]string, n),
+	c := attemptColumns{groups: make([]string, n), ids: make([]string, n), executors: make([]string, n),
 		instances: make([]string, n), attempts: make([]int32, n)}
 	for i, a := range as {
-		c.groups[i], c.ids[i], c.attempts[i], c.workers[i], c.instances[i] = a.Group, a.JobID, int32(a.Attempt), a.Worker, a.Instance
+		c.groups[i], c.ids[i], c.attempts[i], c.executors[i], c.instances[i] = a.Group, a.JobID, int32(a.Attempt), a.Executor, a.Instance
 	}
 	return c
 }
@@ -261,7 +261,7 @@ func loseAttempts(ctx context.Context, tx pgx.Tx, query string, retryDelay time.
 	}
 	lost, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Outcome, error) {
 		o := Outcome{Kind: fairway.OutcomeLost, Error: reason}
-		err := row.Scan(&o.Group, &o.JobID, &o.Attempt.Attempt, &o.Worker, &o.Instance)
+		err := row.Scan(&o.Group, &o.JobID, &o.Attempt.Attempt, &o.Executor, &o.Instance)
 		return o, err
 	})
 	if err != nil || len(lost) == 0 {
@@ -280,7 +280,7 @@ const MaxHold = time.Hour
 // holds; jobs held by another instance keep theirs. A lease is never
 // renewed past a running job's start + timeout (fairway.MaxTimeout for a
 // job without one) + 2 × lease, nor past a held job's hand-over + MaxHold.
-func (s *Store) extendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
+func (s *Store) extendLeases(ctx context.Context, executor, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -289,9 +289,9 @@ func (s *Store) extendLeases(ctx context.Context, worker, instance string, jobs 
 		groups[i], ids[i] = j.Group, j.ID
 	}
 	_, err := s.pool.Exec(ctx, extendLeasesSQL,
-		worker, ids, interval(lease), instance, groups, interval(s.maxHold), interval(fairway.MaxTimeout))
+		executor, ids, interval(lease), instance, groups, interval(s.maxHold), interval(fairway.MaxTimeout))
 	if err != nil {
-		return fmt.Errorf("extending leases of %q: %w", worker, interpretError(err))
+		return fmt.Errorf("extending leases of %q: %w", executor, interpretError(err))
 	}
 	return nil
 }

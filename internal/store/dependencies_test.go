@@ -45,7 +45,7 @@ func finish(t *testing.T, s *store.Store, g, id string, kind fairway.Outcome) []
 		require.Equal(t, fairway.StateScheduled, j.State, "job %s was not claimable", id)
 		held = *j
 	}
-	applied, err := s.Complete(t.Context(), []store.Outcome{{Attempt: store.Attempt{Group: g, JobID: id, Attempt: held.Attempt, Worker: "w"}, Kind: kind, Error: "boom"}}, 0)
+	applied, err := s.Complete(t.Context(), []store.Outcome{{Attempt: store.Attempt{Group: g, JobID: id, Attempt: held.Attempt, Executor: "w"}, Kind: kind, Error: "boom"}}, 0)
 	require.NoError(t, err)
 	require.Len(t, applied, 1)
 	return applied

@@ -46,7 +46,7 @@ func TestGoneExecutorUntilItRegistersAgain(t *testing.T) {
 	require.Equal(t, map[string]int64{"t": 1}, counts)
 
 	require.Error(t, s.Heartbeat(ctx, "w", "i1", nil, time.Minute), "a gone instance must register again")
-	_, err = s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	_, err = s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.ErrorIs(t, err, fairway.ErrNotRegistered)
 
 	_, err = s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour, notAsked)
@@ -55,7 +55,7 @@ func TestGoneExecutorUntilItRegistersAgain(t *testing.T) {
 	job, err = s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.False(t, job.NoExecutor)
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.False(t, jobs[0].NoExecutor, "held jobs wait for no executor")

@@ -54,7 +54,7 @@ func (s *Store) Backdate(t testing.TB, id string) {
 // to.
 func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 	a := attemptArrays(atts)
-	ids, attempts, workers, groups, instances := a.ids, a.attempts, a.workers, a.groups, a.instances
+	ids, attempts, workers, groups, instances := a.ids, a.attempts, a.executors, a.groups, a.instances
 	n := len(atts)
 	outcomes, texts, progress := make([]string, n), make([]string, n), make([]int32, n)
 	results, started, snoozes := make([][]byte, n), make([]*time.Time, n), make([]float64, n)

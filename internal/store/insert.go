@@ -87,11 +87,11 @@ func (s *Store) InsertJobs(ctx context.Context, subs []fairway.Submission, rejec
 // (parked: its claim found nothing) gets a job submitted now in one write
 // and one commit, rather than a claim after the store.
 type Assignment struct {
-	// Worker, Instance and ClaimID are the executor's app-id and instance
+	// Executor, Instance and ClaimID are the executor's app-id and instance
 	// and its dispatch request's id, as a claim records them (see
 	// ClaimParams); Lease is the lease.
-	Worker, Instance, ClaimID string
-	Lease                     time.Duration
+	Executor, Instance, ClaimID string
+	Lease                       time.Duration
 	// Jobs are the indexes, in subs, of the submissions to hand over: each
 	// eligible now (not held, no dependencies, no run_at ahead).
 	Jobs []int
@@ -199,7 +199,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		return cmp.Or(strings.Compare(subs[a].Group, subs[b].Group), strings.Compare(subs[a].ID, subs[b].ID))
 	})
 	handOver := make([]bool, len(subs))
-	var worker, instance, claimID string
+	var executor, instance, claimID string
 	var lease time.Duration
 	var maxHeld int
 	if a != nil && !checked {
@@ -207,7 +207,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 		for _, i := range a.Jobs {
 			handOver[i] = true
 		}
-		worker, instance, claimID, lease = a.Worker, a.Instance, a.ClaimID, a.Lease
+		executor, instance, claimID, lease = a.Executor, a.Instance, a.ClaimID, a.Lease
 	}
 	batch := newInsertRows(len(subs), checked)
 	for _, i := range order {
@@ -217,7 +217,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	for k, v := range rejectionArgs(rejections) {
 		args[k] = v
 	}
-	args["worker"], args["instance"], args["claim_id"], args["lease"], args["max_held"] = worker, instance, claimID, interval(lease), maxHeld
+	args["worker"], args["instance"], args["claim_id"], args["lease"], args["max_held"] = executor, instance, claimID, interval(lease), maxHeld
 	args["unstorable"] = unstorableArgs
 	var created []fairway.JobRef
 	handed := map[fairway.JobRef]insertedRow{} // created scheduled, for a's executor
@@ -247,7 +247,7 @@ func insertJobs(ctx context.Context, tx querier, subs []fairway.Submission, reje
 	var assigned []fairway.Job
 	for _, sub := range subs {
 		if r, ok := handed[fairway.JobRef{Group: sub.Group, ID: sub.ID}]; ok {
-			assigned = append(assigned, assignedJob(sub, r, worker))
+			assigned = append(assigned, assignedJob(sub, r, executor))
 		}
 	}
 	isCreated := make(map[fairway.JobRef]bool, len(created))
@@ -432,11 +432,11 @@ type insertedRow struct {
 }
 
 // assignedJob is the job a submission became when it was stored
-// scheduled for worker: what a claim would have returned.
-func assignedJob(sub fairway.Submission, r insertedRow, worker string) fairway.Job {
+// scheduled for executor: what a claim would have returned.
+func assignedJob(sub fairway.Submission, r insertedRow, executor string) fairway.Job {
 	j := fairway.Job{ID: sub.ID, Task: sub.Task, Group: sub.Group, Args: sub.Args, Subject: sub.Subject, Submitter: sub.Submitter,
 		Priority: sub.Priority, Tracker: sub.Tracker, State: fairway.StateScheduled, Attempt: 1, RunAt: r.runAt, ExpiresAt: sub.ExpiresAt,
-		Worker: worker, LeaseUntil: r.leaseUntil, Submitted: r.submitted, Timeout: sub.Timeout, TraceParent: sub.TraceParent}
+		Executor: executor, LeaseUntil: r.leaseUntil, Submitted: r.submitted, Timeout: sub.Timeout, TraceParent: sub.TraceParent}
 	if sub.MaxRetries != nil {
 		j.MaxRetries = *sub.MaxRetries
 	}

@@ -23,7 +23,7 @@ func taskJob(group, task string) fairway.Submission {
 
 func claimTasks(t *testing.T, s *store.Store, n int, tasks []string, own map[string]int) []fairway.Job {
 	t.Helper()
-	jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: "w", Limit: n, Tasks: tasks, Lease: time.Minute,
+	jobs, err := s.Claim(t.Context(), store.ClaimParams{Executor: "w", Limit: n, Tasks: tasks, Lease: time.Minute,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}, TaskLimits: own})
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(jobs), n)
@@ -65,7 +65,7 @@ func TestTaskLimitSkipsOnlyTheCappedJobs(t *testing.T) {
 
 	// An export ends: one more may run.
 	held := claimedExport(t, s)
-	_, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "g", JobID: held.ID, Attempt: held.Attempt, Worker: "w"}, Kind: fairway.OutcomeSuccess}}, 0)
+	_, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "g", JobID: held.ID, Attempt: held.Attempt, Executor: "w"}, Kind: fairway.OutcomeSuccess}}, 0)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"export": 1}, countBy(claimTasks(t, s, 6, []string{"export", "mail"}, nil), byTask))
 
@@ -201,7 +201,7 @@ func TestLimitsHoldAcrossCoordinators(t *testing.T) {
 				if finished {
 					return
 				}
-				jobs, err := s.Claim(ctx, store.ClaimParams{Worker: worker, Limit: 2, Tasks: []string{"slow", "fast"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+				jobs, err := s.Claim(ctx, store.ClaimParams{Executor: worker, Limit: 2, Tasks: []string{"slow", "fast"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {
 					errs <- err
 					return
@@ -218,7 +218,7 @@ func TestLimitsHoldAcrossCoordinators(t *testing.T) {
 					return
 				}
 				for _, j := range jobs {
-					holding = append(holding, store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: worker}, Kind: fairway.OutcomeSuccess})
+					holding = append(holding, store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: worker}, Kind: fairway.OutcomeSuccess})
 				}
 			}
 		}()

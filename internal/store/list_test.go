@@ -79,7 +79,7 @@ func TestLogLinesPagesAndCutsLongMessages(t *testing.T) {
 	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	insert(t, s, sub("a", fairway.PriorityLow))
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	j := jobs[0]
@@ -91,7 +91,7 @@ func TestLogLinesPagesAndCutsLongMessages(t *testing.T) {
 		}
 		lines = append(lines, fairway.LogLine{Level: "info", Message: msg, Time: time.Now()})
 	}
-	held := store.Attempt{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i1"}
+	held := store.Attempt{Group: "a", JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: "i1"}
 	require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: held, Lines: lines}}))
 
 	var got []fairway.LogLine

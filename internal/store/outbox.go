@@ -72,7 +72,7 @@ func (s *Store) publishEvents(ctx context.Context, limit int, publish func([]Eve
 		var r outboxRow
 		_, err := pgx.ForEachRow(rows, []any{&r.id, &r.ev.JobID, &r.ev.Task, &r.ev.Group, &r.ev.State, &r.ev.PreviousState, &r.ev.Attempt,
 			&r.ev.Error, &r.ev.Code, &r.ev.Field, &r.ev.Executor, &r.ev.Periodic, &r.ev.Time,
-			&r.jobIDs, &r.tasks, &r.groups, &r.states, &r.prevStates, &r.attempts, &r.errors, &r.workers, &r.times}, func() error {
+			&r.jobIDs, &r.tasks, &r.groups, &r.states, &r.prevStates, &r.attempts, &r.errors, &r.executors, &r.times}, func() error {
 			ids = append(ids, r.id)
 			events = r.expand(events)
 			return nil
@@ -117,7 +117,7 @@ type outboxRow struct {
 	prevStates []fairway.State
 	attempts   []int
 	errors     []string
-	workers    []string
+	executors  []string
 	times      []time.Time
 }
 
@@ -140,7 +140,7 @@ func (r *outboxRow) expand(evs []Event) []Event {
 		packed(&e.PreviousState, r.prevStates, i)
 		packed(&e.Attempt, r.attempts, i)
 		packed(&e.Error, r.errors, i)
-		packed(&e.Executor, r.workers, i)
+		packed(&e.Executor, r.executors, i)
 		packed(&e.Time, r.times, i)
 		evs = append(evs, e)
 	}

@@ -42,7 +42,7 @@ func scanPeriodic(row pgx.Row) (PeriodicTask, error) {
 	var p PeriodicTask
 	var args []byte
 	err := row.Scan(&p.ID, &p.Enabled, &p.Task, &p.Group, &args, &p.Subject, &p.Submitter, &p.Priority, &p.Timer, &p.NextRun,
-		&p.Worker, &p.Marked, &p.Created)
+		&p.MarkedBy, &p.Marked, &p.Created)
 	p.Args = args
 	return p, err
 }
@@ -131,12 +131,12 @@ func (s *Store) NextPeriodicRun(ctx context.Context) (time.Time, bool, error) {
 // MarkDuePeriodic marks for worker the enabled periodic tasks due at now
 // (nextrun ≤ now) that no one has marked, or whose mark is older than
 // stale (its coordinator died). Only one worker can mark a task.
-func (s *Store) MarkDuePeriodic(ctx context.Context, worker string, now time.Time, stale time.Duration, limit int) ([]PeriodicTask, error) {
+func (s *Store) MarkDuePeriodic(ctx context.Context, coordinator string, now time.Time, stale time.Duration, limit int) ([]PeriodicTask, error) {
 	ps, err := collectPeriodic(s.pool.Query(ctx, `UPDATE fairway_periodic_task SET worker = $1, marked = $2
 		WHERE id IN (SELECT id FROM fairway_periodic_task
 		              WHERE enabled AND nextrun <= $2 AND (marked IS NULL OR marked < $2 - $3::interval)
 		              ORDER BY nextrun LIMIT $4 FOR UPDATE SKIP LOCKED)
-		RETURNING `+periodicColumns, worker, now, interval(stale), limit))
+		RETURNING `+periodicColumns, coordinator, now, interval(stale), limit))
 	if err != nil {
 		return nil, fmt.Errorf("marking due periodic tasks: %w", interpretError(err))
 	}
@@ -159,11 +159,11 @@ type Fired struct {
 // task, all in one transaction with the fired or skipped event. A mark
 // lost to another worker (it went stale) changes nothing.
 // The job gets retries retries.
-func (s *Store) FirePeriodic(ctx context.Context, worker string, p PeriodicTask, jobID string, retries int, nextRun time.Time) (*Fired, error) {
+func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time) (*Fired, error) {
 	var out Fired
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var mine bool
-		err := tx.QueryRow(ctx, periodicOwnedSQL, p.ID, worker).Scan(&mine)
+		err := tx.QueryRow(ctx, periodicOwnedSQL, p.ID, coordinator).Scan(&mine)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !mine) {
 			return errNotMine
 		}
@@ -219,8 +219,8 @@ var errNotMine = errors.New("the periodic task is marked by another coordinator"
 
 // UnmarkPeriodic clears worker's mark on a task it could not fire (say,
 // its timer has no next time), setting nextrun and enabled.
-func (s *Store) UnmarkPeriodic(ctx context.Context, worker, id string, nextRun time.Time, enabled bool) error {
-	_, err := s.pool.Exec(ctx, periodicUnmarkSQL, id, worker, nextRun, enabled)
+func (s *Store) UnmarkPeriodic(ctx context.Context, coordinator, id string, nextRun time.Time, enabled bool) error {
+	_, err := s.pool.Exec(ctx, periodicUnmarkSQL, id, coordinator, nextRun, enabled)
 	if err != nil {
 		return fmt.Errorf("unmarking periodic task %s: %w", id, interpretError(err))
 	}

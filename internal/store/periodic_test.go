@@ -85,7 +85,7 @@ func TestPeriodicTaskFiresOnceSkipsWhileItsJobRunsAndMarksGoStale(t *testing.T) 
 	marked, err = s.MarkDuePeriodic(ctx, "c2", t0.Add(12*time.Minute), time.Minute, 10)
 	require.NoError(t, err)
 	require.Len(t, marked, 1, "a stale mark is cleared")
-	require.Equal(t, "c2", marked[0].Worker)
+	require.Equal(t, "c2", marked[0].MarkedBy)
 
 	list, err := s.ListPeriodic(ctx)
 	require.NoError(t, err)

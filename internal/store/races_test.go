@@ -41,7 +41,7 @@ func TestCompleteSeesAChangeMadeDuringIt(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
-	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
+	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 
 	applied, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "cancel_requested = true"), func() ([]store.Applied, error) {
@@ -63,7 +63,7 @@ func TestMarkRunningSkipsAJobThatChangedDuringIt(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
-	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
+	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
 
 	// Only the state changes (the attempt, worker and instance stay), so
 	// that the start's test of the state alone must catch it.
@@ -85,7 +85,7 @@ func TestClaimSkipsAJobThatChangedDuringIt(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 
 	jobs, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "state = 'cancelled', finished = now()"), func() ([]fairway.Job, error) {
-		return s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+		return s.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	})
 	require.NoError(t, err)
 	require.Empty(t, jobs, "the job was cancelled while the claim ran")
@@ -108,7 +108,7 @@ func TestHandOverWaitsForARegistration(t *testing.T) {
 	subs := []fairway.Submission{sub("a", fairway.PriorityLow)}
 
 	handed, err := duringHeldChange(t, s, s.HoldRegistration(t, "w", "new"), func() ([]fairway.Job, error) {
-		_, handed, err := s.InsertJobsFor(ctx, subs, nil, &store.Assignment{Worker: "w", Instance: "old", ClaimID: "req", Lease: time.Minute, Jobs: []int{0}})
+		_, handed, err := s.InsertJobsFor(ctx, subs, nil, &store.Assignment{Executor: "w", Instance: "old", ClaimID: "req", Lease: time.Minute, Jobs: []int{0}})
 		return handed, err
 	})
 	require.NoError(t, err)

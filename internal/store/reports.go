@@ -49,7 +49,7 @@ func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
 	a := attemptArrays(atts)
 	// The worker is cleared when an attempt ends as stuck: then the
 	// instance alone names the sender.
-	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.workers, a.instances)
+	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.executors, a.instances)
 	if err != nil {
 		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
 	}
@@ -83,7 +83,7 @@ func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progr
 	}
 	a := attemptArrays(atts)
 	rows, err := s.pool.Query(ctx, setProgressSQL,
-		a.ids, a.attempts, a.workers, values, a.groups, a.instances)
+		a.ids, a.attempts, a.executors, values, a.groups, a.instances)
 	if err != nil {
 		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
 	}

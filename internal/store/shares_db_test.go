@@ -15,7 +15,7 @@ func claimOne(t *testing.T, s *store.Store, fairness string, n int) map[string]i
 	t.Helper()
 	got := map[string]int{}
 	for range n {
-		jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: "w", Limit: 1, Tasks: []string{"t", "u"}, Lease: time.Minute,
+		jobs, err := s.Claim(t.Context(), store.ClaimParams{Executor: "w", Limit: 1, Tasks: []string{"t", "u"}, Lease: time.Minute,
 			Scheme: fairway.CountingScheme{High: 4, Low: 1}, Fairness: fairness})
 		require.NoError(t, err)
 		for _, j := range jobs {
@@ -81,7 +81,7 @@ func TestClaimRateLimits(t *testing.T) {
 	insert(t, s, subs...)
 	require.NoError(t, s.SetRateLimit(ctx, "t", "", "5/m"))
 	claimTasks := func(n int) map[string]int {
-		jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: n, Tasks: []string{"t", "u"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+		jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Limit: n, Tasks: []string{"t", "u"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 		require.NoError(t, err)
 		got := map[string]int{}
 		for _, j := range jobs {
@@ -96,7 +96,7 @@ func TestClaimRateLimits(t *testing.T) {
 
 	require.NoError(t, s.DeleteRateLimit(ctx, "t", ""))
 	require.NoError(t, s.SetRateLimit(ctx, "t", "*", "1/h"))
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 10, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 10, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"a", "b"}, groupsOf(jobs), "one t an hour in each group")
 	limits, err := s.RateLimits(ctx)

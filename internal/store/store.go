@@ -190,7 +190,7 @@ func scanJob(row pgx.Row) (fairway.Job, error) {
 	var timeoutMS int64
 	err := row.Scan(&j.ID, &j.Task, &j.Group, &args, &j.Subject, &j.Submitter, &j.Priority,
 		&j.Tracker, &j.State, &j.Retries, &j.MaxRetries, &j.Attempt, &j.RunAt, &j.ExpiresAt,
-		&j.DependsOn, &j.Progress, &j.Worker, &j.LeaseUntil, &j.Submitted, &j.Started,
+		&j.DependsOn, &j.Progress, &j.Executor, &j.LeaseUntil, &j.Submitted, &j.Started,
 		&j.Finished, &result, &j.Error, &j.TriggerAfter, &j.TraceParent, &timeoutMS)
 	j.Args, j.Result = args, result
 	if timeoutMS > 0 {

@@ -45,7 +45,7 @@ func insert(t *testing.T, s *store.Store, subs ...fairway.Submission) []string {
 
 func claim(t *testing.T, s *store.Store, worker string, n int) []fairway.Job {
 	t.Helper()
-	jobs, err := s.Claim(t.Context(), store.ClaimParams{Worker: worker, Limit: n, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(t.Context(), store.ClaimParams{Executor: worker, Limit: n, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(jobs), n, "never more jobs than free slots")
 	return jobs
@@ -164,7 +164,7 @@ func TestCountingSchemeFallsBackToOtherPriority(t *testing.T) {
 func fail(t *testing.T, s *store.Store, j fairway.Job, kind fairway.Outcome, delay time.Duration) store.Applied {
 	t.Helper()
 	ctx := t.Context()
-	a := store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
+	a := store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: j.Executor}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: kind, Error: "boom"}}, delay)
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func TestANewAttemptStartsAfresh(t *testing.T) {
 		require.Equal(t, attempt, j.Attempt)
 		require.Zero(t, j.Progress, "the claim's job, attempt %d", attempt)
 		require.Empty(t, j.Error, "the claim's job, attempt %d", attempt)
-		a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
+		a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
 		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 		job, err := s.Get(ctx, "a", id)
 		require.NoError(t, err)
@@ -297,13 +297,13 @@ func TestLateResultIsRefused(t *testing.T) {
 	require.Equal(t, fairway.StateStuck, lost[0].State)
 	again := claim(t, s, "new", 1)
 	require.Len(t, again, 1, "a lost job is due again at once")
-	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "old"}, Kind: "success"}}, time.Hour)
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "old"}, Kind: "success"}}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, applied, "the old attempt's result must not apply")
 	job, err := s.Get(ctx, "a", id)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateScheduled, job.State)
-	require.Equal(t, "new", job.Worker)
+	require.Equal(t, "new", job.Executor)
 	require.Equal(t, 1, job.Retries)
 }
 
@@ -348,7 +348,7 @@ func TestConcurrentClaimsNeverShareAJob(t *testing.T) {
 		wg.Go(func() {
 			worker := fmt.Sprintf("w%d", w)
 			for {
-				jobs, err := s.Claim(context.Background(), store.ClaimParams{Worker: worker, Limit: 7, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+				jobs, err := s.Claim(context.Background(), store.ClaimParams{Executor: worker, Limit: 7, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {
 					t.Error(err)
 					return
@@ -377,7 +377,7 @@ func TestClaimOnlyTasksTheExecutorRuns(t *testing.T) {
 	other := sub("a", fairway.PriorityLow)
 	other.Task = "other"
 	insert(t, s, other, sub("a", fairway.PriorityLow))
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 5, Tasks: []string{"other"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 5, Tasks: []string{"other"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, "other", jobs[0].Task)
@@ -392,7 +392,7 @@ func TestClaimOnlyGrantedGroups(t *testing.T) {
 	for range 3 {
 		insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow), sub("d", fairway.PriorityLow))
 	}
-	params := store.ClaimParams{Worker: "w", Limit: 4, Tasks: allTasks, Groups: []string{"d", "b"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	params := store.ClaimParams{Executor: "w", Limit: 4, Tasks: allTasks, Groups: []string{"d", "b"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	jobs, err := s.Claim(ctx, params)
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "d", "b", "d"}, groupsOf(jobs))
@@ -409,7 +409,7 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
-	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"}
+	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
 	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
 	_, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: "success", Result: []byte(`{"n":1}`)}}, time.Second)
 	require.NoError(t, err)
@@ -488,7 +488,7 @@ func TestEventPacks(t *testing.T) {
 	var outcomes []store.Outcome
 	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
 	for i, j := range jobs {
-		o := store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}, Kind: "success"}
+		o := store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: "w"}, Kind: "success"}
 		if i == 1 {
 			o.Kind, o.Error, o.StartedAt = "error", "boom", &started
 		}
@@ -565,7 +565,7 @@ func TestStartAndEndReportedTogether(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
 	startedAt := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
-	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Worker: "w"},
+	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"},
 		Kind: "error", Error: "boom", StartedAt: &startedAt}}, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, applied, 1)
@@ -620,7 +620,7 @@ func TestReportBatchesFindJobsByPrimaryKey(t *testing.T) {
 	require.Len(t, jobs, 500)
 	atts := make([]store.Attempt, len(jobs))
 	for i, j := range jobs {
-		atts[i] = store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: "w"}
+		atts[i] = store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: "w"}
 	}
 	for name, plan := range s.BatchPlans(t, atts) {
 		require.Contains(t, plan, "fairway_job_pkey", "%s: look-up by primary key\n%s", name, plan)
@@ -663,7 +663,7 @@ func TestClaimForAnUnregisteredInstance(t *testing.T) {
 	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow))
 	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "now", Slots: 1, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
-	p := store.ClaimParams{Worker: "w", Instance: "gone", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Executor: "w", Instance: "gone", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	jobs, err := s.Claim(ctx, p)
 	require.ErrorIs(t, err, fairway.ErrNotRegistered)
 	require.Empty(t, jobs)
@@ -681,7 +681,7 @@ func TestClaimUnderTheSameIDReturnsItsJobs(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
-	p := store.ClaimParams{Worker: "w", ClaimID: "r1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	p := store.ClaimParams{Executor: "w", ClaimID: "r1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	first, err := s.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, groupsOf(first))
@@ -773,18 +773,18 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 	twin := sub("b", fairway.PriorityLow)
 	twin.ID = "job-1"
 	insert(t, s, victim, twin)
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	j := jobs[0]
 	require.Equal(t, "a", j.Group)
-	held := store.Attempt{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i1"}
+	held := store.Attempt{Group: "a", JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: "i1"}
 	forged := []store.Attempt{
-		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i2"},    // another instance
-		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: ""},      // none
-		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Worker: "evil", Instance: "i1"}, // another app-id
-		{Group: "b", JobID: j.ID, Attempt: j.Attempt, Worker: "w", Instance: "i1"},    // another group's job
-		{Group: "a", JobID: j.ID, Attempt: 0, Worker: "w", Instance: "i1"},            // no attempt
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: "i2"},    // another instance
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: ""},      // none
+		{Group: "a", JobID: j.ID, Attempt: j.Attempt, Executor: "evil", Instance: "i1"}, // another app-id
+		{Group: "b", JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: "i1"},    // another group's job
+		{Group: "a", JobID: j.ID, Attempt: 0, Executor: "w", Instance: "i1"},            // no attempt
 	}
 	for _, f := range forged {
 		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{f}))
@@ -836,7 +836,7 @@ func TestHeartbeatExtendsOnlyTheInstancesLeases(t *testing.T) {
 		require.NoError(t, err)
 	}
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	expireLease(t, s, id)
@@ -866,7 +866,7 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 	for i := range subs {
 		require.NoError(t, subs[i].Normalize("", "", 1<<20, 3))
 	}
-	a := &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-1", Lease: time.Minute, Jobs: []int{0, 2}}
+	a := &store.Assignment{Executor: "w", Instance: "i1", ClaimID: "req-1", Lease: time.Minute, Jobs: []int{0, 2}}
 	res, handed, err := s.InsertJobsFor(ctx, subs, nil, a)
 	require.NoError(t, err)
 	for _, r := range res {
@@ -878,13 +878,13 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 		require.Equal(t, subs[i].ID, j.ID)
 		require.Equal(t, fairway.StateScheduled, j.State)
 		require.Equal(t, 1, j.Attempt)
-		require.Equal(t, "w", j.Worker)
+		require.Equal(t, "w", j.Executor)
 		require.NotNil(t, j.LeaseUntil)
 		stored, err := s.Get(ctx, j.Group, j.ID)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StateScheduled, stored.State)
 		require.Equal(t, 1, stored.Attempt)
-		require.Equal(t, "w", stored.Worker)
+		require.Equal(t, "w", stored.Executor)
 		require.True(t, stored.Submitted.Equal(j.Submitted), "stored %s, handed %s", stored.Submitted, j.Submitted)
 		require.True(t, stored.LeaseUntil.Equal(*j.LeaseUntil))
 	}
@@ -892,12 +892,12 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, other.State)
 	// The claim's id: the executor asking again under it gets them back.
-	again, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", ClaimID: "req-1", Limit: 5, Tasks: allTasks, Lease: time.Minute})
+	again, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", ClaimID: "req-1", Limit: 5, Tasks: allTasks, Lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	// Their start and end apply as for claimed jobs.
 	began := time.Now().UTC()
-	_, err = s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: subs[0].ID, Attempt: 1, Worker: "w", Instance: "i1"}, Kind: "success",
+	_, err = s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: subs[0].ID, Attempt: 1, Executor: "w", Instance: "i1"}, Kind: "success",
 		StartedAt: &began}}, time.Second)
 	require.NoError(t, err)
 	var lines []string
@@ -921,7 +921,7 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 	// Another instance than the registered one: stored waiting, none handed.
 	more := []fairway.Submission{sub("a", fairway.PriorityLow)}
 	require.NoError(t, more[0].Normalize("", "", 1<<20, 3))
-	_, handed, err = s.InsertJobsFor(ctx, more, nil, &store.Assignment{Worker: "w", Instance: "old", ClaimID: "req-2", Lease: time.Minute, Jobs: []int{0}})
+	_, handed, err = s.InsertJobsFor(ctx, more, nil, &store.Assignment{Executor: "w", Instance: "old", ClaimID: "req-2", Lease: time.Minute, Jobs: []int{0}})
 	require.NoError(t, err)
 	require.Empty(t, handed)
 	j, err := s.Get(ctx, "a", more[0].ID)
@@ -933,14 +933,14 @@ func TestInsertJobsForHandsJobsToAnIdleExecutor(t *testing.T) {
 	require.NoError(t, err)
 	limited := []fairway.Submission{sub("a", fairway.PriorityLow)}
 	require.NoError(t, limited[0].Normalize("", "", 1<<20, 3))
-	_, handed, err = s.InsertJobsFor(ctx, limited, nil, &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-4", Lease: time.Minute, Jobs: []int{0}})
+	_, handed, err = s.InsertJobsFor(ctx, limited, nil, &store.Assignment{Executor: "w", Instance: "i1", ClaimID: "req-4", Lease: time.Minute, Jobs: []int{0}})
 	require.NoError(t, err)
 	require.Empty(t, handed, "a limit exists")
 	j, err = s.Get(ctx, "a", limited[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateWaiting, j.State)
 	// A duplicate is not handed over again.
-	_, handed, err = s.InsertJobsFor(ctx, subs[:1], nil, &store.Assignment{Worker: "w", Instance: "i1", ClaimID: "req-3", Lease: time.Minute, Jobs: []int{0}})
+	_, handed, err = s.InsertJobsFor(ctx, subs[:1], nil, &store.Assignment{Executor: "w", Instance: "i1", ClaimID: "req-3", Lease: time.Minute, Jobs: []int{0}})
 	require.NoError(t, err)
 	require.Empty(t, handed)
 }
@@ -989,7 +989,7 @@ func TestHeartbeatDoesNotExtendPastTheTimeout(t *testing.T) {
 	timed := sub("a", fairway.PriorityLow)
 	timed.Timeout = "10s"
 	ids := insert(t, s, timed, sub("b", fairway.PriorityLow))
-	jobs, err := s.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	jobs, err := s.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 2, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, jobs, 2)
 	for _, id := range ids {
@@ -1015,7 +1015,7 @@ func TestHeartbeatHoldsNoJobForEver(t *testing.T) {
 	_, err := s.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 4, Tasks: allTasks}, time.Hour, func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	ids := insert(t, s, sub("a", fairway.PriorityLow), sub("b", fairway.PriorityLow), sub("c", fairway.PriorityLow))
-	params := store.ClaimParams{Worker: "w", Instance: "i1", ClaimID: "req-1", Limit: 3, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
+	params := store.ClaimParams{Executor: "w", Instance: "i1", ClaimID: "req-1", Limit: 3, Tasks: allTasks, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}}
 	jobs, err := s.Claim(ctx, params)
 	require.NoError(t, err)
 	require.Len(t, jobs, 3)

@@ -60,7 +60,7 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	}
 	attempt := func(id string) store.Attempt {
 		j := byID[id]
-		return store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Worker: j.Worker}
+		return store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: j.Executor}
 	}
 	end := func(id string, kind fairway.Outcome, started *time.Time) {
 		t.Helper()
