@@ -1,4 +1,4 @@
--- Fair shares and rate limits (see store/shares.go and store/rates.go).
+-- Fair shares and rate limits (see internal/store/shares.go and internal/store/rates.go).
 
 -- Each group's weight (default 1, without a row) and virtual time: its
 -- service so far (jobs, or seconds of slot-time) divided by its weight.
