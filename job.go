@@ -98,16 +98,18 @@ type Job struct {
 	RunAt      time.Time       `json:"run_at"`
 	ExpiresAt  *time.Time      `json:"expires_at,omitempty"`
 	// TriggerAfter is when a pending job is released by itself.
-	TriggerAfter *time.Time      `json:"trigger_after,omitempty"`
-	DependsOn    []string        `json:"depends_on,omitempty"`
-	Progress     int             `json:"progress"`
-	Worker       string          `json:"worker,omitempty"`
-	LeaseUntil   *time.Time      `json:"lease_until,omitempty"`
-	Submitted    time.Time       `json:"submitted"`
-	Started      *time.Time      `json:"started,omitempty"`
-	Finished     *time.Time      `json:"finished,omitempty"`
-	Result       json.RawMessage `json:"result,omitempty"`
-	Error        string          `json:"error,omitempty"`
+	TriggerAfter *time.Time `json:"trigger_after,omitempty"`
+	DependsOn    []string   `json:"depends_on,omitempty"`
+	Progress     int        `json:"progress"`
+	// Executor is the app-id of the executor running the job or that ran
+	// it last. (Its JSON name "worker" is the wire contract: it stays.)
+	Executor   string          `json:"worker,omitempty"`
+	LeaseUntil *time.Time      `json:"lease_until,omitempty"`
+	Submitted  time.Time       `json:"submitted"`
+	Started    *time.Time      `json:"started,omitempty"`
+	Finished   *time.Time      `json:"finished,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
 	// NoExecutor is true while the job waits (pending, waiting or stuck)
 	// and no live executor runs its task: it runs once one registers.
 	// Computed from the live executors when the job is read, not stored.

@@ -21,8 +21,9 @@ type PeriodicTask struct {
 	Timer string `json:"timer"`
 	// NextRun is when it fires next.
 	NextRun time.Time `json:"nextrun"`
-	// Worker and Marked say which coordinator is firing it, since when.
-	Worker  string     `json:"worker,omitempty"`
-	Marked  *time.Time `json:"marked,omitempty"`
-	Created time.Time  `json:"created"`
+	// MarkedBy and Marked say which coordinator is firing it, since when.
+	// (The JSON name "worker" is the wire contract: it stays.)
+	MarkedBy string     `json:"worker,omitempty"`
+	Marked   *time.Time `json:"marked,omitempty"`
+	Created  time.Time  `json:"created"`
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -424,8 +424,8 @@ func (c *Coordinator) cancelJob(ctx context.Context, group, id string) (*fairway
 		// The claim counted the attempt it handed out: the executor holds
 		// exactly this one, scheduled or running.
 		data, _ := json.Marshal(events.CancelCommand{Group: res.Job.Group, JobID: id, Attempt: res.Job.Attempt})
-		if err := c.nc.Publish(c.subjects.Cancel(res.Job.Worker), data); err != nil {
-			return nil, fmt.Errorf("telling executor %q to cancel job %s: %w", res.Job.Worker, id, err)
+		if err := c.nc.Publish(c.subjects.Cancel(res.Job.Executor), data); err != nil {
+			return nil, fmt.Errorf("telling executor %q to cancel job %s: %w", res.Job.Executor, id, err)
 		}
 	}
 	return &res.Job, nil

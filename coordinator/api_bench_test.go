@@ -45,7 +45,7 @@ func BenchmarkAPIListFlood(b *testing.B) {
 func benchListFlood(b *testing.B, rate float64, groupWorkers, clients int) {
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
-	coord, err := coordinator.New(storetest.Open(b), nc, coordinator.Config{APIRate: rate, APIGroupWorkers: groupWorkers})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(b)), nc, coordinator.Config{APIRate: rate, APIGroupWorkers: groupWorkers})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func apiSetup(t *testing.T, cfg coordinator.Config, ns *server.Server, nc *nats.
 		ns, nc = natstest.Start(t)
 	}
 	cfg.Logger = testLogger(t)
-	coord, err := coordinator.New(storetest.Open(t), nc, cfg)
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, cfg)
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

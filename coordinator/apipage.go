@@ -8,7 +8,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 const (

@@ -46,7 +46,7 @@ func drain(b *testing.B, tp trace.TracerProvider) {
 	ctx := context.Background()
 	ns, nc := natstest.Start(b)
 	st := storetest.Open(b)
-	coord, err := coordinator.New(st, nc, coordinator.Config{Tracer: tp})
+	coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Tracer: tp})
 	if err != nil {
 		b.Fatal(err)
 	}

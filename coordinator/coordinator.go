@@ -21,6 +21,8 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	istore "github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,14 +46,22 @@ const (
 	queueGroup              = "fairway-coordinators"
 )
 
+// The values of Config.Fairness.
+const (
+	// FairnessJobs: each turn is one job.
+	FairnessJobs = istore.FairnessJobs
+	// FairnessTime: each group gets its weighted share of slot-time.
+	FairnessTime = istore.FairnessTime
+)
+
 // Config configures a Coordinator.
 type Config struct {
 	// Prefix is the subject prefix. Defaults to "fairway".
 	Prefix string
 	// Scheme is the counting scheme. Defaults to 4,1.
 	Scheme fairway.CountingScheme
-	// Fairness is what a group's turn is worth (store.FairnessJobs, the
-	// default, or store.FairnessTime): see docs/architecture.md, "Fair
+	// Fairness is what a group's turn is worth (FairnessJobs, the
+	// default, or FairnessTime): see docs/architecture.md, "Fair
 	// shares". Set the same on every coordinator.
 	Fairness string
 	// Retries is the max_retries of jobs submitted without one. Defaults to 5.
@@ -141,7 +151,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	c.Fairness = cmp.Or(c.Fairness, store.FairnessJobs)
+	c.Fairness = cmp.Or(c.Fairness, istore.FairnessJobs)
 	if c.Scheme == (fairway.CountingScheme{}) {
 		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
@@ -175,8 +185,8 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Fairness != store.FairnessJobs && c.Fairness != store.FairnessTime {
-		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, store.FairnessJobs, store.FairnessTime))
+	if c.Fairness != istore.FairnessJobs && c.Fairness != istore.FairnessTime {
+		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, istore.FairnessJobs, istore.FairnessTime))
 	}
 	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
 		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
@@ -214,7 +224,7 @@ func (c Config) validate() error {
 // Coordinator is one coordinator process's worth of services.
 type Coordinator struct {
 	cfg      Config
-	store    *store.Store
+	store    *istore.Store
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	subjects events.Subjects
@@ -253,8 +263,9 @@ type Coordinator struct {
 	wg        sync.WaitGroup
 }
 
-// New returns a coordinator; Start runs it.
-func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
+// New returns a coordinator on the database of pub; Start runs it.
+func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
+	st := storeaccess.Engine(pub)
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("coordinator config: %w", err)
@@ -280,7 +291,7 @@ func New(st *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, c.dead, js, c.subjects, c.log, c.metrics)
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
-	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == store.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
+	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
 	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
 	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.dispatcher.notifyWork)
@@ -430,7 +441,7 @@ func coordinatorID() string {
 
 // afterChange follows up committed changes: publish their events, wake
 // executors when jobs became eligible now, and remember later due times.
-func (c *Coordinator) afterChange(applied []store.Applied) {
+func (c *Coordinator) afterChange(applied []istore.Applied) {
 	if len(applied) == 0 {
 		return
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -535,7 +535,7 @@ func TestUnknownTaskCheckSeesRegistrationsThroughAnotherCoordinator(t *testing.T
 		st := storetest.Open(t)
 		start := func() (*coordinator.Coordinator, registrations) {
 			regs := make(registrations, 10)
-			coord, err := coordinator.New(st, nc, coordinator.Config{Logger: slog.New(regs)})
+			coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: slog.New(regs)})
 			require.NoError(t, err)
 			require.NoError(t, coord.Start(t.Context()))
 			t.Cleanup(coord.Stop)
@@ -629,7 +629,7 @@ func TestStartWaitsForJetStream(t *testing.T) {
 	t.Cleanup(nc.Close)
 
 	logs := make(messages, 100)
-	coord, err := coordinator.New(storetest.Open(t), nc, coordinator.Config{Logger: slog.New(logs)})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, coordinator.Config{Logger: slog.New(logs)})
 	require.NoError(t, err)
 	started := make(chan error, 1)
 	go func() { started <- coord.Start(t.Context()) }()

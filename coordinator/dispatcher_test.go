@@ -10,8 +10,8 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -124,7 +124,7 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 	require.Nil(t, reply.Error)
 	require.Len(t, reply.Jobs, 1)
 	require.Equal(t, "j1", reply.Jobs[0].ID)
-	require.Equal(t, "w", reply.Jobs[0].Worker)
+	require.Equal(t, "w", reply.Jobs[0].Executor)
 	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
 	require.Zero(t, h.d.parking.len())
 	require.Positive(t, h.f.kicked(), "the claim's events are published")

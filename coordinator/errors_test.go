@@ -132,7 +132,7 @@ func TestInternalErrorsCarryOnlyARequestID(t *testing.T) {
 	_, nc := natstest.Start(t)
 	st := storetest.Open(t)
 	var logs lockedBuffer
-	coord, err := coordinator.New(st, nc, coordinator.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // eventBatchBytes caps the body of one batch of events: far below any

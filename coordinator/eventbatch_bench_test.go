@@ -7,7 +7,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // BenchmarkBatchEvents: the publisher's work per event for a read of

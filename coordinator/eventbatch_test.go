@@ -11,7 +11,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 func testSubject(e store.Event) string { return e.Group + "." + e.Task + "." + string(e.State) }

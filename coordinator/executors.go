@@ -14,8 +14,8 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/wirejson"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -446,7 +446,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	start := time.Now()
-	jobs, err := d.store.Claim(ctx, store.ClaimParams{Worker: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: d.maxHeld(ctx, req),
+	jobs, err := d.store.Claim(ctx, store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: d.maxHeld(ctx, req),
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):

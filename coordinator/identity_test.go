@@ -203,7 +203,7 @@ func TestRedeliveredSubmissionMakesOneJob(t *testing.T) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
 	st := storetest.Open(t)
-	coord, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
+	coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err) // not started: the test hands it the deliveries
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/trace"
@@ -408,7 +408,7 @@ func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration
 	for _, t := range r.req.Tasks {
 		runs[t] = true
 	}
-	a := &store.Assignment{Worker: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease, MaxHeld: r.maxHeld}
+	a := &store.Assignment{Executor: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease, MaxHeld: r.maxHeld}
 	perTask := map[string]int{}
 	for i, s := range subs {
 		if len(a.Jobs) == r.req.Slots {

@@ -23,7 +23,7 @@ func TestIngestIsFairAcrossGroups(t *testing.T) {
 	st := storetest.Open(t)
 	cfg := coordinator.Config{IngestBatch: 50, Logger: testLogger(t)}
 	// A first coordinator makes the streams, and stops.
-	first, err := coordinator.New(st, nc, cfg)
+	first, err := coordinator.New(storetest.Public(st), nc, cfg)
 	require.NoError(t, err)
 	require.NoError(t, first.Start(ctx))
 	first.Stop()
@@ -43,7 +43,7 @@ func TestIngestIsFairAcrossGroups(t *testing.T) {
 	sub, err := client.Subscribe(ctx, events.Filter{State: fairway.StateWaiting}, func(ev events.Event) { waiting <- ev })
 	require.NoError(t, err)
 	defer sub.Stop()
-	second, err := coordinator.New(st, nc, cfg)
+	second, err := coordinator.New(storetest.Public(st), nc, cfg)
 	require.NoError(t, err)
 	require.NoError(t, second.Start(ctx))
 	defer second.Stop()

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // The maintenance lead's lease, on PostgreSQL's clock, and how often its

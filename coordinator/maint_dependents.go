@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // Defaults of dependentsConfig.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,11 +39,11 @@ func TestDependentsResolveWhatIsQueued(t *testing.T) {
 	require.Equal(t, fairway.StateCancelled, jobState(t, st, "g", "after-b"))
 
 	// a succeeds, and its change is queued as afterChange queues it.
-	_, err = st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 2, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	_, err = st.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 2, Tasks: []string{"t"}, Lease: time.Minute, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	job, err := st.Get(ctx, "g", "a")
 	require.NoError(t, err)
-	at := store.Attempt{Group: "g", JobID: "a", Attempt: job.Attempt, Worker: "w"}
+	at := store.Attempt{Group: "g", JobID: "a", Attempt: job.Attempt, Executor: "w"}
 	applied, err := st.Complete(ctx, []store.Outcome{{Attempt: at, Kind: fairway.OutcomeSuccess}}, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, applied, 1)

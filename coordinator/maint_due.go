@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // Defaults of dueConfig.

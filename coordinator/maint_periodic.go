@@ -10,7 +10,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/proc"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // Defaults of periodicConfig.
@@ -187,7 +187,7 @@ func (f *periodicFirer) clearDeadMarks(ctx context.Context) error {
 		return err
 	}
 	for _, p := range tasks {
-		parts := strings.Split(p.Worker, "/")
+		parts := strings.Split(p.MarkedBy, "/")
 		if p.Marked == nil || len(parts) != 3 || parts[0] != host {
 			continue
 		}
@@ -195,10 +195,10 @@ func (f *periodicFirer) clearDeadMarks(ctx context.Context) error {
 		if err != nil || pid == os.Getpid() || proc.Alive(pid) {
 			continue
 		}
-		if err := f.store.UnmarkPeriodic(ctx, p.Worker, p.ID, p.NextRun, p.Enabled); err != nil {
+		if err := f.store.UnmarkPeriodic(ctx, p.MarkedBy, p.ID, p.NextRun, p.Enabled); err != nil {
 			return err
 		}
-		f.log.Warn("cleared the mark of a periodic task left by a coordinator that is gone", "periodic", p.ID, "coordinator", p.Worker)
+		f.log.Warn("cleared the mark of a periodic task left by a coordinator that is gone", "periodic", p.ID, "coordinator", p.MarkedBy)
 	}
 	return nil
 }

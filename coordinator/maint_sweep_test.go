@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,7 +25,7 @@ func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	lost := storeJobs(t, st, fairway.Submission{Group: "g", ID: "lost"})[0]
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, lost.ID, claimed[0].ID)
@@ -64,7 +64,7 @@ func TestLeaseSweeperLeavesTheMaintenanceToTheLeader(t *testing.T) {
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	storeJobs(t, st, fairway.Submission{Group: "g", ID: "held"})
-	_, err = st.Claim(ctx, store.ClaimParams{Worker: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	_, err = st.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 
 	f := newFollowUps()

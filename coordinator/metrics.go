@@ -6,7 +6,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/metrics"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 )
 

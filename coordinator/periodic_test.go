@@ -35,7 +35,7 @@ func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 	setClock("2026-11-23T08:01:00Z")
 	var coords []*coordinator.Coordinator
 	for range 3 {
-		c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
+		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(ctx))
 		t.Cleanup(c.Stop)
@@ -152,7 +152,7 @@ func TestRestartClearsMarksOfDeadCoordinators(t *testing.T) {
 
 	client, err := events.NewClient(nc, events.ClientOptions{})
 	require.NoError(t, err)
-	c, err := coordinator.New(st, nc, coordinator.Config{Logger: testLogger(t)})
+	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(c.Stop)

@@ -65,7 +65,7 @@ func BenchmarkIngestPoison(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		coord, err := coordinator.New(st, nc, coordinator.Config{QuotaJobs: -1, QuotaSubmitRate: -1})
+		coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{QuotaJobs: -1, QuotaSubmitRate: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

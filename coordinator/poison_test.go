@@ -15,8 +15,8 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,7 +37,7 @@ func setupOn(t *testing.T, st *store.Store, cfg coordinator.Config) (*harness, *
 	ctx := t.Context()
 	ns, nc := natstest.Start(t)
 	cfg.Logger = testLogger(t)
-	coord, err := coordinator.New(st, nc, cfg)
+	coord, err := coordinator.New(storetest.Public(st), nc, cfg)
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))
 	t.Cleanup(coord.Stop)
@@ -203,7 +203,7 @@ func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
 
 	coord.Stop()
 	cfg.Logger = testLogger(t)
-	again, err := coordinator.New(h.store, h.nc, cfg)
+	again, err := coordinator.New(storetest.Public(h.store), h.nc, cfg)
 	require.NoError(t, err)
 	require.NoError(t, again.Start(t.Context()))
 	t.Cleanup(again.Stop)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -123,7 +123,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	// A report names its job by group and id, and its sender by app-id and
 	// instance: the store applies it only where they hold the attempt.
 	attempt := func(r events.Report) store.Attempt {
-		return store.Attempt{Group: r.Group, JobID: r.JobID, Attempt: r.Attempt, Worker: r.Executor, Instance: r.Instance}
+		return store.Attempt{Group: r.Group, JobID: r.JobID, Attempt: r.Attempt, Executor: r.Executor, Instance: r.Instance}
 	}
 	for _, r := range reports {
 		a := attempt(r)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -38,7 +38,7 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
+	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
@@ -112,7 +112,7 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})
-	claimed, err := st.Claim(ctx, store.ClaimParams{Worker: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
+	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)

@@ -14,7 +14,6 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -105,7 +104,7 @@ func TestSharesOfSlotTimeEndToEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			retries := 0
-			h, _ := setupWith(t, coordinator.Config{Fairness: store.FairnessTime, Retries: &retries})
+			h, _ := setupWith(t, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
 			if tc.weightA != 1 {
 				_, err := h.client.SetWeight(t.Context(), "a", tc.weightA)
 				require.NoError(t, err)
@@ -148,7 +147,7 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 		cnc, err := nats.Connect(ns.ClientURL())
 		require.NoError(t, err)
 		t.Cleanup(cnc.Close)
-		coord, err := coordinator.New(st, cnc, coordinator.Config{Retries: &retries, Logger: testLogger(t)})
+		coord, err := coordinator.New(storetest.Public(st), cnc, coordinator.Config{Retries: &retries, Logger: testLogger(t)})
 		require.NoError(t, err)
 		require.NoError(t, coord.Start(t.Context()))
 		t.Cleanup(coord.Stop)

@@ -123,7 +123,7 @@ func testNode(t *testing.T, client *events.Client, natsURL string) {
 		job, err := client.Get(t.Context(), group, id)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StateSuccess, job.State, "job %s", id)
-		require.Equal(t, appID, job.Worker, "job %s ran on the Node executor", id)
+		require.Equal(t, appID, job.Executor, "job %s ran on the Node executor", id)
 		require.JSONEq(t, `{"greeting":"hello, fairway","chars":7,"from":"node"}`, string(job.Result), "job %s", id)
 		require.Equal(t, 100, job.Progress, "job %s", id)
 		logs, err := client.Logs(t.Context(), group, id)

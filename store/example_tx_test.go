@@ -5,7 +5,7 @@ import (
 	"log"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -1,43 +1,33 @@
-// Package store keeps Fairway's jobs in PostgreSQL: the single source of
-// truth for job state. It is the only package that imports pgx; its methods
-// take and return domain types, and pgx errors never leave it.
+// Package store is the part of Fairway's PostgreSQL store that Go
+// programs use directly: open the database, migrate it, hand it to a
+// coordinator (coordinator.New), and store jobs in the program's own
+// transaction (InsertTx).
 //
-// Every state change writes its lifecycle event into an outbox table in the
-// same transaction, so an event exists for every committed change even if
-// the process dies right after the commit.
+// The engine behind it (claims, outcomes, the outbox, retention…) lives in
+// internal/store and is no part of Fairway's API: only the coordinators
+// call it.
 package store
 
 import (
 	"context"
-	_ "embed"
-	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/internal/secret"
+	istore "github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Store is Fairway's PostgreSQL store.
+func init() {
+	storeaccess.Engine = func(public any) *istore.Store { return public.(*Store).engine }
+	storeaccess.Public = func(engine *istore.Store) any { return &Store{engine: engine} }
+}
+
+// Store is a connection pool to Fairway's PostgreSQL database. Pass it to
+// coordinator.New; close it after the coordinators that use it have
+// stopped.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-	// checkedInserts counts the batches InsertJobs sent again checked.
-	checkedInserts atomic.Int64
-	// limitsInUse: the last claim found concurrency limits (LimitsInUse).
-	limitsInUse atomic.Bool
-	// ratesInUse: the last claim found rate limits (RatesInUse).
-	ratesInUse atomic.Bool
-	// maxHold is MaxHold (shorter in tests).
-	maxHold time.Duration
+	engine *istore.Store
 }
 
 // Options configures Open.
@@ -50,167 +40,44 @@ type Options struct {
 
 // Open connects to the database at url. It does not migrate: call Migrate.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	e, err := istore.Open(ctx, url, istore.Options{MaxConns: opts.MaxConns, Logger: opts.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("database url: %s", secret.Mask(err.Error())) // pgconn masks only the passwords it recognises
+		return nil, err
 	}
-	cfg.MaxConns = opts.MaxConns
-	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 10
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", redact(cfg), interpretError(err))
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Store{pool: pool, log: log, maxHold: MaxHold}, nil
+	return &Store{engine: e}, nil
 }
 
-func redact(cfg *pgxpool.Config) string {
-	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
-}
+// Migrate applies the embedded migrations that the database lacks, in
+// order, under an advisory lock (coordinators starting together apply
+// each once). It returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) { return s.engine.Migrate(ctx) }
 
 // Close closes the connection pool.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() { s.engine.Close() }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return interpretError(s.pool.Ping(ctx)) }
-
-// inTx runs fn in a transaction, committing when it returns nil.
-func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return interpretError(pgx.BeginFunc(ctx, s.pool, fn))
+// TxOptions are the coordinators' submission settings that InsertTx
+// applies itself, since no coordinator sees these submissions.
+type TxOptions struct {
+	// MaxArgsSize bounds a job's args. Defaults to
+	// fairway.DefaultMaxArgsSize (1 MiB).
+	MaxArgsSize int64
+	// Retries is the max_retries of a job submitted without one. Defaults
+	// to 5, the coordinators' default.
+	Retries int
 }
 
-// batchTx runs the statements fill queues in one transaction and one
-// round trip: BEGIN, them, COMMIT, pipelined. On an error nothing is
-// committed and the connection is left without a transaction.
-func (s *Store) batchTx(ctx context.Context, fill func(*pgx.Batch)) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return interpretError(err)
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	fill(b)
-	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		// A statement failed: the rest of the batch was skipped, the
-		// transaction is aborted.
-		abandonTx(ctx, conn)
-		return interpretError(err)
-	}
-	return nil
-}
-
-// abandonTx leaves no transaction open on a pooled connection after a
-// failed one: it rolls back, or closes the connection if it cannot.
-func abandonTx(ctx context.Context, conn *pgxpool.Conn) {
-	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
-		_ = conn.Conn().Close(context.WithoutCancel(ctx))
-	}
-}
-
-// interpretError turns pgx and PostgreSQL errors into Fairway's: a
-// connection failure is unavailable, the rest keep their text.
-func interpretError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var fe *fairway.Error
-	if errors.As(err, &fe) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		// Class 53 (disk full, out of memory, too many connections) passes
-		// too: the statement was fine, the server cannot take it now.
-		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57P01", pgErr.Code == "57P03":
-			return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL: " + pgErr.Message}
-		}
-		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)
-	}
-	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
-		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL unreachable: " + err.Error()}
-	}
-	// The connection broke during the statement (the server died, as in a
-	// failover, or the network dropped it). Whether it committed is not
-	// known, and every write of the store is made to be applied again
-	// (jobs by id, outcomes by attempt, claims by their request's id), so
-	// it is unavailable: tried again later, never taken for a statement
-	// PostgreSQL refused. (Taken for one, a submission was refused as
-	// poison during a failover, and lost.)
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.As(err, new(*net.OpError)) {
-		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL connection lost: " + err.Error()}
-	}
-	return err
-}
-
-//go:embed sql/job_columns.sql
-var jobColumns string
-
-func init() {
-	jobColumns = strings.TrimSpace(stripComments(jobColumns))
-	claimMarkSQL = strings.ReplaceAll(claimMarkSQL, "{{job_columns}}", jobColumns)
-	reclaimSQL = strings.ReplaceAll(reclaimSQL, "{{job_columns}}", jobColumns)
-	jobGraphSQL = strings.ReplaceAll(jobGraphSQL, "{{job_columns}}", jobColumns)
-}
-
-func stripComments(sql string) string {
-	var b strings.Builder
-	for line := range strings.Lines(sql) {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			b.WriteString(line)
-		}
-	}
-	return b.String()
-}
-
-// scanJob reads a row selected with jobColumns.
-func scanJob(row pgx.Row) (fairway.Job, error) {
-	var j fairway.Job
-	var args, result []byte
-	var timeoutMS int64
-	err := row.Scan(&j.ID, &j.Task, &j.Group, &args, &j.Subject, &j.Submitter, &j.Priority,
-		&j.Tracker, &j.State, &j.Retries, &j.MaxRetries, &j.Attempt, &j.RunAt, &j.ExpiresAt,
-		&j.DependsOn, &j.Progress, &j.Worker, &j.LeaseUntil, &j.Submitted, &j.Started,
-		&j.Finished, &result, &j.Error, &j.TriggerAfter, &j.TraceParent, &timeoutMS)
-	j.Args, j.Result = args, result
-	if timeoutMS > 0 {
-		j.Timeout = (time.Duration(timeoutMS) * time.Millisecond).String()
-	}
-	if j.State == fairway.StateRunning && j.Started != nil {
-		j.EstimatedEnd = fairway.EstimateEnd(*j.Started, j.Progress, time.Now())
-	}
-	return j, err
-}
-
-func collectJobs(rows pgx.Rows) ([]fairway.Job, error) {
-	defer rows.Close()
-	var jobs []fairway.Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, j)
-	}
-	return jobs, rows.Err()
-}
-
-// interval renders a duration for a ::interval parameter.
-func interval(d time.Duration) string {
-	return fmt.Sprintf("%d microseconds", d.Microseconds())
+// InsertTx stores jobs in the caller's own transaction on Fairway's
+// database (River's InsertTx): they exist exactly when tx commits, their
+// events flow as any job's (the outbox rows are written in tx too), and
+// the coordinators are woken at the commit (LISTEN/NOTIFY), not at their
+// next poll. Each submission is validated as a coordinator would, but
+// without the coordinators' quotas and without the check that some
+// executor runs its task (a job of a task nobody runs waits, marked
+// no_executor). It returns the jobs' ids in order; a submission refused
+// (invalid, or its tracker held by a non-final job of its group) fails
+// the whole call with an error naming it, and the caller should roll back.
+// A job whose id its group already uses is not stored again: its id is
+// returned as for a new one, as an idempotent submit.
+func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Submission) ([]string, error) {
+	return istore.InsertTx(ctx, tx, istore.TxOptions(opts), subs...)
 }

@@ -29,7 +29,9 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
+	fstore "github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -357,7 +359,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	if cfg.history > 0 {
-		if err := fillHistory(ctx, dbURL, cfg.history, opts.Logger); err != nil {
+		if err := fillHistory(ctx, s.store, cfg.history, opts.Logger); err != nil {
 			return nil, err
 		}
 	}
@@ -412,7 +414,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 			return nil, err
 		}
 	} else {
-		if s.coord, err = coordinator.New(s.store, s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
+		if s.coord, err = coordinator.New(storeaccess.Public(s.store).(*fstore.Store), s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
 			Fairness: cfg.fairness}); err != nil {
 			return nil, err
 		}
@@ -561,28 +563,16 @@ func cpuProcesses(opts Options) string {
 	return strings.Join(own, "; ")
 }
 
-// fillHistory stores n finished jobs (successes of task "work" that ended
-// two hours ago, over 1,000 groups) straight into the job table, in
-// batches of 100,000, as years of use would leave them.
-func fillHistory(ctx context.Context, dbURL string, n int, log *slog.Logger) error {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
+// fillHistory stores n finished jobs (store.FillHistory) in batches of
+// 100,000, as years of use would leave them.
+func fillHistory(ctx context.Context, st *store.Store, n int, log *slog.Logger) error {
 	for done := 0; done < n; done += 100_000 {
 		log.Info("bench: storing finished jobs", "stored", done, "total", n)
-		_, err := conn.Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, priority, state, max_retries, attempt,
-			run_at, submitted, started, finished, result)
-			SELECT 'h' || i, 'work', 'h' || (i % 1000), 'low', 'success', 5, 1, t, t, t, t, '{}'
-			  FROM generate_series($1::bigint, $2::bigint) AS i, (SELECT now() - interval '2 hours' AS t) AS at`,
-			done+1, min(done+100_000, n))
-		if err != nil {
-			return fmt.Errorf("storing finished jobs: %w", err)
+		if err := st.FillHistory(ctx, int64(done+1), int64(min(done+100_000, n))); err != nil {
+			return err
 		}
 	}
-	_, err = conn.Exec(ctx, "ANALYZE fairway_job")
-	return err
+	return st.Analyze(ctx)
 }
 
 // rss is the memory figure: the coordinator process's peak resident set

@@ -13,8 +13,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/fairwayhq/fairway/store"
-	"github.com/jackc/pgx/v5"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -86,13 +85,8 @@ func history(ctx context.Context, opts Options) (*Result, error) {
 			total.add(u)
 			rates[i] = float64(opts.Jobs) / worked.Seconds()
 			if cfg.prune {
-				conn, err := pgx.Connect(ctx, s.dbURL)
+				left, err := s.store.CountJobsWithPrefix(ctx, store.HistoryPrefix)
 				if err != nil {
-					return err
-				}
-				defer conn.Close(ctx)
-				var left int
-				if err := conn.QueryRow(ctx, "SELECT count(*) FROM fairway_job WHERE id LIKE 'h%'").Scan(&left); err != nil {
 					return err
 				}
 				r.add("pruned_during_drain", opts.History-left)
@@ -410,7 +404,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			var sel []time.Duration
 			for range 20 {
 				t := time.Now()
-				jobs, err := s.store.Claim(ctx, store.ClaimParams{Worker: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+				jobs, err := s.store.Claim(ctx, store.ClaimParams{Executor: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {
 					return err
 				}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/fairwayhq/fairway/store"
 )
 
 // The shares scenario: two groups, a with jobs of sharesLongMS and b with
@@ -38,9 +38,9 @@ func sharesScenario(ctx context.Context, opts Options) (*Result, error) {
 	r := &Result{Scenario: "shares"}
 	var total usage
 	for _, c := range []sharesCase{
-		{"jobs", store.FairnessJobs, 1, float64(sharesLongMS) / (sharesLongMS + sharesShortMS)},
-		{"time", store.FairnessTime, 1, 0.5},
-		{"time_weights_3_1", store.FairnessTime, 3, 0.75},
+		{"jobs", coordinator.FairnessJobs, 1, float64(sharesLongMS) / (sharesLongMS + sharesShortMS)},
+		{"time", coordinator.FairnessTime, 1, 0.5},
+		{"time_weights_3_1", coordinator.FairnessTime, 3, 0.75},
 	} {
 		shareA, busy, u, err := sharesRun(ctx, opts, c)
 		if err != nil {

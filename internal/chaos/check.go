@@ -9,7 +9,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -67,13 +67,11 @@ func (r Result) OK() bool {
 // waitFinal waits until every job of ids is in a final state in
 // PostgreSQL, or until ctx ends. It polls: PostgreSQL is the ground truth
 // and no single event says "all done" across outages.
-func waitFinal(ctx context.Context, db *pgxpool.Pool, ids []string) error {
+func waitFinal(ctx context.Context, db *store.Store, ids []string) error {
 	for {
-		var n int
-		err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = ANY($1) AND state IN ('success', 'failed', 'cancelled')`, ids).Scan(&n)
+		n, err := db.CountFinal(ctx, ids)
 		if err == nil && n == len(ids) {
-			var outbox int
-			if err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_event`).Scan(&outbox); err == nil && outbox == 0 {
+			if outbox, err := db.OutboxLen(ctx); err == nil && outbox == 0 {
 				return nil
 			}
 		}
@@ -163,25 +161,16 @@ type jobRow struct {
 	retries int
 }
 
-func readJobs(ctx context.Context, db *pgxpool.Pool) (map[string]jobRow, int, error) {
-	rows, err := db.Query(ctx, `SELECT id, state, attempt, retries FROM fairway_job`)
+func readJobs(ctx context.Context, db *store.Store) (map[string]jobRow, int, error) {
+	all, err := db.AllJobAttempts(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	jobs := map[string]jobRow{}
-	for rows.Next() {
-		var id string
-		var r jobRow
-		if err := rows.Scan(&id, &r.state, &r.attempt, &r.retries); err != nil {
-			return nil, 0, err
-		}
-		jobs[id] = r
+	jobs := make(map[string]jobRow, len(all))
+	for _, j := range all {
+		jobs[j.ID] = jobRow{state: j.State, attempt: j.Attempt, retries: j.Retries}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
-	}
-	var outbox int
-	err = db.QueryRow(ctx, `SELECT count(*) FROM fairway_event`).Scan(&outbox)
+	outbox, err := db.OutboxLen(ctx)
 	return jobs, outbox, err
 }
 

@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/pgserver"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Timeouts of the cluster under test: short, so faults recover quickly.
@@ -531,9 +531,10 @@ func (c *Cluster) Close() {
 	}
 }
 
-// DB opens a pool on the scenario's database.
-func (c *Cluster) DB(ctx context.Context) (*pgxpool.Pool, error) {
-	return pgxpool.New(ctx, c.dbURL)
+// DB opens the store on the scenario's database: the suite reads
+// Fairway's tables only through it.
+func (c *Cluster) DB(ctx context.Context) (*store.Store, error) {
+	return store.Open(ctx, c.dbURL, store.Options{MaxConns: 4})
 }
 
 // freePort returns a port on 127.0.0.1 that nothing listens on now and

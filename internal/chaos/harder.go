@@ -100,8 +100,8 @@ func killAfterIngestCommit(base ClusterOptions) Scenario {
 				return err
 			}
 			defer db.Close()
-			var jobs int
-			if err := db.QueryRow(ctx, `SELECT count(*) FROM fairway_job`).Scan(&jobs); err != nil {
+			jobs, err := db.CountJobsWithPrefix(ctx, "")
+			if err != nil {
 				return err
 			}
 			r.note("%d messages without an id in the body (%d with Nats-Msg-Id), %d jobs; redelivered: %d", st.messages, st.withHeader, jobs, st.redelivered)
@@ -234,17 +234,14 @@ func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, 
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.Query(ctx, `SELECT id FROM fairway_job`)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	jobs, err := db.AllJobAttempts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	stored := map[string]bool{}
 	bySuffix := map[string]string{} // bytes 6… of a UUID -> id
-	for _, id := range ids {
+	for _, j := range jobs {
+		id := j.ID
 		stored[id] = true
 		if u, err := uuid.Parse(id); err == nil {
 			bySuffix[string(u[6:])] = id
@@ -849,9 +846,14 @@ func clockStep(base ClusterOptions) Scenario {
 				return err
 			}
 			defer db.Close()
-			if err := db.QueryRow(ctx, `SELECT nextrun, now() FROM fairway_periodic_task WHERE id = 'every-2s'`).Scan(&nextRun, &dbNow); err != nil {
+			p, err := db.GetPeriodic(ctx, "every-2s")
+			if err != nil {
 				return err
 			}
+			if dbNow, err = db.Now(ctx); err != nil {
+				return err
+			}
+			nextRun = p.NextRun
 			_, err = client.SetPeriodic(ctx, "every-2s", false)
 			return err
 		},
@@ -867,9 +869,8 @@ func clockStep(base ClusterOptions) Scenario {
 				return fmt.Errorf("%s never armed the clock hook (a fairway binary built without -tags fairwaychaos?): log %s", r.C.Coordinators[0].Name, log)
 			}
 			last := r.faults[len(r.faults)-1]
-			var before, after int
-			if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE submitted < $1), count(*) FILTER (WHERE submitted >= $1)
-				FROM fairway_job WHERE group_name = 'periodic'`, last).Scan(&before, &after); err != nil {
+			before, after, err := db.CountSubmittedAround(ctx, "periodic", last)
+			if err != nil {
 				return err
 			}
 			r.note("periodic task every 2 s: %d runs before the last clock step, %d in the %s after it; its next run: %s, %s after PostgreSQL's now()", before, after, dbNow.Sub(last).Round(time.Second), nextRun.Format(time.RFC3339), nextRun.Sub(dbNow).Round(time.Second))

@@ -344,7 +344,7 @@ type cluster struct {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	ns, nc := natstest.Start(t)
-	coord, err := coordinator.New(storetest.Open(t), nc, coordinator.Config{})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, coordinator.Config{})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

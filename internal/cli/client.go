@@ -261,7 +261,7 @@ func newJobsCmd(e *env) *cobra.Command {
 		if job.State == fairway.StateCancelled {
 			fmt.Fprintf(e.stdout, "job %s cancelled\n", id)
 		} else {
-			fmt.Fprintf(e.stdout, "job %s is %s on executor %s: asked it to stop; it ends cancelled when the task returns\n", id, job.State, job.Worker)
+			fmt.Fprintf(e.stdout, "job %s is %s on executor %s: asked it to stop; it ends cancelled when the task returns\n", id, job.State, job.Executor)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway/internal/flight"
 	"github.com/stretchr/testify/require"
@@ -36,6 +37,9 @@ func TestOneComputationPerKeyAtATime(t *testing.T) {
 		})
 	}
 	<-started
+	// Every caller shares the computation before it ends: one that came
+	// after would start another (and, released already, hang on started).
+	require.Eventually(t, func() bool { return g.Waiters("a") == callers }, 10*time.Second, time.Millisecond)
 	other, shared, err := g.Do(t.Context(), "b", func() (int, error) { return 7, nil })
 	require.NoError(t, err)
 	require.Equal(t, 7, other)

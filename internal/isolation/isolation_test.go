@@ -28,8 +28,8 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/devtest"
 	"github.com/fairwayhq/fairway/internal/natsauth"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -152,7 +152,7 @@ func setup(t *testing.T) *env {
 	st := storetest.Open(t)
 	e.store = st
 	retries := 0
-	coord, err := coordinator.New(st, e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{
+	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{
 		RetryDelay: 20 * time.Millisecond, Retries: &retries, Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))

@@ -64,7 +64,7 @@ func setupWeb(t *testing.T) *webEnv {
 
 	st, dbURL := storetest.OpenURL(t)
 	seedFinished(t, dbURL, finishedJobs)
-	coord, err := coordinator.New(st, e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{Logger: logger.With("component", "coordinator")})
+	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))
 	t.Cleanup(coord.Stop)

@@ -9,8 +9,16 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/pgtest"
-	"github.com/fairwayhq/fairway/store"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
+	public "github.com/fairwayhq/fairway/store"
 )
+
+// Public wraps the engine s in the public *store.Store that coordinator.New
+// takes. Closing either closes both.
+func Public(s *store.Store) *public.Store {
+	return storeaccess.Public(s).(*public.Store)
+}
 
 // Main runs the tests of a package that uses Open. Call it from TestMain.
 func Main(m *testing.M) {

@@ -36,7 +36,7 @@ func jobs(n int) []fairway.Job {
 		lease := now.Add(time.Minute)
 		js[i] = fairway.Job{ID: fmt.Sprintf("01a21475-7705-709d-86a3-%012d", i), Task: "work", Group: fmt.Sprintf("g%d", i%10),
 			Args: json.RawMessage(`{"n":1,"s":"a\"b"}`), Priority: fairway.PriorityLow, State: fairway.StateScheduled, MaxRetries: 5, Attempt: 1,
-			RunAt: now, Submitted: now, Worker: "bench-1", LeaseUntil: &lease, DependsOn: []string{"a", "b"}, Timeout: "5s"}
+			RunAt: now, Submitted: now, Executor: "bench-1", LeaseUntil: &lease, DependsOn: []string{"a", "b"}, Timeout: "5s"}
 	}
 	return js
 }

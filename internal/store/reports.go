@@ -1,0 +1,128 @@
+// What executors report about the attempts they hold, besides their
+// ends (complete.go): log lines, progress, and results PostgreSQL refuses.
+
+package store
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/append_logs.sql
+	appendLogsSQL string
+	//go:embed sql/unstorable_json.sql
+	unstorableJsonSQL string
+)
+
+// AttemptLog is log lines that the executor instance holding an attempt
+// reported about it.
+type AttemptLog struct {
+	Attempt
+	Lines []fairway.LogLine
+}
+
+// AppendLogs stores log lines of attempts. Lines apply only while their
+// attempt is the job's latest, and only from the executor instance that
+// holds (or held) it; the others are dropped: a late line from an older
+// attempt, or lines that another executor forged.
+func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
+	var atts []Attempt
+	var levels, msgs []string
+	var times []time.Time
+	for _, l := range logs {
+		for _, line := range l.Lines {
+			atts = append(atts, l.Attempt)
+			levels, msgs, times = append(levels, line.Level), append(msgs, line.Message), append(times, line.Time)
+		}
+	}
+	if len(atts) == 0 {
+		return nil
+	}
+	a := attemptArrays(atts)
+	// The worker is cleared when an attempt ends as stuck: then the
+	// instance alone names the sender.
+	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.executors, a.instances)
+	if err != nil {
+		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
+	}
+	return nil
+}
+
+// Progress is a task's progress report about an attempt.
+type Progress struct {
+	Attempt
+	Progress int
+}
+
+// setProgressSQL finds rows by primary key only (see complete.sql): with
+// statistics that expect few held jobs, the planner would otherwise scan an
+// executor's held jobs once per report. Only the instance holding the
+// attempt sets its progress.
+var (
+	//go:embed sql/set_progress.sql
+	setProgressSQL string
+)
+
+// SetProgress records progress of running attempts.
+func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progress, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	atts := make([]Attempt, len(ps))
+	values := make([]int32, len(ps))
+	for i, p := range ps {
+		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
+	}
+	a := attemptArrays(atts)
+	rows, err := s.pool.Query(ctx, setProgressSQL,
+		a.ids, a.attempts, a.executors, values, a.groups, a.instances)
+	if err != nil {
+		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
+	}
+	now := time.Now().UTC()
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
+		var p fairway.Progress
+		err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
+		p.Time = now
+		if p.Started != nil {
+			p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
+		}
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+// UnstorableJSON returns the indexes of the documents PostgreSQL cannot
+// store as jsonb, checked in one statement: after a batch was refused, it
+// names the values at fault.
+func (s *Store) UnstorableJSON(ctx context.Context, docs [][]byte) ([]int, error) {
+	texts := make([]string, len(docs))
+	sendable := make([]bool, len(docs))
+	for i, d := range docs {
+		// Text PostgreSQL refuses as a parameter would fail the statement:
+		// such a document is unstorable without asking.
+		if utf8.Valid(d) && bytes.IndexByte(d, 0) < 0 {
+			texts[i], sendable[i] = string(d), true
+		}
+	}
+	rows, err := s.pool.Query(ctx, unstorableJsonSQL, texts, sendable)
+	if err != nil {
+		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("checking %d documents: %w", len(docs), interpretError(err))
+	}
+	return bad, nil
+}

@@ -1,0 +1,79 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// TestListenJobsHearsCommits: ListenJobs is called at the commit of a
+// transaction that stored jobs with InsertTx (PostgreSQL delivers a
+// NOTIFY only at the commit, never for a rollback).
+func TestListenJobsHearsCommits(t *testing.T) {
+	t.Parallel()
+	s, url := storetest.OpenURL(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	heard := make(chan struct{}, 100)
+	go s.ListenJobs(ctx, func() { heard <- struct{}{} })
+	app, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	defer app.Close(context.Background())
+	insert := func() {
+		t.Helper()
+		tx, err := app.Begin(t.Context())
+		require.NoError(t, err)
+		_, err = store.InsertTx(t.Context(), tx, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t"})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(t.Context()))
+	}
+	// The listener may not listen yet: commit until it hears one.
+	deadline := time.Now().Add(20 * time.Second)
+	for heardOne := false; !heardOne; {
+		insert()
+		select {
+		case <-heard:
+			heardOne = true
+		case <-time.After(200 * time.Millisecond):
+			require.True(t, time.Now().Before(deadline), "ListenJobs heard no commit")
+		}
+	}
+}
+
+// TestInsertTxWithDependencies: InsertTx checks depends_on as any
+// submission (an unknown id fails the call, naming it), stores the job
+// pending, and marks the job it depends on, whose completion then says so.
+func TestInsertTxWithDependencies(t *testing.T) {
+	t.Parallel()
+	s, url := storetest.OpenURL(t)
+	ctx := t.Context()
+	insert(t, s, job("g", "first"))
+	app, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer app.Close(context.Background())
+
+	tx, err := app.Begin(ctx)
+	require.NoError(t, err)
+	_, err = store.InsertTx(ctx, tx, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t", DependsOn: []string{"nowhere"}})
+	require.ErrorIs(t, err, fairway.ErrInvalid)
+	require.ErrorContains(t, err, "job nowhere does not exist in group g")
+	require.NoError(t, tx.Rollback(ctx))
+
+	tx, err = app.Begin(ctx)
+	require.NoError(t, err)
+	ids, err := store.InsertTx(ctx, tx, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t", DependsOn: []string{"first"}})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, fairway.StatePending, state(t, s, "g", ids[0]))
+	ends := finish(t, s, "g", "first", fairway.OutcomeSuccess)
+	require.False(t, ends[0].NoDependents)
+	applied, err := s.ResolveDependents(ctx, ended("g", "first"), nil)
+	require.NoError(t, err)
+	require.Equal(t, ids, appliedIDs(applied))
+}
