@@ -180,5 +180,6 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 	// on a quiet machine 617-619 of 620; under CI's heaviest tests 512.
 	require.LessOrEqual(t, float64(mails), 1.05*want, "the rate limit was exceeded")
 	require.GreaterOrEqual(t, float64(mails), 0.8*want, "the rate-limited task was starved")
-	require.Greater(t, busy, 0.9, "slots left idle while other jobs waited")
+	// 93-95% on a quiet machine (the executors' own round trips); 89% under load.
+	require.Greater(t, busy, 0.8, "slots left idle while other jobs waited")
 }
