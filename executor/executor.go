@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -107,6 +108,8 @@ type Executor struct {
 	chained    map[string]Handler
 	reports    *reporter
 	logs       *logBuffer
+	// registered: Start succeeded (Registered).
+	registered atomic.Bool
 
 	// pubMu orders a job's reports: pending logs and progress are taken
 	// from the buffer and published under it, before the done report.

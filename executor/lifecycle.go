@@ -142,9 +142,15 @@ func (e *Executor) start(ctx context.Context) error {
 	e.mu.Lock()
 	pool, tasks := e.pool, e.tasks
 	e.mu.Unlock()
+	e.registered.Store(true)
 	e.logger.Info("executor started", "instance", e.instance, "pool_size", pool, "tasks", tasks)
 	return nil
 }
+
+// Registered says whether Start has succeeded: a coordinator accepted the
+// executor's registration (a health check's answer). It stays true once
+// it is.
+func (e *Executor) Registered() bool { return e.registered.Load() }
 
 // register announces the executor, retrying while no coordinator answers.
 func (e *Executor) register(ctx context.Context) error {

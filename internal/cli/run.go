@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway/coordinator"
@@ -446,13 +445,12 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	// started" is logged, shutdownAndExit is answered. A shutdown asked
 	// for during the start (say, while no coordinator answers) ends it.
 	shutdown := make(chan struct{})
-	var registered atomic.Bool
 	if cfg.Executor.HTTPAddr != "" {
 		token, tokenFile, err := e.httpToken(appID)
 		if err != nil {
 			return err
 		}
-		srv, err := serveHTTP(cfg.Executor.HTTPAddr, token, shutdown, registered.Load, e.registry())
+		srv, err := serveHTTP(cfg.Executor.HTTPAddr, token, shutdown, ex.Registered, e.registry())
 		if err != nil {
 			return err
 		}
@@ -486,7 +484,6 @@ func (e *env) runExecutor(ctx context.Context, nc *nats.Conn) error {
 	case err != nil:
 		return err
 	}
-	registered.Store(true)
 	select {
 	case <-ctx.Done():
 	case <-shutdown:
