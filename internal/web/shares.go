@@ -25,32 +25,63 @@ var sharesWindows = []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time
 // the shares read every job that ended in the window.
 const sharesTTL = 3 * time.Second
 
-// sharesKey names a cached answer: a server's, for a window. A weight set
-// clears them all (sharesCache.gen).
-type sharesKey struct {
-	s      *Server
-	window time.Duration
-}
-
 type sharesEntry struct {
 	at     time.Time
 	groups []fairway.GroupShare
 }
 
-// sharesCache holds the shares answers of every server of the process
-// (one, but in tests), at most statsCacheMax; a computation runs once at a
-// time per server, window and lane.
-var sharesCache = struct {
+// sharesCache holds a server's shares answers by window; a computation
+// runs once at a time per window and lane.
+type sharesCache struct {
 	mu      sync.Mutex
-	entries map[sharesKey]sharesEntry
+	entries map[time.Duration]sharesEntry
 	gen     uint64 // raised by every weight set: an answer computed before is not kept
 	flight  flight.Group[sharesFlight, []fairway.GroupShare]
-}{entries: map[sharesKey]sharesEntry{}}
+}
 
 type sharesFlight struct {
-	key  sharesKey
-	lane string
-	gen  uint64
+	window time.Duration
+	lane   string
+	gen    uint64
+}
+
+// cached is the cached answer for window, if it is fresh.
+func (c *sharesCache) cached(window time.Duration) ([]fairway.GroupShare, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[window]
+	if !ok || time.Since(e.at) >= sharesTTL {
+		return nil, false
+	}
+	return e.groups, true
+}
+
+// keep caches groups for window unless a weight was set since gen.
+func (c *sharesCache) keep(window time.Duration, gen uint64, groups []fairway.GroupShare) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[time.Duration]sharesEntry{}
+	}
+	c.entries[window] = sharesEntry{at: time.Now(), groups: groups}
+}
+
+// generation is the weight sets counted so far.
+func (c *sharesCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// forget drops every answer: a weight was set.
+func (c *sharesCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.entries)
 }
 
 // sharesWindow reads GET /api/shares' window: one of sharesWindows, 1h
@@ -74,15 +105,12 @@ func (s *Server) shares(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err != nil {
 		return err
 	}
-	key := sharesKey{s: s, window: window}
-	groups, ok := cachedShares(key)
+	groups, ok := s.sharesAnswers.cached(window)
 	if !ok {
-		sharesCache.mu.Lock()
-		gen := sharesCache.gen
-		sharesCache.mu.Unlock()
+		gen := s.sharesAnswers.generation()
 		ctx, cancel := s.ctx(r)
 		defer cancel()
-		groups, _, err = sharesCache.flight.Do(ctx, sharesFlight{key: key, lane: laneOf(c.role), gen: gen}, func() ([]fairway.GroupShare, error) {
+		groups, _, err = s.sharesAnswers.flight.Do(ctx, sharesFlight{window: window, lane: laneOf(c.role), gen: gen}, func() ([]fairway.GroupShare, error) {
 			// Not the context of the request that started it: its
 			// client may leave, the others still wait for the answer.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), requestTimeout)
@@ -91,14 +119,7 @@ func (s *Server) shares(w http.ResponseWriter, r *http.Request, c caller) error 
 			if err != nil {
 				return nil, err
 			}
-			sharesCache.mu.Lock()
-			defer sharesCache.mu.Unlock()
-			if sharesCache.gen == gen {
-				if len(sharesCache.entries) >= statsCacheMax {
-					clear(sharesCache.entries)
-				}
-				sharesCache.entries[key] = sharesEntry{at: time.Now(), groups: groups}
-			}
+			s.sharesAnswers.keep(window, gen, groups)
 			return groups, nil
 		})
 		if err != nil {
@@ -110,17 +131,6 @@ func (s *Server) shares(w http.ResponseWriter, r *http.Request, c caller) error 
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"window": durations([]time.Duration{window}), "groups": groups})
 	return nil
-}
-
-// cachedShares is the cached answer of key, if it is fresh.
-func cachedShares(key sharesKey) ([]fairway.GroupShare, bool) {
-	sharesCache.mu.Lock()
-	defer sharesCache.mu.Unlock()
-	e, ok := sharesCache.entries[key]
-	if !ok || time.Since(e.at) >= sharesTTL {
-		return nil, false
-	}
-	return e.groups, true
 }
 
 // setWeight sets a group's weight (body {"weight": 3}; verb weight-set)
@@ -143,10 +153,7 @@ func (s *Server) setWeight(w http.ResponseWriter, r *http.Request, _ caller) err
 	if err != nil {
 		return err
 	}
-	sharesCache.mu.Lock()
-	sharesCache.gen++
-	clear(sharesCache.entries)
-	sharesCache.mu.Unlock()
+	s.sharesAnswers.forget()
 	s.log.Info("group weight set from the dashboard", "group", group, "weight", *body.Weight)
 	if groups == nil {
 		groups = []fairway.GroupShare{}

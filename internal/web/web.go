@@ -101,6 +101,8 @@ type Server struct {
 	statsMu     sync.Mutex
 	statsCache  map[string]statsEntry
 	statsFlight flight.Group[string, *fairway.Stats]
+
+	sharesAnswers sharesCache // GET /api/shares' answers
 }
 
 // New returns a server; it checks cfg.
