@@ -111,14 +111,15 @@ func (d *dispatcher) registration(ctx context.Context, app, instance string) (re
 // tasks among the registered ones, its slots at most twice the registered
 // slots (its pool, and as many jobs held ready).
 // An executor credential that never registered, or asks for tasks it did
-// not register, gets no job of them.
-func (d *dispatcher) bound(ctx context.Context, req *events.DispatchRequest) error {
+// not register, gets no job of them. It returns how many jobs the instance
+// may hold at once (maxHeld).
+func (d *dispatcher) bound(ctx context.Context, req *events.DispatchRequest) (maxHeld int, err error) {
 	if req.Instance == "" {
-		return fairway.Invalid("instance", "missing: register first (%s), then ask for jobs under the instance you registered", d.subjects.Exec(req.Executor, events.ExecRegister))
+		return 0, fairway.Invalid("instance", "missing: register first (%s), then ask for jobs under the instance you registered", d.subjects.Exec(req.Executor, events.ExecRegister))
 	}
 	reg, err := d.registration(ctx, req.Executor, req.Instance)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The pool and as many held (executor.Config.Prefetch, PoolSize by
 	// default): an executor asks for more than its pool when its jobs are
@@ -136,7 +137,7 @@ func (d *dispatcher) bound(ctx context.Context, req *events.DispatchRequest) err
 			delete(req.TaskSlots, t)
 		}
 	}
-	return nil
+	return maxHeldPerSlot * reg.slots, nil
 }
 
 // dispatchConfig configures the dispatcher.
@@ -379,8 +380,9 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	if err == nil {
 		req.Executor, err = d.sender(msg, req.Executor)
 	}
+	var maxHeld int
 	if err == nil {
-		err = d.bound(ctx, &req)
+		maxHeld, err = d.bound(ctx, &req)
 	}
 	if err == nil {
 		var grant events.Grant
@@ -397,14 +399,14 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	gen := d.parking.generation()
-	jobs, err := d.claim(ctx, req)
+	jobs, err := d.claim(ctx, req, maxHeld)
 	if err != nil {
 		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
 		return
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
 		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
-		if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: d.maxHeld(ctx, req)}, gen); old != nil {
+		if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
 			d.respondDispatch(old.msg, events.DispatchReply{})
 		}
 		return
@@ -412,7 +414,7 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
 }
 
-// maxHeld is how many jobs an instance may hold at once, as the
+// maxHeldPerSlot bounds how many jobs an instance may hold at once, as the
 // coordinators count them: ten times its registered slots. Its pool and as
 // many held ready are two; the rest is the jobs it finished whose reports
 // the coordinators have not applied yet, which count as held until then
@@ -420,19 +422,11 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 // hundreds, and a cap of three times the slots cost the drain benchmark a
 // fifth of its throughput. However it asks (many requests, each parked),
 // an instance gathers no more.
-func (d *dispatcher) maxHeld(ctx context.Context, req events.DispatchRequest) int {
-	reg, err := d.registration(ctx, req.Executor, req.Instance)
-	if err != nil {
-		return 0 // the claim refuses an instance not registered
-	}
-	return maxHeldPerSlot * reg.slots
-}
-
-// maxHeldPerSlot is maxHeld's multiple of the registered slots.
 const maxHeldPerSlot = 10
 
-// claim claims jobs for a dispatch request.
-func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]fairway.Job, error) {
+// claim claims jobs for a dispatch request, its instance holding at most
+// maxHeld (bound's answer).
+func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxHeld int) ([]fairway.Job, error) {
 	if req.Slots <= 0 || len(req.Tasks) == 0 {
 		return nil, nil
 	}
@@ -446,7 +440,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest) ([]f
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	start := time.Now()
-	jobs, err := d.store.Claim(ctx, store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: d.maxHeld(ctx, req),
+	jobs, err := d.store.Claim(ctx, store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: maxHeld,
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots})
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):

@@ -241,7 +241,11 @@ func (d *dependents) run(ctx context.Context) {
 	defer ticker.Stop()
 	d.add(nil, nil, true) // at start: what a coordinator that died left
 	for {
-		idle := !d.busy()
+		// Idle, it waits for work; busy, it only takes what has come.
+		var busy <-chan time.Time
+		if d.busy() {
+			busy = closedTimeChan
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -250,18 +254,7 @@ func (d *dependents) run(ctx context.Context) {
 			d.sweep = true
 			d.mu.Unlock()
 		case <-d.kick:
-		default:
-			if idle {
-				select {
-				case <-ctx.Done():
-					return
-				case <-ticker.C:
-					d.mu.Lock()
-					d.sweep = true
-					d.mu.Unlock()
-				case <-d.kick:
-				}
-			}
+		case <-busy:
 		}
 		if err := d.startSweeps(ctx); err != nil {
 			d.log.Debug("listing the groups with blocked jobs", "error", err)
@@ -276,6 +269,13 @@ func (d *dependents) run(ctx context.Context) {
 		}
 	}
 }
+
+// closedTimeChan is ready at once: a select that has it does not block.
+var closedTimeChan = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 func (d *dependents) busy() bool {
 	d.mu.Lock()

@@ -199,7 +199,7 @@ func (d *dispatcher) serveParked(ctx context.Context, expire bool) {
 	now := time.Now()
 	gen := d.parking.generation()
 	for _, r := range d.parking.take() {
-		jobs, err := d.claim(ctx, r.req)
+		jobs, err := d.claim(ctx, r.req, r.maxHeld)
 		switch {
 		case err != nil:
 			d.respondDispatch(r.msg, events.DispatchReply{Error: d.replyError(r.msg.Subject, err)})

@@ -104,16 +104,7 @@ func (d *dev) get(t *testing.T, path string, out any) {
 // state waits until a job is in the wanted state.
 func (d *dev) state(t *testing.T, group, id string, want fairway.State) {
 	t.Helper()
-	deadline := time.Now().Add(browserTimeout)
-	for {
-		job, err := d.client.Get(t.Context(), group, id)
-		require.NoError(t, err)
-		if job.State == want {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "job %s is %s, not %s", id, job.State, want)
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.job(t, group, id, string(want), func(j *fairway.Job) bool { return j.State == want })
 }
 
 // job waits until a job is as ok wants it (what says how).
