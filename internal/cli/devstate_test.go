@@ -171,7 +171,7 @@ func TestCommandsFindDevOnItsPort(t *testing.T) {
 	require.Equal(t, natsURL, st.NATSURL)
 
 	// A new executor, provisioned against the running dev without --nats-url.
-	code, out, errOut := run("creds", "add", "executor", "w2", "--dev-dir", dir)
+	code, out, errOut := run("creds", "add", "executor", "w2", "--tasks", "echo", "--groups", "acme", "--dev-dir", dir)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, creds("executor-w2"), strings.TrimSpace(out))
 	enc, err := nats.Connect(natsURL, nats.UserCredentials(creds("executor-w2")))

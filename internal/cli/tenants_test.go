@@ -97,7 +97,12 @@ func TestDevWithTenants(t *testing.T) {
 	var reply events.Reply
 	require.NoError(t, json.Unmarshal(msg.Data, &reply))
 	require.Nil(t, reply.Error)
-	code, out, errOut = run(t, "creds", "add", "executor", "worker-2", "--dev-dir", dir, "--nats-url", natsURL)
+	// Without saying what it may run, an executor credential is refused.
+	code, _, errOut = run(t, "creds", "add", "executor", "worker-2", "--dev-dir", dir, "--nats-url", natsURL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--tasks a,b or --any-task; --groups g1,g2 or --any-group")
+	require.NoFileExists(t, creds("executor-worker-2"))
+	code, out, errOut = run(t, "creds", "add", "executor", "worker-2", "--any-task", "--any-group", "--dev-dir", dir, "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, creds("executor-worker-2"), strings.TrimSpace(out))
 	enc, err := nats.Connect(natsURL, nats.UserCredentials(creds("executor-worker-2")))
@@ -137,6 +142,15 @@ func TestDevWithTenants(t *testing.T) {
 	code, _, errOut = run(t, "creds", "add", "tenant", "initech", "--slots", "1", "--dev-dir", dir, "--nats-url", natsURL)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "not a tenant's")
+
+	// What each executor credential may run: dev's own is narrow (the
+	// demo tasks of its tenants), worker-2's wide, as asked.
+	code, out, errOut = run(t, "creds", "list", "--dev-dir", dir)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^dev-worker +1 +\S+ +tasks echo,sleep,fail,panic,snooze; groups acme,globex +valid$`, out)
+	require.Regexp(t, `(?m)^worker-2 +1 +\S+ +any task, any group \(wide\) +valid$`, out)
+	require.Regexp(t, `(?m)^mailer +1 +\S+ +tasks echo; groups acme, at most 1 slot +valid$`, out)
+	require.Regexp(t, `(?m)^initech +256 +10000 +8MiB +`, out)
 
 	dev.Stop(t)
 }

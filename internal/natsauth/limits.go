@@ -24,6 +24,12 @@ type Limits struct {
 	Subscriptions int64 `json:"subscriptions"`
 	// Payload bounds one message.
 	Payload int64 `json:"payload"`
+	// SubmitBytes bounds a tenant's submissions waiting in its own submit
+	// stream (events.StreamOptions.TenantSubmitMaxBytes): 0 is the default
+	// (events.TenantSubmitMaxBytesDefault), negative unlimited. It is not
+	// written into the account JWT: fairway creds add tenant applies it to
+	// the stream it creates or updates.
+	SubmitBytes int64 `json:"submit_bytes,omitempty"`
 	// RevokedBefore, when set, revokes every credential of the account
 	// issued before it (fairway creds revoke): the servers close their
 	// connections and refuse them.
@@ -73,6 +79,9 @@ func (k *Keyring) SetLimits(kind, name string, l Limits) error {
 	account, _, err := accountOf(kind, name)
 	if err != nil {
 		return err
+	}
+	if l.SubmitBytes != 0 && kind != KindTenant {
+		return fmt.Errorf("%s: only a tenant has a submit stream of its own to bound", account)
 	}
 	for field, v := range map[string]int64{"connections": l.Connections, "subscriptions": l.Subscriptions, "payload": l.Payload} {
 		if v == 0 {
