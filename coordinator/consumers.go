@@ -63,10 +63,9 @@ type consumers struct {
 	// goLoop runs a loop on a goroutine of the coordinator, which Stop
 	// cancels and waits for once the consumers have closed
 	// (Coordinator.goLoop).
-	goLoop  func(context.Context, func(context.Context))
-	running []jetstream.ConsumeContext
-	// stoppers end the fetches of sources that are not a ConsumeContext
-	// (submitSources.stop): each returns once its fetches have ended.
+	goLoop func(context.Context, func(context.Context))
+	// stoppers end the sources' fetches (streamSources.stop): each
+	// returns once its fetches have ended.
 	stoppers []func()
 }
 
@@ -80,81 +79,12 @@ const (
 	pullMaxBytes = 16 << 20
 )
 
-// consume creates (or updates) the durable consumer name on stream, with
-// at most window messages unacknowledged, and consumes it: each message
-// goes to deliver, on the consumer's callback, and loop runs on a
-// goroutine of its own until its ctx ends, to handle in batches of up to
-// size what deliver queued. deliver may block: that holds the consumer's
-// pulls back.
-func (cs *consumers) consume(ctx context.Context, stream, name string, size, window int,
-	deliver func(jetstream.Msg), loop func(context.Context)) error {
-	cons, err := cs.js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable:     name,
-		Description: "Fairway coordinators",
-		AckPolicy:   jetstream.AckExplicitPolicy,
-		// A coordinator that dies holding messages leaves them to the
-		// others after this long; a batch is stored well within it.
-		AckWait:       ackWait,
-		MaxAckPending: window,
-	})
-	if err != nil {
-		return fmt.Errorf("creating consumer %s on stream %s: %w", name, stream, err)
-	}
-	// Pulls are bounded in bytes as well as messages, so that large
-	// messages cannot make a pull buffer hold gigabytes.
-	pull := jetstream.PullMaxMessagesWithBytesLimit(2*size, max(pullMaxBytes, 2*int(cs.nc.MaxPayload())))
-	cc, err := cons.Consume(deliver, pull)
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", stream, err)
-	}
-	cs.running = append(cs.running, cc)
-	cs.goLoop(ctx, loop)
-	return nil
-}
-
-// consumeInOrder runs handle on batches of messages from the durable
-// consumer name on stream (see consume), in the stream's order. A batch
-// is whatever has arrived, up to size: the first message is waited for,
-// the rest are taken as they are.
-func (cs *consumers) consumeInOrder(ctx context.Context, stream, name string, size, window int,
-	handle func(context.Context, []jetstream.Msg)) error {
-	msgs := make(chan jetstream.Msg, 2*size)
-	return cs.consume(ctx, stream, name, size, window, func(msg jetstream.Msg) { msgs <- msg }, func(ctx context.Context) {
-		batch := make([]jetstream.Msg, 0, size)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case msg := <-msgs:
-				batch = append(batch[:0], msg)
-			}
-		fill:
-			for len(batch) < size {
-				select {
-				case msg := <-msgs:
-					batch = append(batch, msg)
-				default:
-					break fill
-				}
-			}
-			handle(ctx, batch)
-		}
-	})
-}
-
-// drain stops every consumer's pulls, waits until each has closed (the
-// messages pulled already have been delivered), and forgets them. The
-// loops go on handling what was delivered until their ctx ends.
+// drain ends every source's fetches and waits until each has ended (the
+// messages fetched already are in the inboxes). The loops go on handling
+// what was fetched until their ctx ends.
 func (cs *consumers) drain() {
 	for _, stop := range cs.stoppers {
 		stop()
 	}
 	cs.stoppers = nil
-	for _, cc := range cs.running {
-		cc.Drain()
-	}
-	for _, cc := range cs.running {
-		<-cc.Closed()
-	}
-	cs.running = nil
 }

@@ -121,6 +121,15 @@ type Config struct {
 	QuotaSubmitRate float64
 	// QuotaSubmitBurst is the size of that bucket. Defaults to 5,000.
 	QuotaSubmitBurst int
+	// QuotaSubmitBytesRate caps each group's bytes of submissions per
+	// second through this coordinator, as QuotaSubmitRate caps their
+	// number (a token bucket of QuotaSubmitBytesBurst bytes), so that a
+	// group sending few, large submissions keeps a pace too. Defaults to
+	// 16 MiB/s; negative is unlimited.
+	QuotaSubmitBytesRate float64
+	// QuotaSubmitBytesBurst is the size of that bucket, in bytes.
+	// Defaults to 64 MiB.
+	QuotaSubmitBytesBurst int
 	// DeadLetterAfter is how many deliveries a submission or report that
 	// PostgreSQL refuses gets before it goes to the dead-letter stream.
 	// Defaults to 5.
@@ -172,6 +181,8 @@ func (c Config) withDefaults() Config {
 	c.QuotaJobs = cmp.Or(c.QuotaJobs, QuotaJobsDefault)
 	c.QuotaSubmitRate = cmp.Or(c.QuotaSubmitRate, QuotaSubmitRateDefault)
 	c.QuotaSubmitBurst = cmp.Or(c.QuotaSubmitBurst, QuotaSubmitBurstDefault)
+	c.QuotaSubmitBytesRate = cmp.Or(c.QuotaSubmitBytesRate, QuotaSubmitBytesRateDefault)
+	c.QuotaSubmitBytesBurst = cmp.Or(c.QuotaSubmitBytesBurst, QuotaSubmitBytesBurstDefault)
 	c.DeadLetterAfter = cmp.Or(c.DeadLetterAfter, DeadLetterAfterDefault)
 	c.Retention = c.Retention.withDefaults()
 	if c.Logger == nil {
@@ -235,9 +246,12 @@ type Coordinator struct {
 	apiRate *rateLimiter
 	apiHook atomic.Pointer[func(group, verb string)] // tests: runs before each API request
 	quotas  *quotas
-	metrics *coordMetrics
-	tracer  trace.Tracer
-	dead    *deadLetters // what becomes of messages not applied (ingest, results)
+	// resultStreams are the executors whose own results stream this
+	// coordinator made or found (ownResults).
+	resultStreams sync.Map
+	metrics       *coordMetrics
+	tracer        trace.Tracer
+	dead          *deadLetters // what becomes of messages not applied (ingest, results)
 
 	// The services, each with its goroutine (Start starts them). Ingest,
 	// the dispatcher, the results, the events relay and the due timers
@@ -286,11 +300,12 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		subs:     &subscriptions{nc: nc},
 	}
 	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
-	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, st, c.metrics.quotaRefused)
+	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, cfg.QuotaSubmitBytesRate, cfg.QuotaSubmitBytesBurst, st, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, c.dead, js, c.subjects, c.log, c.metrics)
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
+	c.dispatcher.ownResults = c.ownResults
 	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
 	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
@@ -347,7 +362,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return c.subs.listen(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
 		},
 		func(ctx context.Context) error { return c.ingest.start(ctx, c.subs, c.consumers) },
-		func(ctx context.Context) error { return c.results.start(ctx, c.consumers) },
+		func(ctx context.Context) error { return c.results.start(ctx, c.subs, c.consumers) },
 	}
 	for _, step := range steps {
 		if err := step(runCtx); err != nil {
@@ -404,6 +419,19 @@ func (c *Coordinator) ensureStreams(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// ownResults makes sure that executor appID has its own results stream
+// (events.EnsureExecutorResultStream), once per app-id and coordinator.
+func (c *Coordinator) ownResults(ctx context.Context, appID string) error {
+	if _, ok := c.resultStreams.Load(appID); ok {
+		return nil
+	}
+	if err := events.EnsureExecutorResultStream(ctx, c.js, c.subjects, appID, c.cfg.StreamOptions); err != nil {
+		return err
+	}
+	c.resultStreams.Store(appID, true)
+	return nil
 }
 
 func (c *Coordinator) goLoop(ctx context.Context, loop func(context.Context)) {

@@ -61,12 +61,13 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 			return events.Reply{}, refuse(sub, err)
 		}
 	}
-	perGroup := map[string]int{}
+	perGroup, groupBytes := map[string]int{}, map[string]int{}
 	for _, sub := range subs {
 		perGroup[sub.Group]++
+		groupBytes[sub.Group] += len(sub.Args)
 	}
 	for group, n := range perGroup {
-		if err := c.quotas.waitSubmits(ctx, group, n); err != nil {
+		if err := c.quotas.waitSubmits(ctx, group, n, groupBytes[group]); err != nil {
 			return events.Reply{}, err
 		}
 	}

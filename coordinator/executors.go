@@ -62,6 +62,10 @@ type dispatcher struct {
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
 
 	grants grants // what each executor credential may run
+	// ownResults makes sure that an executor that reached the
+	// coordinators through its account (operator mode) has its own
+	// results stream, which its reports need (Coordinator.ownResults).
+	ownResults func(ctx context.Context, appID string) error
 }
 
 // registrationKey is an executor instance; registration what it
@@ -307,6 +311,16 @@ func (d *dispatcher) register(ctx context.Context, msg *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	if msg.Header.Get(events.RequestInfoHeader) != "" && d.ownResults != nil {
+		// Through an account's import: its reports arrive in a stream of
+		// its own, which 'fairway creds add executor' makes; one provisioned
+		// before gets it here, before it sends any.
+		if err := d.ownResults(ctx, appID); err != nil {
+			d.log.Error("executor refused: its results stream cannot be made", "executor", appID, "error", err)
+			d.respond(msg, events.Reply{}, err)
+			return
+		}
+	}
 	released, err := d.store.RegisterExecutor(ctx, e, d.cfg.RetryDelay, d.alive)
 	if err != nil {
 		d.log.Warn("executor refused", "executor", e.AppID, "host", e.Host, "error", err)

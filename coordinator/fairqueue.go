@@ -81,10 +81,11 @@ func (q *fairQueue[T]) take(limit int) []T {
 // takeAllowed is take, with the keys that allow says may not be taken now
 // (a group over its submission rate) passed over, their items left queued
 // in their order: allow is asked for each item before it is taken, with
-// its weight, and takes what it allows (a token bucket's tokens). When it
+// its weight and bytes, and takes what it allows (a token bucket's
+// tokens). When it
 // passes every key over, takeAllowed returns what it took and the
 // shortest wait allow named.
-func (q *fairQueue[T]) takeAllowed(limit int, allow func(key string, weight int) (bool, time.Duration)) ([]T, time.Duration) {
+func (q *fairQueue[T]) takeAllowed(limit int, allow func(key string, weight, bytes int) (bool, time.Duration)) ([]T, time.Duration) {
 	out := make([]T, 0, min(limit, q.len))
 	rotation, ranOut := len(q.ring), false // visits left in this rotation
 	passed, retry := 0, time.Duration(0)   // keys passed over in a row; the shortest wait
@@ -104,7 +105,7 @@ func (q *fairQueue[T]) takeAllowed(limit int, allow func(key string, weight int)
 			v := items[0]
 			w := q.weightOf(v)
 			if allow != nil {
-				if ok, wait := allow(key, w); !ok {
+				if ok, wait := allow(key, w, q.size(v)); !ok {
 					if visited == 0 {
 						deferred = true
 						if passed == 0 || wait < retry {
@@ -180,7 +181,7 @@ func (q *fairQueue[T]) drain() []T {
 }
 
 // fairInbox is a fairQueue of submission messages between the fetches
-// of submitSources (add) and the loop that stores batches (take). Each
+// of streamSources (add) and the loop that stores batches (take). Each
 // group has room for groupWeight submissions and groupBytes (a fetch asks
 // for what is left, and may go over by one message); all groups together
 // for maxBytes. A group with no room is not fetched from: its submissions
@@ -194,9 +195,9 @@ type fairInbox struct {
 	nonEmpty    chan struct{} // capacity 1: something was added
 	// allow, when set, defers a group over its submission rate (see
 	// fairQueue.takeAllowed).
-	allow func(group string, weight int) (bool, time.Duration)
+	allow func(group string, weight, bytes int) (bool, time.Duration)
 	// room, when set, is called with each group that take made room for
-	// (submitSources.roomFor), outside the inbox's lock.
+	// (streamSources.roomFor), outside the inbox's lock.
 	room func(group string)
 	// full is set while the inbox holds maxBytes: every group waits.
 	full bool

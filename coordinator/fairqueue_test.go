@@ -186,7 +186,7 @@ func TestFairQueuePassesOverDeferredKeys(t *testing.T) {
 	for _, it := range []string{"a-1", "b-1", "a-2", "b-2", "c-1"} {
 		q.push(it[:1], it)
 	}
-	deferA := func(key string, _ int) (bool, time.Duration) {
+	deferA := func(key string, _, _ int) (bool, time.Duration) {
 		if key == "a" {
 			return false, 30 * time.Millisecond
 		}
@@ -198,7 +198,7 @@ func TestFairQueuePassesOverDeferredKeys(t *testing.T) {
 	require.Equal(t, 2, q.len)
 
 	waits := map[string]time.Duration{"a": 30 * time.Millisecond}
-	none := func(key string, _ int) (bool, time.Duration) { return false, waits[key] }
+	none := func(key string, _, _ int) (bool, time.Duration) { return false, waits[key] }
 	q.push("d", "d-1")
 	waits["d"] = 10 * time.Millisecond
 	got, retry = q.takeAllowed(10, none)
@@ -217,7 +217,7 @@ func TestFairQueuePassesOverDeferredKeys(t *testing.T) {
 func TestFairInboxTakesAgainAfterADeferral(t *testing.T) {
 	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
 	deferred := 3
-	inbox.allow = func(string, int) (bool, time.Duration) {
+	inbox.allow = func(string, int, int) (bool, time.Duration) {
 		if deferred > 0 {
 			deferred--
 			return false, 0

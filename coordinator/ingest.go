@@ -70,7 +70,7 @@ type ingestConfig struct {
 	// (Config.IngestBatch). Defaults to IngestBatchDefault.
 	Batch int
 	// Window caps one group's submissions read ahead, unacknowledged:
-	// the room a group has in the inbox (see submitSources). Defaults to
+	// the room a group has in the inbox (see streamSources). Defaults to
 	// two batches, less for a group whose submission rate would keep them
 	// there longer than a quarter of ackWait.
 	Window int
@@ -115,7 +115,7 @@ func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log 
 }
 
 // start reads the submit streams, each group's submissions on their own
-// (submitSources), into a fair inbox, and stores them in batches: each
+// (streamSources), into a fair inbox, and stores them in batches: each
 // batch takes from the groups round-robin, each group's submissions in
 // their order, passing over a group over its submission rate (its
 // submissions wait, in the inbox and then in NATS, and are stored later).
@@ -124,16 +124,17 @@ func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log 
 func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumers) error {
 	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), events.MaxSubmitBatch) }
 	inbox := newFairInbox(in.cfg.Window, ingestGroupBytes, ingestWindowBytes, weight)
-	if in.quotas.rate > 0 {
-		inbox.allow = func(group string, n int) (bool, time.Duration) {
-			ok, wait := in.quotas.deferSubmits(group, n)
+	if in.quotas.rate > 0 || in.quotas.byteRate > 0 {
+		inbox.allow = func(group string, n, bytes int) (bool, time.Duration) {
+			ok, wait := in.quotas.deferSubmits(group, n, bytes)
 			if !ok {
 				in.metrics.rateDeferred.Inc()
 			}
 			return ok, wait
 		}
 	}
-	sources := newSubmitSources(cons.js, cons.nc, in.subjects, in.log, inbox)
+	// A fetch must be able to carry the largest message.
+	sources := newStreamSources(cons.js, cons.nc, submitLayout(in.subjects), in.log, inbox, max(pullMaxBytes/2, int(cons.nc.MaxPayload())))
 	if in.cfg.SweepEvery > 0 {
 		sources.sweepEvery = in.cfg.SweepEvery
 	}

@@ -44,7 +44,7 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 	h := &ingestHarness{st: st, nc: nc, js: js, subjects: subjects, parking: newParking(), f: newFollowUps(),
 		handed: make(chan []fairway.Job, 1), handedFor: make(chan *parkedRequest, 1)}
 	h.ingest = newIngest(cfg, st, subjects, log, metrics, noop.NewTracerProvider().Tracer(""), dead,
-		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, st, metrics.quotaRefused),
+		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, QuotaSubmitBytesRateDefault, QuotaSubmitBytesBurstDefault, st, metrics.quotaRefused),
 		&taskCache{store: st, log: log}, h.parking,
 		func(_ context.Context, r *parkedRequest, jobs []fairway.Job, _ time.Time) {
 			h.handedFor <- r
@@ -218,7 +218,7 @@ func TestSubmitSourcesForgetIdleGroups(t *testing.T) {
 	t.Parallel()
 	w := newStreamWorld(t)
 	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
-	s := newSubmitSources(w.js, w.nc, w.subjects, w.log, inbox)
+	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
 	s.stopping = true // no fetches: ring only records
 	a, b := sourceKey{stream: w.subjects.SubmitStream(), group: "a"}, sourceKey{stream: w.subjects.SubmitStream(), group: "b"}
 	s.ring(a)

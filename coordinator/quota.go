@@ -11,11 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Quota defaults (Config.QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst).
+// Quota defaults (Config.QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst,
+// QuotaSubmitBytesRate, QuotaSubmitBytesBurst).
 const (
-	QuotaJobsDefault        = 100_000
-	QuotaSubmitRateDefault  = 1000
-	QuotaSubmitBurstDefault = 5000
+	QuotaJobsDefault             = 100_000
+	QuotaSubmitRateDefault       = 1000
+	QuotaSubmitBurstDefault      = 5000
+	QuotaSubmitBytesRateDefault  = 16 << 20
+	QuotaSubmitBytesBurstDefault = 64 << 20
 )
 
 // openCountTTL is how long a group's count of queued jobs is trusted
@@ -32,6 +35,8 @@ type quotas struct {
 	jobs         int     // queued jobs per group; <= 0: unlimited
 	rate         float64 // submissions per second per group; <= 0: unlimited
 	submits      *rateLimiter
+	byteRate     float64 // bytes of submissions per second per group; <= 0: unlimited
+	submitBytes  *rateLimiter
 	store        *store.Store           // counts the queued jobs
 	refused      *prometheus.CounterVec // counts the refusals, by quota (coordMetrics.quotaRefused)
 	mu           sync.Mutex
@@ -45,16 +50,26 @@ type openCount struct {
 	at time.Time
 }
 
-func newQuotas(jobs int, rate float64, burst int, st *store.Store, refused *prometheus.CounterVec) *quotas {
-	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst), store: st, refused: refused,
-		open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
+func newQuotas(jobs int, rate float64, burst int, byteRate float64, byteBurst int, st *store.Store, refused *prometheus.CounterVec) *quotas {
+	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst), byteRate: byteRate, submitBytes: newRateLimiter(byteRate, byteBurst),
+		store: st, refused: refused, open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
 }
 
-// deferSubmits takes n tokens of group's bucket if it has any left (it
-// may go into debt by a message's submissions), or says how long until it
-// has: ingest stores a group over its rate later (fairInbox.allow).
-func (q *quotas) deferSubmits(group string, n int) (bool, time.Duration) {
-	return q.submits.allowN(group, n, q.now())
+// deferSubmits takes n tokens of group's bucket of submissions and bytes
+// tokens of its bucket of bytes if each has any left (they may go into
+// debt by a message's submissions and bytes), or says how long until they
+// have: ingest stores a group over its rate later (fairInbox.allow). The
+// bytes keep a group that sends few, large submissions to a pace too.
+func (q *quotas) deferSubmits(group string, n, bytes int) (bool, time.Duration) {
+	now := q.now()
+	if ok, wait := q.submitBytes.take(group, 1, 0, now); !ok {
+		return false, wait
+	}
+	if ok, wait := q.submits.allowN(group, n, now); !ok {
+		return false, wait
+	}
+	q.submitBytes.take(group, 0, float64(bytes), now)
+	return true, 0
 }
 
 // submitWaitDefault bounds the wait of a request/reply submission over its
@@ -70,8 +85,8 @@ const callerReplyMargin = 100 * time.Millisecond
 // past ctx's: over its rate a request/reply
 // submission is stored later, like an asynchronous one, and refused only
 // if it would have to wait past its deadline.
-func (q *quotas) waitSubmits(ctx context.Context, group string, n int) error {
-	if q.rate <= 0 {
+func (q *quotas) waitSubmits(ctx context.Context, group string, n, bytes int) error {
+	if q.rate <= 0 && q.byteRate <= 0 {
 		return nil
 	}
 	deadline, ok := ctx.Value(callerDeadlineKey{}).(time.Time)
@@ -84,29 +99,37 @@ func (q *quotas) waitSubmits(ctx context.Context, group string, n int) error {
 		deadline = d
 	}
 	for {
-		ok, wait := q.submits.allowN(group, n, q.now())
+		ok, wait := q.deferSubmits(group, n, bytes)
 		if ok {
 			return nil
 		}
 		if time.Now().Add(wait).After(deadline) {
 			q.refused.WithLabelValues("rate").Inc()
-			return errSubmitRate(group, q.rate, wait)
+			return q.errSubmitRate(group, wait)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return errSubmitRate(group, q.rate, wait)
+			return q.errSubmitRate(group, wait)
 		case <-t.C:
 		}
 	}
 }
 
 // errSubmitRate and errJobs are the refusals.
-func errSubmitRate(group string, rate float64, wait time.Duration) *fairway.Error {
+func (q *quotas) errSubmitRate(group string, wait time.Duration) *fairway.Error {
 	return &fairway.Error{Code: fairway.CodeQuota, Field: "group",
-		Message: fmt.Sprintf("group %s submits faster than its quota of %g submissions per second, and this request would wait %s, past its deadline: give it a longer deadline, or submit asynchronously (stored later, never refused for the rate)",
-			group, rate, max(wait, time.Millisecond).Round(time.Millisecond))}
+		Message: fmt.Sprintf("group %s submits faster than its quota of %g submissions and %s per second, and this request would wait %s, past its deadline: give it a longer deadline, or submit asynchronously (stored later, never refused for the rate)",
+			group, q.rate, formatRateBytes(q.byteRate), max(wait, time.Millisecond).Round(time.Millisecond))}
+}
+
+// formatRateBytes writes a byte rate in MiB (or "unlimited bytes").
+func formatRateBytes(r float64) string {
+	if r <= 0 {
+		return "unlimited bytes"
+	}
+	return fmt.Sprintf("%.3g MiB", r/(1<<20))
 }
 
 func errJobs(group string, jobs int) *fairway.Error {
@@ -178,7 +201,7 @@ func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error,
 // admitOne is admit for one submission from the request/reply API, after
 // waiting for the group's rate (waitSubmits).
 func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
-	if err := q.waitSubmits(ctx, sub.Group, 1); err != nil {
+	if err := q.waitSubmits(ctx, sub.Group, 1, len(sub.Args)); err != nil {
 		return err
 	}
 	errs, err := q.admit(ctx, []fairway.Submission{sub})

@@ -16,17 +16,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// resultBatch caps the executor reports applied in one go.
-const resultBatch = 1000
+// resultBatch caps the executor reports applied in one go (a message
+// holds one report or an array of them).
+const resultBatch = 4096
+
+// The memory of the results' read-ahead (see streamSources): one
+// executor's report messages held at most, in reports and in bytes, and
+// all executors' together; a turn of the round-robin between executors
+// takes up to resultQuantum reports of each. Whatever waits in NATS, a
+// coordinator holds at most resultWindowBytes of reports, plus one fetch
+// per fetcher.
+const (
+	resultGroupWeight = 2 * resultBatch
+	resultGroupBytes  = 4 << 20
+	resultWindowBytes = 16 << 20
+	resultQuantum     = 256
+)
 
 // resultsConfig configures the results service.
 type resultsConfig struct {
-	// Batch caps the report messages applied in one go. Defaults to
-	// resultBatch.
+	// Batch caps the reports applied in one go. Defaults to resultBatch.
 	Batch int
-	// Window caps the report messages this coordinator holds
-	// unacknowledged. Defaults to 16 batches.
-	Window int
 	// RetryDelay is the delay before the first retry (Config.RetryDelay).
 	RetryDelay time.Duration
 	// LearnRunTimes records how long attempts ran (fairness counts time).
@@ -37,17 +47,18 @@ func (c resultsConfig) withDefaults() resultsConfig {
 	if c.Batch <= 0 {
 		c.Batch = resultBatch
 	}
-	if c.Window <= 0 {
-		c.Window = 16 * c.Batch
-	}
 	return c
 }
 
 // results applies the executors' reports (starts, progress, log lines,
-// outcomes), consumed in batches from the results stream through a
-// durable consumer that every coordinator shares. Its goroutine is the
-// consumer's loop, which Start starts (start) and Stop drains with the
-// other consumers before the loops end.
+// outcomes), read from the results streams each executor's on its own
+// (streamSources: the shared stream's subject of each executor, and each
+// executor's own stream in operator mode) into a fair inbox, and applied
+// in batches that take from the executors round-robin: one executor's
+// flood, however large, waits behind itself and delays no other's
+// reports, and the coordinator's memory holds what the inbox bounds.
+// Its goroutine is the inbox's loop, which Start starts (start) and Stop
+// drains with the other consumers before the loops end.
 type results struct {
 	cfg      resultsConfig
 	store    *store.Store
@@ -68,10 +79,33 @@ func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc
 		afterChange: afterChange, kickOutbox: kickOutbox}
 }
 
-// start consumes executors' reports through cons and applies them in
-// batches, in the stream's order.
-func (rs *results) start(ctx context.Context, cons *consumers) error {
-	return cons.consumeInOrder(ctx, rs.subjects.ResultStream(), "results", rs.cfg.Batch, rs.cfg.Window, rs.apply)
+// start reads the executors' reports, each executor's in its order, and
+// applies them in batches. The fetches stop when cons drains; the loop
+// ends with ctx, handing back what the inbox holds.
+func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consumers) error {
+	weight := func(msg jetstream.Msg) int { return min(countSubmissions(msg.Data()), resultGroupWeight) }
+	inbox := newFairInbox(resultGroupWeight, resultGroupBytes, resultWindowBytes, weight)
+	inbox.q.quantum = resultQuantum
+	// A fetch carries the largest message a stream may hold: a report
+	// message is at most events.ReportMaxBytes, but a results stream of
+	// an earlier version may hold messages up to max_payload.
+	fetchBytes := max(2*events.ReportMaxBytes, int(cons.nc.MaxPayload()))
+	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
+	if err := sources.start(ctx, subs, cons.goLoop); err != nil {
+		return err
+	}
+	cons.stoppers = append(cons.stoppers, sources.stop)
+	cons.goLoop(ctx, func(ctx context.Context) {
+		defer inbox.nakAll()
+		for {
+			batch, ok := inbox.take(ctx, rs.cfg.Batch)
+			if !ok {
+				return
+			}
+			rs.apply(ctx, batch)
+		}
+	})
+	return nil
 }
 
 // apply applies a batch in report order per job: starts, then
@@ -91,6 +125,15 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	var reportMsg []int
 	dead := make([]bool, len(msgs))
 	for i, msg := range msgs {
+		if size := len(msg.Data()) + headerSize(msg.Headers()); size > events.ReportMaxBytes {
+			// Never decoded: a results stream of an earlier version, or a
+			// server's max_payload, let a message through that no
+			// executor of this version sends. Its first bytes are kept.
+			rs.dead.moveCut(ctx, events.DeadReport, msg, oversizedKept,
+				fmt.Sprintf("executor report message of %d bytes, above the %d bytes a report message may have (events.ReportMaxBytes)", size, events.ReportMaxBytes))
+			dead[i] = true
+			continue
+		}
 		batch, err := events.DecodeReports(msg.Data())
 		if err != nil {
 			rs.dead.move(ctx, events.DeadReport, msg, "undecodable executor report: "+err.Error())
@@ -337,4 +380,18 @@ func (rs *results) publishProgress(ps []fairway.Progress) {
 			rs.log.Debug("publishing progress", "job_id", p.JobID, "error", err)
 		}
 	}
+}
+
+// oversizedKept is how much of an oversized message the dead letters keep.
+const oversizedKept = 64 << 10
+
+// headerSize is about the bytes of a message's headers on the wire.
+func headerSize(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
 }

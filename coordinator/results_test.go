@@ -32,7 +32,6 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 	f := newFollowUps()
 	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
 	require.Equal(t, resultBatch, rs.cfg.Batch)
-	require.Equal(t, 16*resultBatch, rs.cfg.Window)
 
 	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
 		func(fairway.Executor) bool { return false })

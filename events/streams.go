@@ -27,10 +27,17 @@ type StreamOptions struct {
 	// Default to 1 GiB and 10,000,000; negative means unlimited.
 	SubmitMaxBytes int64
 	SubmitMaxMsgs  int64
-	// ResultMaxBytes caps the executor reports waiting to be applied; when
-	// full, an executor's report is refused (discard new) and it keeps it
-	// to send again. Defaults to 1 GiB; negative means unlimited.
+	// ResultMaxBytes caps the executor reports waiting to be applied in the
+	// shared results stream (executors without a stream of their own:
+	// every executor when NATS has no accounts); when full, an executor's
+	// report is refused (discard new) and it keeps it to send again.
+	// Defaults to 1 GiB; negative means unlimited.
 	ResultMaxBytes int64
+	// ExecutorResultMaxBytes caps the reports waiting in each executor's
+	// own results stream (operator mode, EnsureExecutorResultStream): one
+	// executor, however it floods, fills its own stream and no other's.
+	// Defaults to ExecutorResultMaxBytesDefault; negative means unlimited.
+	ExecutorResultMaxBytes int64
 	// EventMaxBytes caps the lifecycle events kept for replay besides
 	// EventMaxAge; when full, the oldest go (discard old). Defaults to
 	// 4 GiB; negative means unlimited.
@@ -42,15 +49,33 @@ type StreamOptions struct {
 	DeadMaxAge   time.Duration
 	// TenantSubmitMaxMsgs and TenantSubmitMaxBytes cap each tenant's own
 	// submit stream (EnsureTenantSubmitStream). Default to
-	// TenantSubmitMaxMsgsDefault and TenantSubmitMaxBytesDefault (no byte
-	// limit); negative means unlimited.
+	// TenantSubmitMaxMsgsDefault and TenantSubmitMaxBytesDefault; negative
+	// means unlimited.
 	TenantSubmitMaxMsgs  int64
 	TenantSubmitMaxBytes int64
 }
 
 // ResultMaxMsgsPerExecutor bounds one executor's report messages waiting
-// in the results stream (a message carries up to 256 KiB of reports).
+// in the shared results stream (a message carries up to 256 KiB of
+// reports, ReportMaxBytes with one large result).
 const ResultMaxMsgsPerExecutor = 1000
+
+// ReportMaxBytes caps one message of executor reports, headers included:
+// the results streams refuse a larger one, whatever the servers'
+// max_payload. Executors send their reports in messages of up to 256 KiB;
+// a report alone may be larger when it carries a job's result (at most
+// MaxResultSize), up to this.
+const ReportMaxBytes = MaxResultSize + 64<<10
+
+// MaxResultSize caps a job's result, the JSON its handler returns (as
+// fairway.DefaultMaxArgsSize caps its args): a report that carries it fits
+// in ReportMaxBytes.
+const MaxResultSize = 1 << 20
+
+// ExecutorResultMaxBytesDefault caps each executor's own results stream
+// (StreamOptions.ExecutorResultMaxBytes): 64 reports of the largest size,
+// thousands of ordinary ones.
+const ExecutorResultMaxBytesDefault = 64 << 20
 
 // Defaults of the stream limits (StreamOptions).
 const (
@@ -81,13 +106,15 @@ const EventMaxAgeDefault = 7 * 24 * time.Hour
 const MaxMsgSizeDefault = 8 << 20
 
 // Tenant submit streams' defaults (EnsureTenantSubmitStream): a tenant's
-// submissions waiting in NATS are bounded in messages, not in bytes, by
-// default, because JetStream reserves a stream's byte limit from the
-// server's storage when the stream is made, and thousands of tenants would
-// reserve more than any disk. A message is at most nats.max-msg-size.
+// submissions waiting in NATS are bounded in messages and in bytes, so
+// that a tenant sending few, large messages parks at most this much.
+// JetStream reserves a stream's byte limit from the server's storage
+// (max_file_store) and the coordinators' account when the stream is made:
+// a thousand tenants reserve 64 GiB. Set per tenant with 'fairway creds
+// add tenant --max-submit-bytes'.
 const (
 	TenantSubmitMaxMsgsDefault  = 1_000_000
-	TenantSubmitMaxBytesDefault = -1
+	TenantSubmitMaxBytesDefault = 64 << 20
 )
 
 // SubmitMaxConsumers bounds the groups with submissions in the shared
@@ -160,13 +187,20 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
-			MaxMsgSize:  maxMsg,
+			MaxMsgSize:  min(maxMsg, ReportMaxBytes),
 			MaxBytes:    limit(opts.ResultMaxBytes, ResultMaxBytesDefault),
 			Discard:     jetstream.DiscardNew,
+			// Announced, headers only, so that coordinators fetch from the
+			// executors with reports waiting (coordinator/sources.go),
+			// each executor's in turn.
+			RePublish:    &jetstream.RePublish{Source: s.join("results", "*"), Destination: s.join("reported", "{{wildcard(1)}}"), HeadersOnly: true},
+			MaxConsumers: SubmitMaxConsumers,
 			// Each executor reports on a subject of its own: one that sends
 			// faster than the coordinators apply fills its own share, and
 			// its reports are refused (it keeps them and sends them again),
-			// not everyone's.
+			// not everyone's. A share is counted in messages here; in
+			// operator mode each executor has a stream of its own, bounded
+			// in bytes (EnsureExecutorResultStream).
 			MaxMsgsPerSubject:    ResultMaxMsgsPerExecutor,
 			DiscardNewPerSubject: true,
 		},
@@ -320,6 +354,43 @@ func EnsureTenantSubmitStream(ctx context.Context, js jetstream.JetStream, s Sub
 	})
 	if err != nil {
 		return fmt.Errorf("creating stream %s of tenant %s: %w", name, group, err)
+	}
+	return nil
+}
+
+// EnsureExecutorResultStream creates or updates, in the coordinators'
+// account, the stream of one executor's reports (operator mode, see
+// internal/natsauth): the executor's import renames what it publishes to
+// Results(appID) into ExecutorResults(appID), which this stream alone
+// captures. Its bytes are its own (opts.ExecutorResultMaxBytes): an
+// executor that floods fills its own stream, and its reports are refused
+// (discard new), while every other executor's are accepted. It announces
+// what it stores on Reported(appID), as the shared results stream does.
+func EnsureExecutorResultStream(ctx context.Context, js jetstream.JetStream, s Subjects, appID string, opts StreamOptions) error {
+	if err := fairway.CheckName("app-id", appID); err != nil {
+		return err
+	}
+	name := s.ExecutorResultStream(appID)
+	maxBytes := limit(opts.ExecutorResultMaxBytes, ExecutorResultMaxBytesDefault)
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        name,
+		Description: "Fairway reports of executor " + appID + ", removed once applied to PostgreSQL",
+		Subjects:    []string{s.ExecutorResults(appID)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(opts.Replicas, 1),
+		MaxMsgSize:  ReportMaxBytes,
+		MaxBytes:    maxBytes,
+		Discard:     jetstream.DiscardNew,
+		RePublish:   &jetstream.RePublish{Source: s.ExecutorResults(appID), Destination: s.Reported(appID), HeadersOnly: true},
+	})
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && storageRefused[apiErr.ErrorCode] {
+			return fmt.Errorf("creating stream %s of executor %s with a limit of %s (nats.executor-results-max-bytes): %w. JetStream reserves each executor's limit from the server's storage (max_file_store) and the coordinators' account: lower the limit, or give JetStream more storage",
+				name, appID, formatBytes(maxBytes), err)
+		}
+		return fmt.Errorf("creating stream %s of executor %s: %w", name, appID, err)
 	}
 	return nil
 }

@@ -141,9 +141,14 @@ func (s Subjects) ParseExec(subject string) (appID, verb string, ok bool) {
 // Results is the subject executor appID reports to.
 func (s Subjects) Results(appID string) string { return s.join("results", appID) }
 
-// ParseResults returns the app-id of a results subject.
+// ParseResults returns the app-id of a results subject: a report as
+// published (Results), or as an executor's own stream keeps it
+// (ExecutorResults).
 func (s Subjects) ParseResults(subject string) (appID string, ok bool) {
 	appID, ok = strings.CutPrefix(subject, s.Prefix+".results.")
+	if !ok {
+		appID, ok = strings.CutPrefix(subject, s.Prefix+".executor-results.")
+	}
 	return appID, ok && appID != "" && !strings.Contains(appID, ".")
 }
 
@@ -163,6 +168,35 @@ func (s Subjects) Ping(appID string) string { return s.Executor(appID, "ping") }
 
 // ResultsAll matches every executor's reports.
 func (s Subjects) ResultsAll() string { return s.join("results", ">") }
+
+// ExecutorResults is what an executor publishes to Results(appID) arrives
+// as in operator mode: its account's import renames it, and only the
+// executor's own stream (ExecutorResultStream) captures it, so that one
+// executor's reports fill its own stream's bytes and no other's.
+func (s Subjects) ExecutorResults(appID string) string { return s.join("executor-results", appID) }
+
+// ExecutorResultsAll matches the reports of every executor's own stream.
+func (s Subjects) ExecutorResultsAll() string { return s.join("executor-results", "*") }
+
+// ExecutorResultStream is the name of the stream of one executor's reports
+// (appID is a valid name: letters, digits, '-' and '_').
+func (s Subjects) ExecutorResultStream(appID string) string {
+	return s.streamName("RESULTS") + "_E_" + appID
+}
+
+// Reported is the subject on which the results streams announce each
+// message they store, headers only (JetStream's republish), so that
+// coordinators fetch from the executors that have reports waiting.
+func (s Subjects) Reported(appID string) string { return s.join("reported", appID) }
+
+// ReportedAll matches every announcement of a stored report.
+func (s Subjects) ReportedAll() string { return s.join("reported", "*") }
+
+// ParseReported returns the app-id of an announcement of a stored report.
+func (s Subjects) ParseReported(subject string) (appID string, ok bool) {
+	appID, ok = strings.CutPrefix(subject, s.Prefix+".reported.")
+	return appID, ok && appID != "" && !strings.Contains(appID, ".")
+}
 
 // Executor is the subject of a command to executor appID.
 func (s Subjects) Executor(appID, verb string) string { return s.join("executor", appID, verb) }

@@ -93,6 +93,10 @@ func (j *Job) SetResult(v any) error {
 		return fmt.Errorf("the result of job %s is %d bytes: more than the %d bytes a report can carry (NATS max payload %d bytes)",
 			j.ID, len(data), limit, j.exec.nc.MaxPayload())
 	}
+	if len(data) > events.MaxResultSize {
+		return fairway.Permanent(fmt.Errorf("the result of job %s is %d bytes: a result is at most %d bytes (1 MiB); store a large output elsewhere (object storage, a table) and return where it is",
+			j.ID, len(data), events.MaxResultSize))
+	}
 	j.mu.Lock()
 	j.result = data
 	j.mu.Unlock()
@@ -330,17 +334,19 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 	job := rj.job
 	job.finished.Store(true)
 	e.pubMu.Lock()
-	e.publishBatch(e.logs.takeJob(job.Ref()))
 	var started *time.Time
 	var ranMS float64
 	now := time.Now()
 	if ns := rj.startedNS.Load(); ns != 0 {
 		ranMS = float64(now.UnixNano()-ns) / float64(time.Millisecond)
+		// Folded before the last lines go: they do not send the start on
+		// its own (startFirst), the done report carries it.
 		if rj.startReport.CompareAndSwap(startPending, startFolded) {
 			t := time.Unix(0, ns).UTC()
 			started = &t
 		}
 	}
+	e.publishBatch(e.logs.takeJob(job.Ref()))
 	e.reports.publish(e.report(events.ReportDone, job.Ref(), job.Attempt, events.Report{
 		Time:    now.UTC(),
 		Outcome: out.kind,

@@ -23,6 +23,10 @@ const (
 	maxLogMessage    = 8 << 10                // longer messages are truncated
 	logLineOverhead  = 128                    // JSON bytes of a log line besides its message
 	minLogChunk      = 64 << 10               // smallest report a job's lines are split into
+	// maxLogChunk is the largest: a report message is at most
+	// events.ReportMaxBytes, and 128 KiB of lines fit in it even escaped
+	// six-fold (a '<' is \u003c in JSON).
+	maxLogChunk = 128 << 10
 )
 
 // logBuffer holds the job log lines and progress values that the flusher
@@ -196,8 +200,9 @@ func (e *Executor) publishBatch(b logBatch) {
 		perJob[id] = append(perJob[id], fairway.LogLine{Group: id.Group, JobID: id.ID, Attempt: d.attempt, Time: now, Level: "warn",
 			Message: fmt.Sprintf("%d log lines dropped (log-buffer-size is %d)", d.n, e.cfg.LogBufferSize)})
 	}
-	chunk := max(int(e.nc.MaxPayload()/2), minLogChunk)
+	chunk := min(max(int(e.nc.MaxPayload()/2), minLogChunk), maxLogChunk)
 	for _, id := range order {
+		e.startFirst(id)
 		lines := perJob[id]
 		for len(lines) > 0 {
 			n, size := 0, 0
@@ -211,7 +216,25 @@ func (e *Executor) publishBatch(b logBatch) {
 	}
 	for _, id := range mapKeys(b.progress) {
 		p := b.progress[id]
+		e.startFirst(id)
 		e.reports.publish(e.report(events.ReportProgress, id, p.attempt, events.Report{Time: now, Progress: p.n}))
+	}
+}
+
+// startFirst reports the start of job id, if it runs and its start is
+// still waiting for startReportDelay: its log lines and progress come
+// after its start, so that the coordinators know when it started (a
+// progress report's estimated end needs it). Called with e.pubMu held.
+func (e *Executor) startFirst(id fairway.JobRef) {
+	e.mu.Lock()
+	rj := e.jobs[id]
+	e.mu.Unlock()
+	if rj == nil {
+		return
+	}
+	ns := rj.startedNS.Load()
+	if ns != 0 && rj.startReport.CompareAndSwap(startPending, startSent) {
+		e.reports.publish(e.report(events.ReportStarted, id, rj.job.Attempt, events.Report{Time: time.Unix(0, ns).UTC()}))
 	}
 }
 

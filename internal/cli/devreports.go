@@ -27,22 +27,37 @@ const (
 )
 
 // pendingReports counts the reports of executor appID that wait in the
-// results stream. The stream is a work queue: a report leaves it once a
-// coordinator has applied it to PostgreSQL.
+// results streams: its subject of the shared one, and its own (operator
+// mode). The streams are work queues: a report leaves once a coordinator
+// has applied it to PostgreSQL.
 func pendingReports(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, appID string) (uint64, error) {
+	var n uint64
 	stream, err := js.Stream(ctx, subjects.ResultStream())
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
 		return 0, err
+	default:
+		subject := subjects.Results(appID)
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return 0, err
+		}
+		n += info.State.Subjects[subject]
 	}
-	subject := subjects.Results(appID)
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(subject))
-	if err != nil {
+	own, err := js.Stream(ctx, subjects.ExecutorResultStream(appID))
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
 		return 0, err
+	default:
+		info, err := own.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += info.State.Msgs
 	}
-	return info.State.Subjects[subject], nil
+	return n, nil
 }
 
 // awaitReports waits until the coordinators have applied every report of

@@ -96,9 +96,12 @@ type CoordinatorConfig struct {
 	APIBurst        int // API requests a group may send at once above APIRate
 	// Per-group quotas; 0 is unlimited.
 	QuotaJobs, QuotaSubmitRate, QuotaSubmitBurst int
+	QuotaSubmitBytesRate, QuotaSubmitBytesBurst  int64
+	MemoryLimit                                  int64
 	// Limits of the JetStream streams the coordinators create (the
 	// nats.*-max-* keys).
 	SubmitMaxBytes, SubmitMaxMsgs, ResultsMaxBytes, EventsMaxBytes, DeadMaxBytes int64
+	ExecutorResultsMaxBytes                                                      int64
 	DeadMaxAge                                                                   time.Duration
 	// How long finished jobs are kept, by final state; 0 keeps them.
 	RetentionSuccess, RetentionFailed, RetentionCancelled time.Duration

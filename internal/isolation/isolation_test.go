@@ -110,6 +110,8 @@ type env struct {
 	keys *natsauth.Keyring
 
 	store        *store.Store
+	dbURL        string
+	coord        *coordinator.Coordinator
 	acme, globex *nats.Conn // tenants
 	operator     *nats.Conn
 	acmeClient   *events.Client
@@ -131,7 +133,10 @@ func (e *env) connectAs(kind, name string) *nats.Conn {
 	return nc
 }
 
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { return setupWith(t) }
+
+// setupWith is setup with executor accounts besides w1 and rogue.
+func setupWith(t *testing.T, executors ...string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	k, err := natsauth.Open(filepath.Join(dir, "keys"), "fairway", true)
@@ -140,7 +145,7 @@ func setup(t *testing.T) *env {
 		_, err := k.TenantAccountJWT(g)
 		require.NoError(t, err)
 	}
-	for _, app := range []string{"w1", "rogue"} {
+	for _, app := range append([]string{"w1", "rogue"}, executors...) {
 		_, err := k.ExecutorAccountJWT(app)
 		require.NoError(t, err)
 	}
@@ -149,14 +154,15 @@ func setup(t *testing.T) *env {
 	ctx := t.Context()
 
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st := storetest.Open(t)
-	e.store = st
+	st, dbURL := storetest.OpenURL(t)
+	e.store, e.dbURL = st, dbURL
 	retries := 0
 	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{
 		RetryDelay: 20 * time.Millisecond, Retries: &retries, Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))
 	t.Cleanup(coord.Stop)
+	e.coord = coord
 
 	ex, err := executor.New(e.connectAs(natsauth.KindExecutor, "w1"), executor.Config{AppID: "w1", PoolSize: 4,
 		WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: logger.With("component", "executor")})

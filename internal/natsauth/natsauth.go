@@ -8,7 +8,8 @@
 //	FAIRWAY           coordinators and operators; holds the JetStream streams.
 //	                  Exports, as services: <p>.api.*.*, <p>.tenant-submit.*.*,
 //	                  <p>.submit.*.* (tenants provisioned before 2026-11-26),
-//	                  <p>.exec.*.>, <p>.results.*; as streams: <p>.events.>,
+//	                  <p>.exec.*.>, <p>.executor-results.*, <p>.results.*
+//	                  (executors provisioned before 2026-11-28); as streams: <p>.events.>,
 //	                  <p>.progress.>, <p>.executor.*.*, <p>.notify.work
 //	TENANT_<group>    one tenant. Imports <p>.api.<group>.* and
 //	                  <p>.tenant-submit.<group>.* as <p>.submit.<group>.*
@@ -18,8 +19,11 @@
 //	                  own stream <P>_EVENTS) and <p>.progress.<group>.>
 //	                  (stream, core NATS). Nothing else exists in it.
 //	EXECUTOR_<app-id> one executor. Imports <p>.exec.<app-id>.> and
-//	                  <p>.results.<app-id> (services), <p>.executor.<app-id>.*
-//	                  and <p>.notify.work (streams). No JetStream.
+//	                  <p>.executor-results.<app-id> as <p>.results.<app-id>
+//	                  (services; captured by the executor's own results
+//	                  stream <P>_RESULTS_E_<app-id> in FAIRWAY),
+//	                  <p>.executor.<app-id>.* and <p>.notify.work (streams).
+//	                  No JetStream.
 //
 // A tenant's connection therefore cannot name another group's subjects at
 // all: no subscription, consumer, inbox or JetStream call reaches them, and
@@ -171,7 +175,13 @@ func (k *Keyring) SystemAccountJWT() (Account, error) {
 }
 
 // FairwayAccountJWT signs the account of coordinators and operators, with
-// unlimited JetStream and the exports tenants and executors import.
+// the exports tenants and executors import. Its JetStream has no limit of
+// its own: every stream in it is bounded in bytes (the shared ones by the
+// nats.*-max-bytes settings, each tenant's and executor's by its own), and
+// JetStream reserves each stream's bound from the servers' storage when
+// the stream is made, so the account's disk is the sum of its streams'
+// bounds. (A fixed account limit larger than a server's store would keep
+// JetStream off for the whole account on that server.)
 func (k *Keyring) FairwayAccountJWT() (Account, error) {
 	p := k.prefix
 	return k.sign(FairwayAccount, k.fairway, func(ac *jwt.AccountClaims) {
@@ -189,7 +199,8 @@ func (k *Keyring) FairwayAccountJWT() (Account, error) {
 			stream("events", p+".events.>"),
 			stream("progress", p+".progress.>"),
 			service("executor-protocol", p+".exec.*.>"),
-			service("executor-results", p+".results.*"),
+			service("executor-own-results", p+".executor-results.*"),
+			service("executor-results", p+".results.*"), // executors provisioned before their own results streams
 			stream("executor-commands", p+".executor.*.*"),
 			stream("notify-work", p+".notify.work"),
 		)
@@ -253,7 +264,12 @@ func (k *Keyring) ExecutorAccountJWT(appID string) (Account, error) {
 			// message (Nats-Request-Info), with the tags of its
 			// credential, which state what it may run (events.Grant).
 			&jwt.Import{Name: "protocol", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".exec." + appID + ".>"), Share: true},
-			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".results." + appID), Share: true},
+			// What the executor publishes to <p>.results.<app-id> arrives as
+			// <p>.executor-results.<app-id>, which only its own results
+			// stream captures (events.EnsureExecutorResultStream): a flood
+			// of its reports fills its own stream's bytes, no other's.
+			&jwt.Import{Name: "results", Account: fw, Type: jwt.Service, Subject: jwt.Subject(p + ".executor-results." + appID),
+				LocalSubject: jwt.RenamingSubject(p + ".results." + appID), Share: true},
 			&jwt.Import{Name: "commands", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".executor." + appID + ".*")},
 			&jwt.Import{Name: "notify", Account: fw, Type: jwt.Stream, Subject: jwt.Subject(p + ".notify.work")},
 		)

@@ -18,39 +18,42 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// submitSources reads each group's submissions on its own, so that one
-// group's backlog in NATS, however large, delays no other group's ingest:
+// streamSources reads each key's messages on its own (a group's
+// submissions, an executor's reports), so that one key's backlog in NATS,
+// however large, delays no other key's:
 //
-//   - Submissions wait in the shared submit stream (no authentication, and
-//     the coordinators' own account), or in a tenant's own stream
-//     (operator mode: events.EnsureTenantSubmitStream). Each group has a
-//     durable consumer of its own on each stream that holds some of its
-//     submissions (a filtered one on the shared stream, the whole stream
-//     on a tenant's), made when the group first shows up and removed by
-//     JetStream after an hour without a pull.
+//   - Messages wait in a shared stream (no authentication, and the
+//     coordinators' own account), or in a key's own stream (operator
+//     mode: a tenant's submit stream, events.EnsureTenantSubmitStream; an
+//     executor's results stream, events.EnsureExecutorResultStream). Each
+//     key has a durable consumer of its own on each stream that holds some
+//     of its messages (a filtered one on the shared stream, the whole
+//     stream on its own), made when the key first shows up and removed by
+//     JetStream after an hour without a pull. The streamLayout names them.
 //   - The streams announce each message they store, headers only
-//     (events.Subjects.Stored): a group with nothing waiting costs nothing,
-//     no pull and no timer. A coordinator that missed announcements (it
-//     started, or its connection dropped) finds the groups with messages
-//     waiting in a sweep of the streams' state, at start and every
-//     sourceSweepEvery.
-//   - A few fetchers take the groups with submissions announced, in turn
-//     (those with nothing in the inbox first), and fetch from each what its
-//     place in the fair inbox holds (a group whose queue there is full
-//     waits for ingest to take from it, its submissions waiting in NATS
-//     meanwhile), at most fetchBytes a fetch, without waiting for more
-//     (pullNoWait). A fetch that finds nothing, with no announcement since
-//     it began, makes the group idle until its next announcement.
+//     (events.Subjects.Stored, Reported): a key with nothing waiting costs
+//     nothing, no pull and no timer. A coordinator that missed
+//     announcements (it started, or its connection dropped) finds the keys
+//     with messages waiting in a sweep of the streams' state, at start and
+//     every sourceSweepEvery.
+//   - A few fetchers take the keys with messages announced, in turn (those
+//     with nothing in the inbox first), and fetch from each what its place
+//     in the fair inbox holds (a key whose queue there is full waits for
+//     the loop that applies the inbox to take from it, its messages
+//     waiting in NATS meanwhile), at most fetchBytes a fetch, without
+//     waiting for more (pullNoWait). A fetch that finds nothing, with no
+//     announcement since it began, makes the key idle until its next
+//     announcement.
 //
-// Memory is bounded by the inbox's per-group and total bounds plus one
-// fetch per fetcher; JetStream keeps the rest, within each stream's
-// limits.
-type submitSources struct {
-	js       jetstream.JetStream
-	nc       *nats.Conn
-	subjects events.Subjects
-	log      *slog.Logger
-	inbox    *fairInbox
+// Memory is bounded by the inbox's per-key and total bounds plus one
+// fetch per fetcher, whatever waits in NATS; JetStream keeps the rest,
+// within each stream's limits.
+type streamSources struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	layout streamLayout
+	log    *slog.Logger
+	inbox  *fairInbox
 	// consumerConfig is the configuration of every group's consumer, but
 	// its name and filter.
 	consumerConfig jetstream.ConsumerConfig
@@ -72,7 +75,68 @@ type submitSources struct {
 	wg       sync.WaitGroup
 }
 
-// sourceKey is a group's submissions in one stream.
+// streamLayout names the streams one kind of message waits in.
+type streamLayout struct {
+	// what names the messages ("submissions"), keyName their key
+	// ("group"), as logs say them; keyName is also the kind of name
+	// fairway.CheckName checks.
+	what, keyName string
+	// shared is the shared stream; sharedKey the key of a subject of its
+	// (false: not one of a key's), sharedFilter the subjects of a key's
+	// messages in it, sharedConsumer the prefix of its consumers' names,
+	// which end in the key. legacyConsumer is the shared stream's single
+	// consumer of earlier versions, removed at start ("": none).
+	shared         string
+	sharedKey      func(subject string) (string, bool)
+	sharedFilter   func(key string) string
+	sharedConsumer string
+	legacyConsumer string
+	// own is the name of a key's own stream, ownAll a subject that every
+	// own stream captures a part of (to list them), ownConsumer the name
+	// of the consumer on one.
+	own         func(key string) string
+	ownAll      string
+	ownConsumer string
+	// announced matches every announcement; parseAnnounced is the key of
+	// one.
+	announced      string
+	parseAnnounced func(subject string) (string, bool)
+}
+
+// submitLayout is where submissions wait: the shared submit stream and
+// each tenant's own.
+func submitLayout(s events.Subjects) streamLayout {
+	return streamLayout{
+		what: "submissions", keyName: "group",
+		shared: s.SubmitStream(),
+		sharedKey: func(subject string) (string, bool) {
+			rest, ok := strings.CutPrefix(subject, s.Prefix+".submit.")
+			group, _, _ := strings.Cut(rest, ".")
+			return group, ok && group != ""
+		},
+		sharedFilter: s.SubmitGroup, sharedConsumer: "ingest", legacyConsumer: "ingest",
+		own: s.TenantSubmitStream, ownAll: s.TenantSubmitAll(), ownConsumer: "ingest",
+		announced: s.StoredAll(), parseAnnounced: s.ParseStored,
+	}
+}
+
+// resultLayout is where executors' reports wait: the shared results
+// stream and each executor's own (operator mode).
+func resultLayout(s events.Subjects) streamLayout {
+	return streamLayout{
+		what: "reports", keyName: "app-id",
+		shared: s.ResultStream(),
+		sharedKey: func(subject string) (string, bool) {
+			rest, ok := strings.CutPrefix(subject, s.Prefix+".results.")
+			return rest, ok && rest != ""
+		},
+		sharedFilter: s.Results, sharedConsumer: "results", legacyConsumer: "results",
+		own: s.ExecutorResultStream, ownAll: s.ExecutorResultsAll(), ownConsumer: "results",
+		announced: s.ReportedAll(), parseAnnounced: s.ParseReported,
+	}
+}
+
+// sourceKey is a key's messages in one stream.
 type sourceKey struct{ stream, group string }
 
 type source struct {
@@ -124,11 +188,13 @@ const (
 	sourceMaxAckPending = 20_000
 )
 
-func newSubmitSources(js jetstream.JetStream, nc *nats.Conn, subjects events.Subjects, log *slog.Logger, inbox *fairInbox) *submitSources {
-	s := &submitSources{
-		js: js, nc: nc, subjects: subjects, log: log, inbox: inbox,
+// newStreamSources reads the messages of layout into inbox; fetchBytes
+// bounds a fetch (at least the largest message the streams hold).
+func newStreamSources(js jetstream.JetStream, nc *nats.Conn, layout streamLayout, log *slog.Logger, inbox *fairInbox, fetchBytes int) *streamSources {
+	s := &streamSources{
+		js: js, nc: nc, layout: layout, log: log, inbox: inbox,
 		consumerConfig: jetstream.ConsumerConfig{
-			Description: "Fairway coordinators: one group's submissions",
+			Description: "Fairway coordinators: one " + layout.keyName + "'s " + layout.what,
 			AckPolicy:   jetstream.AckExplicitPolicy,
 			// A coordinator that dies holding messages leaves them to the
 			// others after this long; a batch is stored well within it.
@@ -140,8 +206,7 @@ func newSubmitSources(js jetstream.JetStream, nc *nats.Conn, subjects events.Sub
 			// stream itself, and one in flight is handed out again.
 			MemoryStorage: true,
 		},
-		// A fetch must be able to carry the largest message.
-		fetchBytes: max(pullMaxBytes/2, int(nc.MaxPayload())),
+		fetchBytes: fetchBytes,
 		fetchers:   sourceFetchers,
 		sweepEvery: sourceSweepEvery,
 		sources:    map[sourceKey]*source{},
@@ -153,17 +218,19 @@ func newSubmitSources(js jetstream.JetStream, nc *nats.Conn, subjects events.Sub
 }
 
 // start listens to the announcements, removes the shared stream's
-// consumer of earlier versions (JetStream refuses a group's filtered
+// consumer of earlier versions (JetStream refuses a key's filtered
 // consumer beside an unfiltered one on a work-queue stream), and starts the
 // fetchers and the sweeps (the first at once).
-func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop func(context.Context, func(context.Context))) error {
-	if err := subs.listen(s.subjects.StoredAll(), s.announced); err != nil {
+func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop func(context.Context, func(context.Context))) error {
+	if err := subs.listen(s.layout.announced, s.announced); err != nil {
 		return err
 	}
-	if err := s.js.DeleteConsumer(ctx, s.subjects.SubmitStream(), "ingest"); err == nil {
-		s.log.Info("removed the submit stream's single consumer of an earlier version: each group has its own now")
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		s.log.Warn("removing the submit stream's consumer of an earlier version", "error", err)
+	if s.layout.legacyConsumer != "" {
+		if err := s.js.DeleteConsumer(ctx, s.layout.shared, s.layout.legacyConsumer); err == nil {
+			s.log.Info("removed a stream's single consumer of an earlier version: each "+s.layout.keyName+" has its own now", "stream", s.layout.shared)
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.log.Warn("removing a stream's consumer of an earlier version", "stream", s.layout.shared, "error", err)
+		}
 	}
 	for range s.fetchers {
 		s.wg.Add(1)
@@ -193,7 +260,7 @@ func (s *submitSources) start(ctx context.Context, subs *subscriptions, goLoop f
 
 // stop ends the fetches: the fetchers finish the fetch in hand (its
 // messages go to the inbox) and return.
-func (s *submitSources) stop() {
+func (s *streamSources) stop() {
 	s.mu.Lock()
 	s.stopping = true
 	s.cond.Broadcast()
@@ -202,28 +269,29 @@ func (s *submitSources) stop() {
 }
 
 // announced handles a stream's announcement of a stored message.
-func (s *submitSources) announced(msg *nats.Msg) {
-	group, ok := s.subjects.ParseStored(msg.Subject)
+func (s *streamSources) announced(msg *nats.Msg) {
+	group, ok := s.layout.parseAnnounced(msg.Subject)
 	if !ok {
 		return
 	}
 	stream := msg.Header.Get(jetstream.StreamHeader)
-	// Only the submit streams announce: a name that is not one of theirs
+	// Only the layout's streams announce: a name that is not one of theirs
 	// (a client publishing there by hand) is ignored.
-	if stream != s.subjects.SubmitStream() && stream != s.subjects.TenantSubmitStream(group) {
+	if stream != s.layout.shared && stream != s.layout.own(group) {
 		return
 	}
 	seq, _ := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+
 	s.ringSeq(sourceKey{stream: stream, group: group}, seq)
 }
 
 // ring says that key has messages waiting: it takes its turn to be
 // fetched, unless it is being fetched or waits for room.
-func (s *submitSources) ring(key sourceKey) { s.ringSeq(key, 0) }
+func (s *streamSources) ring(key sourceKey) { s.ringSeq(key, 0) }
 
 // ringSeq is ring for the announcement of the message of stream sequence
 // seq (0: a sweep, which knows none).
-func (s *submitSources) ringSeq(key sourceKey, seq uint64) {
+func (s *streamSources) ringSeq(key sourceKey, seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	src := s.sources[key]
@@ -241,7 +309,7 @@ func (s *submitSources) ringSeq(key sourceKey, seq uint64) {
 // forgetIdle forgets the sources not announced for sourceInactive (their
 // consumers are gone by then too): groups come and go, and this
 // coordinator's memory does not grow with every group that ever was.
-func (s *submitSources) forgetIdle() {
+func (s *streamSources) forgetIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, src := range s.sources {
@@ -258,7 +326,7 @@ func (s *submitSources) forgetIdle() {
 	}
 }
 
-func (s *submitSources) enqueueLocked(src *source) {
+func (s *streamSources) enqueueLocked(src *source) {
 	if src.queued || src.fetching || src.full || s.stopping {
 		return
 	}
@@ -271,29 +339,30 @@ func (s *submitSources) enqueueLocked(src *source) {
 	s.cond.Signal()
 }
 
-// newSource names a group's consumer on a stream: on the shared stream
-// "ingest-<group>" filtered to the group's subjects (a group name that is
-// not a valid one, which only a malformed subject carries, by its hash:
-// its submissions are refused with their rejected events);
-// on a tenant's stream "ingest", the whole stream.
-func (s *submitSources) newSource(key sourceKey) *source {
-	src := &source{key: key, name: "ingest", weight: 1}
-	if key.stream == s.subjects.SubmitStream() {
+// newSource names a key's consumer on a stream: on the shared stream
+// "<sharedConsumer>-<key>" ("ingest-acme") filtered to the key's subjects
+// (a key that is not a valid name, which only a malformed subject carries,
+// by its hash: its messages are refused, submissions with their rejected
+// events, reports to the dead letters); on a key's own stream ownConsumer,
+// the whole stream.
+func (s *streamSources) newSource(key sourceKey) *source {
+	src := &source{key: key, name: s.layout.ownConsumer, weight: 1}
+	if key.stream == s.layout.shared {
 		token := key.group
-		if fairway.CheckName("group", token) != nil {
+		if fairway.CheckName(s.layout.keyName, token) != nil {
 			sum := sha256.Sum256([]byte(token))
 			token = "x" + hex.EncodeToString(sum[:8])
 		}
-		src.name = "ingest-" + token
+		src.name = s.layout.sharedConsumer + "-" + token
 		// One filter: JetStream counts a single filter's pending messages
 		// from its subject tree, several ones by a scan.
-		src.filter = s.subjects.SubmitGroup(key.group)
+		src.filter = s.layout.sharedFilter(key.group)
 	}
 	return src
 }
 
 // roomFor is called by the inbox when a group's queue has room again.
-func (s *submitSources) roomFor(group string) {
+func (s *streamSources) roomFor(group string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, src := range s.byGroup[group] {
@@ -305,7 +374,7 @@ func (s *submitSources) roomFor(group string) {
 }
 
 // fetchLoop fetches from the sources in turn until stop.
-func (s *submitSources) fetchLoop(ctx context.Context) {
+func (s *streamSources) fetchLoop(ctx context.Context) {
 	for {
 		s.mu.Lock()
 		for len(s.ready)+len(s.fresh) == 0 && !s.stopping {
@@ -348,17 +417,17 @@ func (s *submitSources) fetchLoop(ctx context.Context) {
 		src.fetching = false
 		switch {
 		case errors.Is(err, errConsumerGone):
-			s.log.Debug("a group's consumer is gone (unused for an hour); making it again", "group", src.key.group, "stream", src.key.stream)
+			s.log.Debug("a consumer is gone (unused for an hour); making it again", s.layout.keyName, src.key.group, "stream", src.key.stream)
 			s.enqueueLocked(src)
 		case err != nil:
 			if ctx.Err() == nil {
-				// Once a second, doubling up to a minute: a group whose
+				// Once a second, doubling up to a minute: a key whose
 				// consumer JetStream refuses (its limits) neither spins
 				// nor floods the log.
 				src.failures++
 				wait := min(time.Second<<min(src.failures-1, 6), time.Minute)
 				if src.failures == 1 || wait == time.Minute {
-					s.log.Warn("fetching a group's submissions failed; they stay in NATS and are fetched again", "group", src.key.group,
+					s.log.Warn("fetching "+s.layout.what+" failed; they stay in NATS and are fetched again", s.layout.keyName, src.key.group,
 						"stream", src.key.stream, "error", err, "failures", src.failures, "retry_in", wait.String())
 				}
 				key := src.key
@@ -366,7 +435,7 @@ func (s *submitSources) fetchLoop(ctx context.Context) {
 			}
 		default:
 			if src.failures > 0 {
-				s.log.Info("fetching a group's submissions works again", "group", src.key.group, "stream", src.key.stream, "failures", src.failures)
+				s.log.Info("fetching "+s.layout.what+" works again", s.layout.keyName, src.key.group, "stream", src.key.stream, "failures", src.failures)
 				src.failures = 0
 			}
 			if got > 0 || src.announced != seen {
@@ -379,7 +448,7 @@ func (s *submitSources) fetchLoop(ctx context.Context) {
 
 // fetch fetches up to batch messages of src into the inbox and says how
 // many came.
-func (s *submitSources) fetch(ctx context.Context, src *source, batch int, wait time.Duration) (int, error) {
+func (s *streamSources) fetch(ctx context.Context, src *source, batch int, wait time.Duration) (int, error) {
 	if src.cons == nil {
 		cfg := s.consumerConfig
 		cfg.Durable = src.name
@@ -412,36 +481,35 @@ func (s *submitSources) fetch(ctx context.Context, src *source, batch int, wait 
 	return n, err
 }
 
-// sweep finds the groups with messages waiting in the submit streams and
-// rings them: at start, and in case announcements were missed.
-func (s *submitSources) sweep(ctx context.Context) {
+// sweep finds the keys with messages waiting in the streams and rings
+// them: at start, and in case announcements were missed.
+func (s *streamSources) sweep(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	shared := s.subjects.SubmitStream()
+	shared := s.layout.shared
 	if stream, err := s.js.Stream(ctx, shared); err != nil {
-		s.log.Warn("reading the submit stream's state", "error", err)
-	} else if info, err := stream.Info(ctx, jetstream.WithSubjectFilter(s.subjects.SubmitAll())); err != nil {
-		s.log.Warn("reading the submit stream's state", "error", err)
+		s.log.Warn("reading a stream's state", "stream", shared, "error", err)
+	} else if info, err := stream.Info(ctx, jetstream.WithSubjectFilter(">")); err != nil {
+		s.log.Warn("reading a stream's state", "stream", shared, "error", err)
 	} else {
 		seen := map[string]bool{}
 		for subject, n := range info.State.Subjects {
-			rest, ok := strings.CutPrefix(subject, s.subjects.Prefix+".submit.")
-			group, _, _ := strings.Cut(rest, ".")
-			if ok && n > 0 && group != "" && !seen[group] {
-				seen[group] = true
-				s.ring(sourceKey{stream: shared, group: group})
+			key, ok := s.layout.sharedKey(subject)
+			if ok && n > 0 && !seen[key] {
+				seen[key] = true
+				s.ring(sourceKey{stream: shared, group: key})
 			}
 		}
 	}
-	prefix := strings.TrimSuffix(s.subjects.TenantSubmitStream("x"), "x")
-	streams := s.js.ListStreams(ctx, jetstream.WithStreamListSubject(s.subjects.TenantSubmitAll()))
+	prefix := strings.TrimSuffix(s.layout.own("x"), "x")
+	streams := s.js.ListStreams(ctx, jetstream.WithStreamListSubject(s.layout.ownAll))
 	for info := range streams.Info() {
-		group, ok := strings.CutPrefix(info.Config.Name, prefix)
+		key, ok := strings.CutPrefix(info.Config.Name, prefix)
 		if ok && info.State.Msgs > 0 {
-			s.ring(sourceKey{stream: info.Config.Name, group: group})
+			s.ring(sourceKey{stream: info.Config.Name, group: key})
 		}
 	}
 	if err := streams.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		s.log.Warn("listing the tenants' submit streams", "error", err)
+		s.log.Warn("listing the streams of "+s.layout.what, "subject", s.layout.ownAll, "error", err)
 	}
 }

@@ -1,0 +1,466 @@
+package isolation_test
+
+// Bytes, not messages (issue 30): floods measured in bytes from a narrow
+// executor credential and a tenant's, each asserting what its victims
+// see (another tenant's jobs done, another executor's reports applied)
+// and the memory the coordinator holds meanwhile.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime/metrics"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsauth"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	// memoryBudget is what the coordinator may hold under any attack of
+	// the suite (docs/security.md, "Bytes, not messages"): its default
+	// memory limit is 1 GiB, and what it reads ahead of NATS is bounded
+	// well below. In these tests the process also runs the executor and
+	// the attackers' clients.
+	memoryBudget = 512 << 20
+	// victimBound is the longest a victim's job may take, submitted to
+	// done, while an attack goes on (idle: a few milliseconds).
+	victimBound = 2 * time.Second
+	floodFor    = 8 * time.Second
+)
+
+// heapWatch samples the heap of this process (the coordinator, the
+// executor and the attackers' clients) and keeps its peak.
+type heapWatch struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	done chan struct{}
+}
+
+func watchHeap(t *testing.T) *heapWatch {
+	h := &heapWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	go func() {
+		defer close(h.done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > h.peak.Load() {
+				h.peak.Store(v)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { h.end() })
+	return h
+}
+
+// end stops the sampling and returns the peak, in bytes.
+func (h *heapWatch) end() uint64 {
+	select {
+	case <-h.stop:
+	default:
+		close(h.stop)
+	}
+	<-h.done
+	return h.peak.Load()
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// bogusReports is a message of done reports for jobs that do not exist,
+// about size bytes: what a hostile executor sends to make the
+// coordinators work.
+func bogusReports(appID string, size int) []byte {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := 0; b.Len() < size-200; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"done","group":"globex","job_id":"bogus-%d-%d","attempt":1,"executor":%q,"instance":"r1","time":"2026-11-28T00:00:00Z","outcome":"success","result":{}}`,
+			time.Now().UnixNano(), i, appID)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// floodStats counts a JetStream flood's messages.
+type floodStats struct {
+	accepted, refused int
+	acceptedBytes     int64
+	firstRefusal      string
+}
+
+// floodJetStream publishes body (made anew by next for each message) to
+// subject for d, asynchronously with a few in flight, and counts what
+// JetStream accepted and refused.
+func floodJetStream(ctx context.Context, nc *nats.Conn, subject string, d time.Duration, next func() []byte) (floodStats, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(32))
+	if err != nil {
+		return floodStats{}, err
+	}
+	var st floodStats
+	var mu sync.Mutex
+	var futures []jetstream.PubAckFuture
+	settle := func() {
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+				mu.Lock()
+				st.accepted++
+				st.acceptedBytes += int64(len(f.Msg().Data))
+				mu.Unlock()
+			case err := <-f.Err():
+				mu.Lock()
+				st.refused++
+				if st.firstRefusal == "" {
+					st.firstRefusal = err.Error()
+				}
+				mu.Unlock()
+			case <-ctx.Done():
+				return
+			}
+		}
+		futures = futures[:0]
+	}
+	end := time.Now().Add(d)
+	for i := 0; time.Now().Before(end) && ctx.Err() == nil; i++ {
+		msg := &nats.Msg{Subject: subject, Data: next(), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, "flood-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i))
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			st.refused++
+			if st.firstRefusal == "" {
+				st.firstRefusal = err.Error()
+			}
+			continue
+		}
+		if futures = append(futures, f); len(futures) == 32 {
+			settle()
+		}
+	}
+	settle()
+	return st, ctx.Err()
+}
+
+// streamBytes follows a stream's bytes and keeps their maximum until stop.
+func streamBytes(t *testing.T, js jetstream.JetStream, name string) (maxBytes func() uint64) {
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if s, err := js.Stream(context.Background(), name); err == nil {
+				if info, err := s.Info(context.Background()); err == nil && info.State.Bytes > peak.Load() {
+					peak.Store(info.State.Bytes)
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	end := func() uint64 {
+		once.Do(func() { close(stop); <-done })
+		return peak.Load()
+	}
+	t.Cleanup(func() { end() })
+	return end
+}
+
+// victims runs jobs of group on w1, one after the other, until stop, and
+// returns how long each took from submission to its success event.
+func victims(t *testing.T, c *events.Client, group string, stop <-chan struct{}) []time.Duration {
+	t.Helper()
+	ctx := t.Context()
+	evs := eventsOf(t, c)
+	var took []time.Duration
+	for {
+		select {
+		case <-stop:
+			return took
+		default:
+		}
+		start := time.Now()
+		job, err := c.SubmitWait(ctx, fairway.Submission{Group: group, Task: "echo", Args: json.RawMessage(`{"victim":true}`)})
+		require.NoError(t, err)
+		waitEvent(t, evs, group+"'s job succeeds", func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateSuccess })
+		took = append(took, time.Since(start))
+	}
+}
+
+func durationStats(d []time.Duration) (p50, worst time.Duration) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2], s[len(s)-1]
+}
+
+// TestResultsFloodFromANarrowExecutorStopsNoOne: an executor credential
+// granted only --tasks export --groups globex --slots 2 floods its results
+// subject with report messages as large as the results streams take
+// (about 1 MiB, some 5,000 done reports of jobs that do not exist each)
+// and with 8 MB ones. Its reports land in its own stream, bounded in
+// bytes; the coordinators read the executors' streams in turn. Meanwhile
+// acme's and globex's jobs run on w1 and must be done within victimBound,
+// and the process's heap stays within memoryBudget. Before (one shared
+// stream, read in its order), the shared stream filled to 1 GB and
+// refused every executor's reports, and the coordinator's memory grew
+// past 2.9 GB.
+func TestResultsFloodFromANarrowExecutorStopsNoOne(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	subjects := events.NewSubjects("")
+	path := filepath.Join(e.dir, "rogue-narrow.creds")
+	require.NoError(t, e.keys.WriteCredsWith(path, natsauth.KindExecutor, "rogue",
+		natsauth.User{Grant: events.Grant{Tasks: []string{"export"}, Groups: []string{"globex"}, Slots: 2}}))
+	rogue, err := nats.Connect(e.url, nats.UserCredentials(path), nats.Name("rogue-narrow"))
+	require.NoError(t, err)
+	t.Cleanup(rogue.Close)
+	ojs, err := jetstream.New(e.operator)
+	require.NoError(t, err)
+	// As 'fairway creds add executor' makes it.
+	require.NoError(t, events.EnsureExecutorResultStream(ctx, ojs, subjects, "rogue", events.StreamOptions{}))
+	// w1's own stream was made when it registered (operator mode).
+	_, err = ojs.Stream(ctx, subjects.ExecutorResultStream("w1"))
+	require.NoError(t, err, "w1's registration made its results stream")
+
+	heap := watchHeap(t)
+	rogueBytes := streamBytes(t, ojs, subjects.ExecutorResultStream("rogue"))
+	stop := make(chan struct{})
+	type result struct {
+		small, large floodStats
+		err          error
+	}
+	flooded := make(chan result, 1)
+	go func() {
+		defer close(stop)
+		var r result
+		// A few bodies made up front, sent in turn: the attacker's CPU is
+		// not the victims' machine's.
+		var bodies [][]byte
+		for range 8 {
+			bodies = append(bodies, bogusReports("rogue", events.ReportMaxBytes-4<<10))
+		}
+		i := 0
+		r.small, r.err = floodJetStream(ctx, rogue, "fairway.results.rogue", floodFor, func() []byte { i++; return bodies[i%len(bodies)] })
+		if r.err == nil {
+			huge := bogusReports("rogue", 8_000_000)
+			r.large, r.err = floodJetStream(ctx, rogue, "fairway.results.rogue", time.Second, func() []byte { return huge })
+		}
+		flooded <- r
+	}()
+	var wg sync.WaitGroup
+	var acmeTook, globexTook []time.Duration
+	wg.Add(2)
+	go func() { defer wg.Done(); acmeTook = victims(t, e.acmeClient, "acme", stop) }()
+	go func() { defer wg.Done(); globexTook = victims(t, e.globexClient, "globex", stop) }()
+	r := <-flooded
+	wg.Wait()
+	require.NoError(t, r.err)
+	peak, maxRogue := heap.end(), rogueBytes()
+
+	shared, err := ojs.Stream(ctx, subjects.ResultStream())
+	require.NoError(t, err)
+	info, err := shared.Info(ctx, jetstream.WithSubjectFilter(subjects.Results("rogue")))
+	require.NoError(t, err)
+	acme50, acmeMax := durationStats(acmeTook)
+	globex50, globexMax := durationStats(globexTook)
+	t.Logf("results flood: rogue sent %d messages of ~1 MiB (%.0f MiB accepted, %d refused: %s) and %d of 8 MB (%d accepted); its stream held at most %.1f MiB; "+
+		"acme's %d jobs took p50 %v max %v, globex's %d p50 %v max %v; peak heap %.0f MiB",
+		r.small.accepted+r.small.refused, mib(uint64(r.small.acceptedBytes)), r.small.refused, r.small.firstRefusal, r.large.accepted+r.large.refused, r.large.accepted,
+		mib(maxRogue), len(acmeTook), acme50, acmeMax, len(globexTook), globex50, globexMax, mib(peak))
+
+	require.Zero(t, r.large.accepted, "an 8 MB report message was accepted")
+	require.Zero(t, info.State.Subjects[subjects.Results("rogue")], "the rogue's reports reached the shared results stream")
+	require.LessOrEqual(t, maxRogue, uint64(events.ExecutorResultMaxBytesDefault), "the rogue's stream held more than its bound")
+	require.NotEmpty(t, acmeTook)
+	require.NotEmpty(t, globexTook)
+	require.Less(t, max(acmeMax, globexMax), victimBound, "a victim's job waited behind the rogue's reports")
+	require.Less(t, peak, uint64(memoryBudget), "the coordinator's memory followed the flood")
+}
+
+// TestTenantByteFloodIsBounded: acme publishes batches of seven
+// submissions of 1,000 KiB args each (7 MB a message, few submissions,
+// many bytes) to its own submit stream for floodFor. Its stream never
+// holds more than its byte bound (JetStream refuses the rest: the
+// publisher is told), acme's jobs are stored at its byte pace
+// (coordinator.quota.submit-bytes-rate and -burst), not at the pace of
+// its submission count, globex's jobs run within victimBound, and the
+// heap stays within memoryBudget. Before, acme's stream took 1,080 MB
+// with nothing refused and the process grew to 2.1–3.7 GB.
+func TestTenantByteFloodIsBounded(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	subjects := events.NewSubjects("")
+	ojs, err := jetstream.New(e.operator)
+	require.NoError(t, err)
+	stream, err := ojs.Stream(ctx, subjects.TenantSubmitStream("acme"))
+	require.NoError(t, err)
+	info, err := stream.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(events.TenantSubmitMaxBytesDefault), info.Config.MaxBytes, "a tenant's submit stream is bounded in bytes")
+
+	var rejected atomic.Int64
+	var firstRejection atomic.Value
+	acmeSub, err := e.acmeClient.Subscribe(ctx, events.Filter{}, func(ev events.Event) {
+		if ev.State == fairway.StateRejected {
+			rejected.Add(1)
+			firstRejection.CompareAndSwap(nil, fmt.Sprint(ev.Error))
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(acmeSub.Stop)
+	heap := watchHeap(t)
+	acmeBytes := streamBytes(t, ojs, subjects.TenantSubmitStream("acme"))
+	args := json.RawMessage(`{"a":"` + string(bytes.Repeat([]byte("a"), 1000<<10)) + `"}`)
+	var batch []fairway.Submission
+	for range 7 {
+		batch = append(batch, fairway.Submission{Task: "echo", Args: args, Pending: true})
+	}
+	body, err := json.Marshal(batch)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	start := time.Now()
+	flooded := make(chan floodStats, 1)
+	go func() {
+		defer close(stop)
+		st, err := floodJetStream(ctx, e.acme, "fairway.submit.acme.echo", floodFor, func() []byte { return body })
+		if err != nil {
+			t.Error(err)
+		}
+		flooded <- st
+	}()
+	globexTook := victims(t, e.globexClient, "globex", stop)
+	st := <-flooded
+	elapsed := time.Since(start)
+	stored, err := e.store.CountQueuedJobs(ctx, []string{"acme"}, 1_000_000)
+	require.NoError(t, err)
+	peak, maxAcme := heap.end(), acmeBytes()
+	g50, gMax := durationStats(globexTook)
+	// What the byte pace allows: the burst and the rate over the flood,
+	// and a message beyond (a message is taken whole).
+	pace := float64(64<<20) + elapsed.Seconds()*float64(16<<20) + float64(len(body))
+	t.Logf("tenant byte flood: acme sent %d messages of %.1f MB (%.0f MiB accepted, %d refused: %s); its stream held at most %.1f MiB; "+
+		"%d of its jobs (%.0f MiB) stored in %v (the byte pace allows %.0f MiB); globex's %d jobs took p50 %v max %v; peak heap %.0f MiB",
+		st.accepted+st.refused, float64(len(body))/1e6, mib(uint64(st.acceptedBytes)), st.refused, st.firstRefusal, mib(maxAcme),
+		stored["acme"], float64(stored["acme"])*1000/1024, elapsed.Round(time.Millisecond), pace/(1<<20), len(globexTook), g50, gMax, mib(peak))
+
+	t.Logf("acme's rejected submissions: %d (%v)", rejected.Load(), firstRejection.Load())
+	require.NotZero(t, st.refused, "acme's stream refused nothing: the flood did not reach its bound")
+	require.LessOrEqual(t, maxAcme, uint64(events.TenantSubmitMaxBytesDefault), "acme's stream held more than its bound")
+	require.LessOrEqual(t, float64(stored["acme"])*float64(len(args)), pace, "acme's bytes were stored faster than its byte pace")
+	require.NotEmpty(t, globexTook)
+	require.Less(t, gMax, victimBound, "globex's jobs waited behind acme's bytes")
+	require.Less(t, peak, uint64(memoryBudget), "the coordinator's memory followed the flood")
+}
+
+// TestFloodEverySubjectACredentialMayPublishTo floods, in turn, every
+// subject a tenant's or an executor's credential may publish to that
+// reaches the coordinators, with messages of up to the account's payload
+// bound, for two seconds each; globex's jobs on w1 must stay within
+// victimBound and the heap within memoryBudget. It records what each
+// flood cost: the victims' latency and the process's CPU and heap.
+func TestFloodEverySubjectACredentialMayPublishTo(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	rogue := e.connectAs(natsauth.KindExecutor, "rogue")
+	ojs, err := jetstream.New(e.operator)
+	require.NoError(t, err)
+	require.NoError(t, events.EnsureExecutorResultStream(ctx, ojs, events.NewSubjects(""), "rogue", events.StreamOptions{}))
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	junkJSON := []byte(`{"executor":"rogue","instance":"r","slots":100000,"tasks":["echo"],"pad":"` + string(bytes.Repeat([]byte("p"), 1<<20)) + `"}`)
+	cases := []struct {
+		who     string
+		nc      *nats.Conn
+		subject string
+		body    []byte
+		request bool // with a reply subject, as a requester would
+	}{
+		{"tenant acme", e.acme, "fairway.submit.acme.echo", big, true},
+		{"tenant acme", e.acme, "fairway.api.acme.submit", big, true},
+		{"tenant acme", e.acme, "fairway.api.acme.get", junkJSON, true},
+		{"tenant acme", e.acme, "fairway.api.acme.list", junkJSON, true},
+		{"tenant acme", e.acme, "fairway.api.acme.workflow", big, true},
+		{"tenant acme", e.acme, "fairway.api.acme.graph", junkJSON, true},
+		{"executor rogue", rogue, "fairway.exec.rogue.register", junkJSON, true},
+		{"executor rogue", rogue, "fairway.exec.rogue.dispatch", junkJSON, true},
+		{"executor rogue", rogue, "fairway.exec.rogue.heartbeat", junkJSON, false},
+		{"executor rogue", rogue, "fairway.exec.rogue.deregister", junkJSON, true},
+		{"executor rogue", rogue, "fairway.exec.rogue.pong.x", big, false},
+		{"executor rogue", rogue, "fairway.results.rogue", big, true},
+	}
+	var table bytes.Buffer
+	fmt.Fprintf(&table, "\n%-15s %-32s %8s %10s %10s %9s %9s\n", "CREDENTIAL", "SUBJECT", "SENT", "VICTIM-P50", "VICTIM-MAX", "CPU", "PEAK-HEAP")
+	for _, c := range cases {
+		heap := watchHeap(t)
+		cpu0 := processCPU()
+		stop := make(chan struct{})
+		sent := make(chan int, 1)
+		go func() {
+			defer close(stop)
+			n := 0
+			inbox := c.nc.NewRespInbox()
+			for end := time.Now().Add(2 * time.Second); time.Now().Before(end); n++ {
+				var err error
+				if c.request {
+					err = c.nc.PublishRequest(c.subject, inbox, c.body)
+				} else {
+					err = c.nc.Publish(c.subject, c.body)
+				}
+				if errors.Is(err, nats.ErrConnectionClosed) {
+					t.Errorf("%s's connection closed while flooding %s", c.who, c.subject)
+					break
+				}
+				if n%64 == 63 {
+					_ = c.nc.Flush() // paced by the server, as a client is
+				}
+			}
+			sent <- n
+		}()
+		took := victims(t, e.globexClient, "globex", stop)
+		n := <-sent
+		cpu, peak := processCPU()-cpu0, heap.end()
+		p50, worst := durationStats(took)
+		fmt.Fprintf(&table, "%-15s %-32s %8d %10v %10v %9v %7.0fMiB\n", c.who, c.subject, n, p50.Round(time.Millisecond), worst.Round(time.Millisecond),
+			cpu.Round(time.Millisecond), mib(peak))
+		require.NotEmpty(t, took, c.subject)
+		require.Less(t, worst, victimBound, "globex's jobs waited behind a flood of %s", c.subject)
+		require.Less(t, peak, uint64(memoryBudget), "the coordinator's memory followed a flood of %s", c.subject)
+	}
+	t.Logf("what a flood of each subject costs (2 s each, messages of about 1 MiB; CPU is this process's: coordinator, executor and attackers):%s", table.String())
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
