@@ -435,6 +435,9 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 	if err := e.pushOnly(k, a); err != nil {
 		return err
 	}
+	if kind == natsauth.KindExecutor {
+		return e.ensureExecutorResultStream(ctx, k, name)
+	}
 	if kind != natsauth.KindTenant {
 		return nil
 	}
@@ -465,6 +468,34 @@ func (e *env) pushAccount(ctx context.Context, k *natsauth.Keyring, a natsauth.A
 	}
 	defer fnc.Close()
 	return ensureTenantSubmitStreamsOf(ctx, fnc, k, e.cfg.NATS.Prefix, e.streamOptions(), name)
+}
+
+// ensureExecutorResultStream creates the stream of an executor's reports
+// (events.EnsureExecutorResultStream) in the coordinators' account, through
+// a connection of theirs: the executor's reports arrive there (the
+// coordinators also make it when the executor registers).
+func (e *env) ensureExecutorResultStream(ctx context.Context, k *natsauth.Keyring, appID string) error {
+	creds, err := os.CreateTemp("", "fairway-coordinator-*.creds")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(creds.Name()) }() // a temporary file in the temporary directory: left there if this fails
+	_ = creds.Close()
+	if err := k.WriteCreds(creds.Name(), natsauth.KindCoordinator, "coordinator"); err != nil {
+		return err
+	}
+	fnc, err := natsconn.Connect(e.asUser(creds.Name()), nats.Name("fairway-creds"))
+	if err != nil {
+		return fmt.Errorf("connecting to create executor %s's results stream: %w", appID, err)
+	}
+	defer fnc.Close()
+	js, err := jetstream.New(fnc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return events.EnsureExecutorResultStream(ctx, js, events.NewSubjects(e.cfg.NATS.Prefix), appID, e.streamOptions())
 }
 
 // ensureTenantSubmitStreams creates each tenant's own submit stream

@@ -112,6 +112,7 @@ type env struct {
 	store        *store.Store
 	dbURL        string
 	coord        *coordinator.Coordinator
+	coordNC      *nats.Conn // the coordinator's connection
 	acme, globex *nats.Conn // tenants
 	operator     *nats.Conn
 	acmeClient   *events.Client
@@ -157,7 +158,8 @@ func setupWith(t *testing.T, executors ...string) *env {
 	st, dbURL := storetest.OpenURL(t)
 	e.store, e.dbURL = st, dbURL
 	retries := 0
-	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{
+	e.coordNC = e.connectAs(natsauth.KindCoordinator, "c")
+	coord, err := coordinator.New(storetest.Public(st), e.coordNC, coordinator.Config{
 		RetryDelay: 20 * time.Millisecond, Retries: &retries, Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))
