@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -162,3 +163,54 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestResultsDeadLetterAnOversizedMessageCut: a report message above
+// events.ReportMaxBytes, left in a results stream of an earlier version
+// (which took messages up to max_payload), is never decoded: it goes to
+// the dead letters with its first 64 KiB and its size, and is
+// acknowledged. The streams of this version refuse it at once.
+func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	w := newStreamWorld(t)
+	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
+	metrics := newMetrics(prometheus.NewRegistry(), st, log)
+	dead := w.deadLetters(metrics)
+	f := newFollowUps()
+	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
+
+	huge := bytes.Repeat([]byte(`{"type":"done","job_id":"x"},`), 3<<20/29)
+	huge = append(append([]byte("["), huge[:len(huge)-1]...), ']')
+	_, err := js.Publish(ctx, subjects.Results("w"), huge)
+	require.Error(t, err, "the results stream of this version refuses a message above events.ReportMaxBytes")
+
+	stream, err := js.Stream(ctx, subjects.ResultStream())
+	require.NoError(t, err)
+	cfg := stream.CachedInfo().Config
+	cfg.MaxMsgSize = 8 << 20 // as an earlier version made it
+	_, err = js.UpdateStream(ctx, cfg)
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, subjects.Results("w"), huge)
+	require.NoError(t, err)
+
+	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.ResultStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
+	require.NoError(t, err)
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	require.Len(t, msgs, 1)
+	rs.apply(ctx, msgs)
+
+	deadMsgs := readStream(t, js, subjects.DeadStream(), 1)
+	require.Equal(t, subjects.Dead(events.DeadReport), deadMsgs[0].Subject())
+	require.Contains(t, deadMsgs[0].Headers().Get(events.HeaderDeadReason), "above the")
+	require.Equal(t, strconv.Itoa(len(huge)), deadMsgs[0].Headers().Get(events.HeaderDeadSize))
+	require.Len(t, deadMsgs[0].Data(), oversizedKept, "the dead letter keeps the first bytes only")
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, serviceWait, 10*time.Millisecond, "the message is acknowledged")
+}
