@@ -128,8 +128,14 @@ func TestAccountsLayout(t *testing.T) {
 	m, err := pong.NextMsg(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "pong", string(m.Data))
+	// An executor's reports land in its own stream (as 'fairway creds add
+	// executor' and its registration make it), none in the shared one.
+	require.NoError(t, events.EnsureExecutorResultStream(ctx, cjs, events.NewSubjects(""), "w1", events.StreamOptions{}))
 	wjs, err := jetstream.New(w1)
 	require.NoError(t, err)
+	ack, err = wjs.Publish(ctx, "fairway.results.w1", []byte(`[]`))
+	require.NoError(t, err)
+	require.Equal(t, "FAIRWAY_RESULTS_E_w1", ack.Stream)
 	_, err = wjs.Publish(ctx, "fairway.results.w1", []byte(`[]`))
 	require.NoError(t, err)
 	f, err := wjs.PublishAsync("fairway.results.w1", []byte(`[]`))
