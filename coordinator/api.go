@@ -46,7 +46,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 			}
 			c.handle(ctx, msg, r, verb)
 		}
-		if err := pool.add(lane, task); err != nil {
+		if err := pool.add(lane, len(msg.Data), task); err != nil {
 			c.respond(msg, events.Reply{}, err)
 		}
 	}

@@ -18,9 +18,10 @@ import (
 // does not delay another's single one. A lane runs at most perGroup
 // requests at once (a group's slow or large requests cannot take every
 // worker, nor the CPU and memory of many at once) and queues at most
-// perGroupQueue: a request beyond that is refused with
-// quota. All lanes together queue at most queue requests: beyond that a
-// request is refused with unavailable at once rather than waiting. The
+// perGroupQueue requests and perGroupBytes of them: a request beyond that
+// is refused with quota. All lanes together queue at most queue requests
+// and queueBytes: beyond that a request is refused with unavailable at
+// once rather than waiting. The
 // operator API has lanes of its own: the operator's (""), and one per
 // lane a request may name (events.LaneHeader), such as a web server's
 // read-only users'.
@@ -28,6 +29,10 @@ type apiPool struct {
 	perGroup      int
 	perGroupQueue int
 	queue         int
+	// perGroupBytes and queueBytes bound the bytes of the requests waiting
+	// (a lane's, every lane's): a lane with none waiting takes one of any
+	// size.
+	perGroupBytes, queueBytes int
 	// lane names what a lane is in refusals: "group" (the default), or
 	// "executor" for the executor protocol's pool.
 	lane string
@@ -37,31 +42,48 @@ type apiPool struct {
 	lanes  map[string]*apiLane
 	ready  []*apiLane // lanes with a request waiting and room to run it, in turn
 	queued int
+	bytes  int // of the requests waiting
 	closed bool
 }
 
 type apiLane struct {
 	group   string
-	waiting []func()
+	waiting []queuedTask
+	bytes   int // of its requests waiting
 	running int
 	isReady bool // in ready
 }
+
+// queuedTask is a request waiting, with its size.
+type queuedTask struct {
+	run  func()
+	size int
+}
+
+// Bounds of the bytes of the requests waiting in a pool.
+const (
+	apiLaneBytes  = 16 << 20
+	apiQueueBytes = 64 << 20
+)
 
 func newAPIPool(workers, perGroup, queue int) *apiPool {
 	p := &apiPool{
 		perGroup:      perGroup,
 		perGroupQueue: max(1, queue/8),
 		queue:         queue,
+		perGroupBytes: apiLaneBytes,
+		queueBytes:    apiQueueBytes,
 		lanes:         map[string]*apiLane{},
 	}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
 
-// add queues task for group's lane, or refuses it: quota when the group
-// has its share of the queue waiting, unavailable when the queue is full
-// or the pool stopped.
-func (p *apiPool) add(group string, task func()) error {
+// add queues task, a request of size bytes, for group's lane, or refuses
+// it: quota when the group has its share of the queue waiting (in
+// requests or bytes), unavailable when the queue is full or the pool
+// stopped.
+func (p *apiPool) add(group string, size int, task func()) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -73,19 +95,21 @@ func (p *apiPool) add(group string, task func()) error {
 		p.lanes[group] = l
 	}
 	switch {
-	case len(l.waiting) >= p.perGroupQueue:
+	case len(l.waiting) >= p.perGroupQueue || l.bytes > 0 && l.bytes+size > p.perGroupBytes:
 		lane, name := cmp.Or(p.lane, "group"), group
 		if p.lane == "" && (group == "" || strings.HasPrefix(group, operatorLanePrefix)) {
 			lane, name = "operator API lane", cmp.Or(strings.TrimPrefix(group, operatorLanePrefix), "operator")
 		}
 		return &fairway.Error{Code: fairway.CodeQuota, Field: cmp.Or(p.lane, "group"),
-			Message: fmt.Sprintf("%s %q has %d requests waiting and %d running on this coordinator, its share (at most %d waiting, %d running): retry when your earlier requests are answered",
-				lane, name, len(l.waiting), l.running, p.perGroupQueue, p.perGroup)}
-	case p.queued >= p.queue:
+			Message: fmt.Sprintf("%s %q has %d requests (%d KiB) waiting and %d running on this coordinator, its share (at most %d waiting, %d MiB, %d running): retry when your earlier requests are answered",
+				lane, name, len(l.waiting), l.bytes>>10, l.running, p.perGroupQueue, p.perGroupBytes>>20, p.perGroup)}
+	case p.queued >= p.queue || p.bytes > 0 && p.bytes+size > p.queueBytes:
 		return &fairway.Error{Code: fairway.CodeUnavailable,
-			Message: fmt.Sprintf("coordinator busy: %d requests waiting (coordinator.api-queue for the API); retry shortly", p.queued)}
+			Message: fmt.Sprintf("coordinator busy: %d requests (%d KiB) waiting (coordinator.api-queue for the API, %d MiB in all); retry shortly", p.queued, p.bytes>>10, p.queueBytes>>20)}
 	}
-	l.waiting = append(l.waiting, task)
+	l.waiting = append(l.waiting, queuedTask{run: task, size: size})
+	l.bytes += size
+	p.bytes += size
 	p.queued++
 	p.makeReady(l)
 	return nil
@@ -115,13 +139,15 @@ func (p *apiPool) work() {
 		p.ready = p.ready[1:]
 		l.isReady = false
 		task := l.waiting[0]
-		l.waiting[0] = nil
+		l.waiting[0] = queuedTask{}
 		l.waiting = l.waiting[1:]
+		l.bytes -= task.size
+		p.bytes -= task.size
 		l.running++
 		p.queued--
 		p.makeReady(l) // back of the line: round-robin
 		p.mu.Unlock()
-		task()
+		task.run()
 		p.mu.Lock()
 		l.running--
 		p.makeReady(l)
@@ -140,10 +166,12 @@ func (p *apiPool) close() []func() {
 	p.cond.Broadcast()
 	var left []func()
 	for _, l := range p.lanes {
-		left = append(left, l.waiting...)
-		l.waiting = nil
+		for _, task := range l.waiting {
+			left = append(left, task.run)
+		}
+		l.waiting, l.bytes = nil, 0
 	}
-	p.ready, p.queued = nil, 0
+	p.ready, p.queued, p.bytes = nil, 0, 0
 	return left
 }
 

@@ -24,10 +24,19 @@ type subscriptions struct {
 	subs []*nats.Subscription
 }
 
+// subPendingBytes bounds the bytes a subscription holds before its
+// callback takes them (nats.go's default is 64 MiB): beyond, NATS drops the
+// subscription's messages (a slow consumer), which its requesters see as
+// a timeout. The callbacks only queue or refuse a request.
+const subPendingBytes = 16 << 20
+
 // subscribe adds a queue subscription shared by all coordinators.
 func (s *subscriptions) subscribe(subject string, handle nats.MsgHandler) error {
 	sub, err := s.nc.QueueSubscribe(subject, queueGroup, handle)
 	if err != nil {
+		return fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	if err := sub.SetPendingLimits(nats.DefaultSubPendingMsgsLimit, subPendingBytes); err != nil {
 		return fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	s.subs = append(s.subs, sub)

@@ -206,7 +206,7 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 	lane := func(handle func(context.Context, *nats.Msg), refused func(*nats.Msg, error)) nats.MsgHandler {
 		return func(msg *nats.Msg) {
 			appID, _, _ := d.subjects.ParseExec(msg.Subject)
-			err := pool.add(appID, func() {
+			err := pool.add(appID, len(msg.Data), func() {
 				if ctx.Err() != nil {
 					refused(msg, &fairway.Error{Code: fairway.CodeUnavailable, Message: "coordinator stopping"})
 					return

@@ -193,6 +193,13 @@ func setupWith(t *testing.T, executors ...string) *env {
 	for _, g := range []string{"acme", "globex"} {
 		require.NoError(t, events.EnsureTenantSubmitStream(ctx, ojs, events.NewSubjects(""), g, events.StreamOptions{}))
 	}
+	// And the other executors' results streams, as 'fairway creds add
+	// executor' makes them (w1's was made when it registered, as for an
+	// executor provisioned before: TestResultsFloodFromANarrowExecutor…
+	// checks it).
+	for _, app := range append([]string{"rogue"}, executors...) {
+		require.NoError(t, events.EnsureExecutorResultStream(ctx, ojs, events.NewSubjects(""), app, events.StreamOptions{}))
+	}
 	e.acmeClient = newClient(t, e.acme)
 	e.globexClient = newClient(t, e.globex)
 	e.opClient = newClient(t, e.operator)
