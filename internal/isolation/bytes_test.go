@@ -111,7 +111,7 @@ func bogusReports(appID string, size int) []byte {
 // floodStats counts a JetStream flood's messages.
 type floodStats struct {
 	accepted, refused int
-	acceptedBytes     int64
+	acceptedBytes     uint64
 	firstRefusal      string
 }
 
@@ -132,7 +132,7 @@ func floodJetStream(ctx context.Context, nc *nats.Conn, subject string, d time.D
 			case <-f.Ok():
 				mu.Lock()
 				st.accepted++
-				st.acceptedBytes += int64(len(f.Msg().Data))
+				st.acceptedBytes += uint64(len(f.Msg().Data))
 				mu.Unlock()
 			case err := <-f.Err():
 				mu.Lock()
@@ -303,7 +303,7 @@ func TestResultsFloodFromANarrowExecutorStopsNoOne(t *testing.T) {
 	globex50, globexMax := durationStats(globexTook)
 	t.Logf("results flood: rogue sent %d messages of ~1 MiB (%.0f MiB accepted, %d refused: %s) and %d of 8 MB (%d accepted); its stream held at most %.1f MiB; "+
 		"acme's %d jobs took p50 %v max %v, globex's %d p50 %v max %v; peak heap %.0f MiB",
-		r.small.accepted+r.small.refused, mib(uint64(r.small.acceptedBytes)), r.small.refused, r.small.firstRefusal, r.large.accepted+r.large.refused, r.large.accepted,
+		r.small.accepted+r.small.refused, mib(r.small.acceptedBytes), r.small.refused, r.small.firstRefusal, r.large.accepted+r.large.refused, r.large.accepted,
 		mib(maxRogue), len(acmeTook), acme50, acmeMax, len(globexTook), globex50, globexMax, mib(peak))
 
 	require.Zero(t, r.large.accepted, "an 8 MB report message was accepted")
@@ -378,7 +378,7 @@ func TestTenantByteFloodIsBounded(t *testing.T) {
 	pace := float64(64<<20) + elapsed.Seconds()*float64(16<<20) + float64(len(body))
 	t.Logf("tenant byte flood: acme sent %d messages of %.1f MB (%.0f MiB accepted, %d refused: %s); its stream held at most %.1f MiB; "+
 		"%d of its jobs (%.0f MiB) stored in %v (the byte pace allows %.0f MiB); globex's %d jobs took p50 %v max %v; peak heap %.0f MiB",
-		st.accepted+st.refused, float64(len(body))/1e6, mib(uint64(st.acceptedBytes)), st.refused, st.firstRefusal, mib(maxAcme),
+		st.accepted+st.refused, float64(len(body))/1e6, mib(st.acceptedBytes), st.refused, st.firstRefusal, mib(maxAcme),
 		stored["acme"], float64(stored["acme"])*1000/1024, elapsed.Round(time.Millisecond), pace/(1<<20), len(globexTook), g50, gMax, mib(peak))
 
 	t.Logf("acme's rejected submissions: %d (%v)", rejected.Load(), firstRejection.Load())
@@ -542,7 +542,7 @@ func TestCoordinatorRestartsOnABacklogInBoundedMemory(t *testing.T) {
 	e.coord.Stop() // down: the backlog builds
 
 	// The backlog, each stream to its bound.
-	var backlog int64
+	var backlog uint64
 	for _, app := range []string{"rogue", "rogue2"} {
 		require.NoError(t, events.EnsureExecutorResultStream(ctx, ojs, subjects, app, events.StreamOptions{}))
 		body := bogusReports(app, events.ReportMaxBytes-4<<10)
@@ -627,6 +627,6 @@ func TestCoordinatorRestartsOnABacklogInBoundedMemory(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("restart on a backlog: %.0f MiB waiting (two executors' reports, acme's submissions); the coordinator process worked it off in %v, "+
 		"ran globex's job %v after its start, and its peak resident memory was %.0f MiB",
-		mib(uint64(backlog)), caughtUp.Round(time.Millisecond), victim.Round(time.Millisecond), mib(rss))
+		mib(backlog), caughtUp.Round(time.Millisecond), victim.Round(time.Millisecond), mib(rss))
 	require.Less(t, rss, uint64(memoryBudget), "the coordinator's memory followed the backlog")
 }
