@@ -125,7 +125,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	var reportMsg []int
 	dead := make([]bool, len(msgs))
 	for i, msg := range msgs {
-		if size := len(msg.Data()) + headerSize(msg.Headers()); size > events.ReportMaxBytes {
+		if size := len(msg.Data()); size > events.ReportMaxBytes {
 			// Never decoded: a results stream of an earlier version, or a
 			// server's max_payload, let a message through that no
 			// executor of this version sends. Its first bytes are kept.
@@ -384,14 +384,3 @@ func (rs *results) publishProgress(ps []fairway.Progress) {
 
 // oversizedKept is how much of an oversized message the dead letters keep.
 const oversizedKept = 64 << 10
-
-// headerSize is about the bytes of a message's headers on the wire.
-func headerSize(h nats.Header) int {
-	n := 0
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
-}
