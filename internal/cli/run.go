@@ -19,6 +19,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/demo"
+	"github.com/fairwayhq/fairway/internal/httpedge"
 	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/pgserver"
 	"github.com/fairwayhq/fairway/store"
@@ -26,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"golang.org/x/net/netutil"
 )
 
 var (
@@ -587,10 +587,13 @@ func listenAndServe(addr string, mux *http.ServeMux, key, hint string) (*http.Se
 		return nil, fmt.Errorf("%s %s: %w (%s)", key, addr, err, hint)
 	}
 	// Metrics, health checks and the executor's shutdown: few clients, and
-	// none may hold connections open (see web.hardened).
+	// none may hold connections open (see web.hardened): 64 connections at
+	// once, 16 of a client address (one more is answered 503), and a
+	// request that does not arrive at httpedge's minimum rate is cut.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
-	go func() { _ = srv.Serve(netutil.LimitListener(ln, 64)) }()
+	bounded := httpedge.Wrap(srv, ln, httpedge.Limits{Total: 64, PerAddr: 16})
+	go func() { _ = srv.Serve(bounded) }()
 	return srv, nil
 }
 

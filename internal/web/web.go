@@ -22,6 +22,10 @@
 // bounded in number and rate before they reach NATS; stats take a few
 // windows and buckets only, cached, each computed once at a time; and
 // each role, and each session, has its own budget of live streams.
+//
+// Nor can a slow client hold the server (Listen): each client address
+// holds a bounded share of its connections (httpedge), and a request must
+// arrive at a minimum rate.
 package web
 
 import (
@@ -42,7 +46,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/flight"
-	"golang.org/x/net/netutil"
+	"github.com/fairwayhq/fairway/internal/httpedge"
 )
 
 //go:embed ui
@@ -87,6 +91,13 @@ type Config struct {
 	// say where they are. Empty: the page names the configuration keys.
 	AdminTokenFile string
 	ReadTokenFile  string
+	// Edge bounds the connections of each client address and of all of
+	// them, and how slowly a request may arrive (Listen): at most 32
+	// connections of an address at once (one more is answered 503 and
+	// closed), 512 in all (one more waits); a request's headers their first
+	// byte within 5 s, then 512 bytes a second, and its body likewise. A
+	// zero field takes its default (httpedge's).
+	Edge httpedge.Limits
 }
 
 // Server is the dashboard and HTTP API. It is an http.Handler.
@@ -197,7 +208,10 @@ func indexPage(ui fs.FS, cfg Config) ([]byte, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Listen serves on addr until ctx ends; it returns once listening, with
-// the address it listens on (addr's port 0 picks one).
+// the address it listens on (addr's port 0 picks one). The server is
+// hardened, and bounded by Config.Edge: no client address holds more than
+// its share of the connections, and a request that does not arrive at
+// the minimum rate is cut, so a slow client (slowloris) delays no one else.
 func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -205,7 +219,12 @@ func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 	}
 	srv := hardened(s)
 	srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	go func() { _ = srv.Serve(netutil.LimitListener(ln, maxConnections)) }()
+	limits := s.cfg.Edge
+	if limits.Logger == nil {
+		limits.Logger = s.log
+	}
+	bounded := httpedge.Wrap(srv, ln, limits)
+	go func() { _ = srv.Serve(bounded) }()
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second) // ctx is done: 2 s more to shut down
@@ -215,18 +234,15 @@ func (s *Server) Listen(ctx context.Context, addr string) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// maxConnections bounds the connections the web server holds at once: a
-// client that opens thousands (slowloris) waits for its own to close, and
-// never takes the file descriptors the process's other servers (the
-// embedded NATS of fairway dev) need.
-var maxConnections = 512
-
 // hardened is an HTTP server for h with the timeouts that keep slow or
 // idle clients from holding connections: a request's headers within 10 s
-// and its whole body within 30 s, an idle keep-alive connection 2 minutes,
-// 64 KiB of headers. No write timeout: the live views stream for as long as
-// they are open (bounded in number per role and per client, Config.StreamsMax
-// and Config.StreamsPerClient).
+// and its whole body within 30 s, however fast they arrive (Config.Edge
+// cuts a slower one sooner), an idle keep-alive connection 2 minutes, 64
+// KiB of headers. No write timeout: the live views stream for as long as
+// they are open (bounded in number per role and per client,
+// Config.StreamsMax and Config.StreamsPerClient); httpedge times a
+// request's headers and body, not the server's watch of the connection
+// while it answers.
 func hardened(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
