@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,8 +35,9 @@ var (
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
+		"coordinator.quota.submit-bytes-rate", "coordinator.quota.submit-bytes-burst", "coordinator.memory-limit",
 		"coordinator.retention.success", "coordinator.retention.failed", "coordinator.retention.cancelled",
-		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
+		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.executor-results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
 		tracingKeys...)
 	// coordinatorOnlyKeys are those of `fairway coordinator` that dev does
 	// without: dev serves the coordinator's metrics on the executor's
@@ -165,7 +167,8 @@ func (e *env) runDev(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			err = ensureTenantSubmitStreams(ctx, fnc, cfg.NATS.Prefix, e.streamOptions(), tenants...)
+			// Each bounded by its own --max-submit-bytes, if set.
+			err = ensureTenantSubmitStreamsOf(ctx, fnc, opts.Accounts, cfg.NATS.Prefix, e.streamOptions(), tenants...)
 			fnc.Close()
 			if err != nil {
 				return err
@@ -298,26 +301,32 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	if apiRate == 0 {
 		apiRate = -1 // unlimited
 	}
+	// The process's memory budget: the garbage collector's soft limit (a
+	// limit set by GOMEMLIMIT stays).
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Coordinator.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.Coordinator.MemoryLimit)
+	}
 	coord, err := coordinator.New(st, nc, coordinator.Config{
-		Prefix:           cfg.NATS.Prefix,
-		Scheme:           cfg.Scheduler.CountingScheme,
-		Fairness:         cfg.Scheduler.Fairness,
-		Retries:          &retries,
-		RetryDelay:       cfg.Scheduler.RetryDelay,
-		Lease:            cfg.Coordinator.Lease,
-		MaxArgsSize:      cfg.Coordinator.MaxArgsSize,
-		IngestBatch:      cfg.Coordinator.IngestBatch,
-		EventPerMessage:  cfg.Coordinator.EventPerMessage,
-		APIWorkers:       cfg.Coordinator.APIWorkers,
-		APIGroupWorkers:  cfg.Coordinator.APIGroupWorkers,
-		APIQueue:         cfg.Coordinator.APIQueue,
-		APIRate:          apiRate,
-		APIBurst:         cfg.Coordinator.APIBurst,
-		HeartbeatTimeout: 3 * cfg.Executor.Heartbeat,
-		StreamOptions:    e.streamOptions(),
-		QuotaJobs:        unlimitedIfZero(cfg.Coordinator.QuotaJobs),
-		QuotaSubmitRate:  float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
-		QuotaSubmitBurst: cfg.Coordinator.QuotaSubmitBurst,
+		Prefix:               cfg.NATS.Prefix,
+		Scheme:               cfg.Scheduler.CountingScheme,
+		Fairness:             cfg.Scheduler.Fairness,
+		Retries:              &retries,
+		RetryDelay:           cfg.Scheduler.RetryDelay,
+		Lease:                cfg.Coordinator.Lease,
+		MaxArgsSize:          cfg.Coordinator.MaxArgsSize,
+		IngestBatch:          cfg.Coordinator.IngestBatch,
+		EventPerMessage:      cfg.Coordinator.EventPerMessage,
+		APIWorkers:           cfg.Coordinator.APIWorkers,
+		APIGroupWorkers:      cfg.Coordinator.APIGroupWorkers,
+		APIQueue:             cfg.Coordinator.APIQueue,
+		APIRate:              apiRate,
+		APIBurst:             cfg.Coordinator.APIBurst,
+		HeartbeatTimeout:     3 * cfg.Executor.Heartbeat,
+		StreamOptions:        e.streamOptions(),
+		QuotaJobs:            unlimitedIfZero(cfg.Coordinator.QuotaJobs),
+		QuotaSubmitRate:      float64(unlimitedIfZero(cfg.Coordinator.QuotaSubmitRate)),
+		QuotaSubmitBurst:     cfg.Coordinator.QuotaSubmitBurst,
+		QuotaSubmitBytesRate: float64(cfg.Coordinator.QuotaSubmitBytesRate), QuotaSubmitBytesBurst: int(cfg.Coordinator.QuotaSubmitBytesBurst),
 		Retention: coordinator.Retention{Success: keepIfZero(cfg.Coordinator.RetentionSuccess),
 			Failed: keepIfZero(cfg.Coordinator.RetentionFailed), Cancelled: keepIfZero(cfg.Coordinator.RetentionCancelled)},
 		Logger:    e.log.With("component", "coordinator"),
@@ -663,10 +672,10 @@ From a second terminal:
 %s  fairway submit echo --group %s --args '{"hello":"world"}' --creds %s
   fairway events tail --creds %s
   fairway jobs list --creds %s
-  fairway creds add executor worker-2%s      # another executor's credential
+  fairway creds add executor worker-2 --tasks echo --groups %s%s      # another executor, for these only
 
 `, strings.Join(tenants, ", "), credsDir, env, first, shellQuote(filepath.Join(credsDir, "tenant-"+first+".creds")),
-		shellQuote(filepath.Join(credsDir, "tenant-"+first+".creds")), shellQuote(filepath.Join(credsDir, "operator.creds")), devDirFlag)
+		shellQuote(filepath.Join(credsDir, "tenant-"+first+".creds")), shellQuote(filepath.Join(credsDir, "operator.creds")), first, devDirFlag)
 }
 
 // sanitizeToken makes a host name a valid app-id.
@@ -705,5 +714,5 @@ func serveMetrics(addr string, reg *prometheus.Registry) (*http.Server, error) {
 func (e *env) streamOptions() events.StreamOptions {
 	cfg := e.cfg
 	return events.StreamOptions{Replicas: cfg.NATS.Replicas, SubmitMaxBytes: cfg.Coordinator.SubmitMaxBytes, SubmitMaxMsgs: cfg.Coordinator.SubmitMaxMsgs,
-		ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge}
+		ResultMaxBytes: cfg.Coordinator.ResultsMaxBytes, ExecutorResultMaxBytes: cfg.Coordinator.ExecutorResultsMaxBytes, EventMaxBytes: cfg.Coordinator.EventsMaxBytes, DeadMaxBytes: cfg.Coordinator.DeadMaxBytes, DeadMaxAge: cfg.Coordinator.DeadMaxAge}
 }

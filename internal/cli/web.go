@@ -10,13 +10,14 @@ import (
 	"strings"
 
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/httpedge"
 	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/fairwayhq/fairway/internal/web"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
-var webKeys = []string{"nats.url", "nats.prefix", "web.addr", "web.admin-token", "web.read-token", "web.group"}
+var webKeys = []string{"nats.url", "nats.prefix", "web.addr", "web.admin-token", "web.read-token", "web.group", "web.max-connections", "web.max-connections-per-address"}
 
 func newWebCmd(e *env) *cobra.Command {
 	return e.withConfig(&cobra.Command{
@@ -68,7 +69,8 @@ func (e *env) startWeb(ctx context.Context, nc *nats.Conn, tokens webTokens) (st
 		return "", err
 	}
 	srv, err := web.New(web.Config{Client: client, AdminToken: tokens.admin, ReadToken: tokens.read, Group: e.cfg.Web.Group,
-		AdminTokenFile: tokens.adminFile, ReadTokenFile: tokens.readFile, Logger: e.log.With("component", "web")})
+		AdminTokenFile: tokens.adminFile, ReadTokenFile: tokens.readFile, Logger: e.log.With("component", "web"),
+		Edge: httpedge.Limits{Total: e.cfg.Web.MaxConnections, PerAddr: e.cfg.Web.MaxConnectionsPerAddr}})
 	if err != nil {
 		return "", err
 	}

@@ -141,6 +141,9 @@ type WebConfig struct {
 	// Group confines it to one tenant's group, through that tenant's API
 	// (with the tenant's NATS credential); empty: the operator API.
 	Group string
+	// MaxConnections and MaxConnectionsPerAddr bound the connections it
+	// holds at once, in all and from one client address.
+	MaxConnections, MaxConnectionsPerAddr int
 }
 
 // DevConfig holds the dev.* keys of the development cluster.

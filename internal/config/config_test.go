@@ -42,7 +42,7 @@ func TestDefaults(t *testing.T) {
 			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, ExecutorResultsMaxBytes: 64 << 20, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
 			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
 		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
-		Web:      WebConfig{Addr: "127.0.0.1:8090"},
+		Web:      WebConfig{Addr: "127.0.0.1:8090", MaxConnections: 512, MaxConnectionsPerAddr: 32},
 		Tracing:  TracingConfig{SampleRatio: 1, ServiceName: "fairway"},
 		Dev:      DevConfig{Dir: ".fairway", NATSAddr: "127.0.0.1:4222", PGPort: 5433},
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"path/filepath"
@@ -107,12 +108,17 @@ func seedFinished(t *testing.T, dbURL string, n int) {
 // webGet sends a GET with a bearer token and returns its status, its
 // Retry-After and its error's code and field, having read the body.
 func webGet(ctx context.Context, url, token string) (status int, retryAfter string, e fairway.Error, err error) {
+	return webGetWith(ctx, http.DefaultClient, url, token)
+}
+
+// webGetWith is webGet through client.
+func webGetWith(ctx context.Context, client *http.Client, url, token string) (status int, retryAfter string, e fairway.Error, err error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
 		return 0, "", e, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		return 0, "", e, err
 	}
@@ -126,6 +132,15 @@ func webGet(ctx context.Context, url, token string) (status int, retryAfter stri
 		e = body.Error
 	}
 	return res.StatusCode, res.Header.Get("Retry-After"), e, err
+}
+
+// fromAddr is an HTTP client whose connections come from the loopback
+// address 127.0.0.<n> (Linux answers the whole 127/8): the web edge bounds
+// each client address's connections, so an attacker with many streams
+// comes from many addresses, and the admin from its own (127.0.0.1).
+func fromAddr(n int, jar http.CookieJar) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(n))}, Timeout: 5 * time.Second}
+	return &http.Client{Jar: jar, Transport: &http.Transport{DialContext: dialer.DialContext}}
 }
 
 // stream opens GET /api/events with client (and token, unless ""); it
@@ -208,7 +223,8 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 	attack, stopAttack := context.WithCancel(ctx)
 	defer stopAttack()
 	held, refusedField := 0, ""
-	client, token, heldHere := &http.Client{}, webReadToken, 0
+	addr := 2 // the attacker's next address, 127.0.0.<addr>
+	client, token, heldHere := fromAddr(addr, nil), webReadToken, 0
 	for {
 		status, field, retry := stream(attack, t, client, e.web, token)
 		switch {
@@ -222,7 +238,8 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 		case status == http.StatusTooManyRequests && field == "streams" && heldHere > 0:
 			// This session's (or bearer token's) budget: log in again.
 			jar, _ := cookiejar.New(nil)
-			client, token, heldHere = &http.Client{Jar: jar}, "", 0
+			addr++
+			client, token, heldHere = fromAddr(addr, jar), "", 0
 			res, err := client.Post(e.web+"/api/login", "application/json", strings.NewReader(`{"token":"`+webReadToken+`"}`))
 			require.NoError(t, err)
 			res.Body.Close()
@@ -243,6 +260,7 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 	allSent := make(chan struct{})
 	var wg sync.WaitGroup
 	for f := range flooders {
+		flooder := fromAddr(100+f, nil)
 		wg.Go(func() {
 			allowed := []string{"", "&bucket=1h", "&bucket=2h", "&bucket=3h", "&bucket=6h", "&bucket=12h", "&bucket=24h"}
 			for i := 0; attack.Err() == nil; i++ {
@@ -259,7 +277,7 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 				if sent.Add(1) == flooders {
 					close(allSent)
 				}
-				status, retry, apiErr, err := webGet(attack, e.web+"/api/stats?"+q, webReadToken)
+				status, retry, apiErr, err := webGetWith(attack, flooder, e.web+"/api/stats?"+q, webReadToken)
 				if err != nil {
 					return // the attack is over
 				}
