@@ -138,8 +138,8 @@ func webGetWith(ctx context.Context, client *http.Client, url, token string) (st
 // address 127.0.0.<n> (Linux answers the whole 127/8): the web edge bounds
 // each client address's connections, so an attacker with many streams
 // comes from many addresses, and the admin from its own (127.0.0.1).
-func fromAddr(n int, jar http.CookieJar) *http.Client {
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(n))}, Timeout: 5 * time.Second}
+func fromAddr(n byte, jar http.CookieJar) *http.Client {
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, n)}, Timeout: 5 * time.Second}
 	return &http.Client{Jar: jar, Transport: &http.Transport{DialContext: dialer.DialContext}}
 }
 
@@ -223,7 +223,7 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 	attack, stopAttack := context.WithCancel(ctx)
 	defer stopAttack()
 	held, refusedField := 0, ""
-	addr := 2 // the attacker's next address, 127.0.0.<addr>
+	addr := byte(2) // the attacker's next address, 127.0.0.<addr>
 	client, token, heldHere := fromAddr(addr, nil), webReadToken, 0
 	for {
 		status, field, retry := stream(attack, t, client, e.web, token)
@@ -260,7 +260,7 @@ func TestReadOnlyWebFloodDelaysNoOperator(t *testing.T) {
 	allSent := make(chan struct{})
 	var wg sync.WaitGroup
 	for f := range flooders {
-		flooder := fromAddr(100+f, nil)
+		flooder := fromAddr(byte(100+f), nil) //nolint:gosec // G115: f < flooders (16)
 		wg.Go(func() {
 			allowed := []string{"", "&bucket=1h", "&bucket=2h", "&bucket=3h", "&bucket=6h", "&bucket=12h", "&bucket=24h"}
 			for i := 0; attack.Err() == nil; i++ {
