@@ -1,0 +1,188 @@
+package journal_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func pool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	p, err := pgxpool.New(t.Context(), pgtest.NewDB(t))
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func bodies(rows []journal.Row) []string {
+	var out []string
+	for _, r := range rows {
+		out = append(out, string(r.Body))
+	}
+	return out
+}
+
+// TestTailWaitsForTheOldestTransaction: B commits before A, which began
+// writing first: the tail reads neither while A runs (reading B alone
+// would put it before A's row, which may be its cause), then both, A's
+// first; an aborted transaction's rows never.
+func TestTailWaitsForTheOldestTransaction(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	a, err := db.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, a, 0, "submitted", []byte("a")))
+	b, err := db.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, b, 0, "submitted", []byte("b1"), []byte("b2")))
+	aborted, err := db.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, aborted, 0, "submitted", []byte("never")))
+	require.NoError(t, b.Commit(ctx))
+
+	tail := &journal.Tail{}
+	rows, err := tail.Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Empty(t, bodies(rows), "read while an older transaction runs")
+
+	require.NoError(t, a.Commit(ctx))
+	require.NoError(t, aborted.Rollback(ctx))
+	rows, err = tail.Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b1", "b2"}, bodies(rows))
+	rows, err = tail.Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Empty(t, rows, "a row read twice")
+}
+
+// TestTailReadsEachCommittedRowOnceInCausalOrder: writers append from
+// many short transactions that commit in any order (some roll back) while
+// a reader tails, with a limit that cuts batches: every committed row is
+// read exactly once, no rolled-back row ever, and each writer's rows (its
+// transactions follow each other, as a job's changes do) in its order.
+func TestTailReadsEachCommittedRowOnceInCausalOrder(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	const writers, txs = 8, 40
+	var mu sync.Mutex
+	committed := map[string]bool{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 1)) //nolint:gosec // G115: w < writers (8)
+			for i := range txs {
+				tx, err := db.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var bs [][]byte
+				for k := range 1 + rng.IntN(3) {
+					bs = append(bs, fmt.Appendf(nil, "w%d-t%03d-r%d", w, i, k))
+				}
+				if err := journal.Append(ctx, tx, 0, "x", bs...); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond) // a transaction's length: part of the workload
+				if rng.IntN(10) == 0 {
+					_ = tx.Rollback(ctx)
+					continue
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, b := range bs {
+					committed[string(b)] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tail := &journal.Tail{}
+	var read []string
+	finished := false
+	for {
+		rows, err := tail.Next(ctx, db, 7)
+		require.NoError(t, err)
+		read = append(read, bodies(rows)...)
+		if finished && len(rows) == 0 {
+			break
+		}
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+	}
+	seen := map[string]bool{}
+	last := map[string]string{}
+	for _, b := range read {
+		require.False(t, seen[b], "row %s read twice", b)
+		seen[b] = true
+		require.True(t, committed[b], "row %s read but never committed", b)
+		writer := b[:2]
+		require.Less(t, last[writer], b, "writer %s's rows out of order", writer)
+		last[writer] = b
+	}
+	require.Len(t, seen, len(committed), "committed rows never read")
+}
+
+// TestAFencedLeaderAppendsNothing: a leader's appends carry its epoch and
+// are refused once another coordinator took the lease, also from a
+// transaction that began while it still led (a leader frozen past its
+// lease, then resumed).
+func TestAFencedLeaderAppendsNothing(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	l1, ok, err := journal.Acquire(ctx, db, 0, "c1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 1, l1.Epoch)
+	renewed, ok, err := journal.Acquire(ctx, db, 0, "c1", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, l1.Epoch, renewed.Epoch, "a renewal keeps the epoch")
+	_, ok, err = journal.Acquire(ctx, db, 0, "c2", time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok, "c2 took a lease c1 holds")
+	require.NoError(t, journal.AppendFenced(ctx, db, 0, l1.Epoch, "claimed", []byte("by c1")))
+
+	frozen, err := db.Begin(ctx) // c1 decides a claim, then freezes
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`) // its lease runs out
+	require.NoError(t, err)
+	l2, ok, err := journal.Acquire(ctx, db, 0, "c2", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.EqualValues(t, 2, l2.Epoch)
+	require.ErrorIs(t, journal.AppendFenced(ctx, frozen, 0, l1.Epoch, "claimed", []byte("by deposed c1")), journal.ErrFenced)
+	require.NoError(t, frozen.Commit(ctx))
+	require.NoError(t, journal.AppendFenced(ctx, db, 0, l2.Epoch, "claimed", []byte("by c2")))
+	_, ok, err = journal.Acquire(ctx, db, 0, "c1", time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok, "the deposed leader took its lease back")
+
+	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"by c1", "by c2"}, bodies(rows))
+	require.True(t, slices.IsSortedFunc(rows, func(a, b journal.Row) int { return int(a.Epoch - b.Epoch) }))
+	var n int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE epoch = 1`).Scan(&n))
+	require.Equal(t, 1, n)
+}
