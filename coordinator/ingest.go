@@ -138,21 +138,7 @@ func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumer
 	if in.cfg.SweepEvery > 0 {
 		sources.sweepEvery = in.cfg.SweepEvery
 	}
-	if err := sources.start(ctx, subs, cons.goLoop); err != nil {
-		return err
-	}
-	cons.stoppers = append(cons.stoppers, sources.stop)
-	cons.goLoop(ctx, func(ctx context.Context) {
-		defer inbox.nakAll()
-		for {
-			batch, ok := inbox.take(ctx, in.cfg.Batch)
-			if !ok {
-				return
-			}
-			in.handle(ctx, batch)
-		}
-	})
-	return nil
+	return sources.run(ctx, subs, cons, in.cfg.Batch, in.handle)
 }
 
 // rejectLogPerSecond is how many rejected submissions a coordinator logs a

@@ -91,21 +91,7 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	// an earlier version may hold messages up to max_payload.
 	fetchBytes := max(2*events.ReportMaxBytes, int(cons.nc.MaxPayload()))
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
-	if err := sources.start(ctx, subs, cons.goLoop); err != nil {
-		return err
-	}
-	cons.stoppers = append(cons.stoppers, sources.stop)
-	cons.goLoop(ctx, func(ctx context.Context) {
-		defer inbox.nakAll()
-		for {
-			batch, ok := inbox.take(ctx, rs.cfg.Batch)
-			if !ok {
-				return
-			}
-			rs.apply(ctx, batch)
-		}
-	})
-	return nil
+	return sources.run(ctx, subs, cons, rs.cfg.Batch, rs.apply)
 }
 
 // apply applies a batch in report order per job: starts, then

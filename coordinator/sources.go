@@ -258,6 +258,29 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 	return nil
 }
 
+// run starts the sources (start) and a loop of cons that hands handle
+// batches of up to batch weight taken from the inbox round-robin, until
+// ctx ends; then the inbox's messages go back to JetStream. The fetches
+// stop when cons drains.
+func (s *streamSources) run(ctx context.Context, subs *subscriptions, cons *consumers, batch int,
+	handle func(context.Context, []jetstream.Msg)) error {
+	if err := s.start(ctx, subs, cons.goLoop); err != nil {
+		return err
+	}
+	cons.stoppers = append(cons.stoppers, s.stop)
+	cons.goLoop(ctx, func(ctx context.Context) {
+		defer s.inbox.nakAll()
+		for {
+			msgs, ok := s.inbox.take(ctx, batch)
+			if !ok {
+				return
+			}
+			handle(ctx, msgs)
+		}
+	})
+	return nil
+}
+
 // stop ends the fetches: the fetchers finish the fetch in hand (its
 // messages go to the inbox) and return.
 func (s *streamSources) stop() {

@@ -130,7 +130,7 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if horizon <= t.from {
 		return nil, nil
 	}
-	sql := `SELECT id, xid::text::numeric::bigint, partition, epoch, kind, at, body FROM fairway_journal
+	sql := `SELECT ` + rowColumns + ` FROM fairway_journal
  WHERE partition = $1 AND xid >= $2::text::xid8 AND xid < $3::text::xid8 ORDER BY xid, id`
 	args := []any{t.Partition, fmt.Sprint(t.from), fmt.Sprint(horizon)}
 	if limit > 0 {
@@ -143,13 +143,7 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var row Row
-		var xid int64
-		err := r.Scan(&row.ID, &xid, &row.Partition, &row.Epoch, &row.Kind, &row.At, &row.Body)
-		row.XID = uint64(xid) //nolint:gosec // G115: an xid8 is below 2^63 for the life of any cluster
-		return row, err
-	})
+	out, err := pgx.CollectRows(rows, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
@@ -165,21 +159,26 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 // between two reads), and the tail moves to the next xid.
 func (t *Tail) resumeInside(ctx context.Context, q Querier, out []Row, horizon uint64) ([]Row, error) {
 	last := out[len(out)-1]
-	rows, err := q.Query(ctx, `SELECT id, xid::text::numeric::bigint, partition, epoch, kind, at, body FROM fairway_journal
+	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM fairway_journal
  WHERE partition = $1 AND xid = $2::text::xid8 AND id > $3 ORDER BY id`, t.Partition, fmt.Sprint(last.XID), last.ID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
-	rest, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
-		var row Row
-		var xid int64
-		err := r.Scan(&row.ID, &xid, &row.Partition, &row.Epoch, &row.Kind, &row.At, &row.Body)
-		row.XID = uint64(xid) //nolint:gosec // G115: as above
-		return row, err
-	})
+	rest, err := pgx.CollectRows(rows, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
 	t.from = min(last.XID+1, horizon)
 	return append(out, rest...), nil
+}
+
+// rowColumns are a Row's columns, as scanRow reads them.
+const rowColumns = `id, xid::text::numeric::bigint, partition, epoch, kind, at, body`
+
+func scanRow(r pgx.CollectableRow) (Row, error) {
+	var row Row
+	var xid int64
+	err := r.Scan(&row.ID, &xid, &row.Partition, &row.Epoch, &row.Kind, &row.At, &row.Body)
+	row.XID = uint64(xid) //nolint:gosec // G115: an xid8 is below 2^63 for the life of any cluster
+	return row, err
 }
