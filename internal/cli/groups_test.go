@@ -78,7 +78,9 @@ func TestGroupsCommands(t *testing.T) {
 		}
 	}
 	require.InDelta(t, 100, shares["acme"]+shares["globex"], 0.2, "the shares of the slot-time add up: %s", out)
-	require.InDelta(t, 50, shares["acme"], 10, "the same jobs ran as long for both: %s", out)
+	// Two sleeps of 0.2 s each: a loaded machine (CI runs packages side
+	// by side) wakes a sleeper late, by up to 0.1 s seen (62% once).
+	require.InDelta(t, 50, shares["acme"], 15, "the same jobs ran as long for both: %s", out)
 
 	code, out, errOut = run(t, append([]string{"groups", "list", "--window", "10m"}, url...)...)
 	require.Equal(t, 0, code, errOut)
