@@ -58,39 +58,30 @@ func (d *deadLetters) refused(ctx context.Context, kind string, msg jetstream.Ms
 // move moves a message that can never be applied to the dead-letter
 // stream, with its subject and the reason, and acknowledges it.
 func (d *deadLetters) move(ctx context.Context, kind string, msg jetstream.Msg, reason string) {
+	d.moveKept(ctx, kind, msg, len(msg.Data()), reason)
+}
+
+// moveKept is move keeping at most kept bytes of the body: a message too
+// large to keep whole (the dead letter's size header says how large it
+// was).
+func (d *deadLetters) moveKept(ctx context.Context, kind string, msg jetstream.Msg, kept int, reason string) {
 	n := deliveries(msg)
-	if err := d.publish(ctx, kind, msg.Subject(), reason, n, msg.Data()); err != nil {
+	if err := d.publish(ctx, kind, msg.Subject(), reason, n, msg.Data(), kept); err != nil {
 		d.log.Error("moving a message to the dead-letter stream failed; it stays in JetStream", "kind", kind, "subject", msg.Subject(), "error", err)
 		_ = msg.NakWithDelay(retryAfterOutage)
 		return
 	}
 	_ = msg.Ack()
 	d.log.Warn("message moved to the dead-letter stream", "kind", kind, "subject", msg.Subject(), "deliveries", n,
-		"size", len(msg.Data()), "reason", reason, "stream", d.subjects.DeadStream())
+		"size", len(msg.Data()), "kept", min(len(msg.Data()), kept), "reason", reason, "stream", d.subjects.DeadStream())
 }
 
-// moveCut is move for a message too large to keep whole: the dead letter
-// keeps its first kept bytes (its size header says how large it was).
-func (d *deadLetters) moveCut(ctx context.Context, kind string, msg jetstream.Msg, kept int, reason string) {
-	n := deliveries(msg)
-	data := msg.Data()
-	dm := events.DeadLetterMsg(d.subjects, kind, msg.Subject(), reason, n, data[:min(len(data), kept)], d.nc.MaxPayload())
-	dm.Header.Set(events.HeaderDeadSize, strconv.Itoa(len(data)))
-	if _, err := d.js.PublishMsg(ctx, dm); err != nil {
-		d.log.Error("moving a message to the dead-letter stream failed; it stays in JetStream", "kind", kind, "subject", msg.Subject(), "error", err)
-		_ = msg.NakWithDelay(retryAfterOutage)
-		return
-	}
-	d.metrics.deadLetters.WithLabelValues(kind).Inc()
-	_ = msg.Ack()
-	d.log.Warn("message moved to the dead-letter stream, cut", "kind", kind, "subject", msg.Subject(), "deliveries", n,
-		"size", len(data), "kept", min(len(data), kept), "reason", reason, "stream", d.subjects.DeadStream())
-}
-
-// publish stores a message (its subject, body and the deliveries it had)
-// in the dead-letter stream, with the reason, and counts it.
-func (d *deadLetters) publish(ctx context.Context, kind, subject, reason string, deliveries uint64, data []byte) error {
+// publish stores a message (its subject, at most kept bytes of its body,
+// its size and the deliveries it had) in the dead-letter stream, with the
+// reason, and counts it.
+func (d *deadLetters) publish(ctx context.Context, kind, subject, reason string, deliveries uint64, data []byte, kept int) error {
 	dm := events.DeadLetterMsg(d.subjects, kind, subject, reason, deliveries, data, d.nc.MaxPayload())
+	dm.Data = dm.Data[:min(len(dm.Data), kept)]
 	if _, err := d.js.PublishMsg(ctx, dm); err != nil {
 		return err
 	}

@@ -199,6 +199,9 @@ type fairInbox struct {
 	// room, when set, is called with each group that take made room for
 	// (streamSources.roomFor), outside the inbox's lock.
 	room func(group string)
+	// weight is the submissions (or reports) a message carries, read once
+	// when it is added: it scans the message's body.
+	weight func(jetstream.Msg) int
 	// full is set while the inbox holds maxBytes: every group waits.
 	full bool
 }
@@ -208,10 +211,10 @@ type fairInbox struct {
 // msg carries.
 func newFairInbox(groupWeight, groupBytes, maxBytes int, weight func(jetstream.Msg) int) *fairInbox {
 	q := newFairQueue(func(it inboxItem) int { return len(it.msg.Data()) })
-	q.weight = func(it inboxItem) int { return weight(it.msg) }
+	q.weight = func(it inboxItem) int { return it.weight }
 	q.quantum = ingestQuantum
 	return &fairInbox{
-		q:           q,
+		q: q, weight: weight,
 		groupWeight: max(groupWeight, 1), groupBytes: max(groupBytes, 1), maxBytes: max(maxBytes, 1),
 		nonEmpty: make(chan struct{}, 1),
 	}
@@ -243,13 +246,12 @@ func (in *fairInbox) queued(group string) int {
 // add queues msg under group, behind the group's earlier messages, and
 // returns its weight. It never waits: roomFor says whether to fetch.
 func (in *fairInbox) add(group string, msg jetstream.Msg) int {
+	it := inboxItem{group: group, msg: msg, weight: max(in.weight(msg), 1)}
 	in.mu.Lock()
-	it := inboxItem{group: group, msg: msg}
 	in.q.push(group, it)
-	w := in.q.weightOf(it)
 	in.mu.Unlock()
 	signal(in.nonEmpty)
-	return w
+	return it.weight
 }
 
 // take waits for messages and returns messages weighing up to limit (at
@@ -346,8 +348,9 @@ const ingestQuantum = 100
 
 // inboxItem is a message of the inbox, with its group.
 type inboxItem struct {
-	group string
-	msg   jetstream.Msg
+	group  string
+	msg    jetstream.Msg
+	weight int // in.weight(msg), read once
 }
 
 // signal wakes the waiter of a capacity-1 channel, if none is pending.

@@ -152,10 +152,7 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 		cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest-"+g)
 		require.NoError(t, err, "each group has a consumer of its own")
 		require.Equal(t, h.subjects.Prefix+".submit."+g+".>", cons.CachedInfo().Config.FilterSubject)
-		require.Eventually(t, func() bool {
-			info, err := cons.Info(t.Context())
-			return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-		}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
+		requireAllAcked(t, cons, "every message is acknowledged")
 	}
 	// Published once ingest runs: the stream's announcement brings it.
 	h.publish(t, h.subjects.Submit("c", "t"), `{"id":"c1"}`)
@@ -179,17 +176,8 @@ func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
 	h.parking.park(parked, h.parking.generation())
 
 	h.publish(t, h.subjects.Submit("g", "t"), `[{"id":"j1","args":{}},{"id":"j2","args":{}}]`)
-	cons, err := h.js.CreateOrUpdateConsumer(ctx, h.subjects.SubmitStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for msg := range batch.Messages() {
-		msgs = append(msgs, msg)
-	}
-	require.NoError(t, batch.Error())
-	require.Len(t, msgs, 1)
-	h.ingest.handle(ctx, msgs)
+	cons := testConsumer(t, h.js, h.subjects.SubmitStream())
+	h.ingest.handle(ctx, fetch(t, cons, 1))
 
 	select {
 	case r := <-h.handedFor:
@@ -204,10 +192,7 @@ func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
 	require.Equal(t, fairway.StateWaiting, jobState(t, h.st, "g", "j2"))
 	require.Zero(t, h.parking.len(), "the request is answered, no longer parked")
 	require.Equal(t, []string{"j2"}, h.addedIDs(), "the executors are woken for the other job only")
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-	}, serviceWait, 10*time.Millisecond, "the message is acknowledged")
+	requireAllAcked(t, cons, "the message is acknowledged")
 }
 
 // TestSubmitSourcesForgetIdleGroups: a group not announced for

@@ -200,7 +200,7 @@ func (r *relay) messages(evs []store.Event) ([]*nats.Msg, [][]int, error) {
 // stream. Should that fail too, the events are dropped: the outbox must
 // flow.
 func (r *relay) dead(ctx context.Context, evs []store.Event, members []int, msg *nats.Msg, cause error) {
-	err := r.letters.publish(ctx, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data)
+	err := r.letters.publish(ctx, events.DeadEvent, msg.Subject, "JetStream refused the event: "+cause.Error(), 1, msg.Data, len(msg.Data))
 	first := evs[members[0]]
 	r.log.Warn("a message of events JetStream refuses was moved to the dead-letter stream and removed from the outbox",
 		"event_id", first.ID, "events", len(members), "job_id", fairway.TruncateRunes(first.JobID, fairway.MaxIDLength), "subject", msg.Subject, "size", len(msg.Data),

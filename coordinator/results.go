@@ -115,7 +115,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 			// Never decoded: a results stream of an earlier version, or a
 			// server's max_payload, let a message through that no
 			// executor of this version sends. Its first bytes are kept.
-			rs.dead.moveCut(ctx, events.DeadReport, msg, oversizedKept,
+			rs.dead.moveKept(ctx, events.DeadReport, msg, oversizedKept,
 				fmt.Sprintf("executor report message of %d bytes, above the %d bytes a report message may have (events.ReportMaxBytes)", size, events.ReportMaxBytes))
 			dead[i] = true
 			continue

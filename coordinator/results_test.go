@@ -13,7 +13,6 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/store"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -27,11 +26,8 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	w := newStreamWorld(t)
-	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
-	metrics := newMetrics(prometheus.NewRegistry(), st, log)
-	dead := w.deadLetters(metrics)
-	f := newFollowUps()
-	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
+	st, js, subjects := w.st, w.js, w.subjects
+	rs, f := w.results()
 	require.Equal(t, resultBatch, rs.cfg.Batch)
 
 	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
@@ -54,18 +50,8 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 	_, err = js.Publish(ctx, subjects.Results("w"), []byte("not a report"))
 	require.NoError(t, err)
 
-	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.ResultStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for len(msgs) < 2 {
-		batch, err := cons.Fetch(2-len(msgs), jetstream.FetchMaxWait(serviceWait))
-		require.NoError(t, err)
-		for msg := range batch.Messages() {
-			msgs = append(msgs, msg)
-		}
-		require.NoError(t, batch.Error())
-	}
-	rs.apply(ctx, msgs)
+	cons := testConsumer(t, js, subjects.ResultStream())
+	rs.apply(ctx, fetch(t, cons, 2))
 
 	job, err := st.Get(ctx, "g", "j1")
 	require.NoError(t, err)
@@ -79,10 +65,7 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 	deadMsgs := readStream(t, js, subjects.DeadStream(), 1)
 	require.Equal(t, subjects.Dead(events.DeadReport), deadMsgs[0].Subject())
 	require.Contains(t, deadMsgs[0].Headers().Get(events.HeaderDeadReason), "undecodable executor report")
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-	}, serviceWait, 10*time.Millisecond, "every message is acknowledged")
+	requireAllAcked(t, cons, "every message is acknowledged")
 }
 
 // TestResultsStoppedMidBatchKeepLogLines applies a batch of log lines
@@ -121,19 +104,7 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 	require.NoError(t, err)
 	_, err = js.Publish(ctx, subjects.Results("w"), reports)
 	require.NoError(t, err)
-	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.ResultStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
-	fetch := func() []jetstream.Msg {
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
-		require.NoError(t, err)
-		var msgs []jetstream.Msg
-		for msg := range batch.Messages() {
-			msgs = append(msgs, msg)
-		}
-		require.NoError(t, batch.Error())
-		require.Len(t, msgs, 1)
-		return msgs
-	}
+	cons := testConsumer(t, js, subjects.ResultStream())
 	lines := func() []string {
 		var msgs []string
 		_, err := st.LogLines(ctx, store.LogsParams{Group: "g", ID: "j1"}, func(l fairway.LogLine) bool {
@@ -146,18 +117,15 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 
 	stopping, stop := context.WithCancel(ctx)
 	stop()
-	rs.apply(stopping, fetch())
+	rs.apply(stopping, fetch(t, cons, 1))
 	require.Empty(t, lines())
 	logMu.Lock()
 	require.NotContains(t, logged.String(), "refused", "a cancelled statement is no refusal")
 	logMu.Unlock()
 
-	rs.apply(ctx, fetch()) // the same message, handed out again
+	rs.apply(ctx, fetch(t, cons, 1)) // the same message, handed out again
 	require.Equal(t, []string{"last words"}, lines())
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-	}, serviceWait, 10*time.Millisecond, "the message is acknowledged once applied")
+	requireAllAcked(t, cons, "the message is acknowledged once applied")
 }
 
 type writerFunc func([]byte) (int, error)
@@ -173,11 +141,8 @@ func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	w := newStreamWorld(t)
-	st, nc, js, subjects, log := w.st, w.nc, w.js, w.subjects, w.log
-	metrics := newMetrics(prometheus.NewRegistry(), st, log)
-	dead := w.deadLetters(metrics)
-	f := newFollowUps()
-	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
+	js, subjects := w.js, w.subjects
+	rs, _ := w.results()
 
 	huge := bytes.Repeat([]byte(`{"type":"done","job_id":"x"},`), 3<<20/29)
 	huge = append(append([]byte("["), huge[:len(huge)-1]...), ']')
@@ -193,24 +158,20 @@ func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
 	_, err = js.Publish(ctx, subjects.Results("w"), huge)
 	require.NoError(t, err)
 
-	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.ResultStream(), jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
-	require.NoError(t, err)
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
-	require.NoError(t, err)
-	var msgs []jetstream.Msg
-	for msg := range batch.Messages() {
-		msgs = append(msgs, msg)
-	}
-	require.Len(t, msgs, 1)
-	rs.apply(ctx, msgs)
+	cons := testConsumer(t, js, subjects.ResultStream())
+	rs.apply(ctx, fetch(t, cons, 1))
 
 	deadMsgs := readStream(t, js, subjects.DeadStream(), 1)
 	require.Equal(t, subjects.Dead(events.DeadReport), deadMsgs[0].Subject())
 	require.Contains(t, deadMsgs[0].Headers().Get(events.HeaderDeadReason), "above the")
 	require.Equal(t, strconv.Itoa(len(huge)), deadMsgs[0].Headers().Get(events.HeaderDeadSize))
 	require.Len(t, deadMsgs[0].Data(), oversizedKept, "the dead letter keeps the first bytes only")
-	require.Eventually(t, func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
-	}, serviceWait, 10*time.Millisecond, "the message is acknowledged")
+	requireAllAcked(t, cons, "the message is acknowledged")
+}
+
+// results is the results service alone on w, its follow-ups recorded.
+func (w streamWorld) results() (*results, *followUps) {
+	metrics := newMetrics(prometheus.NewRegistry(), w.st, w.log)
+	f := newFollowUps()
+	return newResults(resultsConfig{RetryDelay: time.Hour}, w.st, w.subjects, w.nc, w.log, metrics, w.deadLetters(metrics), f.afterChange, f.kickOutbox), f
 }

@@ -193,3 +193,36 @@ func newStreamWorld(t *testing.T) streamWorld {
 func (w streamWorld) deadLetters(metrics *coordMetrics) *deadLetters {
 	return &deadLetters{after: DeadLetterAfterDefault, subjects: w.subjects, nc: w.nc, js: w.js, log: w.log, metrics: metrics}
 }
+
+// testConsumer is a durable consumer "test" on stream, for a test that
+// hands a service the messages it fetches (fetch).
+func testConsumer(t *testing.T, js jetstream.JetStream, stream string) jetstream.Consumer {
+	t.Helper()
+	cons, err := js.CreateOrUpdateConsumer(t.Context(), stream, jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	return cons
+}
+
+// fetch takes the next n messages of cons, waiting for each.
+func fetch(t *testing.T, cons jetstream.Consumer, n int) []jetstream.Msg {
+	t.Helper()
+	var msgs []jetstream.Msg
+	for len(msgs) < n {
+		batch, err := cons.Fetch(n-len(msgs), jetstream.FetchMaxWait(serviceWait))
+		require.NoError(t, err)
+		for msg := range batch.Messages() {
+			msgs = append(msgs, msg)
+		}
+		require.NoError(t, batch.Error())
+	}
+	return msgs
+}
+
+// requireAllAcked waits until cons has nothing pending nor unacknowledged.
+func requireAllAcked(t *testing.T, cons jetstream.Consumer, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	}, serviceWait, 10*time.Millisecond, what)
+}

@@ -139,15 +139,7 @@ func TestStreamLimits(t *testing.T) {
 // configuration key, and is final rather than "not ready, retrying".
 func TestEnsureStreamsRefusesLimitsBeyondStorage(t *testing.T) {
 	t.Parallel()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), JetStreamMaxStore: 64 << 20, NoSigs: true})
-	require.NoError(t, err)
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	require.True(t, s.ReadyForConnections(10*time.Second))
-	nc, err := nats.Connect(s.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := natstest.StartWithStore(t, 64<<20)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 

@@ -9,8 +9,7 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/demo"
 	"github.com/fairwayhq/fairway/internal/natsauth"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 )
@@ -21,15 +20,7 @@ import (
 // do.
 func TestTenantSubmitStreamsTakeEachTenantsBound(t *testing.T) {
 	t.Parallel()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), JetStreamMaxStore: 256 << 20, NoSigs: true})
-	require.NoError(t, err)
-	go s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	require.True(t, s.ReadyForConnections(10*time.Second))
-	nc, err := nats.Connect(s.ClientURL())
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
+	nc := natstest.StartWithStore(t, 256<<20)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 

@@ -119,6 +119,14 @@ type floodStats struct {
 	firstRefusal      string
 }
 
+// refuse counts a refusal, keeping the first one's text.
+func (st *floodStats) refuse(err error) {
+	st.refused++
+	if st.firstRefusal == "" {
+		st.firstRefusal = err.Error()
+	}
+}
+
 // floodJetStream publishes body (made anew by next for each message) to
 // subject for d, asynchronously with a few in flight, and counts what
 // JetStream accepted and refused.
@@ -128,23 +136,15 @@ func floodJetStream(ctx context.Context, nc *nats.Conn, subject string, d time.D
 		return floodStats{}, err
 	}
 	var st floodStats
-	var mu sync.Mutex
 	var futures []jetstream.PubAckFuture
 	settle := func() {
 		for _, f := range futures {
 			select {
 			case <-f.Ok():
-				mu.Lock()
 				st.accepted++
 				st.acceptedBytes += uint64(len(f.Msg().Data))
-				mu.Unlock()
 			case err := <-f.Err():
-				mu.Lock()
-				st.refused++
-				if st.firstRefusal == "" {
-					st.firstRefusal = err.Error()
-				}
-				mu.Unlock()
+				st.refuse(err)
 			case <-ctx.Done():
 				return
 			}
@@ -157,10 +157,7 @@ func floodJetStream(ctx context.Context, nc *nats.Conn, subject string, d time.D
 		msg.Header.Set(jetstream.MsgIDHeader, "flood-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.Itoa(i))
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
-			st.refused++
-			if st.firstRefusal == "" {
-				st.firstRefusal = err.Error()
-			}
+			st.refuse(err)
 			continue
 		}
 		if futures = append(futures, f); len(futures) == 32 {

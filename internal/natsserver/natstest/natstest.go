@@ -4,6 +4,8 @@
 package natstest
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/fairwayhq/fairway/internal/natsserver"
@@ -29,4 +31,27 @@ func Start(t testing.TB) (*server.Server, *nats.Conn) {
 	}
 	t.Cleanup(nc.Close)
 	return s, nc
+}
+
+// StartWithStore starts a bare JetStream server whose file storage holds
+// at most maxStore bytes (JetStream reserves each stream's byte limit from
+// it), and connects to it. Both are closed when t ends.
+func StartWithStore(t testing.TB, maxStore int64) *nats.Conn {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), JetStreamMaxStore: maxStore, NoSigs: true})
+	if err != nil {
+		t.Fatalf("natstest: starting NATS: %v", err)
+	}
+	go s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("natstest: NATS not ready within 10 s")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatalf("natstest: connecting to NATS: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
