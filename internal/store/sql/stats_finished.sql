@@ -1,7 +1,7 @@
 -- The jobs that ended since $1, per bucket of $2 seconds (its index from
 -- $1), group, task and final state; $3: one group, or '' for all; at most
 -- $4 rows. Served by fairway_job_finished.
-SELECT floor(extract(epoch FROM finished - $1::timestamptz) / $2::float8)::int, group_name, task, state, count(*)
+SELECT floor(date_part('epoch', finished - $1::timestamptz) / $2::float8)::int, group_name, task, state, count(*)
 FROM fairway_job
 WHERE state IN ('success', 'failed', 'cancelled') AND finished >= $1::timestamptz AND ($3::text = '' OR group_name = $3::text)
 GROUP BY 1, 2, 3, 4

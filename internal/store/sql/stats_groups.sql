@@ -7,11 +7,12 @@
 -- waiting), bucket index, average jobs.
 --
 -- One scan gives both intervals of a job, in seconds from $1. Intervals
--- that start in the same second and end in the same second are summed
--- together (a backlog submitted at once costs a row per second, not per
--- job), and still exactly: bucket bounds are whole seconds from $1 (a whole
--- second), so within one such set each bound cuts all of its intervals or
--- none.
+-- that start in the same bucket and end in the same bucket are summed
+-- together (a month of history costs a row per bucket, a backlog submitted
+-- at once a row per pair of buckets, not per job), and still exactly: a
+-- set's first bucket gets n times its end bound less the sum of starts, its
+-- last the sum of ends less n times its start bound, and the buckets
+-- between n whole buckets each.
 WITH j AS (
     SELECT group_name, state, started, finished, greatest(submitted, run_at) AS due
       FROM fairway_job
@@ -20,8 +21,8 @@ WITH j AS (
             OR state IN ('scheduled', 'running', 'waiting', 'stuck'))
 ), iv AS (
     SELECT group_name, v.running,
-           extract(epoch FROM greatest(v.s, $1::timestamptz) - $1::timestamptz)::float8 AS s,
-           extract(epoch FROM least(v.e, $3::timestamptz) - $1::timestamptz)::float8 AS e
+           date_part('epoch', greatest(v.s, $1::timestamptz) - $1::timestamptz) AS s,
+           date_part('epoch', least(v.e, $3::timestamptz) - $1::timestamptz) AS e
       FROM j CROSS JOIN LATERAL (VALUES
            -- Waiting or stuck again: its start is an earlier attempt's.
            (true, CASE WHEN j.state NOT IN ('waiting', 'stuck') THEN j.started END, coalesce(j.finished, $3::timestamptz)),
@@ -29,14 +30,15 @@ WITH j AS (
                                ELSE coalesce(j.started, j.finished, $3::timestamptz) END)) AS v(running, s, e)
      WHERE v.s IS NOT NULL
 ), sets AS (
-    SELECT group_name, running, floor(s) AS s0, floor(e) AS e0, count(*) AS n, sum(s) AS sum_s, sum(e) AS sum_e
+    SELECT group_name, running, floor(s / $2::float8)::int AS bs, floor(e / $2::float8)::int AS be,
+           count(*) AS n, sum(s) AS sum_s, sum(e) AS sum_e
       FROM iv
      WHERE e > s
      GROUP BY 1, 2, 3, 4
 )
 SELECT group_name, running, b,
-       sum(CASE WHEN (b + 1) * $2::float8 <= e0 THEN n * (b + 1) * $2::float8 ELSE sum_e END
-         - CASE WHEN b * $2::float8 > s0 THEN n * b * $2::float8 ELSE sum_s END) / $2::float8
-FROM sets, generate_series(floor(s0 / $2::float8)::int, floor(e0 / $2::float8)::int) AS b
+       sum(CASE WHEN b < be THEN n * (b + 1) * $2::float8 ELSE sum_e END
+         - CASE WHEN b > bs THEN n * b * $2::float8 ELSE sum_s END) / $2::float8
+FROM sets, generate_series(bs, be) AS b
 GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3

@@ -14,8 +14,8 @@ WITH j AS (
      WHERE state IN ('scheduled', 'running') AND started IS NOT NULL AND ($2::text = '' OR group_name = $2::text)
 ), t AS (
     SELECT task, started, finished,
-           extract(epoch FROM started - least(started, due))::float8 AS wait,
-           extract(epoch FROM finished - started)::float8 AS run
+           date_part('epoch', started - least(started, due)) AS wait,
+           date_part('epoch', finished - started) AS run
       FROM j
 )
 SELECT task, count(started), count(run),
