@@ -32,7 +32,7 @@ type Row struct {
 	XID       uint64 // the transaction that appended it
 	Partition int16
 	Epoch     int64 // the leader's epoch; 0 for any coordinator's append
-	Kind      string
+	Kind      Kind
 	At        time.Time
 	Body      []byte
 }
@@ -43,7 +43,7 @@ var ErrFenced = errors.New("journal: this coordinator's lease on the partition i
 
 // Append appends rows that any coordinator may write (epoch 0: ingest,
 // reports), in q's transaction.
-func Append(ctx context.Context, q Querier, partition int16, kind string, bodies ...[]byte) error {
+func Append(ctx context.Context, q Querier, partition int16, kind Kind, bodies ...[]byte) error {
 	if len(bodies) == 0 {
 		return nil
 	}
@@ -59,7 +59,7 @@ func Append(ctx context.Context, q Querier, partition int16, kind string, bodies
 // epoch is still the partition's: the check is in the statement that
 // inserts, so that a leader frozen past its lease and resumed cannot
 // commit what it decided while deposed. ErrFenced when it is not.
-func AppendFenced(ctx context.Context, q Querier, partition int16, epoch int64, kind string, bodies ...[]byte) error {
+func AppendFenced(ctx context.Context, q Querier, partition int16, epoch int64, kind Kind, bodies ...[]byte) error {
 	if len(bodies) == 0 {
 		return nil
 	}
@@ -120,6 +120,16 @@ type Tail struct {
 	from uint64
 }
 
+// TailFrom is a tail of partition that reads from position (a Position
+// an earlier tail reached, as a snapshot records it).
+func TailFrom(partition int16, position uint64) *Tail {
+	return &Tail{Partition: partition, from: position}
+}
+
+// Position is where the tail stands: every row of a transaction below it
+// has been read.
+func (t *Tail) Position() uint64 { return t.from }
+
 // Next returns the rows that became readable since the last call, at
 // most limit (0: no limit); the rest come with the next calls.
 func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
@@ -170,6 +180,44 @@ func (t *Tail) resumeInside(ctx context.Context, q Querier, out []Row, horizon u
 	}
 	t.from = min(last.XID+1, horizon)
 	return append(out, rest...), nil
+}
+
+// SaveSnapshot stores the partition's state as of the tail's position,
+// in place of the last one.
+func SaveSnapshot(ctx context.Context, q Querier, s *State, tail *Tail) error {
+	body, err := s.Snapshot()
+	if err != nil {
+		return fmt.Errorf("encoding the snapshot of journal partition %d: %w", tail.Partition, err)
+	}
+	_, err = q.Exec(ctx, `INSERT INTO fairway_journal_snapshot (partition, tail_from, body) VALUES ($1, $2::text::xid8, $3)
+ON CONFLICT (partition) DO UPDATE SET tail_from = EXCLUDED.tail_from, taken = now(), body = EXCLUDED.body`,
+		tail.Partition, fmt.Sprint(tail.from), body)
+	if err != nil {
+		return fmt.Errorf("storing the snapshot of journal partition %d: %w", tail.Partition, err)
+	}
+	return nil
+}
+
+// LoadSnapshot reads the partition's last snapshot and the tail that
+// goes on from it: an empty state and a tail from the start when there
+// is none.
+func LoadSnapshot(ctx context.Context, q Querier, partition int16) (*State, *Tail, error) {
+	var (
+		from int64
+		body []byte
+	)
+	err := q.QueryRow(ctx, `SELECT tail_from::text::numeric::bigint, body FROM fairway_journal_snapshot WHERE partition = $1`, partition).Scan(&from, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return NewState(), &Tail{Partition: partition}, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the snapshot of journal partition %d: %w", partition, err)
+	}
+	s, err := Restore(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("journal partition %d: %w", partition, err)
+	}
+	return s, TailFrom(partition, uint64(from)), nil //nolint:gosec // G115: an xid8 is below 2^63
 }
 
 // rowColumns are a Row's columns, as scanRow reads them.

@@ -1,0 +1,119 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Kind names what a row's batch records. Each kind's items use the Item
+// fields its constant names; the others are empty.
+type Kind string
+
+// The kinds of rows. Any coordinator appends submissions and executors'
+// reports (epoch 0); the partition's leader appends the rest, fenced by
+// its epoch (AppendFenced).
+const (
+	// Submitted: new jobs (Task, Priority, RunAt, MaxRetries, Pending,
+	// Waits, ExpiresAt, Args and the submission's other fields). An item
+	// whose job is live already is a duplicate and changes nothing.
+	Submitted Kind = "submitted"
+	// Claimed: jobs handed to an executor (Attempt, the attempt they now
+	// run; Executor, Instance). Applies to a waiting or stuck job of a
+	// group that is not paused whose attempt is Attempt-1.
+	Claimed Kind = "claimed"
+	// Started: the executor began the attempt (Attempt).
+	Started Kind = "started"
+	// Progress: the attempt's progress (Attempt, Progress).
+	Progress Kind = "progress"
+	// Ended: the attempt's end (Attempt, Outcome; RunAt for a retry or a
+	// snooze; Result, Error).
+	Ended Kind = "ended"
+	// Released: the attempt handed back without running to its end
+	// (Attempt; Counted: whether it counts as an attempt; Error): the job
+	// waits again.
+	Released Kind = "released"
+	// Cancel: cancel the jobs; a job that is scheduled or running is
+	// marked, and ends when its executor reports it (Ended, OutcomeCancelled).
+	Cancel Kind = "cancel"
+	// Resolved: dependencies of pending jobs resolved from their records
+	// (Waits: those that succeeded; Error: one failed or was cancelled,
+	// and the job is cancelled with it).
+	Resolved Kind = "resolved"
+	// Release: release pending jobs that wait for no dependency.
+	Release Kind = "release"
+	// Expired: jobs whose expiry passed before they ran fail.
+	Expired Kind = "expired"
+	// Paused and Resumed: a group's claims stop and resume (Group only).
+	Paused  Kind = "paused"
+	Resumed Kind = "resumed"
+)
+
+// The outcomes of an Ended item.
+const (
+	OutcomeSuccess   = "success"
+	OutcomeError     = "error"     // retried at RunAt unless Permanent or out of retries
+	OutcomeSnooze    = "snooze"    // waits again until RunAt; no retry counted
+	OutcomeCancelled = "cancelled" // the executor stopped it after a cancel
+)
+
+// Item is one job's part of a batch. Times are microseconds since the
+// Unix epoch (PostgreSQL's precision), so that a fold and its snapshot
+// compare exactly.
+type Item struct {
+	Group   string `json:"g"`
+	ID      string `json:"id,omitempty"`
+	Attempt int    `json:"a,omitempty"`
+
+	// Submitted.
+	Task        string          `json:"task,omitempty"`
+	Priority    string          `json:"pri,omitempty"`
+	RunAt       int64           `json:"run_at,omitempty"`
+	MaxRetries  int             `json:"max_retries,omitempty"`
+	Pending     bool            `json:"pending,omitempty"`
+	Waits       []string        `json:"waits,omitempty"` // dependencies that had not succeeded when it was stored
+	ExpiresAt   int64           `json:"expires_at,omitempty"`
+	Timeout     string          `json:"timeout,omitempty"`
+	Tracker     string          `json:"tracker,omitempty"`
+	Subject     string          `json:"subject,omitempty"`
+	Submitter   string          `json:"submitter,omitempty"`
+	TraceParent string          `json:"traceparent,omitempty"`
+	Args        json.RawMessage `json:"args,omitempty"`
+
+	// Claimed.
+	Executor string `json:"executor,omitempty"`
+	Instance string `json:"instance,omitempty"`
+
+	// Progress.
+	Progress int `json:"progress,omitempty"`
+
+	// Ended and Released.
+	Outcome   string          `json:"outcome,omitempty"`
+	Permanent bool            `json:"permanent,omitempty"`
+	Counted   bool            `json:"counted,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// batchVersion is the first byte of a body: the format of what follows.
+const batchVersion = 1
+
+// Encode makes a row's body of a batch.
+func Encode(items []Item) ([]byte, error) {
+	b, err := json.Marshal(items)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a journal batch of %d items: %w", len(items), err)
+	}
+	return append([]byte{batchVersion}, b...), nil
+}
+
+// Decode reads a row's body.
+func Decode(body []byte) ([]Item, error) {
+	if len(body) == 0 || body[0] != batchVersion {
+		return nil, fmt.Errorf("a journal body of an unknown format (first byte %v; this build reads %d)", body[:min(1, len(body))], batchVersion)
+	}
+	var items []Item
+	if err := json.Unmarshal(body[1:], &items); err != nil {
+		return nil, fmt.Errorf("decoding a journal batch: %w", err)
+	}
+	return items, nil
+}

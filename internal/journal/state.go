@@ -1,0 +1,315 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// State is a partition's unfinished jobs as its journal says them: the
+// fold of its rows in the tail's order. The leader holds one in memory;
+// any reader rebuilds the same from PostgreSQL alone (a snapshot and the
+// rows after it), since Apply is a pure function of the state and the row.
+// It holds no job's arguments: a job names the row and the item that
+// carry them (condition 6 of issue 31).
+type State struct {
+	// Jobs are the unfinished jobs; a job that ends leaves it.
+	Jobs map[fairway.JobRef]*Job `json:"jobs"`
+	// Dependents are, per job, the ids of its group's jobs that wait
+	// for it.
+	Dependents map[fairway.JobRef][]string `json:"dependents,omitempty"`
+	// Paused are the groups whose claims stop.
+	Paused map[string]bool `json:"paused,omitempty"`
+}
+
+// Job is an unfinished job in a State.
+type Job struct {
+	Task       string        `json:"task"`
+	State      fairway.State `json:"state"`
+	Priority   string        `json:"pri,omitempty"`
+	RunAt      int64         `json:"run_at"`
+	ExpiresAt  int64         `json:"expires_at,omitempty"`
+	Attempt    int           `json:"a,omitempty"`
+	Retries    int           `json:"retries,omitempty"`
+	MaxRetries int           `json:"max_retries,omitempty"`
+	// Waits are the dependencies it waits for (it is pending while any).
+	Waits    []string `json:"waits,omitempty"`
+	Executor string   `json:"executor,omitempty"`
+	Instance string   `json:"instance,omitempty"`
+	Progress int      `json:"progress,omitempty"`
+	// CancelRequested: cancelled while scheduled or running; it ends
+	// when its executor says so.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Row and Index locate the Submitted item that carries its arguments.
+	Row   int64 `json:"row"`
+	Index int   `json:"index"`
+}
+
+// Change is a job's change of state that applying a row made: what the
+// events announce, and, for a final state, what its record says.
+type Change struct {
+	Job   fairway.JobRef
+	From  fairway.State // "" for a new job
+	To    fairway.State
+	Error string
+	// Unknown are a new job's dependencies that the state does not hold
+	// (they ended before its row was read): the leader looks up their
+	// records and appends a Resolved row.
+	Unknown []string
+}
+
+// NewState is an empty partition.
+func NewState() *State {
+	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{}}
+}
+
+// Apply folds a row into the state and returns the changes it made, in
+// the order of its items (a cascade after the item that caused it). Items
+// that do not apply (a stale attempt's report, a claim of a job that is
+// no longer waiting, a duplicate) change nothing: the row is what was
+// committed, and the fold decides what it means, the same way for every
+// reader.
+func (s *State) Apply(row Row) ([]Change, error) {
+	items, err := Decode(row.Body)
+	if err != nil {
+		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
+	}
+	var out []Change
+	for i, it := range items {
+		ref := fairway.JobRef{Group: it.Group, ID: it.ID}
+		j := s.Jobs[ref]
+		switch row.Kind {
+		case Submitted:
+			if j != nil {
+				continue
+			}
+			j = &Job{Task: it.Task, State: fairway.StateWaiting, Priority: it.Priority, RunAt: it.RunAt,
+				ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Waits: slices.Clone(it.Waits), Row: row.ID, Index: i}
+			if it.Pending || len(j.Waits) > 0 {
+				j.State = fairway.StatePending
+			}
+			s.Jobs[ref] = j
+			c := Change{Job: ref, To: j.State}
+			for _, d := range j.Waits {
+				dep := fairway.JobRef{Group: it.Group, ID: d}
+				if s.Jobs[dep] == nil {
+					// Ended between the submission's check and its
+					// row (or never known here): the leader resolves
+					// it from the record (a Resolved row).
+					c.Unknown = append(c.Unknown, d)
+					continue
+				}
+				s.Dependents[dep] = append(s.Dependents[dep], it.ID)
+			}
+			out = append(out, c)
+		case Claimed:
+			if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
+				continue
+			}
+			from := j.State
+			j.State, j.Attempt, j.Executor, j.Instance, j.Progress = fairway.StateScheduled, it.Attempt, it.Executor, it.Instance, 0
+			out = append(out, Change{Job: ref, From: from, To: j.State})
+		case Started:
+			if j == nil || j.State != fairway.StateScheduled || it.Attempt != j.Attempt {
+				continue
+			}
+			j.State = fairway.StateRunning
+			out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
+		case Progress:
+			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+				continue
+			}
+			j.Progress = it.Progress
+		case Ended:
+			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+				continue
+			}
+			out = s.end(out, ref, j, it)
+		case Released:
+			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+				continue
+			}
+			from := j.State
+			j.State, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, "", "", 0
+			if !it.Counted {
+				j.Attempt--
+			}
+			out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
+		case Cancel:
+			switch {
+			case j == nil || j.CancelRequested:
+			case held(j.State):
+				j.CancelRequested = true
+			default:
+				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+			}
+		case Resolved:
+			if j == nil || j.State != fairway.StatePending {
+				continue
+			}
+			if it.Error != "" {
+				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+				continue
+			}
+			j.Waits = slices.DeleteFunc(j.Waits, func(w string) bool { return slices.Contains(it.Waits, w) })
+			if len(j.Waits) == 0 {
+				j.Waits = nil
+				j.State = fairway.StateWaiting
+				out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+			}
+		case Release:
+			if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 {
+				continue
+			}
+			j.State = fairway.StateWaiting
+			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+		case Expired:
+			if j == nil || held(j.State) {
+				continue
+			}
+			out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran")
+		case Paused:
+			s.Paused[it.Group] = true
+		case Resumed:
+			delete(s.Paused, it.Group)
+		default:
+			return out, fmt.Errorf("journal row %d: unknown kind %q", row.ID, row.Kind)
+		}
+	}
+	return out, nil
+}
+
+// end applies an attempt's end.
+func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change {
+	switch {
+	case it.Outcome == OutcomeSuccess:
+		return s.finish(out, ref, j, fairway.StateSuccess, "")
+	case it.Outcome == OutcomeCancelled || j.CancelRequested:
+		return s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+	case it.Outcome == OutcomeSnooze:
+		from := j.State
+		j.State, j.RunAt, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, it.RunAt, "", "", 0
+		j.Attempt-- // a snooze is not an attempt
+		return append(out, Change{Job: ref, From: from, To: j.State})
+	case it.Permanent || j.Retries >= j.MaxRetries:
+		return s.finish(out, ref, j, fairway.StateFailed, it.Error)
+	default:
+		from := j.State
+		j.State, j.RunAt, j.Executor, j.Instance, j.Progress = fairway.StateStuck, it.RunAt, "", "", 0
+		j.Retries++
+		return append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
+	}
+}
+
+// finish ends a job in a final state, and its dependents: a success
+// releases those that waited for it alone; a failure or a cancellation
+// cancels them, link by link.
+func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.State, msg string) []Change {
+	out = append(out, Change{Job: ref, From: j.State, To: final, Error: msg})
+	delete(s.Jobs, ref)
+	dependents := s.Dependents[ref]
+	delete(s.Dependents, ref)
+	for _, id := range dependents {
+		dref := fairway.JobRef{Group: ref.Group, ID: id}
+		d := s.Jobs[dref]
+		if d == nil || !slices.Contains(d.Waits, ref.ID) {
+			continue
+		}
+		if final != fairway.StateSuccess {
+			verb := "failed"
+			if final == fairway.StateCancelled {
+				verb = "was cancelled"
+			}
+			out = s.finish(out, dref, d, fairway.StateCancelled, fmt.Sprintf("dependency %s %s", ref.ID, verb))
+			continue
+		}
+		d.Waits = slices.DeleteFunc(d.Waits, func(w string) bool { return w == ref.ID })
+		if len(d.Waits) == 0 {
+			d.Waits = nil
+			d.State = fairway.StateWaiting
+			out = append(out, Change{Job: dref, From: fairway.StatePending, To: fairway.StateWaiting})
+		}
+	}
+	return out
+}
+
+// claimable: a job in this state may be claimed (when due).
+func claimable(st fairway.State) bool {
+	return st == fairway.StateWaiting || st == fairway.StateStuck
+}
+
+// held: an executor holds a job in this state.
+func held(st fairway.State) bool {
+	return st == fairway.StateScheduled || st == fairway.StateRunning
+}
+
+// Snapshot encodes the state (SaveSnapshot stores it with the tail's
+// position: a reader that restores both and applies the rows the tail
+// reads next holds what the leader holds).
+func (s *State) Snapshot() ([]byte, error) {
+	snap := snapshot{Jobs: make([]snapshotJob, 0, len(s.Jobs)), Paused: s.Paused}
+	for ref, j := range s.Jobs {
+		snap.Jobs = append(snap.Jobs, snapshotJob{Ref: ref, Job: j})
+	}
+	slices.SortFunc(snap.Jobs, func(a, b snapshotJob) int { return cmpRef(a.Ref, b.Ref) })
+	for ref, ids := range s.Dependents {
+		snap.Dependents = append(snap.Dependents, snapshotDependents{Ref: ref, IDs: ids})
+	}
+	slices.SortFunc(snap.Dependents, func(a, b snapshotDependents) int { return cmpRef(a.Ref, b.Ref) })
+	return json.Marshal(snap)
+}
+
+// Restore reads a snapshot.
+func Restore(b []byte) (*State, error) {
+	var snap snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return nil, fmt.Errorf("reading a journal snapshot: %w", err)
+	}
+	s := NewState()
+	for _, e := range snap.Jobs {
+		s.Jobs[e.Ref] = e.Job
+	}
+	for _, d := range snap.Dependents {
+		s.Dependents[d.Ref] = d.IDs
+	}
+	for k, v := range snap.Paused {
+		s.Paused[k] = v
+	}
+	return s, nil
+}
+
+// snapshot is State's encoding: JSON object keys are strings, so the
+// jobs are a list.
+type snapshot struct {
+	Jobs       []snapshotJob        `json:"jobs"`
+	Dependents []snapshotDependents `json:"dependents,omitempty"`
+	Paused     map[string]bool      `json:"paused,omitempty"`
+}
+
+type snapshotDependents struct {
+	Ref fairway.JobRef `json:"ref"`
+	IDs []string       `json:"ids"`
+}
+
+type snapshotJob struct {
+	Ref fairway.JobRef `json:"ref"`
+	*Job
+}
+
+func cmpRef(a, b fairway.JobRef) int {
+	if a.Group != b.Group {
+		if a.Group < b.Group {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,425 @@
+package journal_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// row makes a row of kind from items, as the tail would read it.
+func row(t *testing.T, id int64, kind journal.Kind, items ...journal.Item) journal.Row {
+	t.Helper()
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	return journal.Row{ID: id, Kind: kind, Body: body}
+}
+
+func apply(t *testing.T, s *journal.State, r journal.Row) []journal.Change {
+	t.Helper()
+	out, err := s.Apply(r)
+	require.NoError(t, err)
+	return out
+}
+
+// TestFoldRules: the rules of the fold, one by one: a stale attempt's
+// report and a claim of a job no longer waiting change nothing; a release
+// that does not count gives the attempt back; a snooze is not a retry; a
+// cancel marks a running job and ends a waiting one; a dependency's
+// success releases its dependent and its failure cancels the chain; a
+// dependency the state does not hold is named for the leader to resolve.
+func TestFoldRules(t *testing.T) {
+	s := journal.NewState()
+	a := fairway.JobRef{Group: "g", ID: "a"}
+	apply(t, s, row(t, 1, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "t", MaxRetries: 1}))
+	require.Equal(t, fairway.StateWaiting, s.Jobs[a].State)
+	require.Empty(t, apply(t, s, row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "other"})), "a duplicate changed the job")
+	require.Equal(t, "t", s.Jobs[a].Task)
+
+	apply(t, s, row(t, 3, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e1"}))
+	require.Empty(t, apply(t, s, row(t, 4, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 2, Executor: "e2"})), "a held job claimed again")
+	apply(t, s, row(t, 5, journal.Released, journal.Item{Group: "g", ID: "a", Attempt: 1, Error: "executor is stopping"}))
+	require.Equal(t, 0, s.Jobs[a].Attempt, "a release that does not count kept its attempt")
+	apply(t, s, row(t, 6, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e2"}))
+	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 2, Outcome: journal.OutcomeSuccess})), "another attempt's report applied")
+	apply(t, s, row(t, 8, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 1, Outcome: journal.OutcomeSnooze, RunAt: 99}))
+	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, RunAt: 99, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a snooze")
+	apply(t, s, row(t, 9, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e2"}))
+	apply(t, s, row(t, 10, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 1, Outcome: journal.OutcomeError, RunAt: 200, Error: "boom"}))
+	require.Equal(t, fairway.StateStuck, s.Jobs[a].State)
+	require.Equal(t, 1, s.Jobs[a].Retries)
+	apply(t, s, row(t, 11, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 2, Executor: "e2"}))
+	require.Empty(t, apply(t, s, row(t, 12, journal.Started, journal.Item{Group: "g", ID: "a", Attempt: 1})), "the first attempt's start applied to the second")
+	apply(t, s, row(t, 12, journal.Started, journal.Item{Group: "g", ID: "a", Attempt: 2}))
+	require.Empty(t, apply(t, s, row(t, 13, journal.Expired, journal.Item{Group: "g", ID: "a"})), "a running job expired")
+	apply(t, s, row(t, 14, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
+	require.True(t, s.Jobs[a].CancelRequested)
+	require.Equal(t, []journal.Change{{Job: a, From: fairway.StateRunning, To: fairway.StateCancelled, Error: "stopped"}},
+		apply(t, s, row(t, 15, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 2, Outcome: journal.OutcomeError, Error: "stopped"})),
+		"a cancelled job's error was retried")
+
+	// Dependencies: x ← y ← z, and w waits for x and for a job that ended
+	// before (unknown here).
+	changes := apply(t, s, row(t, 16, journal.Submitted,
+		journal.Item{Group: "g", ID: "x", Task: "t"},
+		journal.Item{Group: "g", ID: "y", Task: "t", Waits: []string{"x"}},
+		journal.Item{Group: "g", ID: "z", Task: "t", Waits: []string{"y"}},
+		journal.Item{Group: "g", ID: "w", Task: "t", Waits: []string{"x", "gone"}}))
+	require.Equal(t, []string{"gone"}, changes[3].Unknown)
+	apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e"}))
+	changes = apply(t, s, row(t, 18, journal.Ended, journal.Item{Group: "g", ID: "x", Attempt: 1, Outcome: journal.OutcomeSuccess}))
+	require.Equal(t, []journal.Change{
+		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess},
+		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StatePending, To: fairway.StateWaiting},
+	}, changes, "x's success released y; w still waits for gone")
+	require.Equal(t, []string{"gone"}, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].Waits)
+	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "w", Waits: []string{"gone"}}))
+	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].State)
+	changes = apply(t, s, row(t, 20, journal.Cancel, journal.Item{Group: "g", ID: "y"}))
+	require.Equal(t, []journal.Change{
+		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled},
+		{Job: fairway.JobRef{Group: "g", ID: "z"}, From: fairway.StatePending, To: fairway.StateCancelled, Error: "dependency y was cancelled"},
+	}, changes)
+
+	// A paused group's jobs are not claimed.
+	apply(t, s, row(t, 21, journal.Paused, journal.Item{Group: "g"}))
+	require.Empty(t, apply(t, s, row(t, 22, journal.Claimed, journal.Item{Group: "g", ID: "w", Attempt: 1, Executor: "e"})))
+	apply(t, s, row(t, 23, journal.Resumed, journal.Item{Group: "g"}))
+	require.Len(t, apply(t, s, row(t, 24, journal.Claimed, journal.Item{Group: "g", ID: "w", Attempt: 1, Executor: "e"})), 1)
+}
+
+// history drives random histories against a real PostgreSQL: writers
+// append rows from transactions that interleave, commit out of order or
+// roll back; a leader tails them and folds; and after every step its state
+// must equal the fold of what PostgreSQL holds, read from scratch and from
+// the last snapshot.
+type history struct {
+	t      *testing.T
+	ctx    context.Context
+	db     *pgxpool.Pool
+	rng    *rand.Rand
+	lease  journal.Lease
+	leader *journal.State
+	tail   *journal.Tail
+	next   int
+	// acknowledged are the jobs whose submission committed; final the
+	// ones the leader saw end; known each job's state by the changes.
+	acknowledged map[fairway.JobRef]bool
+	final        map[fairway.JobRef]fairway.State
+	known        map[fairway.JobRef]fairway.State
+	// unknown are dependencies the leader must resolve.
+	unknown []journal.Item
+	groups  []string
+	// snapKnown and snapFinal are known and final when the last snapshot
+	// was taken: a restarted leader replays the changes after it.
+	snapKnown, snapFinal map[fairway.JobRef]fairway.State
+}
+
+func newHistory(t *testing.T, seed uint64) *history {
+	h := &history{t: t, ctx: t.Context(), db: pool(t), rng: rand.New(rand.NewPCG(seed, 31)), //nolint:gosec // G404: a test's histories
+		leader: journal.NewState(), tail: &journal.Tail{}, groups: []string{"acme", "globex", "initech"},
+		acknowledged: map[fairway.JobRef]bool{}, final: map[fairway.JobRef]fairway.State{}, known: map[fairway.JobRef]fairway.State{},
+		snapKnown: map[fairway.JobRef]fairway.State{}, snapFinal: map[fairway.JobRef]fairway.State{}}
+	var ok bool
+	var err error
+	h.lease, ok, err = journal.Acquire(h.ctx, h.db, 0, "leader", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return h
+}
+
+// pick returns up to n live jobs, in a stable order, that match.
+func (h *history) pick(n int, match func(*journal.Job) bool) []fairway.JobRef {
+	var refs []fairway.JobRef
+	for ref, j := range h.leader.Jobs {
+		if match(j) {
+			refs = append(refs, ref)
+		}
+	}
+	slices.SortFunc(refs, func(a, b fairway.JobRef) int {
+		if a.Group != b.Group {
+			return map[bool]int{true: -1, false: 1}[a.Group < b.Group]
+		}
+		return map[bool]int{true: -1, false: 1}[a.ID < b.ID]
+	})
+	h.rng.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	return refs[:min(n, len(refs))]
+}
+
+// op is one transaction's append: a kind, its items, whether the leader
+// appends it (fenced) and what committing it acknowledges.
+type op struct {
+	kind   journal.Kind
+	items  []journal.Item
+	fenced bool
+}
+
+// randomOp draws an operation from the leader's state, with some that
+// must not apply (stale attempts, duplicates).
+func (h *history) randomOp() op {
+	held := func(j *journal.Job) bool {
+		return j.State == fairway.StateScheduled || j.State == fairway.StateRunning
+	}
+	attempt := func(j *journal.Job) int {
+		if h.rng.IntN(8) == 0 {
+			return j.Attempt + 1 - h.rng.IntN(3) // often stale
+		}
+		return j.Attempt
+	}
+	onHeld := func(kind journal.Kind, fill func(*journal.Item, *journal.Job)) op {
+		o := op{kind: kind}
+		for _, ref := range h.pick(1+h.rng.IntN(3), held) {
+			j := h.leader.Jobs[ref]
+			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(j)}
+			fill(&it, j)
+			o.items = append(o.items, it)
+		}
+		return o
+	}
+	anyJob := func(*journal.Job) bool { return true }
+	switch r := h.rng.IntN(100); {
+	case r < 25 || len(h.leader.Jobs) == 0:
+		o := op{kind: journal.Submitted}
+		for range 1 + h.rng.IntN(4) {
+			group := h.groups[h.rng.IntN(len(h.groups))]
+			h.next++
+			it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.IntN(3),
+				RunAt: int64(h.rng.IntN(1000)), Pending: h.rng.IntN(10) == 0, Args: []byte(`{"n":1}`)}
+			if h.rng.IntN(4) == 0 {
+				for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
+					if ref.Group == group {
+						it.Waits = append(it.Waits, ref.ID)
+					}
+				}
+				if h.rng.IntN(3) == 0 {
+					it.Waits = append(it.Waits, "ended-before") // a dependency the state does not hold
+				}
+			}
+			if h.rng.IntN(15) == 0 {
+				if dup := h.pick(1, anyJob); len(dup) == 1 {
+					it.Group, it.ID = dup[0].Group, dup[0].ID
+				}
+			}
+			o.items = append(o.items, it)
+		}
+		return o
+	case r < 45:
+		o := op{kind: journal.Claimed, fenced: true}
+		for _, ref := range h.pick(1+h.rng.IntN(4), func(j *journal.Job) bool {
+			return j.State == fairway.StateWaiting || j.State == fairway.StateStuck || h.rng.IntN(10) == 0
+		}) {
+			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(h.leader.Jobs[ref]) + 1,
+				Executor: "e" + fmt.Sprint(h.rng.IntN(3)), Instance: "i"})
+		}
+		return o
+	case r < 55:
+		return onHeld(journal.Started, func(*journal.Item, *journal.Job) {})
+	case r < 60:
+		return onHeld(journal.Progress, func(it *journal.Item, _ *journal.Job) { it.Progress = 1 + h.rng.IntN(99) })
+	case r < 78:
+		return onHeld(journal.Ended, func(it *journal.Item, _ *journal.Job) {
+			it.Outcome = []string{journal.OutcomeSuccess, journal.OutcomeSuccess, journal.OutcomeError, journal.OutcomeSnooze, journal.OutcomeCancelled}[h.rng.IntN(5)]
+			it.Permanent = h.rng.IntN(5) == 0
+			it.RunAt = int64(1000 + h.rng.IntN(1000))
+			it.Error = "e"
+		})
+	case r < 83:
+		o := onHeld(journal.Released, func(it *journal.Item, _ *journal.Job) { it.Counted = h.rng.IntN(2) == 0 })
+		o.fenced = true
+		return o
+	case r < 89:
+		o := op{kind: journal.Cancel, fenced: true}
+		for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
+			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID})
+		}
+		return o
+	case r < 93:
+		o := op{kind: journal.Release, fenced: true}
+		for _, ref := range h.pick(2, func(j *journal.Job) bool { return j.State == fairway.StatePending }) {
+			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID})
+		}
+		return o
+	case r < 96:
+		o := op{kind: journal.Expired, fenced: true}
+		for _, ref := range h.pick(1, anyJob) {
+			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID})
+		}
+		return o
+	default:
+		kind := journal.Paused
+		if h.rng.IntN(2) == 0 {
+			kind = journal.Resumed
+		}
+		return op{kind: kind, fenced: true, items: []journal.Item{{Group: h.groups[h.rng.IntN(len(h.groups))]}}}
+	}
+}
+
+// begin opens a transaction and appends o in it.
+func (h *history) begin(o op) pgx.Tx {
+	tx, err := h.db.Begin(h.ctx)
+	require.NoError(h.t, err)
+	if len(o.items) == 0 {
+		return tx
+	}
+	body, err := journal.Encode(o.items)
+	require.NoError(h.t, err)
+	if o.fenced {
+		require.NoError(h.t, journal.AppendFenced(h.ctx, tx, 0, h.lease.Epoch, o.kind, body))
+	} else {
+		require.NoError(h.t, journal.Append(h.ctx, tx, 0, o.kind, body))
+	}
+	return tx
+}
+
+func (h *history) commit(tx pgx.Tx, o op) {
+	require.NoError(h.t, tx.Commit(h.ctx))
+	if o.kind == journal.Submitted {
+		for _, it := range o.items {
+			h.acknowledged[fairway.JobRef{Group: it.Group, ID: it.ID}] = true
+		}
+	}
+}
+
+// step runs one transaction, or two that interleave (the second commits
+// first; the first commits or rolls back), or a leader's restart.
+func (h *history) step() {
+	switch r := h.rng.IntN(20); {
+	case r == 0:
+		// The leader restarts from the last snapshot (or from nothing).
+		var err error
+		h.leader, h.tail, err = journal.LoadSnapshot(h.ctx, h.db, 0)
+		require.NoError(h.t, err)
+		h.known, h.final = maps.Clone(h.snapKnown), maps.Clone(h.snapFinal)
+	case r == 1:
+		require.NoError(h.t, journal.SaveSnapshot(h.ctx, h.db, h.leader, h.tail))
+		h.snapKnown, h.snapFinal = maps.Clone(h.known), maps.Clone(h.final)
+	case r < 6:
+		o1, o2 := h.randomOp(), h.randomOp()
+		tx1 := h.begin(o1)
+		tx2 := h.begin(o2)
+		h.commit(tx2, o2)
+		if h.rng.IntN(4) == 0 {
+			require.NoError(h.t, tx1.Rollback(h.ctx))
+		} else {
+			h.commit(tx1, o1)
+		}
+	default:
+		o := h.randomOp()
+		if len(h.unknown) > 0 {
+			o = op{kind: journal.Resolved, fenced: true, items: h.unknown}
+			h.unknown = nil
+		}
+		h.commit(h.begin(o), o)
+	}
+	h.catchUp()
+}
+
+// catchUp reads the tail to its end and folds it into the leader's state,
+// checking each change against what the changes said before.
+func (h *history) catchUp() {
+	for {
+		rows, err := h.tail.Next(h.ctx, h.db, 5)
+		require.NoError(h.t, err)
+		if len(rows) == 0 {
+			return
+		}
+		for _, r := range rows {
+			changes, err := h.leader.Apply(r)
+			require.NoError(h.t, err)
+			for _, c := range changes {
+				require.Equal(h.t, h.known[c.Job], c.From, "job %v changed from %s, but was %s", c.Job, c.From, h.known[c.Job])
+				require.NotContains(h.t, h.final, c.Job, "job %v changed after its end", c.Job)
+				h.known[c.Job] = c.To
+				if c.To == fairway.StateSuccess || c.To == fairway.StateFailed || c.To == fairway.StateCancelled {
+					h.final[c.Job] = c.To
+				}
+				if len(c.Unknown) > 0 {
+					it := journal.Item{Group: c.Job.Group, ID: c.Job.ID, Waits: c.Unknown}
+					if h.rng.IntN(3) == 0 {
+						it.Error = "dependency " + c.Unknown[0] + " failed"
+					}
+					h.unknown = append(h.unknown, it)
+				}
+			}
+		}
+	}
+}
+
+// fold applies what tail reads, to its end, to s.
+func (h *history) fold(s *journal.State, tail *journal.Tail) *journal.State {
+	for {
+		rows, err := tail.Next(h.ctx, h.db, 0)
+		require.NoError(h.t, err)
+		if len(rows) == 0 {
+			return s
+		}
+		for _, r := range rows {
+			_, err := s.Apply(r)
+			require.NoError(h.t, err)
+		}
+	}
+}
+
+// check compares the leader's state with the folds of PostgreSQL's rows
+// and checks what must hold of any state.
+func (h *history) check(step int) {
+	fresh := h.fold(journal.NewState(), &journal.Tail{})
+	require.Equal(h.t, fresh, h.leader, "step %d: the leader's state is not the fold of PostgreSQL's rows", step)
+	restored, from, err := journal.LoadSnapshot(h.ctx, h.db, 0)
+	require.NoError(h.t, err)
+	restored = h.fold(restored, from)
+	require.Equal(h.t, h.leader, restored, "step %d: the snapshot and the rows after it fold to another state", step)
+
+	for ref := range h.acknowledged {
+		_, live := h.leader.Jobs[ref]
+		_, ended := h.final[ref]
+		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
+	}
+	for ref, j := range h.leader.Jobs {
+		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
+		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
+		require.Equal(h.t, heldNow, j.Executor != "", "step %d: job %v is %s with executor %q", step, ref, j.State, j.Executor)
+		require.GreaterOrEqual(h.t, j.Attempt, 0)
+		require.LessOrEqual(h.t, j.Retries, j.MaxRetries, "step %d: job %v retried beyond its maximum", step, ref)
+		if len(j.Waits) > 0 {
+			require.Equal(h.t, fairway.StatePending, j.State, "step %d: job %v waits for %v", step, ref, j.Waits)
+		}
+		for _, d := range j.Waits {
+			dep := fairway.JobRef{Group: ref.Group, ID: d}
+			if _, live := h.leader.Jobs[dep]; live {
+				require.Contains(h.t, h.leader.Dependents[dep], ref.ID, "step %d: %v waits for %v, which does not know it", step, ref, dep)
+			}
+		}
+	}
+}
+
+// TestTheLeadersStateIsTheFoldOfPostgreSQL is condition 1 of issue 31 for
+// the journal's part: random histories (submissions with dependencies
+// and duplicates, claims, starts, progress, ends of every outcome,
+// releases, cancels, expiry, pauses, resolutions, stale reports, leader
+// restarts from snapshots), written by transactions that interleave and
+// roll back; after every step the leader's state equals the fold of the
+// rows PostgreSQL holds, from scratch and from the last snapshot, no
+// acknowledged job is lost, and no job changes after its end.
+func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			h := newHistory(t, seed)
+			for step := range 150 {
+				h.step()
+				h.check(step)
+			}
+			require.NotEmpty(t, h.final, "no job ended: the histories test nothing")
+			require.NotEmpty(t, h.leader.Jobs)
+		})
+	}
+}
