@@ -1,14 +1,17 @@
 // Package journal is the journal engine's log (issue 31, docs/journal.md):
 // batches appended as rows of fairway_journal, never updated; a tail that
 // reads them in an order that respects causality, each once and never
-// before its commit; and a lease per partition whose epoch fences a
-// deposed leader's appends in their own statement.
+// before its commit; a lease per partition whose epoch fences a deposed
+// leader's appends in their own statement; the rows' bodies (entry.go);
+// and the fold of rows into a partition's state, with its snapshots
+// (state.go).
 //
 // This is the design's first step: nothing in Fairway writes or reads the
 // journal yet.
 package journal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,47 +109,65 @@ RETURNING holder, epoch, until`, partition, holder, ttl.String()).Scan(&l.Holder
 	return l, true, nil
 }
 
-// Tail reads a partition's rows in xid order (then id), each once, never
-// before its commit: a read takes the rows of the transactions below the
-// oldest one still running (pg_snapshot_xmin), which have all ended, and
-// moves past them. Transactions that depend on each other are in xid order
-// (a transaction that saw another's commit began after it, and took its
-// xid at its first write, after the other took its own), so a job's rows
-// are read in the order they happened. A long-running transaction holds
-// the tail back until it ends: appends belong in short transactions.
+// Tail reads a partition's rows, each once, never before its commit, in
+// an order that respects causality. Each read takes a snapshot of the
+// transactions that have ended and reads the rows of those that had not
+// ended at the previous read's snapshot (PostgreSQL's pg_visible_in_snapshot):
+// a row is read at the first read that can see it, whatever transactions
+// still run. Within a read, rows go in xid order, then id. A transaction
+// that saw another's commit (a claim that saw a submission, a report that
+// saw a claim) is read with it or after it, and after it within one read
+// since it took its xid at its first write, after it read; a transaction
+// still running when a later one is read cannot be the cause of it (it had
+// not committed), so reading past it is safe: a long transaction (a
+// user's InsertTx in a slow transaction) holds no one back.
 type Tail struct {
 	Partition int16
-	// from is the smallest xid not read yet.
-	from uint64
+	// seen is the snapshot of the last complete read ("" before any: it
+	// sees nothing); reading is the snapshot of a read that its limit cut,
+	// and after the last row it returned.
+	seen, reading string
+	afterXID      uint64
+	afterID       int64
 }
 
-// TailFrom is a tail of partition that reads from position (a Position
-// an earlier tail reached, as a snapshot records it).
-func TailFrom(partition int16, position uint64) *Tail {
-	return &Tail{Partition: partition, from: position}
+// TailFrom is a tail of partition that goes on from position (what an
+// earlier tail's Position was, as a snapshot records it).
+func TailFrom(partition int16, position string) *Tail {
+	return &Tail{Partition: partition, seen: position}
 }
 
-// Position is where the tail stands: every row of a transaction below it
-// has been read.
-func (t *Tail) Position() uint64 { return t.from }
+// Position is where the tail stands between two reads: the snapshot of
+// its last read. "" while a read is cut by its limit (read on to its
+// end first).
+func (t *Tail) Position() string {
+	if t.reading != "" {
+		return ""
+	}
+	return cmp.Or(t.seen, nothingSeen)
+}
+
+// nothingSeen is a snapshot in which no transaction has ended.
+const nothingSeen = "1:1:"
 
 // Next returns the rows that became readable since the last call, at
 // most limit (0: no limit); the rest come with the next calls.
 func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
-	var horizon uint64
-	if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::numeric::bigint`).Scan(&horizon); err != nil {
-		return nil, fmt.Errorf("reading the journal's horizon: %w", err)
-	}
-	if horizon <= t.from {
-		return nil, nil
+	if t.reading == "" {
+		if err := q.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&t.reading); err != nil {
+			return nil, fmt.Errorf("reading the journal's snapshot: %w", err)
+		}
+		t.afterXID, t.afterID = 0, 0
 	}
 	sql := `SELECT ` + rowColumns + ` FROM fairway_journal
- WHERE partition = $1 AND xid >= $2::text::xid8 AND xid < $3::text::xid8 ORDER BY xid, id`
-	args := []any{t.Partition, fmt.Sprint(t.from), fmt.Sprint(horizon)}
+ WHERE partition = $1
+   AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax($3::pg_snapshot)
+   AND pg_visible_in_snapshot(xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+   AND (xid, id) > ($4::text::xid8, $5)
+ ORDER BY xid, id`
+	args := []any{t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, fmt.Sprint(t.afterXID), t.afterID}
 	if limit > 0 {
-		// A batch may stop inside a transaction's rows: resume at that
-		// transaction, past the rows read (by id).
-		sql += ` LIMIT $4`
+		sql += ` LIMIT $6`
 		args = append(args, limit)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -158,28 +179,12 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
 	if limit > 0 && len(out) == limit {
-		return t.resumeInside(ctx, q, out, horizon)
+		last := out[len(out)-1]
+		t.afterXID, t.afterID = last.XID, last.ID // the same snapshot goes on next time
+		return out, nil
 	}
-	t.from = horizon
+	t.seen, t.reading = t.reading, ""
 	return out, nil
-}
-
-// resumeInside completes a batch cut by its limit: the rest of the last
-// transaction's rows are read now (a transaction's rows are never split
-// between two reads), and the tail moves to the next xid.
-func (t *Tail) resumeInside(ctx context.Context, q Querier, out []Row, horizon uint64) ([]Row, error) {
-	last := out[len(out)-1]
-	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM fairway_journal
- WHERE partition = $1 AND xid = $2::text::xid8 AND id > $3 ORDER BY id`, t.Partition, fmt.Sprint(last.XID), last.ID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the journal: %w", err)
-	}
-	rest, err := pgx.CollectRows(rows, scanRow)
-	if err != nil {
-		return nil, fmt.Errorf("reading the journal: %w", err)
-	}
-	t.from = min(last.XID+1, horizon)
-	return append(out, rest...), nil
 }
 
 // SaveSnapshot stores the partition's state as of the tail's position,
@@ -189,9 +194,13 @@ func SaveSnapshot(ctx context.Context, q Querier, s *State, tail *Tail) error {
 	if err != nil {
 		return fmt.Errorf("encoding the snapshot of journal partition %d: %w", tail.Partition, err)
 	}
-	_, err = q.Exec(ctx, `INSERT INTO fairway_journal_snapshot (partition, tail_from, body) VALUES ($1, $2::text::xid8, $3)
-ON CONFLICT (partition) DO UPDATE SET tail_from = EXCLUDED.tail_from, taken = now(), body = EXCLUDED.body`,
-		tail.Partition, fmt.Sprint(tail.from), body)
+	position := tail.Position()
+	if position == "" {
+		return fmt.Errorf("journal partition %d: a snapshot between two parts of a read (read the tail to its end first)", tail.Partition)
+	}
+	_, err = q.Exec(ctx, `INSERT INTO fairway_journal_snapshot (partition, tail, body) VALUES ($1, $2::pg_snapshot, $3)
+ON CONFLICT (partition) DO UPDATE SET tail = EXCLUDED.tail, taken = now(), body = EXCLUDED.body`,
+		tail.Partition, position, body)
 	if err != nil {
 		return fmt.Errorf("storing the snapshot of journal partition %d: %w", tail.Partition, err)
 	}
@@ -203,10 +212,10 @@ ON CONFLICT (partition) DO UPDATE SET tail_from = EXCLUDED.tail_from, taken = no
 // is none.
 func LoadSnapshot(ctx context.Context, q Querier, partition int16) (*State, *Tail, error) {
 	var (
-		from int64
-		body []byte
+		position string
+		body     []byte
 	)
-	err := q.QueryRow(ctx, `SELECT tail_from::text::numeric::bigint, body FROM fairway_journal_snapshot WHERE partition = $1`, partition).Scan(&from, &body)
+	err := q.QueryRow(ctx, `SELECT tail::text, body FROM fairway_journal_snapshot WHERE partition = $1`, partition).Scan(&position, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return NewState(), &Tail{Partition: partition}, nil
 	}
@@ -217,7 +226,7 @@ func LoadSnapshot(ctx context.Context, q Querier, partition int16) (*State, *Tai
 	if err != nil {
 		return nil, nil, fmt.Errorf("journal partition %d: %w", partition, err)
 	}
-	return s, TailFrom(partition, uint64(from)), nil //nolint:gosec // G115: an xid8 is below 2^63
+	return s, TailFrom(partition, position), nil
 }
 
 // rowColumns are a Row's columns, as scanRow reads them.

@@ -33,11 +33,11 @@ func bodies(rows []journal.Row) []string {
 	return out
 }
 
-// TestTailWaitsForTheOldestTransaction: B commits before A, which began
-// writing first: the tail reads neither while A runs (reading B alone
-// would put it before A's row, which may be its cause), then both, A's
-// first; an aborted transaction's rows never.
-func TestTailWaitsForTheOldestTransaction(t *testing.T) {
+// TestTailReadsPastARunningTransaction: A began writing first and runs on
+// (a user's InsertTx in a slow transaction); B commits: the tail reads B
+// at once, then A once it commits, each once; an aborted transaction's
+// rows never. A transaction that runs holds no one back.
+func TestTailReadsPastARunningTransaction(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
 	a, err := db.Begin(ctx)
@@ -54,23 +54,33 @@ func TestTailWaitsForTheOldestTransaction(t *testing.T) {
 	tail := &journal.Tail{}
 	rows, err := tail.Next(ctx, db, 0)
 	require.NoError(t, err)
-	require.Empty(t, bodies(rows), "read while an older transaction runs")
+	require.Equal(t, []string{"b1", "b2"}, bodies(rows), "a running transaction held the tail back")
+	rows, err = tail.Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Empty(t, bodies(rows), "a row read twice, or one of a transaction that runs")
 
 	require.NoError(t, a.Commit(ctx))
 	require.NoError(t, aborted.Rollback(ctx))
 	rows, err = tail.Next(ctx, db, 0)
 	require.NoError(t, err)
-	require.Equal(t, []string{"a", "b1", "b2"}, bodies(rows))
+	require.Equal(t, []string{"a"}, bodies(rows))
 	rows, err = tail.Next(ctx, db, 0)
 	require.NoError(t, err)
 	require.Empty(t, rows, "a row read twice")
+
+	// From the position, a new tail reads what comes after it only.
+	require.NoError(t, journal.Append(ctx, db, 0, "submitted", []byte("c")))
+	rows, err = journal.TailFrom(0, tail.Position()).Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c"}, bodies(rows))
 }
 
 // TestTailReadsEachCommittedRowOnceInCausalOrder: writers append from
-// many short transactions that commit in any order (some roll back) while
-// a reader tails, with a limit that cuts batches: every committed row is
-// read exactly once, no rolled-back row ever, and each writer's rows (its
-// transactions follow each other, as a job's changes do) in its order.
+// many transactions of random lengths that commit in any order (some roll
+// back) while a reader tails, with a limit that cuts reads: every
+// committed row is read exactly once, no rolled-back row ever, and each
+// writer's rows (its transactions follow each other, as a job's changes
+// do) in its order.
 func TestTailReadsEachCommittedRowOnceInCausalOrder(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)

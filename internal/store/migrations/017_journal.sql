@@ -2,9 +2,9 @@
 -- and the leader's fenced lease per partition. Nothing writes it yet.
 
 -- One row per batch, appended, never updated. xid is the writing
--- transaction's: the tail reads a row once every transaction with a
--- smaller xid has ended (internal/journal.Tail), so that a row is never
--- read before its commit, and read once.
+-- transaction's: the tail reads a row at the first read whose snapshot
+-- sees its transaction ended, in xid order (internal/journal.Tail), so
+-- that a row is never read before its commit, and read once.
 CREATE TABLE fairway_journal (
     id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),

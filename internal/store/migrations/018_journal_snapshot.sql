@@ -3,7 +3,7 @@
 -- after it. One row per partition, replaced by each snapshot.
 CREATE TABLE fairway_journal_snapshot (
     partition smallint PRIMARY KEY,
-    tail_from xid8 NOT NULL,  -- every row of a transaction below it is in the state
+    tail      pg_snapshot NOT NULL,  -- the tail's position: the rows of every transaction ended in it are in the state
     taken     timestamptz NOT NULL DEFAULT now(),
     body      bytea NOT NULL
 );
