@@ -108,10 +108,37 @@ func Encode(items []Item) ([]byte, error) {
 
 // Decode reads a row's body.
 func Decode(body []byte) ([]Item, error) {
+	return decode[Item](body)
+}
+
+// foldItem is what the fold reads of an Item: not the arguments, the
+// result or what only records need, which the JSON decoder then skips
+// without copying (a leader holds no job's arguments).
+type foldItem struct {
+	Group      string   `json:"g"`
+	ID         string   `json:"id"`
+	Attempt    int      `json:"a"`
+	Task       string   `json:"task"`
+	Priority   string   `json:"pri"`
+	RunAt      int64    `json:"run_at"`
+	MaxRetries int      `json:"max_retries"`
+	Pending    bool     `json:"pending"`
+	Waits      []string `json:"waits"`
+	ExpiresAt  int64    `json:"expires_at"`
+	Executor   string   `json:"executor"`
+	Instance   string   `json:"instance"`
+	Progress   int      `json:"progress"`
+	Outcome    string   `json:"outcome"`
+	Permanent  bool     `json:"permanent"`
+	Counted    bool     `json:"counted"`
+	Error      string   `json:"error"`
+}
+
+func decode[T any](body []byte) ([]T, error) {
 	if len(body) == 0 || body[0] != batchVersion {
 		return nil, fmt.Errorf("a journal body of an unknown format (first byte %v; this build reads %d)", body[:min(1, len(body))], batchVersion)
 	}
-	var items []Item
+	var items []T
 	if err := json.Unmarshal(body[1:], &items); err != nil {
 		return nil, fmt.Errorf("decoding a journal batch: %w", err)
 	}

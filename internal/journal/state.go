@@ -72,7 +72,7 @@ func NewState() *State {
 // committed, and the fold decides what it means, the same way for every
 // reader.
 func (s *State) Apply(row Row) ([]Change, error) {
-	items, err := Decode(row.Body)
+	items, err := decode[foldItem](row.Body)
 	if err != nil {
 		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
 	}
@@ -182,7 +182,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 }
 
 // end applies an attempt's end.
-func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change {
+func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it foldItem) []Change {
 	switch {
 	case it.Outcome == OutcomeSuccess:
 		return s.finish(out, ref, j, fairway.StateSuccess, "")
