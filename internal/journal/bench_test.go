@@ -13,7 +13,7 @@ import (
 // them, decoded and applied. go test -bench FoldJobLifecycle ./internal/journal/
 func BenchmarkFoldJobLifecycle(b *testing.B) {
 	const batch = 100
-	args := []byte(`{"payload":"` + string(make([]byte, 0)) + fmt.Sprintf("%0180d", 0) + `"}`)
+	args := fmt.Appendf(nil, `{"payload":"%0180d"}`, 0)
 	var rows []journal.Row
 	kinds := []journal.Kind{journal.Submitted, journal.Claimed, journal.Started, journal.Ended}
 	id := int64(0)

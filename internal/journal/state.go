@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"unique"
 
 	"github.com/fairwayhq/fairway"
 )
@@ -78,14 +79,14 @@ func (s *State) Apply(row Row) ([]Change, error) {
 	}
 	var out []Change
 	for i, it := range items {
-		ref := fairway.JobRef{Group: it.Group, ID: it.ID}
+		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
 		j := s.Jobs[ref]
 		switch row.Kind {
 		case Submitted:
 			if j != nil {
 				continue
 			}
-			j = &Job{Task: it.Task, State: fairway.StateWaiting, Priority: it.Priority, RunAt: it.RunAt,
+			j = &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
 				ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Waits: slices.Clone(it.Waits), Row: row.ID, Index: i}
 			if it.Pending || len(j.Waits) > 0 {
 				j.State = fairway.StatePending
@@ -109,7 +110,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 				continue
 			}
 			from := j.State
-			j.State, j.Attempt, j.Executor, j.Instance, j.Progress = fairway.StateScheduled, it.Attempt, it.Executor, it.Instance, 0
+			j.State, j.Attempt, j.Executor, j.Instance, j.Progress = fairway.StateScheduled, it.Attempt, intern(it.Executor), intern(it.Instance), 0
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
 			if j == nil || j.State != fairway.StateScheduled || it.Attempt != j.Attempt {
@@ -234,6 +235,11 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	}
 	return out
 }
+
+// intern returns the one copy of a string that many jobs share (groups,
+// tasks, executors): a million waiting jobs of a hundred groups hold a
+// hundred group names.
+func intern(s string) string { return unique.Make(s).Value() }
 
 // claimable: a job in this state may be claimed (when due).
 func claimable(st fairway.State) bool {
