@@ -19,7 +19,11 @@ const (
 	Submitted Kind = "submitted"
 	// Claimed: jobs handed to an executor (Attempt, the attempt they now
 	// run; Executor, Instance). Applies to a waiting or stuck job of a
-	// group that is not paused whose attempt is Attempt-1.
+	// group that is not paused whose attempt is Attempt-1. A job's attempt
+	// counts its claims and never goes back (a release or a snooze counts
+	// no retry but keeps it): with the executor's instance it is what a
+	// report names, so that a report of an earlier claim never applies to
+	// a later one. Retries count the failed attempts.
 	Claimed Kind = "claimed"
 	// Started: the executor began the attempt (Attempt).
 	Started Kind = "started"
@@ -29,8 +33,9 @@ const (
 	// snooze; Result, Error).
 	Ended Kind = "ended"
 	// Released: the attempt handed back without running to its end
-	// (Attempt; Counted: whether it counts as an attempt; Error): the job
-	// waits again.
+	// (Attempt; Error): the job waits again, no retry counted; or, Counted,
+	// the attempt was lost with its executor and counts as one that
+	// failed (retried now, at RunAt, unless out of retries).
 	Released Kind = "released"
 	// Cancel: cancel the jobs; a job that is scheduled or running is
 	// marked, and ends when its executor reports it (Ended, OutcomeCancelled).

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -113,30 +114,33 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			j.State, j.Attempt, j.Executor, j.Instance, j.Progress = fairway.StateScheduled, it.Attempt, intern(it.Executor), intern(it.Instance), 0
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
-			if j == nil || j.State != fairway.StateScheduled || it.Attempt != j.Attempt {
+			if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
 				continue
 			}
 			j.State = fairway.StateRunning
 			out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
 		case Progress:
-			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+			if j == nil || !held(j.State) || !j.heldBy(it) {
 				continue
 			}
 			j.Progress = it.Progress
 		case Ended:
-			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+			if j == nil || !held(j.State) || !j.heldBy(it) {
 				continue
 			}
 			out = s.end(out, ref, j, it)
 		case Released:
-			if j == nil || !held(j.State) || it.Attempt != j.Attempt {
+			if j == nil || !held(j.State) || !j.heldBy(it) {
+				continue
+			}
+			if it.Counted {
+				// Lost with its executor: an attempt that failed.
+				it.Outcome, it.RunAt = OutcomeError, cmp.Or(it.RunAt, j.RunAt)
+				out = s.end(out, ref, j, it)
 				continue
 			}
 			from := j.State
 			j.State, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, "", "", 0
-			if !it.Counted {
-				j.Attempt--
-			}
 			out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
 		case Cancel:
 			switch {
@@ -192,7 +196,6 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it foldItem) []Cha
 	case it.Outcome == OutcomeSnooze:
 		from := j.State
 		j.State, j.RunAt, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, it.RunAt, "", "", 0
-		j.Attempt-- // a snooze is not an attempt
 		return append(out, Change{Job: ref, From: from, To: j.State})
 	case it.Permanent || j.Retries >= j.MaxRetries:
 		return s.finish(out, ref, j, fairway.StateFailed, it.Error)
@@ -234,6 +237,12 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 		}
 	}
 	return out
+}
+
+// heldBy says whether a report is of the job's current claim: its
+// attempt, by its executor's instance.
+func (j *Job) heldBy(it foldItem) bool {
+	return it.Attempt == j.Attempt && it.Executor == j.Executor && it.Instance == j.Instance
 }
 
 // intern returns the one copy of a string that many jobs share (groups,

@@ -45,27 +45,40 @@ func TestFoldRules(t *testing.T) {
 	require.Empty(t, apply(t, s, row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "other"})), "a duplicate changed the job")
 	require.Equal(t, "t", s.Jobs[a].Task)
 
-	apply(t, s, row(t, 3, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e1"}))
-	require.Empty(t, apply(t, s, row(t, 4, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 2, Executor: "e2"})), "a held job claimed again")
-	apply(t, s, row(t, 5, journal.Released, journal.Item{Group: "g", ID: "a", Attempt: 1, Error: "executor is stopping"}))
-	require.Equal(t, 0, s.Jobs[a].Attempt, "a release that does not count kept its attempt")
-	apply(t, s, row(t, 6, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e2"}))
-	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 2, Outcome: journal.OutcomeSuccess})), "another attempt's report applied")
-	apply(t, s, row(t, 8, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 1, Outcome: journal.OutcomeSnooze, RunAt: 99}))
-	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, RunAt: 99, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a snooze")
-	apply(t, s, row(t, 9, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e2"}))
-	apply(t, s, row(t, 10, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 1, Outcome: journal.OutcomeError, RunAt: 200, Error: "boom"}))
+	e1 := func(attempt int) journal.Item { return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e1", Instance: "i1"} }
+	e2 := func(attempt int) journal.Item { return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e2", Instance: "i2"} }
+	with := func(it journal.Item, f func(*journal.Item)) journal.Item { f(&it); return it }
+	apply(t, s, row(t, 3, journal.Claimed, e1(1)))
+	require.Empty(t, apply(t, s, row(t, 4, journal.Claimed, e2(2))), "a held job claimed again")
+	apply(t, s, row(t, 5, journal.Released, with(e1(1), func(it *journal.Item) { it.Error = "executor is stopping" })))
+	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, Attempt: 1, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a release counts no retry and keeps the attempt")
+	require.Empty(t, apply(t, s, row(t, 6, journal.Claimed, e2(1))), "a claim reused an attempt")
+	apply(t, s, row(t, 6, journal.Claimed, e2(2)))
+	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, with(e1(2), func(it *journal.Item) { it.Outcome = journal.OutcomeSuccess }))), "another executor's report applied")
+	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, with(e2(1), func(it *journal.Item) { it.Outcome = journal.OutcomeSuccess }))), "an earlier attempt's report applied")
+	apply(t, s, row(t, 8, journal.Ended, with(e2(2), func(it *journal.Item) { it.Outcome, it.RunAt = journal.OutcomeSnooze, 99 })))
+	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, RunAt: 99, Attempt: 2, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a snooze")
+	apply(t, s, row(t, 9, journal.Claimed, e2(3)))
+	apply(t, s, row(t, 10, journal.Ended, with(e2(3), func(it *journal.Item) { it.Outcome, it.RunAt, it.Error = journal.OutcomeError, 200, "boom" })))
 	require.Equal(t, fairway.StateStuck, s.Jobs[a].State)
 	require.Equal(t, 1, s.Jobs[a].Retries)
-	apply(t, s, row(t, 11, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 2, Executor: "e2"}))
-	require.Empty(t, apply(t, s, row(t, 12, journal.Started, journal.Item{Group: "g", ID: "a", Attempt: 1})), "the first attempt's start applied to the second")
-	apply(t, s, row(t, 12, journal.Started, journal.Item{Group: "g", ID: "a", Attempt: 2}))
+	apply(t, s, row(t, 11, journal.Claimed, e2(4)))
+	require.Empty(t, apply(t, s, row(t, 12, journal.Started, e2(3))), "the third attempt's start applied to the fourth")
+	apply(t, s, row(t, 12, journal.Started, e2(4)))
 	require.Empty(t, apply(t, s, row(t, 13, journal.Expired, journal.Item{Group: "g", ID: "a"})), "a running job expired")
 	apply(t, s, row(t, 14, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
 	require.True(t, s.Jobs[a].CancelRequested)
 	require.Equal(t, []journal.Change{{Job: a, From: fairway.StateRunning, To: fairway.StateCancelled, Error: "stopped"}},
-		apply(t, s, row(t, 15, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 2, Outcome: journal.OutcomeError, Error: "stopped"})),
+		apply(t, s, row(t, 15, journal.Ended, with(e2(4), func(it *journal.Item) { it.Outcome, it.Error = journal.OutcomeError, "stopped" }))),
 		"a cancelled job's error was retried")
+
+	// A release counted (its executor was lost) is a failed attempt: out
+	// of retries, the job fails.
+	b := fairway.JobRef{Group: "g", ID: "b"}
+	apply(t, s, row(t, 15, journal.Submitted, journal.Item{Group: "g", ID: "b", Task: "t"}))
+	apply(t, s, row(t, 15, journal.Claimed, journal.Item{Group: "g", ID: "b", Attempt: 1, Executor: "e1", Instance: "i1"}))
+	require.Equal(t, []journal.Change{{Job: b, From: fairway.StateScheduled, To: fairway.StateFailed, Error: "executor gone"}},
+		apply(t, s, row(t, 15, journal.Released, journal.Item{Group: "g", ID: "b", Attempt: 1, Executor: "e1", Instance: "i1", Counted: true, Error: "executor gone"})))
 
 	// Dependencies: x ← y ← z, and w waits for x and for a job that ended
 	// before (unknown here).
@@ -75,8 +88,8 @@ func TestFoldRules(t *testing.T) {
 		journal.Item{Group: "g", ID: "z", Task: "t", Waits: []string{"y"}},
 		journal.Item{Group: "g", ID: "w", Task: "t", Waits: []string{"x", "gone"}}))
 	require.Equal(t, []string{"gone"}, changes[3].Unknown)
-	apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e"}))
-	changes = apply(t, s, row(t, 18, journal.Ended, journal.Item{Group: "g", ID: "x", Attempt: 1, Outcome: journal.OutcomeSuccess}))
+	apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i"}))
+	changes = apply(t, s, row(t, 18, journal.Ended, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}))
 	require.Equal(t, []journal.Change{
 		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess},
 		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StatePending, To: fairway.StateWaiting},
@@ -179,7 +192,10 @@ func (h *history) randomOp() op {
 		o := op{kind: kind}
 		for _, ref := range h.pick(1+h.rng.IntN(3), held) {
 			j := h.leader.Jobs[ref]
-			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(j)}
+			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(j), Executor: j.Executor, Instance: j.Instance}
+			if h.rng.IntN(10) == 0 {
+				it.Instance = "another" // a report of another instance
+			}
 			fill(&it, j)
 			o.items = append(o.items, it)
 		}
