@@ -45,8 +45,12 @@ func TestFoldRules(t *testing.T) {
 	require.Empty(t, apply(t, s, row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "other"})), "a duplicate changed the job")
 	require.Equal(t, "t", s.Jobs[a].Task)
 
-	e1 := func(attempt int) journal.Item { return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e1", Instance: "i1"} }
-	e2 := func(attempt int) journal.Item { return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e2", Instance: "i2"} }
+	e1 := func(attempt int) journal.Item {
+		return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e1", Instance: "i1"}
+	}
+	e2 := func(attempt int) journal.Item {
+		return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e2", Instance: "i2"}
+	}
 	with := func(it journal.Item, f func(*journal.Item)) journal.Item { f(&it); return it }
 	apply(t, s, row(t, 3, journal.Claimed, e1(1)))
 	require.Empty(t, apply(t, s, row(t, 4, journal.Claimed, e2(2))), "a held job claimed again")
