@@ -83,8 +83,12 @@ type Options struct {
 	// Fairness is the coordinator's scheduler.fairness in every scenario
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
-	JSON     bool
-	Out      io.Writer
+	// JournalMirror installs the journal mirror (store.MirrorJournal):
+	// every change of the row engine is appended to the journal as well,
+	// to measure what the journal's appends cost (issue 31, step 2).
+	JournalMirror bool
+	JSON          bool
+	Out           io.Writer
 	// Logger receives the benchmark's progress; ComponentLogger the logs
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
@@ -357,6 +361,11 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	s.cleanup = append(s.cleanup, s.store.Close)
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
+	}
+	if opts.JournalMirror {
+		if err := s.store.MirrorJournal(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.history > 0 {
 		if err := fillHistory(ctx, s.store, cfg.history, opts.Logger); err != nil {

@@ -48,6 +48,11 @@ const (
 	Release Kind = "release"
 	// Expired: jobs whose expiry passed before they ran fail.
 	Expired Kind = "expired"
+	// Retried: finished jobs retried by hand (as Submitted, and Attempt:
+	// the attempts they ran, which go on counting).
+	Retried Kind = "retried"
+	// Priority: the jobs' priority changed (Priority).
+	Priority Kind = "priority"
 	// Paused and Resumed: a group's claims stop and resume (Group only).
 	Paused  Kind = "paused"
 	Resumed Kind = "resumed"

@@ -112,22 +112,23 @@ RETURNING holder, epoch, until`, partition, holder, ttl.String()).Scan(&l.Holder
 // Tail reads a partition's rows, each once, never before its commit, in
 // an order that respects causality. Each read takes a snapshot of the
 // transactions that have ended and reads the rows of those that had not
-// ended at the previous read's snapshot (PostgreSQL's pg_visible_in_snapshot):
-// a row is read at the first read that can see it, whatever transactions
-// still run. Within a read, rows go in xid order, then id. A transaction
-// that saw another's commit (a claim that saw a submission, a report that
-// saw a claim) is read with it or after it, and after it within one read
-// since it took its xid at its first write, after it read; a transaction
-// still running when a later one is read cannot be the cause of it (it had
-// not committed), so reading past it is safe: a long transaction (a
-// user's InsertTx in a slow transaction) holds no one back.
+// ended at the previous read's snapshot (PostgreSQL's
+// pg_visible_in_snapshot): a row is read at the first read that can see
+// it, whatever transactions still run. Within a read, rows go in id
+// order: a row's id is taken when its statement runs, so a statement that
+// saw another transaction's rows (they had committed) takes ids above
+// all of them. (Not xid order: a transaction takes its xid at its first
+// write, and one that wrote, then read another's rows and wrote again,
+// would come before its cause.) A transaction still running when a later
+// one is read cannot be the cause of it (it had not committed), so
+// reading past it is safe: a long transaction (a user's InsertTx in a
+// slow transaction) holds no one back.
 type Tail struct {
 	Partition int16
 	// seen is the snapshot of the last complete read ("" before any: it
 	// sees nothing); reading is the snapshot of a read that its limit cut,
-	// and after the last row it returned.
+	// and afterID the last row it returned.
 	seen, reading string
-	afterXID      uint64
 	afterID       int64
 }
 
@@ -157,17 +158,17 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 		if err := q.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&t.reading); err != nil {
 			return nil, fmt.Errorf("reading the journal's snapshot: %w", err)
 		}
-		t.afterXID, t.afterID = 0, 0
+		t.afterID = 0
 	}
 	sql := `SELECT ` + rowColumns + ` FROM fairway_journal
  WHERE partition = $1
    AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax($3::pg_snapshot)
    AND pg_visible_in_snapshot(xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
-   AND (xid, id) > ($4::text::xid8, $5)
- ORDER BY xid, id`
-	args := []any{t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, fmt.Sprint(t.afterXID), t.afterID}
+   AND id > $4
+ ORDER BY id`
+	args := []any{t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID}
 	if limit > 0 {
-		sql += ` LIMIT $6`
+		sql += ` LIMIT $5`
 		args = append(args, limit)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -180,7 +181,7 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	}
 	if limit > 0 && len(out) == limit {
 		last := out[len(out)-1]
-		t.afterXID, t.afterID = last.XID, last.ID // the same snapshot goes on next time
+		t.afterID = last.ID // the same snapshot goes on next time
 		return out, nil
 	}
 	t.seen, t.reading = t.reading, ""

@@ -75,6 +75,27 @@ func TestTailReadsPastARunningTransaction(t *testing.T) {
 	require.Equal(t, []string{"c"}, bodies(rows))
 }
 
+// TestTailOrdersAnEffectAfterItsCause: a claim's transaction writes
+// first (it takes its xid), then reads a submission committed after that
+// and appends its claim: the tail reads the claim after the submission,
+// although the claim's transaction has the smaller xid (the row engine's
+// claims did this, and the journal's fold dropped the claim as one of a
+// job it did not know yet).
+func TestTailOrdersAnEffectAfterItsCause(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	claim, err := db.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, claim, 0, "x", []byte("claim's first write")))
+	require.NoError(t, journal.Append(ctx, db, 0, "submitted", []byte("submission"))) // commits, with a later xid
+	require.NoError(t, journal.Append(ctx, claim, 0, "claimed", []byte("claim of the submission")))
+	require.NoError(t, claim.Commit(ctx))
+	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"claim's first write", "submission", "claim of the submission"}, bodies(rows))
+	require.Greater(t, rows[1].XID, rows[2].XID, "the claim's xid is the smaller: the case this test is about")
+}
+
 // TestTailReadsEachCommittedRowOnceInCausalOrder: writers append from
 // many transactions of random lengths that commit in any order (some roll
 // back) while a reader tails, with a limit that cuts reads: every

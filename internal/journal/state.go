@@ -83,29 +83,19 @@ func (s *State) Apply(row Row) ([]Change, error) {
 		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
 		j := s.Jobs[ref]
 		switch row.Kind {
-		case Submitted:
+		case Submitted, Retried:
 			if j != nil {
 				continue
 			}
-			j = &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
-				ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Waits: slices.Clone(it.Waits), Row: row.ID, Index: i}
-			if it.Pending || len(j.Waits) > 0 {
-				j.State = fairway.StatePending
+			attempt := 0
+			if row.Kind == Retried {
+				attempt = it.Attempt // a retry by hand goes on counting
 			}
-			s.Jobs[ref] = j
-			c := Change{Job: ref, To: j.State}
-			for _, d := range j.Waits {
-				dep := fairway.JobRef{Group: it.Group, ID: d}
-				if s.Jobs[dep] == nil {
-					// Ended between the submission's check and its
-					// row (or never known here): the leader resolves
-					// it from the record (a Resolved row).
-					c.Unknown = append(c.Unknown, d)
-					continue
-				}
-				s.Dependents[dep] = append(s.Dependents[dep], it.ID)
+			out = append(out, s.add(ref, it, attempt, row.ID, i))
+		case Priority:
+			if j != nil && it.Priority != "" {
+				j.Priority = intern(it.Priority)
 			}
-			out = append(out, c)
 		case Claimed:
 			if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
 				continue
@@ -184,6 +174,32 @@ func (s *State) Apply(row Row) ([]Change, error) {
 		}
 	}
 	return out, nil
+}
+
+// add makes a new job of a Submitted or Retried item.
+func (s *State) add(ref fairway.JobRef, it foldItem, attempt int, row int64, index int) Change {
+	j := &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
+		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index}
+	if len(j.Waits) == 0 {
+		j.Waits = nil
+	}
+	if it.Pending || len(j.Waits) > 0 {
+		j.State = fairway.StatePending
+	}
+	s.Jobs[ref] = j
+	c := Change{Job: ref, To: j.State}
+	for _, d := range j.Waits {
+		dep := fairway.JobRef{Group: ref.Group, ID: d}
+		if s.Jobs[dep] == nil {
+			// Ended between the submission's check and its row (or
+			// never known here): the leader resolves it from the
+			// record (a Resolved row).
+			c.Unknown = append(c.Unknown, d)
+			continue
+		}
+		s.Dependents[dep] = append(s.Dependents[dep], ref.ID)
+	}
+	return c
 }
 
 // end applies an attempt's end.

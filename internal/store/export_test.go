@@ -159,6 +159,7 @@ var CheckMigrationNames = checkMigrationNames
 // EndedAgo makes a job final in state, ended ago before now (setup for
 // retention tests; the paths to a final state have their own tests).
 func (s *Store) EndedAgo(t testing.TB, id string, state string, ago time.Duration) {
+	s.handWritten.Store(true)
 	_, err := s.pool.Exec(t.Context(), `UPDATE fairway_job SET state = $2, finished = now() - $3::interval WHERE id = $1`, id, state, interval(ago))
 	require.NoError(t, err)
 }
@@ -197,6 +198,7 @@ func (s *Store) LogCount(t testing.TB, group, id string) int {
 // SetJobTimes puts a job in a state with the given times (nil: NULL): a
 // history built by hand for the stats tests. run_at becomes submitted.
 func (s *Store) SetJobTimes(t testing.TB, id, state string, submitted time.Time, started, finished *time.Time) {
+	s.handWritten.Store(true)
 	_, err := s.pool.Exec(t.Context(), `UPDATE fairway_job SET state = $2, submitted = $3, run_at = $3, started = $4, finished = $5 WHERE id = $1`,
 		id, state, submitted, started, finished)
 	require.NoError(t, err)
@@ -206,6 +208,7 @@ func (s *Store) SetJobTimes(t testing.TB, id, state string, submitted time.Time,
 // ones (the first share of them, by id) end at a time spread over the last 50 minutes
 // after a run of up to 2 s; the rest wait, due at a time spread over them.
 func (s *Store) SpreadHistory(t testing.TB, finished float64) {
+	s.handWritten.Store(true)
 	_, err := s.pool.Exec(t.Context(), `
 		WITH r AS (SELECT group_name, id, row_number() OVER (ORDER BY id) AS n, count(*) OVER () AS total FROM fairway_job)
 		UPDATE fairway_job j SET

@@ -41,6 +41,9 @@ type Store struct {
 	limitsInUse atomic.Bool
 	// ratesInUse: the last claim found rate limits (RatesInUse).
 	ratesInUse atomic.Bool
+	// handWritten: a test wrote job states by hand, past the engine
+	// (CheckJournalMirror has nothing to compare).
+	handWritten atomic.Bool
 	// maxHold is MaxHold (shorter in tests).
 	maxHold time.Duration
 }

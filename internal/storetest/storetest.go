@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/pgtest"
@@ -28,8 +29,12 @@ func Main(m *testing.M) {
 			return err
 		}
 		defer s.Close()
-		_, err = s.Migrate(ctx)
-		return err
+		if _, err := s.Migrate(ctx); err != nil {
+			return err
+		}
+		// Every test's database mirrors the row engine's changes into the
+		// journal, and OpenURL checks the fold against them at the end.
+		return s.MirrorJournal(ctx)
 	})
 	pgtest.Main(m)
 }
@@ -51,6 +56,25 @@ func OpenURL(t testing.TB) (*store.Store, string) {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(s.Close)
+	// Runs before Close, after the cleanups of whatever the test started
+	// on the store (they were registered after this one).
+	t.Cleanup(func() {
+		if s.HandWritten() {
+			return
+		}
+		// Through a store of its own: the test may have closed s.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		check, err := store.Open(ctx, url, store.Options{})
+		if err != nil {
+			t.Errorf("storetest: %v", err)
+			return
+		}
+		defer check.Close()
+		if err := check.CheckJournalMirror(ctx); err != nil {
+			t.Errorf("storetest: %v", err)
+		}
+	})
 	return s, url
 }
 

@@ -3,10 +3,13 @@
 
 -- One row per batch, appended, never updated. xid is the writing
 -- transaction's: the tail reads a row at the first read whose snapshot
--- sees its transaction ended, in xid order (internal/journal.Tail), so
--- that a row is never read before its commit, and read once.
+-- sees its transaction ended, in id order (internal/journal.Tail), so
+-- that a row is never read before its commit, and read once. The order
+-- of ids is the order in time of the statements that took them because
+-- the identity's sequence caches one value (CACHE 1, said here so that no
+-- one raises it).
 CREATE TABLE fairway_journal (
-    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id        bigint GENERATED ALWAYS AS IDENTITY (CACHE 1) PRIMARY KEY,
     xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
     partition smallint NOT NULL DEFAULT 0,
     epoch     bigint NOT NULL DEFAULT 0,  -- the leader's fencing epoch; 0: any coordinator's append
