@@ -152,7 +152,8 @@ func (t *Tail) Position() string {
 const nothingSeen = "1:1:"
 
 // Next returns the rows that became readable since the last call, at
-// most limit (0: no limit); the rest come with the next calls.
+// most limit (0: no limit); the rest come with the next calls. No rows
+// means that none are readable now.
 func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if t.reading == "" {
 		if err := q.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&t.reading); err != nil {
@@ -184,7 +185,13 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 		t.afterID = last.ID // the same snapshot goes on next time
 		return out, nil
 	}
+	resumed := t.afterID != 0
 	t.seen, t.reading = t.reading, ""
+	if len(out) == 0 && resumed {
+		// The end of a cut read, taken on an old snapshot: read on with
+		// a fresh one, so that no rows means none are readable now.
+		return t.Next(ctx, q, limit)
+	}
 	return out, nil
 }
 
