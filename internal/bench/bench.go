@@ -84,8 +84,9 @@ type Options struct {
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
 	// JournalMirror installs the journal mirror (store.MirrorJournal):
-	// every change of the row engine is appended to the journal as well,
-	// to measure what the journal's appends cost (issue 31, step 2).
+	// every change of the row engine is appended to the journal as well
+	// (issue 31, step 2). A test device: its triggers cost PostgreSQL
+	// several times its CPU per job (docs/journal.md).
 	JournalMirror bool
 	JSON          bool
 	Out           io.Writer

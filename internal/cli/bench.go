@@ -164,7 +164,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
 	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
-	f.BoolVar(&opts.JournalMirror, "journal-mirror", false, "append every change of the row engine to the journal too (issue 31's dual write), to measure what the journal's appends cost")
+	f.BoolVar(&opts.JournalMirror, "journal-mirror", false, "append every change of the row engine to the journal too, through triggers (issue 31's dual write, a test device: it costs PostgreSQL several times its CPU per job; see docs/journal.md)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
