@@ -21,12 +21,10 @@ func BenchmarkFoldJobLifecycle(b *testing.B) {
 		for _, kind := range kinds {
 			items := make([]journal.Item, batch)
 			for k := range items {
-				it := journal.Item{Group: fmt.Sprintf("g%d", (n+k)%50), ID: fmt.Sprintf("job-%09d", n+k), Attempt: 1}
+				it := journal.Item{Group: fmt.Sprintf("g%d", (n+k)%50), ID: fmt.Sprintf("job-%09d", n+k), Attempt: 1, Executor: "w1", Instance: "inst-1"}
 				switch kind {
 				case journal.Submitted:
 					it = journal.Item{Group: it.Group, ID: it.ID, Task: "echo", Priority: "low", MaxRetries: 3, Args: args}
-				case journal.Claimed:
-					it.Executor, it.Instance = "w1", "inst-1"
 				case journal.Ended:
 					it.Outcome = journal.OutcomeSuccess
 				}

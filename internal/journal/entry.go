@@ -127,17 +127,17 @@ func Decode(body []byte) ([]Item, error) {
 type foldItem struct {
 	Group      string   `json:"g"`
 	ID         string   `json:"id"`
-	Attempt    int      `json:"a"`
+	Attempt    int32    `json:"a"`
 	Task       string   `json:"task"`
 	Priority   string   `json:"pri"`
 	RunAt      int64    `json:"run_at"`
-	MaxRetries int      `json:"max_retries"`
+	MaxRetries int32    `json:"max_retries"`
 	Pending    bool     `json:"pending"`
 	Waits      []string `json:"waits"`
 	ExpiresAt  int64    `json:"expires_at"`
 	Executor   string   `json:"executor"`
 	Instance   string   `json:"instance"`
-	Progress   int      `json:"progress"`
+	Progress   int16    `json:"progress"`
 	Outcome    string   `json:"outcome"`
 	Permanent  bool     `json:"permanent"`
 	Counted    bool     `json:"counted"`

@@ -26,27 +26,36 @@ type State struct {
 	Paused map[string]bool `json:"paused,omitempty"`
 }
 
-// Job is an unfinished job in a State.
+// Job is an unfinished job in a State. It is laid out small (128 bytes):
+// a leader holds one for every waiting job (condition 6 of issue 31).
 type Job struct {
-	Task       string        `json:"task"`
-	State      fairway.State `json:"state"`
-	Priority   string        `json:"pri,omitempty"`
-	RunAt      int64         `json:"run_at"`
-	ExpiresAt  int64         `json:"expires_at,omitempty"`
-	Attempt    int           `json:"a,omitempty"`
-	Retries    int           `json:"retries,omitempty"`
-	MaxRetries int           `json:"max_retries,omitempty"`
+	Task     string        `json:"task"`
+	State    fairway.State `json:"state"`
+	Priority string        `json:"pri,omitempty"`
+	RunAt    int64         `json:"run_at"`
+	// ExpiresAt: it fails if it has not run by then (0: never).
+	ExpiresAt int64 `json:"expires_at,omitempty"`
+	// Row and Index locate the Submitted item that carries its arguments.
+	Row int64 `json:"row"`
 	// Waits are the dependencies it waits for (it is pending while any).
-	Waits    []string `json:"waits,omitempty"`
-	Executor string   `json:"executor,omitempty"`
-	Instance string   `json:"instance,omitempty"`
-	Progress int      `json:"progress,omitempty"`
+	Waits []string `json:"waits,omitempty"`
+	// Holder is the executor's instance that holds it, while scheduled or
+	// running.
+	Holder     *Holder `json:"holder,omitempty"`
+	Index      int32   `json:"index"`
+	Attempt    int32   `json:"a,omitempty"`
+	Retries    int32   `json:"retries,omitempty"`
+	MaxRetries int32   `json:"max_retries,omitempty"`
+	Progress   int16   `json:"progress,omitempty"`
 	// CancelRequested: cancelled while scheduled or running; it ends
 	// when its executor says so.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
-	// Row and Index locate the Submitted item that carries its arguments.
-	Row   int64 `json:"row"`
-	Index int   `json:"index"`
+}
+
+// Holder is the executor's instance that holds a job.
+type Holder struct {
+	Executor string `json:"executor"`
+	Instance string `json:"instance"`
 }
 
 // Change is a job's change of state that applying a row made: what the
@@ -87,11 +96,11 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			if j != nil {
 				continue
 			}
-			attempt := 0
+			attempt := int32(0)
 			if row.Kind == Retried {
 				attempt = it.Attempt // a retry by hand goes on counting
 			}
-			out = append(out, s.add(ref, it, attempt, row.ID, i))
+			out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
 		case Priority:
 			if j != nil && it.Priority != "" {
 				j.Priority = intern(it.Priority)
@@ -101,7 +110,8 @@ func (s *State) Apply(row Row) ([]Change, error) {
 				continue
 			}
 			from := j.State
-			j.State, j.Attempt, j.Executor, j.Instance, j.Progress = fairway.StateScheduled, it.Attempt, intern(it.Executor), intern(it.Instance), 0
+			j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
+			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance)}
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
 			if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
@@ -130,7 +140,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 				continue
 			}
 			from := j.State
-			j.State, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, "", "", 0
+			j.State, j.Holder, j.Progress = fairway.StateWaiting, nil, 0
 			out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
 		case Cancel:
 			switch {
@@ -177,7 +187,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 }
 
 // add makes a new job of a Submitted or Retried item.
-func (s *State) add(ref fairway.JobRef, it foldItem, attempt int, row int64, index int) Change {
+func (s *State) add(ref fairway.JobRef, it foldItem, attempt int32, row int64, index int32) Change {
 	j := &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
 		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index}
 	if len(j.Waits) == 0 {
@@ -211,13 +221,13 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it foldItem) []Cha
 		return s.finish(out, ref, j, fairway.StateCancelled, it.Error)
 	case it.Outcome == OutcomeSnooze:
 		from := j.State
-		j.State, j.RunAt, j.Executor, j.Instance, j.Progress = fairway.StateWaiting, it.RunAt, "", "", 0
+		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateWaiting, it.RunAt, nil, 0
 		return append(out, Change{Job: ref, From: from, To: j.State})
 	case it.Permanent || j.Retries >= j.MaxRetries:
 		return s.finish(out, ref, j, fairway.StateFailed, it.Error)
 	default:
 		from := j.State
-		j.State, j.RunAt, j.Executor, j.Instance, j.Progress = fairway.StateStuck, it.RunAt, "", "", 0
+		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateStuck, it.RunAt, nil, 0
 		j.Retries++
 		return append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
 	}
@@ -258,7 +268,7 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 // heldBy says whether a report is of the job's current claim: its
 // attempt, by its executor's instance.
 func (j *Job) heldBy(it foldItem) bool {
-	return it.Attempt == j.Attempt && it.Executor == j.Executor && it.Instance == j.Instance
+	return j.Holder != nil && it.Attempt == j.Attempt && it.Executor == j.Holder.Executor && it.Instance == j.Holder.Instance
 }
 
 // intern returns the one copy of a string that many jobs share (groups,

@@ -72,6 +72,7 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 	}
 	type live struct {
 		journal.Job
+		executor, instance         string
 		cancelRequested, dependent bool
 	}
 	pg := map[fairway.JobRef]live{}
@@ -80,7 +81,7 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 		j   live
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &j.Task, &j.State, &j.Attempt, &j.Retries, &j.MaxRetries, &j.Priority,
-		&j.Executor, &j.Instance, &j.Progress, &j.cancelRequested, &j.dependent}, func() error {
+		&j.executor, &j.instance, &j.Progress, &j.cancelRequested, &j.dependent}, func() error {
 		pg[ref] = j
 		return nil
 	}); err != nil {
@@ -101,8 +102,10 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 			a.State = b.State // released by the fold at its dependencies' end
 		}
 		held := a.State == fairway.StateScheduled || a.State == fairway.StateRunning
-		if !held {
-			a.Executor, a.Instance, a.Progress = "", "", 0
+		if held {
+			a.Holder = &journal.Holder{Executor: want.executor, Instance: want.instance}
+		} else {
+			a.Progress = 0
 		}
 		b.RunAt, b.ExpiresAt, b.Waits, b.Row, b.Index = 0, 0, nil, 0, 0
 		if got.CancelRequested != (held && want.cancelRequested) {
@@ -110,7 +113,7 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 		}
 		b.CancelRequested = false
 		if !reflect.DeepEqual(a, b) {
-			diffs = append(diffs, fmt.Sprintf("%s/%s: fairway_job %+v, the fold %+v", ref.Group, ref.ID, a, b))
+			diffs = append(diffs, fmt.Sprintf("%s/%s: fairway_job %+v held by %+v, the fold %+v held by %+v", ref.Group, ref.ID, a, a.Holder, b, b.Holder))
 		}
 	}
 	for ref, got := range folded.Jobs {
