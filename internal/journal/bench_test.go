@@ -50,3 +50,51 @@ func BenchmarkFoldJobLifecycle(b *testing.B) {
 		b.Fatalf("%d jobs did not end", len(s.Jobs))
 	}
 }
+
+// BenchmarkSnapshotOfAMillionWaitingJobs is what a new leader pays to
+// take over a partition with 1,000,000 waiting jobs before it reads the
+// rows after the snapshot (condition 4 of issue 31: dispatch resumes
+// within 3 s): encoding the snapshot, and restoring it.
+// go test -run XXX -bench SnapshotOfAMillion -benchtime 3x ./internal/journal/
+func BenchmarkSnapshotOfAMillionWaitingJobs(b *testing.B) {
+	const jobs = 1_000_000
+	s := journal.NewState()
+	for i := 0; i < jobs; i += 1000 {
+		items := make([]journal.Item, 1000)
+		for k := range items {
+			items[k] = journal.Item{Group: fmt.Sprintf("tenant-%03d", (i+k)%100), ID: fmt.Sprintf("01JABCDEFGHJKMNPQRST%06d", i+k),
+				Task: "export", Priority: "low", MaxRetries: 3, RunAt: 1_700_000_000_000_000}
+		}
+		body, err := journal.Encode(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Apply(journal.Row{ID: int64(i + 1), Kind: journal.Submitted, Body: body}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			snap, err := s.Snapshot()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(len(snap))/jobs, "B/job")
+		}
+	})
+	snap, err := s.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("restore", func(b *testing.B) {
+		for b.Loop() {
+			r, err := journal.Restore(snap)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(r.Jobs) != jobs {
+				b.Fatalf("%d jobs restored", len(r.Jobs))
+			}
+		}
+	})
+}

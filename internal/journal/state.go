@@ -2,7 +2,6 @@ package journal
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"unique"
@@ -284,73 +283,4 @@ func claimable(st fairway.State) bool {
 // held: an executor holds a job in this state.
 func held(st fairway.State) bool {
 	return st == fairway.StateScheduled || st == fairway.StateRunning
-}
-
-// Snapshot encodes the state (SaveSnapshot stores it with the tail's
-// position: a reader that restores both and applies the rows the tail
-// reads next holds what the leader holds).
-func (s *State) Snapshot() ([]byte, error) {
-	snap := snapshot{Jobs: make([]snapshotJob, 0, len(s.Jobs)), Paused: s.Paused}
-	for ref, j := range s.Jobs {
-		snap.Jobs = append(snap.Jobs, snapshotJob{Ref: ref, Job: j})
-	}
-	slices.SortFunc(snap.Jobs, func(a, b snapshotJob) int { return cmpRef(a.Ref, b.Ref) })
-	for ref, ids := range s.Dependents {
-		snap.Dependents = append(snap.Dependents, snapshotDependents{Ref: ref, IDs: ids})
-	}
-	slices.SortFunc(snap.Dependents, func(a, b snapshotDependents) int { return cmpRef(a.Ref, b.Ref) })
-	return json.Marshal(snap)
-}
-
-// Restore reads a snapshot.
-func Restore(b []byte) (*State, error) {
-	var snap snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		return nil, fmt.Errorf("reading a journal snapshot: %w", err)
-	}
-	s := NewState()
-	for _, e := range snap.Jobs {
-		s.Jobs[e.Ref] = e.Job
-	}
-	for _, d := range snap.Dependents {
-		s.Dependents[d.Ref] = d.IDs
-	}
-	for k, v := range snap.Paused {
-		s.Paused[k] = v
-	}
-	return s, nil
-}
-
-// snapshot is State's encoding: JSON object keys are strings, so the
-// jobs are a list.
-type snapshot struct {
-	Jobs       []snapshotJob        `json:"jobs"`
-	Dependents []snapshotDependents `json:"dependents,omitempty"`
-	Paused     map[string]bool      `json:"paused,omitempty"`
-}
-
-type snapshotDependents struct {
-	Ref fairway.JobRef `json:"ref"`
-	IDs []string       `json:"ids"`
-}
-
-type snapshotJob struct {
-	Ref fairway.JobRef `json:"ref"`
-	*Job
-}
-
-func cmpRef(a, b fairway.JobRef) int {
-	if a.Group != b.Group {
-		if a.Group < b.Group {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.ID < b.ID:
-		return -1
-	case a.ID > b.ID:
-		return 1
-	}
-	return 0
 }

@@ -486,3 +486,33 @@ func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	require.Positive(t, perJob)
 	runtime.KeepAlive(s)
 }
+
+// TestACorruptSnapshotIsRefused: a snapshot cut at any length, or with a
+// byte changed, is refused with an error (or restored as some state), never
+// a panic or an allocation its size does not justify.
+func TestACorruptSnapshotIsRefused(t *testing.T) {
+	s := journal.NewState()
+	apply(t, s, row(t, 1, journal.Submitted,
+		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2},
+		journal.Item{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
+		journal.Item{Group: "h", ID: "c", Task: "u"}))
+	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
+	apply(t, s, row(t, 3, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
+	apply(t, s, row(t, 4, journal.Paused, journal.Item{Group: "h"}))
+	snap, err := s.Snapshot()
+	require.NoError(t, err)
+	restored, err := journal.Restore(snap)
+	require.NoError(t, err)
+	require.Equal(t, s, restored)
+	for n := range len(snap) {
+		_, err := journal.Restore(snap[:n])
+		require.Error(t, err, "a snapshot cut at %d of %d bytes was restored", n, len(snap))
+	}
+	for i := range snap {
+		for _, b := range []byte{0, 0x7f, 0xff} {
+			bad := slices.Clone(snap)
+			bad[i] = b
+			_, _ = journal.Restore(bad) // an error or some state; not a panic
+		}
+	}
+}

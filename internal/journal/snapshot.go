@@ -1,0 +1,265 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unique"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// A snapshot is the state in a compact binary form: a new leader restores
+// 1,000,000 waiting jobs in a fraction of the 3 s it has to resume
+// dispatch (condition 4 of issue 31; as JSON, restoring alone took 2.8 s
+// and encoding 4.5 s: BenchmarkSnapshotOfAMillionWaitingJobs). Names
+// (groups, tasks, priorities, executors, instances) are written once, in
+// a table, and jobs refer to them by index; numbers are varints.
+//
+//	version byte (snapshotVersion)
+//	names:      count, then each name (length, bytes)
+//	jobs:       count, then each job: group, id, task, state, priority,
+//	            run at, expires at, row, index, attempt, retries, max
+//	            retries, progress, flags (1: held, 2: cancel requested),
+//	            executor and instance when held, waits (count, ids)
+//	dependents: count, then each: group, id, ids (count, ids)
+//	paused:     count, then each group
+const snapshotVersion = 2
+
+// stateCodes number the states a job of a State may be in.
+var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
+
+// Snapshot encodes the state (SaveSnapshot stores it with the tail's
+// position: a reader that restores both and applies the rows the tail
+// reads next holds what the leader holds).
+func (s *State) Snapshot() ([]byte, error) {
+	e := snapshotEncoder{names: map[string]uint64{}}
+	for ref, j := range s.Jobs {
+		e.name(ref.Group)
+		e.name(j.Task)
+		e.name(j.Priority)
+		if j.Holder != nil {
+			e.name(j.Holder.Executor)
+			e.name(j.Holder.Instance)
+		}
+	}
+	for ref := range s.Dependents {
+		e.name(ref.Group)
+	}
+	for g := range s.Paused {
+		e.name(g)
+	}
+	out := make([]byte, 0, 64+len(s.Jobs)*64)
+	out = append(out, snapshotVersion)
+	out = binary.AppendUvarint(out, uint64(len(e.list)))
+	for _, n := range e.list {
+		out = appendString(out, n)
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Jobs)))
+	for ref, j := range s.Jobs {
+		code := -1
+		for c, st := range stateCodes {
+			if st == j.State {
+				code = c
+			}
+		}
+		if code < 0 {
+			return nil, fmt.Errorf("job %s/%s is %q, which a snapshot cannot hold", ref.Group, ref.ID, j.State)
+		}
+		out = binary.AppendUvarint(out, e.names[ref.Group])
+		out = appendString(out, ref.ID)
+		out = binary.AppendUvarint(out, e.names[j.Task])
+		out = append(out, byte(code))
+		out = binary.AppendUvarint(out, e.names[j.Priority])
+		for _, v := range []int64{j.RunAt, j.ExpiresAt, j.Row, int64(j.Index), int64(j.Attempt), int64(j.Retries), int64(j.MaxRetries), int64(j.Progress)} {
+			out = binary.AppendVarint(out, v)
+		}
+		var flags byte
+		if j.Holder != nil {
+			flags |= 1
+		}
+		if j.CancelRequested {
+			flags |= 2
+		}
+		out = append(out, flags)
+		if j.Holder != nil {
+			out = binary.AppendUvarint(out, e.names[j.Holder.Executor])
+			out = binary.AppendUvarint(out, e.names[j.Holder.Instance])
+		}
+		out = appendStrings(out, j.Waits)
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Dependents)))
+	for ref, ids := range s.Dependents {
+		out = binary.AppendUvarint(out, e.names[ref.Group])
+		out = appendString(out, ref.ID)
+		out = appendStrings(out, ids)
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Paused)))
+	for g := range s.Paused {
+		out = binary.AppendUvarint(out, e.names[g])
+	}
+	return out, nil
+}
+
+// Restore reads a snapshot.
+func Restore(b []byte) (*State, error) {
+	if len(b) == 0 || b[0] != snapshotVersion {
+		return nil, fmt.Errorf("reading a journal snapshot: an unknown format (first byte %v; this build reads %d)", b[:min(1, len(b))], snapshotVersion)
+	}
+	d := snapshotDecoder{b: b[1:]}
+	names := make([]string, d.count())
+	for i := range names {
+		names[i] = unique.Make(d.string()).Value()
+	}
+	name := func() string {
+		i := d.uvarint()
+		if i >= uint64(len(names)) {
+			d.fail()
+			return ""
+		}
+		return names[i]
+	}
+	s := NewState()
+	n := d.count()
+	s.Jobs = make(map[fairway.JobRef]*Job, n)
+	for range n {
+		ref := fairway.JobRef{Group: name(), ID: d.string()}
+		j := &Job{Task: name()}
+		code := d.byte()
+		if int(code) >= len(stateCodes) {
+			d.fail()
+			break
+		}
+		j.State = stateCodes[code]
+		j.Priority = name()
+		j.RunAt, j.ExpiresAt, j.Row = d.varint(), d.varint(), d.varint()
+		j.Index, j.Attempt, j.Retries, j.MaxRetries = d.int32(), d.int32(), d.int32(), d.int32()
+		j.Progress = int16(d.int32()) //nolint:gosec // G115: a progress is 0 to 100
+		flags := d.byte()
+		if flags&1 != 0 {
+			j.Holder = &Holder{Executor: name(), Instance: name()}
+		}
+		j.CancelRequested = flags&2 != 0
+		j.Waits = d.strings()
+		s.Jobs[ref] = j
+	}
+	for range d.count() {
+		ref := fairway.JobRef{Group: name(), ID: d.string()}
+		s.Dependents[ref] = d.strings()
+	}
+	for range d.count() {
+		s.Paused[name()] = true
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errors.New("reading a journal snapshot: it is cut short or corrupt")
+	}
+	return s, nil
+}
+
+// snapshotEncoder numbers the names a snapshot holds.
+type snapshotEncoder struct {
+	names map[string]uint64
+	list  []string
+}
+
+func (e *snapshotEncoder) name(n string) {
+	if _, ok := e.names[n]; !ok {
+		e.names[n] = uint64(len(e.list))
+		e.list = append(e.list, n)
+	}
+}
+
+func appendString(out []byte, s string) []byte {
+	return append(binary.AppendUvarint(out, uint64(len(s))), s...)
+}
+
+func appendStrings(out []byte, ss []string) []byte {
+	out = binary.AppendUvarint(out, uint64(len(ss)))
+	for _, s := range ss {
+		out = appendString(out, s)
+	}
+	return out
+}
+
+// snapshotDecoder reads a snapshot's fields; the first error sticks and
+// every read after it returns zero values.
+type snapshotDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *snapshotDecoder) fail() {
+	if d.err == nil {
+		d.err = errors.New("corrupt")
+	}
+	d.b = nil
+}
+
+func (d *snapshotDecoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapshotDecoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapshotDecoder) int32() int32 {
+	v := d.varint()
+	if v < -1<<31 || v >= 1<<31 {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+// count reads a length, bounded by the bytes left (each element takes
+// one at least), so that a corrupt count allocates nothing large.
+func (d *snapshotDecoder) count() int {
+	v := d.uvarint()
+	if v > uint64(len(d.b)) {
+		d.fail()
+		return 0
+	}
+	return int(v) //nolint:gosec // G115: at most len(d.b)
+}
+
+func (d *snapshotDecoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail()
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *snapshotDecoder) string() string {
+	n := d.count()
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *snapshotDecoder) strings() []string {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = d.string()
+	}
+	return out
+}
