@@ -98,3 +98,80 @@ func BenchmarkSnapshotOfAMillionWaitingJobs(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTakeOverAMillionWaitingJobs is a new leader's restore of a
+// partition with 1,000,000 waiting jobs, its snapshot in PostgreSQL and
+// 10,000 rows after it, once the lease is its own: read and decode the
+// snapshot, fold the rows after it (condition 4 of issue 31).
+// go test -run XXX -bench TakeOverAMillion -benchtime 3x ./internal/journal/
+func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
+	const jobs, after = 1_000_000, 10_000
+	ctx := b.Context()
+	db := pool(b)
+	s := journal.NewState()
+	tail := &journal.Tail{}
+	batch := func(from, to int) []byte {
+		items := make([]journal.Item, 0, to-from)
+		for i := from; i < to; i++ {
+			items = append(items, journal.Item{Group: fmt.Sprintf("tenant-%03d", i%100), ID: fmt.Sprintf("01JABCDEFGHJKMNPQRST%07d", i),
+				Task: "export", Priority: "low", MaxRetries: 3, RunAt: 1_700_000_000_000_000, Args: []byte(`{"n":1}`)})
+		}
+		body, err := journal.Encode(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return body
+	}
+	var bodies [][]byte
+	for i := 0; i < jobs; i += 1000 {
+		bodies = append(bodies, batch(i, i+1000))
+	}
+	if err := journal.Append(ctx, db, 0, journal.Submitted, bodies...); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		rows, err := tail.Next(ctx, db, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) == 0 {
+			break
+		}
+		for _, r := range rows {
+			if _, err := s.Apply(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := journal.SaveSnapshot(ctx, db, s, tail); err != nil {
+		b.Fatal(err)
+	}
+	for i := jobs; i < jobs+after; i += 100 {
+		if err := journal.Append(ctx, db, 0, journal.Submitted, batch(i, i+100)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		restored, from, err := journal.LoadSnapshot(ctx, db, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			rows, err := from.Next(ctx, db, 10_000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				if _, err := restored.Apply(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		if len(restored.Jobs) != jobs+after {
+			b.Fatalf("%d jobs restored", len(restored.Jobs))
+		}
+	}
+}

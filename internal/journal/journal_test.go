@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-func pool(t *testing.T) *pgxpool.Pool {
+func pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	p, err := pgxpool.New(t.Context(), pgtest.NewDB(t))
 	require.NoError(t, err)
