@@ -14,8 +14,8 @@ type LeaderConfig struct {
 	Partition int16
 	// Holder names this coordinator in the lease.
 	Holder string
-	// TTL is the lease's length (default 3 s); Renew how often the
-	// holder renews it and the others try to take it (default 1 s).
+	// TTL is the lease's length (default 1.5 s); Renew how often the
+	// holder renews it and the others try to take it (default 0.5 s).
 	TTL, Renew time.Duration
 	// Poll is how often the leader reads the tail (default 50 ms); Wake
 	// reads it at once.
@@ -30,8 +30,8 @@ type LeaderConfig struct {
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
-	c.TTL = cmp.Or(c.TTL, 3*time.Second)
-	c.Renew = cmp.Or(c.Renew, time.Second)
+	c.TTL = cmp.Or(c.TTL, 1500*time.Millisecond)
+	c.Renew = cmp.Or(c.Renew, 500*time.Millisecond)
 	c.Poll = cmp.Or(c.Poll, 50*time.Millisecond)
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
@@ -41,21 +41,27 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	return c
 }
 
-// Leader holds a partition's lease when it can and, while it does, the
-// partition's state: restored from the last snapshot, then the fold of
-// every row the tail reads, snapshotted as it goes. A coordinator runs one
-// per partition; the one that holds the lease leads, the others try to
-// take it every Renew and take over within the lease's TTL when the
-// leader stops renewing it (dead, frozen, cut off from PostgreSQL).
+// Leader follows a partition, and leads it when it holds its lease: it
+// holds the partition's state, restored once from the last snapshot and
+// then the fold of every row the tail reads, leader or not (a hot
+// follower: taking over restores nothing), and while it leads it
+// snapshots the state as it goes. A coordinator runs one per partition;
+// the one that holds the lease leads, the others try to take it every
+// Renew and take over within the lease's TTL when the leader stops
+// renewing it (dead, frozen, cut off from PostgreSQL).
 type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
 
-	mu    sync.RWMutex
-	lease Lease  // while leading
-	state *State // while leading, else nil
-	tail  *Tail
+	mu      sync.RWMutex
+	leading bool
+	lease   Lease  // while leading
+	state   *State // once restored
+	tail    *Tail
+	// restores counts the restores from a snapshot (one, unless reading
+	// the journal failed).
+	restores int
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// snapshotAt is when it was taken.
 	sinceSnapshot int
@@ -80,15 +86,34 @@ func (l *Leader) Wake() {
 func (l *Leader) View(f func(s *State, lease Lease)) (ok bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.state == nil {
+	if !l.leading || l.state == nil {
 		return false
 	}
 	f(l.state, l.lease)
 	return true
 }
 
-// Run tries to take the lease, and leads while it holds it, until ctx
-// ends. A leader that ends gives nothing up explicitly: its lease runs out
+// Follow calls f with the state as this coordinator has folded it so far,
+// leader or not (ok false before it is restored), under a read lock.
+func (l *Leader) Follow(f func(s *State)) (ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.state == nil {
+		return false
+	}
+	f(l.state)
+	return true
+}
+
+// Restores counts the times the state was restored from a snapshot.
+func (l *Leader) Restores() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.restores
+}
+
+// Run follows the partition, tries to take the lease and leads while it
+// holds it, until ctx ends. A leader that ends gives nothing up explicitly: its lease runs out
 // (a process killed does the same).
 func (l *Leader) Run(ctx context.Context) {
 	renew := time.NewTicker(l.cfg.Renew)
@@ -112,41 +137,46 @@ func (l *Leader) Run(ctx context.Context) {
 	}
 }
 
-// renew takes or renews the lease; on taking it, restores the state.
+// renew takes or renews the lease.
 func (l *Leader) renew(ctx context.Context) {
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
-	if err != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err != nil:
 		if ctx.Err() == nil {
 			l.cfg.Logger.Warn("renewing the journal lease: PostgreSQL did not answer", "partition", l.cfg.Partition, "error", err)
 		}
 		// The lease may run out meanwhile: lead no longer than it lasts.
-		l.mu.Lock()
-		if l.state != nil && time.Until(l.lease.Until) <= 0 {
-			l.state, l.tail = nil, nil
+		if l.leading && time.Until(l.lease.Until) <= 0 {
+			l.leading = false
 		}
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case !ok && l.state != nil:
+	case !ok && l.leading:
 		l.cfg.Logger.Info("another coordinator leads journal partition now", "partition", l.cfg.Partition)
-		l.state, l.tail = nil, nil
-	case ok && (l.state == nil || lease.Epoch != l.lease.Epoch):
-		began := time.Now()
-		state, tail, err := LoadSnapshot(ctx, l.db, l.cfg.Partition)
-		if err != nil {
-			l.cfg.Logger.Warn("restoring journal partition", "partition", l.cfg.Partition, "error", err)
-			return
-		}
-		l.state, l.tail, l.lease = state, tail, lease
+		l.leading = false
+	case ok && (!l.leading || lease.Epoch != l.lease.Epoch):
+		l.leading, l.lease = true, lease
 		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
-		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch,
-			"jobs", len(state.Jobs), "restored_in", time.Since(began).String())
+		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch)
 	case ok:
 		l.lease = lease
 	}
+}
+
+// restore reads the last snapshot, once.
+func (l *Leader) restore(ctx context.Context) error {
+	if l.state != nil {
+		return nil
+	}
+	began := time.Now()
+	state, tail, err := LoadSnapshot(ctx, l.db, l.cfg.Partition)
+	if err != nil {
+		return err
+	}
+	l.state, l.tail = state, tail
+	l.restores++
+	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", len(state.Jobs), "in", time.Since(began).String())
+	return nil
 }
 
 // catchUp folds what the tail reads, to its end, and takes a snapshot
@@ -157,8 +187,8 @@ func (l *Leader) renew(ctx context.Context) {
 func (l *Leader) catchUp(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state == nil {
-		return nil
+	if err := l.restore(ctx); err != nil {
+		return err
 	}
 	for {
 		rows, err := l.tail.Next(ctx, l.db, 10_000)
@@ -175,6 +205,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 		}
 		l.sinceSnapshot += len(rows)
 	}
+	if !l.leading {
+		return nil
+	}
 	if l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery) {
 		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 			return err
@@ -184,9 +217,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// drop forgets the state (the lease runs out by itself).
+// drop stops leading (the lease runs out by itself).
 func (l *Leader) drop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.state, l.tail = nil, nil
+	l.leading = false
 }

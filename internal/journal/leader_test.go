@@ -12,10 +12,11 @@ import (
 )
 
 // TestALeaderTakesOverFromOneThatStops: c1 leads partition 0 and folds
-// what is appended, taking snapshots; c2 waits. c1 stops renewing (killed:
-// it gives nothing up); c2 takes the lease with a higher epoch, restores
-// the last snapshot and folds the rows after it into the state PostgreSQL
-// holds; c1's claims with its old epoch are refused.
+// what is appended, taking snapshots; c2 follows, folding the same rows.
+// c1 stops renewing (killed: it gives nothing up); c2 takes the lease with
+// a higher epoch without restoring anything again, and its state is the
+// fold of what PostgreSQL holds; c1's claims with its old epoch are
+// refused.
 func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
@@ -64,12 +65,18 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "c1 folds its claim and the new submissions")
 	_, _, c2Leads := jobs(c2)
 	require.False(t, c2Leads, "c2 leads while c1 holds the lease")
+	require.Eventually(t, func() bool {
+		n := 0
+		c2.Follow(func(s *journal.State) { n = len(s.Jobs) })
+		return n == 30
+	}, 10*time.Second, 10*time.Millisecond, "c2 follows")
 
 	kill() // c1 stops renewing, as a process killed would
 	submit(30, 33)
 	require.Eventually(t, func() bool { n, _, ok := jobs(c2); return ok && n == 33 }, 10*time.Second, 10*time.Millisecond, "c2 takes over")
 	_, c2Lease, _ := jobs(c2)
 	require.Greater(t, c2Lease.Epoch, c1Lease.Epoch)
+	require.Equal(t, 1, c2.Restores(), "c2 restored the state again to take over")
 	require.ErrorIs(t, claim(c1Lease, "j001"), journal.ErrFenced, "the deposed leader claimed")
 	require.NoError(t, claim(c2Lease, "j001"))
 	c2.Wake()
