@@ -72,13 +72,13 @@ const (
 type Item struct {
 	Group   string `json:"g"`
 	ID      string `json:"id,omitempty"`
-	Attempt int    `json:"a,omitempty"`
+	Attempt int32  `json:"a,omitempty"`
 
 	// Submitted.
 	Task        string          `json:"task,omitempty"`
 	Priority    string          `json:"pri,omitempty"`
 	RunAt       int64           `json:"run_at,omitempty"`
-	MaxRetries  int             `json:"max_retries,omitempty"`
+	MaxRetries  int32           `json:"max_retries,omitempty"`
 	Pending     bool            `json:"pending,omitempty"`
 	Waits       []string        `json:"waits,omitempty"` // dependencies that had not succeeded when it was stored
 	ExpiresAt   int64           `json:"expires_at,omitempty"`
@@ -94,7 +94,7 @@ type Item struct {
 	Instance string `json:"instance,omitempty"`
 
 	// Progress.
-	Progress int `json:"progress,omitempty"`
+	Progress int16 `json:"progress,omitempty"`
 
 	// Ended and Released.
 	Outcome   string          `json:"outcome,omitempty"`
@@ -104,53 +104,34 @@ type Item struct {
 	Error     string          `json:"error,omitempty"`
 }
 
-// batchVersion is the first byte of a body: the format of what follows.
-const batchVersion = 1
+// The first byte of a body says its format: JSON (what SQL writes: the
+// mirror's triggers) or binary (what Encode writes, batch.go).
+const (
+	jsonBatch   = 1
+	binaryBatch = 2
+)
 
-// Encode makes a row's body of a batch.
-func Encode(items []Item) ([]byte, error) {
+// Decode reads a row's body, in either format. A binary body's Args and
+// Result are slices of body, not copies.
+func Decode(body []byte) ([]Item, error) {
+	switch {
+	case len(body) > 0 && body[0] == binaryBatch:
+		return decodeBinary(body[1:])
+	case len(body) > 0 && body[0] == jsonBatch:
+		var items []Item
+		if err := json.Unmarshal(body[1:], &items); err != nil {
+			return nil, fmt.Errorf("decoding a journal batch: %w", err)
+		}
+		return items, nil
+	}
+	return nil, fmt.Errorf("a journal body of an unknown format (first byte %v; this build reads %d and %d)", body[:min(1, len(body))], jsonBatch, binaryBatch)
+}
+
+// EncodeJSON makes a row's body of a batch in JSON, as SQL writes it.
+func EncodeJSON(items []Item) ([]byte, error) {
 	b, err := json.Marshal(items)
 	if err != nil {
 		return nil, fmt.Errorf("encoding a journal batch of %d items: %w", len(items), err)
 	}
-	return append([]byte{batchVersion}, b...), nil
-}
-
-// Decode reads a row's body.
-func Decode(body []byte) ([]Item, error) {
-	return decode[Item](body)
-}
-
-// foldItem is what the fold reads of an Item: not the arguments, the
-// result or what only records need, which the JSON decoder then skips
-// without copying (a leader holds no job's arguments).
-type foldItem struct {
-	Group      string   `json:"g"`
-	ID         string   `json:"id"`
-	Attempt    int32    `json:"a"`
-	Task       string   `json:"task"`
-	Priority   string   `json:"pri"`
-	RunAt      int64    `json:"run_at"`
-	MaxRetries int32    `json:"max_retries"`
-	Pending    bool     `json:"pending"`
-	Waits      []string `json:"waits"`
-	ExpiresAt  int64    `json:"expires_at"`
-	Executor   string   `json:"executor"`
-	Instance   string   `json:"instance"`
-	Progress   int16    `json:"progress"`
-	Outcome    string   `json:"outcome"`
-	Permanent  bool     `json:"permanent"`
-	Counted    bool     `json:"counted"`
-	Error      string   `json:"error"`
-}
-
-func decode[T any](body []byte) ([]T, error) {
-	if len(body) == 0 || body[0] != batchVersion {
-		return nil, fmt.Errorf("a journal body of an unknown format (first byte %v; this build reads %d)", body[:min(1, len(body))], batchVersion)
-	}
-	var items []T
-	if err := json.Unmarshal(body[1:], &items); err != nil {
-		return nil, fmt.Errorf("decoding a journal batch: %w", err)
-	}
-	return items, nil
+	return append([]byte{jsonBatch}, b...), nil
 }

@@ -82,7 +82,7 @@ func NewState() *State {
 // committed, and the fold decides what it means, the same way for every
 // reader.
 func (s *State) Apply(row Row) ([]Change, error) {
-	items, err := decode[foldItem](row.Body)
+	items, err := Decode(row.Body)
 	if err != nil {
 		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
 	}
@@ -186,7 +186,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 }
 
 // add makes a new job of a Submitted or Retried item.
-func (s *State) add(ref fairway.JobRef, it foldItem, attempt int32, row int64, index int32) Change {
+func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index int32) Change {
 	j := &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
 		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index}
 	if len(j.Waits) == 0 {
@@ -212,7 +212,7 @@ func (s *State) add(ref fairway.JobRef, it foldItem, attempt int32, row int64, i
 }
 
 // end applies an attempt's end.
-func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it foldItem) []Change {
+func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change {
 	switch {
 	case it.Outcome == OutcomeSuccess:
 		return s.finish(out, ref, j, fairway.StateSuccess, "")
@@ -266,7 +266,7 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 
 // heldBy says whether a report is of the job's current claim: its
 // attempt, by its executor's instance.
-func (j *Job) heldBy(it foldItem) bool {
+func (j *Job) heldBy(it Item) bool {
 	return j.Holder != nil && it.Attempt == j.Attempt && it.Executor == j.Holder.Executor && it.Instance == j.Holder.Instance
 }
 

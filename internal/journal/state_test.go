@@ -46,10 +46,10 @@ func TestFoldRules(t *testing.T) {
 	require.Empty(t, apply(t, s, row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "other"})), "a duplicate changed the job")
 	require.Equal(t, "t", s.Jobs[a].Task)
 
-	e1 := func(attempt int) journal.Item {
+	e1 := func(attempt int32) journal.Item {
 		return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e1", Instance: "i1"}
 	}
-	e2 := func(attempt int) journal.Item {
+	e2 := func(attempt int32) journal.Item {
 		return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e2", Instance: "i2"}
 	}
 	with := func(it journal.Item, f func(*journal.Item)) journal.Item { f(&it); return it }
@@ -187,11 +187,11 @@ func (h *history) randomOp() op {
 	held := func(j *journal.Job) bool {
 		return j.State == fairway.StateScheduled || j.State == fairway.StateRunning
 	}
-	attempt := func(j *journal.Job) int {
+	attempt := func(j *journal.Job) int32 {
 		if h.rng.IntN(8) == 0 {
-			return int(j.Attempt) + 1 - h.rng.IntN(3) // often stale
+			return j.Attempt + 1 - h.rng.Int32N(3) // often stale
 		}
-		return int(j.Attempt)
+		return j.Attempt
 	}
 	onHeld := func(kind journal.Kind, fill func(*journal.Item, *journal.Job)) op {
 		o := op{kind: kind}
@@ -213,7 +213,7 @@ func (h *history) randomOp() op {
 		for range 1 + h.rng.IntN(4) {
 			group := h.groups[h.rng.IntN(len(h.groups))]
 			h.next++
-			it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.IntN(3),
+			it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.Int32N(3),
 				RunAt: int64(h.rng.IntN(1000)), Pending: h.rng.IntN(10) == 0, Args: []byte(`{"n":1}`)}
 			if h.rng.IntN(4) == 0 {
 				for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
@@ -245,7 +245,7 @@ func (h *history) randomOp() op {
 	case r < 55:
 		return onHeld(journal.Started, func(*journal.Item, *journal.Job) {})
 	case r < 60:
-		return onHeld(journal.Progress, func(it *journal.Item, _ *journal.Job) { it.Progress = 1 + h.rng.IntN(99) })
+		return onHeld(journal.Progress, func(it *journal.Item, _ *journal.Job) { it.Progress = int16(1 + h.rng.IntN(99)) }) //nolint:gosec // G115: 1 to 99
 	case r < 78:
 		return onHeld(journal.Ended, func(it *journal.Item, _ *journal.Job) {
 			it.Outcome = []string{journal.OutcomeSuccess, journal.OutcomeSuccess, journal.OutcomeError, journal.OutcomeSnooze, journal.OutcomeCancelled}[h.rng.IntN(5)]
