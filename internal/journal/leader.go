@@ -45,7 +45,8 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 // holds the partition's state, restored once from the last snapshot and
 // then the fold of every row the tail reads, leader or not (a hot
 // follower: taking over restores nothing), and while it leads it
-// snapshots the state as it goes. A coordinator runs one per partition;
+// snapshots the state as it goes. A coordinator will run one per
+// partition (none does yet: docs/journal.md, step 3);
 // the one that holds the lease leads, the others try to take it every
 // Renew and take over within the lease's TTL when the leader stops
 // renewing it (dead, frozen, cut off from PostgreSQL).

@@ -27,7 +27,9 @@ var (
 // rows the journal engine will append itself. The tests' databases have
 // it, so that CheckJournalMirror holds the fold's rules against the row
 // engine's in every test; `fairway bench --journal-mirror` measures what
-// the appends cost. Not installed by Migrate: the row engine runs without.
+// the triggers cost (several times PostgreSQL's CPU per job: a test
+// device, not the journal's own cost). Not installed by Migrate: the row
+// engine runs without.
 func (s *Store) MirrorJournal(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, journalMirrorSQL); err != nil {
 		return fmt.Errorf("installing the journal mirror: %w", err)
