@@ -27,6 +27,7 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/devtest"
+	"github.com/fairwayhq/fairway/internal/heavytest"
 	"github.com/fairwayhq/fairway/internal/natsauth"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
@@ -35,7 +36,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { storetest.Main(m) }
+func TestMain(m *testing.M) {
+	heavytest.Exclusive() // not beside the fault suite: both measure delays
+	storetest.Main(m)
+}
 
 const waitTimeout = 20 * time.Second
 
