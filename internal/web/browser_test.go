@@ -183,9 +183,21 @@ func open(t *testing.T, ctx context.Context, hash string) {
 	until(t, ctx, "open "+hash, fmt.Sprintf(`document.querySelector("#view").dataset.ready === %q`, hash))
 }
 
+// click clicks the element selector names, as a user's mouse would. A
+// view that draws again between the look-up and the click (a live
+// refresh) replaces the node: the click then looks it up again, as a user
+// would click the new one.
 func click(t *testing.T, ctx context.Context, selector string) {
 	t.Helper()
-	do(t, ctx, "click "+selector, chromedp.Click(chromedp.CSS(selector)))
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, browserTimeout)
+		err := chromedp.Do(cctx, chromedp.Click(chromedp.CSS(selector)))
+		cancel()
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "Could not find node with given id") {
+			require.NoError(t, err, "click "+selector)
+			return
+		}
+	}
 }
 
 // shoot writes a picture of the whole page, with -screenshots.
