@@ -44,46 +44,25 @@ func Encode(items []Item) ([]byte, error) {
 	out := make([]byte, 0, 16+len(items)*48)
 	out = append(out, binaryBatch)
 	out = binary.AppendUvarint(out, uint64(len(items)))
+	var fields []byte // an item's fields, written as its mask is made
 	for _, it := range items {
 		var mask field
-		set := func(f field, present bool) {
-			if present {
+		fields = fields[:0]
+		str := func(f field, v string) {
+			if v != "" {
 				mask |= f
-			}
-		}
-		set(fID, it.ID != "")
-		set(fAttempt, it.Attempt != 0)
-		set(fTask, it.Task != "")
-		set(fPriority, it.Priority != "")
-		set(fRunAt, it.RunAt != 0)
-		set(fMaxRetries, it.MaxRetries != 0)
-		set(fPending, it.Pending)
-		set(fWaits, len(it.Waits) > 0)
-		set(fExpiresAt, it.ExpiresAt != 0)
-		set(fTimeout, it.Timeout != "")
-		set(fTracker, it.Tracker != "")
-		set(fSubject, it.Subject != "")
-		set(fSubmitter, it.Submitter != "")
-		set(fTraceParent, it.TraceParent != "")
-		set(fArgs, len(it.Args) > 0)
-		set(fExecutor, it.Executor != "")
-		set(fInstance, it.Instance != "")
-		set(fProgress, it.Progress != 0)
-		set(fOutcome, it.Outcome != "")
-		set(fPermanent, it.Permanent)
-		set(fCounted, it.Counted)
-		set(fResult, len(it.Result) > 0)
-		set(fError, it.Error != "")
-		out = binary.AppendUvarint(out, uint64(mask))
-		out = appendString(out, it.Group)
-		str := func(f field, s string) {
-			if mask&f != 0 {
-				out = appendString(out, s)
+				fields = appendString(fields, v)
 			}
 		}
 		num := func(f field, v int64) {
-			if mask&f != 0 {
-				out = binary.AppendVarint(out, v)
+			if v != 0 {
+				mask |= f
+				fields = binary.AppendVarint(fields, v)
+			}
+		}
+		flag := func(f field, v bool) {
+			if v {
+				mask |= f
 			}
 		}
 		str(fID, it.ID)
@@ -92,8 +71,10 @@ func Encode(items []Item) ([]byte, error) {
 		str(fPriority, it.Priority)
 		num(fRunAt, it.RunAt)
 		num(fMaxRetries, int64(it.MaxRetries))
-		if mask&fWaits != 0 {
-			out = appendStrings(out, it.Waits)
+		flag(fPending, it.Pending)
+		if len(it.Waits) > 0 {
+			mask |= fWaits
+			fields = appendStrings(fields, it.Waits)
 		}
 		num(fExpiresAt, it.ExpiresAt)
 		str(fTimeout, it.Timeout)
@@ -106,8 +87,13 @@ func Encode(items []Item) ([]byte, error) {
 		str(fInstance, it.Instance)
 		num(fProgress, int64(it.Progress))
 		str(fOutcome, it.Outcome)
+		flag(fPermanent, it.Permanent)
+		flag(fCounted, it.Counted)
 		str(fResult, string(it.Result))
 		str(fError, it.Error)
+		out = binary.AppendUvarint(out, uint64(mask))
+		out = appendString(out, it.Group)
+		out = append(out, fields...)
 	}
 	return out, nil
 }
@@ -117,68 +103,76 @@ func decodeBinary(b []byte) ([]Item, error) {
 	d := snapshotDecoder{b: b}
 	items := make([]Item, d.count())
 	for i := range items {
-		mask := field(min(d.uvarint(), math.MaxUint32))
+		m := field(min(d.uvarint(), math.MaxUint32))
 		it := &items[i]
 		it.Group = d.string()
-		str := func(f field) string {
-			if mask&f == 0 {
-				return ""
-			}
-			return d.string()
-		}
-		raw := func(f field) []byte {
-			if mask&f == 0 {
-				return nil
-			}
-			n := d.count()
-			v := d.b[:n:n]
-			d.b = d.b[n:]
-			return v
-		}
-		num := func(f field) int64 {
-			if mask&f == 0 {
-				return 0
-			}
-			return d.varint()
-		}
-		small := func(f field) int32 {
-			if mask&f == 0 {
-				return 0
-			}
-			return d.int32()
-		}
-		it.ID = str(fID)
-		it.Attempt = small(fAttempt)
-		it.Task = str(fTask)
-		it.Priority = str(fPriority)
-		it.RunAt = num(fRunAt)
-		it.MaxRetries = small(fMaxRetries)
-		it.Pending = mask&fPending != 0
-		if mask&fWaits != 0 {
+		it.ID = d.optString(m, fID)
+		it.Attempt = d.optInt32(m, fAttempt)
+		it.Task = d.optString(m, fTask)
+		it.Priority = d.optString(m, fPriority)
+		it.RunAt = d.optVarint(m, fRunAt)
+		it.MaxRetries = d.optInt32(m, fMaxRetries)
+		it.Pending = m&fPending != 0
+		if m&fWaits != 0 {
 			it.Waits = d.strings()
 		}
-		it.ExpiresAt = num(fExpiresAt)
-		it.Timeout = str(fTimeout)
-		it.Tracker = str(fTracker)
-		it.Subject = str(fSubject)
-		it.Submitter = str(fSubmitter)
-		it.TraceParent = str(fTraceParent)
-		it.Args = raw(fArgs)
-		it.Executor = str(fExecutor)
-		it.Instance = str(fInstance)
-		progress := small(fProgress)
+		it.ExpiresAt = d.optVarint(m, fExpiresAt)
+		it.Timeout = d.optString(m, fTimeout)
+		it.Tracker = d.optString(m, fTracker)
+		it.Subject = d.optString(m, fSubject)
+		it.Submitter = d.optString(m, fSubmitter)
+		it.TraceParent = d.optString(m, fTraceParent)
+		it.Args = d.optBytes(m, fArgs)
+		it.Executor = d.optString(m, fExecutor)
+		it.Instance = d.optString(m, fInstance)
+		progress := d.optInt32(m, fProgress)
 		if progress < math.MinInt16 || progress > math.MaxInt16 {
 			d.fail()
 		}
 		it.Progress = int16(progress) //nolint:gosec // G115: checked above
-		it.Outcome = str(fOutcome)
-		it.Permanent = mask&fPermanent != 0
-		it.Counted = mask&fCounted != 0
-		it.Result = raw(fResult)
-		it.Error = str(fError)
+		it.Outcome = d.optString(m, fOutcome)
+		it.Permanent = m&fPermanent != 0
+		it.Counted = m&fCounted != 0
+		it.Result = d.optBytes(m, fResult)
+		it.Error = d.optString(m, fError)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("decoding a journal batch: it is cut short or corrupt")
 	}
 	return items, nil
+}
+
+// The optional fields of a batch's item: read when the item's mask has
+// them, else their zero value.
+
+func (d *snapshotDecoder) optString(m, f field) string {
+	if m&f == 0 {
+		return ""
+	}
+	return d.string()
+}
+
+func (d *snapshotDecoder) optVarint(m, f field) int64 {
+	if m&f == 0 {
+		return 0
+	}
+	return d.varint()
+}
+
+func (d *snapshotDecoder) optInt32(m, f field) int32 {
+	if m&f == 0 {
+		return 0
+	}
+	return d.int32()
+}
+
+// optBytes is a slice of the body, not a copy.
+func (d *snapshotDecoder) optBytes(m, f field) []byte {
+	if m&f == 0 {
+		return nil
+	}
+	n := d.count()
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
 }

@@ -129,19 +129,8 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 	if err := journal.Append(ctx, db, 0, journal.Submitted, bodies...); err != nil {
 		b.Fatal(err)
 	}
-	for {
-		rows, err := tail.Next(ctx, db, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(rows) == 0 {
-			break
-		}
-		for _, r := range rows {
-			if _, err := s.Apply(r); err != nil {
-				b.Fatal(err)
-			}
-		}
+	if _, err := tail.Fold(ctx, db, s); err != nil {
+		b.Fatal(err)
 	}
 	if err := journal.SaveSnapshot(ctx, db, s, tail); err != nil {
 		b.Fatal(err)
@@ -156,19 +145,8 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			rows, err := from.Next(ctx, db, 10_000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(rows) == 0 {
-				break
-			}
-			for _, r := range rows {
-				if _, err := restored.Apply(r); err != nil {
-					b.Fatal(err)
-				}
-			}
+		if _, err := from.Fold(ctx, db, restored); err != nil {
+			b.Fatal(err)
 		}
 		if len(restored.Jobs) != jobs+after {
 			b.Fatalf("%d jobs restored", len(restored.Jobs))

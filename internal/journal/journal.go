@@ -195,6 +195,28 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	return out, nil
 }
 
+// Fold applies to s every row the tail can read now, reading foldBatch
+// rows at a time, and returns how many it applied. It stops at the first
+// error (the rows read before it are applied).
+func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
+	n := 0
+	for {
+		rows, err := t.Next(ctx, q, foldBatch)
+		if err != nil || len(rows) == 0 {
+			return n, err
+		}
+		for _, r := range rows {
+			if _, err := s.Apply(r); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+}
+
+// foldBatch is how many rows Fold reads at a time.
+const foldBatch = 10_000
+
 // SaveSnapshot stores the partition's state as of the tail's position,
 // in place of the last one.
 func SaveSnapshot(ctx context.Context, q Querier, s *State, tail *Tail) error {

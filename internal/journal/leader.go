@@ -191,20 +191,10 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err := l.restore(ctx); err != nil {
 		return err
 	}
-	for {
-		rows, err := l.tail.Next(ctx, l.db, 10_000)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			break
-		}
-		for _, r := range rows {
-			if _, err := l.state.Apply(r); err != nil {
-				return err
-			}
-		}
-		l.sinceSnapshot += len(rows)
+	n, err := l.tail.Fold(ctx, l.db, l.state)
+	l.sinceSnapshot += n
+	if err != nil {
+		return err
 	}
 	if !l.leading {
 		return nil

@@ -93,18 +93,8 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 		return held
 	}, 10*time.Second, 10*time.Millisecond, "c2 folds its claim")
 	fresh := journal.NewState()
-	tail := &journal.Tail{}
-	for {
-		rows, err := tail.Next(ctx, db, 0)
-		require.NoError(t, err)
-		if len(rows) == 0 {
-			break
-		}
-		for _, r := range rows {
-			_, err := fresh.Apply(r)
-			require.NoError(t, err)
-		}
-	}
+	_, err := (&journal.Tail{}).Fold(ctx, db, fresh)
+	require.NoError(t, err)
 	c2.View(func(s *journal.State, _ journal.Lease) {
 		require.Equal(t, fresh, s, "c2's state is not the fold of PostgreSQL's rows")
 	})

@@ -377,17 +377,9 @@ func (h *history) catchUp() {
 
 // fold applies what tail reads, to its end, to s.
 func (h *history) fold(s *journal.State, tail *journal.Tail) *journal.State {
-	for {
-		rows, err := tail.Next(h.ctx, h.db, 0)
-		require.NoError(h.t, err)
-		if len(rows) == 0 {
-			return s
-		}
-		for _, r := range rows {
-			_, err := s.Apply(r)
-			require.NoError(h.t, err)
-		}
-	}
+	_, err := tail.Fold(h.ctx, h.db, s)
+	require.NoError(h.t, err)
+	return s
 }
 
 // check compares the leader's state with the folds of PostgreSQL's rows

@@ -53,20 +53,8 @@ func (s *Store) HandWritten() bool { return s.handWritten.Load() }
 // when nothing writes.
 func (s *Store) CheckJournalMirror(ctx context.Context) error {
 	folded := journal.NewState()
-	tail := &journal.Tail{}
-	for {
-		rows, err := tail.Next(ctx, s.pool, 10000)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			break
-		}
-		for _, r := range rows {
-			if _, err := folded.Apply(r); err != nil {
-				return err
-			}
-		}
+	if _, err := (&journal.Tail{}).Fold(ctx, s.pool, folded); err != nil {
+		return err
 	}
 	rows, err := s.pool.Query(ctx, journalMirrorLiveSQL)
 	if err != nil {
