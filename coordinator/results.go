@@ -101,7 +101,7 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 // deliveries.
 func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	defer observe(rs.metrics.reportBatch, rs.metrics.reportTime, len(msgs), time.Now())
-	var started []store.Attempt
+	var started []store.Start
 	var progress []store.Progress
 	var logs []store.AttemptLog
 	var outcomes []store.Outcome
@@ -168,7 +168,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 		switch r.Type {
 		case events.ReportStarted:
 			if !ended[a] {
-				started = append(started, a)
+				started = append(started, store.Start{Attempt: a, At: r.Time})
 			}
 		case events.ReportProgress:
 			progress = append(progress, store.Progress{Attempt: a, Progress: r.Progress})
@@ -243,7 +243,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 // the index of each outcome PostgreSQL refuses on its own to the reason;
 // the others are applied. With an error, applied holds the outcomes
 // committed before it.
-func (rs *results) applyParts(ctx context.Context, started []store.Attempt, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
+func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
 	}

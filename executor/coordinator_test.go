@@ -45,6 +45,10 @@ type coordinator struct {
 	// slots than the executor can have free.
 	finished func() int
 	poolSize int
+	// latency delays each dispatch reply that carries jobs, as a network
+	// would: the round trip the executor measures is then at least this,
+	// whatever the machine's load does to a job's run time.
+	latency time.Duration
 }
 
 // bundle is what setup returns.
@@ -159,8 +163,12 @@ func (c *coordinator) onDispatch(msg *nats.Msg) {
 	jobs := c.queue[:n:n]
 	c.queue = c.queue[n:]
 	c.handedOut += n
+	latency := c.latency
 	c.mu.Unlock()
 	c.dispatches <- req
+	if n > 0 && latency > 0 {
+		time.Sleep(latency)
+	}
 	c.respond(msg, events.DispatchReply{Jobs: jobs})
 }
 

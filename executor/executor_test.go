@@ -903,7 +903,14 @@ func prefetchingExecutor(t *testing.T) (*bundle, *executor.Executor, chan string
 	})
 	// Two quick jobs, one after the other: the executor learns that jobs
 	// are short, and how long a dispatch round trip takes (the second
-	// request finds work waiting).
+	// request finds work waiting). A round trip of 50 ms against jobs of
+	// microseconds: on a loaded machine (CI runs packages side by side) a
+	// round trip on the loopback can look no longer than a job, and the
+	// executor then rightly holds none, which is not what these tests are
+	// about.
+	b.coord.mu.Lock()
+	b.coord.latency = 50 * time.Millisecond
+	b.coord.mu.Unlock()
 	first, second := newJob("work", `{}`), newJob("work", `{}`)
 	b.coord.add(first, second)
 	tokens <- struct{}{}

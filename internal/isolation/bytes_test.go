@@ -225,8 +225,20 @@ func victims(t *testing.T, c *events.Client, group string, stop <-chan struct{})
 			took = append(took, time.Since(start))
 			continue
 		}
-		waitEvent(t, evs, group+"'s job succeeds", func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateSuccess })
-		took = append(took, time.Since(start))
+		stored := time.Since(start)
+		var ended events.Event
+		waitEvent(t, evs, group+"'s job succeeds", func(ev events.Event) bool {
+			ended = ev
+			return ev.JobID == job.ID && ev.State == fairway.StateSuccess
+		})
+		d := time.Since(start)
+		took = append(took, d)
+		if d > victimBound/2 {
+			// Where a slow one's time went, should the bound be missed.
+			t.Logf("%s's job %s took %v: stored (the submit's reply) after %v; success recorded %v after the submit, its event read %v after",
+				group, job.ID, d.Round(time.Millisecond), stored.Round(time.Millisecond),
+				ended.Time.Sub(start).Round(time.Millisecond), time.Since(ended.Time).Round(time.Millisecond))
+		}
 	}
 }
 

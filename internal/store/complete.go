@@ -61,15 +61,35 @@ type Applied struct {
 	NoDependents bool
 }
 
+// Start is an executor's report that an attempt started.
+type Start struct {
+	Attempt
+	// At is when the attempt started, by the executor's clock (zero: not
+	// said; now). It is kept within the attempt's claim and now: an
+	// executor's clock ahead or behind, or a false time, cannot make an
+	// attempt start before its job was handed out or after the report.
+	// An executor reports a start some 25 ms after it (a shorter job's
+	// start goes with its end), so the time of the report is late.
+	At time.Time
+}
+
 // MarkRunning records that executors started attempts. Reports about
 // attempts that are no longer current, or that come from another executor
 // instance than the one holding the attempt, change nothing.
-func (s *Store) MarkRunning(ctx context.Context, started []Attempt) error {
+func (s *Store) MarkRunning(ctx context.Context, started []Start) error {
 	if len(started) == 0 {
 		return nil
 	}
-	a := attemptArrays(started)
-	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.executors, a.groups, a.instances); err != nil {
+	atts := make([]Attempt, len(started))
+	at := make([]*time.Time, len(started))
+	for i, st := range started {
+		atts[i] = st.Attempt
+		if !st.At.IsZero() {
+			at[i] = &started[i].At
+		}
+	}
+	a := attemptArrays(atts)
+	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.executors, a.groups, a.instances, at); err != nil {
 		return fmt.Errorf("marking %d jobs running: %w", len(started), interpretError(err))
 	}
 	return nil

@@ -100,7 +100,7 @@ func (s *Store) BatchPlans(t testing.TB, atts []Attempt) map[string]string {
 		}
 		explain("complete", completeSQL, "text[], int[], text[], text[], jsonb[], text[], interval, timestamptz[], text[], text[], float8[]",
 			ids, attempts, workers, outcomes, results, texts, interval(time.Second), started, groups, instances, snoozes)
-		explain("mark_running", markRunningSQL, "text[], int[], text[], text[], text[]", ids, attempts, workers, groups, instances)
+		explain("mark_running", markRunningSQL, "text[], int[], text[], text[], text[], timestamptz[]", ids, attempts, workers, groups, instances, started)
 		explain("set_progress", setProgressSQL, "text[], int[], text[], int[], text[], text[]", ids, attempts, workers, progress, groups, instances)
 	}
 	_, err = conn.Exec(t.Context(), "RESET plan_cache_mode")

@@ -42,7 +42,7 @@ func TestCompleteSeesAChangeMadeDuringIt(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
 	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
-	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+	require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: a}}))
 
 	applied, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "cancel_requested = true"), func() ([]store.Applied, error) {
 		return s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: fairway.OutcomeError, Error: "boom"}}, time.Hour)
@@ -68,7 +68,7 @@ func TestMarkRunningSkipsAJobThatChangedDuringIt(t *testing.T) {
 	// Only the state changes (the attempt, worker and instance stay), so
 	// that the start's test of the state alone must catch it.
 	_, err := duringHeldChange(t, s, s.HoldRowChange(t, "a", id, "state = 'waiting'"), func() (struct{}, error) {
-		return struct{}{}, s.MarkRunning(ctx, []store.Attempt{a})
+		return struct{}{}, s.MarkRunning(ctx, []store.Start{{Attempt: a}})
 	})
 	require.NoError(t, err)
 	got, err := s.Get(ctx, "a", id)

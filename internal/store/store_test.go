@@ -165,7 +165,7 @@ func fail(t *testing.T, s *store.Store, j fairway.Job, kind fairway.Outcome, del
 	t.Helper()
 	ctx := t.Context()
 	a := store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: j.Executor}
-	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+	require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: a}}))
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: kind, Error: "boom"}}, delay)
 	require.NoError(t, err)
 	require.Len(t, applied, 1)
@@ -236,7 +236,7 @@ func TestANewAttemptStartsAfresh(t *testing.T) {
 		require.Zero(t, j.Progress, "the claim's job, attempt %d", attempt)
 		require.Empty(t, j.Error, "the claim's job, attempt %d", attempt)
 		a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
-		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+		require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: a}}))
 		job, err := s.Get(ctx, "a", id)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StateRunning, job.State)
@@ -410,7 +410,7 @@ func TestEventsFollowEachChangeInOrder(t *testing.T) {
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
 	a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
-	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{a}))
+	require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: a}}))
 	_, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: "success", Result: []byte(`{"n":1}`)}}, time.Second)
 	require.NoError(t, err)
 	var got []string
@@ -486,7 +486,7 @@ func TestEventPacks(t *testing.T) {
 	jobs := claim(t, s, "w", 3)
 	require.Len(t, jobs, 3)
 	var outcomes []store.Outcome
-	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	started := time.Now().UTC().Truncate(time.Microsecond) // after the claim
 	for i, j := range jobs {
 		o := store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: "w"}, Kind: "success"}
 		if i == 1 {
@@ -494,7 +494,7 @@ func TestEventPacks(t *testing.T) {
 		}
 		outcomes = append(outcomes, o)
 	}
-	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{outcomes[0].Attempt, outcomes[2].Attempt}))
+	require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: outcomes[0].Attempt}, {Attempt: outcomes[2].Attempt}}))
 	_, err := s.Complete(ctx, outcomes, time.Hour)
 	require.NoError(t, err)
 
@@ -564,7 +564,7 @@ func TestStartAndEndReportedTogether(t *testing.T) {
 	s, ctx := setup(t)
 	id := insert(t, s, sub("a", fairway.PriorityLow))[0]
 	j := claim(t, s, "w", 1)[0]
-	startedAt := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	startedAt := time.Now().UTC().Truncate(time.Microsecond)
 	applied, err := s.Complete(ctx, []store.Outcome{{Attempt: store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"},
 		Kind: "error", Error: "boom", StartedAt: &startedAt}}, time.Hour)
 	require.NoError(t, err)
@@ -583,6 +583,50 @@ func TestStartAndEndReportedTogether(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck"}, got)
+}
+
+// TestReportedStartsStayWithinTheClaimAndNow: a start report's time (the
+// executor's clock) is the attempt's start, whether reported on its own or
+// with the end, but never before the job was handed out nor after the
+// report arrived: a clock ahead or behind, or a false time, cannot stretch
+// or shrink the slot-time the fair shares count.
+func TestReportedStartsStayWithinTheClaimAndNow(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	for _, tc := range []struct {
+		name     string
+		offset   time.Duration // from the claim's end, by this process's clock
+		together bool          // reported with the end
+	}{
+		{"kept", 0, false}, {"kept with the end", 0, true},
+		{"before the claim", -time.Hour, false}, {"before the claim, with the end", -time.Hour, true},
+		{"in the future", time.Hour, false}, {"in the future, with the end", time.Hour, true},
+	} {
+		id := insert(t, s, sub("a", fairway.PriorityLow))[0]
+		before := time.Now()
+		j := claim(t, s, "w", 1)[0]
+		claimed := time.Now()
+		at := claimed.Add(tc.offset).UTC().Truncate(time.Microsecond)
+		a := store.Attempt{Group: "a", JobID: id, Attempt: j.Attempt, Executor: "w"}
+		if tc.together {
+			_, err := s.Complete(ctx, []store.Outcome{{Attempt: a, Kind: "success", StartedAt: &at}}, time.Hour)
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: a, At: at}}))
+		}
+		reported := time.Now()
+		job, err := s.Get(ctx, "a", id)
+		require.NoError(t, err, tc.name)
+		require.NotNil(t, job.Started, tc.name)
+		switch {
+		case tc.offset == 0:
+			require.True(t, at.Equal(*job.Started), "%s: started %s, reported %s", tc.name, job.Started, at)
+		case tc.offset < 0:
+			require.True(t, !job.Started.Before(before) && !job.Started.After(claimed), "%s: started %s, claimed within %s..%s", tc.name, job.Started, before, claimed)
+		default:
+			require.True(t, !job.Started.Before(claimed) && !job.Started.After(reported), "%s: started %s, reported within %s..%s", tc.name, job.Started, claimed, reported)
+		}
+	}
 }
 
 func TestLeaseOfALiveExecutorWaitsForItsReport(t *testing.T) {
@@ -787,7 +831,7 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 		{Group: "a", JobID: j.ID, Attempt: 0, Executor: "w", Instance: "i1"},            // no attempt
 	}
 	for _, f := range forged {
-		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{f}))
+		require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: f}}))
 		_, err := s.SetProgress(ctx, []store.Progress{{Attempt: f, Progress: 66}})
 		require.NoError(t, err)
 		require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: f, Lines: []fairway.LogLine{{Level: "info", Message: "forged", Time: time.Now()}}}}))
@@ -806,7 +850,7 @@ func TestReportsApplyOnlyFromTheHoldingInstance(t *testing.T) {
 		require.Empty(t, logs, group)
 	}
 
-	require.NoError(t, s.MarkRunning(ctx, []store.Attempt{held}))
+	require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: held}}))
 	_, err = s.SetProgress(ctx, []store.Progress{{Attempt: held, Progress: 50}})
 	require.NoError(t, err)
 	require.NoError(t, s.AppendLogs(ctx, []store.AttemptLog{{Attempt: held, Lines: []fairway.LogLine{{Level: "info", Message: "real", Time: time.Now()}}}}))

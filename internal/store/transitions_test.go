@@ -71,7 +71,7 @@ func TestEveryEventIsAnAllowedTransition(t *testing.T) {
 	require.NoError(t, err)
 	take()
 	for _, id := range []string{"done", "retried", "stopped"} {
-		require.NoError(t, s.MarkRunning(ctx, []store.Attempt{attempt(id)}))
+		require.NoError(t, s.MarkRunning(ctx, []store.Start{{Attempt: attempt(id)}}))
 	}
 	end("done", fairway.OutcomeSuccess, nil)
 	end("retried", fairway.OutcomeError, nil)

@@ -33,7 +33,9 @@ WITH o AS (
     SELECT j.group_name, j.id, j.state AS prev_state, o.worker, o.instance, o.attempt, o.outcome, o.result, o.error, o.snooze, o.ord,
            j.cancel_requested, j.retries, j.max_retries,
            (o.started_at IS NOT NULL AND j.state = 'scheduled') AS via_running,
-           coalesce(CASE WHEN j.state = 'scheduled' THEN o.started_at END, j.started) AS started,
+           -- A reported start is kept between the claim and now (see mark_running.sql).
+           coalesce(CASE WHEN j.state = 'scheduled' AND o.started_at IS NOT NULL
+                         THEN least(now(), greatest(o.started_at, j.scheduled_at)) END, j.started) AS started,
            CASE
                WHEN o.outcome = 'success' THEN 'success'
                WHEN o.outcome = 'cancelled' OR j.cancel_requested THEN 'cancelled'

@@ -1,9 +1,12 @@
 -- Marks scheduled jobs running when their executor reports the start.
 -- $1..$3: id, attempt, worker of each report; $4, $5: its group and the
--- worker's instance. Only the instance holding the attempt marks it.
+-- worker's instance; $6: when the attempt started by the executor's clock
+-- (NULL: now), kept between the claim (scheduled_at) and now. Only the
+-- instance holding the attempt marks it.
 WITH s AS MATERIALIZED (
-    SELECT s.*, j.task, j.state AS prev_state
-      FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS s (id, attempt, worker, group_name, instance, ord)
+    SELECT s.*, j.task, j.state AS prev_state,
+           least(now(), greatest(coalesce(s.at, now()), j.scheduled_at)) AS started
+      FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS s (id, attempt, worker, group_name, instance, at, ord)
      -- One primary-key look-up per report, whatever the statistics say.
      -- LIMIT 1 keeps the state test out of the subquery: pushed down, it
      -- let the planner pick fairway_job_held when statistics (taken during
@@ -13,7 +16,7 @@ WITH s AS MATERIALIZED (
      WHERE j.attempt = s.attempt AND j.worker = s.worker AND j.worker_instance = s.instance AND j.state = 'scheduled'
 ), upd AS (
     UPDATE fairway_job j
-       SET state = 'running', started = now()
+       SET state = 'running', started = s.started
       FROM s
      -- No row lock before: the conditions are tested again on the newest
      -- version of a row updated since the snapshot (an end, a cancel, a
