@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -68,7 +69,7 @@ type ClaimParams struct {
 	// (what the executor's credential grants); empty claims nothing.
 	Groups []string
 	// Fairness is what a group's turn is worth: FairnessJobs (the
-	// default) or FairnessTime (see shares.go).
+	// default) or FairnessTime (see internal/fairness, shares.go).
 	Fairness string
 	// MaxHeld, when positive, caps the jobs Instance holds (scheduled or
 	// running) after the claim, whatever Limit says: an executor cannot
@@ -132,7 +133,7 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 }
 
 func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, ratesInUse *atomic.Bool, maxHold time.Duration) ([]fairway.Job, error) {
-	var st fairness
+	var st fairness.Cursor
 	var registered bool
 	var groups []string
 	var reclaimed []fairway.Job
@@ -142,7 +143,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	var vclock float64
 	var held int
 	b.Queue(claimLockSQL, p.Executor, p.Instance).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&st.cursor, &st.counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted, &rated)
+		return row.Scan(&st.Group, &st.Counter, &registered, nil, nil, nil, nil, nil, &limited, &vclock, &weighted, &rated)
 	})
 	if p.MaxHeld > 0 {
 		b.Queue(claimHeldSQL, p.Executor, p.Instance).QueryRow(func(row pgx.Row) error { return row.Scan(&held) })
@@ -159,7 +160,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	// The limits are read in this round trip when the last claim found
 	// some; else only if claim_lock says they exist now (one more round
 	// trip, once): a cluster without limits pays nothing for them.
-	var lim *limits
+	var lim *fairness.Limits
 	readLim := func(rows pgx.Rows) error {
 		var err error
 		lim, err = readLimits(rows, p.TaskLimits)
@@ -168,7 +169,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	readRateLimits := func(rows pgx.Rows) error {
 		r, err := readRates(rows)
 		if lim != nil {
-			lim.rates = r
+			lim.Rates = r
 		}
 		return err
 	}
@@ -203,7 +204,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 			return nil, err
 		}
 	case !limited:
-		lim = executorLimits(p.TaskLimits)
+		lim = fairness.ExecutorLimits(p.TaskLimits)
 	}
 	if len(reclaimed) > 0 {
 		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
@@ -226,10 +227,9 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 	start := st
 	var jobs []fairway.Job
 	rounds := maxClaimRounds
-	var sh *shareState
+	var sh *fairness.Shares
 	if byTime || weighted {
-		sh = newShareState(byTime)
-		sh.clock = vclock
+		sh = fairness.NewShares(byTime, vclock)
 		walkN = max(p.Limit, sharesWalk)
 	}
 	rewalk := weighted && !byTime // the walk read only the claim's slots
@@ -239,7 +239,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 		// without the tasks and groups at their limit, if any are.
 		rounds += len(p.Tasks)
 		var tasks []string
-		tasks, capped = lim.open(p.Tasks)
+		tasks, capped = lim.Open(p.Tasks)
 		if len(tasks) == 0 {
 			_, err := conn.Exec(ctx, "COMMIT")
 			return nil, err
@@ -264,7 +264,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 		}
 		var capped []string
 		if lim != nil {
-			p.Tasks, capped = lim.open(p.Tasks)
+			p.Tasks, capped = lim.Open(p.Tasks)
 		}
 		// A round that picked nothing while more may be eligible passed
 		// jobs over for a limit (the walk leaves out what is now known to
@@ -274,7 +274,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 		if len(picked) > 0 {
 			ids, groups, prev := make([]string, len(picked)), make([]string, len(picked)), make([]string, len(picked))
 			for i, c := range picked {
-				ids[i], groups[i], prev[i] = c.id, c.group, string(c.state)
+				ids[i], groups[i], prev[i] = c.ID, c.Group, string(c.State)
 			}
 			b.Queue(claimUnpinSQL)
 			b.Queue(claimMarkSQL, ids, prev, p.Executor, interval(p.Lease), p.Instance, p.ClaimID, groups).Query(func(rows pgx.Rows) error {
@@ -285,11 +285,11 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 		}
 		if last {
 			if st != start {
-				b.Queue(claimCursorSaveSQL, st.cursor, st.counter)
+				b.Queue(claimCursorSaveSQL, st.Group, st.Counter)
 			}
-			sh.save(b)
+			saveShares(b, sh)
 			if lim != nil {
-				lim.rates.save(b)
+				saveRates(b, lim.Rates)
 			}
 			b.Queue("COMMIT")
 			return jobs, conn.SendBatch(ctx, b).Close()
@@ -300,7 +300,7 @@ func claim(ctx context.Context, conn *pgx.Conn, p ClaimParams, limitsInUse, rate
 		if sh != nil {
 			next = max(next, sharesWalk)
 		}
-		queueWalk(b, p, st.cursor, next, capped, &groups)
+		queueWalk(b, p, st.Group, next, capped, &groups)
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
@@ -327,24 +327,24 @@ func collectGroups(groups *[]string) func(pgx.Rows) error {
 }
 
 // claimRound picks up to limit jobs from the candidates that one fetch can
-// see, given the groups walked in round-robin order (see pick).
-func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness, lim *limits, sh *shareState) (picked []candidate, more bool, err error) {
+// see, given the groups walked in round-robin order (see fairness.Pick).
+func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, groups []string, st *fairness.Cursor, lim *fairness.Limits, sh *fairness.Shares) (picked []fairness.Candidate, more bool, err error) {
 	if len(groups) == 0 {
 		return nil, false, nil
 	}
-	share := shares(limit, len(groups))
+	share := fairness.Split(limit, len(groups))
 	var extra []func(*pgx.Batch)
 	if sh != nil {
 		// Any group may take every slot: its virtual time decides.
 		for i := range share {
 			share[i] = int32(limit) //nolint:gosec // G115: a claim's limit is the dispatch request's slots, at most 10,000
 		}
-		extra = append(extra, sh.queueRead(groups, p.Tasks))
+		extra = append(extra, queueSharesRead(sh, groups, p.Tasks))
 	}
 	if lim != nil {
-		if keys := lim.rates.unread(groups, p.Tasks); len(keys) > 0 {
+		if keys := lim.Rates.Unread(groups, p.Tasks); len(keys) > 0 {
 			extra = append(extra, func(b *pgx.Batch) {
-				b.Queue(claimRateBucketsSQL, keys).Query(lim.rates.readBuckets())
+				b.Queue(claimRateBucketsSQL, keys).Query(readBuckets(lim.Rates))
 			})
 		}
 	}
@@ -353,20 +353,20 @@ func claimRound(ctx context.Context, conn *pgx.Conn, p ClaimParams, limit int, g
 		return nil, false, err
 	}
 	if sh != nil {
-		picked, more = pickShares(queues, limit, p.Scheme, st, lim, sh)
+		picked, more = fairness.PickShares(queues, limit, p.Scheme, st, lim, sh)
 		return picked, more, nil
 	}
-	picked, more = pick(queues, limit, len(groups) == limit, p.Scheme, st, lim)
+	picked, more = fairness.Pick(queues, limit, len(groups) == limit, p.Scheme, st, lim)
 	return picked, more, nil
 }
 
 // fetchCandidates reads up to share[i] jobs of each kind (due stuck, high
 // waiting, low waiting) of each group, in one round trip.
-func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string, extra ...func(*pgx.Batch)) ([]*groupQueue, error) {
-	queues := make([]*groupQueue, len(groups))
-	index := make(map[string]*groupQueue, len(groups))
+func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share []int32, tasks []string, extra ...func(*pgx.Batch)) ([]*fairness.Queue, error) {
+	queues := make([]*fairness.Queue, len(groups))
+	index := make(map[string]*fairness.Queue, len(groups))
 	for i, g := range groups {
-		queues[i] = &groupQueue{name: g}
+		queues[i] = &fairness.Queue{Name: g}
 		index[g] = queues[i]
 	}
 	counts := map[string]map[string]int32{}
@@ -374,24 +374,24 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 		return func(rows pgx.Rows) error {
 			defer rows.Close()
 			for rows.Next() {
-				c := candidate{state: fairway.StateWaiting}
-				if err := rows.Scan(&c.id, &c.group, &c.priority, &c.task); err != nil {
+				c := fairness.Candidate{State: fairway.StateWaiting}
+				if err := rows.Scan(&c.ID, &c.Group, &c.Priority, &c.Task); err != nil {
 					return err
 				}
-				q := index[c.group]
+				q := index[c.Group]
 				switch kind {
 				case "stuck":
-					c.state = fairway.StateStuck
-					q.stuck = append(q.stuck, c)
+					c.State = fairway.StateStuck
+					q.Stuck = append(q.Stuck, c)
 				case "high":
-					q.high = append(q.high, c)
+					q.High = append(q.High, c)
 				default:
-					q.low = append(q.low, c)
+					q.Low = append(q.Low, c)
 				}
 				if counts[kind] == nil {
 					counts[kind] = map[string]int32{}
 				}
-				counts[kind][c.group]++
+				counts[kind][c.Group]++
 			}
 			return rows.Err()
 		}
@@ -407,9 +407,9 @@ func fetchCandidates(ctx context.Context, conn *pgx.Conn, groups []string, share
 		return nil, err
 	}
 	for i, q := range queues {
-		q.stuckMore = counts["stuck"][q.name] == share[i]
-		q.highMore = counts["high"][q.name] == share[i]
-		q.lowMore = counts["low"][q.name] == share[i]
+		q.StuckMore = counts["stuck"][q.Name] == share[i]
+		q.HighMore = counts["high"][q.Name] == share[i]
+		q.LowMore = counts["low"][q.Name] == share[i]
 	}
 	return queues, nil
 }

@@ -1,4 +1,4 @@
-package store
+package fairness_test
 
 import (
 	"container/heap"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,16 +41,16 @@ func (h *slotHeap) Pop() any {
 
 // simulate runs backlogged groups (sorted by name) on slots for d: each slot that frees
 // asks a claim for one job (as executors do), the claim picks with
-// pickShares (or pick, counting jobs without weights, for shares nil),
+// PickShares (or Pick, counting jobs without weights, for shares nil),
 // and a job that ends is learned as the store learns it (its run time
 // averaged per group and task, its charge corrected). It returns each
 // group's share of the slot-time used.
 func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[string]float64 {
-	sh := newShareState(mode == FairnessTime)
+	sh := fairness.NewShares(mode == fairness.ByTime, 0)
 	for _, g := range groups {
-		sh.weight[g.name] = g.weight
+		sh.SetWeight(g.name, g.weight)
 	}
-	st := &fairness{}
+	st := &fairness.Cursor{}
 	used := map[string]time.Duration{}
 	var total time.Duration
 	h := &slotHeap{}
@@ -63,28 +64,28 @@ func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[st
 			break
 		}
 		if s.group != "" {
-			sh.ended(s.group, s.task, float64(s.ran.Milliseconds()))
+			sh.Ended(s.group, s.task, float64(s.ran.Milliseconds()))
 		}
 		// Every group is backlogged: candidates in name order after the
 		// cursor, as the walk returns them.
-		var queues []*groupQueue
+		var queues []*fairness.Queue
 		for _, g := range groups {
 			seq++
-			queues = append(queues, &groupQueue{name: g.name, low: []candidate{{id: fmt.Sprint(seq), group: g.name, task: "t", priority: fairway.PriorityLow}}, lowMore: true})
+			queues = append(queues, &fairness.Queue{Name: g.name, Low: []fairness.Candidate{{ID: fmt.Sprint(seq), Group: g.name, Task: "t", Priority: fairway.PriorityLow}}, LowMore: true})
 		}
-		queues = rotate(queues, st.cursor)
-		picked, _ := pickShares(queues, 1, fairway.CountingScheme{High: 4, Low: 1}, st, nil, sh)
+		queues = rotate(queues, st.Group)
+		picked, _ := fairness.PickShares(queues, 1, fairway.CountingScheme{High: 4, Low: 1}, st, nil, sh)
 		c := picked[0]
 		var run time.Duration
 		for _, g := range groups {
-			if g.name == c.group {
+			if g.name == c.Group {
 				run = g.run
 			}
 		}
 		end := min(s.free+run, d)
-		used[c.group] += end - s.free
+		used[c.Group] += end - s.free
 		total += end - s.free
-		heap.Push(h, simSlot{free: s.free + run, group: c.group, task: c.task, ran: run})
+		heap.Push(h, simSlot{free: s.free + run, group: c.Group, task: c.Task, ran: run})
 	}
 	shares := map[string]float64{}
 	for g, u := range used {
@@ -95,12 +96,12 @@ func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[st
 
 // rotate orders queues (sorted by name) as the walk does: the groups
 // after cursor, then the others.
-func rotate(queues []*groupQueue, cursor string) []*groupQueue {
+func rotate(queues []*fairness.Queue, cursor string) []*fairness.Queue {
 	k := 0
-	for k < len(queues) && queues[k].name <= cursor {
+	for k < len(queues) && queues[k].Name <= cursor {
 		k++
 	}
-	return append(append([]*groupQueue{}, queues[k:]...), queues[:k]...)
+	return append(append([]*fairness.Queue{}, queues[k:]...), queues[:k]...)
 }
 
 // TestSharesOfSlotTime: the scheduling rule without a database, against
@@ -115,17 +116,17 @@ func TestSharesOfSlotTime(t *testing.T) {
 		groups []simGroup
 		want   map[string]float64
 	}{
-		{"jobs, equal weights", FairnessJobs, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
+		{"jobs, equal weights", fairness.ByJobs, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
 			map[string]float64{"a": 100.0 / 110, "b": 10.0 / 110}},
-		{"time, equal weights", FairnessTime, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
+		{"time, equal weights", fairness.ByTime, []simGroup{{"a", 100 * time.Millisecond, 1}, {"b", 10 * time.Millisecond, 1}},
 			map[string]float64{"a": 0.5, "b": 0.5}},
-		{"time, weights 3 and 1", FairnessTime, []simGroup{{"a", 100 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
+		{"time, weights 3 and 1", fairness.ByTime, []simGroup{{"a", 100 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
 			map[string]float64{"a": 0.75, "b": 0.25}},
-		{"time, 10 minutes against 1 second", FairnessTime, []simGroup{{"a", 10 * time.Minute, 1}, {"b", time.Second, 1}},
+		{"time, 10 minutes against 1 second", fairness.ByTime, []simGroup{{"a", 10 * time.Minute, 1}, {"b", time.Second, 1}},
 			map[string]float64{"a": 0.5, "b": 0.5}},
-		{"jobs, weights 3 and 1, equal jobs", FairnessJobs, []simGroup{{"a", 10 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
+		{"jobs, weights 3 and 1, equal jobs", fairness.ByJobs, []simGroup{{"a", 10 * time.Millisecond, 3}, {"b", 10 * time.Millisecond, 1}},
 			map[string]float64{"a": 0.75, "b": 0.25}},
-		{"time, three groups, weights 2, 1, 1", FairnessTime, []simGroup{{"a", 50 * time.Millisecond, 2}, {"b", 5 * time.Millisecond, 1}, {"c", 200 * time.Millisecond, 1}},
+		{"time, three groups, weights 2, 1, 1", fairness.ByTime, []simGroup{{"a", 50 * time.Millisecond, 2}, {"b", 5 * time.Millisecond, 1}, {"c", 200 * time.Millisecond, 1}},
 			map[string]float64{"a": 0.5, "b": 0.25, "c": 0.25}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
