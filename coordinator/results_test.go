@@ -38,7 +38,7 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	started := time.Now().Add(-time.Second).UTC().Truncate(time.Microsecond)
+	started := time.Now().UTC().Truncate(time.Microsecond) // after the claim: an earlier start is the claim's time
 	reports, err := json.Marshal([]events.Report{
 		{Type: events.ReportStarted, Group: "g", JobID: "j1", Attempt: claimed[0].Attempt, Instance: "i1", Time: started},
 		{Type: events.ReportDone, Group: "g", JobID: "j1", Attempt: claimed[0].Attempt, Instance: "i1", Time: time.Now(),

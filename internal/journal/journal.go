@@ -27,6 +27,7 @@ type Querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Row is one appended batch.
@@ -44,9 +45,27 @@ type Row struct {
 // the partition's: another coordinator leads it now.
 var ErrFenced = errors.New("journal: this coordinator's lease on the partition is gone (another leads it): nothing was appended")
 
-// Append appends rows that any coordinator may write (epoch 0: ingest,
-// reports), in q's transaction.
+// Who appends what. The fold's order is the order in which a reader reads
+// the rows, and readers read at different moments (the leader as rows
+// commit, a successor or a check from a snapshot, at once): two rows of
+// one job appended by two writers at once could be read in one order by
+// the leader and in the other by its successor, and fold to two states
+// (a cancel and a claim of the same waiting job). So the leader appends
+// every row whose effect depends on the order (claims, reports, cancels,
+// releases, timers, resolutions, pauses), one batch after the other, with
+// its epoch (AppendFenced); any coordinator appends submissions (Append),
+// which fold to the same state in any order with the rest (a new job; a
+// dependency that ended first is named for the leader to resolve, as one
+// that ends after: the fold never resolves dependents itself).
+
+// Append appends submissions, which any coordinator may write (epoch 0:
+// ingest, InsertTx in the caller's transaction), in q's transaction. It
+// refuses the other kinds: their order matters, and only the leader
+// appends them (see "Who appends what").
 func Append(ctx context.Context, q Querier, partition int16, kind Kind, bodies ...[]byte) error {
+	if kind != Submitted {
+		return fmt.Errorf("appending %s rows to the journal: only the partition's leader appends them (AppendFenced); any coordinator appends %s rows only", kind, Submitted)
+	}
 	if len(bodies) == 0 {
 		return nil
 	}
@@ -58,19 +77,64 @@ func Append(ctx context.Context, q Querier, partition int16, kind Kind, bodies .
 	return nil
 }
 
+// leaseLockClass is the first key of the advisory lock of a partition's
+// lease (the second is the partition): a leader's append holds it shared
+// from its epoch check to its commit, a takeover exclusive while it
+// raises the epoch. So a row of a deposed leader is committed before its
+// successor's epoch begins (and the successor reads it before it acts) or
+// refused: never committed after.
+const leaseLockClass = 0x4a524e4c // "JRNL"
+
+// appendFencedSQL inserts a leader's rows if its epoch is the partition's
+// and its lease runs; a statement after the lock, so that its snapshot
+// sees a takeover that held the lock.
+const appendFencedSQL = `INSERT INTO fairway_journal (partition, epoch, kind, body)
+SELECT $1, $2, $3, b FROM unnest($4::bytea[]) AS b
+ WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
+
 // AppendFenced appends a leader's rows, carrying its epoch, only if the
 // epoch is still the partition's: the check is in the statement that
-// inserts, so that a leader frozen past its lease and resumed cannot
-// commit what it decided while deposed. ErrFenced when it is not.
+// inserts, under the lease's lock (leaseLockClass), so that a leader
+// frozen past its lease and resumed cannot commit what it decided while
+// deposed. ErrFenced when it is not. With a pool or a connection it is
+// one transaction, sent in one round trip (the server runs it to its
+// commit whatever the client does meanwhile); in the caller's
+// transaction (pgx.Tx) the lock is held to the caller's commit: use
+// AppendFencedIdle there, so that a frozen leader's open transaction
+// cannot hold its successor back for ever.
 func AppendFenced(ctx context.Context, q Querier, partition int16, epoch int64, kind Kind, bodies ...[]byte) error {
+	return appendFenced(ctx, q, partition, epoch, 0, kind, bodies)
+}
+
+// AppendFencedIdle is AppendFenced in the caller's transaction tx, which
+// PostgreSQL ends if it idles longer than idle (the lease's TTL, say): a
+// leader frozen before its commit loses the transaction, and its rows,
+// and its successor's takeover goes on.
+func AppendFencedIdle(ctx context.Context, tx pgx.Tx, partition int16, epoch int64, idle time.Duration, kind Kind, bodies ...[]byte) error {
+	return appendFenced(ctx, tx, partition, epoch, idle, kind, bodies)
+}
+
+func appendFenced(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, kind Kind, bodies [][]byte) error {
 	if len(bodies) == 0 {
 		return nil
 	}
-	tag, err := q.Exec(ctx, `INSERT INTO fairway_journal (partition, epoch, kind, body)
-SELECT $1, $2, $3, b FROM unnest($4::bytea[]) AS b
- WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`,
-		partition, epoch, kind, bodies)
-	if err != nil {
+	var tag pgconn.CommandTag
+	b := &pgx.Batch{}
+	_, inTx := q.(pgx.Tx)
+	if !inTx {
+		b.Queue("BEGIN")
+	} else if idle > 0 {
+		b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprint(idle.Milliseconds()))
+	}
+	b.Queue("SELECT pg_advisory_xact_lock_shared($1, $2)", leaseLockClass, int32(partition))
+	b.Queue(appendFencedSQL, partition, epoch, kind, bodies).Exec(func(ct pgconn.CommandTag) error {
+		tag = ct
+		return nil
+	})
+	if !inTx {
+		b.Queue("COMMIT")
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("appending %d %s rows to the journal: %w", len(bodies), kind, err)
 	}
 	if tag.RowsAffected() == 0 {
@@ -90,24 +154,48 @@ type Lease struct {
 // Acquire takes the lease of partition for holder for ttl, if it is free
 // or expired, with an epoch above every earlier holder's; or renews it if
 // holder holds it (same epoch). ok is false when another holds it.
+//
+// A takeover waits for the appends of the holder in progress (they hold
+// the lease's lock, leaseLockClass): each commits before the new epoch
+// begins, or is refused after it. It waits at most ttl (lock_timeout):
+// an error, and the next try goes on.
 func Acquire(ctx context.Context, q Querier, partition int16, holder string, ttl time.Duration) (Lease, bool, error) {
 	l := Lease{Partition: partition}
-	err := q.QueryRow(ctx, `INSERT INTO fairway_journal_lease AS l (partition, holder, epoch, until)
+	found := false
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SELECT set_config('lock_timeout', $1, true)", fmt.Sprint(ttl.Milliseconds()))
+	// The lock only when the lease may change hands: a renewal, or a
+	// try while another holds it, takes none.
+	b.Queue(`SELECT pg_advisory_xact_lock($1, $2::int) FROM fairway_journal_lease
+ WHERE partition = $3 AND holder <> $4 AND until <= now()`, leaseLockClass, int32(partition), partition, holder)
+	b.Queue(acquireSQL, partition, holder, ttl.String()).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&l.Holder, &l.Epoch, &l.Until)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	b.Queue("COMMIT")
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return Lease{}, false, fmt.Errorf("taking the lease of journal partition %d: %w", partition, err)
+	}
+	if !found {
+		return Lease{}, false, nil
+	}
+	return l, true, nil
+}
+
+// acquireSQL takes or renews a lease (see Acquire).
+const acquireSQL = `INSERT INTO fairway_journal_lease AS l (partition, holder, epoch, until)
 VALUES ($1, $2, 1, now() + $3::interval)
 ON CONFLICT (partition) DO UPDATE
    SET holder = EXCLUDED.holder,
        epoch  = CASE WHEN l.holder = EXCLUDED.holder AND l.until > now() THEN l.epoch ELSE l.epoch + 1 END,
        until  = EXCLUDED.until
  WHERE l.holder = EXCLUDED.holder OR l.until <= now()
-RETURNING holder, epoch, until`, partition, holder, ttl.String()).Scan(&l.Holder, &l.Epoch, &l.Until)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Lease{}, false, nil
-	}
-	if err != nil {
-		return Lease{}, false, fmt.Errorf("taking the lease of journal partition %d: %w", partition, err)
-	}
-	return l, true, nil
-}
+RETURNING holder, epoch, until`
 
 // Tail reads a partition's rows, each once, never before its commit, in
 // an order that respects causality. Each read takes a snapshot of the

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -42,13 +43,13 @@ func TestTailReadsPastARunningTransaction(t *testing.T) {
 	db := pool(t)
 	a, err := db.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, a, 0, "submitted", []byte("a")))
+	require.NoError(t, journal.Append(ctx, a, 0, journal.Submitted, []byte("a")))
 	b, err := db.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, b, 0, "submitted", []byte("b1"), []byte("b2")))
+	require.NoError(t, journal.Append(ctx, b, 0, journal.Submitted, []byte("b1"), []byte("b2")))
 	aborted, err := db.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, aborted, 0, "submitted", []byte("never")))
+	require.NoError(t, journal.Append(ctx, aborted, 0, journal.Submitted, []byte("never")))
 	require.NoError(t, b.Commit(ctx))
 
 	tail := &journal.Tail{}
@@ -69,7 +70,7 @@ func TestTailReadsPastARunningTransaction(t *testing.T) {
 	require.Empty(t, rows, "a row read twice")
 
 	// From the position, a new tail reads what comes after it only.
-	require.NoError(t, journal.Append(ctx, db, 0, "submitted", []byte("c")))
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, []byte("c")))
 	rows, err = journal.TailFrom(0, tail.Position()).Next(ctx, db, 0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c"}, bodies(rows))
@@ -84,11 +85,14 @@ func TestTailReadsPastARunningTransaction(t *testing.T) {
 func TestTailOrdersAnEffectAfterItsCause(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
+	lease, ok, err := journal.Acquire(ctx, db, 0, "leader", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
 	claim, err := db.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, claim, 0, "x", []byte("claim's first write")))
-	require.NoError(t, journal.Append(ctx, db, 0, "submitted", []byte("submission"))) // commits, with a later xid
-	require.NoError(t, journal.Append(ctx, claim, 0, "claimed", []byte("claim of the submission")))
+	require.NoError(t, journal.AppendFenced(ctx, claim, 0, lease.Epoch, journal.Released, []byte("claim's first write")))
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, []byte("submission"))) // commits, with a later xid
+	require.NoError(t, journal.AppendFenced(ctx, claim, 0, lease.Epoch, journal.Claimed, []byte("claim of the submission")))
 	require.NoError(t, claim.Commit(ctx))
 	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
 	require.NoError(t, err)
@@ -122,7 +126,7 @@ func TestTailReadsEachCommittedRowOnceInCausalOrder(t *testing.T) {
 				for k := range 1 + rng.IntN(3) {
 					bs = append(bs, fmt.Appendf(nil, "w%d-t%03d-r%d", w, i, k))
 				}
-				if err := journal.Append(ctx, tx, 0, "x", bs...); err != nil {
+				if err := journal.Append(ctx, tx, 0, journal.Submitted, bs...); err != nil {
 					t.Error(err)
 					return
 				}
@@ -216,4 +220,115 @@ func TestAFencedLeaderAppendsNothing(t *testing.T) {
 	var n int
 	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE epoch = 1`).Scan(&n))
 	require.Equal(t, 1, n)
+}
+
+// TestOnlyTheLeaderAppendsWhatItsOrderDecides: any coordinator appends
+// submissions; the kinds whose order changes the fold (a cancel and a
+// claim of one job, say) are refused from anyone but the leader, and
+// nothing is written.
+func TestOnlyTheLeaderAppendsWhatItsOrderDecides(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	for _, kind := range []journal.Kind{journal.Claimed, journal.Started, journal.Ended, journal.Cancel, journal.Released, journal.Resolved, journal.Paused, journal.Retried} {
+		err := journal.Append(ctx, db, 0, kind, []byte("by anyone"))
+		require.ErrorContains(t, err, "only the partition's leader appends them", "%s", kind)
+	}
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, []byte("a submission")))
+	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a submission"}, bodies(rows))
+}
+
+// TestADeposedLeadersAppendCommitsBeforeItsSuccessorOrNever: c1 appends a
+// claim in a transaction and freezes before its commit (SIGSTOP, a long
+// GC pause) while its lease runs out. c2 takes the lease over and reads
+// the journal at once, as a successor does before it acts. If c1 resumes
+// and commits, its row must be in what c2 read: c2's takeover waited for
+// that transaction. If c1 stays frozen, PostgreSQL ends its transaction
+// once it idled for the lease's TTL, the takeover goes on, and c1's row
+// never commits. Without the lease's lock, c2 took over at once, read
+// the journal without c1's row, and c1's commit then succeeded: a claim
+// its successor never knew of.
+func TestADeposedLeadersAppendCommitsBeforeItsSuccessorOrNever(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	for _, resumes := range []bool{true, false} {
+		t.Run(fmt.Sprint("resumes=", resumes), func(t *testing.T) {
+			ctx := t.Context()
+			db := pool(t)
+			l1, ok, err := journal.Acquire(ctx, db, 0, "c1", ttl)
+			require.NoError(t, err)
+			require.True(t, ok)
+			frozen, err := db.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = frozen.Rollback(context.Background()) }()
+			const c1Row = "by c1, frozen before its commit"
+			require.NoError(t, journal.AppendFencedIdle(ctx, frozen, 0, l1.Epoch, ttl, journal.Claimed, []byte(c1Row)))
+
+			type takeover struct {
+				lease journal.Lease
+				read  []string // the successor's first read of the journal
+			}
+			took := make(chan takeover, 1)
+			go func() {
+				for ctx.Err() == nil {
+					l2, ok, err := journal.Acquire(ctx, db, 0, "c2", 10*time.Second)
+					if err == nil && ok {
+						rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+						if err != nil {
+							t.Error(err)
+						}
+						took <- takeover{l2, bodies(rows)}
+						return
+					}
+				}
+			}()
+			var c2 takeover
+			committed := false
+			if resumes {
+				// c1 resumes once c2's takeover waits for it, or has
+				// happened.
+				waiting := func() bool {
+					var n int
+					require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&n))
+					return n > 0
+				}
+				tookFirst := false
+				require.Eventually(t, func() bool {
+					select {
+					case c2 = <-took:
+						tookFirst = true
+						return true
+					default:
+						return waiting()
+					}
+				}, 10*time.Second, time.Millisecond)
+				committed = frozen.Commit(ctx) == nil
+				require.True(t, committed, "c1's commit")
+				if !tookFirst {
+					c2 = recvTakeover(t, took)
+				}
+			} else {
+				c2 = recvTakeover(t, took)
+				require.Error(t, frozen.Commit(ctx), "PostgreSQL ended the frozen transaction")
+			}
+			require.EqualValues(t, 2, c2.lease.Epoch)
+			require.Equal(t, committed, slices.Contains(c2.read, c1Row),
+				"c1's row committed=%v, but c2's first read after its takeover was %q", committed, c2.read)
+			require.ErrorIs(t, journal.AppendFenced(ctx, db, 0, l1.Epoch, journal.Claimed, []byte("by c1 after")), journal.ErrFenced)
+			rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+			require.NoError(t, err)
+			require.Equal(t, c2.read, bodies(rows), "nothing committed after c2's first read")
+		})
+	}
+}
+
+func recvTakeover[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("c2 never took the lease over")
+		panic("unreachable")
+	}
 }

@@ -68,6 +68,14 @@ type Change struct {
 	// (they ended before its row was read): the leader looks up their
 	// records and appends a Resolved row.
 	Unknown []string
+	// Dependents are, for a job that ended, the ids of its group's jobs
+	// that waited for it: the leader appends a Resolved row for them
+	// (with an error when it did not succeed). The fold never releases or
+	// cancels them itself: a submission that waits for a job, appended
+	// by any coordinator, may be read before or after that job's end, and
+	// both orders must fold to the same state (docs/journal.md, "Who
+	// appends what").
+	Dependents []string
 }
 
 // NewState is an empty partition.
@@ -232,35 +240,12 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change 
 	}
 }
 
-// finish ends a job in a final state, and its dependents: a success
-// releases those that waited for it alone; a failure or a cancellation
-// cancels them, link by link.
+// finish ends a job in a final state. Its dependents wait on until the
+// leader's Resolved row (see Change.Dependents).
 func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.State, msg string) []Change {
-	out = append(out, Change{Job: ref, From: j.State, To: final, Error: msg})
+	out = append(out, Change{Job: ref, From: j.State, To: final, Error: msg, Dependents: s.Dependents[ref]})
 	delete(s.Jobs, ref)
-	dependents := s.Dependents[ref]
 	delete(s.Dependents, ref)
-	for _, id := range dependents {
-		dref := fairway.JobRef{Group: ref.Group, ID: id}
-		d := s.Jobs[dref]
-		if d == nil || !slices.Contains(d.Waits, ref.ID) {
-			continue
-		}
-		if final != fairway.StateSuccess {
-			verb := "failed"
-			if final == fairway.StateCancelled {
-				verb = "was cancelled"
-			}
-			out = s.finish(out, dref, d, fairway.StateCancelled, fmt.Sprintf("dependency %s %s", ref.ID, verb))
-			continue
-		}
-		d.Waits = slices.DeleteFunc(d.Waits, func(w string) bool { return w == ref.ID })
-		if len(d.Waits) == 0 {
-			d.Waits = nil
-			d.State = fairway.StateWaiting
-			out = append(out, Change{Job: dref, From: fairway.StatePending, To: fairway.StateWaiting})
-		}
-	}
 	return out
 }
 

@@ -35,9 +35,10 @@ func apply(t *testing.T, s *journal.State, r journal.Row) []journal.Change {
 // TestFoldRules: the rules of the fold, one by one: a stale attempt's
 // report and a claim of a job no longer waiting change nothing; a release
 // that does not count gives the attempt back; a snooze is not a retry; a
-// cancel marks a running job and ends a waiting one; a dependency's
-// success releases its dependent and its failure cancels the chain; a
-// dependency the state does not hold is named for the leader to resolve.
+// cancel marks a running job and ends a waiting one; a job's end names
+// its dependents, and a dependency the state does not hold is named, for
+// the leader to resolve with a Resolved row (which releases a dependent
+// or, with an error, cancels it).
 func TestFoldRules(t *testing.T) {
 	s := journal.NewState()
 	a := fairway.JobRef{Group: "g", ID: "a"}
@@ -96,17 +97,23 @@ func TestFoldRules(t *testing.T) {
 	apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i"}))
 	changes = apply(t, s, row(t, 18, journal.Ended, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}))
 	require.Equal(t, []journal.Change{
-		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess},
-		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StatePending, To: fairway.StateWaiting},
-	}, changes, "x's success released y; w still waits for gone")
-	require.Equal(t, []string{"gone"}, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].Waits)
+		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess, Dependents: []string{"y", "w"}},
+	}, changes, "x's end names its dependents for the leader to resolve; the fold releases none itself")
+	require.Equal(t, fairway.StatePending, s.Jobs[fairway.JobRef{Group: "g", ID: "y"}].State)
+	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "y", Waits: []string{"x"}},
+		journal.Item{Group: "g", ID: "w", Waits: []string{"x"}}))
+	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "y"}].State, "y waited for x alone")
+	require.Equal(t, []string{"gone"}, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].Waits, "w still waits for gone")
 	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "w", Waits: []string{"gone"}}))
 	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].State)
 	changes = apply(t, s, row(t, 20, journal.Cancel, journal.Item{Group: "g", ID: "y"}))
 	require.Equal(t, []journal.Change{
-		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled},
-		{Job: fairway.JobRef{Group: "g", ID: "z"}, From: fairway.StatePending, To: fairway.StateCancelled, Error: "dependency y was cancelled"},
+		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled, Dependents: []string{"z"}},
 	}, changes)
+	changes = apply(t, s, row(t, 20, journal.Resolved, journal.Item{Group: "g", ID: "z", Waits: []string{"y"}, Error: "dependency y was cancelled"}))
+	require.Equal(t, []journal.Change{
+		{Job: fairway.JobRef{Group: "g", ID: "z"}, From: fairway.StatePending, To: fairway.StateCancelled, Error: "dependency y was cancelled"},
+	}, changes, "a failed dependency's Resolved row cancels the dependent")
 
 	// A paused group's jobs are not claimed.
 	apply(t, s, row(t, 21, journal.Paused, journal.Item{Group: "g"}))
@@ -129,6 +136,8 @@ type history struct {
 	leader *journal.State
 	tail   *journal.Tail
 	next   int
+	// inFlight: the operation drawn goes in a transaction beside another.
+	inFlight bool
 	// acknowledged are the jobs whose submission committed; final the
 	// ones the leader saw end; known each job's state by the changes.
 	acknowledged map[fairway.JobRef]bool
@@ -194,7 +203,9 @@ func (h *history) randomOp() op {
 		return j.Attempt
 	}
 	onHeld := func(kind journal.Kind, fill func(*journal.Item, *journal.Job)) op {
-		o := op{kind: kind}
+		// Reports go to the leader, which appends them: only submissions
+		// are appended by any coordinator (see journal.Append).
+		o := op{kind: kind, fenced: true}
 		for _, ref := range h.pick(1+h.rng.IntN(3), held) {
 			j := h.leader.Jobs[ref]
 			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(j), Executor: j.Holder.Executor, Instance: j.Holder.Instance}
@@ -209,30 +220,7 @@ func (h *history) randomOp() op {
 	anyJob := func(*journal.Job) bool { return true }
 	switch r := h.rng.IntN(100); {
 	case r < 25 || len(h.leader.Jobs) == 0:
-		o := op{kind: journal.Submitted}
-		for range 1 + h.rng.IntN(4) {
-			group := h.groups[h.rng.IntN(len(h.groups))]
-			h.next++
-			it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.Int32N(3),
-				RunAt: int64(h.rng.IntN(1000)), Pending: h.rng.IntN(10) == 0, Args: []byte(`{"n":1}`)}
-			if h.rng.IntN(4) == 0 {
-				for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
-					if ref.Group == group {
-						it.Waits = append(it.Waits, ref.ID)
-					}
-				}
-				if h.rng.IntN(3) == 0 {
-					it.Waits = append(it.Waits, "ended-before") // a dependency the state does not hold
-				}
-			}
-			if h.rng.IntN(15) == 0 {
-				if dup := h.pick(1, anyJob); len(dup) == 1 {
-					it.Group, it.ID = dup[0].Group, dup[0].ID
-				}
-			}
-			o.items = append(o.items, it)
-		}
-		return o
+		return h.submission(!h.inFlight)
 	case r < 45:
 		o := op{kind: journal.Claimed, fenced: true}
 		for _, ref := range h.pick(1+h.rng.IntN(4), func(j *journal.Job) bool {
@@ -284,6 +272,40 @@ func (h *history) randomOp() op {
 	}
 }
 
+// submission draws a batch of submissions (some with dependencies, on
+// live jobs or on one that ended before, some duplicates of live jobs).
+func (h *history) submission(dups bool) op {
+	anyJob := func(*journal.Job) bool { return true }
+	o := op{kind: journal.Submitted}
+	for range 1 + h.rng.IntN(4) {
+		group := h.groups[h.rng.IntN(len(h.groups))]
+		h.next++
+		it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.Int32N(3),
+			RunAt: int64(h.rng.IntN(1000)), Pending: h.rng.IntN(10) == 0, Args: []byte(`{"n":1}`)}
+		if h.rng.IntN(4) == 0 {
+			for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
+				if ref.Group == group {
+					it.Waits = append(it.Waits, ref.ID)
+				}
+			}
+			if h.rng.IntN(3) == 0 {
+				it.Waits = append(it.Waits, "ended-before") // a dependency the state does not hold
+			}
+		}
+		// A duplicate only when nothing else is in flight: a submission
+		// of a live job's id that commits while that job ends would bring
+		// it back (docs/journal.md, "Open questions": ids must be unique
+		// beyond the live jobs).
+		if dups && h.rng.IntN(15) == 0 {
+			if dup := h.pick(1, anyJob); len(dup) == 1 {
+				it.Group, it.ID = dup[0].Group, dup[0].ID
+			}
+		}
+		o.items = append(o.items, it)
+	}
+	return o
+}
+
 // begin opens a transaction and appends o in it.
 func (h *history) begin(o op) pgx.Tx {
 	tx, err := h.db.Begin(h.ctx)
@@ -324,10 +346,20 @@ func (h *history) step() {
 		require.NoError(h.t, journal.SaveSnapshot(h.ctx, h.db, h.leader, h.tail))
 		h.snapKnown, h.snapFinal = maps.Clone(h.known), maps.Clone(h.final)
 	case r < 6:
+		// The leader appends one batch at a time: at most one of two
+		// transactions in flight together is the leader's.
+		h.inFlight = true
 		o1, o2 := h.randomOp(), h.randomOp()
+		if o1.fenced && o2.fenced {
+			o2 = h.submission(false)
+		}
+		h.inFlight = false
 		tx1 := h.begin(o1)
 		tx2 := h.begin(o2)
 		h.commit(tx2, o2)
+		if h.rng.IntN(2) == 0 {
+			h.catchUp() // the leader reads tx2's row before tx1 ends
+		}
 		if h.rng.IntN(4) == 0 {
 			require.NoError(h.t, tx1.Rollback(h.ctx))
 		} else {
@@ -362,6 +394,15 @@ func (h *history) catchUp() {
 				h.known[c.Job] = c.To
 				if c.To == fairway.StateSuccess || c.To == fairway.StateFailed || c.To == fairway.StateCancelled {
 					h.final[c.Job] = c.To
+				}
+				if len(c.Dependents) > 0 {
+					for _, id := range c.Dependents {
+						it := journal.Item{Group: c.Job.Group, ID: id, Waits: []string{c.Job.ID}}
+						if c.To != fairway.StateSuccess {
+							it.Error = "dependency " + c.Job.ID + " " + string(c.To)
+						}
+						h.unknown = append(h.unknown, it)
+					}
 				}
 				if len(c.Unknown) > 0 {
 					it := journal.Item{Group: c.Job.Group, ID: c.Job.ID, Waits: c.Unknown}
@@ -424,7 +465,7 @@ func (h *history) check(step int) {
 // rows PostgreSQL holds, from scratch and from the last snapshot, no
 // acknowledged job is lost, and no job changes after its end.
 func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			h := newHistory(t, seed)
 			for step := range 150 {

@@ -47,10 +47,7 @@ func (s *Store) HandWritten() bool { return s.handWritten.Load() }
 // its state, attempt, retries, task, priority and limits, and, while an
 // executor holds it, that executor's instance, its progress and whether it
 // is to be cancelled; and the fold must hold no job that PostgreSQL has
-// ended. A job with dependencies may be ahead in the fold (the fold
-// releases or cancels it at its dependency's end; the row engine when it
-// resolves it, a moment later). The error lists the differences. Run it
-// when nothing writes.
+// ended. The error lists the differences. Run it when nothing writes.
 func (s *Store) CheckJournalMirror(ctx context.Context) error {
 	folded := journal.NewState()
 	if _, err := (&journal.Tail{}).Fold(ctx, s.pool, folded); err != nil {
@@ -62,8 +59,8 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 	}
 	type live struct {
 		journal.Job
-		executor, instance         string
-		cancelRequested, dependent bool
+		executor, instance string
+		cancelRequested    bool
 	}
 	pg := map[fairway.JobRef]live{}
 	var (
@@ -71,7 +68,7 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 		j   live
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &j.Task, &j.State, &j.Attempt, &j.Retries, &j.MaxRetries, &j.Priority,
-		&j.executor, &j.instance, &j.Progress, &j.cancelRequested, &j.dependent}, func() error {
+		&j.executor, &j.instance, &j.Progress, &j.cancelRequested}, func() error {
 		pg[ref] = j
 		return nil
 	}); err != nil {
@@ -80,17 +77,11 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 	var diffs []string
 	for ref, want := range pg {
 		got := folded.Jobs[ref]
-		switch {
-		case got == nil && want.dependent && want.State == fairway.StatePending:
-			continue // the fold cancelled it with its dependency
-		case got == nil:
+		if got == nil {
 			diffs = append(diffs, fmt.Sprintf("%s/%s: %s in fairway_job, not in the journal's fold", ref.Group, ref.ID, want.State))
 			continue
 		}
 		a, b := want.Job, *got
-		if want.dependent && a.State == fairway.StatePending && b.State == fairway.StateWaiting {
-			a.State = b.State // released by the fold at its dependencies' end
-		}
 		held := a.State == fairway.StateScheduled || a.State == fairway.StateRunning
 		if held {
 			a.Holder = &journal.Holder{Executor: want.executor, Instance: want.instance}

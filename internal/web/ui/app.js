@@ -4,7 +4,7 @@
 // only, never as HTML.
 "use strict";
 
-const state = { draws: 0, bulkResult: "", role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [],
+const state = { draws: 0, bulkResult: null, role: null, csrf: "", group: "", window: "1h", live: null, liveOK: false, refresh: null, pending: false, jobsCursor: [],
   limitDraft: { kind: "task", name: "", max: "", error: null }, rateDraft: { task: "", group: "", rate: "", error: null },
   weightDrafts: {}, weightDraft: { group: "", weight: "" }, weightError: null };
 const COLORS = ["#2f6fdb", "#1f9d55", "#c98a0b", "#d64545", "#8a4fd1", "#13a3a3", "#d1559b", "#6b7d1f", "#a0522d", "#5a6bff"];
@@ -451,8 +451,9 @@ async function viewJobs(root) {
   const bulk = h("div", { class: "bar", id: "bulk" },
     h("span", { class: "muted" }, "All jobs that match:"),
     ["cancel", "retry", "release"].map((a) => h("button", { type: "button", id: "bulk-" + a, disabled: !admin, title: admin ? "" : "admin only", onclick: () => bulkAction(a, f) }, a[0].toUpperCase() + a.slice(1) + " all…")),
-    h("span", { id: "bulk-result", class: "muted" }, state.bulkResult || ""));
-  state.bulkResult = "";
+    // The last bulk action's result stays while the view shows the same
+    // filters, through live refreshes; another view or filter drops it.
+    h("span", { id: "bulk-result", class: "muted" }, state.bulkResult && state.bulkResult.hash === location.hash ? state.bulkResult.text : ""));
   const jobs = data.jobs || [];
   root.replaceChildren(h("h1", {}, "Jobs"), h("div", { class: "card" }, form, bulk));
   if (jobs.length === 0) {
@@ -486,8 +487,9 @@ async function bulkAction(action, filter) {
     if (!confirm(`${action[0].toUpperCase() + action.slice(1)} ${n} job(s) that match these filters?` + (preview.more ? " (The first batch of them: run it again for the rest.)" : ""))) return;
     const res = await api("POST", "/api/bulk", { action, filter });
     // The view is drawn again; the result stays on it.
-    state.bulkResult = `${action}: ${res.changed} of ${res.matched} changed` + (res.errors && res.errors.length ? `; ${res.errors.length} could not be (${res.errors[0].message})` : "");
-    toast(state.bulkResult);
+    const text = `${action}: ${res.changed} of ${res.matched} changed` + (res.errors && res.errors.length ? `; ${res.errors.length} could not be (${res.errors[0].message})` : "");
+    state.bulkResult = { text, hash: location.hash };
+    toast(text);
     route();
   } catch (e) {
     toast(e.message, true);
