@@ -59,6 +59,7 @@ type Leader struct {
 	leading bool
 	lease   Lease  // while leading
 	state   *State // once restored
+	queues  *Queues
 	tail    *Tail
 	// restores counts the restores from a snapshot (one, unless reading
 	// the journal failed).
@@ -123,6 +124,10 @@ func (l *Leader) Run(ctx context.Context) {
 	defer poll.Stop()
 	l.renew(ctx)
 	for {
+		// Restored and caught up at once, then at each tick or wake.
+		if err := l.catchUp(ctx); err != nil && ctx.Err() == nil {
+			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
+		}
 		select {
 		case <-ctx.Done():
 			l.drop()
@@ -131,9 +136,6 @@ func (l *Leader) Run(ctx context.Context) {
 			l.renew(ctx)
 		case <-poll.C:
 		case <-l.wake:
-		}
-		if err := l.catchUp(ctx); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
 		}
 	}
 }
@@ -175,6 +177,7 @@ func (l *Leader) restore(ctx context.Context) error {
 		return err
 	}
 	l.state, l.tail = state, tail
+	l.queues = NewQueues(state, time.Now().UnixMicro())
 	l.restores++
 	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", len(state.Jobs), "in", time.Since(began).String())
 	return nil
@@ -191,9 +194,7 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err := l.restore(ctx); err != nil {
 		return err
 	}
-	n, err := l.tail.Fold(ctx, l.db, l.state)
-	l.sinceSnapshot += n
-	if err != nil {
+	if err := l.fold(ctx); err != nil {
 		return err
 	}
 	if !l.leading {
@@ -206,6 +207,28 @@ func (l *Leader) catchUp(ctx context.Context) error {
 		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
 	}
 	return nil
+}
+
+// fold applies to the state every row the tail reads now, and keeps the
+// queues up to date with the changes. Called with l.mu held.
+func (l *Leader) fold(ctx context.Context) error {
+	for {
+		rows, err := l.tail.Next(ctx, l.db, foldBatch)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		now := time.Now().UnixMicro()
+		for _, r := range rows {
+			changes, err := l.state.Apply(r)
+			if err != nil {
+				return err
+			}
+			l.sinceSnapshot++
+			for _, c := range changes {
+				l.queues.Release(now, c.Job)
+			}
+		}
+	}
 }
 
 // drop stops leading (the lease runs out by itself).

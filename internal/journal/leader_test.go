@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -98,4 +99,86 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 	c2.View(func(s *journal.State, _ journal.Lease) {
 		require.Equal(t, fresh, s, "c2's state is not the fold of PostgreSQL's rows")
 	})
+}
+
+// TestALeaderClaimsFromMemory: the leader hands out the jobs submitted to
+// its partition from its memory, fairly (round-robin across groups, high
+// priority first by the counting scheme), each once, with its arguments
+// and its first attempt, through claimed rows that every reader folds to
+// the same state; once another coordinator took the lease, its claim is
+// refused, appends nothing, and the jobs it had picked are claimable by
+// the new leader.
+func TestALeaderClaimsFromMemory(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var items []journal.Item
+	for i := range 12 {
+		group := []string{"acme", "globex", "hooli"}[i%3]
+		it := journal.Item{Group: group, ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low", Args: fmt.Appendf(nil, `{"n":%d}`, i)}
+		if i == 10 { // globex's
+			it.Priority = "high"
+		}
+		items = append(items, it)
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
+
+	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	var order []string
+	seen := map[string]bool{}
+	for {
+		jobs, err := l.Claim(ctx, p)
+		require.NoError(t, err)
+		if len(jobs) == 0 {
+			break
+		}
+		for _, j := range jobs {
+			require.False(t, seen[j.Ref.ID], "%s handed out twice", j.Ref.ID)
+			seen[j.Ref.ID] = true
+			order = append(order, j.Ref.Group+"/"+j.Ref.ID)
+			require.EqualValues(t, 1, j.Attempt)
+			require.Equal(t, "t", j.Task)
+			n, err := strconv.Atoi(j.Ref.ID[1:])
+			require.NoError(t, err)
+			require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, n), string(j.Args), "%s's arguments", j.Ref.ID)
+		}
+		if len(seen) == 9 {
+			break
+		}
+	}
+	// Round-robin from the first group, oldest first, but where the
+	// counting scheme asks for high: globex's j10 before its older j01.
+	require.Equal(t, []string{"acme/j00", "globex/j10", "hooli/j02", "acme/j03", "globex/j01", "hooli/j05", "acme/j06", "globex/j04", "hooli/j08"}, order)
+
+	// A successor folds the same state from PostgreSQL alone.
+	fresh := journal.NewState()
+	_, err = (&journal.Tail{}).Fold(ctx, db, fresh)
+	require.NoError(t, err)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, fresh, s) }))
+
+	// Another coordinator takes the lease: c1's next claim is refused.
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
+	require.NoError(t, err)
+	_, ok, err := journal.Acquire(ctx, db, 0, "c2", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = l.Claim(ctx, p)
+	require.ErrorIs(t, err, journal.ErrFenced)
+	_, err = l.Claim(ctx, p)
+	require.ErrorIs(t, err, journal.ErrNotLeading)
+	c2 := journal.NewLeader(db, journal.LeaderConfig{Holder: "c2", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+	go c2.Run(ctx)
+	require.Eventually(t, func() bool { return c2.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c2 leads")
+	jobs, err := c2.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: p.Scheme})
+	require.NoError(t, err)
+	var rest []string
+	for _, j := range jobs {
+		rest = append(rest, j.Ref.ID)
+	}
+	require.ElementsMatch(t, []string{"j07", "j09", "j11"}, rest, "the jobs c1 could not claim")
 }

@@ -24,7 +24,8 @@ import (
 //	            executor and instance when held, waits (count, ids)
 //	dependents: count, then each: group, id, ids (count, ids)
 //	paused:     count, then each group
-const snapshotVersion = 2
+//	cursor:     its group, its counter
+const snapshotVersion = 3
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -49,6 +50,7 @@ func (s *State) Snapshot() ([]byte, error) {
 	for g := range s.Paused {
 		e.name(g)
 	}
+	e.name(s.Cursor.Group)
 	out := make([]byte, 0, 64+len(s.Jobs)*64)
 	out = append(out, snapshotVersion)
 	out = binary.AppendUvarint(out, uint64(len(e.list)))
@@ -98,6 +100,8 @@ func (s *State) Snapshot() ([]byte, error) {
 	for g := range s.Paused {
 		out = binary.AppendUvarint(out, e.names[g])
 	}
+	out = binary.AppendUvarint(out, e.names[s.Cursor.Group])
+	out = binary.AppendVarint(out, s.Cursor.Counter)
 	return out, nil
 }
 
@@ -150,6 +154,8 @@ func Restore(b []byte) (*State, error) {
 	for range d.count() {
 		s.Paused[name()] = true
 	}
+	s.Cursor.Group = name()
+	s.Cursor.Counter = d.varint()
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("reading a journal snapshot: it is cut short or corrupt")
 	}

@@ -7,6 +7,7 @@ import (
 	"unique"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 )
 
 // State is a partition's unfinished jobs as its journal says them: the
@@ -23,6 +24,11 @@ type State struct {
 	Dependents map[fairway.JobRef][]string `json:"dependents,omitempty"`
 	// Paused are the groups whose claims stop.
 	Paused map[string]bool `json:"paused,omitempty"`
+	// Cursor is the fair selection's position after the last claim: the
+	// group of its last job and the counting scheme's step, moved by each
+	// item of a claimed row (the leader writes them in the order it picked
+	// them), whether the item applied or not.
+	Cursor fairness.Cursor `json:"cursor"`
 }
 
 // Job is an unfinished job in a State. It is laid out small (128 bytes):
@@ -58,7 +64,9 @@ type Holder struct {
 }
 
 // Change is a job's change of state that applying a row made: what the
-// events announce, and, for a final state, what its record says.
+// events announce, and, for a final state, what its record says. From ==
+// To is a change of something else (its priority), which the leader's
+// queues follow.
 type Change struct {
 	Job   fairway.JobRef
 	From  fairway.State // "" for a new job
@@ -109,10 +117,12 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			}
 			out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
 		case Priority:
-			if j != nil && it.Priority != "" {
+			if j != nil && it.Priority != "" && it.Priority != j.Priority {
 				j.Priority = intern(it.Priority)
+				out = append(out, Change{Job: ref, From: j.State, To: j.State})
 			}
 		case Claimed:
+			s.Cursor.Group, s.Cursor.Counter = intern(it.Group), s.Cursor.Counter+1
 			if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
 				continue
 			}

@@ -488,6 +488,9 @@ func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	const (
 		jobs            = 200_000
 		waitingJobBytes = 256
+		// An entry is 40 bytes (its age, and the job's group and id
+		// strings); a heap's slice grows by doubling.
+		queuedJobBytes = 96
 	)
 	args := fmt.Appendf(nil, `{"payload":"%0186d"}`, 0) // 200 bytes
 	var rows []journal.Row
@@ -511,13 +514,25 @@ func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(rows) // alive in both measures: the difference is the state
 	require.Len(t, s.Jobs, jobs)
 	perJob := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / jobs //nolint:gosec // G115: heap sizes are far below 2^63
-	t.Logf("%d bytes of live heap per waiting job", perJob)
-	require.LessOrEqual(t, perJob, int64(waitingJobBytes), "a waiting job costs the leader more than it may")
+	t.Logf("%d bytes of live heap per waiting job in the state", perJob)
+	require.LessOrEqual(t, perJob, int64(waitingJobBytes), "a waiting job costs the leader's state more than it may")
 	require.Positive(t, perJob)
+
+	// The claimable jobs' index (the queues a claim reads): an entry per
+	// job in its group's list.
+	q := journal.NewQueues(s, 1_800_000_000_000_000)
+	runtime.GC()
+	var indexed runtime.MemStats
+	runtime.ReadMemStats(&indexed)
+	perEntry := (int64(indexed.HeapAlloc) - int64(after.HeapAlloc)) / jobs //nolint:gosec // G115: heap sizes are far below 2^63
+	t.Logf("%d bytes of live heap per waiting job in the queues", perEntry)
+	require.LessOrEqual(t, perEntry, int64(queuedJobBytes), "a waiting job costs the leader's queues more than it may")
+	require.Positive(t, perEntry)
+	runtime.KeepAlive(rows) // alive in every measure: the differences are the state and the queues
 	runtime.KeepAlive(s)
+	runtime.KeepAlive(q)
 }
 
 // TestACorruptSnapshotIsRefused: a snapshot cut at any length, or with a

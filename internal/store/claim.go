@@ -119,6 +119,13 @@ func (s *Store) Claim(ctx context.Context, p ClaimParams) ([]fairway.Job, error)
 	if p.Limit <= 0 || len(p.Tasks) == 0 || p.Groups != nil && len(p.Groups) == 0 {
 		return nil, nil
 	}
+	if p.Groups != nil {
+		// A group named twice is one group: walked twice, it would take
+		// two turns of every round.
+		groups := slices.Clone(p.Groups)
+		slices.Sort(groups)
+		p.Groups = slices.Compact(groups)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("claiming jobs for %q: %w", p.Executor, interpretError(err))

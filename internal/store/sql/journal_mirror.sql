@@ -10,11 +10,13 @@ CREATE OR REPLACE FUNCTION fairway_micros(t timestamptz) RETURNS bigint
     LANGUAGE sql IMMUTABLE AS $$ SELECT (extract(epoch FROM t) * 1000000)::bigint $$;
 
 -- New jobs: submitted, and claimed too when stored handed to an executor.
--- (Jobs stored final, as tools' history, are not the journal's.)
+-- (Jobs stored final, as tools' history, are not the journal's.) Items in
+-- id order: the journal's oldest first is its order of items, the row
+-- engine's the submission's time (one for a statement's jobs), then id.
 CREATE OR REPLACE FUNCTION fairway_journal_mirror_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO fairway_journal (kind, body)
-    SELECT k.kind, '\x01'::bytea || convert_to(json_agg(k.item ORDER BY k.ord)::text, 'UTF8')
+    SELECT k.kind, '\x01'::bytea || convert_to(json_agg(k.item ORDER BY k.ord, k.group_name, k.id)::text, 'UTF8')
       FROM (SELECT 1 AS ord, 'submitted' AS kind, n.group_name, n.id,
                    json_build_object('g', n.group_name, 'id', n.id, 'task', n.task, 'pri', n.priority,
                                      'run_at', fairway_micros(n.run_at), 'max_retries', n.max_retries,

@@ -1,0 +1,87 @@
+package journal
+
+import (
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
+)
+
+// ClaimParams is what one claim from the leader's memory asks for.
+type ClaimParams struct {
+	// Executor and Instance are who claims (Leader.Claim): the claimed
+	// attempts are held by that instance.
+	Executor, Instance string
+	// Limit is how many jobs, at most.
+	Limit int
+	// Tasks are the tasks the executor runs.
+	Tasks []string
+	// Groups are the groups its credential grants (nil: every group).
+	Groups []string
+	// Scheme is the counting scheme of priorities.
+	Scheme fairway.CountingScheme
+	// Limits are the concurrency and rate limits in force, with the
+	// executor's own caps (nil: none).
+	Limits *fairness.Limits
+}
+
+// maxClaimRounds bounds the rounds of one claim, as the row engine's:
+// a round picks from the candidates it read, and another reads on when
+// the next pick depends on jobs it did not read.
+const maxClaimRounds = 8
+
+// Claim picks up to p.Limit jobs by the fair-selection rules
+// (internal/fairness), moving cur on, in rounds as the row engine's claim
+// takes them (docs/journal.md, step 3: the same picks from the same
+// jobs). The jobs picked are reserved: no claim picks them again until
+// Release, or until the fold of the leader's claimed row makes them
+// scheduled. Not yet: weighted shares of jobs or time.
+func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairness.Candidate {
+	q.Due(now)
+	tasks, lim := p.Tasks, p.Limits
+	var capped []string
+	rounds := maxClaimRounds
+	if lim != nil {
+		rounds += len(p.Tasks)
+		if tasks, capped = lim.Open(tasks); len(tasks) == 0 {
+			return nil
+		}
+	}
+	groups := q.Walk(cur.Group, p.Limit, tasks, capped, p.Groups, now)
+	var picked []fairness.Candidate
+	for round := 1; ; round++ {
+		limit := p.Limit - len(picked)
+		if len(groups) == 0 {
+			return picked
+		}
+		queues := q.Candidates(groups, fairness.Split(limit, len(groups)), tasks, now)
+		got, more := fairness.Pick(queues, limit, len(groups) == limit, p.Scheme, cur, lim)
+		for _, c := range got {
+			q.reserve(fairway.JobRef{Group: c.Group, ID: c.ID})
+		}
+		picked = append(picked, got...)
+		if lim != nil {
+			tasks, capped = lim.Open(tasks)
+		}
+		if !more || (len(got) == 0 && lim == nil) || len(got) == limit || round == rounds || len(tasks) == 0 {
+			return picked
+		}
+		groups = q.Walk(cur.Group, limit-len(got), tasks, capped, p.Groups, now)
+	}
+}
+
+// reserve keeps a picked job from every claim until Release.
+func (q *Queues) reserve(ref fairway.JobRef) {
+	if q.reserved == nil {
+		q.reserved = map[fairway.JobRef]struct{}{}
+	}
+	q.reserved[ref] = struct{}{}
+}
+
+// Release ends the reservation of the jobs a claim picked, once its row
+// is folded (they are scheduled now) or its append failed (they are put
+// back in their lists, if still claimable).
+func (q *Queues) Release(now int64, refs ...fairway.JobRef) {
+	for _, ref := range refs {
+		delete(q.reserved, ref)
+		q.Update(ref, now)
+	}
+}

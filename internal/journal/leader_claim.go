@@ -1,0 +1,131 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// ErrNotLeading is a claim's answer from a coordinator that does not lead
+// the partition (or no longer does).
+var ErrNotLeading = errors.New("journal: this coordinator does not lead the partition")
+
+// ClaimedJob is a job a claim handed to an executor, with what it needs
+// to run it.
+type ClaimedJob struct {
+	Ref      fairway.JobRef
+	Task     string
+	Priority string
+	Attempt  int32
+	// Args are the job's arguments, read from the row that submitted it.
+	Args []byte
+}
+
+// Claim takes up to p.Limit jobs for p.Executor's instance p.Instance from
+// the leader's memory (Queues.Claim), appends one claimed row with the
+// leader's epoch, folds the journal to it and returns the jobs that row
+// made scheduled, with their arguments (one read of the rows that
+// submitted them). Nothing is handed out before the row is committed and
+// folded: a job the fold did not give to this claim (cancelled meanwhile
+// by a row that came first) is not returned. ErrNotLeading when this
+// coordinator does not lead; ErrFenced when it learns that another took
+// the lease (it leads no more). Claims are serialised: the leader appends
+// one batch after the other (docs/journal.md, "Who appends what").
+func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading || l.state == nil {
+		return nil, ErrNotLeading
+	}
+	if err := l.fold(ctx); err != nil {
+		return nil, err
+	}
+	cur := l.state.Cursor
+	picked := l.queues.Claim(p, &cur, time.Now().UnixMicro())
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	refs := make([]fairway.JobRef, len(picked))
+	items := make([]Item, len(picked))
+	for i, c := range picked {
+		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
+		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance}
+	}
+	// Whatever happens next, the reservations end: the jobs the row made
+	// scheduled leave the queues by the fold, the others go back.
+	defer func() { l.queues.Release(time.Now().UnixMicro(), refs...) }()
+	body, err := Encode(items)
+	if err != nil {
+		return nil, err
+	}
+	if err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, Claimed, body); err != nil {
+		if errors.Is(err, ErrFenced) {
+			l.leading = false
+			l.cfg.Logger.Info("another coordinator leads journal partition now: a claim was refused", "partition", l.cfg.Partition)
+		}
+		return nil, err
+	}
+	if err := l.fold(ctx); err != nil {
+		return nil, err
+	}
+	var out []ClaimedJob
+	rows := map[int64][]Item{}
+	for i, ref := range refs {
+		j := l.state.Jobs[ref]
+		if j == nil || j.State != fairway.StateScheduled || !j.heldBy(items[i]) {
+			continue // not this claim's: the fold decided otherwise
+		}
+		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt})
+		rows[j.Row] = nil
+	}
+	if err := l.readArgs(ctx, out, rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readArgs fills the jobs' arguments from the rows that submitted them
+// (rows: their ids), in one read. Called with l.mu held.
+func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64][]Item) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids := make([]int64, 0, len(rows))
+	for id := range rows {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	res, err := l.db.Query(ctx, `SELECT id, body FROM fairway_journal WHERE id = ANY ($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
+	}
+	defer res.Close()
+	for res.Next() {
+		var id int64
+		var body []byte
+		if err := res.Scan(&id, &body); err != nil {
+			return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
+		}
+		items, err := Decode(body)
+		if err != nil {
+			return fmt.Errorf("journal row %d: %w", id, err)
+		}
+		rows[id] = items
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
+	}
+	for i := range jobs {
+		j := l.state.Jobs[jobs[i].Ref]
+		items := rows[j.Row]
+		if int(j.Index) >= len(items) {
+			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", j.Row, j.Index, jobs[i].Ref.Group, jobs[i].Ref.ID)
+		}
+		jobs[i].Args = slices.Clone(items[j.Index].Args)
+	}
+	return nil
+}

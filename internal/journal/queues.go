@@ -1,0 +1,343 @@
+package journal
+
+import (
+	"container/heap"
+	"slices"
+	"sort"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
+)
+
+// Queues is the leader's index of a State's claimable jobs (step 3 of
+// docs/journal.md): per group, its due stuck jobs and its due waiting jobs
+// of each priority, oldest first, per task; the jobs not due yet by their
+// due time; and the groups in name order, for the round-robin walk. It is
+// derived from the state, never saved: Rebuild makes it from a restored
+// state, and Update keeps it up to date with the changes of each fold.
+//
+// Oldest first is journal order: the row that submitted a job, then its
+// place in the row. The row engine orders by the time of the submitting
+// transaction and then by id; the two agree for jobs submitted by
+// separate transactions, and for those of one statement when its items
+// are in id order (as the mirror writes them). A job retried by hand is
+// submitted again, and goes to the back.
+//
+// Entries are not removed when their job changes: an entry is checked
+// against the job when it is read (the job claimable, in that list, due,
+// of that age), and a stale one is dropped then. A job may have two valid
+// entries (its priority changed and changed back); a claim reads each job
+// once.
+type Queues struct {
+	s      *State
+	groups map[string]*groupIndex
+	// names are the groups of groups, sorted.
+	names  []string
+	timers *timerHeap
+	// reserved are the jobs claims picked whose claimed row is not folded
+	// yet (see Claim).
+	reserved map[fairway.JobRef]struct{}
+}
+
+// The lists of a group.
+const (
+	listStuck = iota
+	listHigh
+	listLow
+	lists
+)
+
+// groupIndex is one group's lists, each per task.
+type groupIndex struct {
+	lists [lists]map[string]*ageHeap
+}
+
+// entry is a job in a list: its age (row << ageIndexBits | index) and
+// its reference.
+type entry struct {
+	age int64
+	ref fairway.JobRef
+}
+
+// ageIndexBits is how many bits of an age the job's index in its row
+// takes: a row holds fewer than a million items.
+const ageIndexBits = 20
+
+func (j *Job) age() int64 { return j.Row<<ageIndexBits | int64(j.Index) }
+
+// list is the list a claimable job belongs to.
+func (j *Job) list() int {
+	switch {
+	case j.State == fairway.StateStuck:
+		return listStuck
+	case j.Priority == string(fairway.PriorityHigh):
+		return listHigh
+	default:
+		return listLow
+	}
+}
+
+// NewQueues indexes s's claimable jobs (Rebuild), as of now (Unix µs).
+func NewQueues(s *State, now int64) *Queues {
+	q := &Queues{s: s}
+	q.Rebuild(now)
+	return q
+}
+
+// Rebuild indexes every claimable job of the state anew (after a restore).
+func (q *Queues) Rebuild(now int64) {
+	q.groups, q.names, q.timers, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), nil
+	for ref := range q.s.Jobs {
+		q.Update(ref, now)
+	}
+}
+
+// Update indexes job ref as the state has it now: a job that became
+// claimable goes into its list, or waits among the timers until due. Call
+// it for every job a fold changed (Change.Job) and for every job whose
+// priority a row set.
+func (q *Queues) Update(ref fairway.JobRef, now int64) {
+	j := q.s.Jobs[ref]
+	if j == nil || !claimable(j.State) {
+		return
+	}
+	if j.RunAt > now {
+		heap.Push(q.timers, timer{at: j.RunAt, ref: ref})
+		return
+	}
+	q.push(ref, j)
+}
+
+// push puts job j in its list.
+func (q *Queues) push(ref fairway.JobRef, j *Job) {
+	g := q.groups[ref.Group]
+	if g == nil {
+		g = &groupIndex{}
+		q.groups[ref.Group] = g
+		i, _ := slices.BinarySearch(q.names, ref.Group)
+		q.names = slices.Insert(q.names, i, ref.Group)
+	}
+	l := &g.lists[j.list()]
+	if *l == nil {
+		*l = map[string]*ageHeap{}
+	}
+	h := (*l)[j.Task]
+	if h == nil {
+		h = newAgeHeap()
+		(*l)[j.Task] = h
+	}
+	heap.Push(h, entry{age: j.age(), ref: ref})
+}
+
+// Due moves the jobs whose time came (now, Unix µs) from the timers to
+// their lists.
+func (q *Queues) Due(now int64) {
+	for q.timers.Len() > 0 && q.timers.s[0].at <= now {
+		t := heap.Pop(q.timers).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
+		if j := q.s.Jobs[t.ref]; j != nil && claimable(j.State) && j.RunAt == t.at {
+			q.push(t.ref, j)
+		}
+	}
+}
+
+// valid says whether e is still a job of list l of its group, due at now.
+func (q *Queues) valid(e entry, l int, now int64) bool {
+	j := q.s.Jobs[e.ref]
+	if j == nil || !claimable(j.State) || j.list() != l || j.age() != e.age || j.RunAt > now {
+		return false
+	}
+	_, reserved := q.reserved[e.ref]
+	return !reserved
+}
+
+// hasDue says whether group has a due job of one of tasks, dropping the
+// stale entries it meets on the way; a group with no entries left leaves
+// the index.
+func (q *Queues) hasDue(group string, tasks []string, now int64) bool {
+	g := q.groups[group]
+	if g == nil {
+		return false
+	}
+	found, left := false, false
+	for l := range g.lists {
+		for task, h := range g.lists[l] {
+			for h.Len() > 0 && !q.valid(h.s[0], l, now) {
+				heap.Pop(h)
+			}
+			if h.Len() == 0 {
+				delete(g.lists[l], task)
+				continue
+			}
+			left = true
+			if !found && slices.Contains(tasks, task) {
+				found = true
+			}
+		}
+	}
+	if !left {
+		delete(q.groups, group)
+		if i, ok := slices.BinarySearch(q.names, group); ok {
+			q.names = slices.Delete(q.names, i, i+1)
+		}
+	}
+	return found
+}
+
+// Walk returns the groups with a due job of one of tasks, in round-robin
+// order from the cursor (after it, then from the first name up to the
+// cursor itself), at most n, leaving out capped and paused groups and,
+// when granted is not nil, the groups not in it: what claim_walk.sql and
+// claim_walk_groups.sql return for the row engine.
+func (q *Queues) Walk(cursor string, n int, tasks, capped, granted []string, now int64) []string {
+	var out []string
+	take := func(g string) bool {
+		if len(out) >= n {
+			return false
+		}
+		if slices.Contains(capped, g) || q.s.Paused[g] || (granted != nil && !slices.Contains(granted, g)) {
+			return true
+		}
+		if q.hasDue(g, tasks, now) {
+			out = append(out, g)
+		}
+		return true
+	}
+	// hasDue may remove names: walk a copy.
+	names := slices.Clone(q.names)
+	start := sort.SearchStrings(names, cursor)
+	if start < len(names) && names[start] == cursor {
+		start++
+	}
+	for _, g := range names[start:] {
+		if !take(g) {
+			return out
+		}
+	}
+	if cursor == "" {
+		return out
+	}
+	for _, g := range names[:start] {
+		if !take(g) {
+			return out
+		}
+	}
+	return out
+}
+
+// Candidates returns, for each of groups, up to share[i] of its due
+// stuck jobs and of its due waiting jobs of each priority, of tasks,
+// oldest first, each list marked as maybe longer when it filled its
+// share: what the row engine's fetch of candidates returns.
+func (q *Queues) Candidates(groups []string, share []int32, tasks []string, now int64) []*fairness.Queue {
+	out := make([]*fairness.Queue, len(groups))
+	for i, name := range groups {
+		fq := &fairness.Queue{Name: name}
+		out[i] = fq
+		g := q.groups[name]
+		if g == nil {
+			continue
+		}
+		for l := range g.lists {
+			cands, more := q.first(name, g, l, tasks, int(share[i]), now)
+			switch l {
+			case listStuck:
+				fq.Stuck, fq.StuckMore = cands, more
+			case listHigh:
+				fq.High, fq.HighMore = cands, more
+			default:
+				fq.Low, fq.LowMore = cands, more
+			}
+		}
+	}
+	return out
+}
+
+// first returns the n oldest valid entries of list l of group g among
+// tasks (merging the tasks' heaps), and whether n were found. It pops them
+// and pushes them back: the index is unchanged, but for stale entries
+// dropped.
+func (q *Queues) first(group string, g *groupIndex, l int, tasks []string, n int, now int64) ([]fairness.Candidate, bool) {
+	var heaps []*ageHeap
+	for _, t := range tasks {
+		if h := g.lists[l][t]; h != nil {
+			heaps = append(heaps, h)
+		}
+	}
+	var out []fairness.Candidate
+	type popped struct {
+		h *ageHeap
+		e entry
+	}
+	var back []popped
+	seen := map[string]bool{}
+	for len(out) < n {
+		var best *ageHeap
+		for _, h := range heaps {
+			for h.Len() > 0 && !q.valid(h.s[0], l, now) {
+				heap.Pop(h)
+			}
+			if h.Len() > 0 && (best == nil || h.s[0].age < best.s[0].age) {
+				best = h
+			}
+		}
+		if best == nil {
+			break
+		}
+		e := heap.Pop(best).(entry) //nolint:errcheck,forcetypeassert // the heap holds entries only
+		back = append(back, popped{best, e})
+		if seen[e.ref.ID] {
+			continue // a second entry of one job
+		}
+		seen[e.ref.ID] = true
+		j := q.s.Jobs[e.ref]
+		st := fairway.StateWaiting
+		if l == listStuck {
+			st = fairway.StateStuck
+		}
+		prio := fairway.PriorityLow
+		if j.Priority == string(fairway.PriorityHigh) {
+			prio = fairway.PriorityHigh
+		}
+		out = append(out, fairness.Candidate{ID: e.ref.ID, Group: group, Task: j.Task, State: st, Priority: prio})
+	}
+	for _, p := range back {
+		heap.Push(p.h, p.e)
+	}
+	return out, len(out) == n
+}
+
+// minHeap is a container/heap of T, least first by less.
+type minHeap[T any] struct {
+	s    []T
+	less func(a, b T) bool
+}
+
+func (h *minHeap[T]) Len() int           { return len(h.s) }
+func (h *minHeap[T]) Less(i, j int) bool { return h.less(h.s[i], h.s[j]) }
+func (h *minHeap[T]) Swap(i, j int)      { h.s[i], h.s[j] = h.s[j], h.s[i] }
+func (h *minHeap[T]) Push(x any)         { h.s = append(h.s, x.(T)) } //nolint:forcetypeassert // a T only
+func (h *minHeap[T]) Pop() any {
+	v := h.s[len(h.s)-1]
+	h.s = h.s[:len(h.s)-1]
+	return v
+}
+
+// ageHeap is a list's entries of one task, oldest first.
+type ageHeap = minHeap[entry]
+
+func newAgeHeap() *ageHeap {
+	return &ageHeap{less: func(a, b entry) bool { return a.age < b.age }}
+}
+
+// timer is a claimable job that is not due yet.
+type timer struct {
+	at  int64
+	ref fairway.JobRef
+}
+
+// timerHeap is the timers, soonest first.
+type timerHeap = minHeap[timer]
+
+func newTimerHeap() *timerHeap {
+	return &timerHeap{less: func(a, b timer) bool { return a.at < b.at }}
+}
