@@ -214,3 +214,18 @@ func findPostmaster(ctx context.Context, url string) (int, string) {
 	}
 	return st.ppid, ""
 }
+
+// PostgresCPU returns a reader of the CPU time of the PostgreSQL server
+// that backend pid (pg_backend_pid()) belongs to, on this machine: its
+// postmaster and every backend. For benchmarks outside this package (the
+// journal's).
+func PostgresCPU(backendPID int) (func() (time.Duration, error), error) {
+	st, err := readProcStat(backendPID)
+	if err != nil {
+		return nil, fmt.Errorf("reading PostgreSQL backend %d: %w", backendPID, err)
+	}
+	return processTreeCPU(st.ppid), nil
+}
+
+// ThisProcessCPU reads the CPU time of this process.
+func ThisProcessCPU() (time.Duration, error) { return processCPU(os.Getpid())() }

@@ -2,8 +2,12 @@ package journal_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/journal"
 )
 
@@ -152,4 +156,87 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 			b.Fatalf("%d jobs restored", len(restored.Jobs))
 		}
 	}
+}
+
+// BenchmarkLeaderDrain is a drain on the journal engine as far as step 3
+// builds it: jobs submitted in batches of 100 (200-byte args, 50
+// groups), then claimed from the leader's memory 100 at a time (a claimed
+// row, the fold, the args read from the submitting rows), each claim's
+// jobs ended by one row of the leader (as it will append the executors'
+// reports), until none is left. It reports the leader's and PostgreSQL's
+// CPU per job (this process stands for the leader), the budget's unit:
+// go test -run XXX -bench LeaderDrain -benchtime 3x ./internal/journal/
+func BenchmarkLeaderDrain(b *testing.B) {
+	const jobs, batch = 50_000, 100
+	args := fmt.Appendf(nil, `{"payload":"%0180d"}`, 0)
+	var pgCPU, goCPU, wall time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		ctx := b.Context()
+		db := pool(b)
+		for n := 0; n < jobs; n += batch {
+			items := make([]journal.Item, batch)
+			for k := range items {
+				items[k] = journal.Item{Group: fmt.Sprintf("g%02d", (n+k)%50), ID: fmt.Sprintf("job-%09d", n+k), Task: "echo", Priority: "low", MaxRetries: 3, Args: args}
+			}
+			body, err := journal.Encode(items)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := journal.Append(ctx, db, 0, journal.Submitted, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l := journal.NewLeader(db, journal.LeaderConfig{Holder: "bench", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+		go l.Run(ctx)
+		var lease journal.Lease
+		for !l.View(func(s *journal.State, le journal.Lease) { lease = le }) {
+			runtime.Gosched()
+		}
+		var backend int
+		if err := db.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+			b.Fatal(err)
+		}
+		readPG, err := bench.PostgresCPU(backend)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pg0, _ := readPG()
+		go0, _ := bench.ThisProcessCPU()
+		began := time.Now()
+		b.StartTimer()
+		p := journal.ClaimParams{Executor: "w", Instance: "i", Limit: batch, Tasks: []string{"echo"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+		for done := 0; done < jobs; {
+			claimed, err := l.Claim(ctx, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(claimed) == 0 {
+				b.Fatalf("nothing to claim after %d of %d jobs", done, jobs)
+			}
+			ended := make([]journal.Item, len(claimed))
+			for i, c := range claimed {
+				ended[i] = journal.Item{Group: c.Ref.Group, ID: c.Ref.ID, Attempt: c.Attempt, Executor: "w", Instance: "i", Outcome: journal.OutcomeSuccess}
+			}
+			body, err := journal.Encode(ended)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := journal.AppendFenced(ctx, db, 0, lease.Epoch, journal.Ended, body); err != nil {
+				b.Fatal(err)
+			}
+			done += len(claimed)
+		}
+		b.StopTimer()
+		wall += time.Since(began)
+		pg1, _ := readPG()
+		go1, _ := bench.ThisProcessCPU()
+		pgCPU += pg1 - pg0
+		goCPU += go1 - go0
+		b.StartTimer()
+	}
+	n := float64(b.N * jobs)
+	b.ReportMetric(n/wall.Seconds(), "jobs/s")
+	b.ReportMetric(float64(pgCPU.Microseconds())/n, "pg-µs/job")
+	b.ReportMetric(float64(goCPU.Microseconds())/n, "leader-µs/job")
 }
