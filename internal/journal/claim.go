@@ -21,7 +21,15 @@ type ClaimParams struct {
 	// Limits are the concurrency and rate limits in force, with the
 	// executor's own caps (nil: none).
 	Limits *fairness.Limits
+	// Shares are the groups' weighted shares, of jobs or of time (nil:
+	// every weight 1, counting jobs: the round-robin alone).
+	Shares *fairness.Shares
 }
+
+// sharesWalk is how many groups a claim with shares walks at least, as
+// the row engine's: the next job goes to the least virtual time among
+// them.
+const sharesWalk = 32
 
 // maxClaimRounds bounds the rounds of one claim, as the row engine's:
 // a round picks from the candidates it read, and another reads on when
@@ -33,7 +41,8 @@ const maxClaimRounds = 8
 // takes them (docs/journal.md, step 3: the same picks from the same
 // jobs). The jobs picked are reserved: no claim picks them again until
 // Release, or until the fold of the leader's claimed row makes them
-// scheduled. Not yet: weighted shares of jobs or time.
+// scheduled. p.Shares is charged for what is picked (the caller keeps
+// it: the state does not hold the shares yet).
 func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairness.Candidate {
 	q.Due(now)
 	tasks, lim := p.Tasks, p.Limits
@@ -45,15 +54,29 @@ func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairnes
 			return nil
 		}
 	}
-	groups := q.Walk(cur.Group, p.Limit, tasks, capped, p.Groups, now)
+	walkN := p.Limit
+	if p.Shares != nil {
+		walkN = max(p.Limit, sharesWalk)
+	}
+	groups := q.Walk(cur.Group, walkN, tasks, capped, p.Groups, now)
 	var picked []fairness.Candidate
 	for round := 1; ; round++ {
 		limit := p.Limit - len(picked)
 		if len(groups) == 0 {
 			return picked
 		}
-		queues := q.Candidates(groups, fairness.Split(limit, len(groups)), tasks, now)
-		got, more := fairness.Pick(queues, limit, len(groups) == limit, p.Scheme, cur, lim)
+		var got []fairness.Candidate
+		var more bool
+		if p.Shares != nil {
+			// Any group may take every slot: its virtual time decides.
+			share := make([]int32, len(groups))
+			for i := range share {
+				share[i] = int32(limit) //nolint:gosec // G115: a claim's limit is a dispatch request's slots, at most 10,000
+			}
+			got, more = fairness.PickShares(q.Candidates(groups, share, tasks, now), limit, p.Scheme, cur, lim, p.Shares)
+		} else {
+			got, more = fairness.Pick(q.Candidates(groups, fairness.Split(limit, len(groups)), tasks, now), limit, len(groups) == limit, p.Scheme, cur, lim)
+		}
 		for _, c := range got {
 			q.reserve(fairway.JobRef{Group: c.Group, ID: c.ID})
 		}
@@ -64,7 +87,11 @@ func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairnes
 		if !more || (len(got) == 0 && lim == nil) || len(got) == limit || round == rounds || len(tasks) == 0 {
 			return picked
 		}
-		groups = q.Walk(cur.Group, limit-len(got), tasks, capped, p.Groups, now)
+		next := limit - len(got)
+		if p.Shares != nil {
+			next = max(next, sharesWalk)
+		}
+		groups = q.Walk(cur.Group, next, tasks, capped, p.Groups, now)
 	}
 }
 

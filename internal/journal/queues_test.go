@@ -23,12 +23,16 @@ import (
 // and without concurrency limits; ends that succeed, fail into stuck
 // jobs or give the job back; cancels), while the journal the mirror
 // writes is folded into a State and its Queues. Before every claim the
-// leader's claim from memory, from the row engine's cursor, must pick
-// exactly the jobs the row engine then claims, and leave the cursor where
-// it leaves it.
+// leader's claim from memory, from the row engine's cursor (and, with
+// weights or time shares, its groups' virtual times, weights and run
+// times), must pick exactly the jobs the row engine then claims, and
+// leave the cursor (and the shares' clock) where it leaves it. Seeds 0
+// and 1 count jobs round-robin, 2 and 3 with weights, 4 and 5 share time
+// (with weights, and run times learned from the ends).
 func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			weighted, byTime := seed >= 2, seed >= 4
 			ctx := t.Context()
 			rng := rand.New(rand.NewPCG(seed, 31)) //nolint:gosec // a test's reproducible randomness
 			s, url := storetest.OpenURL(t)
@@ -65,6 +69,45 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 			}
 			groups := []string{"acme", "globex", "hooli", "initech", "umbrella", "wayne"}
 			tasks := []string{"t0", "t1", "t2"}
+			if weighted {
+				require.NoError(t, s.SetWeight(ctx, "acme", 3))
+				require.NoError(t, s.SetWeight(ctx, "hooli", 0.5))
+			}
+			fairnessMode := store.FairnessJobs
+			if byTime {
+				fairnessMode = store.FairnessTime
+			}
+			// The shares as the row engine keeps them, for the claim from
+			// memory to start from (nil when a claim uses none).
+			shares := func() *fairness.Shares {
+				var vclock float64
+				var anyWeight bool
+				require.NoError(t, db.QueryRow(ctx, `SELECT vclock, EXISTS (SELECT 1 FROM fairway_group_share WHERE weight <> 1) FROM fairway_fairness WHERE id = 1`).Scan(&vclock, &anyWeight))
+				if !byTime && !anyWeight {
+					return nil
+				}
+				sh := fairness.NewShares(byTime, vclock)
+				rows, err := db.Query(ctx, `SELECT group_name, weight, vtime FROM fairway_group_share`)
+				require.NoError(t, err)
+				for rows.Next() {
+					var g string
+					var w, v float64
+					require.NoError(t, rows.Scan(&g, &w, &v))
+					sh.SetWeight(g, w)
+					sh.SetVTime(g, v)
+				}
+				require.NoError(t, rows.Err())
+				rows, err = db.Query(ctx, `SELECT group_name, task, avg_ms FROM fairway_run_time`)
+				require.NoError(t, err)
+				for rows.Next() {
+					var g, task string
+					var ms float64
+					require.NoError(t, rows.Scan(&g, &task, &ms))
+					sh.SetCost(g, task, ms)
+				}
+				require.NoError(t, rows.Err())
+				return sh
+			}
 			scheme := fairway.CountingScheme{High: 3, Low: 1}
 			var held []fairway.Job
 			claims := 0
@@ -89,7 +132,7 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					_, err := s.InsertJobs(ctx, subs, nil)
 					require.NoError(t, err)
 				case r < 7:
-					p := store.ClaimParams{Executor: "w", Instance: "i", Limit: 1 + rng.IntN(7), Tasks: tasks, Lease: time.Hour, Scheme: scheme}
+					p := store.ClaimParams{Executor: "w", Instance: "i", Limit: 1 + rng.IntN(7), Tasks: tasks, Lease: time.Hour, Scheme: scheme, Fairness: fairnessMode}
 					if rng.IntN(3) == 0 {
 						p.Tasks = []string{tasks[rng.IntN(3)], tasks[rng.IntN(3)]}
 						p.Tasks = slices.Compact(slices.Sorted(slices.Values(p.Tasks)))
@@ -105,7 +148,8 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					}
 					fold()
 					cur := cursor()
-					predicted := queues.Claim(journal.ClaimParams{Limit: p.Limit, Tasks: p.Tasks, Groups: p.Groups, Scheme: scheme, Limits: lim}, &cur, micros())
+					sh := shares()
+					predicted := queues.Claim(journal.ClaimParams{Limit: p.Limit, Tasks: p.Tasks, Groups: p.Groups, Scheme: scheme, Limits: lim, Shares: sh}, &cur, micros())
 					var refs []fairway.JobRef
 					var want []string
 					for _, c := range predicted {
@@ -124,6 +168,11 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					require.Equal(t, want, got, "step %d: claim %+v from cursor %+v", step, p, cursor())
 					if len(jobs) > 0 {
 						require.Equal(t, cursor(), cur, "step %d: the cursor after the claim", step)
+						if sh != nil {
+							var vclock float64
+							require.NoError(t, db.QueryRow(ctx, `SELECT vclock FROM fairway_fairness WHERE id = 1`).Scan(&vclock))
+							require.InDelta(t, vclock, sh.Clock(), 1e-9, "step %d: the shares' clock after the claim", step)
+						}
 					}
 					held = append(held, jobs...)
 					claims += len(jobs)
@@ -139,6 +188,13 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					}
 					_, err := s.Complete(ctx, outcomes, 0)
 					require.NoError(t, err)
+					if byTime {
+						var runs []store.Run
+						for _, o := range outcomes {
+							runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: time.Duration(1+rng.IntN(5000)) * time.Millisecond})
+						}
+						require.NoError(t, s.LearnRunTimes(ctx, runs))
+					}
 				default:
 					jobs := storetest.Jobs(t, s, groups[rng.IntN(len(groups))])
 					for _, j := range jobs {
