@@ -3,9 +3,13 @@ package journal
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fairwayhq/fairway"
 )
 
 // LeaderConfig configures a Leader.
@@ -26,7 +30,12 @@ type LeaderConfig struct {
 	// at most that much.
 	SnapshotRows  int
 	SnapshotEvery time.Duration
-	Logger        *slog.Logger
+	// Records reads the final states of ended jobs of group (their
+	// records): the leader resolves a new job's dependency that ended
+	// before its submission was folded from it. Nil: such dependencies
+	// wait (logged).
+	Records func(ctx context.Context, group string, ids []string) (map[string]fairway.State, error)
+	Logger  *slog.Logger
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -68,6 +77,21 @@ type Leader struct {
 	// snapshotAt is when it was taken.
 	sinceSnapshot int
 	snapshotAt    time.Time
+	// resolve are the resolutions the leader owes (Change.Dependents,
+	// Change.Unknown): it appends them as a resolved row.
+	resolve []pendingResolution
+	// owed: leading anew, the leader has not yet worked out what its
+	// predecessor left unresolved.
+	owed bool
+	// warnedRecords: the leader said once that it reads no records.
+	warnedRecords bool
+}
+
+// pendingResolution is a job waiting for a dependency that ended: known
+// (the fold saw it end: final is its state) or not (its record says).
+type pendingResolution struct {
+	job, dependency fairway.JobRef
+	final           fairway.State // "" until read from the record
 }
 
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
@@ -160,6 +184,7 @@ func (l *Leader) renew(ctx context.Context) {
 	case ok && (!l.leading || lease.Epoch != l.lease.Epoch):
 		l.leading, l.lease = true, lease
 		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
+		l.resolve, l.owed = nil, true
 		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch)
 	case ok:
 		l.lease = lease
@@ -200,6 +225,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if !l.leading {
 		return nil
 	}
+	if err := l.settle(ctx); err != nil {
+		return err
+	}
 	if l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery) {
 		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 			return err
@@ -226,9 +254,138 @@ func (l *Leader) fold(ctx context.Context) error {
 			l.sinceSnapshot++
 			for _, c := range changes {
 				l.queues.Release(now, c.Job)
+				if !l.leading {
+					continue // a successor works out what it owes when it takes over
+				}
+				for _, id := range c.Dependents {
+					l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: c.Job.Group, ID: id}, dependency: c.Job, final: c.To})
+				}
+				for _, id := range c.Unknown {
+					l.resolve = append(l.resolve, pendingResolution{job: c.Job, dependency: fairway.JobRef{Group: c.Job.Group, ID: id}})
+				}
 			}
 		}
 	}
+}
+
+// settleRounds bounds the resolved rows one catch-up appends: each may
+// end dependents in turn (a failure cancels a chain link by link); what
+// is left waits for the next.
+const settleRounds = 8
+
+// settle appends the resolutions the leader owes (the dependents of jobs
+// that ended, and the dependencies a new job named that had ended before
+// it; those are read from their records), as resolved rows, and folds
+// them. Leading anew, it first works out what its predecessor left: the
+// pending jobs that wait for a job the state no longer holds. Called with
+// l.mu held, while leading.
+func (l *Leader) settle(ctx context.Context) error {
+	if l.owed {
+		for ref, j := range l.state.Jobs {
+			for _, w := range j.Waits {
+				dep := fairway.JobRef{Group: ref.Group, ID: w}
+				if l.state.Jobs[dep] == nil {
+					l.resolve = append(l.resolve, pendingResolution{job: ref, dependency: dep})
+				}
+			}
+		}
+		l.owed = false
+	}
+	for range settleRounds {
+		if len(l.resolve) == 0 {
+			return nil
+		}
+		finals, err := l.records(ctx)
+		if err != nil {
+			return err
+		}
+		var items []Item
+		var keep []pendingResolution
+		seen := map[pendingResolution]bool{}
+		for _, r := range l.resolve {
+			if key := (pendingResolution{job: r.job, dependency: r.dependency}); seen[key] {
+				continue // owed twice (seen ending, and found at a takeover)
+			} else {
+				seen[key] = true
+			}
+			final := cmp.Or(r.final, finals[r.dependency])
+			if final == "" {
+				keep = append(keep, r) // no record to read it from: it waits
+				continue
+			}
+			it := Item{Group: r.job.Group, ID: r.job.ID, Waits: []string{r.dependency.ID}}
+			switch final {
+			case fairway.StateSuccess:
+			case fairway.StateCancelled:
+				it.Error = fmt.Sprintf("dependency %s was cancelled", r.dependency.ID)
+			case stateUnknown:
+				it.Error = fmt.Sprintf("dependency %s is not known (never submitted, or pruned)", r.dependency.ID)
+			default:
+				it.Error = fmt.Sprintf("dependency %s failed", r.dependency.ID)
+			}
+			items = append(items, it)
+		}
+		l.resolve = keep
+		if len(items) == 0 {
+			return nil
+		}
+		body, err := Encode(items)
+		if err != nil {
+			return err
+		}
+		if err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, Resolved, body); err != nil {
+			if errors.Is(err, ErrFenced) {
+				l.leading, l.resolve = false, nil
+				return nil
+			}
+			// Owed still: tried again at the next catch-up.
+			for _, it := range items {
+				l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: it.Group, ID: it.ID}, dependency: fairway.JobRef{Group: it.Group, ID: it.Waits[0]}})
+			}
+			return err
+		}
+		if err := l.fold(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stateUnknown is the final state of a dependency that has no record.
+const stateUnknown fairway.State = "unknown"
+
+// records reads the final states of the dependencies owed whose end the
+// fold did not see (Records); one that has no record is stateUnknown.
+// Without Records, none is read.
+func (l *Leader) records(ctx context.Context) (map[fairway.JobRef]fairway.State, error) {
+	byGroup := map[string][]string{}
+	for _, r := range l.resolve {
+		if r.final == "" {
+			byGroup[r.dependency.Group] = append(byGroup[r.dependency.Group], r.dependency.ID)
+		}
+	}
+	out := map[fairway.JobRef]fairway.State{}
+	if len(byGroup) == 0 {
+		return out, nil
+	}
+	if l.cfg.Records == nil {
+		if l.warnedRecords {
+			return out, nil
+		}
+		l.warnedRecords = true
+		l.cfg.Logger.Warn("jobs wait for dependencies that ended before them, and this leader reads no records", "partition", l.cfg.Partition, "groups", len(byGroup))
+		return out, nil
+	}
+	for g, ids := range byGroup {
+		finals, err := l.cfg.Records(ctx, g, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reading the records of the dependencies of group %s: %w", g, err)
+		}
+		for _, id := range ids {
+			out[fairway.JobRef{Group: g, ID: id}] = cmp.Or(finals[id], stateUnknown)
+		}
+	}
+	return out, nil
 }
 
 // drop stops leading (the lease runs out by itself).

@@ -182,3 +182,133 @@ func TestALeaderClaimsFromMemory(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"j07", "j09", "j11"}, rest, "the jobs c1 could not claim")
 }
+
+// TestALeaderResolvesDependents: the fold never resolves a dependency
+// itself (docs/journal.md, "Who appends what"); the leader does, with
+// resolved rows: a job whose dependency succeeded becomes claimable, one
+// whose dependency failed or was cancelled is cancelled, link by link
+// along a chain, and a dependency that had ended before its dependent's
+// submission was folded is resolved from its record (one that has none
+// cancels the dependent, with why).
+func TestALeaderResolvesDependents(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{
+		{Group: "g", ID: "a", Task: "t"},
+		{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
+		{Group: "g", ID: "c", Task: "t", Waits: []string{"b"}},
+		{Group: "g", ID: "d", Task: "t", Waits: []string{"ended-ok"}},
+		{Group: "g", ID: "e", Task: "t", Waits: []string{"ended-failed"}},
+		{Group: "g", ID: "f", Task: "t", Waits: []string{"never"}},
+		{Group: "g", ID: "x", Task: "t"},
+		{Group: "g", ID: "y", Task: "t", Waits: []string{"x"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	records := func(_ context.Context, group string, ids []string) (map[string]fairway.State, error) {
+		require.Equal(t, "g", group)
+		return map[string]fairway.State{"ended-ok": fairway.StateSuccess, "ended-failed": fairway.StateFailed}, nil
+	}
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: 5 * time.Millisecond, Records: records})
+	go l.Run(ctx)
+	state := func(id string) fairway.State {
+		var st fairway.State = "ended"
+		l.View(func(s *journal.State, _ journal.Lease) {
+			if j := s.Jobs[fairway.JobRef{Group: "g", ID: id}]; j != nil {
+				st = j.State
+			}
+		})
+		return st
+	}
+	require.Eventually(t, func() bool {
+		return state("d") == fairway.StateWaiting && state("e") == "ended" && state("f") == "ended"
+	},
+		10*time.Second, 5*time.Millisecond, "the dependencies ended before were resolved from their records")
+	require.Equal(t, fairway.StatePending, state("b"))
+
+	// a fails for good, x succeeds.
+	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "w", Instance: "i", Limit: 10, Tasks: []string{"t"}})
+	require.NoError(t, err)
+	var ended []journal.Item
+	for _, j := range jobs {
+		switch j.Ref.ID {
+		case "a":
+			ended = append(ended, journal.Item{Group: "g", ID: "a", Attempt: j.Attempt, Executor: "w", Instance: "i", Outcome: journal.OutcomeError, Permanent: true, Error: "boom"})
+		case "x":
+			ended = append(ended, journal.Item{Group: "g", ID: "x", Attempt: j.Attempt, Executor: "w", Instance: "i", Outcome: journal.OutcomeSuccess})
+		}
+	}
+	require.Len(t, ended, 2, "a and x were claimed: %v", jobs)
+	var lease journal.Lease
+	l.View(func(_ *journal.State, le journal.Lease) { lease = le })
+	body, err = journal.Encode(ended)
+	require.NoError(t, err)
+	require.NoError(t, journal.AppendFenced(ctx, db, 0, lease.Epoch, journal.Ended, body))
+	l.Wake()
+	require.Eventually(t, func() bool {
+		return state("b") == "ended" && state("c") == "ended" && state("y") == fairway.StateWaiting
+	},
+		10*time.Second, 5*time.Millisecond, "b and c cancelled along the chain, y released")
+
+	// Why, as the resolved rows say it (every reader folds them).
+	why := map[string]string{}
+	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+	require.NoError(t, err)
+	for _, r := range rows {
+		if r.Kind != journal.Resolved {
+			continue
+		}
+		items, err := journal.Decode(r.Body)
+		require.NoError(t, err)
+		for _, it := range items {
+			why[it.ID] = it.Error
+		}
+	}
+	require.Equal(t, map[string]string{
+		"b": "dependency a failed", "c": "dependency b was cancelled",
+		"d": "", "e": "dependency ended-failed failed", "f": "dependency never is not known (never submitted, or pruned)",
+		"y": "",
+	}, why)
+}
+
+// TestANewLeaderResolvesWhatItsPredecessorLeft: a leader ends a job and
+// dies before it resolves the job's dependent; the next leader finds the
+// dependent waiting for a job its state no longer holds, and resolves it
+// (from the record: the end it did not see as leader).
+func TestANewLeaderResolvesWhatItsPredecessorLeft(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{{Group: "g", ID: "q", Task: "t"}, {Group: "g", ID: "p", Task: "t", Waits: []string{"q"}}})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	// The predecessor: claims q, q succeeds, and it dies.
+	old, ok, err := journal.Acquire(ctx, db, 0, "c1", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	body, err = journal.Encode([]journal.Item{{Group: "g", ID: "q", Attempt: 1, Executor: "w", Instance: "i"}})
+	require.NoError(t, err)
+	require.NoError(t, journal.AppendFenced(ctx, db, 0, old.Epoch, journal.Claimed, body))
+	body, err = journal.Encode([]journal.Item{{Group: "g", ID: "q", Attempt: 1, Executor: "w", Instance: "i", Outcome: journal.OutcomeSuccess}})
+	require.NoError(t, err)
+	require.NoError(t, journal.AppendFenced(ctx, db, 0, old.Epoch, journal.Ended, body))
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
+	require.NoError(t, err)
+
+	var asked []string
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c2", TTL: time.Hour, Renew: time.Hour, Poll: 5 * time.Millisecond,
+		Records: func(_ context.Context, _ string, ids []string) (map[string]fairway.State, error) {
+			asked = append(asked, ids...)
+			return map[string]fairway.State{"q": fairway.StateSuccess}, nil
+		}})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool {
+		st := fairway.State("")
+		l.View(func(s *journal.State, _ journal.Lease) {
+			if j := s.Jobs[fairway.JobRef{Group: "g", ID: "p"}]; j != nil {
+				st = j.State
+			}
+		})
+		return st == fairway.StateWaiting
+	}, 10*time.Second, 5*time.Millisecond, "p released by the new leader")
+	require.Equal(t, []string{"q"}, asked, "q's end was read from its record")
+}
