@@ -165,10 +165,10 @@ func Acquire(ctx context.Context, q Querier, partition int16, holder string, ttl
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SELECT set_config('lock_timeout', $1, true)", fmt.Sprint(ttl.Milliseconds()))
-	// The lock only when the lease may change hands: a renewal, or a
-	// try while another holds it, takes none.
+	// The lock only when the epoch may change (the lease ran out, whoever
+	// held it): a renewal, or a try while another holds it, takes none.
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2::int) FROM fairway_journal_lease
- WHERE partition = $3 AND holder <> $4 AND until <= now()`, leaseLockClass, int32(partition), partition, holder)
+ WHERE partition = $3 AND until <= now()`, leaseLockClass, int32(partition), partition)
 	b.Queue(acquireSQL, partition, holder, ttl.String()).QueryRow(func(row pgx.Row) error {
 		err := row.Scan(&l.Holder, &l.Epoch, &l.Until)
 		if errors.Is(err, pgx.ErrNoRows) {
