@@ -106,7 +106,8 @@ func BenchmarkSnapshotOfAMillionWaitingJobs(b *testing.B) {
 // BenchmarkTakeOverAMillionWaitingJobs is a new leader's restore of a
 // partition with 1,000,000 waiting jobs, its snapshot in PostgreSQL and
 // 10,000 rows after it, once the lease is its own: read and decode the
-// snapshot, fold the rows after it (condition 4 of issue 31).
+// snapshot, fold the rows after it, index the claimable jobs and make a
+// first claim from memory (condition 4 of issue 31: dispatch resumes).
 // go test -run XXX -bench TakeOverAMillion -benchtime 3x ./internal/journal/
 func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 	const jobs, after = 1_000_000, 10_000
@@ -154,6 +155,12 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 		}
 		if len(restored.Jobs) != jobs+after {
 			b.Fatalf("%d jobs restored", len(restored.Jobs))
+		}
+		// Dispatch resumes: the queues indexed, and a first claim.
+		q := journal.NewQueues(restored, time.Now().UnixMicro())
+		cur := restored.Cursor
+		if picked := q.Claim(journal.ClaimParams{Limit: 10, Tasks: []string{"export"}}, &cur, time.Now().UnixMicro()); len(picked) != 10 {
+			b.Fatalf("%d jobs picked", len(picked))
 		}
 	}
 }

@@ -37,6 +37,8 @@ type Queues struct {
 	// reserved are the jobs claims picked whose claimed row is not folded
 	// yet (see Claim).
 	reserved map[fairway.JobRef]struct{}
+	// bulk: Rebuild appends, and makes the heaps at its end.
+	bulk bool
 }
 
 // The lists of a group.
@@ -87,8 +89,20 @@ func NewQueues(s *State, now int64) *Queues {
 // Rebuild indexes every claimable job of the state anew (after a restore).
 func (q *Queues) Rebuild(now int64) {
 	q.groups, q.names, q.timers, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), nil
-	for ref := range q.s.Jobs {
-		q.Update(ref, now)
+	// Appended, then each heap made at once: linear, where a push per
+	// job is n log n (a takeover of a million waiting jobs).
+	q.bulk = true
+	for ref, j := range q.s.Jobs {
+		q.index(ref, j, now)
+	}
+	q.bulk = false
+	heap.Init(q.timers)
+	for _, g := range q.groups {
+		for _, l := range g.lists {
+			for _, h := range l {
+				heap.Init(h)
+			}
+		}
 	}
 }
 
@@ -97,11 +111,21 @@ func (q *Queues) Rebuild(now int64) {
 // it for every job a fold changed (Change.Job) and for every job whose
 // priority a row set.
 func (q *Queues) Update(ref fairway.JobRef, now int64) {
-	j := q.s.Jobs[ref]
-	if j == nil || !claimable(j.State) {
+	if j := q.s.Jobs[ref]; j != nil {
+		q.index(ref, j, now)
+	}
+}
+
+// index puts job j in its list, or among the timers, if it is claimable.
+func (q *Queues) index(ref fairway.JobRef, j *Job, now int64) {
+	if !claimable(j.State) {
 		return
 	}
 	if j.RunAt > now {
+		if q.bulk {
+			q.timers.s = append(q.timers.s, timer{at: j.RunAt, ref: ref})
+			return
+		}
 		heap.Push(q.timers, timer{at: j.RunAt, ref: ref})
 		return
 	}
@@ -125,6 +149,10 @@ func (q *Queues) push(ref fairway.JobRef, j *Job) {
 	if h == nil {
 		h = newAgeHeap()
 		(*l)[j.Task] = h
+	}
+	if q.bulk {
+		h.s = append(h.s, entry{age: j.age(), ref: ref})
+		return
 	}
 	heap.Push(h, entry{age: j.age(), ref: ref})
 }

@@ -25,14 +25,16 @@ import (
 // writes is folded into a State and its Queues. Before every claim the
 // leader's claim from memory, from the row engine's cursor (and, with
 // weights or time shares, its groups' virtual times, weights and run
-// times), must pick exactly the jobs the row engine then claims, and
-// leave the cursor (and the shares' clock) where it leaves it. Seeds 0
-// and 1 count jobs round-robin, 2 and 3 with weights, 4 and 5 share time
-// (with weights, and run times learned from the ends).
+// times; and the cluster's concurrency limits with the jobs held as the
+// journal's state counts them), must pick exactly the jobs the row engine
+// then claims, and leave the cursor (and the shares' clock) where it
+// leaves it. Seeds 0 and 1 count jobs round-robin, 2 and 3 with weights,
+// 4 and 5 share time (with weights, and run times learned from the
+// ends); odd seeds set and remove limits of tasks and groups as they go.
 func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			weighted, byTime := seed >= 2, seed >= 4
+			weighted, byTime, limited := seed >= 2, seed >= 4, seed%2 == 1
 			ctx := t.Context()
 			rng := rand.New(rand.NewPCG(seed, 31)) //nolint:gosec // a test's reproducible randomness
 			s, url := storetest.OpenURL(t)
@@ -141,12 +143,15 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 						// Named twice sometimes: one group all the same.
 						p.Groups = []string{groups[rng.IntN(6)], groups[rng.IntN(6)], groups[rng.IntN(6)]}
 					}
-					var lim *fairness.Limits
 					if rng.IntN(4) == 0 {
 						p.TaskLimits = map[string]int{tasks[rng.IntN(3)]: rng.IntN(3)}
-						lim = fairness.ExecutorLimits(p.TaskLimits)
 					}
 					fold()
+					// The cluster's limits as operators set them; the jobs
+					// held, as the journal's state counts them.
+					limits, err := s.Limits(ctx)
+					require.NoError(t, err)
+					lim := state.Limits(limits, p.TaskLimits)
 					cur := cursor()
 					sh := shares()
 					predicted := queues.Claim(journal.ClaimParams{Limit: p.Limit, Tasks: p.Tasks, Groups: p.Groups, Scheme: scheme, Limits: lim, Shares: sh}, &cur, micros())
@@ -194,6 +199,17 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 							runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: time.Duration(1+rng.IntN(5000)) * time.Millisecond})
 						}
 						require.NoError(t, s.LearnRunTimes(ctx, runs))
+					}
+				case limited && rng.IntN(2) == 0:
+					// Odd seeds: concurrency limits come and go.
+					kind, name := store.LimitTask, tasks[rng.IntN(3)]
+					if rng.IntN(2) == 0 {
+						kind, name = store.LimitGroup, append(slices.Clone(groups), store.AnyGroup)[rng.IntN(7)]
+					}
+					if rng.IntN(3) == 0 {
+						_ = s.DeleteLimit(ctx, kind, name) // not found is fine
+					} else {
+						require.NoError(t, s.SetLimit(ctx, kind, name, rng.IntN(4)))
 					}
 				default:
 					jobs := storetest.Jobs(t, s, groups[rng.IntN(len(groups))])

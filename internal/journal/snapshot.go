@@ -146,6 +146,9 @@ func Restore(b []byte) (*State, error) {
 		j.CancelRequested = flags&2 != 0
 		j.Waits = d.strings()
 		s.Jobs[ref] = j
+		if held(j.State) {
+			s.hold(ref, j, 1)
+		}
 	}
 	for range d.count() {
 		ref := fairway.JobRef{Group: name(), ID: d.string()}

@@ -29,6 +29,11 @@ type State struct {
 	// item of a claimed row (the leader writes them in the order it picked
 	// them), whether the item applied or not.
 	Cursor fairness.Cursor `json:"cursor"`
+	// HeldTasks and HeldGroups count the jobs executors hold (scheduled or
+	// running) per task and per group, for the concurrency limits (no
+	// zero entries). Kept by the fold, counted anew by Restore.
+	HeldTasks  map[string]int `json:"-"`
+	HeldGroups map[string]int `json:"-"`
 }
 
 // Job is an unfinished job in a State. It is laid out small (128 bytes):
@@ -88,7 +93,8 @@ type Change struct {
 
 // NewState is an empty partition.
 func NewState() *State {
-	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{}}
+	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -128,6 +134,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			}
 			from := j.State
 			j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
+			s.hold(ref, j, 1)
 			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance)}
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
@@ -157,6 +164,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 				continue
 			}
 			from := j.State
+			s.hold(ref, j, -1)
 			j.State, j.Holder, j.Progress = fairway.StateWaiting, nil, 0
 			out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
 		case Cancel:
@@ -231,6 +239,7 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 
 // end applies an attempt's end.
 func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change {
+	s.hold(ref, j, -1)
 	switch {
 	case it.Outcome == OutcomeSuccess:
 		return s.finish(out, ref, j, fairway.StateSuccess, "")
@@ -257,6 +266,47 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	delete(s.Jobs, ref)
 	delete(s.Dependents, ref)
 	return out
+}
+
+// hold counts job j of ref as held (d 1) or no longer (d -1).
+func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
+	for _, c := range []struct {
+		m   map[string]int
+		key string
+	}{{s.HeldTasks, j.Task}, {s.HeldGroups, ref.Group}} {
+		if n := c.m[c.key] + d; n > 0 {
+			c.m[c.key] = n
+		} else {
+			delete(c.m, c.key)
+		}
+	}
+}
+
+// Limits are the concurrency limits for a claim: limits (the cluster's,
+// as operators set them), with the jobs held now by the state's counts,
+// and the executor's own task caps; nil when there are neither (as the
+// row engine's claim reads them).
+func (s *State) Limits(limits []fairway.Limit, executorCaps map[string]int) *fairness.Limits {
+	if len(limits) == 0 {
+		return fairness.ExecutorLimits(executorCaps)
+	}
+	l := fairness.NewLimits()
+	groupLimits := false
+	for _, lim := range limits {
+		switch lim.Kind {
+		case "task":
+			l.SetTask(lim.Name, lim.Max, s.HeldTasks[lim.Name])
+		case "group":
+			l.SetGroup(lim.Name, lim.Max)
+			groupLimits = true
+		}
+	}
+	if groupLimits {
+		for g, n := range s.HeldGroups {
+			l.SetHeld(g, n)
+		}
+	}
+	return l.WithExecutorCaps(executorCaps)
 }
 
 // heldBy says whether a report is of the job's current claim: its

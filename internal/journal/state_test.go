@@ -438,6 +438,15 @@ func (h *history) check(step int) {
 		_, ended := h.final[ref]
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
+	heldTasks, heldGroups := map[string]int{}, map[string]int{}
+	for ref, j := range h.leader.Jobs {
+		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
+			heldTasks[j.Task]++
+			heldGroups[ref.Group]++
+		}
+	}
+	require.Equal(h.t, heldTasks, h.leader.HeldTasks, "step %d: the held jobs per task", step)
+	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
 	for ref, j := range h.leader.Jobs {
 		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
 		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
