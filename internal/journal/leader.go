@@ -300,7 +300,7 @@ func (l *Leader) settle(ctx context.Context) error {
 			return err
 		}
 		var items []Item
-		var keep []pendingResolution
+		var keep, sent []pendingResolution
 		seen := map[pendingResolution]bool{}
 		for _, r := range l.resolve {
 			if key := (pendingResolution{job: r.job, dependency: r.dependency}); seen[key] {
@@ -324,6 +324,7 @@ func (l *Leader) settle(ctx context.Context) error {
 				it.Error = fmt.Sprintf("dependency %s failed", r.dependency.ID)
 			}
 			items = append(items, it)
+			sent = append(sent, pendingResolution{job: r.job, dependency: r.dependency, final: final})
 		}
 		l.resolve = keep
 		if len(items) == 0 {
@@ -338,10 +339,9 @@ func (l *Leader) settle(ctx context.Context) error {
 				l.leading, l.resolve = false, nil
 				return nil
 			}
-			// Owed still: tried again at the next catch-up.
-			for _, it := range items {
-				l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: it.Group, ID: it.ID}, dependency: fairway.JobRef{Group: it.Group, ID: it.Waits[0]}})
-			}
+			// Owed still, with what is known of them: tried again at the
+			// next catch-up.
+			l.resolve = append(l.resolve, sent...)
 			return err
 		}
 		if err := l.fold(ctx); err != nil {

@@ -34,7 +34,11 @@ type ClaimedJob struct {
 // by a row that came first) is not returned. ErrNotLeading when this
 // coordinator does not lead; ErrFenced when it learns that another took
 // the lease (it leads no more). Claims are serialised: the leader appends
-// one batch after the other (docs/journal.md, "Who appends what").
+// one batch after the other (docs/journal.md, "Who appends what"). An
+// append whose outcome is unknown (PostgreSQL did not answer) counts as
+// failed: its jobs go back to the queues, and if it did commit, the fold
+// makes them held by an executor that never had them until their lease
+// runs out (expiry is step 4's).
 func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
