@@ -287,6 +287,12 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 // rows at a time, and returns how many it applied. It stops at the first
 // error (the rows read before it are applied).
 func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
+	return t.FoldChanges(ctx, q, s, nil)
+}
+
+// FoldChanges is Fold that hands the changes each row made to changed
+// (nil: none), as it applies them.
+func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed func([]Change)) (int, error) {
 	n := 0
 	for {
 		rows, err := t.Next(ctx, q, foldBatch)
@@ -294,10 +300,14 @@ func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
 			return n, err
 		}
 		for _, r := range rows {
-			if _, err := s.Apply(r); err != nil {
+			changes, err := s.Apply(r)
+			if err != nil {
 				return n, err
 			}
 			n++
+			if changed != nil {
+				changed(changes)
+			}
 		}
 	}
 }

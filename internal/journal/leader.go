@@ -240,32 +240,23 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // fold applies to the state every row the tail reads now, and keeps the
 // queues up to date with the changes. Called with l.mu held.
 func (l *Leader) fold(ctx context.Context) error {
-	for {
-		rows, err := l.tail.Next(ctx, l.db, foldBatch)
-		if err != nil || len(rows) == 0 {
-			return err
-		}
+	n, err := l.tail.FoldChanges(ctx, l.db, l.state, func(changes []Change) {
 		now := time.Now().UnixMicro()
-		for _, r := range rows {
-			changes, err := l.state.Apply(r)
-			if err != nil {
-				return err
+		for _, c := range changes {
+			l.queues.Release(now, c.Job)
+			if !l.leading {
+				continue // a successor works out what it owes when it takes over
 			}
-			l.sinceSnapshot++
-			for _, c := range changes {
-				l.queues.Release(now, c.Job)
-				if !l.leading {
-					continue // a successor works out what it owes when it takes over
-				}
-				for _, id := range c.Dependents {
-					l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: c.Job.Group, ID: id}, dependency: c.Job, final: c.To})
-				}
-				for _, id := range c.Unknown {
-					l.resolve = append(l.resolve, pendingResolution{job: c.Job, dependency: fairway.JobRef{Group: c.Job.Group, ID: id}})
-				}
+			for _, id := range c.Dependents {
+				l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: c.Job.Group, ID: id}, dependency: c.Job, final: c.To})
+			}
+			for _, id := range c.Unknown {
+				l.resolve = append(l.resolve, pendingResolution{job: c.Job, dependency: fairway.JobRef{Group: c.Job.Group, ID: id}})
 			}
 		}
-	}
+	})
+	l.sinceSnapshot += n
+	return err
 }
 
 // settleRounds bounds the resolved rows one catch-up appends: each may

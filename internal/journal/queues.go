@@ -31,7 +31,7 @@ import (
 type Queues struct {
 	s      *State
 	groups map[string]*groupIndex
-	// names are the groups of groups, sorted.
+	// names are the names of groups, sorted (the round-robin order).
 	names  []string
 	timers *timerHeap
 	// reserved are the jobs claims picked whose claimed row is not folded
@@ -178,37 +178,38 @@ func (q *Queues) valid(e entry, l int, now int64) bool {
 	return !reserved
 }
 
+// head drops the stale entries at the top of h (list l) and returns the
+// first valid one, if any.
+func (q *Queues) head(h *ageHeap, l int, now int64) (entry, bool) {
+	for h.Len() > 0 {
+		if e := h.s[0]; q.valid(e, l, now) {
+			return e, true
+		}
+		heap.Pop(h)
+	}
+	return entry{}, false
+}
+
 // hasDue says whether group has a due job of one of tasks, dropping the
-// stale entries it meets on the way; a group with no entries left leaves
-// the index.
-func (q *Queues) hasDue(group string, tasks []string, now int64) bool {
+// stale entries it meets on the way and the lists they empty; empty is
+// true when the group has no entries left (its caller removes it).
+func (q *Queues) hasDue(group string, tasks []string, now int64) (found, empty bool) {
 	g := q.groups[group]
 	if g == nil {
-		return false
+		return false, true
 	}
-	found, left := false, false
+	empty = true
 	for l := range g.lists {
 		for task, h := range g.lists[l] {
-			for h.Len() > 0 && !q.valid(h.s[0], l, now) {
-				heap.Pop(h)
-			}
-			if h.Len() == 0 {
+			if _, ok := q.head(h, l, now); !ok {
 				delete(g.lists[l], task)
 				continue
 			}
-			left = true
-			if !found && slices.Contains(tasks, task) {
-				found = true
-			}
+			empty = false
+			found = found || slices.Contains(tasks, task)
 		}
 	}
-	if !left {
-		delete(q.groups, group)
-		if i, ok := slices.BinarySearch(q.names, group); ok {
-			q.names = slices.Delete(q.names, i, i+1)
-		}
-	}
-	return found
+	return found, empty
 }
 
 // Walk returns the groups with a due job of one of tasks, in round-robin
@@ -217,7 +218,7 @@ func (q *Queues) hasDue(group string, tasks []string, now int64) bool {
 // when granted is not nil, the groups not in it: what claim_walk.sql and
 // claim_walk_groups.sql return for the row engine.
 func (q *Queues) Walk(cursor string, n int, tasks, capped, granted []string, now int64) []string {
-	var out []string
+	var out, empty []string
 	take := func(g string) bool {
 		if len(out) >= n {
 			return false
@@ -225,28 +226,36 @@ func (q *Queues) Walk(cursor string, n int, tasks, capped, granted []string, now
 		if slices.Contains(capped, g) || q.s.Paused[g] || (granted != nil && !slices.Contains(granted, g)) {
 			return true
 		}
-		if q.hasDue(g, tasks, now) {
+		found, none := q.hasDue(g, tasks, now)
+		if found {
 			out = append(out, g)
+		}
+		if none {
+			empty = append(empty, g)
 		}
 		return true
 	}
-	// hasDue may remove names: walk a copy.
-	names := slices.Clone(q.names)
-	start := sort.SearchStrings(names, cursor)
-	if start < len(names) && names[start] == cursor {
+	start := sort.SearchStrings(q.names, cursor)
+	if start < len(q.names) && q.names[start] == cursor {
 		start++
 	}
-	for _, g := range names[start:] {
-		if !take(g) {
-			return out
+	walk := func(names []string) bool {
+		for _, g := range names {
+			if !take(g) {
+				return false
+			}
 		}
+		return true
 	}
-	if cursor == "" {
-		return out
+	if walk(q.names[start:]) && cursor != "" {
+		walk(q.names[:start])
 	}
-	for _, g := range names[:start] {
-		if !take(g) {
-			return out
+	// Groups left without entries leave the index, after the walk (which
+	// read the names in place).
+	for _, g := range empty {
+		delete(q.groups, g)
+		if i, ok := slices.BinarySearch(q.names, g); ok {
+			q.names = slices.Delete(q.names, i, i+1)
 		}
 	}
 	return out
@@ -301,10 +310,7 @@ func (q *Queues) first(group string, g *groupIndex, l int, tasks []string, n int
 	for len(out) < n {
 		var best *ageHeap
 		for _, h := range heaps {
-			for h.Len() > 0 && !q.valid(h.s[0], l, now) {
-				heap.Pop(h)
-			}
-			if h.Len() > 0 && (best == nil || h.s[0].age < best.s[0].age) {
+			if e, ok := q.head(h, l, now); ok && (best == nil || e.age < best.s[0].age) {
 				best = h
 			}
 		}
