@@ -9,4 +9,7 @@ type Candidate struct {
 	Task     string
 	State    fairway.State
 	Priority fairway.Priority
+	// Charge is, once PickShares took it, how far it moved its group's
+	// virtual time (its cost over its group's weight); 0 without shares.
+	Charge float64
 }

@@ -43,12 +43,14 @@ func (h *slotHeap) Pop() any {
 // asks a claim for one job (as executors do), the claim picks with
 // PickShares (or Pick, counting jobs without weights, for shares nil),
 // and a job that ends is learned as the store learns it (its run time
-// averaged per group and task, its charge corrected). It returns each
+// averaged per group and task, its charge corrected): the book of shares
+// moves as the journal's fold moves it, by the claims' charges and the
+// ends' run times. It returns each
 // group's share of the slot-time used.
 func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[string]float64 {
-	sh := fairness.NewShares(mode == fairness.ByTime, 0)
+	book := fairness.NewBook()
 	for _, g := range groups {
-		sh.SetWeight(g.name, g.weight)
+		book.SetWeight(g.name, g.weight)
 	}
 	st := &fairness.Cursor{}
 	used := map[string]time.Duration{}
@@ -64,7 +66,7 @@ func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[st
 			break
 		}
 		if s.group != "" {
-			sh.Ended(s.group, s.task, float64(s.ran.Milliseconds()))
+			book.Learn([]fairness.Ran{{Group: s.group, Task: s.task, MS: float64(s.ran.Milliseconds())}})
 		}
 		// Every group is backlogged: candidates in name order after the
 		// cursor, as the walk returns them.
@@ -74,8 +76,9 @@ func simulate(groups []simGroup, slots int, d time.Duration, mode string) map[st
 			queues = append(queues, &fairness.Queue{Name: g.name, Low: []fairness.Candidate{{ID: fmt.Sprint(seq), Group: g.name, Task: "t", Priority: fairway.PriorityLow}}, LowMore: true})
 		}
 		queues = rotate(queues, st.Group)
-		picked, _ := fairness.PickShares(queues, 1, fairway.CountingScheme{High: 4, Low: 1}, st, nil, sh)
+		picked, _ := fairness.PickShares(queues, 1, fairway.CountingScheme{High: 4, Low: 1}, st, nil, fairness.SharesOf(book, mode == fairness.ByTime))
 		c := picked[0]
+		book.Charge(c.Group, c.Charge) // as the journal's fold does for a claimed row
 		var run time.Duration
 		for _, g := range groups {
 			if g.name == c.Group {

@@ -41,8 +41,9 @@ const maxClaimRounds = 8
 // takes them (docs/journal.md, step 3: the same picks from the same
 // jobs). The jobs picked are reserved: no claim picks them again until
 // Release, or until the fold of the leader's claimed row makes them
-// scheduled. p.Shares is charged for what is picked (the caller keeps
-// it: the state does not hold the shares yet).
+// scheduled. With p.Shares, each job picked carries its charge
+// (fairness.Candidate.Charge), which p.Shares counts for the rest of the
+// claim and the fold of the claimed row writes in the state's book.
 func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairness.Candidate {
 	q.Due(now)
 	tasks, lim := p.Tasks, p.Limits

@@ -18,7 +18,7 @@ const (
 	// whose job is live already is a duplicate and changes nothing.
 	Submitted Kind = "submitted"
 	// Claimed: jobs handed to an executor (Attempt, the attempt they now
-	// run; Executor, Instance). Applies to a waiting or stuck job of a
+	// run; Executor, Instance; Charge, with fair shares). Applies to a waiting or stuck job of a
 	// group that is not paused whose attempt is Attempt-1. A job's attempt
 	// counts its claims and never goes back (a release or a snooze counts
 	// no retry but keeps it): with the executor's instance it is what a
@@ -30,10 +30,10 @@ const (
 	// Progress: the attempt's progress (Attempt, Progress).
 	Progress Kind = "progress"
 	// Ended: the attempt's end (Attempt, Outcome; RunAt for a retry or a
-	// snooze; Result, Error).
+	// snooze; Result, Error; RanMS, when fair shares count time).
 	Ended Kind = "ended"
 	// Released: the attempt handed back without running to its end
-	// (Attempt; Error): the job waits again, no retry counted; or, Counted,
+	// (Attempt; Error; RanMS, as Ended): the job waits again, no retry counted; or, Counted,
 	// the attempt was lost with its executor and counts as one that
 	// failed (retried now, at RunAt, unless out of retries).
 	Released Kind = "released"
@@ -56,6 +56,8 @@ const (
 	// Paused and Resumed: a group's claims stop and resume (Group only).
 	Paused  Kind = "paused"
 	Resumed Kind = "resumed"
+	// Weight: a group's weight in the fair shares (Group, Weight).
+	Weight Kind = "weight"
 )
 
 // The outcomes of an Ended item.
@@ -92,6 +94,10 @@ type Item struct {
 	// Claimed.
 	Executor string `json:"executor,omitempty"`
 	Instance string `json:"instance,omitempty"`
+	// Charge is how far the claim moved the job's group's virtual time in
+	// the fair shares (its cost over the group's weight; 0: the claim
+	// used no shares).
+	Charge float64 `json:"charge,omitempty"`
 
 	// Progress.
 	Progress int16 `json:"progress,omitempty"`
@@ -102,6 +108,13 @@ type Item struct {
 	Counted   bool            `json:"counted,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     string          `json:"error,omitempty"`
+	// RanMS is how long the ended (or released) attempt ran, in milliseconds, as its
+	// executor reported it: learned by the fair shares of time (0: not
+	// learned).
+	RanMS float64 `json:"ran_ms,omitempty"`
+
+	// Weight.
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // The first byte of a body says its format: JSON (what SQL writes: the

@@ -35,7 +35,11 @@ type LeaderConfig struct {
 	// before its submission was folded from it. Nil: such dependencies
 	// wait (logged).
 	Records func(ctx context.Context, group string, ids []string) (map[string]fairway.State, error)
-	Logger  *slog.Logger
+	// Fairness is what the fair shares count (scheduler.fairness:
+	// fairness.ByJobs, the default, or fairness.ByTime). Counting jobs
+	// with every weight 1, a claim is the round-robin alone.
+	Fairness string
+	Logger   *slog.Logger
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -325,9 +329,9 @@ func (l *Leader) settle(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, Resolved, body); err != nil {
+		if err := l.append(ctx, Resolved, body); err != nil {
 			if errors.Is(err, ErrFenced) {
-				l.leading, l.resolve = false, nil
+				l.resolve = nil
 				return nil
 			}
 			// Owed still, with what is known of them: tried again at the
@@ -340,6 +344,18 @@ func (l *Leader) settle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// append appends a row of kind as the partition's leader, fenced by its
+// epoch; learning that another leads (ErrFenced), it leads no more.
+// Called with l.mu held, while leading.
+func (l *Leader) append(ctx context.Context, kind Kind, body []byte) error {
+	err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, kind, body)
+	if errors.Is(err, ErrFenced) {
+		l.leading = false
+		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "kind", kind)
+	}
+	return err
 }
 
 // stateUnknown is the final state of a dependency that has no record.

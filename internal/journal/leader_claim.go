@@ -8,7 +8,34 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 )
+
+// SetWeight sets group's weight in the fair shares (fairness.CheckWeight
+// says which are allowed): the leader appends a weight row and folds it,
+// so that its next claim counts it. ErrNotLeading when this coordinator
+// does not lead.
+func (l *Leader) SetWeight(ctx context.Context, group string, weight float64) error {
+	if err := fairway.CheckName("group", group); err != nil {
+		return err
+	}
+	if err := fairness.CheckWeight(weight); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading || l.state == nil {
+		return ErrNotLeading
+	}
+	body, err := Encode([]Item{{Group: group, Weight: weight}})
+	if err != nil {
+		return err
+	}
+	if err := l.append(ctx, Weight, body); err != nil {
+		return err
+	}
+	return l.fold(ctx)
+}
 
 // ErrNotLeading is a claim's answer from a coordinator that does not lead
 // the partition (or no longer does).
@@ -26,7 +53,9 @@ type ClaimedJob struct {
 }
 
 // Claim takes up to p.Limit jobs for p.Executor's instance p.Instance from
-// the leader's memory (Queues.Claim), appends one claimed row with the
+// the leader's memory (Queues.Claim; with weights, or sharing time, by
+// the shares of the state's book, whatever p.Shares says: each claimed
+// item carries its charge, and the fold moves the book), appends one claimed row with the
 // leader's epoch, folds the journal to it and returns the jobs that row
 // made scheduled, with their arguments (one read of the rows that
 // submitted them). Nothing is handed out before the row is committed and
@@ -49,6 +78,10 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, err
 	}
 	cur := l.state.Cursor
+	p.Shares = nil
+	if byTime := l.cfg.Fairness == fairness.ByTime; byTime || l.state.Shares.Weighted() {
+		p.Shares = fairness.SharesOf(l.state.Shares, byTime)
+	}
 	picked := l.queues.Claim(p, &cur, time.Now().UnixMicro())
 	if len(picked) == 0 {
 		return nil, nil
@@ -57,7 +90,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	items := make([]Item, len(picked))
 	for i, c := range picked {
 		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
-		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance}
+		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge}
 	}
 	// Whatever happens next, the reservations end: the jobs the row made
 	// scheduled leave the queues by the fold, the others go back.
@@ -66,11 +99,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, Claimed, body); err != nil {
-		if errors.Is(err, ErrFenced) {
-			l.leading = false
-			l.cfg.Logger.Info("another coordinator leads journal partition now: a claim was refused", "partition", l.cfg.Partition)
-		}
+	if err := l.append(ctx, Claimed, body); err != nil {
 		return nil, err
 	}
 	if err := l.fold(ctx); err != nil {

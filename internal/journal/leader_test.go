@@ -312,3 +312,59 @@ func TestANewLeaderResolvesWhatItsPredecessorLeft(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "p released by the new leader")
 	require.Equal(t, []string{"q"}, asked, "q's end was read from its record")
 }
+
+// TestALeaderSharesByTheWeightsOfItsState: a group's weight is a row the
+// leader appends (refused when out of bounds, naming the field), its
+// claims pick by the weights and virtual times of its state's book (acme
+// of weight 3 gets three jobs for globex's one), each claimed item
+// carries its charge, and a successor folds the same book from
+// PostgreSQL alone and goes on with the same shares.
+func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var items []journal.Item
+	for i := range 80 {
+		items = append(items, journal.Item{Group: []string{"acme", "globex"}[i%2], ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low"})
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+
+	leader := func(holder string) *journal.Leader {
+		l := journal.NewLeader(db, journal.LeaderConfig{Holder: holder, TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+		go l.Run(ctx)
+		require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "%s leads", holder)
+		return l
+	}
+	l := leader("c1")
+	err = l.SetWeight(ctx, "acme", 0)
+	require.ErrorContains(t, err, "weight")
+	require.NoError(t, l.SetWeight(ctx, "acme", 3))
+
+	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	claim := func(l *journal.Leader, n int) map[string]int {
+		got := map[string]int{}
+		for range n {
+			jobs, err := l.Claim(ctx, p)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			got[jobs[0].Ref.Group]++
+		}
+		return got
+	}
+	require.Equal(t, map[string]int{"acme": 15, "globex": 5}, claim(l, 20))
+
+	fresh := journal.NewState()
+	_, err = (&journal.Tail{}).Fold(ctx, db, fresh)
+	require.NoError(t, err)
+	require.InDelta(t, 3, fresh.Shares.Weight("acme"), 0)
+	require.InDelta(t, 5, fresh.Shares.VTimes["acme"], 1e-9, "acme's virtual time: 15 jobs of cost 1 over weight 3")
+	require.InDelta(t, 5, fresh.Shares.VTimes["globex"], 1e-9, "globex's virtual time: 5 jobs")
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, fresh, s) }))
+
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
+	require.NoError(t, err)
+	c2 := leader("c2")
+	require.ErrorIs(t, l.SetWeight(ctx, "globex", 2), journal.ErrFenced)
+	require.Equal(t, map[string]int{"acme": 15, "globex": 5}, claim(c2, 20), "the successor's shares")
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -79,36 +80,49 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 			if byTime {
 				fairnessMode = store.FairnessTime
 			}
-			// The shares as the row engine keeps them, for the claim from
-			// memory to start from (nil when a claim uses none).
-			shares := func() *fairness.Shares {
+			// The book of shares as the journal's fold keeps it: weights
+			// set, each claimed job's charge, the run times of the ends.
+			// The mirror's rows carry no charges or run times (the row
+			// engine's claims and learning write them in its tables), so
+			// the test moves the book itself with what the leader's rows
+			// would carry, and checks before every claim that it equals
+			// the row engine's tables; the claim from memory uses it
+			// (nil when a claim uses no shares, as the row engine).
+			book := fairness.NewBook()
+			if weighted {
+				book.SetWeight("acme", 3)
+				book.SetWeight("hooli", 0.5)
+			}
+			checkBook := func(step int) {
 				var vclock float64
-				var anyWeight bool
-				require.NoError(t, db.QueryRow(ctx, `SELECT vclock, EXISTS (SELECT 1 FROM fairway_group_share WHERE weight <> 1) FROM fairway_fairness WHERE id = 1`).Scan(&vclock, &anyWeight))
-				if !byTime && !anyWeight {
-					return nil
+				require.NoError(t, db.QueryRow(ctx, `SELECT vclock FROM fairway_fairness WHERE id = 1`).Scan(&vclock))
+				require.InDelta(t, vclock, book.Clock, 1e-9, "step %d: the clock", step)
+				type share struct {
+					Group         string
+					Weight, VTime float64
 				}
-				sh := fairness.NewShares(byTime, vclock)
 				rows, err := db.Query(ctx, `SELECT group_name, weight, vtime FROM fairway_group_share`)
 				require.NoError(t, err)
-				for rows.Next() {
-					var g string
-					var w, v float64
-					require.NoError(t, rows.Scan(&g, &w, &v))
-					sh.SetWeight(g, w)
-					sh.SetVTime(g, v)
+				shares, err := pgx.CollectRows(rows, pgx.RowToStructByPos[share])
+				require.NoError(t, err)
+				for _, sh := range shares {
+					require.Contains(t, book.VTimes, sh.Group, "step %d: group %s has a virtual time in the row engine's tables only", step, sh.Group)
+					require.InDelta(t, sh.VTime, book.VTimes[sh.Group], 1e-6, "step %d: group %s's virtual time", step, sh.Group)
+					require.Equal(t, sh.Weight, book.Weight(sh.Group), "step %d: group %s's weight", step, sh.Group)
 				}
-				require.NoError(t, rows.Err())
+				require.Len(t, book.VTimes, len(shares), "step %d: the groups with virtual times", step)
+				type runTime struct {
+					Group, Task string
+					MS          float64
+				}
 				rows, err = db.Query(ctx, `SELECT group_name, task, avg_ms FROM fairway_run_time`)
 				require.NoError(t, err)
-				for rows.Next() {
-					var g, task string
-					var ms float64
-					require.NoError(t, rows.Scan(&g, &task, &ms))
-					sh.SetCost(g, task, ms)
+				runTimes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[runTime])
+				require.NoError(t, err)
+				for _, r := range runTimes {
+					require.InDelta(t, r.MS, book.RunMS[[2]string{r.Group, r.Task}], 1e-6, "step %d: the run time of group %q's task %s", step, r.Group, r.Task)
 				}
-				require.NoError(t, rows.Err())
-				return sh
+				require.Len(t, book.RunMS, len(runTimes), "step %d: the run times learned", step)
 			}
 			scheme := fairway.CountingScheme{High: 3, Low: 1}
 			var held []fairway.Job
@@ -153,7 +167,11 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					require.NoError(t, err)
 					lim := state.Limits(limits, p.TaskLimits)
 					cur := cursor()
-					sh := shares()
+					checkBook(step)
+					var sh *fairness.Shares
+					if byTime || book.Weighted() {
+						sh = fairness.SharesOf(book, byTime)
+					}
 					predicted := queues.Claim(journal.ClaimParams{Limit: p.Limit, Tasks: p.Tasks, Groups: p.Groups, Scheme: scheme, Limits: lim, Shares: sh}, &cur, micros())
 					var refs []fairway.JobRef
 					var want []string
@@ -173,20 +191,22 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					require.Equal(t, want, got, "step %d: claim %+v from cursor %+v", step, p, cursor())
 					if len(jobs) > 0 {
 						require.Equal(t, cursor(), cur, "step %d: the cursor after the claim", step)
-						if sh != nil {
-							var vclock float64
-							require.NoError(t, db.QueryRow(ctx, `SELECT vclock FROM fairway_fairness WHERE id = 1`).Scan(&vclock))
-							require.InDelta(t, vclock, sh.Clock(), 1e-9, "step %d: the shares' clock after the claim", step)
+					}
+					for _, c := range predicted {
+						if c.Charge != 0 {
+							book.Charge(c.Group, c.Charge) // as the fold of the leader's claimed row
 						}
 					}
 					held = append(held, jobs...)
 					claims += len(jobs)
 				case r < 9:
 					var outcomes []store.Outcome
+					var endedTasks []string // the outcomes' tasks
 					for range min(len(held), 1+rng.IntN(4)) {
 						i := rng.IntN(len(held))
 						j := held[i]
 						held = slices.Delete(held, i, i+1)
+						endedTasks = append(endedTasks, j.Task)
 						kind := []fairway.Outcome{fairway.OutcomeSuccess, fairway.OutcomeError, fairway.OutcomeReleased}[rng.IntN(3)]
 						outcomes = append(outcomes, store.Outcome{Attempt: store.Attempt{Group: j.Group, JobID: j.ID, Attempt: j.Attempt, Executor: "w", Instance: "i"},
 							Kind: kind, Error: "e"})
@@ -195,10 +215,14 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					require.NoError(t, err)
 					if byTime {
 						var runs []store.Run
-						for _, o := range outcomes {
-							runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: time.Duration(1+rng.IntN(5000)) * time.Millisecond})
+						var ran []fairness.Ran
+						for i, o := range outcomes {
+							d := time.Duration(1+rng.IntN(5000)) * time.Millisecond
+							runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: d})
+							ran = append(ran, fairness.Ran{Group: o.Group, Task: endedTasks[i], MS: float64(d.Milliseconds())})
 						}
 						require.NoError(t, s.LearnRunTimes(ctx, runs))
+						book.Learn(ran) // as the fold of the leader's ended row
 					}
 				case limited && rng.IntN(2) == 0:
 					// Odd seeds: concurrency limits come and go.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"unique"
 
 	"github.com/fairwayhq/fairway"
@@ -25,7 +26,11 @@ import (
 //	dependents: count, then each: group, id, ids (count, ids)
 //	paused:     count, then each group
 //	cursor:     its group, its counter
-const snapshotVersion = 3
+//	shares:     the clock; virtual times (count, then each: group,
+//	            time); weights (count, then each: group, weight); run
+//	            times (count, then each: group, task, milliseconds);
+//	            floats as their 8 bytes
+const snapshotVersion = 4
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -51,6 +56,16 @@ func (s *State) Snapshot() ([]byte, error) {
 		e.name(g)
 	}
 	e.name(s.Cursor.Group)
+	for g := range s.Shares.VTimes {
+		e.name(g)
+	}
+	for g := range s.Shares.Weights {
+		e.name(g)
+	}
+	for k := range s.Shares.RunMS {
+		e.name(k[0])
+		e.name(k[1])
+	}
 	out := make([]byte, 0, 64+len(s.Jobs)*64)
 	out = append(out, snapshotVersion)
 	out = binary.AppendUvarint(out, uint64(len(e.list)))
@@ -102,6 +117,18 @@ func (s *State) Snapshot() ([]byte, error) {
 	}
 	out = binary.AppendUvarint(out, e.names[s.Cursor.Group])
 	out = binary.AppendVarint(out, s.Cursor.Counter)
+	out = appendFloat(out, s.Shares.Clock)
+	for _, m := range []map[string]float64{s.Shares.VTimes, s.Shares.Weights} {
+		out = binary.AppendUvarint(out, uint64(len(m)))
+		for g, v := range m {
+			out = appendFloat(binary.AppendUvarint(out, e.names[g]), v)
+		}
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Shares.RunMS)))
+	for k, v := range s.Shares.RunMS {
+		out = binary.AppendUvarint(out, e.names[k[0]])
+		out = appendFloat(binary.AppendUvarint(out, e.names[k[1]]), v)
+	}
 	return out, nil
 }
 
@@ -159,6 +186,17 @@ func Restore(b []byte) (*State, error) {
 	}
 	s.Cursor.Group = name()
 	s.Cursor.Counter = d.varint()
+	s.Shares.Clock = d.float()
+	for _, m := range []map[string]float64{s.Shares.VTimes, s.Shares.Weights} {
+		for range d.count() {
+			g := name()
+			m[g] = d.float()
+		}
+	}
+	for range d.count() {
+		k := [2]string{name(), name()}
+		s.Shares.RunMS[k] = d.float()
+	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("reading a journal snapshot: it is cut short or corrupt")
 	}
@@ -242,6 +280,20 @@ func (d *snapshotDecoder) count() int {
 		return 0
 	}
 	return int(v) //nolint:gosec // G115: at most len(d.b)
+}
+
+func (d *snapshotDecoder) float() float64 {
+	if len(d.b) < 8 {
+		d.fail()
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
+}
+
+func appendFloat(out []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(out, math.Float64bits(v))
 }
 
 func (d *snapshotDecoder) byte() byte {

@@ -34,6 +34,10 @@ type State struct {
 	// zero entries). Kept by the fold, counted anew by Restore.
 	HeldTasks  map[string]int `json:"-"`
 	HeldGroups map[string]int `json:"-"`
+	// Shares are the fair shares' book: the groups' weights (Weight rows),
+	// virtual times and the clock (moved by the charges of claimed items),
+	// and the run times learned from ended items that carry them.
+	Shares *fairness.Book `json:"-"`
 }
 
 // Job is an unfinished job in a State. It is laid out small (128 bytes):
@@ -94,7 +98,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}}
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Shares: fairness.NewBook()}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -109,6 +113,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
 	}
 	var out []Change
+	var runs []fairness.Ran // the row's ended attempts that carry their run times
 	for i, it := range items {
 		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
 		j := s.Jobs[ref]
@@ -136,6 +141,9 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
 			s.hold(ref, j, 1)
 			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance)}
+			if it.Charge != 0 {
+				s.Shares.Charge(ref.Group, it.Charge)
+			}
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
 			if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
@@ -152,10 +160,16 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			if j == nil || !held(j.State) || !j.heldBy(it) {
 				continue
 			}
+			if it.RanMS > 0 {
+				runs = append(runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
+			}
 			out = s.end(out, ref, j, it)
 		case Released:
 			if j == nil || !held(j.State) || !j.heldBy(it) {
 				continue
+			}
+			if it.RanMS > 0 {
+				runs = append(runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
 			}
 			if it.Counted {
 				// Lost with its executor: an attempt that failed.
@@ -204,10 +218,15 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			s.Paused[it.Group] = true
 		case Resumed:
 			delete(s.Paused, it.Group)
+		case Weight:
+			s.Shares.SetWeight(ref.Group, it.Weight)
 		default:
 			return out, fmt.Errorf("journal row %d: unknown kind %q", row.ID, row.Kind)
 		}
 	}
+	// The run times as one batch, as the row engine learns a batch of
+	// reports' (fairness.Book.Learn).
+	s.Shares.Learn(runs)
 	return out, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -122,6 +123,57 @@ func TestFoldRules(t *testing.T) {
 	require.Len(t, apply(t, s, row(t, 24, journal.Claimed, journal.Item{Group: "g", ID: "w", Attempt: 1, Executor: "e"})), 1)
 }
 
+// TestFoldRulesOfShares: the fair shares' book is the fold of the rows
+// that move it, as the row engine's tables are of its claims: a weight row
+// sets a group's weight (a group new to the book starts at the clock); a
+// claimed item's charge moves the clock to its group's start tag and the
+// group past it; the run times of ended and released attempts are learned
+// as one batch per row (the group charged the difference from the average
+// it was charged, over its weight; the averages moved by RunWeight per
+// run); a report that does not apply learns nothing.
+func TestFoldRulesOfShares(t *testing.T) {
+	s := journal.NewState()
+	apply(t, s, row(t, 1, journal.Submitted,
+		journal.Item{Group: "a", ID: "1", Task: "t"}, journal.Item{Group: "a", ID: "2", Task: "t"}, journal.Item{Group: "b", ID: "3", Task: "t"}))
+	apply(t, s, row(t, 2, journal.Weight, journal.Item{Group: "a", Weight: 2}))
+	require.InDelta(t, 2, s.Shares.Weight("a"), 0)
+	require.InDelta(t, 1, s.Shares.Weight("b"), 0)
+	require.Equal(t, map[string]float64{"a": 0}, s.Shares.VTimes)
+
+	claim := func(id int64, group, job string, charge float64) {
+		apply(t, s, row(t, id, journal.Claimed, journal.Item{Group: group, ID: job, Attempt: 1, Executor: "e", Instance: "i", Charge: charge}))
+	}
+	claim(3, "a", "1", 0.5) // a's start 0: the clock stays, a moves to 0.5
+	claim(4, "b", "3", 1)   // b is new: it starts at the clock, 0
+	require.InDelta(t, 0, s.Shares.Clock, 0)
+	claim(5, "a", "2", 0.5) // a's start 0.5
+	require.InDelta(t, 0.5, s.Shares.Clock, 0)
+	require.InDelta(t, 1, s.Shares.VTimes["a"], 1e-12)
+	require.InDelta(t, 1, s.Shares.VTimes["b"], 1e-12)
+	apply(t, s, row(t, 6, journal.Claimed, journal.Item{Group: "a", ID: "1", Attempt: 1, Executor: "e", Instance: "i", Charge: 9}))
+	require.InDelta(t, 1, s.Shares.VTimes["a"], 1e-12, "a claim that did not apply charged its group")
+
+	ended := func(job string, ms float64) journal.Item {
+		return journal.Item{Group: "a", ID: job, Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess, RanMS: ms}
+	}
+	stale := ended("1", 5000)
+	stale.Attempt = 2
+	apply(t, s, row(t, 7, journal.Ended, stale))
+	require.Empty(t, s.Shares.RunMS, "a stale report's run time was learned")
+	// Both of a's jobs end in one row, having run 3 s and 1 s: a was
+	// charged 1 s each (the default), so 2 s more over its weight 2.
+	apply(t, s, row(t, 8, journal.Ended, ended("1", 3000), ended("2", 1000)))
+	require.InDelta(t, 2, s.Shares.VTimes["a"], 1e-12)
+	require.Equal(t, map[[2]string]float64{{"a", "t"}: 2000, {"", "t"}: 2000}, s.Shares.RunMS)
+	// b's job is released after 500 ms: b is credited 0.5 s (charged its
+	// task's average, 2 s, minus what it ran: 2 - 0.5 = 1.5 s), and the
+	// task's average moves towards it by RunWeight.
+	apply(t, s, row(t, 9, journal.Released, journal.Item{Group: "b", ID: "3", Attempt: 1, Executor: "e", Instance: "i", RanMS: 500}))
+	require.InDelta(t, 1-1.5, s.Shares.VTimes["b"], 1e-12)
+	require.InDelta(t, 2000+fairness.RunWeight*(500-2000), s.Shares.RunMS[[2]string{"", "t"}], 1e-9)
+	require.InDelta(t, 500, s.Shares.RunMS[[2]string{"b", "t"}], 0)
+}
+
 // history drives random histories against a real PostgreSQL: writers
 // append rows from transactions that interleave, commit out of order or
 // roll back; a leader tails them and folds; and after every step its state
@@ -226,8 +278,12 @@ func (h *history) randomOp() op {
 		for _, ref := range h.pick(1+h.rng.IntN(4), func(j *journal.Job) bool {
 			return j.State == fairway.StateWaiting || j.State == fairway.StateStuck || h.rng.IntN(10) == 0
 		}) {
-			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(h.leader.Jobs[ref]) + 1,
-				Executor: "e" + fmt.Sprint(h.rng.IntN(3)), Instance: "i"})
+			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(h.leader.Jobs[ref]) + 1,
+				Executor: "e" + fmt.Sprint(h.rng.IntN(3)), Instance: "i"}
+			if h.rng.IntN(2) == 0 {
+				it.Charge = float64(1+h.rng.IntN(2000)) / 1000 // a claim with shares
+			}
+			o.items = append(o.items, it)
 		}
 		return o
 	case r < 55:
@@ -240,9 +296,17 @@ func (h *history) randomOp() op {
 			it.Permanent = h.rng.IntN(5) == 0
 			it.RunAt = int64(1000 + h.rng.IntN(1000))
 			it.Error = "e"
+			if h.rng.IntN(2) == 0 {
+				it.RanMS = float64(1 + h.rng.IntN(5000)) // sharing time
+			}
 		})
 	case r < 83:
-		o := onHeld(journal.Released, func(it *journal.Item, _ *journal.Job) { it.Counted = h.rng.IntN(2) == 0 })
+		o := onHeld(journal.Released, func(it *journal.Item, _ *journal.Job) {
+			it.Counted = h.rng.IntN(2) == 0
+			if h.rng.IntN(3) == 0 {
+				it.RanMS = float64(1 + h.rng.IntN(100))
+			}
+		})
 		o.fenced = true
 		return o
 	case r < 89:
@@ -263,12 +327,14 @@ func (h *history) randomOp() op {
 			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID})
 		}
 		return o
-	default:
+	case r < 98:
 		kind := journal.Paused
 		if h.rng.IntN(2) == 0 {
 			kind = journal.Resumed
 		}
 		return op{kind: kind, fenced: true, items: []journal.Item{{Group: h.groups[h.rng.IntN(len(h.groups))]}}}
+	default:
+		return op{kind: journal.Weight, fenced: true, items: []journal.Item{{Group: h.groups[h.rng.IntN(len(h.groups))], Weight: float64(1+h.rng.IntN(8)) / 2}}}
 	}
 }
 
@@ -552,10 +618,14 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 	apply(t, s, row(t, 1, journal.Submitted,
 		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2},
 		journal.Item{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
-		journal.Item{Group: "h", ID: "c", Task: "u"}))
+		journal.Item{Group: "h", ID: "c", Task: "u"}, journal.Item{Group: "k", ID: "d", Task: "u"}))
 	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
 	apply(t, s, row(t, 3, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
 	apply(t, s, row(t, 4, journal.Paused, journal.Item{Group: "h"}))
+	apply(t, s, row(t, 5, journal.Weight, journal.Item{Group: "h", Weight: 3}))
+	apply(t, s, row(t, 6, journal.Claimed, journal.Item{Group: "k", ID: "d", Attempt: 1, Executor: "e", Instance: "i", Charge: 0.5}))
+	apply(t, s, row(t, 7, journal.Ended, journal.Item{Group: "k", ID: "d", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess, RanMS: 120}))
+	require.NotEmpty(t, s.Shares.RunMS, "the snapshot holds no run times")
 	snap, err := s.Snapshot()
 	require.NoError(t, err)
 	restored, err := journal.Restore(snap)

@@ -4,10 +4,10 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,7 +19,7 @@ var (
 )
 
 // MaxWeight bounds a group's weight.
-const MaxWeight = 1000
+const MaxWeight = fairness.MaxWeight
 
 // SetWeight sets a group's weight: its share of the executors against the
 // other groups' (1 by default; 3 gets three times the share of a group of
@@ -28,8 +28,8 @@ func (s *Store) SetWeight(ctx context.Context, group string, weight float64) err
 	if err := fairway.CheckName("group", group); err != nil {
 		return err
 	}
-	if !(weight > 0 && weight <= MaxWeight) || math.IsNaN(weight) {
-		return fairway.Invalid("weight", "%v: a weight is above 0 and at most %d (1 is the default)", weight, MaxWeight)
+	if err := fairness.CheckWeight(weight); err != nil {
+		return err
 	}
 	if _, err := s.pool.Exec(ctx, groupWeightSetSQL, group, weight); err != nil {
 		return fmt.Errorf("setting the weight of group %s: %w", group, interpretError(err))
