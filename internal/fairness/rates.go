@@ -156,6 +156,10 @@ func (r *Rates) Allows(c Candidate) bool {
 	return true
 }
 
+// Blocked says whether the claim passed a job over for a rate (r may be
+// nil: none): it may find work later that no change will announce.
+func (r *Rates) Blocked() bool { return r != nil && r.blocked }
+
 // Spent says whether the bucket key is known to be empty.
 func (r *Rates) Spent(key string) bool {
 	if r.Empty() {
@@ -202,4 +206,92 @@ func (r *Rates) Taken() (keys []string, tokens []float64, asof []time.Time) {
 		keys, tokens, asof = append(keys, k), append(tokens, r.tokens[k]), append(asof, r.asof[k])
 	}
 	return keys, tokens, asof
+}
+
+// Bucket is a rate limit's token bucket as a claim left it: its tokens as
+// of At (microseconds since the Unix epoch).
+type Bucket struct {
+	Tokens float64
+	At     int64
+}
+
+// RateBook is what the rate limits remember between claims in the
+// journal's state: the limits (set by the leader's rate rows) and the
+// buckets the claimed rows took from, each stamped with its row's time.
+// Like Book, it is the fold of rows: every reader holds the same.
+type RateBook struct {
+	Limits  map[[2]string]RateLimit // by task and group
+	Buckets map[string]Bucket       // by key (Rates.Applying); absent: full
+}
+
+// NewRateBook is a cluster without rate limits.
+func NewRateBook() *RateBook {
+	return &RateBook{Limits: map[[2]string]RateLimit{}, Buckets: map[string]Bucket{}}
+}
+
+// Set sets a rate limit, or removes it (Starts 0). Its buckets are left as
+// they are (a lower limit caps them when they are next read), as the row
+// engine's rates_set.sql leaves them.
+func (b *RateBook) Set(l RateLimit) {
+	if l.Starts <= 0 || l.Period <= 0 {
+		delete(b.Limits, [2]string{l.Task, l.Group})
+		return
+	}
+	b.Limits[[2]string{l.Task, l.Group}] = l
+}
+
+// Empty says whether no rate limit is set.
+func (b *RateBook) Empty() bool { return len(b.Limits) == 0 }
+
+// Rates returns a claim's rates over the book: its limits, and a bucket
+// read (Read) as of now, in microseconds, whenever the claim first needs
+// it (Unread, Fill). Nil when no rate limit is set.
+func (b *RateBook) Rates() *Rates {
+	if b.Empty() {
+		return nil
+	}
+	r := NewRates()
+	for _, l := range b.Limits {
+		r.Add(l)
+	}
+	return r
+}
+
+// Fill reads into r the buckets of keys as of now (microseconds): each
+// refilled since it was taken from, or full.
+func (b *RateBook) Fill(r *Rates, keys []string, now int64) {
+	for _, k := range keys {
+		bk, ok := b.Buckets[k]
+		if !ok {
+			r.Read(k, nil, nil, time.UnixMicro(now))
+			continue
+		}
+		elapsed := float64(now-bk.At) / 1e6
+		r.Read(k, &bk.Tokens, &elapsed, time.UnixMicro(now))
+	}
+}
+
+// Started is a job of Task in Group that a claimed row started.
+type Started struct{ Task, Group string }
+
+// Take takes a token from each bucket that counts each of jobs, which a
+// claimed row started at (microseconds): refilled to at, then one less.
+// A bucket may go below zero (a claim decided on a leader's clock behind
+// the row's time): the next claims wait the longer.
+func (b *RateBook) Take(jobs []Started, at int64) {
+	if b.Empty() || len(jobs) == 0 {
+		return
+	}
+	r := b.Rates()
+	for _, j := range jobs {
+		limits, keys, n := r.Applying(j.Task, j.Group)
+		for i, k := range keys[:n] {
+			l := limits[i]
+			tokens := l.Starts
+			if bk, ok := b.Buckets[k]; ok {
+				tokens = math.Min(l.Starts, bk.Tokens+max(float64(at-bk.At)/1e6, 0)*l.Starts/l.Period.Seconds())
+			}
+			b.Buckets[k] = Bucket{Tokens: tokens - 1, At: at}
+		}
+	}
 }

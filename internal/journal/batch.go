@@ -40,6 +40,8 @@ const (
 	fCharge
 	fRanMS
 	fWeight
+	fStarts
+	fPeriodMS
 )
 
 // Encode makes a row's body of a batch (binary).
@@ -103,6 +105,8 @@ func Encode(items []Item) ([]byte, error) {
 		float(fCharge, it.Charge)
 		float(fRanMS, it.RanMS)
 		float(fWeight, it.Weight)
+		float(fStarts, it.Starts)
+		num(fPeriodMS, it.PeriodMS)
 		out = binary.AppendUvarint(out, uint64(mask))
 		out = appendString(out, it.Group)
 		out = append(out, fields...)
@@ -150,6 +154,8 @@ func decodeBinary(b []byte) ([]Item, error) {
 		it.Charge = d.optFloat(m, fCharge)
 		it.RanMS = d.optFloat(m, fRanMS)
 		it.Weight = d.optFloat(m, fWeight)
+		it.Starts = d.optFloat(m, fStarts)
+		it.PeriodMS = d.optVarint(m, fPeriodMS)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("decoding a journal batch: it is cut short or corrupt")

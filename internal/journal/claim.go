@@ -19,11 +19,18 @@ type ClaimParams struct {
 	// Scheme is the counting scheme of priorities.
 	Scheme fairway.CountingScheme
 	// Limits are the concurrency and rate limits in force, with the
-	// executor's own caps (nil: none).
+	// executor's own caps (nil: none). Leader.Claim makes them from its
+	// state (State.Limits) with ConcurrencyLimits and TaskCaps.
 	Limits *fairness.Limits
 	// Shares are the groups' weighted shares, of jobs or of time (nil:
-	// every weight 1, counting jobs: the round-robin alone).
+	// every weight 1, counting jobs: the round-robin alone). Leader.Claim
+	// makes them from its state's book.
 	Shares *fairness.Shares
+	// ConcurrencyLimits are the cluster's concurrency limits as operators
+	// set them, and TaskCaps the executor's own caps per task: what
+	// Leader.Claim makes Limits of.
+	ConcurrencyLimits []fairway.Limit
+	TaskCaps          map[string]int
 }
 
 // sharesWalk is how many groups a claim with shares walks at least, as
@@ -65,6 +72,11 @@ func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairnes
 		limit := p.Limit - len(picked)
 		if len(groups) == 0 {
 			return picked
+		}
+		if lim != nil && !lim.Rates.Empty() {
+			// The buckets the walked groups' jobs count against, as of
+			// now, as the row engine's round reads them.
+			q.s.Rates.Fill(lim.Rates, lim.Rates.Unread(groups, p.Tasks), now)
 		}
 		var got []fairness.Candidate
 		var more bool

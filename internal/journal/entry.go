@@ -58,6 +58,9 @@ const (
 	Resumed Kind = "resumed"
 	// Weight: a group's weight in the fair shares (Group, Weight).
 	Weight Kind = "weight"
+	// Rate: a rate limit of Task ("" any) in Group ("" the cluster, "*"
+	// each group) set to Starts per PeriodMS, or removed (Starts 0).
+	Rate Kind = "rate"
 )
 
 // The outcomes of an Ended item.
@@ -115,6 +118,10 @@ type Item struct {
 
 	// Weight.
 	Weight float64 `json:"weight,omitempty"`
+
+	// Rate (and Task, Group).
+	Starts   float64 `json:"starts,omitempty"`
+	PeriodMS int64   `json:"period_ms,omitempty"`
 }
 
 // The first byte of a body says its format: JSON (what SQL writes: the

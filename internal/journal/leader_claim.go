@@ -24,14 +24,36 @@ func (l *Leader) SetWeight(ctx context.Context, group string, weight float64) er
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.appendOne(ctx, Weight, Item{Group: group, Weight: weight})
+}
+
+// SetRateLimit sets a rate limit (r.Starts per r.Period of r.Task in
+// r.Group: fairway.ParseRate reads "100/m"), or removes it (Starts 0),
+// by a rate row the leader appends and folds. ErrNotLeading when this
+// coordinator does not lead.
+func (l *Leader) SetRateLimit(ctx context.Context, r fairness.RateLimit) error {
+	if r.Task == "" && r.Group == "" {
+		return fairway.Invalid("scope", "missing: name a task, a group, or both")
+	}
+	if r.Starts < 0 || (r.Starts > 0 && r.Period < time.Millisecond) {
+		return fairway.Invalid("rate", "%v per %v: a rate is a positive number of starts per a period of 1ms or more", r.Starts, r.Period)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appendOne(ctx, Rate, Item{Task: r.Task, Group: r.Group, Starts: r.Starts, PeriodMS: r.Period.Milliseconds()})
+}
+
+// appendOne appends a row of one item as the leader, and folds it.
+// Called with l.mu held.
+func (l *Leader) appendOne(ctx context.Context, kind Kind, it Item) error {
 	if !l.leading || l.state == nil {
 		return ErrNotLeading
 	}
-	body, err := Encode([]Item{{Group: group, Weight: weight}})
+	body, err := Encode([]Item{it})
 	if err != nil {
 		return err
 	}
-	if err := l.append(ctx, Weight, body); err != nil {
+	if err := l.append(ctx, kind, body); err != nil {
 		return err
 	}
 	return l.fold(ctx)
@@ -53,9 +75,10 @@ type ClaimedJob struct {
 }
 
 // Claim takes up to p.Limit jobs for p.Executor's instance p.Instance from
-// the leader's memory (Queues.Claim; with weights, or sharing time, by
-// the shares of the state's book, whatever p.Shares says: each claimed
-// item carries its charge, and the fold moves the book), appends one claimed row with the
+// the leader's memory (Queues.Claim, with p.ConcurrencyLimits, p.TaskCaps
+// and the state's rate limits; with weights, or sharing time, by the
+// shares of the state's book: each claimed item carries its charge, and
+// the fold moves the book and takes the rate limits' tokens), appends one claimed row with the
 // leader's epoch, folds the journal to it and returns the jobs that row
 // made scheduled, with their arguments (one read of the rows that
 // submitted them). Nothing is handed out before the row is committed and
@@ -78,6 +101,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, err
 	}
 	cur := l.state.Cursor
+	p.Limits = l.state.Limits(p.ConcurrencyLimits, p.TaskCaps)
 	p.Shares = nil
 	if byTime := l.cfg.Fairness == fairness.ByTime; byTime || l.state.Shares.Weighted() {
 		p.Shares = fairness.SharesOf(l.state.Shares, byTime)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/stretchr/testify/require"
 )
@@ -367,4 +368,52 @@ func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
 	c2 := leader("c2")
 	require.ErrorIs(t, l.SetWeight(ctx, "globex", 2), journal.ErrFenced)
 	require.Equal(t, map[string]int{"acme": 15, "globex": 5}, claim(c2, 20), "the successor's shares")
+}
+
+// TestALeaderLimitsRatesFromItsState: a rate limit is a row the leader
+// appends (one without a scope is refused, naming it); its claims pass
+// over the jobs whose bucket is spent and take the others, and a
+// successor holds the same buckets: it starts no more of them.
+func TestALeaderLimitsRatesFromItsState(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var items []journal.Item
+	for i := range 10 {
+		items = append(items, journal.Item{Group: []string{"acme", "globex"}[i%2], ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low"})
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	leader := func(holder string) *journal.Leader {
+		l := journal.NewLeader(db, journal.LeaderConfig{Holder: holder, TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+		go l.Run(ctx)
+		require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "%s leads", holder)
+		return l
+	}
+	l := leader("c1")
+	require.ErrorContains(t, l.SetRateLimit(ctx, fairness.RateLimit{Starts: 2, Period: time.Hour}), "scope")
+	require.NoError(t, l.SetRateLimit(ctx, fairness.RateLimit{Group: "acme", Starts: 2, Period: time.Hour}))
+
+	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	groupsOf := func(jobs []journal.ClaimedJob) map[string]int {
+		got := map[string]int{}
+		for _, j := range jobs {
+			got[j.Ref.Group]++
+		}
+		return got
+	}
+	jobs, err := l.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"acme": 2, "globex": 5}, groupsOf(jobs))
+
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
+	require.NoError(t, err)
+	c2 := leader("c2")
+	jobs, err = c2.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Empty(t, jobs, "the successor started acme's jobs beyond its rate")
+	require.NoError(t, c2.SetRateLimit(ctx, fairness.RateLimit{Group: "acme"})) // removed
+	jobs, err = c2.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"acme": 3}, groupsOf(jobs))
 }

@@ -93,6 +93,36 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 				book.SetWeight("acme", 3)
 				book.SetWeight("hooli", 0.5)
 			}
+			// The rate limits' rows are the leader's to append.
+			lease, ok, err := journal.Acquire(ctx, db, 0, "test", time.Hour)
+			require.NoError(t, err)
+			require.True(t, ok)
+			if limited {
+				// t0 starts at most 4 times an hour: its jobs are soon
+				// passed over while the others' are claimed.
+				require.NoError(t, s.SetRateLimit(ctx, "t0", "", "4/h"))
+				body, err := journal.Encode([]journal.Item{{Task: "t0", Starts: 4, PeriodMS: time.Hour.Milliseconds()}})
+				require.NoError(t, err)
+				require.NoError(t, journal.AppendFenced(ctx, db, 0, lease.Epoch, journal.Rate, body))
+			}
+			checkBuckets := func(step int) {
+				type bucket struct {
+					Key    string
+					Tokens float64
+				}
+				rows, err := db.Query(ctx, `SELECT key, tokens FROM fairway_rate_bucket`)
+				require.NoError(t, err)
+				buckets, err := pgx.CollectRows(rows, pgx.RowToStructByPos[bucket])
+				require.NoError(t, err)
+				for _, b := range buckets {
+					require.Contains(t, state.Rates.Buckets, b.Key, "step %d: bucket %s is in the row engine's tables only", step, b.Key)
+					// The row engine stamps a bucket when its claim reads
+					// it, the fold at the claimed row's transaction's start:
+					// a few milliseconds of refill apart, at most 21 an hour.
+					require.InDelta(t, b.Tokens, state.Rates.Buckets[b.Key].Tokens, 0.001, "step %d: bucket %s's tokens", step, b.Key)
+				}
+				require.Len(t, state.Rates.Buckets, len(buckets), "step %d: the buckets", step)
+			}
 			checkBook := func(step int) {
 				var vclock float64
 				require.NoError(t, db.QueryRow(ctx, `SELECT vclock FROM fairway_fairness WHERE id = 1`).Scan(&vclock))
@@ -126,7 +156,7 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 			}
 			scheme := fairway.CountingScheme{High: 3, Low: 1}
 			var held []fairway.Job
-			claims := 0
+			claims, rateBlocked := 0, 0
 			for step := range 120 {
 				switch r := rng.IntN(10); {
 				case r < 3:
@@ -168,6 +198,7 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					lim := state.Limits(limits, p.TaskLimits)
 					cur := cursor()
 					checkBook(step)
+					checkBuckets(step)
 					var sh *fairness.Shares
 					if byTime || book.Weighted() {
 						sh = fairness.SharesOf(book, byTime)
@@ -199,6 +230,9 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 					}
 					held = append(held, jobs...)
 					claims += len(jobs)
+					if lim != nil && lim.Rates.Blocked() {
+						rateBlocked++
+					}
 				case r < 9:
 					var outcomes []store.Outcome
 					var endedTasks []string // the outcomes' tasks
@@ -224,6 +258,34 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 						require.NoError(t, s.LearnRunTimes(ctx, runs))
 						book.Learn(ran) // as the fold of the leader's ended row
 					}
+				case limited && rng.IntN(5) == 0:
+					// Odd seeds: rate limits come and go, in the row
+					// engine's tables and as the leader's rate rows: of a
+					// group, of a task in a group, or of each group (a
+					// looser one, so that the histories go on claiming), or
+					// of a task across the cluster.
+					task, group, most := "", groups[rng.IntN(6)], 6
+					switch rng.IntN(6) {
+					case 3:
+						task = tasks[rng.IntN(3)]
+					case 4:
+						task, group = tasks[rng.IntN(3)], ""
+					case 5:
+						group, most = fairness.AnyGroup, 20
+					}
+					it := journal.Item{Task: task, Group: group}
+					if rng.IntN(2) == 0 {
+						_ = s.DeleteRateLimit(ctx, task, group) // not found is fine
+					} else {
+						rate := fmt.Sprintf("%d/h", 2+rng.IntN(most))
+						require.NoError(t, s.SetRateLimit(ctx, task, group, rate))
+						starts, period, err := fairway.ParseRate(rate)
+						require.NoError(t, err)
+						it.Starts, it.PeriodMS = float64(starts), period.Milliseconds()
+					}
+					body, err := journal.Encode([]journal.Item{it})
+					require.NoError(t, err)
+					require.NoError(t, journal.AppendFenced(ctx, db, 0, lease.Epoch, journal.Rate, body))
 				case limited && rng.IntN(2) == 0:
 					// Odd seeds: concurrency limits come and go.
 					kind, name := store.LimitTask, tasks[rng.IntN(3)]
@@ -247,6 +309,9 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 				}
 			}
 			require.Greater(t, claims, 50, "the histories claimed too little to test anything")
+			if limited {
+				require.Positive(t, rateBlocked, "no claim passed a job over for a rate limit")
+			}
 		})
 	}
 }

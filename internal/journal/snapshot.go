@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unique"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 )
 
 // A snapshot is the state in a compact binary form: a new leader restores
@@ -30,7 +32,10 @@ import (
 //	            time); weights (count, then each: group, weight); run
 //	            times (count, then each: group, task, milliseconds);
 //	            floats as their 8 bytes
-const snapshotVersion = 4
+//	rates:      limits (count, then each: task, group, starts, period in
+//	            milliseconds); buckets (count, then each: key, tokens,
+//	            time)
+const snapshotVersion = 5
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -63,6 +68,10 @@ func (s *State) Snapshot() ([]byte, error) {
 		e.name(g)
 	}
 	for k := range s.Shares.RunMS {
+		e.name(k[0])
+		e.name(k[1])
+	}
+	for k := range s.Rates.Limits {
 		e.name(k[0])
 		e.name(k[1])
 	}
@@ -128,6 +137,16 @@ func (s *State) Snapshot() ([]byte, error) {
 	for k, v := range s.Shares.RunMS {
 		out = binary.AppendUvarint(out, e.names[k[0]])
 		out = appendFloat(binary.AppendUvarint(out, e.names[k[1]]), v)
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Rates.Limits)))
+	for k, l := range s.Rates.Limits {
+		out = binary.AppendUvarint(out, e.names[k[0]])
+		out = appendFloat(binary.AppendUvarint(out, e.names[k[1]]), l.Starts)
+		out = binary.AppendVarint(out, l.Period.Milliseconds())
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Rates.Buckets)))
+	for k, b := range s.Rates.Buckets {
+		out = binary.AppendVarint(appendFloat(appendString(out, k), b.Tokens), b.At)
 	}
 	return out, nil
 }
@@ -196,6 +215,15 @@ func Restore(b []byte) (*State, error) {
 	for range d.count() {
 		k := [2]string{name(), name()}
 		s.Shares.RunMS[k] = d.float()
+	}
+	for range d.count() {
+		l := fairness.RateLimit{Task: name(), Group: name(), Starts: d.float()}
+		l.Period = time.Duration(d.varint()) * time.Millisecond
+		s.Rates.Limits[[2]string{l.Task, l.Group}] = l
+	}
+	for range d.count() {
+		k := d.string()
+		s.Rates.Buckets[k] = fairness.Bucket{Tokens: d.float(), At: d.varint()}
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("reading a journal snapshot: it is cut short or corrupt")

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 	"unique"
 
 	"github.com/fairwayhq/fairway"
@@ -38,6 +39,9 @@ type State struct {
 	// virtual times and the clock (moved by the charges of claimed items),
 	// and the run times learned from ended items that carry them.
 	Shares *fairness.Book `json:"-"`
+	// Rates are the rate limits (Rate rows) and their token buckets, taken
+	// from by the jobs that claimed rows started, at each row's time.
+	Rates *fairness.RateBook `json:"-"`
 }
 
 // Job is an unfinished job in a State. It is laid out small (128 bytes):
@@ -98,7 +102,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Shares: fairness.NewBook()}
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -113,7 +117,8 @@ func (s *State) Apply(row Row) ([]Change, error) {
 		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
 	}
 	var out []Change
-	var runs []fairness.Ran // the row's ended attempts that carry their run times
+	var runs []fairness.Ran        // the row's ended attempts that carry their run times
+	var started []fairness.Started // the jobs a claimed row started
 	for i, it := range items {
 		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
 		j := s.Jobs[ref]
@@ -144,6 +149,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			if it.Charge != 0 {
 				s.Shares.Charge(ref.Group, it.Charge)
 			}
+			started = append(started, fairness.Started{Task: j.Task, Group: ref.Group})
 			out = append(out, Change{Job: ref, From: from, To: j.State})
 		case Started:
 			if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
@@ -220,6 +226,8 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			delete(s.Paused, it.Group)
 		case Weight:
 			s.Shares.SetWeight(ref.Group, it.Weight)
+		case Rate:
+			s.Rates.Set(fairness.RateLimit{Task: it.Task, Group: it.Group, Starts: it.Starts, Period: time.Duration(it.PeriodMS) * time.Millisecond})
 		default:
 			return out, fmt.Errorf("journal row %d: unknown kind %q", row.ID, row.Kind)
 		}
@@ -227,6 +235,9 @@ func (s *State) Apply(row Row) ([]Change, error) {
 	// The run times as one batch, as the row engine learns a batch of
 	// reports' (fairness.Book.Learn).
 	s.Shares.Learn(runs)
+	// The rate limits' buckets, at the row's time, as the row engine's
+	// claim takes from them at its own.
+	s.Rates.Take(started, row.At.UnixMicro())
 	return out, nil
 }
 
@@ -301,15 +312,18 @@ func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 	}
 }
 
-// Limits are the concurrency limits for a claim: limits (the cluster's,
-// as operators set them), with the jobs held now by the state's counts,
-// and the executor's own task caps; nil when there are neither (as the
-// row engine's claim reads them).
+// Limits are the concurrency and rate limits for a claim: limits (the
+// cluster's concurrency limits, as operators set them), with the jobs
+// held now by the state's counts, the state's rate limits (their buckets
+// read by the claim as it needs them: Queues.Claim), and the executor's
+// own task caps; nil when there are none (as the row engine's claim reads
+// them).
 func (s *State) Limits(limits []fairway.Limit, executorCaps map[string]int) *fairness.Limits {
-	if len(limits) == 0 {
+	if len(limits) == 0 && s.Rates.Empty() {
 		return fairness.ExecutorLimits(executorCaps)
 	}
 	l := fairness.NewLimits()
+	l.Rates = s.Rates.Rates()
 	groupLimits := false
 	for _, lim := range limits {
 		switch lim.Kind {

@@ -174,6 +174,51 @@ func TestFoldRulesOfShares(t *testing.T) {
 	require.InDelta(t, 500, s.Shares.RunMS[[2]string{"b", "t"}], 0)
 }
 
+// TestFoldRulesOfRates: a rate row sets a rate limit (Starts 0 removes
+// it); the jobs a claimed row starts take a token from each bucket that
+// counts them (the task's, the group's own or each group's, the task's in
+// the group), refilled to the row's time; a claim that did not apply takes
+// nothing; a limit removed leaves its buckets, and one that counts nothing
+// takes nothing.
+func TestFoldRulesOfRates(t *testing.T) {
+	s := journal.NewState()
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	at := func(r journal.Row, d time.Duration) journal.Row { r.At = t0.Add(d); return r }
+	apply(t, s, row(t, 1, journal.Submitted,
+		journal.Item{Group: "a", ID: "1", Task: "t"}, journal.Item{Group: "a", ID: "2", Task: "t"}, journal.Item{Group: "b", ID: "3", Task: "u"}))
+	apply(t, s, row(t, 2, journal.Rate, journal.Item{Group: "*", Starts: 2, PeriodMS: 60_000})) // 2 a minute, each group
+	apply(t, s, row(t, 3, journal.Rate, journal.Item{Task: "t", Starts: 10, PeriodMS: 60_000})) // 10 a minute of t
+	apply(t, s, row(t, 4, journal.Rate, journal.Item{Task: "u", Starts: 1, PeriodMS: 1_000}))   // removed next
+	apply(t, s, row(t, 5, journal.Rate, journal.Item{Task: "u", Starts: 0}))
+	require.Len(t, s.Rates.Limits, 2)
+	claim := func(id int64, d time.Duration, group, job string) {
+		apply(t, s, at(row(t, id, journal.Claimed, journal.Item{Group: group, ID: job, Attempt: 1, Executor: "e", Instance: "i"}), d))
+	}
+	claim(6, 0, "a", "1")
+	require.Equal(t, map[string]fairness.Bucket{"g:a": {Tokens: 1, At: t0.UnixMicro()}, "t:t": {Tokens: 9, At: t0.UnixMicro()}}, s.Rates.Buckets)
+	claim(7, 15*time.Second, "a", "2") // a's bucket refilled by half a token, then one taken
+	require.InDelta(t, 0.5, s.Rates.Buckets["g:a"].Tokens, 1e-9)
+	require.InDelta(t, 9, s.Rates.Buckets["t:t"].Tokens, 1e-9, "t's bucket refills to its cap, 10, then one is taken")
+	require.Equal(t, t0.Add(15*time.Second).UnixMicro(), s.Rates.Buckets["g:a"].At)
+	claim(8, 20*time.Second, "a", "1") // held already: nothing taken
+	require.InDelta(t, 0.5, s.Rates.Buckets["g:a"].Tokens, 1e-9)
+	claim(9, 20*time.Second, "b", "3") // b's own bucket, full; u's limit is gone
+	require.InDelta(t, 1, s.Rates.Buckets["g:b"].Tokens, 1e-9)
+	require.NotContains(t, s.Rates.Buckets, "t:u")
+
+	// A claim's limits hold the state's rates, and read a bucket as of
+	// the claim's time.
+	lim := s.Limits(nil, nil)
+	require.NotNil(t, lim)
+	require.False(t, lim.Rates.Empty())
+	s.Rates.Fill(lim.Rates, []string{"g:a", "g:b", "t:t"}, t0.Add(29*time.Second).UnixMicro())
+	require.False(t, lim.Rates.Allows(fairness.Candidate{Group: "a", Task: "t"}), "a's bucket holds 0.97 tokens at 29 s")
+	require.True(t, lim.Rates.Allows(fairness.Candidate{Group: "b", Task: "t"}))
+	lim = s.Limits(nil, nil)
+	s.Rates.Fill(lim.Rates, []string{"g:a", "t:t"}, t0.Add(30*time.Second).UnixMicro())
+	require.True(t, lim.Rates.Allows(fairness.Candidate{Group: "a", Task: "t"}), "a's bucket holds 1 token at 30 s")
+}
+
 // history drives random histories against a real PostgreSQL: writers
 // append rows from transactions that interleave, commit out of order or
 // roll back; a leader tails them and folds; and after every step its state
@@ -333,8 +378,16 @@ func (h *history) randomOp() op {
 			kind = journal.Resumed
 		}
 		return op{kind: kind, fenced: true, items: []journal.Item{{Group: h.groups[h.rng.IntN(len(h.groups))]}}}
-	default:
+	case r < 99:
 		return op{kind: journal.Weight, fenced: true, items: []journal.Item{{Group: h.groups[h.rng.IntN(len(h.groups))], Weight: float64(1+h.rng.IntN(8)) / 2}}}
+	default:
+		// A rate limit set or removed: of the task t, of a group, of
+		// each group.
+		it := journal.Item{Group: []string{"", h.groups[h.rng.IntN(len(h.groups))], "*"}[h.rng.IntN(3)], Starts: float64(h.rng.IntN(4)), PeriodMS: 1000}
+		if it.Group == "" {
+			it.Task = "t"
+		}
+		return op{kind: journal.Rate, fenced: true, items: []journal.Item{it}}
 	}
 }
 
@@ -618,7 +671,7 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 	apply(t, s, row(t, 1, journal.Submitted,
 		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2},
 		journal.Item{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
-		journal.Item{Group: "h", ID: "c", Task: "u"}, journal.Item{Group: "k", ID: "d", Task: "u"}))
+		journal.Item{Group: "h", ID: "c", Task: "u"}, journal.Item{Group: "k", ID: "d", Task: "u"}, journal.Item{Group: "k", ID: "e", Task: "u"}))
 	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
 	apply(t, s, row(t, 3, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
 	apply(t, s, row(t, 4, journal.Paused, journal.Item{Group: "h"}))
@@ -626,6 +679,9 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 	apply(t, s, row(t, 6, journal.Claimed, journal.Item{Group: "k", ID: "d", Attempt: 1, Executor: "e", Instance: "i", Charge: 0.5}))
 	apply(t, s, row(t, 7, journal.Ended, journal.Item{Group: "k", ID: "d", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess, RanMS: 120}))
 	require.NotEmpty(t, s.Shares.RunMS, "the snapshot holds no run times")
+	apply(t, s, row(t, 8, journal.Rate, journal.Item{Group: "*", Starts: 5, PeriodMS: 1000}))
+	apply(t, s, row(t, 9, journal.Claimed, journal.Item{Group: "k", ID: "e", Attempt: 1, Executor: "e", Instance: "i"}))
+	require.NotEmpty(t, s.Rates.Buckets, "the snapshot holds no rate buckets")
 	snap, err := s.Snapshot()
 	require.NoError(t, err)
 	restored, err := journal.Restore(snap)
