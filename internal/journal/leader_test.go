@@ -10,6 +10,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -323,23 +324,10 @@ func TestANewLeaderResolvesWhatItsPredecessorLeft(t *testing.T) {
 func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
-	var items []journal.Item
-	for i := range 80 {
-		items = append(items, journal.Item{Group: []string{"acme", "globex"}[i%2], ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low"})
-	}
-	body, err := journal.Encode(items)
-	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	submitJobs(t, db, 80, "acme", "globex")
 
-	leader := func(holder string) *journal.Leader {
-		l := journal.NewLeader(db, journal.LeaderConfig{Holder: holder, TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
-		go l.Run(ctx)
-		require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "%s leads", holder)
-		return l
-	}
-	l := leader("c1")
-	err = l.SetWeight(ctx, "acme", 0)
-	require.ErrorContains(t, err, "weight")
+	l := leading(t, db, "c1")
+	require.ErrorContains(t, l.SetWeight(ctx, "acme", 0), "weight")
 	require.NoError(t, l.SetWeight(ctx, "acme", 3))
 
 	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
@@ -356,16 +344,15 @@ func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
 	require.Equal(t, map[string]int{"acme": 15, "globex": 5}, claim(l, 20))
 
 	fresh := journal.NewState()
-	_, err = (&journal.Tail{}).Fold(ctx, db, fresh)
+	_, err := (&journal.Tail{}).Fold(ctx, db, fresh)
 	require.NoError(t, err)
 	require.InDelta(t, 3, fresh.Shares.Weight("acme"), 0)
 	require.InDelta(t, 5, fresh.Shares.VTimes["acme"], 1e-9, "acme's virtual time: 15 jobs of cost 1 over weight 3")
 	require.InDelta(t, 5, fresh.Shares.VTimes["globex"], 1e-9, "globex's virtual time: 5 jobs")
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, fresh, s) }))
 
-	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
-	require.NoError(t, err)
-	c2 := leader("c2")
+	expireLease(t, db)
+	c2 := leading(t, db, "c2")
 	require.ErrorIs(t, l.SetWeight(ctx, "globex", 2), journal.ErrFenced)
 	require.Equal(t, map[string]int{"acme": 15, "globex": 5}, claim(c2, 20), "the successor's shares")
 }
@@ -377,20 +364,8 @@ func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
 func TestALeaderLimitsRatesFromItsState(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
-	var items []journal.Item
-	for i := range 10 {
-		items = append(items, journal.Item{Group: []string{"acme", "globex"}[i%2], ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low"})
-	}
-	body, err := journal.Encode(items)
-	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
-	leader := func(holder string) *journal.Leader {
-		l := journal.NewLeader(db, journal.LeaderConfig{Holder: holder, TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
-		go l.Run(ctx)
-		require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "%s leads", holder)
-		return l
-	}
-	l := leader("c1")
+	submitJobs(t, db, 10, "acme", "globex")
+	l := leading(t, db, "c1")
 	require.ErrorContains(t, l.SetRateLimit(ctx, fairness.RateLimit{Starts: 2, Period: time.Hour}), "scope")
 	require.NoError(t, l.SetRateLimit(ctx, fairness.RateLimit{Group: "acme", Starts: 2, Period: time.Hour}))
 
@@ -406,9 +381,8 @@ func TestALeaderLimitsRatesFromItsState(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"acme": 2, "globex": 5}, groupsOf(jobs))
 
-	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
-	require.NoError(t, err)
-	c2 := leader("c2")
+	expireLease(t, db)
+	c2 := leading(t, db, "c2")
 	jobs, err = c2.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "the successor started acme's jobs beyond its rate")
@@ -416,4 +390,34 @@ func TestALeaderLimitsRatesFromItsState(t *testing.T) {
 	jobs, err = c2.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"acme": 3}, groupsOf(jobs))
+}
+
+// leading starts a leader of partition 0 named holder on db, which reads
+// the tail only when woken, and waits until it leads.
+func leading(t *testing.T, db *pgxpool.Pool, holder string) *journal.Leader {
+	t.Helper()
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: holder, TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+	go l.Run(t.Context())
+	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "%s leads", holder)
+	return l
+}
+
+// submitJobs appends a submitted row of n jobs of task t, alternately of
+// groups, with ids j00, j01, …
+func submitJobs(t *testing.T, db *pgxpool.Pool, n int, groups ...string) {
+	t.Helper()
+	var items []journal.Item
+	for i := range n {
+		items = append(items, journal.Item{Group: groups[i%len(groups)], ID: fmt.Sprintf("j%02d", i), Task: "t", Priority: "low"})
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(t.Context(), db, 0, journal.Submitted, body))
+}
+
+// expireLease makes partition 0's lease run out now.
+func expireLease(t *testing.T, db *pgxpool.Pool) {
+	t.Helper()
+	_, err := db.Exec(t.Context(), `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
+	require.NoError(t, err)
 }
