@@ -241,26 +241,66 @@ const nothingSeen = "1:1:"
 
 // Next returns the rows that became readable since the last call, at
 // most limit (0: no limit); the rest come with the next calls. No rows
-// means that none are readable now.
+// means that none are readable now. A read is one statement, which takes
+// its snapshot (pg_current_snapshot(), the statement's own) with the
+// rows: one round trip. A read cut by its limit goes on with the same
+// snapshot.
 func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
-	if t.reading == "" {
-		if err := q.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&t.reading); err != nil {
-			return nil, fmt.Errorf("reading the journal's snapshot: %w", err)
-		}
-		t.afterID = 0
+	if t.reading != "" {
+		return t.goOn(ctx, q, limit)
 	}
-	sql := `SELECT ` + rowColumns + ` FROM fairway_journal
+	rows, err := q.Query(ctx, `WITH snap AS (SELECT pg_current_snapshot() AS s)
+SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
+    SELECT `+rowColumns+` FROM fairway_journal
+     WHERE partition = $1
+       AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax(snap.s)
+       AND pg_visible_in_snapshot(xid, snap.s) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+     ORDER BY id
+     LIMIT NULLIF($3, 0)
+) j ON true
+ ORDER BY j.id`, t.Partition, cmp.Or(t.seen, nothingSeen), limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	var snapshot string
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var (
+			row       Row
+			id, xid   *int64
+			partition *int16
+			epoch     *int64
+			kind      *string
+			at        *time.Time
+		)
+		if err := r.Scan(&snapshot, &id, &xid, &partition, &epoch, &kind, &at, &row.Body); err != nil || id == nil {
+			return row, err
+		}
+		row.ID, row.XID, row.Partition, row.Epoch, row.Kind, row.At = *id, uint64(*xid), *partition, *epoch, Kind(*kind), *at //nolint:gosec // G115: an xid8 is below 2^63 for the life of any cluster
+		return row, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the journal: %w", err)
+	}
+	if len(out) == 1 && out[0].ID == 0 {
+		out = nil // the snapshot alone: no rows
+	}
+	if limit > 0 && len(out) == limit {
+		t.reading, t.afterID = snapshot, out[len(out)-1].ID // the same snapshot goes on next time
+		return out, nil
+	}
+	t.seen = snapshot
+	return out, nil
+}
+
+// goOn reads on a read that its limit cut, with the same snapshot.
+func (t *Tail) goOn(ctx context.Context, q Querier, limit int) ([]Row, error) {
+	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM fairway_journal
  WHERE partition = $1
    AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax($3::pg_snapshot)
    AND pg_visible_in_snapshot(xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
    AND id > $4
- ORDER BY id`
-	args := []any{t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID}
-	if limit > 0 {
-		sql += ` LIMIT $5`
-		args = append(args, limit)
-	}
-	rows, err := q.Query(ctx, sql, args...)
+ ORDER BY id
+ LIMIT NULLIF($5, 0)`, t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
@@ -269,13 +309,11 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
 	if limit > 0 && len(out) == limit {
-		last := out[len(out)-1]
-		t.afterID = last.ID // the same snapshot goes on next time
+		t.afterID = out[len(out)-1].ID
 		return out, nil
 	}
-	resumed := t.afterID != 0
-	t.seen, t.reading = t.reading, ""
-	if len(out) == 0 && resumed {
+	t.seen, t.reading, t.afterID = t.reading, "", 0
+	if len(out) == 0 {
 		// The end of a cut read, taken on an old snapshot: read on with
 		// a fresh one, so that no rows means none are readable now.
 		return t.Next(ctx, q, limit)
@@ -283,8 +321,8 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	return out, nil
 }
 
-// Fold applies to s every row the tail can read now, reading foldBatch
-// rows at a time, and returns how many it applied. It stops at the first
+// Fold applies to s every row the tail can read now (one read, in
+// parts of foldBatch rows), and returns how many it applied. It stops at the first
 // error (the rows read before it are applied).
 func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
 	return t.FoldChanges(ctx, q, s, nil)
@@ -299,6 +337,7 @@ func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed fun
 		if err != nil || len(rows) == 0 {
 			return n, err
 		}
+		complete := len(rows) < foldBatch // else the read goes on
 		for _, r := range rows {
 			changes, err := s.Apply(r)
 			if err != nil {
@@ -308,6 +347,9 @@ func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed fun
 			if changed != nil {
 				changed(changes)
 			}
+		}
+		if complete {
+			return n, nil
 		}
 	}
 }
