@@ -15,6 +15,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -115,9 +117,34 @@ func AppendFencedIdle(ctx context.Context, tx pgx.Tx, partition int16, epoch int
 }
 
 func appendFenced(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, kind Kind, bodies [][]byte) error {
-	if len(bodies) == 0 {
+	return appendFencedRows(ctx, q, partition, epoch, idle, []Rows{{Kind: kind, Bodies: bodies}})
+}
+
+// Rows are rows of one kind to append.
+type Rows struct {
+	Kind   Kind
+	Bodies [][]byte
+}
+
+// AppendFencedRows is AppendFenced of rows of several kinds, in the order
+// given, in one transaction (their ids in that order): all of them, or
+// none and ErrFenced.
+func AppendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, rows []Rows) error {
+	return appendFencedRows(ctx, q, partition, epoch, 0, rows)
+}
+
+func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, rows []Rows) error {
+	rows = slices.DeleteFunc(slices.Clone(rows), func(r Rows) bool { return len(r.Bodies) == 0 })
+	if len(rows) == 0 {
 		return nil
 	}
+	n, kinds := 0, make([]string, len(rows))
+	for i, r := range rows {
+		n += len(r.Bodies)
+		kinds[i] = string(r.Kind)
+	}
+	// Every insert checks the epoch under the same shared lock and at the
+	// same now(): all of them insert, or none.
 	var tag pgconn.CommandTag
 	b := &pgx.Batch{}
 	_, inTx := q.(pgx.Tx)
@@ -127,15 +154,18 @@ func appendFenced(ctx context.Context, q Querier, partition int16, epoch int64, 
 		b.Queue("SELECT set_config('idle_in_transaction_session_timeout', $1, true)", fmt.Sprint(idle.Milliseconds()))
 	}
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, $2)", leaseLockClass, int32(partition))
-	b.Queue(appendFencedSQL, partition, epoch, kind, bodies).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(appendFencedSQL, partition, epoch, rows[0].Kind, rows[0].Bodies).Exec(func(ct pgconn.CommandTag) error {
 		tag = ct
 		return nil
 	})
+	for _, r := range rows[1:] {
+		b.Queue(appendFencedSQL, partition, epoch, r.Kind, r.Bodies)
+	}
 	if !inTx {
 		b.Queue("COMMIT")
 	}
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("appending %d %s rows to the journal: %w", len(bodies), kind, err)
+		return fmt.Errorf("appending %d rows (%s) to the journal: %w", n, strings.Join(kinds, ", "), err)
 	}
 	if tag.RowsAffected() == 0 {
 		return ErrFenced

@@ -350,10 +350,15 @@ func (l *Leader) settle(ctx context.Context) error {
 // epoch; learning that another leads (ErrFenced), it leads no more.
 // Called with l.mu held, while leading.
 func (l *Leader) append(ctx context.Context, kind Kind, body []byte) error {
-	err := AppendFenced(ctx, l.db, l.cfg.Partition, l.lease.Epoch, kind, body)
+	return l.appendRows(ctx, []Rows{{Kind: kind, Bodies: [][]byte{body}}})
+}
+
+// appendRows is append of rows of several kinds in one transaction.
+func (l *Leader) appendRows(ctx context.Context, rows []Rows) error {
+	err := AppendFencedRows(ctx, l.db, l.cfg.Partition, l.lease.Epoch, rows)
 	if errors.Is(err, ErrFenced) {
 		l.leading = false
-		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "kind", kind)
+		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))
 	}
 	return err
 }

@@ -3,7 +3,11 @@ package journal_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -420,4 +424,112 @@ func expireLease(t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
 	_, err := db.Exec(t.Context(), `UPDATE fairway_journal_lease SET until = now() - interval '1 second' WHERE partition = 0`)
 	require.NoError(t, err)
+}
+
+// TestALeaderAppliesReports: executors' reports go to the leader, which
+// appends them in one transaction, a row per kind (a start before a
+// progress before an end), and says which applied. Random batches of
+// reports (starts, progress, ends of every outcome, releases; of the
+// current attempt, a stale one, another instance's; the same job
+// several times) against jobs held by two executors: each answer must be
+// what folding the batch's items one by one, in the rows' order, does
+// to the job (applied: it changed), and the leader's state the fold of
+// PostgreSQL's rows.
+func TestALeaderAppliesReports(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 60, "acme", "globex", "hooli")
+	l := leading(t, db, "c1")
+	rng := rand.New(rand.NewPCG(31, 4)) //nolint:gosec // a test's reproducible randomness
+	claim := func() {
+		for _, e := range []string{"e1", "e2"} {
+			_, err := l.Claim(ctx, journal.ClaimParams{Executor: e, Instance: "i", Limit: 4, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+			require.NoError(t, err)
+		}
+	}
+	claim()
+	progress := int16(0)
+	applied := 0
+	for round := range 40 {
+		// The leader's state before the batch, and its held jobs.
+		var before *journal.State
+		var held []fairway.JobRef
+		require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+			snap, err := s.Snapshot()
+			require.NoError(t, err)
+			before, err = journal.Restore(snap)
+			require.NoError(t, err)
+			for ref, j := range s.Jobs {
+				if j.Holder != nil {
+					held = append(held, ref)
+				}
+			}
+		}))
+		slices.SortFunc(held, func(a, b fairway.JobRef) int { return strings.Compare(a.Group+a.ID, b.Group+b.ID) })
+		if len(held) == 0 {
+			break
+		}
+		var reports []journal.Report
+		for range 1 + rng.IntN(8) {
+			ref := held[rng.IntN(len(held))]
+			j := before.Jobs[ref]
+			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+			switch rng.IntN(8) {
+			case 0:
+				it.Attempt-- // stale
+			case 1:
+				it.Instance = "another"
+			}
+			kind := []journal.Kind{journal.Started, journal.Progress, journal.Ended, journal.Released}[rng.IntN(4)]
+			switch kind {
+			case journal.Progress:
+				progress = progress%99 + 1
+				it.Progress = progress
+			case journal.Ended:
+				it.Outcome = []string{journal.OutcomeSuccess, journal.OutcomeError, journal.OutcomeSnooze, journal.OutcomeCancelled}[rng.IntN(4)]
+				it.RunAt = 1
+			case journal.Released:
+				it.Counted = rng.IntN(2) == 0
+			}
+			reports = append(reports, journal.Report{Kind: kind, Item: it})
+		}
+		got, err := l.Report(ctx, reports)
+		require.NoError(t, err)
+
+		// What folding each item alone, in the rows' order, does.
+		want := make([]bool, len(reports))
+		for _, kind := range []journal.Kind{journal.Started, journal.Progress, journal.Released, journal.Ended} {
+			for i, r := range reports {
+				if r.Kind != kind {
+					continue
+				}
+				ref := fairway.JobRef{Group: r.Item.Group, ID: r.Item.ID}
+				var was journal.Job
+				if j := before.Jobs[ref]; j != nil {
+					was = *j
+				}
+				apply(t, before, row(t, int64(round*100+i), kind, r.Item))
+				var is journal.Job
+				if j := before.Jobs[ref]; j != nil {
+					is = *j
+				}
+				want[i] = !reflect.DeepEqual(was, is)
+			}
+		}
+		require.Equal(t, want, got, "round %d: which reports applied: %+v", round, reports)
+		for _, a := range got {
+			if a {
+				applied++
+			}
+		}
+		claim()
+	}
+	require.Greater(t, applied, 40, "too few reports applied to test anything")
+	fresh := journal.NewState()
+	_, err := (&journal.Tail{}).Fold(ctx, db, fresh)
+	require.NoError(t, err)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, fresh, s) }))
+
+	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Claimed}})
+	require.ErrorContains(t, err, "a report of kind")
 }

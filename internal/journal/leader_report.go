@@ -1,0 +1,115 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// Report is an executor's report of an attempt for the leader to append:
+// Kind is Started, Progress, Ended or Released; Item names the attempt
+// (Group, ID, Attempt, Executor, Instance) and carries the kind's fields
+// (Progress; Outcome, RunAt, Result, Error, Permanent, RanMS; Counted).
+type Report struct {
+	Kind Kind
+	Item Item
+}
+
+// reportOrder is the order of a batch's rows: a start before a progress
+// before an end reported in the same batch, as they happened.
+var reportOrder = []Kind{Started, Progress, Released, Ended}
+
+// Report appends executors' reports as the partition's leader, in one
+// transaction (AppendFencedRows: a row per kind present, in reportOrder,
+// each with its reports in the order given), and folds them. It returns,
+// for each report, whether it applied: a report of an attempt its job no
+// longer runs (a stale attempt, another instance's, a job that ended or
+// was released) changes nothing, and the executor is told so. The answer
+// is worked out before the append from the leader's state, and it is
+// exact: only the leader appends these kinds, one batch after the other,
+// and a submission never changes a held job. ErrNotLeading when this
+// coordinator does not lead; ErrFenced when it learns that another took
+// the lease (nothing was appended).
+func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
+	byKind := map[Kind][]int{}
+	for i, r := range reports {
+		switch r.Kind {
+		case Started, Progress, Released, Ended:
+			byKind[r.Kind] = append(byKind[r.Kind], i)
+		default:
+			return nil, fmt.Errorf("journal: a report of kind %q (reports are %s, %s, %s or %s)", r.Kind, Started, Progress, Ended, Released)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading || l.state == nil {
+		return nil, ErrNotLeading
+	}
+	if err := l.fold(ctx); err != nil {
+		return nil, err
+	}
+	applied := make([]bool, len(reports))
+	views := attemptViews{}
+	var rows []Rows
+	for _, kind := range reportOrder {
+		idx := byKind[kind]
+		if len(idx) == 0 {
+			continue
+		}
+		items := make([]Item, len(idx))
+		for k, i := range idx {
+			items[k] = reports[i].Item
+			applied[i] = views.apply(l.state, kind, items[k])
+		}
+		body, err := Encode(items)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, Rows{Kind: kind, Bodies: [][]byte{body}})
+	}
+	if err := l.appendRows(ctx, rows); err != nil {
+		return nil, err
+	}
+	return applied, l.fold(ctx)
+}
+
+// attemptView is what a batch of reports changed of a job's attempt, as
+// the fold will change it: its state, and whether its holder still holds
+// it.
+type attemptView struct {
+	state fairway.State
+	gone  bool // ended or released: no report of this attempt applies after it
+}
+
+// attemptViews are the jobs a batch of reports changed.
+type attemptViews map[fairway.JobRef]attemptView
+
+// apply says whether the fold will apply a report of kind, after the
+// reports before it in the batch, and counts its effect (the rules of
+// State.Apply for these kinds).
+func (v attemptViews) apply(s *State, kind Kind, it Item) bool {
+	ref := fairway.JobRef{Group: it.Group, ID: it.ID}
+	j := s.Jobs[ref]
+	if j == nil || !j.heldBy(it) {
+		return false
+	}
+	view, ok := v[ref]
+	if !ok {
+		view = attemptView{state: j.State}
+	}
+	if view.gone || !held(view.state) {
+		return false
+	}
+	switch kind {
+	case Started:
+		if view.state != fairway.StateScheduled {
+			return false
+		}
+		view.state = fairway.StateRunning
+	case Ended, Released:
+		view.gone = true
+	}
+	v[ref] = view
+	return true
+}
