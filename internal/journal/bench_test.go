@@ -169,13 +169,15 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 // builds it: jobs submitted in batches of 100 (200-byte args, 50
 // groups), then claimed from the leader's memory 100 at a time (a claimed
 // row, the fold, the args read from the submitting rows), each claim's
-// jobs ended by one row of the leader (as it will append the executors'
-// reports), until none is left. It reports the leader's and PostgreSQL's
+// jobs reported started and ended together (Leader.Report: a started and
+// an ended row, and the jobs' records in fairway_job, in one transaction),
+// until none is left. It reports the leader's and PostgreSQL's
 // CPU per job (this process stands for the leader), the budget's unit:
 // go test -run XXX -bench LeaderDrain -benchtime 3x ./internal/journal/
 func BenchmarkLeaderDrain(b *testing.B) {
 	const jobs, batch = 50_000, 100
 	args := fmt.Appendf(nil, `{"payload":"%0180d"}`, 0)
+	result := []byte(`{"ok":true}`)
 	var pgCPU, goCPU, wall time.Duration
 	for b.Loop() {
 		b.StopTimer()
@@ -196,8 +198,7 @@ func BenchmarkLeaderDrain(b *testing.B) {
 		}
 		l := journal.NewLeader(db, journal.LeaderConfig{Holder: "bench", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
 		go l.Run(ctx)
-		var lease journal.Lease
-		for !l.View(func(s *journal.State, le journal.Lease) { lease = le }) {
+		for !l.View(func(*journal.State, journal.Lease) {}) {
 			runtime.Gosched()
 		}
 		var backend int
@@ -221,15 +222,15 @@ func BenchmarkLeaderDrain(b *testing.B) {
 			if len(claimed) == 0 {
 				b.Fatalf("nothing to claim after %d of %d jobs", done, jobs)
 			}
-			ended := make([]journal.Item, len(claimed))
-			for i, c := range claimed {
-				ended[i] = journal.Item{Group: c.Ref.Group, ID: c.Ref.ID, Attempt: c.Attempt, Executor: "w", Instance: "i", Outcome: journal.OutcomeSuccess}
+			// A short job's start and end, reported together.
+			reports := make([]journal.Report, 0, 2*len(claimed))
+			for _, c := range claimed {
+				it := journal.Item{Group: c.Ref.Group, ID: c.Ref.ID, Attempt: c.Attempt, Executor: "w", Instance: "i"}
+				reports = append(reports, journal.Report{Kind: journal.Started, Item: it})
+				it.Outcome, it.Result = journal.OutcomeSuccess, result
+				reports = append(reports, journal.Report{Kind: journal.Ended, Item: it})
 			}
-			body, err := journal.Encode(ended)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := journal.AppendFenced(ctx, db, 0, lease.Epoch, journal.Ended, body); err != nil {
+			if _, err := l.Report(ctx, reports); err != nil {
 				b.Fatal(err)
 			}
 			done += len(claimed)

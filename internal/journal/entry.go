@@ -25,7 +25,9 @@ const (
 	// report names, so that a report of an earlier claim never applies to
 	// a later one. Retries count the failed attempts.
 	Claimed Kind = "claimed"
-	// Started: the executor began the attempt (Attempt).
+	// Started: the executor began the attempt (Attempt; RunAt, when its
+	// handler started as the executor reported it, kept by the leader
+	// between the claim and the report: 0, the row's time).
 	Started Kind = "started"
 	// Progress: the attempt's progress (Attempt, Progress).
 	Progress Kind = "progress"

@@ -117,7 +117,7 @@ func AppendFencedIdle(ctx context.Context, tx pgx.Tx, partition int16, epoch int
 }
 
 func appendFenced(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, kind Kind, bodies [][]byte) error {
-	return appendFencedRows(ctx, q, partition, epoch, idle, []Rows{{Kind: kind, Bodies: bodies}})
+	return appendFencedRows(ctx, q, partition, epoch, idle, []Rows{{Kind: kind, Bodies: bodies}}, nil)
 }
 
 // Rows are rows of one kind to append.
@@ -130,10 +130,13 @@ type Rows struct {
 // given, in one transaction (their ids in that order): all of them, or
 // none and ErrFenced.
 func AppendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, rows []Rows) error {
-	return appendFencedRows(ctx, q, partition, epoch, 0, rows)
+	return appendFencedRows(ctx, q, partition, epoch, 0, rows, nil)
 }
 
-func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, rows []Rows) error {
+// appendFencedRows appends rows, and queues what also adds to the
+// transaction after them (statements that check the epoch as the append
+// does: the records of the jobs the rows end).
+func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, rows []Rows, also func(*pgx.Batch)) error {
 	rows = slices.DeleteFunc(slices.Clone(rows), func(r Rows) bool { return len(r.Bodies) == 0 })
 	if len(rows) == 0 {
 		return nil
@@ -160,6 +163,9 @@ func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int
 	})
 	for _, r := range rows[1:] {
 		b.Queue(appendFencedSQL, partition, epoch, r.Kind, r.Bodies)
+	}
+	if also != nil {
+		also(b)
 	}
 	if !inTx {
 		b.Queue("COMMIT")

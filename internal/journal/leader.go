@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
 )
 
 // LeaderConfig configures a Leader.
@@ -89,6 +90,16 @@ type Leader struct {
 	owed bool
 	// warnedRecords: the leader said once that it reads no records.
 	warnedRecords bool
+	// held are the submissions of the jobs this leader's claims handed
+	// out, read by the claim, while they are held: their records need
+	// them (a job held before this leader led is read at its end).
+	held map[fairway.JobRef]heldSubmission
+}
+
+// heldSubmission is what a held job's record needs of its submission.
+type heldSubmission struct {
+	at   time.Time
+	item Item
 }
 
 // pendingResolution is a job waiting for a dependency that ended: known
@@ -100,7 +111,7 @@ type pendingResolution struct {
 
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
 func NewLeader(db Querier, cfg LeaderConfig) *Leader {
-	return &Leader{cfg: cfg.withDefaults(), db: db, wake: make(chan struct{}, 1)}
+	return &Leader{cfg: cfg.withDefaults(), db: db, wake: make(chan struct{}, 1), held: map[fairway.JobRef]heldSubmission{}}
 }
 
 // Wake makes the leader read the tail now (rows were appended).
@@ -248,6 +259,9 @@ func (l *Leader) fold(ctx context.Context) error {
 		now := time.Now().UnixMicro()
 		for _, c := range changes {
 			l.queues.Release(now, c.Job)
+			if held(c.From) && !held(c.To) {
+				delete(l.held, c.Job)
+			}
 			if !l.leading {
 				continue // a successor works out what it owes when it takes over
 			}
@@ -325,11 +339,7 @@ func (l *Leader) settle(ctx context.Context) error {
 		if len(items) == 0 {
 			return nil
 		}
-		body, err := Encode(items)
-		if err != nil {
-			return err
-		}
-		if err := l.append(ctx, Resolved, body); err != nil {
+		if err := l.appendBatches(ctx, []batch{{kind: Resolved, items: items}}); err != nil {
 			if errors.Is(err, ErrFenced) {
 				l.resolve = nil
 				return nil
@@ -346,16 +356,46 @@ func (l *Leader) settle(ctx context.Context) error {
 	return nil
 }
 
-// append appends a row of kind as the partition's leader, fenced by its
-// epoch; learning that another leads (ErrFenced), it leads no more.
-// Called with l.mu held, while leading.
-func (l *Leader) append(ctx context.Context, kind Kind, body []byte) error {
-	return l.appendRows(ctx, []Rows{{Kind: kind, Bodies: [][]byte{body}}})
-}
-
-// appendRows is append of rows of several kinds in one transaction.
-func (l *Leader) appendRows(ctx context.Context, rows []Rows) error {
-	err := AppendFencedRows(ctx, l.db, l.cfg.Partition, l.lease.Epoch, rows)
+// appendBatches appends batches as the partition's leader, a row each,
+// in one transaction fenced by its epoch, with the records of the jobs
+// they end (record.go); learning that another leads (ErrFenced), it leads
+// no more. Called with l.mu held, while leading, the state folded.
+func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
+	rows := make([]Rows, 0, len(batches))
+	mayEnd := false
+	for _, b := range batches {
+		if len(b.items) == 0 {
+			continue
+		}
+		body, err := Encode(b.items)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
+		switch b.kind {
+		case Ended, Released, Cancel, Expired, Resolved:
+			mayEnd = true
+		}
+	}
+	var also func(*pgx.Batch)
+	if mayEnd {
+		ends, err := l.state.endedBy(batches)
+		if err != nil {
+			return err
+		}
+		if len(ends) > 0 {
+			submitted, err := l.submissions(ctx, ends)
+			if err != nil {
+				return err
+			}
+			args, err := recordsArgs(l.cfg.Partition, l.lease.Epoch, ends, submitted)
+			if err != nil {
+				return err
+			}
+			also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+		}
+	}
+	err := appendFencedRows(ctx, l.db, l.cfg.Partition, l.lease.Epoch, 0, rows, also)
 	if errors.Is(err, ErrFenced) {
 		l.leading = false
 		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))

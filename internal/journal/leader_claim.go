@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -49,11 +50,7 @@ func (l *Leader) appendOne(ctx context.Context, kind Kind, it Item) error {
 	if !l.leading || l.state == nil {
 		return ErrNotLeading
 	}
-	body, err := Encode([]Item{it})
-	if err != nil {
-		return err
-	}
-	if err := l.append(ctx, kind, body); err != nil {
+	if err := l.appendBatches(ctx, []batch{{kind: kind, items: []Item{it}}}); err != nil {
 		return err
 	}
 	return l.fold(ctx)
@@ -119,11 +116,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	// Whatever happens next, the reservations end: the jobs the row made
 	// scheduled leave the queues by the fold, the others go back.
 	defer func() { l.queues.Release(time.Now().UnixMicro(), refs...) }()
-	body, err := Encode(items)
-	if err != nil {
-		return nil, err
-	}
-	if err := l.append(ctx, Claimed, body); err != nil {
+	if err := l.appendBatches(ctx, []batch{{kind: Claimed, items: items}}); err != nil {
 		return nil, err
 	}
 	if err := l.fold(ctx); err != nil {
@@ -146,43 +139,27 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 }
 
 // readArgs fills the jobs' arguments from the rows that submitted them
-// (rows: their ids), in one read. Called with l.mu held.
+// (rows: their ids), in one read, and keeps what the jobs' records will
+// need of their submissions while they are held (Leader.held). Called
+// with l.mu held.
 func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64][]Item) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	ids := make([]int64, 0, len(rows))
-	for id := range rows {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	res, err := l.db.Query(ctx, `SELECT id, body FROM fairway_journal WHERE id = ANY ($1)`, ids)
+	submitted, err := readSubmitted(ctx, l.db, slices.Sorted(maps.Keys(rows)))
 	if err != nil {
-		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
-	}
-	defer res.Close()
-	for res.Next() {
-		var id int64
-		var body []byte
-		if err := res.Scan(&id, &body); err != nil {
-			return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
-		}
-		items, err := Decode(body)
-		if err != nil {
-			return fmt.Errorf("journal row %d: %w", id, err)
-		}
-		rows[id] = items
-	}
-	if err := res.Err(); err != nil {
 		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
 	}
 	for i := range jobs {
 		j := l.state.Jobs[jobs[i].Ref]
-		items := rows[j.Row]
-		if int(j.Index) >= len(items) {
+		row := submitted[j.Row]
+		if int(j.Index) >= len(row.items) {
 			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", j.Row, j.Index, jobs[i].Ref.Group, jobs[i].Ref.ID)
 		}
-		jobs[i].Args = slices.Clone(items[j.Index].Args)
+		sub := row.items[j.Index]
+		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
+		jobs[i].Args = sub.Args
+		l.held[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}
 	}
 	return nil
 }

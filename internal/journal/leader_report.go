@@ -21,8 +21,9 @@ type Report struct {
 var reportOrder = []Kind{Started, Progress, Released, Ended}
 
 // Report appends executors' reports as the partition's leader, in one
-// transaction (AppendFencedRows: a row per kind present, in reportOrder,
-// each with its reports in the order given), and folds them. It returns,
+// transaction (a row per kind present, in reportOrder, each with its
+// reports in the order given, and the records of the jobs they end), and
+// folds them. It returns,
 // for each report, whether it applied: a report of an attempt its job no
 // longer runs (a stale attempt, another instance's, a job that ended or
 // was released) changes nothing, and the executor is told so. The answer
@@ -51,7 +52,7 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 	}
 	applied := make([]bool, len(reports))
 	views := attemptViews{}
-	var rows []Rows
+	var batches []batch
 	for _, kind := range reportOrder {
 		idx := byKind[kind]
 		if len(idx) == 0 {
@@ -62,13 +63,9 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 			items[k] = reports[i].Item
 			applied[i] = views.apply(l.state, kind, items[k])
 		}
-		body, err := Encode(items)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, Rows{Kind: kind, Bodies: [][]byte{body}})
+		batches = append(batches, batch{kind: kind, items: items})
 	}
-	if err := l.appendRows(ctx, rows); err != nil {
+	if err := l.appendBatches(ctx, batches); err != nil {
 		return nil, err
 	}
 	return applied, l.fold(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -529,7 +530,141 @@ func TestALeaderAppliesReports(t *testing.T) {
 	_, err := (&journal.Tail{}).Fold(ctx, db, fresh)
 	require.NoError(t, err)
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, fresh, s) }))
+	// Each job has ended, with its record, or lives in the state: not both.
+	rows, err := db.Query(ctx, `SELECT id FROM fairway_job`)
+	require.NoError(t, err)
+	recorded, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, recorded)
+	for _, id := range recorded {
+		require.NotContains(t, fresh.Jobs, fairway.JobRef{Group: []string{"acme", "globex", "hooli"}[mustAtoi(t, id[1:])%3], ID: id}, "%s has a record and lives", id)
+	}
+	require.Equal(t, 60, len(recorded)+len(fresh.Jobs), "jobs lost or recorded twice")
 
 	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Claimed}})
 	require.ErrorContains(t, err, "a report of kind")
+}
+
+// TestALeaderRecordsTheJobsItEnds: a job's record (its row in fairway_job)
+// is written once, at its end, in the transaction that appends the row
+// that ends it: a success with its result, a failure with its error and
+// its last attempt counted, a dependent cancelled with its dependency;
+// each with what its submission said (args, tracker, subject) and when it
+// was submitted, claimed, started and finished. A job that does not end
+// has none, and a deposed leader's reports write none.
+func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{
+		{Group: "g", ID: "ok", Task: "t", Priority: "high", Args: []byte(`{"n":1}`), Tracker: "tr", Subject: "fairway.g.submit", Submitter: "app", Timeout: "30s"},
+		{Group: "g", ID: "bad", Task: "t", Priority: "low", MaxRetries: 0, Args: []byte(`{"n":2}`)},
+		{Group: "g", ID: "dep", Task: "t", Priority: "low", Waits: []string{"bad"}},
+		{Group: "g", ID: "live", Task: "t", Priority: "low"},
+		{Group: "g", ID: "again", Task: "t", Priority: "low", MaxRetries: 3},
+	})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	var submittedAt time.Time
+	require.NoError(t, db.QueryRow(ctx, `SELECT at FROM fairway_journal WHERE kind = 'submitted'`).Scan(&submittedAt))
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 4, "the four jobs that wait for nothing")
+	at := func(id string) journal.Item {
+		return journal.Item{Group: "g", ID: id, Attempt: 1, Executor: "e", Instance: "i"}
+	}
+	with := func(it journal.Item, f func(*journal.Item)) journal.Item { f(&it); return it }
+	started := time.Now().Add(-time.Second).UnixMicro()
+	applied, err := l.Report(ctx, []journal.Report{
+		{Kind: journal.Started, Item: with(at("ok"), func(it *journal.Item) { it.RunAt = started })},
+		{Kind: journal.Ended, Item: with(at("ok"), func(it *journal.Item) { it.Outcome, it.Result = journal.OutcomeSuccess, []byte(`{"pages":3}`) })},
+		{Kind: journal.Ended, Item: with(at("bad"), func(it *journal.Item) { it.Outcome, it.Error = journal.OutcomeError, "boom" })},
+		{Kind: journal.Ended, Item: with(at("again"), func(it *journal.Item) { it.Outcome, it.Error, it.RunAt = journal.OutcomeError, "retry me", 1 })},
+		{Kind: journal.Started, Item: at("live")},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, true, true}, applied)
+	// dep is cancelled with bad, by the leader's resolved row.
+	require.Eventually(t, func() bool {
+		l.Wake() // it resolves dependents as it catches up
+		var n int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = 'dep'`).Scan(&n))
+		return n == 1
+	}, 10*time.Second, 5*time.Millisecond, "dep's record")
+
+	type record struct {
+		ID, Task, Priority, State string
+		Args                      string
+		Result, Error, Tracker    *string
+		Subject, Submitter        string
+		Retries, MaxRetries       int
+		Attempt                   int
+		Worker                    *string
+		WorkerInstance            string
+		Submitted                 time.Time
+		ScheduledAt, Started      *time.Time
+		Finished                  *time.Time
+		TimeoutMS                 *int64
+		DependsOn                 []string
+	}
+	rows, err := db.Query(ctx, `SELECT id, task, priority, state, args::text, result::text, error, tracker, subject, submitter, retries, max_retries,
+       attempt, worker, worker_instance, submitted, scheduled_at, started, finished, timeout_ms, depends_on
+  FROM fairway_job ORDER BY id`)
+	require.NoError(t, err)
+	records, err := pgx.CollectRows(rows, pgx.RowToStructByPos[record])
+	require.NoError(t, err)
+	require.Len(t, records, 3, "records of the jobs that ended, and only those: %+v", records)
+	byID := map[string]record{}
+	for _, r := range records {
+		byID[r.ID] = r
+		require.True(t, r.Submitted.Equal(submittedAt), "%s submitted %v, its row at %v", r.ID, r.Submitted, submittedAt)
+		require.NotNil(t, r.Finished, r.ID)
+	}
+	ok := byID["ok"]
+	require.Equal(t, "success", ok.State)
+	require.JSONEq(t, `{"n":1}`, ok.Args)
+	require.JSONEq(t, `{"pages":3}`, *ok.Result)
+	require.Equal(t, "tr", *ok.Tracker)
+	require.Equal(t, "fairway.g.submit", ok.Subject)
+	require.Equal(t, "app", ok.Submitter)
+	require.Equal(t, "high", ok.Priority)
+	require.Equal(t, 1, ok.Attempt)
+	require.Equal(t, "e", *ok.Worker)
+	require.Equal(t, "i", ok.WorkerInstance)
+	require.Equal(t, int64(30_000), *ok.TimeoutMS)
+	require.Equal(t, started, ok.Started.UnixMicro(), "the start its executor reported")
+	require.NotNil(t, ok.ScheduledAt)
+	require.Nil(t, ok.Error)
+
+	bad := byID["bad"]
+	require.Equal(t, "failed", bad.State)
+	require.Equal(t, "boom", *bad.Error)
+	require.Equal(t, 1, bad.Retries, "the attempt that failed last counts")
+	require.Nil(t, bad.Result)
+	require.Nil(t, bad.Started, "it never reported a start")
+
+	dep := byID["dep"]
+	require.Equal(t, "cancelled", dep.State)
+	require.Contains(t, *dep.Error, "dependency bad failed")
+	require.Equal(t, []string{"bad"}, dep.DependsOn)
+	require.Nil(t, dep.Worker)
+	require.Equal(t, 0, dep.Attempt)
+
+	// A deposed leader's end writes no record.
+	expireLease(t, db)
+	_, ok2, err := journal.Acquire(ctx, db, 0, "c2", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok2)
+	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: with(at("live"), func(it *journal.Item) { it.Outcome = journal.OutcomeSuccess })}})
+	require.ErrorIs(t, err, journal.ErrFenced)
+	var n int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = 'live'`).Scan(&n))
+	require.Zero(t, n, "a deposed leader's end wrote a record")
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err)
+	return n
 }

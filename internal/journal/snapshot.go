@@ -24,7 +24,8 @@ import (
 //	jobs:       count, then each job: group, id, task, state, priority,
 //	            run at, expires at, row, index, attempt, retries, max
 //	            retries, progress, flags (1: held, 2: cancel requested),
-//	            executor and instance when held, waits (count, ids)
+//	            executor, instance, scheduled and started when held,
+//	            waits (count, ids)
 //	dependents: count, then each: group, id, ids (count, ids)
 //	paused:     count, then each group
 //	cursor:     its group, its counter
@@ -35,7 +36,7 @@ import (
 //	rates:      limits (count, then each: task, group, starts, period in
 //	            milliseconds); buckets (count, then each: key, tokens,
 //	            time)
-const snapshotVersion = 5
+const snapshotVersion = 6
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -111,6 +112,8 @@ func (s *State) Snapshot() ([]byte, error) {
 		if j.Holder != nil {
 			out = binary.AppendUvarint(out, e.names[j.Holder.Executor])
 			out = binary.AppendUvarint(out, e.names[j.Holder.Instance])
+			out = binary.AppendVarint(out, j.Holder.Scheduled)
+			out = binary.AppendVarint(out, j.Holder.Started)
 		}
 		out = appendStrings(out, j.Waits)
 	}
@@ -187,7 +190,7 @@ func Restore(b []byte) (*State, error) {
 		j.Progress = int16(d.int32()) //nolint:gosec // G115: a progress is 0 to 100
 		flags := d.byte()
 		if flags&1 != 0 {
-			j.Holder = &Holder{Executor: name(), Instance: name()}
+			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint()}
 		}
 		j.CancelRequested = flags&2 != 0
 		j.Waits = d.strings()

@@ -70,10 +70,15 @@ type Job struct {
 	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
-// Holder is the executor's instance that holds a job.
+// Holder is the executor's instance that holds a job, and when: claimed
+// (the claimed row's time) and started (as the executor reported it, or
+// the started row's time; 0 until then), microseconds since the Unix
+// epoch, for the job's record.
 type Holder struct {
-	Executor string `json:"executor"`
-	Instance string `json:"instance"`
+	Executor  string `json:"executor"`
+	Instance  string `json:"instance"`
+	Scheduled int64  `json:"scheduled"`
+	Started   int64  `json:"started,omitempty"`
 }
 
 // Change is a job's change of state that applying a row made: what the
@@ -145,7 +150,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			from := j.State
 			j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
 			s.hold(ref, j, 1)
-			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance)}
+			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro()}
 			if it.Charge != 0 {
 				s.Shares.Charge(ref.Group, it.Charge)
 			}
@@ -156,6 +161,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 				continue
 			}
 			j.State = fairway.StateRunning
+			j.Holder.Started = cmp.Or(it.RunAt, row.At.UnixMicro())
 			out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
 		case Progress:
 			if j == nil || !held(j.State) || !j.heldBy(it) {

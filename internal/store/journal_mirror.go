@@ -89,6 +89,11 @@ func (s *Store) CheckJournalMirror(ctx context.Context) error {
 			a.Progress = 0
 		}
 		b.RunAt, b.ExpiresAt, b.Waits, b.Row, b.Index = 0, 0, nil, 0, 0
+		if b.Holder != nil {
+			// When it was claimed and started: the rows' times, not the
+			// row engine's.
+			b.Holder = &journal.Holder{Executor: b.Holder.Executor, Instance: b.Holder.Instance}
+		}
 		if got.CancelRequested != (held && want.cancelRequested) {
 			diffs = append(diffs, fmt.Sprintf("%s/%s: cancel requested %v in the fold, %v in fairway_job", ref.Group, ref.ID, got.CancelRequested, want.cancelRequested))
 		}

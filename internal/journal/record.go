@@ -1,0 +1,275 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// A job's record is its row in fairway_job, written once, at its end, in
+// the transaction that appends the row that ends it (docs/journal.md,
+// step 4): a job ended in the journal has its record, and a job with a
+// record has ended, whatever fails in between. The leader works out
+// which jobs a batch ends before appending it (State.scratch: the batch
+// folded on copies of its jobs), exactly, since only the leader appends
+// the rows that end jobs, one batch after the other, and a submission
+// never changes a job the state holds.
+
+// batch is a row to append: its kind and its items.
+type batch struct {
+	kind  Kind
+	items []Item
+}
+
+// ended is a job a batch ends: the job as the state holds it before the
+// batch, the change, and the item that ended it.
+type ended struct {
+	ref    fairway.JobRef
+	job    Job
+	change Change
+	item   Item
+	kind   Kind
+}
+
+// final says whether a job's state is final.
+func final(st fairway.State) bool {
+	return st == fairway.StateSuccess || st == fairway.StateFailed || st == fairway.StateCancelled
+}
+
+// scratch is a state holding copies of the jobs of refs (with what they
+// wait for and who waits for them, and the paused groups): a batch folded
+// on it changes those jobs as it will change the state, and nothing else.
+func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
+	c := NewState()
+	c.Paused = s.Paused // read only: batches of jobs change no group's pause
+	for ref := range refs {
+		j := s.Jobs[ref]
+		if j == nil {
+			continue
+		}
+		cj := *j
+		cj.Waits = slices.Clone(j.Waits) // the fold edits them in place
+		if j.Holder != nil {
+			h := *j.Holder
+			cj.Holder = &h
+		}
+		c.Jobs[ref] = &cj
+		if d := s.Dependents[ref]; d != nil {
+			c.Dependents[ref] = slices.Clone(d)
+		}
+	}
+	return c
+}
+
+// endedBy returns the jobs that batches end, folded in order.
+func (s *State) endedBy(batches []batch) ([]ended, error) {
+	refs := map[fairway.JobRef]bool{}
+	for _, b := range batches {
+		for _, it := range b.items {
+			refs[fairway.JobRef{Group: it.Group, ID: it.ID}] = true
+		}
+	}
+	sc := s.scratch(refs)
+	var out []ended
+	for _, b := range batches {
+		body, err := Encode(b.items)
+		if err != nil {
+			return nil, err
+		}
+		// The jobs as they are before this batch; a job ends once, by the
+		// first of its items that applies (any after it change nothing).
+		before := map[fairway.JobRef]Job{}
+		first := map[fairway.JobRef]Item{}
+		for _, it := range b.items {
+			ref := fairway.JobRef{Group: it.Group, ID: it.ID}
+			if j := sc.Jobs[ref]; j != nil {
+				before[ref] = *j
+			}
+		}
+		changes, err := sc.Apply(Row{Kind: b.kind, Body: body, At: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			if !final(c.To) {
+				continue
+			}
+			j, ok := before[c.Job]
+			if !ok {
+				continue
+			}
+			if _, seen := first[c.Job]; !seen {
+				first[c.Job] = endingItem(b.items, c.Job, j)
+			}
+			out = append(out, ended{ref: c.Job, job: j, change: c, item: first[c.Job], kind: b.kind})
+		}
+	}
+	return out, nil
+}
+
+// endingItem is the item of items that ended job j of ref: the first of
+// its attempt and holder (a job not held ends by the first that names it).
+func endingItem(items []Item, ref fairway.JobRef, j Job) Item {
+	for _, it := range items {
+		if it.Group == ref.Group && it.ID == ref.ID && (j.Holder == nil || j.heldBy(it)) {
+			return it
+		}
+	}
+	return Item{}
+}
+
+// submittedRow is a row that submitted jobs, as their records need it.
+type submittedRow struct {
+	at    time.Time
+	items []Item
+}
+
+// readSubmitted reads the rows ids (that submitted jobs), in one query.
+func readSubmitted(ctx context.Context, q Querier, ids []int64) (map[int64]submittedRow, error) {
+	out := map[int64]submittedRow{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, `SELECT id, at, body FROM fairway_journal WHERE id = ANY ($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var r submittedRow
+		var body []byte
+		if err := rows.Scan(&id, &r.at, &body); err != nil {
+			return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
+		}
+		if r.items, err = Decode(body); err != nil {
+			return nil, fmt.Errorf("journal row %d: %w", id, err)
+		}
+		out[id] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
+	}
+	return out, nil
+}
+
+// recordsSQL writes ended jobs' records, if the leader's epoch is still
+// the partition's ($1 partition, $2 epoch: the check of appendFencedSQL,
+// under the same lock and at the same now(), so that the records are
+// written exactly when the rows that end the jobs are appended). An id
+// recorded before (a job that ended, whose id was submitted again: ids
+// are unique among live jobs only, docs/journal.md) keeps the last
+// record.
+const recordsSQL = `INSERT INTO fairway_job AS j (group_name, id, task, args, subject, submitter, priority, tracker, state,
+    retries, max_retries, attempt, run_at, expires_at, depends_on, progress, worker, worker_instance,
+    submitted, scheduled_at, started, finished, result, error, traceparent, timeout_ms)
+SELECT r.group_name, r.id, r.task, coalesce(r.args, '{}'), r.subject, r.submitter, coalesce(nullif(r.priority, ''), 'low'), nullif(r.tracker, ''), r.state,
+       r.retries, r.max_retries, r.attempt, to_timestamp(r.run_at / 1e6), to_timestamp(nullif(r.expires_at, 0) / 1e6),
+       nullif(ARRAY(SELECT jsonb_array_elements_text(r.depends_on)), '{}'), r.progress, nullif(r.worker, ''), r.worker_instance,
+       to_timestamp(r.submitted / 1e6), to_timestamp(nullif(r.scheduled, 0) / 1e6), to_timestamp(nullif(r.started, 0) / 1e6), now(),
+       r.result, nullif(r.error, ''), nullif(r.traceparent, ''), nullif(r.timeout_ms, 0)
+  FROM unnest($3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
+              $12::int[], $13::int[], $14::int[], $15::bigint[], $16::bigint[], $17::jsonb[], $18::smallint[], $19::text[], $20::text[],
+              $21::bigint[], $22::bigint[], $23::bigint[], $24::jsonb[], $25::text[], $26::text[], $27::bigint[])
+       AS r (group_name, id, task, args, subject, submitter, priority, tracker, state,
+             retries, max_retries, attempt, run_at, expires_at, depends_on, progress, worker, worker_instance,
+             submitted, scheduled, started, result, error, traceparent, timeout_ms)
+ WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())
+    ON CONFLICT (group_name, id) DO UPDATE SET task = excluded.task, args = excluded.args, subject = excluded.subject,
+       submitter = excluded.submitter, priority = excluded.priority, tracker = excluded.tracker, state = excluded.state,
+       retries = excluded.retries, max_retries = excluded.max_retries, attempt = excluded.attempt, run_at = excluded.run_at,
+       expires_at = excluded.expires_at, depends_on = excluded.depends_on, progress = excluded.progress, worker = excluded.worker,
+       worker_instance = excluded.worker_instance, submitted = excluded.submitted, scheduled_at = excluded.scheduled_at,
+       started = excluded.started, finished = excluded.finished, result = excluded.result, error = excluded.error,
+       traceparent = excluded.traceparent, timeout_ms = excluded.timeout_ms, lease_until = NULL, cancel_requested = false`
+
+// recordsArgs are recordsSQL's arguments for the records of jobs (the
+// rows that submitted them read in submitted).
+func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64]submittedRow) ([]any, error) {
+	n := len(jobs)
+	var (
+		groups, ids, tasks, subjects, submitters, priorities, trackers, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		retries, maxRetries, attempts                                          = make([]int32, n), make([]int32, n), make([]int32, n)
+		runAt, expiresAt, submittedAt, scheduledAt, startedAt, timeouts        = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		workers, instances, errs, traceparents                                 = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		dependsOn                                                              = make([][]byte, n)
+		progress                                                               = make([]int16, n)
+		args, results                                                          = make([][]byte, n), make([][]byte, n)
+	)
+	for i, e := range jobs {
+		row, ok := submitted[e.job.Row]
+		if !ok || int(e.job.Index) >= len(row.items) {
+			return nil, fmt.Errorf("the record of %s/%s: journal row %d holds no item %d", e.ref.Group, e.ref.ID, e.job.Row, e.job.Index)
+		}
+		sub := row.items[e.job.Index]
+		groups[i], ids[i], tasks[i] = e.ref.Group, e.ref.ID, e.job.Task
+		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority, sub.Tracker
+		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, e.job.MaxRetries, e.job.Retries
+		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
+			retries[i]++ // the attempt that failed last counts, as the row engine counts it
+		}
+		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, row.at.UnixMicro()
+		if h := e.job.Holder; h != nil {
+			scheduledAt[i], startedAt[i], workers[i], instances[i] = h.Scheduled, h.Started, h.Executor, h.Instance
+		}
+		if d, err := time.ParseDuration(sub.Timeout); err == nil {
+			timeouts[i] = d.Milliseconds()
+		}
+		if len(sub.Waits) > 0 {
+			w, err := json.Marshal(sub.Waits)
+			if err != nil {
+				return nil, err
+			}
+			dependsOn[i] = w
+		}
+		progress[i] = e.job.Progress
+		errs[i], traceparents[i] = e.change.Error, sub.TraceParent
+		if len(sub.Args) > 0 {
+			args[i] = sub.Args
+		}
+		if e.kind == Ended && e.change.To == fairway.StateSuccess && len(e.item.Result) > 0 {
+			results[i] = e.item.Result
+		}
+	}
+	return []any{partition, epoch, groups, ids, tasks, args, subjects, submitters, priorities, trackers, states,
+		retries, maxRetries, attempts, runAt, expiresAt, dependsOn, progress, workers, instances,
+		submittedAt, scheduledAt, startedAt, results, errs, traceparents, timeouts}, nil
+}
+
+// submissions returns the rows that submitted the jobs, as far as their
+// records need them: from what the claims kept (Leader.held), else read.
+// Called with l.mu held.
+func (l *Leader) submissions(ctx context.Context, jobs []ended) (map[int64]submittedRow, error) {
+	out := map[int64]submittedRow{}
+	read := map[int64]bool{}
+	for _, e := range jobs {
+		h, ok := l.held[e.ref]
+		if !ok {
+			read[e.job.Row] = true
+			continue
+		}
+		row := out[e.job.Row]
+		if row.items == nil {
+			row = submittedRow{at: h.at, items: make([]Item, e.job.Index+1)}
+		}
+		for int(e.job.Index) >= len(row.items) {
+			row.items = append(row.items, Item{})
+		}
+		row.items[e.job.Index] = h.item
+		out[e.job.Row] = row
+	}
+	if len(read) == 0 {
+		return out, nil
+	}
+	rows, err := readSubmitted(ctx, l.db, slices.Sorted(maps.Keys(read)))
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(out, rows)
+	return out, nil
+}
