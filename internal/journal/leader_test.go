@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -667,4 +668,62 @@ func mustAtoi(t *testing.T, s string) int {
 	n, err := strconv.Atoi(s)
 	require.NoError(t, err)
 	return n
+}
+
+// TestALeaderCancels: a cancel ends a job that is not held (its record
+// written with the cancel), marks a held one (it ends cancelled, with its
+// record, when its executor reports), says so of one marked before and of
+// one it does not hold, and the jobs waiting for a cancelled one are
+// cancelled with it by the leader's resolved row.
+func TestALeaderCancels(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{
+		{Group: "g", ID: "held", Task: "t", Priority: "low"}, // the oldest: claimed
+		{Group: "g", ID: "waiting", Task: "t", Priority: "low"},
+		{Group: "g", ID: "after", Task: "t", Priority: "low", Waits: []string{"waiting"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Groups: []string{"g"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	heldID, waitingID := "held", "waiting"
+	require.Equal(t, heldID, jobs[0].Ref.ID)
+
+	ref := func(id string) fairway.JobRef { return fairway.JobRef{Group: "g", ID: id} }
+	out, err := l.Cancel(ctx, []fairway.JobRef{ref(waitingID), ref(heldID), ref("nope"), ref(waitingID)}, "cancelled by hand")
+	require.NoError(t, err)
+	require.Equal(t, []journal.CancelOutcome{journal.CancelEnded, journal.CancelRequested, journal.CancelNotFound, journal.CancelEnded}, out)
+	out, err = l.Cancel(ctx, []fairway.JobRef{ref(heldID), ref(waitingID)}, "again")
+	require.NoError(t, err)
+	require.Equal(t, []journal.CancelOutcome{journal.CancelAlreadyRequested, journal.CancelNotFound}, out)
+
+	recordOf := func(id string) (state, why string) {
+		err := db.QueryRow(ctx, `SELECT state, coalesce(error, '') FROM fairway_job WHERE group_name = 'g' AND id = $1`, id).Scan(&state, &why)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", ""
+		}
+		require.NoError(t, err)
+		return state, why
+	}
+	st, why := recordOf(waitingID)
+	require.Equal(t, "cancelled", st)
+	require.Equal(t, "cancelled by hand", why)
+	st, _ = recordOf(heldID)
+	require.Empty(t, st, "a held job's cancel is a request: it has no record yet")
+
+	applied, err := l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "g", ID: heldID, Attempt: 1, Executor: "e", Instance: "i",
+		Outcome: journal.OutcomeCancelled, Error: "stopped"}}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied)
+	st, _ = recordOf(heldID)
+	require.Equal(t, "cancelled", st)
+
+	require.Eventually(t, func() bool {
+		l.Wake()
+		st, _ := recordOf("after")
+		return st == "cancelled"
+	}, 10*time.Second, 5*time.Millisecond, "after waits for a cancelled job: cancelled with it")
 }
