@@ -243,6 +243,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err := l.settle(ctx); err != nil {
 		return err
 	}
+	if err := l.expire(ctx); err != nil {
+		return err
+	}
 	if l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery) {
 		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 			return err
@@ -401,6 +404,38 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))
 	}
 	return err
+}
+
+// expireBatch is how many jobs one expired row fails at most.
+const expireBatch = 1000
+
+// expire fails the jobs whose expiry passed and that no executor holds,
+// by expired rows (with their records), a batch at a time. Called with
+// l.mu held, while leading, the state folded.
+func (l *Leader) expire(ctx context.Context) error {
+	for {
+		refs := l.queues.Expired(time.Now().UnixMicro(), expireBatch)
+		if len(refs) == 0 {
+			return nil
+		}
+		items := make([]Item, len(refs))
+		for i, ref := range refs {
+			items[i] = Item{Group: ref.Group, ID: ref.ID}
+		}
+		if err := l.appendBatches(ctx, []batch{{kind: Expired, items: items}}); err != nil {
+			if !errors.Is(err, ErrFenced) {
+				// Tried again at the next catch-up: they are indexed anew.
+				now := time.Now().UnixMicro()
+				for _, ref := range refs {
+					l.queues.Update(ref, now)
+				}
+			}
+			return err
+		}
+		if err := l.fold(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // stateUnknown is the final state of a dependency that has no record.

@@ -727,3 +727,37 @@ func TestALeaderCancels(t *testing.T) {
 		return st == "cancelled"
 	}, 10*time.Second, 5*time.Millisecond, "after waits for a cancelled job: cancelled with it")
 }
+
+// TestALeaderFailsJobsThatExpire: a job whose expiry passed before it ran
+// fails, by the leader's expired row, with its record (and one waiting
+// for it is cancelled with it); one that expires later waits on.
+func TestALeaderFailsJobsThatExpire(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	past, later := time.Now().Add(-time.Second).UnixMicro(), time.Now().Add(time.Hour).UnixMicro()
+	body, err := journal.Encode([]journal.Item{
+		{Group: "g", ID: "stale", Task: "t", Priority: "low", ExpiresAt: past},
+		{Group: "g", ID: "fresh", Task: "t", Priority: "low", ExpiresAt: later},
+		{Group: "g", ID: "next", Task: "t", Priority: "low", Waits: []string{"stale"}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	records := func() map[string]string {
+		rows, err := db.Query(ctx, `SELECT id, state || ': ' || coalesce(error, '') FROM fairway_job`)
+		require.NoError(t, err)
+		out := map[string]string{}
+		var id, what string
+		_, err = pgx.ForEachRow(rows, []any{&id, &what}, func() error { out[id] = what; return nil })
+		require.NoError(t, err)
+		return out
+	}
+	require.Eventually(t, func() bool {
+		l.Wake()
+		return len(records()) == 2
+	}, 10*time.Second, 5*time.Millisecond, "stale and next ended")
+	require.Equal(t, map[string]string{"stale": "failed: expired before it ran", "next": "cancelled: dependency stale failed"}, records())
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "fresh"}].State)
+	}))
+}

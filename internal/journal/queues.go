@@ -34,6 +34,9 @@ type Queues struct {
 	// names are the names of groups, sorted (the round-robin order).
 	names  []string
 	timers *timerHeap
+	// expiries are the jobs not held that expire (Job.ExpiresAt), soonest
+	// first; an entry is dropped when read if its job has changed.
+	expiries *timerHeap
 	// reserved are the jobs claims picked whose claimed row is not folded
 	// yet (see Claim).
 	reserved map[fairway.JobRef]struct{}
@@ -88,7 +91,7 @@ func NewQueues(s *State, now int64) *Queues {
 
 // Rebuild indexes every claimable job of the state anew (after a restore).
 func (q *Queues) Rebuild(now int64) {
-	q.groups, q.names, q.timers, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), nil
+	q.groups, q.names, q.timers, q.expiries, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), newTimerHeap(), nil
 	// Appended, then each heap made at once: linear, where a push per
 	// job is n log n (a takeover of a million waiting jobs).
 	q.bulk = true
@@ -97,6 +100,7 @@ func (q *Queues) Rebuild(now int64) {
 	}
 	q.bulk = false
 	heap.Init(q.timers)
+	heap.Init(q.expiries)
 	for _, g := range q.groups {
 		for _, l := range g.lists {
 			for _, h := range l {
@@ -116,8 +120,16 @@ func (q *Queues) Update(ref fairway.JobRef, now int64) {
 	}
 }
 
-// index puts job j in its list, or among the timers, if it is claimable.
+// index puts job j in its list, or among the timers, if it is claimable,
+// and among the expiries if it expires and is not held.
 func (q *Queues) index(ref fairway.JobRef, j *Job, now int64) {
+	if j.ExpiresAt != 0 && !held(j.State) {
+		if q.bulk {
+			q.expiries.s = append(q.expiries.s, timer{at: j.ExpiresAt, ref: ref})
+		} else {
+			heap.Push(q.expiries, timer{at: j.ExpiresAt, ref: ref})
+		}
+	}
 	if !claimable(j.State) {
 		return
 	}
@@ -166,6 +178,21 @@ func (q *Queues) Due(now int64) {
 			q.push(t.ref, j)
 		}
 	}
+}
+
+// Expired returns up to limit jobs whose expiry passed (now, Unix µs)
+// and that no executor holds: the leader fails them (an Expired row).
+func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {
+	var out []fairway.JobRef
+	seen := map[fairway.JobRef]bool{} // a job indexed twice is in the heap twice
+	for len(out) < limit && q.expiries.Len() > 0 && q.expiries.s[0].at <= now {
+		t := heap.Pop(q.expiries).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
+		if j := q.s.Jobs[t.ref]; j != nil && !held(j.State) && j.ExpiresAt == t.at && !seen[t.ref] {
+			seen[t.ref] = true
+			out = append(out, t.ref)
+		}
+	}
+	return out
 }
 
 // valid says whether e is still a job of list l of its group, due at now.

@@ -315,3 +315,31 @@ func TestClaimsFromMemoryPickWhatTheRowEngineClaims(t *testing.T) {
 		})
 	}
 }
+
+// TestQueuesSayWhichJobsExpired: the jobs whose expiry passed and that no
+// executor holds (waiting, stuck or pending), each once however often it
+// was indexed, soonest first and a limit at a time; not one that expires
+// later, nor one held (until it is given back), nor one that ended.
+func TestQueuesSayWhichJobsExpired(t *testing.T) {
+	s := journal.NewState()
+	apply(t, s, row(t, 1, journal.Submitted,
+		journal.Item{Group: "g", ID: "soon", Task: "t", ExpiresAt: 100},
+		journal.Item{Group: "g", ID: "sooner", Task: "t", ExpiresAt: 50, Pending: true},
+		journal.Item{Group: "g", ID: "later", Task: "t", ExpiresAt: 1_000},
+		journal.Item{Group: "g", ID: "held", Task: "t", ExpiresAt: 10},
+		journal.Item{Group: "g", ID: "ended", Task: "t", ExpiresAt: 10},
+		journal.Item{Group: "g", ID: "never", Task: "t"}))
+	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "held", Attempt: 1, Executor: "e", Instance: "i"}))
+	apply(t, s, row(t, 3, journal.Cancel, journal.Item{Group: "g", ID: "ended"}))
+	q := journal.NewQueues(s, 0)
+	q.Update(fairway.JobRef{Group: "g", ID: "soon"}, 0) // indexed twice
+	ref := func(id string) fairway.JobRef { return fairway.JobRef{Group: "g", ID: id} }
+	require.Equal(t, []fairway.JobRef{ref("sooner")}, q.Expired(500, 1))
+	require.Equal(t, []fairway.JobRef{ref("soon")}, q.Expired(500, 10))
+	require.Empty(t, q.Expired(500, 10))
+	// The held job is given back: it expires now.
+	apply(t, s, row(t, 4, journal.Released, journal.Item{Group: "g", ID: "held", Attempt: 1, Executor: "e", Instance: "i"}))
+	q.Update(ref("held"), 500)
+	require.Equal(t, []fairway.JobRef{ref("held")}, q.Expired(500, 10))
+	require.Equal(t, []fairway.JobRef{ref("later")}, q.Expired(1_000, 10))
+}
