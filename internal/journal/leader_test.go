@@ -761,3 +761,48 @@ func TestALeaderFailsJobsThatExpire(t *testing.T) {
 		require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "fresh"}].State)
 	}))
 }
+
+// TestALeaderReleasesTheJobsOfAnInstance: an executor's instance that
+// stops gives its jobs back uncounted (they wait again, their attempts
+// kept, none failed); one lost gives them back counted (a job out of
+// retries fails, with its record; the others are retried); another
+// instance's jobs stay where they are.
+func TestALeaderReleasesTheJobsOfAnInstance(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 9, "acme", "globex", "hooli")
+	l := leading(t, db, "c1")
+	claim := func(instance string, n int) []journal.ClaimedJob {
+		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instance, Limit: n, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		require.NoError(t, err)
+		require.Len(t, jobs, n)
+		return jobs
+	}
+	stopping, lost, other := claim("i1", 3), claim("i2", 3), claim("i3", 3)
+	n, err := l.Release(ctx, map[journal.Instance]bool{{Executor: "e", Instance: "i1"}: true}, false, "executor is stopping")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	n, err = l.Release(ctx, map[journal.Instance]bool{{Executor: "e", Instance: "i2"}: true}, true, "executor lost")
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		for _, j := range stopping {
+			got := s.Jobs[j.Ref]
+			require.Equal(t, fairway.StateWaiting, got.State, j.Ref.ID)
+			require.EqualValues(t, 1, got.Attempt)
+			require.Zero(t, got.Retries)
+		}
+		for _, j := range lost {
+			require.NotContains(t, s.Jobs, j.Ref, "%s had no retries left: it failed", j.Ref.ID) // submitJobs gives no retries
+		}
+		for _, j := range other {
+			require.Equal(t, fairway.StateScheduled, s.Jobs[j.Ref].State)
+		}
+	}))
+	var failed int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE state = 'failed' AND error = 'executor lost'`).Scan(&failed))
+	require.Equal(t, 3, failed)
+	n, err = l.Release(ctx, map[journal.Instance]bool{{Executor: "e", Instance: "nobody"}: true}, true, "lost")
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
