@@ -806,3 +806,50 @@ func TestALeaderReleasesTheJobsOfAnInstance(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
+// claimed until it is resumed (pausing twice changes nothing), and a job
+// raised to high is claimed before its group's older low jobs.
+func TestALeaderPausesGroupsAndSetsPriorities(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 6, "acme", "globex")
+	l := leading(t, db, "c1")
+	changed, err := l.Pause(ctx, "acme", true)
+	require.NoError(t, err)
+	require.True(t, changed)
+	changed, err = l.Pause(ctx, "acme", true)
+	require.NoError(t, err)
+	require.False(t, changed)
+	_, err = l.Pause(ctx, "no such group!", true)
+	require.ErrorContains(t, err, "group")
+
+	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	jobs, err := l.Claim(ctx, p)
+	require.NoError(t, err)
+	var groups []string
+	for _, j := range jobs {
+		groups = append(groups, j.Ref.Group)
+	}
+	require.Equal(t, []string{"globex", "globex", "globex"}, groups, "acme is paused")
+
+	// acme's jobs are j00, j02, j04, all low: once j04 is high, the next
+	// two of acme are j00 and j04 (the counting scheme asks for one low
+	// and one high), where they would be j00 and j02.
+	out, err := l.SetPriority(ctx, []fairway.JobRef{{Group: "acme", ID: "j04"}, {Group: "acme", ID: "nope"}, {Group: "globex", ID: "j01"}}, fairway.PriorityHigh)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false, true}, out, "a held job's priority changes too")
+	_, err = l.SetPriority(ctx, nil, "urgent")
+	require.ErrorContains(t, err, "priority")
+	changed, err = l.Pause(ctx, "acme", false)
+	require.NoError(t, err)
+	require.True(t, changed)
+	p.Limit, p.Groups = 2, []string{"acme"}
+	jobs, err = l.Claim(ctx, p)
+	require.NoError(t, err)
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.Ref.ID)
+	}
+	require.ElementsMatch(t, []string{"j00", "j04"}, ids)
+}
