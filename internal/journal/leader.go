@@ -359,6 +359,22 @@ func (l *Leader) settle(ctx context.Context) error {
 	return nil
 }
 
+// lockLeading locks the leader and folds its state, for what only the
+// leader appends: ErrNotLeading when this coordinator does not lead (and
+// nothing is locked). The caller unlocks l.mu when done.
+func (l *Leader) lockLeading(ctx context.Context) error {
+	l.mu.Lock()
+	if !l.leading || l.state == nil {
+		l.mu.Unlock()
+		return ErrNotLeading
+	}
+	if err := l.fold(ctx); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // appendBatches appends batches as the partition's leader, a row each,
 // in one transaction fenced by its epoch, with the records of the jobs
 // they end (record.go); learning that another leads (ErrFenced), it leads

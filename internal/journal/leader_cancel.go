@@ -33,14 +33,10 @@ const (
 // records'). ErrNotLeading when this coordinator does not lead;
 // ErrFenced when another took the lease (nothing was appended).
 func (l *Leader) Cancel(ctx context.Context, refs []fairway.JobRef, why string) ([]CancelOutcome, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return nil, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	out := make([]CancelOutcome, len(refs))
 	var items []Item
 	seen := map[fairway.JobRef]int{}

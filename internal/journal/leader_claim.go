@@ -23,7 +23,9 @@ func (l *Leader) SetWeight(ctx context.Context, group string, weight float64) er
 	if err := fairness.CheckWeight(weight); err != nil {
 		return err
 	}
-	l.mu.Lock()
+	if err := l.lockLeading(ctx); err != nil {
+		return err
+	}
 	defer l.mu.Unlock()
 	return l.appendOne(ctx, Weight, Item{Group: group, Weight: weight})
 }
@@ -39,17 +41,16 @@ func (l *Leader) SetRateLimit(ctx context.Context, r fairness.RateLimit) error {
 	if r.Starts < 0 || (r.Starts > 0 && r.Period < time.Millisecond) {
 		return fairway.Invalid("rate", "%v per %v: a rate is a positive number of starts per a period of 1ms or more", r.Starts, r.Period)
 	}
-	l.mu.Lock()
+	if err := l.lockLeading(ctx); err != nil {
+		return err
+	}
 	defer l.mu.Unlock()
 	return l.appendOne(ctx, Rate, Item{Task: r.Task, Group: r.Group, Starts: r.Starts, PeriodMS: r.Period.Milliseconds()})
 }
 
 // appendOne appends a row of one item as the leader, and folds it.
-// Called with l.mu held.
+// Called with l.mu held, while leading (lockLeading).
 func (l *Leader) appendOne(ctx context.Context, kind Kind, it Item) error {
-	if !l.leading || l.state == nil {
-		return ErrNotLeading
-	}
 	if err := l.appendBatches(ctx, []batch{{kind: kind, items: []Item{it}}}); err != nil {
 		return err
 	}
@@ -89,14 +90,10 @@ type ClaimedJob struct {
 // makes them held by an executor that never had them until their lease
 // runs out (expiry is step 4's).
 func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return nil, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	cur := l.state.Cursor
 	p.Limits = l.state.Limits(p.ConcurrencyLimits, p.TaskCaps)
 	p.Shares = nil

@@ -15,14 +15,10 @@ func (l *Leader) Pause(ctx context.Context, group string, pause bool) (bool, err
 	if err := fairway.CheckName("group", group); err != nil {
 		return false, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return false, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return false, err
 	}
+	defer l.mu.Unlock()
 	if l.state.Paused[group] == pause {
 		return false, nil
 	}
@@ -45,14 +41,10 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	if priority != fairway.PriorityHigh && priority != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "%q: high or low", priority)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return nil, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	out := make([]bool, len(refs))
 	var items []Item
 	seen := map[fairway.JobRef]bool{}

@@ -24,14 +24,10 @@ type Instance struct{ Executor, Instance string }
 // of instances. ErrNotLeading when this coordinator does not lead;
 // ErrFenced when another took the lease.
 func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, counted bool, why string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return 0, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return 0, err
 	}
+	defer l.mu.Unlock()
 	now := time.Now().UnixMicro()
 	var items []Item
 	for ref, j := range l.state.Jobs {

@@ -42,14 +42,10 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 			return nil, fmt.Errorf("journal: a report of kind %q (reports are %s, %s, %s or %s)", r.Kind, Started, Progress, Ended, Released)
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.leading || l.state == nil {
-		return nil, ErrNotLeading
-	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	applied := make([]bool, len(reports))
 	views := attemptViews{}
 	var batches []batch
