@@ -44,7 +44,9 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 		return 0, nil
 	}
 	// In a stable order: the row is the same whatever the map's.
-	slices.SortFunc(items, func(a, b Item) int { return compareRefs(fairway.JobRef{Group: a.Group, ID: a.ID}, fairway.JobRef{Group: b.Group, ID: b.ID}) })
+	slices.SortFunc(items, func(a, b Item) int {
+		return compareRefs(fairway.JobRef{Group: a.Group, ID: a.ID}, fairway.JobRef{Group: b.Group, ID: b.ID})
+	})
 	if err := l.appendBatches(ctx, []batch{{kind: Released, items: items}}); err != nil {
 		return 0, err
 	}
