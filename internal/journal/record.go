@@ -76,51 +76,18 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 	}
 	sc := s.scratch(refs)
 	var out []ended
+	var kind Kind
+	sc.ended = func(ref fairway.JobRef, j Job, c Change, it Item) {
+		out = append(out, ended{ref: ref, job: j, change: c, item: it, kind: kind})
+	}
+	now := time.Now()
 	for _, b := range batches {
-		body, err := Encode(b.items)
-		if err != nil {
+		kind = b.kind
+		if _, err := sc.apply(Row{Kind: b.kind, At: now}, b.items); err != nil {
 			return nil, err
-		}
-		// The jobs as they are before this batch; a job ends once, by the
-		// first of its items that applies (any after it change nothing).
-		before := map[fairway.JobRef]Job{}
-		first := map[fairway.JobRef]Item{}
-		for _, it := range b.items {
-			ref := fairway.JobRef{Group: it.Group, ID: it.ID}
-			if j := sc.Jobs[ref]; j != nil {
-				before[ref] = *j
-			}
-		}
-		changes, err := sc.Apply(Row{Kind: b.kind, Body: body, At: time.Now()})
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range changes {
-			if !final(c.To) {
-				continue
-			}
-			j, ok := before[c.Job]
-			if !ok {
-				continue
-			}
-			if _, seen := first[c.Job]; !seen {
-				first[c.Job] = endingItem(b.items, c.Job, j)
-			}
-			out = append(out, ended{ref: c.Job, job: j, change: c, item: first[c.Job], kind: b.kind})
 		}
 	}
 	return out, nil
-}
-
-// endingItem is the item of items that ended job j of ref: the first of
-// its attempt and holder (a job not held ends by the first that names it).
-func endingItem(items []Item, ref fairway.JobRef, j Job) Item {
-	for _, it := range items {
-		if it.Group == ref.Group && it.ID == ref.ID && (j.Holder == nil || j.heldBy(it)) {
-			return it
-		}
-	}
-	return Item{}
 }
 
 // submittedRow is a row that submitted jobs, as their records need it.

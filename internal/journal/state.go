@@ -42,6 +42,10 @@ type State struct {
 	// Rates are the rate limits (Rate rows) and their token buckets, taken
 	// from by the jobs that claimed rows started, at each row's time.
 	Rates *fairness.RateBook `json:"-"`
+	// ended, when set (a scratch state: State.endedBy), is told of each
+	// job that ends, as it was before its end and with the item that
+	// ended it.
+	ended func(ref fairway.JobRef, j Job, c Change, it Item)
 }
 
 // Job is an unfinished job in a State. It is laid out small (128 bytes):
@@ -121,6 +125,11 @@ func (s *State) Apply(row Row) ([]Change, error) {
 	if err != nil {
 		return nil, fmt.Errorf("journal row %d (%s): %w", row.ID, row.Kind, err)
 	}
+	return s.apply(row, items)
+}
+
+// apply folds row, whose body is items.
+func (s *State) apply(row Row, items []Item) ([]Change, error) {
 	var out []Change
 	var runs []fairness.Ran        // the row's ended attempts that carry their run times
 	var started []fairness.Started // the jobs a claimed row started
@@ -199,14 +208,14 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			case held(j.State):
 				j.CancelRequested = true
 			default:
-				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 			}
 		case Resolved:
 			if j == nil || j.State != fairway.StatePending {
 				continue
 			}
 			if it.Error != "" {
-				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 				continue
 			}
 			j.Waits = slices.DeleteFunc(j.Waits, func(w string) bool { return slices.Contains(it.Waits, w) })
@@ -225,7 +234,7 @@ func (s *State) Apply(row Row) ([]Change, error) {
 			if j == nil || held(j.State) {
 				continue
 			}
-			out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran")
+			out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran", it)
 		case Paused:
 			s.Paused[it.Group] = true
 		case Resumed:
@@ -278,15 +287,15 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change 
 	s.hold(ref, j, -1)
 	switch {
 	case it.Outcome == OutcomeSuccess:
-		return s.finish(out, ref, j, fairway.StateSuccess, "")
+		return s.finish(out, ref, j, fairway.StateSuccess, "", it)
 	case it.Outcome == OutcomeCancelled || j.CancelRequested:
-		return s.finish(out, ref, j, fairway.StateCancelled, it.Error)
+		return s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 	case it.Outcome == OutcomeSnooze:
 		from := j.State
 		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateWaiting, it.RunAt, nil, 0
 		return append(out, Change{Job: ref, From: from, To: j.State})
 	case it.Permanent || j.Retries >= j.MaxRetries:
-		return s.finish(out, ref, j, fairway.StateFailed, it.Error)
+		return s.finish(out, ref, j, fairway.StateFailed, it.Error, it)
 	default:
 		from := j.State
 		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateStuck, it.RunAt, nil, 0
@@ -297,8 +306,12 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change 
 
 // finish ends a job in a final state. Its dependents wait on until the
 // leader's Resolved row (see Change.Dependents).
-func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.State, msg string) []Change {
-	out = append(out, Change{Job: ref, From: j.State, To: final, Error: msg, Dependents: s.Dependents[ref]})
+func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.State, msg string, it Item) []Change {
+	c := Change{Job: ref, From: j.State, To: final, Error: msg, Dependents: s.Dependents[ref]}
+	if s.ended != nil {
+		s.ended(ref, *j, c, it)
+	}
+	out = append(out, c)
 	delete(s.Jobs, ref)
 	delete(s.Dependents, ref)
 	return out
