@@ -36,11 +36,6 @@ type ended struct {
 	kind   Kind
 }
 
-// final says whether a job's state is final.
-func final(st fairway.State) bool {
-	return st == fairway.StateSuccess || st == fairway.StateFailed || st == fairway.StateCancelled
-}
-
 // scratch is a state holding copies of the jobs of refs (with what they
 // wait for and who waits for them, and the paused groups): a batch folded
 // on it changes those jobs as it will change the state, and nothing else.
