@@ -93,7 +93,7 @@ type Leader struct {
 	// held are the submissions of the jobs this leader's claims handed
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
-	held map[fairway.JobRef]heldSubmission
+	heldSubs map[fairway.JobRef]heldSubmission
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -111,7 +111,7 @@ type pendingResolution struct {
 
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
 func NewLeader(db Querier, cfg LeaderConfig) *Leader {
-	return &Leader{cfg: cfg.withDefaults(), db: db, wake: make(chan struct{}, 1), held: map[fairway.JobRef]heldSubmission{}}
+	return &Leader{cfg: cfg.withDefaults(), db: db, wake: make(chan struct{}, 1), heldSubs: map[fairway.JobRef]heldSubmission{}}
 }
 
 // Wake makes the leader read the tail now (rows were appended).
@@ -263,7 +263,7 @@ func (l *Leader) fold(ctx context.Context) error {
 		for _, c := range changes {
 			l.queues.Release(now, c.Job)
 			if held(c.From) && !held(c.To) {
-				delete(l.held, c.Job)
+				delete(l.heldSubs, c.Job)
 			}
 			if !l.leading {
 				continue // a successor works out what it owes when it takes over

@@ -137,7 +137,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 
 // readArgs fills the jobs' arguments from the rows that submitted them
 // (rows: their ids), in one read, and keeps what the jobs' records will
-// need of their submissions while they are held (Leader.held). Called
+// need of their submissions while they are held (Leader.heldSubs). Called
 // with l.mu held.
 func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64][]Item) error {
 	if len(jobs) == 0 {
@@ -156,7 +156,7 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64
 		sub := row.items[j.Index]
 		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
 		jobs[i].Args = sub.Args
-		l.held[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}
+		l.heldSubs[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}
 	}
 	return nil
 }

@@ -23,9 +23,8 @@ var reportOrder = []Kind{Started, Progress, Released, Ended}
 // Report appends executors' reports as the partition's leader, in one
 // transaction (a row per kind present, in reportOrder, each with its
 // reports in the order given, and the records of the jobs they end), and
-// folds them. It returns,
-// for each report, whether it applied: a report of an attempt its job no
-// longer runs (a stale attempt, another instance's, a job that ended or
+// folds them. It returns, for each report, whether it applied: a report
+// of an attempt its job no longer runs (a stale attempt, another instance's, a job that ended or
 // was released) changes nothing, and the executor is told so. The answer
 // is worked out before the append from the leader's state, and it is
 // exact: only the leader appends these kinds, one batch after the other,

@@ -204,13 +204,13 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 }
 
 // submissions returns the rows that submitted the jobs, as far as their
-// records need them: from what the claims kept (Leader.held), else read.
+// records need them: from what the claims kept (Leader.heldSubs), else read.
 // Called with l.mu held.
 func (l *Leader) submissions(ctx context.Context, jobs []ended) (map[int64]submittedRow, error) {
 	out := map[int64]submittedRow{}
 	read := map[int64]bool{}
 	for _, e := range jobs {
-		h, ok := l.held[e.ref]
+		h, ok := l.heldSubs[e.ref]
 		if !ok {
 			read[e.job.Row] = true
 			continue
