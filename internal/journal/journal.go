@@ -357,9 +357,9 @@ func (t *Tail) goOn(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	return out, nil
 }
 
-// Fold applies to s every row the tail can read now (one read, in
-// parts of foldBatch rows), and returns how many it applied. It stops at the first
-// error (the rows read before it are applied).
+// Fold applies to s every row the tail can read now (one read, in parts
+// of foldBatch rows), and returns how many it applied. It stops at the
+// first error (the rows read before it are applied).
 func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
 	return t.FoldChanges(ctx, q, s, nil)
 }
