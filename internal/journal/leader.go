@@ -33,8 +33,8 @@ type LeaderConfig struct {
 	SnapshotEvery time.Duration
 	// Records reads the final states of ended jobs of group (their
 	// records): the leader resolves a new job's dependency that ended
-	// before its submission was folded from it. Nil: such dependencies
-	// wait (logged).
+	// before its submission was folded from it. Nil: the records the
+	// leader writes in fairway_job at each job's end.
 	Records func(ctx context.Context, group string, ids []string) (map[string]fairway.State, error)
 	// Fairness is what the fair shares count (scheduler.fairness:
 	// fairness.ByJobs, the default, or fairness.ByTime). Counting jobs
@@ -88,8 +88,6 @@ type Leader struct {
 	// owed: leading anew, the leader has not yet worked out what its
 	// predecessor left unresolved.
 	owed bool
-	// warnedRecords: the leader said once that it reads no records.
-	warnedRecords bool
 	// held are the submissions of the jobs this leader's claims handed
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
@@ -454,12 +452,27 @@ func (l *Leader) expire(ctx context.Context) error {
 	}
 }
 
+// readFinals reads the final states of group's jobs ids from their
+// records (the leader writes them at each job's end: record.go).
+func (l *Leader) readFinals(ctx context.Context, group string, ids []string) (map[string]fairway.State, error) {
+	rows, err := l.db.Query(ctx, `SELECT id, state FROM fairway_job
+ WHERE group_name = $1 AND id = ANY ($2) AND state IN ('success', 'failed', 'cancelled')`, group, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]fairway.State{}
+	var id string
+	var st fairway.State
+	_, err = pgx.ForEachRow(rows, []any{&id, &st}, func() error { out[id] = st; return nil })
+	return out, err
+}
+
 // stateUnknown is the final state of a dependency that has no record.
 const stateUnknown fairway.State = "unknown"
 
 // records reads the final states of the dependencies owed whose end the
-// fold did not see (Records); one that has no record is stateUnknown.
-// Without Records, none is read.
+// fold did not see (Records, or the leader's own records in fairway_job);
+// one that has no record is stateUnknown.
 func (l *Leader) records(ctx context.Context) (map[fairway.JobRef]fairway.State, error) {
 	byGroup := map[string][]string{}
 	for _, r := range l.resolve {
@@ -471,16 +484,12 @@ func (l *Leader) records(ctx context.Context) (map[fairway.JobRef]fairway.State,
 	if len(byGroup) == 0 {
 		return out, nil
 	}
-	if l.cfg.Records == nil {
-		if l.warnedRecords {
-			return out, nil
-		}
-		l.warnedRecords = true
-		l.cfg.Logger.Warn("jobs wait for dependencies that ended before them, and this leader reads no records", "partition", l.cfg.Partition, "groups", len(byGroup))
-		return out, nil
+	read := l.cfg.Records
+	if read == nil {
+		read = l.readFinals
 	}
 	for g, ids := range byGroup {
-		finals, err := l.cfg.Records(ctx, g, ids)
+		finals, err := read(ctx, g, ids)
 		if err != nil {
 			return nil, fmt.Errorf("reading the records of the dependencies of group %s: %w", g, err)
 		}

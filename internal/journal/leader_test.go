@@ -853,3 +853,70 @@ func TestALeaderPausesGroupsAndSetsPriorities(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"j00", "j04"}, ids)
 }
+
+// TestALeaderRetriesByHand: a failed or cancelled job is retried from its
+// record (its arguments and fields as submitted, its attempts going on,
+// its retries afresh); one that succeeded or still lives is not, one
+// never known is not found; a retried job with dependencies waits for
+// them again and is released from their records; its record is replaced
+// at its next end.
+func TestALeaderRetriesByHand(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{
+		{Group: "g", ID: "ok", Task: "t", Priority: "low"},
+		{Group: "g", ID: "bad", Task: "t", Priority: "high", Args: []byte(`{"n":7}`), Tracker: "tr"},
+		{Group: "g", ID: "dep", Task: "t", Priority: "low", Waits: []string{"ok"}},
+		{Group: "g", ID: "live", Task: "u", Priority: "low"},
+	})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	jobs, err := l.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	_, err = l.Cancel(ctx, []fairway.JobRef{{Group: "g", ID: "dep"}}, "not now")
+	require.NoError(t, err)
+	end := func(id string, attempt int32, outcome string) {
+		applied, err := l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "g", ID: id, Attempt: attempt, Executor: "e", Instance: "i", Outcome: outcome, Error: "e" + fmt.Sprint(attempt)}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, applied)
+	}
+	end("ok", 1, journal.OutcomeSuccess)
+	end("bad", 1, journal.OutcomeError)
+
+	ref := func(id string) fairway.JobRef { return fairway.JobRef{Group: "g", ID: id} }
+	out, err := l.Retry(ctx, []fairway.JobRef{ref("bad"), ref("dep"), ref("ok"), ref("nope"), ref("live")})
+	require.NoError(t, err)
+	require.Equal(t, []journal.RetryOutcome{journal.RetryDone, journal.RetryDone, journal.RetryNotEnded, journal.RetryNotFound, journal.RetryNotEnded}, out)
+	require.Eventually(t, func() bool {
+		l.Wake() // dep's dependency is resolved from ok's record
+		st := fairway.State("")
+		l.View(func(s *journal.State, _ journal.Lease) {
+			if j := s.Jobs[ref("dep")]; j != nil {
+				st = j.State
+			}
+		})
+		return st == fairway.StateWaiting
+	}, 10*time.Second, 5*time.Millisecond, "dep released: ok succeeded")
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		bad := s.Jobs[ref("bad")]
+		require.Equal(t, fairway.StateWaiting, bad.State)
+		require.EqualValues(t, 1, bad.Attempt, "its attempts go on counting")
+		require.Zero(t, bad.Retries)
+		require.Equal(t, "high", bad.Priority)
+	}))
+	p.Groups, p.Limit = []string{"g"}, 1
+	jobs, err = l.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "bad", jobs[0].Ref.ID, "high first")
+	require.EqualValues(t, 2, jobs[0].Attempt)
+	require.JSONEq(t, `{"n":7}`, string(jobs[0].Args))
+	end("bad", 2, journal.OutcomeError)
+	var attempt, retries int
+	var tracker, why string
+	require.NoError(t, db.QueryRow(ctx, `SELECT attempt, retries, tracker, error FROM fairway_job WHERE id = 'bad'`).Scan(&attempt, &retries, &tracker, &why))
+	require.Equal(t, []any{2, 1, "tr", "e2"}, []any{attempt, retries, tracker, why}, "the record of its second end")
+}
