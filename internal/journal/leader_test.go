@@ -920,3 +920,141 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, `SELECT attempt, retries, tracker, error FROM fairway_job WHERE id = 'bad'`).Scan(&attempt, &retries, &tracker, &why))
 	require.Equal(t, []any{2, 1, "tr", "e2"}, []any{attempt, retries, tracker, why}, "the record of its second end")
 }
+
+// TestTheLeadersVerbsKeepEveryJobLiveOrRecorded drives the leader's verbs
+// at random (submissions by other coordinators, claims of two instances,
+// batches of reports with stale ones among them, cancels, releases
+// counted or not, retries by hand, priorities, pauses, expiry, dependents
+// resolved) and after every step checks that its state is the fold of
+// PostgreSQL's rows, and that every job submitted is live in it or has
+// ended with its record (a job retried by hand keeps its last record
+// while it lives again): none lost, none ended without its record.
+func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			ctx := t.Context()
+			db := pool(t)
+			rng := rand.New(rand.NewPCG(seed, 34)) //nolint:gosec // a test's reproducible randomness
+			l := leading(t, db, "c1")
+			groups := []string{"acme", "globex"}
+			var submitted []fairway.JobRef
+			retried := map[fairway.JobRef]bool{}
+			submit := func() {
+				var items []journal.Item
+				for range 1 + rng.IntN(5) {
+					ref := fairway.JobRef{Group: groups[rng.IntN(2)], ID: fmt.Sprintf("j%03d", len(submitted))}
+					it := journal.Item{Group: ref.Group, ID: ref.ID, Task: "t", Priority: "low", MaxRetries: rng.Int32N(2), Args: []byte(`{}`)}
+					if len(submitted) > 0 && rng.IntN(4) == 0 {
+						if dep := submitted[rng.IntN(len(submitted))]; dep.Group == ref.Group {
+							it.Waits = []string{dep.ID}
+						}
+					}
+					if rng.IntN(8) == 0 {
+						it.ExpiresAt = time.Now().Add(-time.Second).UnixMicro()
+					}
+					submitted = append(submitted, ref)
+					items = append(items, it)
+				}
+				body, err := journal.Encode(items)
+				require.NoError(t, err)
+				require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+				l.Wake()
+			}
+			view := func() (s *journal.State) {
+				require.True(t, l.View(func(st *journal.State, _ journal.Lease) {
+					snap, err := st.Snapshot()
+					require.NoError(t, err)
+					s, err = journal.Restore(snap)
+					require.NoError(t, err)
+				}))
+				return s
+			}
+			pick := func(n int) []fairway.JobRef {
+				var out []fairway.JobRef
+				for range n {
+					if len(submitted) > 0 {
+						out = append(out, submitted[rng.IntN(len(submitted))])
+					}
+				}
+				return out
+			}
+			instances := []string{"i1", "i2"}
+			for step := range 150 {
+				switch r := rng.IntN(20); {
+				case r < 4 || len(submitted) == 0:
+					submit()
+				case r < 8:
+					_, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instances[rng.IntN(2)], Limit: 1 + rng.IntN(4), Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+					require.NoError(t, err)
+				case r < 13:
+					s := view()
+					var reports []journal.Report
+					for ref, j := range s.Jobs {
+						if j.Holder == nil || rng.IntN(2) == 0 {
+							continue
+						}
+						it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt - rng.Int32N(2), Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+						kind := []journal.Kind{journal.Started, journal.Ended, journal.Ended, journal.Released}[rng.IntN(4)]
+						it.Outcome = []string{journal.OutcomeSuccess, journal.OutcomeError, journal.OutcomeSnooze, journal.OutcomeCancelled}[rng.IntN(4)]
+						it.Counted = rng.IntN(2) == 0
+						reports = append(reports, journal.Report{Kind: kind, Item: it})
+					}
+					_, err := l.Report(ctx, reports)
+					require.NoError(t, err)
+				case r < 14:
+					_, err := l.Cancel(ctx, pick(2), "by hand")
+					require.NoError(t, err)
+				case r < 15:
+					_, err := l.Release(ctx, map[journal.Instance]bool{{Executor: "e", Instance: instances[rng.IntN(2)]}: true}, rng.IntN(2) == 0, "gone")
+					require.NoError(t, err)
+				case r < 17:
+					refs := pick(2)
+					out, err := l.Retry(ctx, refs)
+					require.NoError(t, err)
+					for i, o := range out {
+						if o == journal.RetryDone {
+							retried[refs[i]] = true
+						}
+					}
+				case r < 18:
+					_, err := l.SetPriority(ctx, pick(1), fairway.PriorityHigh)
+					require.NoError(t, err)
+				default:
+					_, err := l.Pause(ctx, groups[rng.IntN(2)], rng.IntN(2) == 0)
+					require.NoError(t, err)
+				}
+				// The leader catches up (submissions folded, dependents
+				// resolved, expiry): its state is then the fold of
+				// PostgreSQL's rows.
+				var s, fresh *journal.State
+				require.Eventually(t, func() bool {
+					l.Wake()
+					s, fresh = view(), journal.NewState()
+					_, err := (&journal.Tail{}).Fold(ctx, db, fresh)
+					require.NoError(t, err)
+					return reflect.DeepEqual(fresh.Jobs, s.Jobs)
+				}, 10*time.Second, 5*time.Millisecond, "step %d: the leader's jobs never became the fold of PostgreSQL's rows", step)
+				rows, err := db.Query(ctx, `SELECT group_name, id, state FROM fairway_job`)
+				require.NoError(t, err)
+				recorded := map[fairway.JobRef]string{}
+				var ref fairway.JobRef
+				var st string
+				_, err = pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &st}, func() error { recorded[ref] = st; return nil })
+				require.NoError(t, err)
+				for _, ref := range submitted {
+					_, live := s.Jobs[ref]
+					state, has := recorded[ref]
+					switch {
+					case live && has:
+						require.True(t, retried[ref], "step %d: %s/%s lives and has a record, and was never retried", step, ref.Group, ref.ID)
+					case !live && !has:
+						t.Fatalf("step %d: %s/%s is neither live nor recorded", step, ref.Group, ref.ID)
+					case has:
+						require.Contains(t, []string{"success", "failed", "cancelled"}, state, "step %d: %s/%s", step, ref.Group, ref.ID)
+					}
+				}
+			}
+			require.NotEmpty(t, submitted)
+		})
+	}
+}
