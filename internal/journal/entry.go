@@ -26,8 +26,8 @@ const (
 	// a later one. Retries count the failed attempts.
 	Claimed Kind = "claimed"
 	// Started: the executor began the attempt (Attempt; RunAt, when its
-	// handler started as the executor reported it, kept by the leader
-	// between the claim and the report: 0, the row's time).
+	// handler started as the executor reported it, which the fold keeps
+	// between the claimed row's time and this row's: 0, this row's).
 	Started Kind = "started"
 	// Progress: the attempt's progress (Attempt, Progress).
 	Progress Kind = "progress"

@@ -575,13 +575,13 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 		return journal.Item{Group: "g", ID: id, Attempt: 1, Executor: "e", Instance: "i"}
 	}
 	with := func(it journal.Item, f func(*journal.Item)) journal.Item { f(&it); return it }
-	started := time.Now().Add(-time.Second).UnixMicro()
+	started := time.Now().UnixMicro() // after the claim: kept as reported
 	applied, err := l.Report(ctx, []journal.Report{
 		{Kind: journal.Started, Item: with(at("ok"), func(it *journal.Item) { it.RunAt = started })},
 		{Kind: journal.Ended, Item: with(at("ok"), func(it *journal.Item) { it.Outcome, it.Result = journal.OutcomeSuccess, []byte(`{"pages":3}`) })},
 		{Kind: journal.Ended, Item: with(at("bad"), func(it *journal.Item) { it.Outcome, it.Error = journal.OutcomeError, "boom" })},
 		{Kind: journal.Ended, Item: with(at("again"), func(it *journal.Item) { it.Outcome, it.Error, it.RunAt = journal.OutcomeError, "retry me", 1 })},
-		{Kind: journal.Started, Item: at("live")},
+		{Kind: journal.Started, Item: with(at("live"), func(it *journal.Item) { it.RunAt = 1 })}, // before its claim: a skewed clock
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, true, true}, applied)
@@ -634,6 +634,10 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 	require.Equal(t, "i", ok.WorkerInstance)
 	require.Equal(t, int64(30_000), *ok.TimeoutMS)
 	require.Equal(t, started, ok.Started.UnixMicro(), "the start its executor reported")
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		h := s.Jobs[fairway.JobRef{Group: "g", ID: "live"}].Holder
+		require.Equal(t, h.Scheduled, h.Started, "a start reported before the claim is kept at the claim")
+	}))
 	require.NotNil(t, ok.ScheduledAt)
 	require.Nil(t, ok.Error)
 

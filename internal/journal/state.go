@@ -170,7 +170,10 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 				continue
 			}
 			j.State = fairway.StateRunning
-			j.Holder.Started = cmp.Or(it.RunAt, row.At.UnixMicro())
+			// As its executor reported it, kept between its claim and
+			// this row: a skewed executor cannot move it far.
+			at := row.At.UnixMicro()
+			j.Holder.Started = min(max(cmp.Or(it.RunAt, at), j.Holder.Scheduled), at)
 			out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
 		case Progress:
 			if j == nil || !held(j.State) || !j.heldBy(it) {
