@@ -276,8 +276,9 @@ type Started struct{ Task, Group string }
 
 // Take takes a token from each bucket that counts each of jobs, which a
 // claimed row started at (microseconds): refilled to at, then one less.
-// A bucket may go below zero (a claim decided on a leader's clock behind
-// the row's time): the next claims wait the longer.
+// A bucket may go below zero (a claim read it on a leader's clock ahead
+// of PostgreSQL's, which stamps the row): the next claims wait the
+// longer.
 func (b *RateBook) Take(jobs []Started, at int64) {
 	if b.Empty() || len(jobs) == 0 {
 		return
