@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 )
 
 // Report is an executor's report of an attempt for the leader to append:
 // Kind is Started, Progress, Ended or Released; Item names the attempt
 // (Group, ID, Attempt, Executor, Instance) and carries the kind's fields
-// (Progress; Outcome, RunAt, Result, Error, Permanent, RanMS; Counted).
+// (Progress; Outcome, RunAt, Result, Error, Permanent, RanMS, which the
+// leader keeps only when its shares count time; Counted).
 type Report struct {
 	Kind Kind
 	Item Item
@@ -56,6 +58,9 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 		items := make([]Item, len(idx))
 		for k, i := range idx {
 			items[k] = reports[i].Item
+			if l.cfg.Fairness != fairness.ByTime {
+				items[k].RanMS = 0 // learned only when shares count time, as the row engine learns them
+			}
 			applied[i] = views.apply(l.state, kind, items[k])
 		}
 		batches = append(batches, batch{kind: kind, items: items})
