@@ -689,6 +689,11 @@ func TestRetriedJobAndLeftExecutorInABrowser(t *testing.T) {
 	// Executors: both live, both with a Drain button. The test's own
 	// leaves (it deregisters) while the view shows it: its drain is
 	// refused, said so, and the view drawn again has no button for it.
+	// The live stream is closed first, and a redraw it scheduled (the
+	// job's last events) waited for: a redraw between the executor's
+	// leaving and the click would take the button away (CI saw it once).
+	require.True(t, eval[bool](t, b, `(state.live && state.live.close(), true)`))
+	until(t, b, "no redraw pending", `!state.pending`)
 	open(t, b, "#/executors")
 	mine := `#executor-table tr[data-app="obedient"]`
 	require.Equal(t, 2, count(t, b, "#executor-table tbody tr button"))
