@@ -1038,15 +1038,25 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 					require.NoError(t, err)
 					return reflect.DeepEqual(fresh.Jobs, s.Jobs)
 				}, 10*time.Second, 5*time.Millisecond, "step %d: the leader's jobs never became the fold of PostgreSQL's rows", step)
-				rows, err := db.Query(ctx, `SELECT group_name, id, state FROM fairway_job`)
+				// The jobs live and the records, in one snapshot of
+				// PostgreSQL: the leader goes on (expiry, resolutions)
+				// while the test reads, and a row that ends a job commits
+				// with its record, so any one snapshot must hold either.
+				tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+				require.NoError(t, err)
+				inSnapshot := journal.NewState()
+				_, err = (&journal.Tail{}).Fold(ctx, tx, inSnapshot)
+				require.NoError(t, err)
+				rows, err := tx.Query(ctx, `SELECT group_name, id, state FROM fairway_job`)
 				require.NoError(t, err)
 				recorded := map[fairway.JobRef]string{}
 				var ref fairway.JobRef
 				var st string
 				_, err = pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID, &st}, func() error { recorded[ref] = st; return nil })
 				require.NoError(t, err)
+				require.NoError(t, tx.Rollback(ctx))
 				for _, ref := range submitted {
-					_, live := s.Jobs[ref]
+					_, live := inSnapshot.Jobs[ref]
 					state, has := recorded[ref]
 					switch {
 					case live && has:
