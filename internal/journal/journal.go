@@ -288,9 +288,7 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	rows, err := q.Query(ctx, `WITH snap AS (SELECT pg_current_snapshot() AS s)
 SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
     SELECT `+rowColumns+` FROM fairway_journal
-     WHERE partition = $1
-       AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax(snap.s)
-       AND pg_visible_in_snapshot(xid, snap.s) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+     WHERE `+readable("snap.s")+`
      ORDER BY id
      LIMIT NULLIF($3, 0)
 ) j ON true
@@ -328,12 +326,18 @@ SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
 	return out, nil
 }
 
+// readable is the condition of a partition's rows ($1) that a read with
+// snapshot (an SQL expression) sees and the previous read ($2) did not.
+func readable(snapshot string) string {
+	return `partition = $1
+   AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax(` + snapshot + `)
+   AND pg_visible_in_snapshot(xid, ` + snapshot + `) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)`
+}
+
 // goOn reads on a read that its limit cut, with the same snapshot.
 func (t *Tail) goOn(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM fairway_journal
- WHERE partition = $1
-   AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND xid < pg_snapshot_xmax($3::pg_snapshot)
-   AND pg_visible_in_snapshot(xid, $3::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+ WHERE `+readable("$3::pg_snapshot")+`
    AND id > $4
  ORDER BY id
  LIMIT NULLIF($5, 0)`, t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID, limit)

@@ -184,10 +184,13 @@ func (q *Queues) Due(now int64) {
 // and that no executor holds: the leader fails them (an Expired row).
 func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {
 	var out []fairway.JobRef
-	seen := map[fairway.JobRef]bool{} // a job indexed twice is in the heap twice
+	var seen map[fairway.JobRef]bool // a job indexed twice is in the heap twice; made once one is due (this runs at every catch-up)
 	for len(out) < limit && q.expiries.Len() > 0 && q.expiries.s[0].at <= now {
 		t := heap.Pop(q.expiries).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
 		if j := q.s.Jobs[t.ref]; j != nil && !held(j.State) && j.ExpiresAt == t.at && !seen[t.ref] {
+			if seen == nil {
+				seen = map[fairway.JobRef]bool{}
+			}
 			seen[t.ref] = true
 			out = append(out, t.ref)
 		}
