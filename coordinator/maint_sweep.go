@@ -69,24 +69,58 @@ func newLeaseSweeper(cfg sweepConfig, st *store.Store, log *slog.Logger, lead *l
 	return &leaseSweeper{cfg: cfg.withDefaults(), store: st, log: log, lead: lead, afterChange: afterChange}
 }
 
-// run sweeps every Interval until ctx ends.
-//
-// Leases are only expired, and executors marked gone, once PostgreSQL has
-// been reachable for a whole lease: heartbeats sent while it was down (or
-// before this coordinator started) were not recorded, and the executors'
-// next ones must have a chance to renew their leases before they are
-// judged lost.
+// expiryGate says when the sweeper may judge executors lost: once
+// PostgreSQL has been reachable, and this process has run without standing
+// still, for a whole lease. Heartbeats sent while PostgreSQL was down (or
+// before this coordinator started) were not recorded; those that came
+// while this process stood still (a long GC pause, a VM or container
+// frozen, a machine starved of CPU) wait in its subscriptions, unrecorded.
+// Either way the executors' next heartbeats must have a chance to renew
+// their leases before a sweep takes live executors for lost.
+type expiryGate struct {
+	interval, lease time.Duration
+	since           time.Time // since when PostgreSQL answered and the process ran
+	lastTick        time.Time
+}
+
+func newExpiryGate(cfg sweepConfig, now time.Time) *expiryGate {
+	return &expiryGate{interval: cfg.Interval, lease: cfg.Lease, since: now, lastTick: now}
+}
+
+// tick records a tick of the sweeper at now and returns by how much it
+// came late, when by more than half a lease: this process stood still, and
+// the gate closes for a lease.
+func (g *expiryGate) tick(now time.Time) (late time.Duration) {
+	gap := now.Sub(g.lastTick)
+	g.lastTick = now
+	if gap <= g.interval+g.lease/2 {
+		return 0
+	}
+	g.since = now
+	return gap - g.interval
+}
+
+// unreachable records that PostgreSQL did not answer at now: the gate
+// closes for a lease.
+func (g *expiryGate) unreachable(now time.Time) { g.since = now }
+
+// open says whether leases may be expired, and executors marked gone, at
+// now.
+func (g *expiryGate) open(now time.Time) bool { return now.Sub(g.since) >= g.lease }
+
+// run sweeps every Interval until ctx ends, expiring leases only while
+// its expiryGate is open.
 func (s *leaseSweeper) run(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
-	reachableSince := time.Now()
+	gate := newExpiryGate(s.cfg, time.Now())
 	var downSince time.Time // zero while PostgreSQL answers
 	unreachable := func(err error) {
 		if downSince.IsZero() && ctx.Err() == nil {
 			downSince = time.Now()
 			s.log.Warn("PostgreSQL unreachable: submissions and reports wait in JetStream; leases are not expired until it has been back for a lease", "error", err)
 		}
-		reachableSince = time.Now()
+		gate.unreachable(time.Now())
 	}
 	reachable := func() {
 		if !downSince.IsZero() {
@@ -100,6 +134,10 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
+		if late := gate.tick(time.Now()); late > 0 {
+			s.log.Warn("this coordinator stood still (starved of CPU, or paused): leases are not expired until it has run for a lease, so that the heartbeats that came meanwhile are recorded first",
+				"late_by", late.Round(time.Millisecond).String(), "lease", s.cfg.Lease.String())
+		}
 		if !s.lead.leading() {
 			// Another coordinator runs the maintenance; whether PostgreSQL
 			// answers is known from the lead's renewal.
@@ -110,7 +148,7 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			}
 			continue
 		}
-		if time.Since(reachableSince) < s.cfg.Lease {
+		if !gate.open(time.Now()) {
 			if err := s.store.Ping(ctx); err != nil {
 				unreachable(err)
 			} else {

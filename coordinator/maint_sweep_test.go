@@ -76,3 +76,38 @@ func TestLeaseSweeperLeavesTheMaintenanceToTheLeader(t *testing.T) {
 	require.Empty(t, f.state("held"), "a sweeper that does not lead released a job")
 	require.Equal(t, fairway.StateScheduled, jobState(t, st, "g", "held"), "a sweeper that does not lead released a job")
 }
+
+// TestExpiryGateWaitsALeaseAfterAPauseOrAnOutage: leases may be expired
+// once the sweeper has run for a lease; a tick more than half a lease late
+// (the process stood still, its heartbeats unrecorded) closes the gate for
+// a lease, as PostgreSQL's being unreachable does; ticks on time do not.
+func TestExpiryGateWaitsALeaseAfterAPauseOrAnOutage(t *testing.T) {
+	cfg := sweepConfig{Interval: time.Second, Lease: 30 * time.Second}
+	t0 := time.Now()
+	g := newExpiryGate(cfg, t0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+	// On time, and late by up to half a lease: the gate opens a lease
+	// after the start.
+	for s := 1.0; s < 30; s++ {
+		require.Zero(t, g.tick(at(s)), "tick at %vs", s)
+		require.False(t, g.open(at(s)), "open at %vs, before a lease ran", s)
+	}
+	require.Zero(t, g.tick(at(45)), "a tick 15 s late (half a lease, not more) is no pause")
+	require.True(t, g.open(at(45)))
+
+	// Late by 19 s: the process stood still, the gate closes for a lease.
+	require.Equal(t, 19*time.Second, g.tick(at(65)))
+	require.False(t, g.open(at(65)))
+	for s := 66.0; s < 95; s++ {
+		require.Zero(t, g.tick(at(s)))
+		require.False(t, g.open(at(s)), "open at %vs, a lease after the pause at 65 s", s)
+	}
+	require.Zero(t, g.tick(at(95)))
+	require.True(t, g.open(at(95)))
+
+	// PostgreSQL unreachable at 100 s: closed until 130 s.
+	g.unreachable(at(100))
+	require.False(t, g.open(at(129)))
+	require.True(t, g.open(at(130)))
+}

@@ -172,7 +172,7 @@ func crashScenarios() []Scenario {
 				// Which mechanism released the jobs, not how long it took: a
 				// slow machine stretches every time, never the reason.
 				if n := res.Releases[releasedByLease]; n > 0 {
-					return fmt.Errorf("%d of the restarted executor's old jobs waited for the lease (%s) instead of being released at once (releases: %v)", n, Lease, res.Releases)
+					return fmt.Errorf("%d jobs waited for their lease (%s) to run out, although the only executor killed restarted at once and its old jobs should have been released then (releases: %v)", n, Lease, res.Releases)
 				}
 				if res.Releases[releasedByRestart] == 0 {
 					return fmt.Errorf("no job was released by the executor's restart (releases: %v)", res.Releases)

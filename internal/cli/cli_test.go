@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -338,7 +339,11 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 type cluster struct {
 	url    string
 	client *events.Client
-	events chan events.Event
+
+	mu      sync.Mutex
+	events  []events.Event // every event received, in order
+	arrived chan struct{}  // closed (and replaced) when one arrives
+	awaited map[string]int // per job: events before this index were awaited past
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -350,25 +355,47 @@ func startCluster(t *testing.T) *cluster {
 	t.Cleanup(coord.Stop)
 	client, err := events.NewClient(nc, events.ClientOptions{})
 	require.NoError(t, err)
-	c := &cluster{url: ns.ClientURL(), client: client, events: make(chan events.Event, 1000)}
-	sub, err := client.Subscribe(t.Context(), events.Filter{}, func(ev events.Event) { c.events <- ev })
+	c := &cluster{url: ns.ClientURL(), client: client, arrived: make(chan struct{}), awaited: map[string]int{}}
+	sub, err := client.Subscribe(t.Context(), events.Filter{}, func(ev events.Event) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.events = append(c.events, ev)
+		close(c.arrived)
+		c.arrived = make(chan struct{})
+	})
 	require.NoError(t, err)
 	t.Cleanup(sub.Stop)
 	return c
 }
 
-// await waits for the event of job id that enters state.
+// await waits for the event of job id that enters state, after the event
+// an earlier await of the job returned. It finds the events of every job,
+// however long ago they arrived: jobs need not end in the order a test
+// awaits them.
 func (c *cluster) await(t *testing.T, id string, state fairway.State) events.Event {
 	t.Helper()
 	timeout := time.After(waitTimeout)
 	for {
-		select {
-		case ev := <-c.events:
-			if ev.JobID == id && ev.State == state {
+		c.mu.Lock()
+		var seen []string
+		for i := c.awaited[id]; i < len(c.events); i++ {
+			ev := c.events[i]
+			if ev.JobID != id {
+				continue
+			}
+			if ev.State == state {
+				c.awaited[id] = i + 1
+				c.mu.Unlock()
 				return ev
 			}
+			seen = append(seen, fmt.Sprintf("%s@%s(%s %s)", ev.State, ev.Time.Format(time.TimeOnly), ev.Executor, ev.Error))
+		}
+		arrived := c.arrived
+		c.mu.Unlock()
+		select {
+		case <-arrived:
 		case <-timeout:
-			t.Fatalf("job %s did not become %s within %s", id, state, waitTimeout)
+			t.Fatalf("job %s did not become %s within %s; its events: %v", id, state, waitTimeout, seen)
 		}
 	}
 }
