@@ -1,12 +1,12 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
@@ -17,215 +17,230 @@ import (
 )
 
 const (
-	reportMaxPending = 4096             // asynchronous publishes in flight
-	reportAckTimeout = 10 * time.Second // a publish not acknowledged by then is retried
-	reportRetryDelay = time.Second      // pause before a failed report is sent again
-	reportWarnEvery  = 10 * time.Second // at most one "report failed" warning per period
-	reportBatchBytes = 256 << 10        // reports sent in one message, at most
+	reportAckTimeout    = 10 * time.Second      // a publish not acknowledged by then is sent again
+	reportRetryFirst    = 10 * time.Millisecond // pause before the first retry of a refused or lost message
+	reportRetryMax      = time.Second           // the pauses double up to this
+	reportWarnEvery     = 10 * time.Second      // at most one "report failed" warning per period
+	reportBatchBytesMax = 256 << 10             // reports sent in one message, at most
 )
 
-// reporter publishes reports to JetStream asynchronously, with a bounded
-// number in flight, and sends again those that fail. Every report carries a
-// unique Nats-Msg-Id, so a report that was stored although its
-// acknowledgement got lost is not stored twice when sent again.
+// reporter sends the executor's reports to JetStream, in order, one
+// message at a time: the reports queued while a message waits for its
+// acknowledgement go together in the next one (a JSON array of them, up
+// to reportBatchBytesMax). At low load each report leaves at once; under
+// load the messages grow rather than multiply, so that an honest
+// executor's reports stay a few messages in the stream however many slots
+// it runs, far from the per-executor bound that stops a flood
+// (events.ResultMaxMsgsPerExecutor).
+//
+// A message the stream refused (its share of the stream full: the
+// coordinators are behind) is not stored: its reports go back to the head
+// of the queue and leave with those queued since, in as few messages as
+// they fit, after a pause that starts short (reportRetryFirst) and doubles.
+// A message whose acknowledgement did not come may have been stored: it is
+// sent again as it was, under its Nats-Msg-Id, so that JetStream drops it
+// if it had.
 type reporter struct {
 	js      jetstream.JetStream
 	subject string
 	stream  string
 	idBase  string
-	seq     atomic.Uint64
 	logger  *slog.Logger
 
-	qmu    sync.Mutex
-	queue  []events.Report // published, not yet sent
-	kick   chan struct{}   // capacity 1: the queue is not empty
-	sendMu sync.Mutex      // one sender at a time keeps reports in order
+	mu    sync.Mutex
+	queue []events.Report // published, not in a message yet
+	kick  chan struct{}   // capacity 1: the queue gained a report
 
-	mu       sync.Mutex
-	retrying int           // reports waiting to be sent again
-	changed  chan struct{} // capacity 1: retrying went down
-	closed   bool          // flush has ended: failures are dropped
-	warnedAt time.Time
-	failures int // since the last warning
+	// The sender's own (one sender at a time: sendMu).
+	sendMu     sync.Mutex
+	seq        uint64
+	unacked    *outMessage // sent, neither acknowledged nor refused
+	batchBytes int         // lowered when the server refuses a message's size
+	delay      time.Duration
+	warnedAt   time.Time
+	failures   int // since the last warning
+}
+
+// outMessage is a message of reports and the reports it carries.
+type outMessage struct {
+	msg     *nats.Msg
+	reports []events.Report
 }
 
 func newReporter(nc *nats.Conn, subject, stream string, logger *slog.Logger) (*reporter, error) {
-	r := &reporter{
-		subject: subject,
-		stream:  stream,
-		idBase:  uuid.NewString() + "-",
-		logger:  logger,
-		changed: make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
-	}
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(reportMaxPending),
-		jetstream.WithPublishAsyncTimeout(reportAckTimeout),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, msg *nats.Msg, err error) { r.failed(msg, err) }),
-	)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	r.js = js
-	return r, nil
+	return &reporter{
+		js:         js,
+		subject:    subject,
+		stream:     stream,
+		idBase:     uuid.NewString() + "-",
+		logger:     logger,
+		kick:       make(chan struct{}, 1),
+		batchBytes: reportBatchBytesMax,
+	}, nil
 }
 
-// publish queues a report. The reports queued while the previous message
-// was being sent go out together, as one message holding a JSON array: at
-// low load each report leaves at once, under load they batch by themselves.
-// Failures are logged and retried in the background.
+// publish queues a report; the sender (run, then flush) sends it.
 func (r *reporter) publish(rep events.Report) {
-	r.qmu.Lock()
+	r.mu.Lock()
 	r.queue = append(r.queue, rep)
-	r.qmu.Unlock()
+	r.mu.Unlock()
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// run sends the queued reports until stop is closed.
+// run sends the queued reports until stop is closed; flush sends what is
+// left.
 func (r *reporter) run(stop <-chan struct{}) {
-	for {
-		select {
-		case <-r.kick:
-			r.sendQueued()
-		case <-stop:
-			r.sendQueued()
-			return
-		}
-	}
-}
-
-// sendQueued sends every queued report, in order, in messages of at most
-// reportBatchBytes.
-func (r *reporter) sendQueued() {
-	r.sendMu.Lock()
-	defer r.sendMu.Unlock()
-	r.qmu.Lock()
-	queue := r.queue
-	r.queue = nil
-	r.qmu.Unlock()
-	var buf []byte
-	flush := func() {
-		if len(buf) == 0 {
-			return
-		}
-		msg := &nats.Msg{Subject: r.subject, Data: append(buf, ']'), Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, r.idBase+strconv.FormatUint(r.seq.Add(1), 10))
-		r.send(msg)
-		buf = nil
-	}
-	for _, rep := range queue {
-		data, err := wirejson.Marshal(rep)
-		if err != nil {
-			r.logger.Error("encoding a report; dropping it", "job_id", rep.JobID, "type", rep.Type, "error", err)
-			continue
-		}
-		if len(buf) > 0 && len(buf)+len(data) > reportBatchBytes {
-			flush()
-		}
-		if len(buf) == 0 {
-			buf = append(buf, '[')
-		} else {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, data...)
-	}
-	flush()
-}
-
-func (r *reporter) send(msg *nats.Msg) {
-	if _, err := r.js.PublishMsgAsync(msg); err != nil {
-		r.failed(msg, err)
-	}
-}
-
-// failed handles a report that JetStream did not store: it is sent again
-// after a pause, unless it never can be or flush has given up.
-func (r *reporter) failed(msg *nats.Msg, err error) {
-	if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrConnectionClosed) {
-		r.logger.Error("report cannot be sent; dropping it", "subject", msg.Subject, "bytes", len(msg.Data), "error", err)
-		return
-	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		r.logger.Error("report not acknowledged after shutdown; dropping it", "subject", msg.Subject, "error", err)
-		return
-	}
-	r.retrying++
-	r.failures++
-	warn := time.Since(r.warnedAt) >= reportWarnEvery
-	failures := r.failures
-	if warn {
-		r.warnedAt = time.Now()
-		r.failures = 0
-	}
-	r.mu.Unlock()
-	if warn {
-		r.logger.Warn("sending a report to JetStream failed; retrying", "subject", msg.Subject, "failures", failures, "error", err)
-	}
-	time.AfterFunc(reportRetryDelay, func() {
-		r.mu.Lock()
-		closed := r.closed
-		r.mu.Unlock()
-		if !closed {
-			r.send(msg)
-		}
-		r.mu.Lock()
-		r.retrying--
-		r.mu.Unlock()
-		if closed {
-			r.logger.Error("report not sent before shutdown; dropping it", "subject", msg.Subject)
-		}
-		select {
-		case r.changed <- struct{}{}:
-		default:
-		}
-	})
-}
-
-// flush waits until every report is acknowledged or being retried no more,
-// at most timeout; then later failures are dropped.
-func (r *reporter) flush(timeout time.Duration) error {
-	r.sendQueued()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	defer func() {
-		r.mu.Lock()
-		r.closed = true
-		r.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-stop
+		cancel()
 	}()
 	for {
 		select {
-		case <-r.js.PublishAsyncComplete():
-		case <-deadline.C:
-			return r.unflushed(timeout)
-		}
-		// A retry sends before it counts itself done, so when none is
-		// counted its publish is already pending, if any.
-		r.mu.Lock()
-		retrying := r.retrying
-		r.mu.Unlock()
-		if retrying == 0 {
-			if r.js.PublishAsyncPending() == 0 {
-				return nil
-			}
-			continue
-		}
-		select {
-		case <-r.changed:
-		case <-deadline.C:
-			return r.unflushed(timeout)
+		case <-r.kick:
+			_ = r.drain(ctx)
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
-func (r *reporter) unflushed(timeout time.Duration) error {
+// flush sends every report queued or not yet acknowledged, waiting at most
+// timeout; what is left then is dropped, and said.
+func (r *reporter) flush(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if r.drain(ctx) == nil {
+		return nil
+	}
 	r.mu.Lock()
-	n := r.retrying
+	n := len(r.queue)
 	r.mu.Unlock()
-	n += r.js.PublishAsyncPending()
+	if r.unacked != nil {
+		n += len(r.unacked.reports)
+	}
 	return fmt.Errorf("%d reports not acknowledged by JetStream within %s (does stream %s exist? coordinators create it)", n, timeout, r.stream)
+}
+
+// drain sends until nothing is queued or unacknowledged, pausing after
+// each failure, or until ctx ends (its error).
+func (r *reporter) drain(ctx context.Context) error {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	for {
+		if r.unacked == nil && !r.next() {
+			return nil
+		}
+		if err := r.sendUnacked(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.failed(err)
+			select {
+			case <-time.After(r.delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		r.delay = 0
+	}
+}
+
+// next makes the next message from the head of the queue, as many
+// reports as fit in batchBytes (one at least); false when the queue is
+// empty. A report that cannot be encoded is dropped, and said.
+func (r *reporter) next() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	buf := []byte{'['}
+	n := 0
+	for n < len(r.queue) {
+		data, err := wirejson.Marshal(r.queue[n])
+		if err != nil {
+			r.logger.Error("encoding a report; dropping it", "job_id", r.queue[n].JobID, "type", r.queue[n].Type, "error", err)
+			r.queue = append(r.queue[:n], r.queue[n+1:]...)
+			continue
+		}
+		if n > 0 && len(buf)+len(data)+1 > r.batchBytes {
+			break
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, data...)
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	r.seq++
+	msg := &nats.Msg{Subject: r.subject, Data: append(buf, ']'), Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, r.idBase+strconv.FormatUint(r.seq, 10))
+	r.unacked = &outMessage{msg: msg, reports: r.queue[:n:n]}
+	r.queue = r.queue[n:]
+	return true
+}
+
+// sendUnacked publishes the unacknowledged message and waits for its
+// acknowledgement. A refused message goes back to the queue; one too
+// large for the server is split, or dropped when it holds one report.
+func (r *reporter) sendUnacked(ctx context.Context) error {
+	out := r.unacked
+	pctx, cancel := context.WithTimeout(ctx, reportAckTimeout)
+	defer cancel()
+	_, err := r.js.PublishMsg(pctx, out.msg)
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		r.unacked = nil
+		return nil
+	case errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum):
+		r.unacked = nil
+		if len(out.reports) == 1 {
+			r.logger.Error("report cannot be sent: larger than the server takes; dropping it", "subject", out.msg.Subject, "bytes", len(out.msg.Data), "job_id", out.reports[0].JobID, "type", out.reports[0].Type, "error", err)
+			return nil
+		}
+		r.batchBytes = max(len(out.msg.Data)/2, 1)
+		r.requeue(out.reports)
+		return nil
+	case errors.As(err, &apiErr):
+		// Refused by the stream (its limits): not stored. Its reports go
+		// out again with those queued since.
+		r.unacked = nil
+		r.requeue(out.reports)
+		return err
+	default:
+		// No answer (a timeout, a connection lost): perhaps stored. Sent
+		// again as it is, its Nats-Msg-Id telling JetStream it is the same.
+		return err
+	}
+}
+
+// requeue puts reports back at the head of the queue, in their order.
+func (r *reporter) requeue(reports []events.Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue = append(reports, r.queue...)
+}
+
+// failed counts a failure, warns at most every reportWarnEvery, and sets
+// the pause before the next try.
+func (r *reporter) failed(err error) {
+	r.delay = min(max(2*r.delay, reportRetryFirst), reportRetryMax)
+	r.failures++
+	if time.Since(r.warnedAt) < reportWarnEvery {
+		return
+	}
+	r.logger.Warn("sending reports to JetStream failed; they are kept and sent again", "subject", r.subject, "failures", r.failures, "retry_in", r.delay.String(), "error", err)
+	r.warnedAt = time.Now()
+	r.failures = 0
 }
