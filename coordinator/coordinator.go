@@ -257,8 +257,9 @@ type Coordinator struct {
 	// the dispatcher, the results, the events relay and the due timers
 	// run on every coordinator, as does the resolution of dependents (its
 	// sweep of blocked jobs only on the leader); the lease sweeper, the
-	// periodic firer and the pruner work on the coordinator that leads
-	// the maintenance only.
+	// periodic firer and the pruner run on the coordinator that leads the
+	// maintenance only: the leadership starts and stops them
+	// (leaderServices).
 	ingest     *ingest        // stores the submissions of the submit stream
 	dispatcher *dispatcher    // the executor protocol: dispatch, long polls, registrations, heartbeats
 	results    *results       // applies the executors' reports
@@ -308,11 +309,13 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.dispatcher.ownResults = c.ownResults
 	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
-	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead, c.afterChange)
+	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead.answeringSince, c.afterChange)
 	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.dispatcher.notifyWork)
-	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, st, c.log, c.lead, c.id, c.periodicNow, c.afterChange, c.relay.kick)
-	c.lead.gained = c.periodic.kick // the new leader fires what is due at once
-	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log, c.lead)
+	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, st, c.log, c.id, c.periodicNow, c.afterChange, c.relay.kick)
+	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log)
+	// The leader-only services: started when this coordinator gains the
+	// maintenance lead, stopped when it loses it.
+	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
@@ -373,11 +376,8 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.lead.try(runCtx) // a coordinator alone leads from its start
 	c.goLoop(runCtx, c.lead.run)
 	c.goLoop(runCtx, c.relay.run)
-	c.goLoop(runCtx, c.sweeper.run)
 	c.goLoop(runCtx, c.due.run)
 	c.goLoop(runCtx, c.dispatcher.parkLoop)
-	c.goLoop(runCtx, c.periodic.run)
-	c.goLoop(runCtx, c.pruner.run)
 	c.goLoop(runCtx, c.deps.run)
 	// Jobs stored in callers' transactions (store.InsertTx): their events
 	// and the executors' wake-up follow the commit, not the next poll.

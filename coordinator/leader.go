@@ -20,13 +20,16 @@ const (
 	leaderRenew = time.Second
 )
 
-// leadership elects the one coordinator that runs the maintenance loops:
-// lease expiry, timed releases and expiry, marking silent executors gone
-// (leaseSweeper), retention (pruner), periodic firing (periodicFirer) and
-// the sweep of blocked jobs (dependents), which each check leads before
-// they work. Every coordinator ran them every second before, so their
-// load on the database grew with the coordinators. The hot path (ingest,
-// claims, reports, events) stays on every coordinator.
+// leadership elects the one coordinator that runs the maintenance: the
+// leader-only services (leaderServices: lease expiry, timed releases and
+// expiry, marking silent executors gone, retention, periodic firing),
+// which it starts when it gains the lead and stops when it loses it, as
+// River's QueueMaintainerLeader does; the services themselves know
+// nothing of the lead. The sweep of blocked jobs, part of a service that
+// runs everywhere, asks leading. Every coordinator ran the maintenance
+// every second before, so its load on the database grew with the
+// coordinators. The hot path (ingest, claims, reports, events) stays on
+// every coordinator.
 //
 // The lead is a lease in PostgreSQL (fairway_leader), renewed every
 // second. No fencing is needed: every maintenance statement is safe to
@@ -34,18 +37,18 @@ const (
 // that lost its lease without noticing (a stalled process) does no harm
 // for the second it takes to notice.
 type leadership struct {
-	store  *store.Store
-	holder string
-	log    *slog.Logger
-	gained func() // called when the lead is taken
+	store    *store.Store
+	holder   string
+	log      *slog.Logger
+	services *leaderServices // started with the lead, stopped without it
 
 	leads atomic.Bool
 	// tries counts the tries to take or renew the lead, and checks the
-	// times a maintenance loop asked whether it leads (leading): what a
-	// test awaits to know that a loop went round without the lead.
+	// times the sweep of blocked jobs asked whether it leads (leading):
+	// what a test awaits to know that a loop went round without the lead.
 	tries, checks atomic.Int64
 	mu            sync.Mutex
-	err           error // of the last try; nil when PostgreSQL answered
+	answering     time.Time // since when PostgreSQL has answered every try
 }
 
 // leading says whether this coordinator leads the maintenance now. The
@@ -64,6 +67,7 @@ func (l *leadership) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			if l.leads.Swap(false) {
+				l.services.stop()
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 				if err := l.store.ReleaseMaintenance(rctx, l.holder); err != nil {
 					l.log.Info("could not give up the maintenance lead; another coordinator takes it when its lease runs out", "error", err)
@@ -84,24 +88,77 @@ func (l *leadership) try(ctx context.Context) {
 	}
 	defer l.tries.Add(1)
 	l.mu.Lock()
-	l.err = err
+	if err != nil || l.answering.IsZero() {
+		l.answering = time.Now()
+	}
 	l.mu.Unlock()
 	was := l.leads.Swap(leads)
 	switch {
 	case leads && !was:
 		l.log.Info("this coordinator leads the maintenance now (lease expiry, timers, retention, periodic tasks)", "term", term)
-		l.gained()
+		l.services.start(ctx)
 	case !leads && was && err != nil:
 		l.log.Warn("this coordinator stopped leading the maintenance: PostgreSQL did not answer", "error", err)
+		l.services.stop()
 	case !leads && was:
 		l.log.Info("another coordinator leads the maintenance now")
+		l.services.stop()
 	}
 }
 
-// lastErr is the error of the last try to take or renew the lead: nil
-// when PostgreSQL answered.
-func (l *leadership) lastErr() error {
+// answeringSince is since when PostgreSQL has answered every try to take
+// or renew the lead (the first try's time, if it always has).
+func (l *leadership) answeringSince() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.err
+	return l.answering
+}
+
+// leaderServices are the loops that run on the coordinator that leads
+// the maintenance only: started, each on its goroutine, when it gains the
+// lead, and stopped (cancelled, and waited for) when it loses it or stops.
+// A leader-only service is one more loop in the list Coordinator.New
+// gives it.
+type leaderServices struct {
+	loops []func(context.Context)
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // nil while stopped
+	wg     sync.WaitGroup
+}
+
+// start runs the loops until stop or until ctx ends; a second start
+// before a stop does nothing, as do both on a nil set.
+func (s *leaderServices) start(ctx context.Context) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel != nil {
+		return
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	for _, loop := range s.loops {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			loop(ctx)
+		}()
+	}
+}
+
+// stop cancels the loops and waits for them to return.
+func (s *leaderServices) stop() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	s.cancel = nil
+	s.wg.Wait()
 }

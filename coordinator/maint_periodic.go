@@ -51,14 +51,12 @@ func (c periodicConfig) withDefaults() periodicConfig {
 }
 
 // periodicFirer fires the periodic tasks when their time comes, on the
-// coordinator that leads the maintenance. Every coordinator runs its loop
-// (the others only sleep), so that the one that gains the lead fires at
-// once: gaining it kicks the loop.
+// coordinator that leads the maintenance (a leader service: it starts
+// with the lead, and fires what is due at once).
 type periodicFirer struct {
 	cfg   periodicConfig
 	store *store.Store
 	log   *slog.Logger
-	lead  *leadership
 	// id names this coordinator in the tasks' marks (coordinatorID).
 	id string
 	// now is the time periodic tasks follow (Coordinator.periodicNow).
@@ -70,16 +68,15 @@ type periodicFirer struct {
 	kicks       chan struct{}
 }
 
-func newPeriodicFirer(cfg periodicConfig, st *store.Store, log *slog.Logger, lead *leadership, id string,
+func newPeriodicFirer(cfg periodicConfig, st *store.Store, log *slog.Logger, id string,
 	now func(context.Context) (time.Time, error), afterChange func([]store.Applied), kickOutbox func()) *periodicFirer {
 	return &periodicFirer{
-		cfg: cfg.withDefaults(), store: st, log: log, lead: lead, id: id, now: now,
+		cfg: cfg.withDefaults(), store: st, log: log, id: id, now: now,
 		afterChange: afterChange, kickOutbox: kickOutbox, kicks: make(chan struct{}, 1),
 	}
 }
 
-// kick makes the periodic loop look again (a task changed, or this
-// coordinator gained the lead).
+// kick makes the periodic loop look again (a task changed).
 func (f *periodicFirer) kick() {
 	select {
 	case f.kicks <- struct{}{}:
@@ -100,13 +97,8 @@ func (f *periodicFirer) run(ctx context.Context) {
 		case <-timer.C:
 		case <-f.kicks:
 		}
-		wait := f.cfg.MaxSleep
-		// The others sleep, reading nothing: gaining the lead kicks this
-		// loop.
-		if f.lead.leading() {
-			f.fire(ctx)
-			wait = f.untilNext(ctx)
-		}
+		f.fire(ctx)
+		wait := f.untilNext(ctx)
 		if !timer.Stop() {
 			select {
 			case <-timer.C:

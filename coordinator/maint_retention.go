@@ -45,11 +45,10 @@ type pruner struct {
 	cfg   pruneConfig
 	store *store.Store
 	log   *slog.Logger
-	lead  *leadership
 }
 
-func newPruner(cfg pruneConfig, st *store.Store, log *slog.Logger, lead *leadership) *pruner {
-	return &pruner{cfg: cfg.withDefaults(), store: st, log: log, lead: lead}
+func newPruner(cfg pruneConfig, st *store.Store, log *slog.Logger) *pruner {
+	return &pruner{cfg: cfg.withDefaults(), store: st, log: log}
 }
 
 // run prunes at once and then every Retention.Interval, while this
@@ -58,9 +57,7 @@ func (p *pruner) run(ctx context.Context) {
 	tick := time.NewTicker(p.cfg.Retention.Interval)
 	defer tick.Stop()
 	for {
-		if p.lead.leading() {
-			p.pruneExpired(ctx)
-		}
+		p.pruneExpired(ctx)
 		select {
 		case <-ctx.Done():
 			return

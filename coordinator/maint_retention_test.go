@@ -12,7 +12,7 @@ import (
 // TestPrunerPrunesPastRetention runs the pruner alone, a job per batch:
 // it removes the finished jobs past their state's retention, batch after
 // batch, and keeps the jobs that are not finished and those of a state
-// kept for ever. A pruner that does not lead removes nothing.
+// kept for ever.
 func TestPrunerPrunesPastRetention(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -25,16 +25,7 @@ func TestPrunerPrunesPastRetention(t *testing.T) {
 	}
 	cfg := pruneConfig{Retention: Retention{Cancelled: time.Millisecond, Success: -1, Failed: -1, Interval: time.Second}, Batch: 1, Pause: time.Millisecond}
 
-	idleCfg := cfg
-	idleCfg.Retention.Interval = 10 * time.Millisecond
-	lead := notLeading(t, st)
-	idle := newPruner(idleCfg, st, serviceLogger(t), lead)
-	runService(t, idle.run)
-	// Three rounds without the lead.
-	require.Eventually(t, func() bool { return lead.checks.Load() >= 3 }, serviceWait, 5*time.Millisecond, "the pruner goes round")
-	require.Equal(t, fairway.StateCancelled, jobState(t, st, "g", "c1"), "a pruner that does not lead pruned")
-
-	p := newPruner(cfg, st, serviceLogger(t), leading(t, st))
+	p := newPruner(cfg, st, serviceLogger(t))
 	runService(t, p.run)
 	require.Eventually(t, func() bool {
 		return jobState(t, st, "g", "c1") == "" && jobState(t, st, "g", "c2") == ""

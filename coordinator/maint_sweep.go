@@ -60,13 +60,15 @@ type leaseSweeper struct {
 	cfg   sweepConfig
 	store *store.Store
 	log   *slog.Logger
-	lead  *leadership
+	// answeringSince is since when PostgreSQL has answered the lead's
+	// renewals (leadership.answeringSince).
+	answeringSince func() time.Time
 	// afterChange follows up the changes a sweep made (Coordinator.afterChange).
 	afterChange func([]store.Applied)
 }
 
-func newLeaseSweeper(cfg sweepConfig, st *store.Store, log *slog.Logger, lead *leadership, afterChange func([]store.Applied)) *leaseSweeper {
-	return &leaseSweeper{cfg: cfg.withDefaults(), store: st, log: log, lead: lead, afterChange: afterChange}
+func newLeaseSweeper(cfg sweepConfig, st *store.Store, log *slog.Logger, answeringSince func() time.Time, afterChange func([]store.Applied)) *leaseSweeper {
+	return &leaseSweeper{cfg: cfg.withDefaults(), store: st, log: log, answeringSince: answeringSince, afterChange: afterChange}
 }
 
 // expiryGate says when the sweeper may judge executors lost: once
@@ -83,8 +85,10 @@ type expiryGate struct {
 	lastTick        time.Time
 }
 
-func newExpiryGate(cfg sweepConfig, now time.Time) *expiryGate {
-	return &expiryGate{interval: cfg.Interval, lease: cfg.Lease, since: now, lastTick: now}
+// newExpiryGate is the gate of a sweeper that starts at now, PostgreSQL
+// having answered since answering.
+func newExpiryGate(cfg sweepConfig, answering, now time.Time) *expiryGate {
+	return &expiryGate{interval: cfg.Interval, lease: cfg.Lease, since: answering, lastTick: now}
 }
 
 // tick records a tick of the sweeper at now and returns by how much it
@@ -113,7 +117,9 @@ func (g *expiryGate) open(now time.Time) bool { return now.Sub(g.since) >= g.lea
 func (s *leaseSweeper) run(ctx context.Context) {
 	ticker := time.NewTicker(s.cfg.Interval)
 	defer ticker.Stop()
-	gate := newExpiryGate(s.cfg, time.Now())
+	// PostgreSQL may have answered the lead's renewals for a lease
+	// already: the gate is open at once then.
+	gate := newExpiryGate(s.cfg, s.answeringSince(), time.Now())
 	var downSince time.Time // zero while PostgreSQL answers
 	unreachable := func(err error) {
 		if downSince.IsZero() && ctx.Err() == nil {
@@ -137,16 +143,6 @@ func (s *leaseSweeper) run(ctx context.Context) {
 		if late := gate.tick(time.Now()); late > 0 {
 			s.log.Warn("this coordinator stood still (starved of CPU, or paused): leases are not expired until it has run for a lease, so that the heartbeats that came meanwhile are recorded first",
 				"late_by", late.Round(time.Millisecond).String(), "lease", s.cfg.Lease.String())
-		}
-		if !s.lead.leading() {
-			// Another coordinator runs the maintenance; whether PostgreSQL
-			// answers is known from the lead's renewal.
-			if err := s.lead.lastErr(); err != nil {
-				unreachable(err)
-			} else {
-				reachable()
-			}
-			continue
 		}
 		if !gate.open(time.Now()) {
 			if err := s.store.Ping(ctx); err != nil {

@@ -35,7 +35,8 @@ func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 		fairway.Submission{Group: "g", ID: "expires", Pending: true, ExpiresAt: &soon})
 
 	f := newFollowUps()
-	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), leading(t, st), f.afterChange)
+	start := time.Now()
+	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), func() time.Time { return start }, f.afterChange)
 	require.Equal(t, 3*lease, s.cfg.GoneAfter, "gone after goneLeases leases by default")
 	require.Equal(t, sweepBatch, s.cfg.Batch)
 	runService(t, s.run)
@@ -52,40 +53,18 @@ func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 	}, serviceWait, 10*time.Millisecond, "the silent executor is marked gone")
 }
 
-// TestLeaseSweeperLeavesTheMaintenanceToTheLeader: a sweeper on a
-// coordinator that does not lead changes nothing, however long the job's
-// lease has run out.
-func TestLeaseSweeperLeavesTheMaintenanceToTheLeader(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	st := storetest.Open(t)
-	const lease = time.Millisecond
-	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
-		func(fairway.Executor) bool { return false })
-	require.NoError(t, err)
-	storeJobs(t, st, fairway.Submission{Group: "g", ID: "held"})
-	_, err = st.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
-	require.NoError(t, err)
-
-	f := newFollowUps()
-	lead := notLeading(t, st)
-	s := newLeaseSweeper(sweepConfig{Interval: 10 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), lead, f.afterChange)
-	runService(t, s.run)
-	// Three rounds without the lead, the lease long run out.
-	require.Eventually(t, func() bool { return lead.checks.Load() >= 3 }, serviceWait, 5*time.Millisecond, "the sweeper goes round")
-	require.Empty(t, f.state("held"), "a sweeper that does not lead released a job")
-	require.Equal(t, fairway.StateScheduled, jobState(t, st, "g", "held"), "a sweeper that does not lead released a job")
-}
-
 // TestExpiryGateWaitsALeaseAfterAPauseOrAnOutage: leases may be expired
-// once the sweeper has run for a lease; a tick more than half a lease late
-// (the process stood still, its heartbeats unrecorded) closes the gate for
-// a lease, as PostgreSQL's being unreachable does; ticks on time do not.
+// once PostgreSQL has answered for a lease (at once, for a sweeper that
+// starts when it has already); a tick more than half a lease late (the
+// process stood still, its heartbeats unrecorded) closes the gate for a
+// lease, as PostgreSQL's being unreachable does; ticks on time do not.
 func TestExpiryGateWaitsALeaseAfterAPauseOrAnOutage(t *testing.T) {
 	cfg := sweepConfig{Interval: time.Second, Lease: 30 * time.Second}
 	t0 := time.Now()
-	g := newExpiryGate(cfg, t0)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	require.True(t, newExpiryGate(cfg, at(-30), t0).open(t0), "PostgreSQL answered the lead for a lease before the sweeper started")
+	require.False(t, newExpiryGate(cfg, at(-29), t0).open(t0))
+	g := newExpiryGate(cfg, t0, t0)
 
 	// On time, and late by up to half a lease: the gate opens a lease
 	// after the start.

@@ -58,7 +58,7 @@ func runService(t *testing.T, run func(context.Context)) {
 // leading returns a leadership that holds the maintenance lead on st.
 func leading(t *testing.T, st *store.Store) *leadership {
 	t.Helper()
-	l := &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t), gained: func() {}}
+	l := &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t)}
 	l.try(t.Context())
 	require.True(t, l.leads.Load(), "the only candidate takes the lead")
 	return l
@@ -66,7 +66,7 @@ func leading(t *testing.T, st *store.Store) *leadership {
 
 // notLeading returns a leadership that does not lead (it never tried).
 func notLeading(t *testing.T, st *store.Store) *leadership {
-	return &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t), gained: func() {}}
+	return &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t)}
 }
 
 // followUps records the follow-ups a service asks for: the changes it
