@@ -370,7 +370,7 @@ func (t *Tail) Fold(ctx context.Context, q Querier, s *State) (int, error) {
 
 // FoldChanges is Fold that hands the changes each row made to changed
 // (nil: none), as it applies them.
-func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed func([]Change)) (int, error) {
+func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed func(Row, []Change)) (int, error) {
 	n := 0
 	for {
 		rows, err := t.Next(ctx, q, foldBatch)
@@ -385,7 +385,7 @@ func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed fun
 			}
 			n++
 			if changed != nil {
-				changed(changes)
+				changed(r, changes)
 			}
 		}
 		if complete {

@@ -40,7 +40,12 @@ type LeaderConfig struct {
 	// fairness.ByJobs, the default, or fairness.ByTime). Counting jobs
 	// with every weight 1, a claim is the round-robin alone.
 	Fairness string
-	Logger   *slog.Logger
+	// Publish publishes the events of the rows the leader folds (nil:
+	// none are made). It returns once the events are stored (JetStream
+	// acknowledged them); an error keeps them, to be published again.
+	// The journal is their outbox: see events.go.
+	Publish func(ctx context.Context, events []fairway.Event) error
+	Logger  *slog.Logger
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -92,6 +97,11 @@ type Leader struct {
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
 	heldSubs map[fairway.JobRef]heldSubmission
+	// pending are the events of the rows folded that published does not
+	// cover (LeaderConfig.Publish): the leader publishes them, the others
+	// keep them until the leader's position says they are published.
+	pending   []pendingEvent
+	published *snapshotView
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -202,6 +212,17 @@ func (l *Leader) renew(ctx context.Context) {
 	case ok:
 		l.lease = lease
 	}
+	if !l.leading && l.cfg.Publish != nil && err == nil {
+		// A follower forgets the events the leader has published.
+		v, err := readPublished(ctx, l.db, l.cfg.Partition)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.cfg.Logger.Warn("reading where the journal's events were published", "partition", l.cfg.Partition, "error", err)
+			}
+			return
+		}
+		l.trimPublished(v)
+	}
 }
 
 // restore reads the last snapshot, once.
@@ -213,6 +234,13 @@ func (l *Leader) restore(ctx context.Context) error {
 	state, tail, err := LoadSnapshot(ctx, l.db, l.cfg.Partition)
 	if err != nil {
 		return err
+	}
+	if l.cfg.Publish != nil {
+		// The rows after the snapshot whose events were published make
+		// none again.
+		if l.published, err = readPublished(ctx, l.db, l.cfg.Partition); err != nil {
+			return err
+		}
 	}
 	l.state, l.tail = state, tail
 	l.queues = NewQueues(state, time.Now().UnixMicro())
@@ -244,7 +272,13 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err := l.expire(ctx); err != nil {
 		return err
 	}
-	if l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery) {
+	if err := l.publish(ctx); err != nil {
+		return err
+	}
+	// A snapshot covers only rows whose events are published: a
+	// successor restoring it makes the events of the rows after it.
+	due := l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery)
+	if due && len(l.pending) == 0 {
 		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 			return err
 		}
@@ -256,7 +290,12 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // fold applies to the state every row the tail reads now, and keeps the
 // queues up to date with the changes. Called with l.mu held.
 func (l *Leader) fold(ctx context.Context) error {
-	n, err := l.tail.FoldChanges(ctx, l.db, l.state, func(changes []Change) {
+	n, err := l.tail.FoldChanges(ctx, l.db, l.state, func(row Row, changes []Change) {
+		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
+			for _, ev := range EventsOf(l.cfg.Partition, row, changes) {
+				l.pending = append(l.pending, pendingEvent{xid: row.XID, ev: ev})
+			}
+		}
 		now := time.Now().UnixMicro()
 		for _, c := range changes {
 			l.queues.Release(now, c.Job)
@@ -413,6 +452,9 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 		}
 	}
 	err := appendFencedRows(ctx, l.db, l.cfg.Partition, l.lease.Epoch, 0, rows, also)
+	if err == nil && l.cfg.Publish != nil {
+		l.Wake() // their events go at the next catch-up, at once
+	}
 	if errors.Is(err, ErrFenced) {
 		l.leading = false
 		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))

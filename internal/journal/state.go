@@ -94,6 +94,12 @@ type Change struct {
 	From  fairway.State // "" for a new job
 	To    fairway.State
 	Error string
+	// Task and Attempt are the job's (its attempt after the change);
+	// Executor is the app-id of the executor that held it before the
+	// change, or that a claim hands it to.
+	Task     string
+	Attempt  int32
+	Executor string
 	// Unknown are a new job's dependencies that the state does not hold
 	// (they ended before its row was read): the leader looks up their
 	// records and appends a Resolved row.
@@ -136,118 +142,30 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 	for i, it := range items {
 		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
 		j := s.Jobs[ref]
-		switch row.Kind {
-		case Submitted, Retried:
+		executor := ""
+		if j != nil && j.Holder != nil {
+			executor = j.Holder.Executor
+		}
+		n := len(out)
+		var err error
+		out, err = s.applyItem(row, i, it, ref, j, out, &runs, &started)
+		if err != nil {
+			return out, err
+		}
+		// What the events say of the job besides its states: its task,
+		// its attempt, and the executor that held it (or takes it).
+		for k := n; k < len(out); k++ {
+			c := &out[k]
+			if j == nil {
+				j = s.Jobs[ref] // a new job
+			}
 			if j != nil {
-				continue
+				c.Task, c.Attempt = j.Task, j.Attempt
 			}
-			attempt := int32(0)
-			if row.Kind == Retried {
-				attempt = it.Attempt // a retry by hand goes on counting
+			c.Executor = executor
+			if row.Kind == Claimed {
+				c.Executor = intern(it.Executor)
 			}
-			out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
-		case Priority:
-			if j != nil && it.Priority != "" && it.Priority != j.Priority {
-				j.Priority = intern(it.Priority)
-				out = append(out, Change{Job: ref, From: j.State, To: j.State})
-			}
-		case Claimed:
-			s.Cursor.Group, s.Cursor.Counter = intern(it.Group), s.Cursor.Counter+1
-			if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
-				continue
-			}
-			from := j.State
-			j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
-			s.hold(ref, j, 1)
-			j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro()}
-			if it.Charge != 0 {
-				s.Shares.Charge(ref.Group, it.Charge)
-			}
-			started = append(started, fairness.Started{Task: j.Task, Group: ref.Group})
-			out = append(out, Change{Job: ref, From: from, To: j.State})
-		case Started:
-			if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
-				continue
-			}
-			j.State = fairway.StateRunning
-			// As its executor reported it, kept between its claim and
-			// this row: a skewed executor cannot move it far.
-			at := row.At.UnixMicro()
-			j.Holder.Started = min(max(cmp.Or(it.RunAt, at), j.Holder.Scheduled), at)
-			out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
-		case Progress:
-			if j == nil || !held(j.State) || !j.heldBy(it) {
-				continue
-			}
-			j.Progress = it.Progress
-		case Ended:
-			if j == nil || !held(j.State) || !j.heldBy(it) {
-				continue
-			}
-			if it.RanMS > 0 {
-				runs = append(runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
-			}
-			out = s.end(out, ref, j, it)
-		case Released:
-			if j == nil || !held(j.State) || !j.heldBy(it) {
-				continue
-			}
-			if it.RanMS > 0 {
-				runs = append(runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
-			}
-			if it.Counted {
-				// Lost with its executor: an attempt that failed.
-				it.Outcome, it.RunAt = OutcomeError, cmp.Or(it.RunAt, j.RunAt)
-				out = s.end(out, ref, j, it)
-				continue
-			}
-			from := j.State
-			s.hold(ref, j, -1)
-			j.State, j.Holder, j.Progress = fairway.StateWaiting, nil, 0
-			out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
-		case Cancel:
-			switch {
-			case j == nil || j.CancelRequested:
-			case held(j.State):
-				j.CancelRequested = true
-			default:
-				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
-			}
-		case Resolved:
-			if j == nil || j.State != fairway.StatePending {
-				continue
-			}
-			if it.Error != "" {
-				out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
-				continue
-			}
-			j.Waits = slices.DeleteFunc(j.Waits, func(w string) bool { return slices.Contains(it.Waits, w) })
-			if len(j.Waits) == 0 {
-				j.Waits = nil
-				j.State = fairway.StateWaiting
-				out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
-			}
-		case Release:
-			if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 {
-				continue
-			}
-			j.State = fairway.StateWaiting
-			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
-		case Expired:
-			if j == nil || held(j.State) {
-				continue
-			}
-			out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran", it)
-		case Paused:
-			s.Paused[it.Group] = true
-		case Resumed:
-			delete(s.Paused, it.Group)
-		case Weight:
-			s.Shares.SetWeight(ref.Group, it.Weight)
-		case Rate:
-			s.Rates.Set(fairness.RateLimit{Task: it.Task, Group: it.Group, Starts: it.Starts, Period: time.Duration(it.PeriodMS) * time.Millisecond})
-		default:
-			return out, fmt.Errorf("journal row %d: unknown kind %q", row.ID, row.Kind)
 		}
 	}
 	// The run times as one batch, as the row engine learns a batch of
@@ -256,6 +174,126 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 	// The rate limits' buckets, at the row's time, as the row engine's
 	// claim takes from them at its own.
 	s.Rates.Take(started, row.At.UnixMicro())
+	return out, nil
+}
+
+// applyItem folds item i of row (it, of job ref, j in the state or nil)
+// and returns out with its changes; runs and started gather what the row
+// teaches the fair shares and the rate limits.
+func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, out []Change, runs *[]fairness.Ran, started *[]fairness.Started) ([]Change, error) {
+	switch row.Kind {
+	case Submitted, Retried:
+		if j != nil {
+			return out, nil
+		}
+		attempt := int32(0)
+		if row.Kind == Retried {
+			attempt = it.Attempt // a retry by hand goes on counting
+		}
+		out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
+	case Priority:
+		if j != nil && it.Priority != "" && it.Priority != j.Priority {
+			j.Priority = intern(it.Priority)
+			out = append(out, Change{Job: ref, From: j.State, To: j.State})
+		}
+	case Claimed:
+		s.Cursor.Group, s.Cursor.Counter = intern(it.Group), s.Cursor.Counter+1
+		if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
+			return out, nil
+		}
+		from := j.State
+		j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
+		s.hold(ref, j, 1)
+		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro()}
+		if it.Charge != 0 {
+			s.Shares.Charge(ref.Group, it.Charge)
+		}
+		*started = append(*started, fairness.Started{Task: j.Task, Group: ref.Group})
+		out = append(out, Change{Job: ref, From: from, To: j.State})
+	case Started:
+		if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
+			return out, nil
+		}
+		j.State = fairway.StateRunning
+		// As its executor reported it, kept between its claim and
+		// this row: a skewed executor cannot move it far.
+		at := row.At.UnixMicro()
+		j.Holder.Started = min(max(cmp.Or(it.RunAt, at), j.Holder.Scheduled), at)
+		out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
+	case Progress:
+		if j == nil || !held(j.State) || !j.heldBy(it) {
+			return out, nil
+		}
+		j.Progress = it.Progress
+	case Ended:
+		if j == nil || !held(j.State) || !j.heldBy(it) {
+			return out, nil
+		}
+		if it.RanMS > 0 {
+			*runs = append(*runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
+		}
+		out = s.end(out, ref, j, it)
+	case Released:
+		if j == nil || !held(j.State) || !j.heldBy(it) {
+			return out, nil
+		}
+		if it.RanMS > 0 {
+			*runs = append(*runs, fairness.Ran{Group: ref.Group, Task: j.Task, MS: it.RanMS})
+		}
+		if it.Counted {
+			// Lost with its executor: an attempt that failed.
+			it.Outcome, it.RunAt = OutcomeError, cmp.Or(it.RunAt, j.RunAt)
+			out = s.end(out, ref, j, it)
+			return out, nil
+		}
+		from := j.State
+		s.hold(ref, j, -1)
+		j.State, j.Holder, j.Progress = fairway.StateWaiting, nil, 0
+		out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
+	case Cancel:
+		switch {
+		case j == nil || j.CancelRequested:
+		case held(j.State):
+			j.CancelRequested = true
+		default:
+			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
+		}
+	case Resolved:
+		if j == nil || j.State != fairway.StatePending {
+			return out, nil
+		}
+		if it.Error != "" {
+			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
+			return out, nil
+		}
+		j.Waits = slices.DeleteFunc(j.Waits, func(w string) bool { return slices.Contains(it.Waits, w) })
+		if len(j.Waits) == 0 {
+			j.Waits = nil
+			j.State = fairway.StateWaiting
+			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+		}
+	case Release:
+		if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 {
+			return out, nil
+		}
+		j.State = fairway.StateWaiting
+		out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+	case Expired:
+		if j == nil || held(j.State) {
+			return out, nil
+		}
+		out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran", it)
+	case Paused:
+		s.Paused[it.Group] = true
+	case Resumed:
+		delete(s.Paused, it.Group)
+	case Weight:
+		s.Shares.SetWeight(ref.Group, it.Weight)
+	case Rate:
+		s.Rates.Set(fairness.RateLimit{Task: it.Task, Group: it.Group, Starts: it.Starts, Period: time.Duration(it.PeriodMS) * time.Millisecond})
+	default:
+		return out, fmt.Errorf("journal row %d: unknown kind %q", row.ID, row.Kind)
+	}
 	return out, nil
 }
 

@@ -75,7 +75,7 @@ func TestFoldRules(t *testing.T) {
 	require.Empty(t, apply(t, s, row(t, 13, journal.Expired, journal.Item{Group: "g", ID: "a"})), "a running job expired")
 	apply(t, s, row(t, 14, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
 	require.True(t, s.Jobs[a].CancelRequested)
-	require.Equal(t, []journal.Change{{Job: a, From: fairway.StateRunning, To: fairway.StateCancelled, Error: "stopped"}},
+	require.Equal(t, []journal.Change{{Job: a, From: fairway.StateRunning, To: fairway.StateCancelled, Error: "stopped", Task: "t", Attempt: 4, Executor: "e2"}},
 		apply(t, s, row(t, 15, journal.Ended, with(e2(4), func(it *journal.Item) { it.Outcome, it.Error = journal.OutcomeError, "stopped" }))),
 		"a cancelled job's error was retried")
 
@@ -84,7 +84,7 @@ func TestFoldRules(t *testing.T) {
 	b := fairway.JobRef{Group: "g", ID: "b"}
 	apply(t, s, row(t, 15, journal.Submitted, journal.Item{Group: "g", ID: "b", Task: "t"}))
 	apply(t, s, row(t, 15, journal.Claimed, journal.Item{Group: "g", ID: "b", Attempt: 1, Executor: "e1", Instance: "i1"}))
-	require.Equal(t, []journal.Change{{Job: b, From: fairway.StateScheduled, To: fairway.StateFailed, Error: "executor gone"}},
+	require.Equal(t, []journal.Change{{Job: b, From: fairway.StateScheduled, To: fairway.StateFailed, Error: "executor gone", Task: "t", Attempt: 1, Executor: "e1"}},
 		apply(t, s, row(t, 15, journal.Released, journal.Item{Group: "g", ID: "b", Attempt: 1, Executor: "e1", Instance: "i1", Counted: true, Error: "executor gone"})))
 
 	// Dependencies: x ← y ← z, and w waits for x and for a job that ended
@@ -95,10 +95,12 @@ func TestFoldRules(t *testing.T) {
 		journal.Item{Group: "g", ID: "z", Task: "t", Waits: []string{"y"}},
 		journal.Item{Group: "g", ID: "w", Task: "t", Waits: []string{"x", "gone"}}))
 	require.Equal(t, []string{"gone"}, changes[3].Unknown)
-	apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i"}))
+	require.Equal(t, journal.Change{Job: fairway.JobRef{Group: "g", ID: "x"}, To: fairway.StateWaiting, Task: "t"}, changes[0], "a new job: no executor, attempt 0")
+	require.Equal(t, []journal.Change{{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateWaiting, To: fairway.StateScheduled, Task: "t", Attempt: 1, Executor: "e"}},
+		apply(t, s, row(t, 17, journal.Claimed, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i"})), "a claim names the executor it hands the job to")
 	changes = apply(t, s, row(t, 18, journal.Ended, journal.Item{Group: "g", ID: "x", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}))
 	require.Equal(t, []journal.Change{
-		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess, Dependents: []string{"y", "w"}},
+		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess, Task: "t", Attempt: 1, Executor: "e", Dependents: []string{"y", "w"}},
 	}, changes, "x's end names its dependents for the leader to resolve; the fold releases none itself")
 	require.Equal(t, fairway.StatePending, s.Jobs[fairway.JobRef{Group: "g", ID: "y"}].State)
 	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "y", Waits: []string{"x"}},
@@ -109,11 +111,11 @@ func TestFoldRules(t *testing.T) {
 	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].State)
 	changes = apply(t, s, row(t, 20, journal.Cancel, journal.Item{Group: "g", ID: "y"}))
 	require.Equal(t, []journal.Change{
-		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled, Dependents: []string{"z"}},
+		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled, Task: "t", Dependents: []string{"z"}},
 	}, changes)
 	changes = apply(t, s, row(t, 20, journal.Resolved, journal.Item{Group: "g", ID: "z", Waits: []string{"y"}, Error: "dependency y was cancelled"}))
 	require.Equal(t, []journal.Change{
-		{Job: fairway.JobRef{Group: "g", ID: "z"}, From: fairway.StatePending, To: fairway.StateCancelled, Error: "dependency y was cancelled"},
+		{Job: fairway.JobRef{Group: "g", ID: "z"}, From: fairway.StatePending, To: fairway.StateCancelled, Error: "dependency y was cancelled", Task: "t"},
 	}, changes, "a failed dependency's Resolved row cancels the dependent")
 
 	// A paused group's jobs are not claimed.

@@ -1,0 +1,221 @@
+package journal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEventsOfAJobsLife: a job's rows make its events, one per change of
+// state, each naming the state before, the attempt, the executor that
+// holds (or took) the job and the row's time, under ids made of the row's;
+// a change of priority makes none.
+func TestEventsOfAJobsLife(t *testing.T) {
+	s := journal.NewState()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	var got []fairway.Event
+	step := func(id int64, kind journal.Kind, it journal.Item) {
+		r := row(t, id, kind, it)
+		r.At = at.Add(time.Duration(id) * time.Second)
+		got = append(got, journal.EventsOf(3, r, apply(t, s, r))...)
+	}
+	held := journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e1", Instance: "i1"}
+	step(10, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "mail", MaxRetries: 2})
+	step(11, journal.Priority, journal.Item{Group: "g", ID: "a", Priority: "high"})
+	step(12, journal.Claimed, held)
+	step(13, journal.Started, held)
+	failed := held
+	failed.Outcome, failed.Error = journal.OutcomeError, "boom"
+	step(14, journal.Ended, failed)
+	again := journal.Item{Group: "g", ID: "a", Attempt: 2, Executor: "e2", Instance: "i2"}
+	step(15, journal.Claimed, again)
+	again.Outcome = journal.OutcomeSuccess
+	step(16, journal.Ended, again)
+
+	ev := func(id string, sec int, from, to fairway.State, attempt int, executor, msg string) fairway.Event {
+		return fairway.Event{ID: id, JobID: "a", Group: "g", Task: "mail", State: to, PreviousState: from, Attempt: attempt,
+			Executor: executor, Error: msg, Time: at.Add(time.Duration(sec) * time.Second)}
+	}
+	require.Equal(t, []fairway.Event{
+		ev("j3.10.0", 10, "", fairway.StateWaiting, 0, "", ""),
+		ev("j3.12.0", 12, fairway.StateWaiting, fairway.StateScheduled, 1, "e1", ""),
+		ev("j3.13.0", 13, fairway.StateScheduled, fairway.StateRunning, 1, "e1", ""),
+		ev("j3.14.0", 14, fairway.StateRunning, fairway.StateStuck, 1, "e1", "boom"),
+		ev("j3.15.0", 15, fairway.StateStuck, fairway.StateScheduled, 2, "e2", ""),
+		ev("j3.16.0", 16, fairway.StateScheduled, fairway.StateSuccess, 2, "e2", ""),
+	}, got)
+}
+
+// recorder is a Publish that keeps what it was given, or fails.
+type recorder struct {
+	mu     sync.Mutex
+	events []fairway.Event
+	fail   bool
+}
+
+func (r *recorder) publish(_ context.Context, evs []fairway.Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return errors.New("JetStream did not answer")
+	}
+	r.events = append(r.events, evs...)
+	return nil
+}
+
+func (r *recorder) byID() map[string]fairway.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]fairway.Event{}
+	for _, ev := range r.events {
+		out[ev.ID] = ev
+	}
+	return out
+}
+
+// journalEvents are the events of partition 0's journal, folded from
+// scratch: what publishing must give, by id.
+func journalEvents(t *testing.T, db *pgxpool.Pool) map[string]fairway.Event {
+	t.Helper()
+	s, tail := journal.NewState(), journal.TailFrom(0, "")
+	out := map[string]fairway.Event{}
+	for {
+		rows, err := tail.Next(t.Context(), db, 0)
+		require.NoError(t, err)
+		if len(rows) == 0 {
+			return out
+		}
+		for _, r := range rows {
+			changes, err := s.Apply(r)
+			require.NoError(t, err)
+			for _, ev := range journal.EventsOf(0, r, changes) {
+				out[ev.ID] = ev
+			}
+		}
+	}
+}
+
+// TestTheJournalIsTheEventsOutbox: the leader publishes the events of
+// what it folds; while it cannot (its publishing fails) and then dies, a
+// follower that takes over publishes what was left, so that every event of
+// the journal is published, as the fold from scratch makes it; a leader
+// started cold afterwards, from the snapshot, publishes none again: the
+// position the events reach is recorded with the lease.
+func TestTheJournalIsTheEventsOutbox(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	cfg := journal.LeaderConfig{TTL: time.Second, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond, SnapshotEvery: time.Hour}
+	start := func(holder string, rec *recorder, snapshotRows int) (*journal.Leader, context.CancelFunc) {
+		c := cfg
+		c.Holder, c.Publish, c.SnapshotRows = holder, rec.publish, snapshotRows
+		l := journal.NewLeader(db, c)
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			l.Run(lctx)
+		}()
+		return l, func() { cancel(); <-done }
+	}
+	leads := func(l *journal.Leader) bool { return l.View(func(*journal.State, journal.Lease) {}) }
+	work := func(l *journal.Leader, from, to int) {
+		t.Helper()
+		var items []journal.Item
+		for i := from; i < to; i++ {
+			items = append(items, journal.Item{Group: fmt.Sprintf("g%d", i%3), ID: fmt.Sprintf("j%02d", i), Task: "t"})
+		}
+		body, err := journal.Encode(items)
+		require.NoError(t, err)
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body)) // by any coordinator
+		claimed, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: (to - from) / 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		require.NoError(t, err)
+		var reports []journal.Report
+		for _, c := range claimed {
+			it := journal.Item{Group: c.Ref.Group, ID: c.Ref.ID, Attempt: c.Attempt, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}
+			reports = append(reports, journal.Report{Kind: journal.Started, Item: it}, journal.Report{Kind: journal.Ended, Item: it})
+		}
+		_, err = l.Report(ctx, reports)
+		require.NoError(t, err)
+	}
+	publishedAll := func(recs ...*recorder) bool {
+		want := journalEvents(t, db)
+		got := map[string]fairway.Event{}
+		for _, r := range recs {
+			for id, ev := range r.byID() {
+				got[id] = ev
+			}
+		}
+		for id, ev := range want {
+			if g, ok := got[id]; !ok || !g.Time.Equal(ev.Time) {
+				return false
+			}
+			g := got[id]
+			g.Time = ev.Time
+			if g != ev {
+				t.Fatalf("event %s published as %+v, the journal makes %+v", id, g, ev)
+			}
+		}
+		return true
+	}
+
+	rec1, rec2 := &recorder{}, &recorder{}
+	c1, stop1 := start("c1", rec1, 3)
+	require.Eventually(t, func() bool { return leads(c1) }, 10*time.Second, 5*time.Millisecond)
+	// c2 takes no snapshot: c3 restores c1's, from before the rows whose
+	// events c2 published.
+	c2, stop2 := start("c2", rec2, 1_000_000)
+	work(c1, 0, 12)
+	require.Eventually(t, func() bool { return publishedAll(rec1) }, 10*time.Second, 10*time.Millisecond, "the leader publishes what it folds")
+	require.NotEmpty(t, rec1.byID())
+
+	rec1.mu.Lock()
+	rec1.fail = true
+	rec1.mu.Unlock()
+	work(c1, 12, 20)
+	before := len(rec1.byID())
+	stop1() // dies with events unpublished
+	expireLease(t, db)
+	require.Eventually(t, func() bool { return leads(c2) }, 10*time.Second, 5*time.Millisecond, "c2 takes over")
+	require.Eventually(t, func() bool { return publishedAll(rec1, rec2) }, 10*time.Second, 10*time.Millisecond,
+		"the follower that took over publishes what the dead leader could not")
+	require.Equal(t, before, len(rec1.byID()))
+	work(c2, 20, 26)
+	require.Eventually(t, func() bool { return publishedAll(rec1, rec2) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		var unpublished int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal
+ WHERE NOT pg_visible_in_snapshot(xid, (SELECT published FROM fairway_journal_lease WHERE partition = 0))`).Scan(&unpublished))
+		return unpublished == 0
+	}, 10*time.Second, 10*time.Millisecond, "the position the events reach is recorded")
+	stop2()
+
+	rec3 := &recorder{}
+	expireLease(t, db)
+	c3, stop3 := start("c3", rec3, 3)
+	defer stop3()
+	require.Eventually(t, func() bool { return leads(c3) }, 10*time.Second, 5*time.Millisecond)
+	c3.Wake()
+	require.Eventually(t, func() bool {
+		n := 0
+		c3.Follow(func(s *journal.State) { n = len(s.Jobs) })
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	// One more of c3's own rows, and its events, which come after any
+	// that a cold start would have published again.
+	work(c3, 26, 30)
+	require.Eventually(t, func() bool { return publishedAll(rec1, rec2, rec3) }, 10*time.Second, 10*time.Millisecond)
+	want := journalEvents(t, db)
+	for id := range rec3.byID() {
+		_, byEarlier := rec2.byID()[id]
+		_, byFirst := rec1.byID()[id]
+		require.False(t, byEarlier || byFirst, "a leader started cold published again event %s (%+v)", id, want[id])
+	}
+}
