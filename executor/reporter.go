@@ -212,6 +212,16 @@ func (r *reporter) sendUnacked(ctx context.Context) error {
 		r.batchBytes = max(len(out.msg.Data)/2, 1)
 		r.requeue(out.reports)
 		return nil
+	case errors.Is(err, nats.ErrConnectionClosed):
+		// Closed for good (nats.go does not reconnect a closed
+		// connection): nothing queued can go.
+		r.mu.Lock()
+		n := len(out.reports) + len(r.queue)
+		r.queue = nil
+		r.mu.Unlock()
+		r.unacked = nil
+		r.logger.Error("reports cannot be sent: the NATS connection is closed; dropping them", "subject", out.msg.Subject, "reports", n)
+		return nil
 	case errors.As(err, &apiErr):
 		// Refused by the stream (its limits): not stored. Its reports go
 		// out again with those queued since.

@@ -103,3 +103,19 @@ func TestReportsRefusedByAFullShareGoOutWithTheNextInOrder(t *testing.T) {
 	defer cancel()
 	require.NoError(t, r.drain(fctx), "nothing left to send")
 }
+
+// TestReportsOnAClosedConnectionAreDroppedAtOnce: a connection closed for
+// good takes no report: flush says so in the log and returns at once,
+// rather than trying until its timeout.
+func TestReportsOnAClosedConnectionAreDroppedAtOnce(t *testing.T) {
+	_, nc := natstest.Start(t)
+	logs := &devtest.Output{}
+	r, err := newReporter(nc, "r.executor-1", "R", slog.New(slog.NewTextHandler(logs, nil)))
+	require.NoError(t, err)
+	nc.Close()
+	r.publish(events.Report{Type: events.ReportDone, Group: "g", JobID: "a", Attempt: 1})
+	r.publish(events.Report{Type: events.ReportDone, Group: "g", JobID: "b", Attempt: 1})
+	require.NoError(t, r.flush(10*time.Second), "nothing left to retry")
+	require.Contains(t, logs.String(), "the NATS connection is closed; dropping them")
+	require.Contains(t, logs.String(), "reports=2")
+}
