@@ -3,11 +3,13 @@ package journal
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
 )
 
 // Instance names an executor's instance.
@@ -28,10 +30,21 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 		return 0, err
 	}
 	defer l.mu.Unlock()
+	return l.release(ctx, counted, func(h Instance) (string, bool) { return why, instances[h] })
+}
+
+// release gives back the held jobs whose holder reason names (with the
+// reason), by one released row. Called with l.mu held, while leading, the
+// state folded.
+func (l *Leader) release(ctx context.Context, counted bool, reason func(Instance) (string, bool)) (int, error) {
 	now := time.Now().UnixMicro()
 	var items []Item
 	for ref, j := range l.state.Jobs {
-		if j.Holder == nil || !instances[Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}] {
+		if j.Holder == nil {
+			continue
+		}
+		why, ok := reason(Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance})
+		if !ok {
 			continue
 		}
 		it := Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance, Counted: counted, Error: why}
@@ -51,6 +64,69 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 		return 0, err
 	}
 	return len(items), l.fold(ctx)
+}
+
+// The reasons ReleaseLost gives, as the row engine's.
+const (
+	lostSilent     = "executor lost: its lease expired without a heartbeat"
+	lostRestarted  = "executor lost: it restarted"
+	lostNotRunning = "executor lost: it is no longer registered"
+)
+
+// ReleaseLost gives back, counted, the jobs of the instances that the
+// executors' registry (fairway_executor, where every coordinator records
+// registrations and heartbeats) says are lost: silent for lease, replaced
+// by a newer instance of their app-id, or gone, deregistered or never
+// registered. An attempt of a lost instance failed; its job is retried now
+// unless out of retries. The caller decides when the registry can be
+// trusted (PostgreSQL reachable, and the heartbeats recorded, for a
+// lease: the coordinator's expiry gate). It returns how many jobs it gave
+// back.
+func (l *Leader) ReleaseLost(ctx context.Context, lease time.Duration) (int, error) {
+	if err := l.lockLeading(ctx); err != nil {
+		return 0, err
+	}
+	defer l.mu.Unlock()
+	holders := map[string]bool{}
+	for _, j := range l.state.Jobs {
+		if j.Holder != nil {
+			holders[j.Holder.Executor] = true
+		}
+	}
+	if len(holders) == 0 {
+		return 0, nil
+	}
+	apps := make([]string, 0, len(holders))
+	for app := range holders {
+		apps = append(apps, app)
+	}
+	type registered struct {
+		instance string
+		live     bool // live and heard within the lease
+	}
+	reg := map[string]registered{}
+	rows, err := l.db.Query(ctx, `SELECT app_id, instance, state = 'live' AND last_heartbeat >= now() - $2::interval
+FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
+	if err != nil {
+		return 0, fmt.Errorf("reading the executors' registry: %w", err)
+	}
+	var app string
+	var r registered
+	if _, err := pgx.ForEachRow(rows, []any{&app, &r.instance, &r.live}, func() error { reg[app] = r; return nil }); err != nil {
+		return 0, fmt.Errorf("reading the executors' registry: %w", err)
+	}
+	return l.release(ctx, true, func(h Instance) (string, bool) {
+		r, ok := reg[h.Executor]
+		switch {
+		case !ok:
+			return lostNotRunning, true
+		case r.instance != h.Instance:
+			return lostRestarted, true
+		case !r.live:
+			return lostSilent, true
+		}
+		return "", false
+	})
 }
 
 func compareRefs(a, b fairway.JobRef) int {

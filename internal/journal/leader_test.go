@@ -804,6 +804,60 @@ func TestALeaderReleasesTheJobsOfAnInstance(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// TestALeaderReleasesTheJobsOfLostExecutors: the executors' registry
+// says which holders are lost: one silent for a lease, one replaced by a
+// newer instance of its app-id, one marked gone, one never registered.
+// Their jobs are given back counted (out of retries here: each fails,
+// its record saying why, as the row engine says it); a live executor's
+// jobs stay held. Asked again, nothing more is released.
+func TestALeaderReleasesTheJobsOfLostExecutors(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 10, "acme", "globex")
+	l := leading(t, db, "c1")
+	_, err := db.Exec(ctx, `INSERT INTO fairway_executor (app_id, instance, slots, started, last_heartbeat, state) VALUES
+ ('live', 'i', 2, now(), now(), 'live'),
+ ('silent', 'i', 2, now(), now() - interval '1 hour', 'live'),
+ ('restarted', 'new', 2, now(), now(), 'live'),
+ ('gone', 'i', 2, now(), now() - interval '1 hour', 'gone')`)
+	require.NoError(t, err)
+	held := map[string][]journal.ClaimedJob{}
+	for _, h := range []journal.Instance{{Executor: "live", Instance: "i"}, {Executor: "silent", Instance: "i"},
+		{Executor: "restarted", Instance: "old"}, {Executor: "gone", Instance: "i"}, {Executor: "unknown", Instance: "i"}} {
+		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: h.Executor, Instance: h.Instance, Limit: 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		require.NoError(t, err)
+		require.Len(t, jobs, 2)
+		held[h.Executor] = jobs
+	}
+	n, err := l.ReleaseLost(ctx, 3*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 8, n)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		for _, j := range held["live"] {
+			require.Equal(t, fairway.StateScheduled, s.Jobs[j.Ref].State, "a live executor's job")
+		}
+	}))
+	why := map[string]string{}
+	rows, err := db.Query(ctx, `SELECT id, error FROM fairway_job WHERE state = 'failed'`)
+	require.NoError(t, err)
+	var id, msg string
+	_, err = pgx.ForEachRow(rows, []any{&id, &msg}, func() error { why[id] = msg; return nil })
+	require.NoError(t, err)
+	want := map[string]string{}
+	for app, reason := range map[string]string{
+		"silent": "executor lost: its lease expired without a heartbeat", "gone": "executor lost: its lease expired without a heartbeat",
+		"restarted": "executor lost: it restarted", "unknown": "executor lost: it is no longer registered",
+	} {
+		for _, j := range held[app] {
+			want[j.Ref.ID] = reason
+		}
+	}
+	require.Equal(t, want, why)
+	n, err = l.ReleaseLost(ctx, 3*time.Second)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
+
 // TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
 // claimed until it is resumed (pausing twice changes nothing), and a job
 // raised to high is claimed before its group's older low jobs.
