@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fairwayhq/fairway"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -448,4 +450,51 @@ func scanRow(r pgx.CollectableRow) (Row, error) {
 	err := r.Scan(&row.ID, &xid, &row.Partition, &row.Epoch, &row.Kind, &row.At, &row.Body)
 	row.XID = uint64(xid) //nolint:gosec // G115: an xid8 is below 2^63 for the life of any cluster
 	return row, err
+}
+
+// Submit appends submissions, in the caller's transaction, except those
+// whose id is taken: each takes its id for good (fairway_job_id) in the
+// same transaction, so that an id submitted before (its job live, ended
+// or being submitted by a transaction not yet ended, which this one then
+// waits for) makes no second job, and a submission sent again is
+// dropped, as the row engine's primary key drops it. An id twice in items
+// is submitted once, the first. It returns the submissions appended, in
+// their order.
+func Submit(ctx context.Context, tx pgx.Tx, partition int16, items []Item) ([]Item, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	groups, ids := make([]string, len(items)), make([]string, len(items))
+	for i, it := range items {
+		groups[i], ids[i] = it.Group, it.ID
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO fairway_job_id (group_name, id)
+SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING RETURNING group_name, id`, groups, ids)
+	if err != nil {
+		return nil, fmt.Errorf("taking the ids of %d submissions: %w", len(items), err)
+	}
+	taken := map[fairway.JobRef]bool{}
+	var ref fairway.JobRef
+	if _, err := pgx.ForEachRow(rows, []any{&ref.Group, &ref.ID}, func() error { taken[ref] = true; return nil }); err != nil {
+		return nil, fmt.Errorf("taking the ids of %d submissions: %w", len(items), err)
+	}
+	var kept []Item
+	for _, it := range items {
+		ref := fairway.JobRef{Group: it.Group, ID: it.ID}
+		if taken[ref] {
+			kept = append(kept, it)
+			delete(taken, ref) // the first of an id twice in items
+		}
+	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	body, err := Encode(kept)
+	if err != nil {
+		return nil, err
+	}
+	if err := Append(ctx, tx, partition, Submitted, body); err != nil {
+		return nil, err
+	}
+	return kept, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -337,4 +338,71 @@ func recvTakeover[T any](t *testing.T, ch <-chan T) T {
 		t.Fatal("c2 never took the lease over")
 		panic("unreachable")
 	}
+}
+
+// TestASubmissionTakesItsIdForGood: an id is submitted once: sent again
+// (its job live or ended alike: the id stays taken until retention frees
+// it) or twice in one batch, it makes no second job, and the submission
+// that brings it is kept for its other ids. A transaction that submits an id another has
+// submitted, not yet committed, waits for it: the id is taken when that
+// one commits, and free again when it rolls back.
+func TestASubmissionTakesItsIdForGood(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submit := func(q interface {
+		Begin(context.Context) (pgx.Tx, error)
+	}, ids ...string) []string {
+		t.Helper()
+		tx, err := q.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		var items []journal.Item
+		for _, id := range ids {
+			items = append(items, journal.Item{Group: "g", ID: id, Task: "t"})
+		}
+		kept, err := journal.Submit(ctx, tx, 0, items)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		var out []string
+		for _, it := range kept {
+			out = append(out, it.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"a", "b"}, submit(db, "a", "b", "a"), "an id twice in a batch: the first")
+	require.Equal(t, []string{"c"}, submit(db, "b", "c"), "b waits: sent again, dropped")
+	require.Nil(t, submit(db, "a"))
+
+	// In flight: tx1 takes d and has not committed; tx2 waits for it.
+	tx1, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = journal.Submit(ctx, tx1, 0, []journal.Item{{Group: "g", ID: "d", Task: "t"}})
+	require.NoError(t, err)
+	second := make(chan []string)
+	go func() { second <- submit(db, "d", "e") }()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+ WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO fairway_job_id%'`).Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 5*time.Millisecond, "the second submission waits for the first's transaction")
+	select {
+	case got := <-second:
+		t.Fatalf("a submission of an id another transaction holds did not wait: %v", got)
+	default:
+	}
+	require.NoError(t, tx1.Rollback(ctx))
+	require.Equal(t, []string{"d", "e"}, <-second, "the id is free once the first rolled back")
+
+	s, tail := journal.NewState(), journal.TailFrom(0, "")
+	_, err = tail.Fold(ctx, db, s)
+	require.NoError(t, err)
+	var live []string
+	for ref := range s.Jobs {
+		live = append(live, ref.ID)
+	}
+	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, live, "one job each")
+	var rows int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind = 'submitted'`).Scan(&rows))
+	require.Equal(t, 3, rows, "nothing appended for a submission of taken ids alone")
 }
