@@ -12,6 +12,11 @@ type ClaimParams struct {
 	Executor, Instance string
 	// Limit is how many jobs, at most.
 	Limit int
+	// MaxHeld bounds the jobs the instance holds at once, these included
+	// (0: no bound): Leader.Claim takes at most what it has room for, as
+	// the row engine's claim does (the dispatcher's bound: ten jobs a
+	// registered slot).
+	MaxHeld int
 	// Tasks are the tasks the executor runs.
 	Tasks []string
 	// Groups are the groups its credential grants (nil: every group).

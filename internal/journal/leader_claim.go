@@ -94,6 +94,12 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, err
 	}
 	defer l.mu.Unlock()
+	if p.MaxHeld > 0 {
+		p.Limit = min(p.Limit, p.MaxHeld-l.state.HeldBy[Instance{Executor: p.Executor, Instance: p.Instance}])
+	}
+	if p.Limit <= 0 {
+		return nil, nil
+	}
 	cur := l.state.Cursor
 	p.Limits = l.state.Limits(p.ConcurrencyLimits, p.TaskCaps)
 	p.Shares = nil

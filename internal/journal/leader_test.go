@@ -858,6 +858,29 @@ func TestALeaderReleasesTheJobsOfLostExecutors(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// TestALeaderBoundsWhatAnInstanceHolds: a claim takes at most what the
+// instance has room for under MaxHeld, whatever it asks; another instance
+// of the same executor has its own room; an end makes room again.
+func TestALeaderBoundsWhatAnInstanceHolds(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 10, "acme", "globex")
+	l := leading(t, db, "c1")
+	claim := func(instance string, limit int) []journal.ClaimedJob {
+		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instance, Limit: limit, MaxHeld: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		require.NoError(t, err)
+		return jobs
+	}
+	first := claim("i1", 5)
+	require.Len(t, first, 3, "room for 3")
+	require.Empty(t, claim("i1", 5), "full")
+	require.Len(t, claim("i2", 2), 2, "another instance's room")
+	it := journal.Item{Group: first[0].Ref.Group, ID: first[0].Ref.ID, Attempt: first[0].Attempt, Executor: "e", Instance: "i1", Outcome: journal.OutcomeSuccess}
+	_, err := l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: it}})
+	require.NoError(t, err)
+	require.Len(t, claim("i1", 5), 1, "an end makes room for one")
+}
+
 // TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
 // claimed until it is resumed (pausing twice changes nothing), and a job
 // raised to high is claimed before its group's older low jobs.

@@ -35,6 +35,10 @@ type State struct {
 	// zero entries). Kept by the fold, counted anew by Restore.
 	HeldTasks  map[string]int `json:"-"`
 	HeldGroups map[string]int `json:"-"`
+	// HeldBy counts the jobs each executor's instance holds, for the
+	// bound on what one instance may hold (ClaimParams.MaxHeld); kept and
+	// counted anew as HeldTasks.
+	HeldBy map[Instance]int `json:"-"`
 	// Shares are the fair shares' book: the groups' weights (Weight rows),
 	// virtual times and the clock (moved by the charges of claimed items),
 	// and the run times learned from ended items that carry them.
@@ -117,7 +121,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -203,8 +207,8 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		from := j.State
 		j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
-		s.hold(ref, j, 1)
 		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro()}
+		s.hold(ref, j, 1)
 		if it.Charge != 0 {
 			s.Shares.Charge(ref.Group, it.Charge)
 		}
@@ -360,15 +364,19 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 
 // hold counts job j of ref as held (d 1) or no longer (d -1).
 func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
-	for _, c := range []struct {
-		m   map[string]int
-		key string
-	}{{s.HeldTasks, j.Task}, {s.HeldGroups, ref.Group}} {
-		if n := c.m[c.key] + d; n > 0 {
-			c.m[c.key] = n
-		} else {
-			delete(c.m, c.key)
-		}
+	count(s.HeldTasks, j.Task, d)
+	count(s.HeldGroups, ref.Group, d)
+	if j.Holder != nil {
+		count(s.HeldBy, Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}, d)
+	}
+}
+
+// count adds d to m[key], keeping no zero entry.
+func count[K comparable](m map[K]int, key K, d int) {
+	if n := m[key] + d; n > 0 {
+		m[key] = n
+	} else {
+		delete(m, key)
 	}
 }
 

@@ -559,15 +559,19 @@ func (h *history) check(step int) {
 		_, ended := h.final[ref]
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
-	heldTasks, heldGroups := map[string]int{}, map[string]int{}
+	heldTasks, heldGroups, heldBy := map[string]int{}, map[string]int{}, map[journal.Instance]int{}
 	for ref, j := range h.leader.Jobs {
 		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
 			heldTasks[j.Task]++
 			heldGroups[ref.Group]++
+			if j.Holder != nil { // else the check below fails
+				heldBy[journal.Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}]++
+			}
 		}
 	}
 	require.Equal(h.t, heldTasks, h.leader.HeldTasks, "step %d: the held jobs per task", step)
 	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
+	require.Equal(h.t, heldBy, h.leader.HeldBy, "step %d: the held jobs per instance", step)
 	for ref, j := range h.leader.Jobs {
 		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
 		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
