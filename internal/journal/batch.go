@@ -42,6 +42,7 @@ const (
 	fWeight
 	fStarts
 	fPeriodMS
+	fClaim
 )
 
 // Encode makes a row's body of a batch (binary).
@@ -107,6 +108,7 @@ func Encode(items []Item) ([]byte, error) {
 		float(fWeight, it.Weight)
 		float(fStarts, it.Starts)
 		num(fPeriodMS, it.PeriodMS)
+		str(fClaim, it.Claim)
 		out = binary.AppendUvarint(out, uint64(mask))
 		out = appendString(out, it.Group)
 		out = append(out, fields...)
@@ -156,6 +158,7 @@ func decodeBinary(b []byte) ([]Item, error) {
 		it.Weight = d.optFloat(m, fWeight)
 		it.Starts = d.optFloat(m, fStarts)
 		it.PeriodMS = d.optVarint(m, fPeriodMS)
+		it.Claim = d.optString(m, fClaim)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("decoding a journal batch: it is cut short or corrupt")

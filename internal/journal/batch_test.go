@@ -17,7 +17,8 @@ func TestABatchReadsAsItWasWritten(t *testing.T) {
 		{Group: "acme", ID: "j1", Attempt: 3, Task: "export", Priority: "high", RunAt: 1_700_000_000_123_456, MaxRetries: 5,
 			Pending: true, Waits: []string{"a", "b"}, ExpiresAt: -7, Timeout: "30s", Tracker: "t", Subject: "s", Submitter: "u",
 			TraceParent: "00-abc-def-01", Args: []byte(`{"n":1}`), Executor: "w1", Instance: "i1", Progress: 42,
-			Outcome: journal.OutcomeError, Permanent: true, Counted: true, Result: []byte(`[1]`), Error: "boom"},
+			Outcome: journal.OutcomeError, Permanent: true, Counted: true, Result: []byte(`[1]`), Error: "boom",
+			Charge: 0.25, RanMS: 12.5, Weight: 3, Starts: 10, PeriodMS: 60_000, Claim: "request-1"},
 		{Group: "globex"},
 		{Group: "acme", ID: "j2", Attempt: -1, Progress: -3},
 	}

@@ -12,6 +12,12 @@ type ClaimParams struct {
 	Executor, Instance string
 	// Limit is how many jobs, at most.
 	Limit int
+	// ClaimID is the dispatch request's id ("": none). A request sent
+	// again under the same id (its answer was lost) gets the jobs it
+	// claimed that its instance still holds, and claims no more, as the
+	// row engine's claim does; the id is in the claimed row, so a new
+	// leader answers it the same.
+	ClaimID string
 	// MaxHeld bounds the jobs the instance holds at once, these included
 	// (0: no bound): Leader.Claim takes at most what it has room for, as
 	// the row engine's claim does (the dispatcher's bound: ten jobs a

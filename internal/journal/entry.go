@@ -99,6 +99,9 @@ type Item struct {
 	// Claimed.
 	Executor string `json:"executor,omitempty"`
 	Instance string `json:"instance,omitempty"`
+	// Claim is the dispatch request's id (ClaimParams.ClaimID): a request
+	// sent again under it gets the jobs it claimed.
+	Claim string `json:"claim,omitempty"`
 	// Charge is how far the claim moved the job's group's virtual time in
 	// the fair shares (its cost over the group's weight; 0: the claim
 	// used no shares).

@@ -94,6 +94,12 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, err
 	}
 	defer l.mu.Unlock()
+	if p.ClaimID != "" {
+		key := ClaimKey{Instance: Instance{Executor: p.Executor, Instance: p.Instance}, Claim: p.ClaimID}
+		if refs := l.state.Claims[key]; len(refs) > 0 {
+			return l.claimed(ctx, refs, nil)
+		}
+	}
 	if p.MaxHeld > 0 {
 		p.Limit = min(p.Limit, p.MaxHeld-l.state.HeldBy[Instance{Executor: p.Executor, Instance: p.Instance}])
 	}
@@ -114,7 +120,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	items := make([]Item, len(picked))
 	for i, c := range picked {
 		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
-		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge}
+		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
 	}
 	// Whatever happens next, the reservations end: the jobs the row made
 	// scheduled leave the queues by the fold, the others go back.
@@ -125,11 +131,18 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	if err := l.fold(ctx); err != nil {
 		return nil, err
 	}
+	return l.claimed(ctx, refs, items)
+}
+
+// claimed are the jobs refs that the claim's items (nil: a claim sent
+// again, whose jobs are held already) made scheduled, with their
+// arguments. Called with l.mu held.
+func (l *Leader) claimed(ctx context.Context, refs []fairway.JobRef, items []Item) ([]ClaimedJob, error) {
 	var out []ClaimedJob
 	rows := map[int64][]Item{}
 	for i, ref := range refs {
 		j := l.state.Jobs[ref]
-		if j == nil || j.State != fairway.StateScheduled || !j.heldBy(items[i]) {
+		if j == nil || (items != nil && (j.State != fairway.StateScheduled || !j.heldBy(items[i]))) {
 			continue // not this claim's: the fold decided otherwise
 		}
 		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt})

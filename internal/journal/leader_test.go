@@ -881,6 +881,44 @@ func TestALeaderBoundsWhatAnInstanceHolds(t *testing.T) {
 	require.Len(t, claim("i1", 5), 1, "an end makes room for one")
 }
 
+// TestALeaderAnswersARequestSentAgain: a dispatch request sent again
+// under its id (its answer was lost) gets the jobs it claimed, with their
+// arguments, and claims no more; those of them that ended are not handed
+// out again; a new request claims anew; and a successor that takes over
+// answers the request the same, from the claimed row.
+func TestALeaderAnswersARequestSentAgain(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 12, "acme", "globex")
+	l := leading(t, db, "c1")
+	claim := func(l *journal.Leader, id string, limit int) []journal.ClaimedJob {
+		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", ClaimID: id, Limit: limit, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		require.NoError(t, err)
+		return jobs
+	}
+	first := claim(l, "r1", 3)
+	require.Len(t, first, 3)
+	require.Equal(t, first, claim(l, "r1", 3), "the same jobs, arguments and attempts: no more claimed")
+	require.Equal(t, first, claim(l, "r1", 10), "whatever it asks the second time")
+	second := claim(l, "r2", 2)
+	require.Len(t, second, 2)
+	require.NotContains(t, first, second[0])
+
+	it := journal.Item{Group: first[0].Ref.Group, ID: first[0].Ref.ID, Attempt: first[0].Attempt, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}
+	_, err := l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: it}})
+	require.NoError(t, err)
+	require.Equal(t, first[1:], claim(l, "r1", 3), "an ended job is not handed out again")
+
+	// A successor, from PostgreSQL's rows and the snapshot.
+	l2 := journal.NewLeader(db, journal.LeaderConfig{Holder: "c2", TTL: time.Hour, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond})
+	go l2.Run(ctx)
+	expireLease(t, db)
+	require.Eventually(t, func() bool { return l2.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c2 leads")
+	require.Equal(t, first[1:], claim(l2, "r1", 3), "the successor answers the request sent again the same")
+	require.Equal(t, second, claim(l2, "r2", 2))
+	require.Len(t, claim(l2, "r3", 20), 12-5, "the rest, to a new request")
+}
+
 // TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
 // claimed until it is resumed (pausing twice changes nothing), and a job
 // raised to high is claimed before its group's older low jobs.

@@ -24,7 +24,8 @@ import (
 //	jobs:       count, then each job: group, id, task, state, priority,
 //	            run at, expires at, row, index, attempt, retries, max
 //	            retries, progress, flags (1: held, 2: cancel requested),
-//	            executor, instance, scheduled and started when held,
+//	            executor, instance, scheduled, started and the claim's
+//	            request id when held,
 //	            waits (count, ids)
 //	dependents: count, then each: group, id, ids (count, ids)
 //	paused:     count, then each group
@@ -36,7 +37,7 @@ import (
 //	rates:      limits (count, then each: task, group, starts, period in
 //	            milliseconds); buckets (count, then each: key, tokens,
 //	            time)
-const snapshotVersion = 6
+const snapshotVersion = 7
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -114,6 +115,7 @@ func (s *State) Snapshot() ([]byte, error) {
 			out = binary.AppendUvarint(out, e.names[j.Holder.Instance])
 			out = binary.AppendVarint(out, j.Holder.Scheduled)
 			out = binary.AppendVarint(out, j.Holder.Started)
+			out = appendString(out, j.Holder.Claim)
 		}
 		out = appendStrings(out, j.Waits)
 	}
@@ -190,7 +192,7 @@ func Restore(b []byte) (*State, error) {
 		j.Progress = int16(d.int32()) //nolint:gosec // G115: a progress is 0 to 100
 		flags := d.byte()
 		if flags&1 != 0 {
-			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint()}
+			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint(), Claim: d.string()}
 		}
 		j.CancelRequested = flags&2 != 0
 		j.Waits = d.strings()

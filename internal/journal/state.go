@@ -39,6 +39,10 @@ type State struct {
 	// bound on what one instance may hold (ClaimParams.MaxHeld); kept and
 	// counted anew as HeldTasks.
 	HeldBy map[Instance]int `json:"-"`
+	// Claims are the held jobs of each dispatch request that named its id
+	// (ClaimParams.ClaimID), in the order claimed: a request sent again
+	// gets them. Kept and counted anew as HeldTasks.
+	Claims map[ClaimKey][]fairway.JobRef `json:"-"`
 	// Shares are the fair shares' book: the groups' weights (Weight rows),
 	// virtual times and the clock (moved by the charges of claimed items),
 	// and the run times learned from ended items that carry them.
@@ -87,6 +91,14 @@ type Holder struct {
 	Instance  string `json:"instance"`
 	Scheduled int64  `json:"scheduled"`
 	Started   int64  `json:"started,omitempty"`
+	// Claim is the id of the dispatch request that claimed it ("": none).
+	Claim string `json:"claim,omitempty"`
+}
+
+// ClaimKey names a dispatch request: its instance and its id.
+type ClaimKey struct {
+	Instance
+	Claim string
 }
 
 // Change is a job's change of state that applying a row made: what the
@@ -121,7 +133,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Claims: map[ClaimKey][]fairway.JobRef{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -207,7 +219,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		from := j.State
 		j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
-		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro()}
+		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro(), Claim: it.Claim}
 		s.hold(ref, j, 1)
 		if it.Charge != 0 {
 			s.Shares.Charge(ref.Group, it.Charge)
@@ -366,8 +378,23 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 	count(s.HeldTasks, j.Task, d)
 	count(s.HeldGroups, ref.Group, d)
-	if j.Holder != nil {
-		count(s.HeldBy, Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}, d)
+	if j.Holder == nil {
+		return
+	}
+	in := Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+	count(s.HeldBy, in, d)
+	if j.Holder.Claim == "" {
+		return
+	}
+	key := ClaimKey{Instance: in, Claim: j.Holder.Claim}
+	if d > 0 {
+		s.Claims[key] = append(s.Claims[key], ref)
+		return
+	}
+	if refs := slices.DeleteFunc(s.Claims[key], func(r fairway.JobRef) bool { return r == ref }); len(refs) > 0 {
+		s.Claims[key] = refs
+	} else {
+		delete(s.Claims, key)
 	}
 }
 
