@@ -32,11 +32,15 @@ func EventsOf(partition int16, row Row, changes []Change) []fairway.Event {
 		if c.From == c.To {
 			continue
 		}
-		out = append(out, fairway.Event{
+		ev := fairway.Event{
 			ID: prefix + strconv.Itoa(i), JobID: c.Job.ID, Group: c.Job.Group, Task: c.Task,
 			State: c.To, PreviousState: c.From, Attempt: int(c.Attempt), Error: c.Error, Executor: c.Executor,
 			Time: row.At,
-		})
+		}
+		if c.To == fairway.StateRejected { // the fold rejects a tracker held by another job only
+			ev.Code, ev.Field = fairway.CodeConflict, "tracker"
+		}
+		out = append(out, ev)
 	}
 	return out
 }

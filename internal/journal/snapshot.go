@@ -29,6 +29,8 @@ import (
 //	            waits (count, ids)
 //	dependents: count, then each: group, id, ids (count, ids)
 //	paused:     count, then each group
+//	trackers:   count, then each: group, tracker, the id of the job
+//	            that holds it
 //	cursor:     its group, its counter
 //	shares:     the clock; virtual times (count, then each: group,
 //	            time); weights (count, then each: group, weight); run
@@ -61,6 +63,9 @@ func (s *State) Snapshot() ([]byte, error) {
 	}
 	for g := range s.Paused {
 		e.name(g)
+	}
+	for key := range s.Trackers {
+		e.name(key.Group)
 	}
 	e.name(s.Cursor.Group)
 	for g := range s.Shares.VTimes {
@@ -128,6 +133,12 @@ func (s *State) Snapshot() ([]byte, error) {
 	out = binary.AppendUvarint(out, uint64(len(s.Paused)))
 	for g := range s.Paused {
 		out = binary.AppendUvarint(out, e.names[g])
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.Trackers)))
+	for key, id := range s.Trackers {
+		out = binary.AppendUvarint(out, e.names[key.Group])
+		out = appendString(out, key.ID)
+		out = appendString(out, id)
 	}
 	out = binary.AppendUvarint(out, e.names[s.Cursor.Group])
 	out = binary.AppendVarint(out, s.Cursor.Counter)
@@ -207,6 +218,12 @@ func Restore(b []byte) (*State, error) {
 	}
 	for range d.count() {
 		s.Paused[name()] = true
+	}
+	for range d.count() {
+		key := fairway.JobRef{Group: name(), ID: d.string()}
+		id := d.string()
+		s.Trackers[key] = id
+		s.TrackerOf[fairway.JobRef{Group: key.Group, ID: id}] = key.ID
 	}
 	s.Cursor.Group = name()
 	s.Cursor.Counter = d.varint()

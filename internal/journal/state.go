@@ -43,6 +43,13 @@ type State struct {
 	// (ClaimParams.ClaimID), in the order claimed: a request sent again
 	// gets them. Kept and counted anew as HeldTasks.
 	Claims map[ClaimKey][]fairway.JobRef `json:"-"`
+	// Trackers are the live jobs that hold a tracker (a key of the
+	// submitter's, or UniqueBy's): tracker, by group, to the job's id.
+	// While one holds it, a submission of the same tracker in its group
+	// is rejected by the fold, naming the holder, as the row engine's
+	// unique index refuses it. TrackerOf is the other way.
+	Trackers  map[fairway.JobRef]string `json:"trackers,omitempty"`
+	TrackerOf map[fairway.JobRef]string `json:"-"`
 	// Shares are the fair shares' book: the groups' weights (Weight rows),
 	// virtual times and the clock (moved by the charges of claimed items),
 	// and the run times learned from ended items that carry them.
@@ -133,7 +140,8 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Claims: map[ClaimKey][]fairway.JobRef{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Claims: map[ClaimKey][]fairway.JobRef{},
+		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -201,6 +209,15 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 	case Submitted, Retried:
 		if j != nil {
 			return out, nil
+		}
+		if it.Tracker != "" {
+			key := fairway.JobRef{Group: ref.Group, ID: it.Tracker}
+			if holder, held := s.Trackers[key]; held {
+				return append(out, Change{Job: ref, To: fairway.StateRejected, Task: intern(it.Task),
+					Error: fmt.Sprintf("tracker %q is held by job %s, which has not ended: submit again once it has", it.Tracker, holder)}), nil
+			}
+			s.Trackers[key] = ref.ID
+			s.TrackerOf[ref] = it.Tracker
 		}
 		attempt := int32(0)
 		if row.Kind == Retried {
@@ -371,6 +388,10 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	out = append(out, c)
 	delete(s.Jobs, ref)
 	delete(s.Dependents, ref)
+	if tracker, ok := s.TrackerOf[ref]; ok {
+		delete(s.Trackers, fairway.JobRef{Group: ref.Group, ID: tracker})
+		delete(s.TrackerOf, ref)
+	}
 	return out
 }
 

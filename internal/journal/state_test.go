@@ -669,6 +669,35 @@ func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	runtime.KeepAlive(q)
 }
 
+// TestFoldRulesOfTrackers: a job's tracker is its own while it is live:
+// a submission of the same tracker in its group is rejected, naming the
+// holder (its event a conflict on field tracker), one in another group or
+// of another tracker is not, and once the holder ended the tracker is free.
+func TestFoldRulesOfTrackers(t *testing.T) {
+	s := journal.NewState()
+	apply(t, s, row(t, 1, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "t", Tracker: "mail-42"}))
+	r := row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "b", Task: "t", Tracker: "mail-42"},
+		journal.Item{Group: "h", ID: "c", Task: "t", Tracker: "mail-42"}, journal.Item{Group: "g", ID: "d", Task: "t", Tracker: "mail-43"})
+	changes := apply(t, s, r)
+	require.Len(t, changes, 3)
+	require.Equal(t, fairway.StateRejected, changes[0].To)
+	require.Contains(t, changes[0].Error, `tracker "mail-42" is held by job a`)
+	require.NotContains(t, s.Jobs, fairway.JobRef{Group: "g", ID: "b"}, "a rejected submission makes no job")
+	require.Equal(t, fairway.StateWaiting, changes[1].To, "another group's tracker")
+	require.Equal(t, fairway.StateWaiting, changes[2].To, "another tracker")
+	ev := journal.EventsOf(0, r, changes)[0]
+	require.Equal(t, fairway.CodeConflict, ev.Code)
+	require.Equal(t, "tracker", ev.Field)
+
+	apply(t, s, row(t, 3, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
+	require.Equal(t, fairway.StateRejected, apply(t, s, row(t, 4, journal.Submitted, journal.Item{Group: "g", ID: "e", Task: "t", Tracker: "mail-42"}))[0].To,
+		"held while it runs")
+	apply(t, s, row(t, 5, journal.Ended, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}))
+	require.Equal(t, fairway.StateWaiting, apply(t, s, row(t, 6, journal.Submitted, journal.Item{Group: "g", ID: "f", Task: "t", Tracker: "mail-42"}))[0].To,
+		"free once its holder ended")
+	require.Equal(t, map[fairway.JobRef]string{{Group: "g", ID: "mail-42"}: "f", {Group: "h", ID: "mail-42"}: "c", {Group: "g", ID: "mail-43"}: "d"}, s.Trackers)
+}
+
 // TestACorruptSnapshotIsRefused: a snapshot cut at any length, or with a
 // byte changed, is refused with an error (or restored as some state), never
 // a panic or an allocation its size does not justify.
@@ -677,7 +706,7 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 	apply(t, s, row(t, 1, journal.Submitted,
 		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2},
 		journal.Item{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
-		journal.Item{Group: "h", ID: "c", Task: "u"}, journal.Item{Group: "k", ID: "d", Task: "u"}, journal.Item{Group: "k", ID: "e", Task: "u"}))
+		journal.Item{Group: "h", ID: "c", Task: "u", Tracker: "key-1"}, journal.Item{Group: "k", ID: "d", Task: "u"}, journal.Item{Group: "k", ID: "e", Task: "u"}))
 	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
 	apply(t, s, row(t, 3, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
 	apply(t, s, row(t, 4, journal.Paused, journal.Item{Group: "h"}))
