@@ -37,13 +37,23 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 // reason), by one released row. Called with l.mu held, while leading, the
 // state folded.
 func (l *Leader) release(ctx context.Context, counted bool, reason func(Instance) (string, bool)) (int, error) {
+	return l.releaseJobs(ctx, counted, func(ref fairway.JobRef) (string, bool) {
+		h := l.state.Jobs[ref].Holder
+		return reason(Instance{Executor: h.Executor, Instance: h.Instance})
+	})
+}
+
+// releaseJobs gives back the held jobs that reason names (with the
+// reason), by one released row. Called with l.mu held, while leading, the
+// state folded.
+func (l *Leader) releaseJobs(ctx context.Context, counted bool, reason func(fairway.JobRef) (string, bool)) (int, error) {
 	now := time.Now().UnixMicro()
 	var items []Item
 	for ref, j := range l.state.Jobs {
 		if j.Holder == nil {
 			continue
 		}
-		why, ok := reason(Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance})
+		why, ok := reason(ref)
 		if !ok {
 			continue
 		}
@@ -127,6 +137,48 @@ FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 		}
 		return "", false
 	})
+}
+
+// MaxHold bounds how long an executor may hold a job it has not started
+// (store.MaxHold): an executor holds jobs beyond its slots only when they
+// are short, so a job held this long is held by one that does not run it.
+const MaxHold = time.Hour
+
+// ReleaseOverdue gives back, counted, the jobs held past what any attempt
+// may take, whatever their executors say (a rogue, or a broken one): a
+// started job past its start + its timeout (fairway.MaxTimeout without
+// one) + twice lease, one never started past its hand-over + MaxHold, as
+// the row engine stops renewing their leases then, at time at (the
+// caller's clock: time.Now()). It returns how many jobs it gave back.
+func (l *Leader) ReleaseOverdue(ctx context.Context, lease time.Duration, at time.Time) (int, error) {
+	if err := l.lockLeading(ctx); err != nil {
+		return 0, err
+	}
+	defer l.mu.Unlock()
+	now := at.UnixMicro()
+	overdue := map[fairway.JobRef]bool{}
+	for ref, j := range l.state.Jobs {
+		if j.Holder != nil && now > j.deadline(lease) {
+			overdue[ref] = true
+		}
+	}
+	if len(overdue) == 0 {
+		return 0, nil
+	}
+	return l.releaseJobs(ctx, true, func(ref fairway.JobRef) (string, bool) { return lostSilent, overdue[ref] })
+}
+
+// deadline is when a held job is overdue (ReleaseOverdue), microseconds
+// since the Unix epoch.
+func (j *Job) deadline(lease time.Duration) int64 {
+	if j.Holder.Started == 0 {
+		return j.Holder.Scheduled + MaxHold.Microseconds()
+	}
+	timeout := fairway.MaxTimeout
+	if j.TimeoutS > 0 {
+		timeout = time.Duration(j.TimeoutS) * time.Second
+	}
+	return j.Holder.Started + (timeout + 2*lease).Microseconds()
 }
 
 func compareRefs(a, b fairway.JobRef) int {

@@ -919,6 +919,58 @@ func TestALeaderAnswersARequestSentAgain(t *testing.T) {
 	require.Len(t, claim(l2, "r3", 20), 12-5, "the rest, to a new request")
 }
 
+// TestALeaderReleasesOverdueJobs: whatever its executor says, a started
+// job is given back (counted) past its start + its timeout + twice the
+// lease, one without a timeout past fairway.MaxTimeout, and one never
+// started past its hand-over + MaxHold.
+func TestALeaderReleasesOverdueJobs(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	body, err := journal.Encode([]journal.Item{{Group: "g", ID: "timed", Task: "t", Timeout: "10s"},
+		{Group: "g", ID: "untimed", Task: "t"}, {Group: "g", ID: "unstarted", Task: "t"}})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 3)
+	var starts []journal.Report
+	for _, id := range []string{"timed", "untimed"} {
+		starts = append(starts, journal.Report{Kind: journal.Started, Item: journal.Item{Group: "g", ID: id, Attempt: 1, Executor: "e", Instance: "i"}})
+	}
+	_, err = l.Report(ctx, starts)
+	require.NoError(t, err)
+	held := func() []string {
+		var ids []string
+		l.View(func(s *journal.State, _ journal.Lease) {
+			for ref, j := range s.Jobs {
+				if j.Holder != nil {
+					ids = append(ids, ref.ID)
+				}
+			}
+		})
+		slices.Sort(ids)
+		return ids
+	}
+	now, lease := time.Now(), time.Second
+	for _, step := range []struct {
+		after time.Duration
+		held  []string
+	}{
+		{5 * time.Second, []string{"timed", "unstarted", "untimed"}},
+		{14 * time.Second, []string{"unstarted", "untimed"}}, // 10 s + 2 leases
+		{journal.MaxHold + time.Minute, []string{"untimed"}},
+		{fairway.MaxTimeout + time.Minute, nil},
+	} {
+		_, err := l.ReleaseOverdue(ctx, lease, now.Add(step.after))
+		require.NoError(t, err)
+		require.Equal(t, step.held, held(), "after %s", step.after)
+	}
+	var failed int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE state = 'failed' AND error = 'executor lost: its lease expired without a heartbeat'`).Scan(&failed))
+	require.Equal(t, 3, failed, "each attempt counted, and out of retries")
+}
+
 // TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
 // claimed until it is resumed (pausing twice changes nothing), and a job
 // raised to high is claimed before its group's older low jobs.

@@ -23,7 +23,8 @@ import (
 //	names:      count, then each name (length, bytes)
 //	jobs:       count, then each job: group, id, task, state, priority,
 //	            run at, expires at, row, index, attempt, retries, max
-//	            retries, progress, flags (1: held, 2: cancel requested),
+//	            retries, progress, timeout, flags (1: held, 2: cancel
+//	            requested),
 //	            executor, instance, scheduled, started and the claim's
 //	            request id when held,
 //	            waits (count, ids)
@@ -104,7 +105,7 @@ func (s *State) Snapshot() ([]byte, error) {
 		out = binary.AppendUvarint(out, e.names[j.Task])
 		out = append(out, byte(code))
 		out = binary.AppendUvarint(out, e.names[j.Priority])
-		for _, v := range []int64{j.RunAt, j.ExpiresAt, j.Row, int64(j.Index), int64(j.Attempt), int64(j.Retries), int64(j.MaxRetries), int64(j.Progress)} {
+		for _, v := range []int64{j.RunAt, j.ExpiresAt, j.Row, int64(j.Index), int64(j.Attempt), int64(j.Retries), int64(j.MaxRetries), int64(j.Progress), int64(j.TimeoutS)} {
 			out = binary.AppendVarint(out, v)
 		}
 		var flags byte
@@ -201,6 +202,7 @@ func Restore(b []byte) (*State, error) {
 		j.RunAt, j.ExpiresAt, j.Row = d.varint(), d.varint(), d.varint()
 		j.Index, j.Attempt, j.Retries, j.MaxRetries = d.int32(), d.int32(), d.int32(), d.int32()
 		j.Progress = int16(d.int32()) //nolint:gosec // G115: a progress is 0 to 100
+		j.TimeoutS = d.int32()
 		flags := d.byte()
 		if flags&1 != 0 {
 			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint(), Claim: d.string()}

@@ -87,6 +87,10 @@ type Job struct {
 	// CancelRequested: cancelled while scheduled or running; it ends
 	// when its executor says so.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// TimeoutS bounds each attempt, in seconds (0: none; Item.Timeout):
+	// the leader gives back a job held past it (Leader.ReleaseOverdue).
+	// Last, beside Progress and CancelRequested, a job fits in 128 bytes.
+	TimeoutS int32 `json:"timeout_s,omitempty"`
 }
 
 // Holder is the executor's instance that holds a job, and when: claimed
@@ -333,7 +337,8 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 // add makes a new job of a Submitted or Retried item.
 func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index int32) Change {
 	j := &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
-		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index}
+		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index,
+		TimeoutS: timeoutSeconds(it.Timeout)}
 	if len(j.Waits) == 0 {
 		j.Waits = nil
 	}
@@ -354,6 +359,17 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		s.Dependents[dep] = append(s.Dependents[dep], ref.ID)
 	}
 	return c
+}
+
+// timeoutSeconds is a submission's timeout ("30s", "2h") in whole
+// seconds, rounded up (0: none, or not a duration: the submission was
+// checked before it was appended).
+func timeoutSeconds(timeout string) int32 {
+	d, err := time.ParseDuration(timeout)
+	if err != nil || d <= 0 || d > fairway.MaxTimeout {
+		return 0
+	}
+	return int32((d + time.Second - 1) / time.Second) //nolint:gosec // G115: at most MaxTimeout, 604,800 s
 }
 
 // end applies an attempt's end.

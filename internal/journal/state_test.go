@@ -704,7 +704,7 @@ func TestFoldRulesOfTrackers(t *testing.T) {
 func TestACorruptSnapshotIsRefused(t *testing.T) {
 	s := journal.NewState()
 	apply(t, s, row(t, 1, journal.Submitted,
-		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2},
+		journal.Item{Group: "g", ID: "a", Task: "t", Priority: "high", RunAt: 5, ExpiresAt: 9, MaxRetries: 2, Timeout: "90s"},
 		journal.Item{Group: "g", ID: "b", Task: "t", Waits: []string{"a"}},
 		journal.Item{Group: "h", ID: "c", Task: "u", Tracker: "key-1"}, journal.Item{Group: "k", ID: "d", Task: "u"}, journal.Item{Group: "k", ID: "e", Task: "u"}))
 	apply(t, s, row(t, 2, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))
