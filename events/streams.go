@@ -163,7 +163,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s Subjects, opts
 			MaxMsgs:     limit(opts.SubmitMaxMsgs, SubmitMaxMsgsDefault),
 			Discard:     jetstream.DiscardNew,
 			RePublish:   &jetstream.RePublish{Source: s.SubmitAll(), Destination: s.join("submitted", "{{wildcard(1)}}", ">"), HeadersOnly: true},
-			// A consumer per group (coordinator/ingestsources.go), above
+			// A consumer per group (coordinator/sources.go), above
 			// the server's default of 1,000 per stream; each goes an hour
 			// after its group's last submission.
 			MaxConsumers: SubmitMaxConsumers,

@@ -207,7 +207,7 @@ func submitWithoutIDs(ctx context.Context, r *Run, size Size) (map[string]kind, 
 		return nil, err
 	}
 	for {
-		// Each group has its consumer (see coordinator/ingestsources.go).
+		// Each group has its consumer (see coordinator/sources.go).
 		pending, deliveries, listed := 0, 0, 0
 		consumers := stream.ListConsumers(ctx)
 		for info := range consumers.Info() {
