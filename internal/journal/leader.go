@@ -45,7 +45,13 @@ type LeaderConfig struct {
 	// acknowledged them); an error keeps them, to be published again.
 	// The journal is their outbox: see events.go.
 	Publish func(ctx context.Context, events []fairway.Event) error
-	Logger  *slog.Logger
+	// Claimable is called when jobs may have become claimable: a fold
+	// made some waiting or stuck, or freed a held one's place (limits),
+	// or a delayed job's time came. The coordinator wakes its idle
+	// executors' parked requests. It is called outside the leader's lock
+	// and must not block.
+	Claimable func()
+	Logger    *slog.Logger
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -102,6 +108,9 @@ type Leader struct {
 	// keep them until the leader's position says they are published.
 	pending   []pendingEvent
 	published *snapshotView
+	// claimable: a fold since the last LeaderConfig.Claimable call made
+	// jobs claimable (or freed a place).
+	claimable bool
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -170,11 +179,15 @@ func (l *Leader) Run(ctx context.Context) {
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
 	l.renew(ctx)
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
 	for {
 		// Restored and caught up at once, then at each tick or wake.
 		if err := l.catchUp(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
 		}
+		l.tellClaimable()
+		due.Reset(l.untilDue())
 		select {
 		case <-ctx.Done():
 			l.drop()
@@ -183,8 +196,44 @@ func (l *Leader) Run(ctx context.Context) {
 			l.renew(ctx)
 		case <-poll.C:
 		case <-l.wake:
+		case <-due.C:
+			// A delayed job's time came: into its list, out of the
+			// timers (the next timer is then the next wait).
+			l.mu.Lock()
+			if l.queues != nil {
+				l.queues.Due(time.Now().UnixMicro())
+			}
+			l.claimable = true
+			l.mu.Unlock()
 		}
 	}
+}
+
+// tellClaimable calls LeaderConfig.Claimable, outside the lock, if a fold
+// made jobs claimable since the last call.
+func (l *Leader) tellClaimable() {
+	l.mu.Lock()
+	tell := l.claimable && l.cfg.Claimable != nil
+	l.claimable = false
+	l.mu.Unlock()
+	if tell {
+		l.cfg.Claimable()
+	}
+}
+
+// untilDue is how long until the next delayed job comes due (an hour at
+// most, when none waits).
+func (l *Leader) untilDue() time.Duration {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.queues == nil || l.cfg.Claimable == nil {
+		return time.Hour
+	}
+	at, ok := l.queues.NextDue()
+	if !ok {
+		return time.Hour
+	}
+	return min(max(time.Until(time.UnixMicro(at)), 0), time.Hour)
 }
 
 // renew takes or renews the lease.
@@ -298,6 +347,9 @@ func (l *Leader) fold(ctx context.Context) error {
 		}
 		now := time.Now().UnixMicro()
 		for _, c := range changes {
+			if claimable(c.To) || held(c.From) {
+				l.claimable = true
+			}
 			l.queues.Release(now, c.Job)
 			if held(c.From) && !held(c.To) {
 				delete(l.heldSubs, c.Job)

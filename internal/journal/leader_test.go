@@ -971,6 +971,59 @@ func TestALeaderReleasesOverdueJobs(t *testing.T) {
 	require.Equal(t, 3, failed, "each attempt counted, and out of retries")
 }
 
+// TestALeaderSaysWhenJobsBecomeClaimable: the leader calls Claimable
+// when a fold makes a job claimable (a submission), when a held job
+// leaves its place (an end), and when a delayed job's time comes, not
+// before it.
+func TestALeaderSaysWhenJobsBecomeClaimable(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	told := make(chan time.Time, 100)
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour,
+		Claimable: func() { told <- time.Now() }})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond)
+	await := func(what string) time.Time {
+		t.Helper()
+		select {
+		case at := <-told:
+			return at
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Claimable was not called: %s", what)
+			return time.Time{}
+		}
+	}
+	drain := func() {
+		for {
+			select {
+			case <-told:
+			default:
+				return
+			}
+		}
+	}
+	submitJobs(t, db, 1, "acme")
+	l.Wake()
+	await("a submission")
+	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	drain()
+	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "acme", ID: jobs[0].Ref.ID, Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}}})
+	require.NoError(t, err)
+	l.Wake()
+	await("an end, which frees a place")
+
+	drain()
+	runAt := time.Now().Add(300 * time.Millisecond)
+	body, err := journal.Encode([]journal.Item{{Group: "acme", ID: "later", Task: "t", RunAt: runAt.UnixMicro()}})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l.Wake()
+	await("the delayed job's submission")
+	require.False(t, await("the delayed job's time").Before(runAt), "told before the delayed job was due")
+}
+
 // TestALeaderPausesGroupsAndSetsPriorities: a paused group's jobs are not
 // claimed until it is resumed (pausing twice changes nothing), and a job
 // raised to high is claimed before its group's older low jobs.

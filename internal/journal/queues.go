@@ -180,6 +180,16 @@ func (q *Queues) Due(now int64) {
 	}
 }
 
+// NextDue is the earliest time (Unix µs) a job among the timers comes
+// due (ok false when none waits): one that has since been claimed or
+// changed may be among them, so the time may find nothing due.
+func (q *Queues) NextDue() (at int64, ok bool) {
+	if q.timers.Len() == 0 {
+		return 0, false
+	}
+	return q.timers.s[0].at, true
+}
+
 // Expired returns up to limit jobs whose expiry passed (now, Unix µs)
 // and that no executor holds: the leader fails them (an Expired row).
 func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {
