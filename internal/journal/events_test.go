@@ -135,7 +135,7 @@ func TestTheJournalIsTheEventsOutbox(t *testing.T) {
 		body, err := journal.Encode(items)
 		require.NoError(t, err)
 		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body)) // by any coordinator
-		claimed, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: (to - from) / 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		claimed, err := l.Claim(ctx, claimParams("e", "i", (to-from)/2))
 		require.NoError(t, err)
 		var reports []journal.Report
 		for _, c := range claimed {

@@ -30,30 +30,20 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 		return 0, err
 	}
 	defer l.mu.Unlock()
-	return l.release(ctx, counted, func(h Instance) (string, bool) { return why, instances[h] })
+	return l.release(ctx, counted, func(j *Job) (string, bool) { return why, instances[j.Holder.instance()] })
 }
 
-// release gives back the held jobs whose holder reason names (with the
-// reason), by one released row. Called with l.mu held, while leading, the
-// state folded.
-func (l *Leader) release(ctx context.Context, counted bool, reason func(Instance) (string, bool)) (int, error) {
-	return l.releaseJobs(ctx, counted, func(ref fairway.JobRef) (string, bool) {
-		h := l.state.Jobs[ref].Holder
-		return reason(Instance{Executor: h.Executor, Instance: h.Instance})
-	})
-}
-
-// releaseJobs gives back the held jobs that reason names (with the
-// reason), by one released row. Called with l.mu held, while leading, the
-// state folded.
-func (l *Leader) releaseJobs(ctx context.Context, counted bool, reason func(fairway.JobRef) (string, bool)) (int, error) {
+// release gives back the held jobs that reason names (with the reason),
+// by one released row. Called with l.mu held, while leading, the state
+// folded.
+func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (string, bool)) (int, error) {
 	now := time.Now().UnixMicro()
 	var items []Item
 	for ref, j := range l.state.Jobs {
 		if j.Holder == nil {
 			continue
 		}
-		why, ok := reason(ref)
+		why, ok := reason(j)
 		if !ok {
 			continue
 		}
@@ -125,7 +115,8 @@ FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 	if _, err := pgx.ForEachRow(rows, []any{&app, &r.instance, &r.live}, func() error { reg[app] = r; return nil }); err != nil {
 		return 0, fmt.Errorf("reading the executors' registry: %w", err)
 	}
-	return l.release(ctx, true, func(h Instance) (string, bool) {
+	return l.release(ctx, true, func(j *Job) (string, bool) {
+		h := j.Holder.instance()
 		r, ok := reg[h.Executor]
 		switch {
 		case !ok:
@@ -156,17 +147,11 @@ func (l *Leader) ReleaseOverdue(ctx context.Context, lease time.Duration, at tim
 	}
 	defer l.mu.Unlock()
 	now := at.UnixMicro()
-	overdue := map[fairway.JobRef]bool{}
-	for ref, j := range l.state.Jobs {
-		if j.Holder != nil && now > j.deadline(lease) {
-			overdue[ref] = true
-		}
-	}
-	if len(overdue) == 0 {
-		return 0, nil
-	}
-	return l.releaseJobs(ctx, true, func(ref fairway.JobRef) (string, bool) { return lostSilent, overdue[ref] })
+	return l.release(ctx, true, func(j *Job) (string, bool) { return lostSilent, now > j.deadline(lease) })
 }
+
+// instance is the holder's instance.
+func (h *Holder) instance() Instance { return Instance{Executor: h.Executor, Instance: h.Instance} }
 
 // deadline is when a held job is overdue (ReleaseOverdue), microseconds
 // since the Unix epoch.

@@ -136,7 +136,7 @@ func TestALeaderClaimsFromMemory(t *testing.T) {
 	go l.Run(ctx)
 	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
 
-	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	p := claimParams("e", "i", 3)
 	var order []string
 	seen := map[string]bool{}
 	for {
@@ -336,7 +336,7 @@ func TestALeaderSharesByTheWeightsOfItsState(t *testing.T) {
 	require.ErrorContains(t, l.SetWeight(ctx, "acme", 0), "weight")
 	require.NoError(t, l.SetWeight(ctx, "acme", 3))
 
-	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	p := claimParams("e", "i", 1)
 	claim := func(l *journal.Leader, n int) map[string]int {
 		got := map[string]int{}
 		for range n {
@@ -375,7 +375,7 @@ func TestALeaderLimitsRatesFromItsState(t *testing.T) {
 	require.ErrorContains(t, l.SetRateLimit(ctx, fairness.RateLimit{Starts: 2, Period: time.Hour}), "scope")
 	require.NoError(t, l.SetRateLimit(ctx, fairness.RateLimit{Group: "acme", Starts: 2, Period: time.Hour}))
 
-	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	p := claimParams("e", "i", 10)
 	groupsOf := func(jobs []journal.ClaimedJob) map[string]int {
 		got := map[string]int{}
 		for _, j := range jobs {
@@ -421,6 +421,12 @@ func submitJobs(t *testing.T, db *pgxpool.Pool, n int, groups ...string) {
 	require.NoError(t, journal.Append(t.Context(), db, 0, journal.Submitted, body))
 }
 
+// claimParams are the parameters of a claim of up to limit jobs of task
+// t, by executor's instance, under the counting scheme 3,1.
+func claimParams(executor, instance string, limit int) journal.ClaimParams {
+	return journal.ClaimParams{Executor: executor, Instance: instance, Limit: limit, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+}
+
 // expireLease makes partition 0's lease run out now.
 func expireLease(t *testing.T, db *pgxpool.Pool) {
 	t.Helper()
@@ -445,7 +451,7 @@ func TestALeaderAppliesReports(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 4)) //nolint:gosec // a test's reproducible randomness
 	claim := func() {
 		for _, e := range []string{"e1", "e2"} {
-			_, err := l.Claim(ctx, journal.ClaimParams{Executor: e, Instance: "i", Limit: 4, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+			_, err := l.Claim(ctx, claimParams(e, "i", 4))
 			require.NoError(t, err)
 		}
 	}
@@ -568,7 +574,7 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 	var submittedAt time.Time
 	require.NoError(t, db.QueryRow(ctx, `SELECT at FROM fairway_journal WHERE kind = 'submitted'`).Scan(&submittedAt))
 	l := leading(t, db, "c1")
-	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 10))
 	require.NoError(t, err)
 	require.Len(t, jobs, 4, "the four jobs that wait for nothing")
 	at := func(id string) journal.Item {
@@ -770,7 +776,7 @@ func TestALeaderReleasesTheJobsOfAnInstance(t *testing.T) {
 	submitJobs(t, db, 9, "acme", "globex", "hooli")
 	l := leading(t, db, "c1")
 	claim := func(instance string, n int) []journal.ClaimedJob {
-		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instance, Limit: n, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		jobs, err := l.Claim(ctx, claimParams("e", instance, n))
 		require.NoError(t, err)
 		require.Len(t, jobs, n)
 		return jobs
@@ -824,7 +830,7 @@ func TestALeaderReleasesTheJobsOfLostExecutors(t *testing.T) {
 	held := map[string][]journal.ClaimedJob{}
 	for _, h := range []journal.Instance{{Executor: "live", Instance: "i"}, {Executor: "silent", Instance: "i"},
 		{Executor: "restarted", Instance: "old"}, {Executor: "gone", Instance: "i"}, {Executor: "unknown", Instance: "i"}} {
-		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: h.Executor, Instance: h.Instance, Limit: 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		jobs, err := l.Claim(ctx, claimParams(h.Executor, h.Instance, 2))
 		require.NoError(t, err)
 		require.Len(t, jobs, 2)
 		held[h.Executor] = jobs
@@ -867,7 +873,9 @@ func TestALeaderBoundsWhatAnInstanceHolds(t *testing.T) {
 	submitJobs(t, db, 10, "acme", "globex")
 	l := leading(t, db, "c1")
 	claim := func(instance string, limit int) []journal.ClaimedJob {
-		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instance, Limit: limit, MaxHeld: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		p := claimParams("e", instance, limit)
+		p.MaxHeld = 3
+		jobs, err := l.Claim(ctx, p)
 		require.NoError(t, err)
 		return jobs
 	}
@@ -892,7 +900,9 @@ func TestALeaderAnswersARequestSentAgain(t *testing.T) {
 	submitJobs(t, db, 12, "acme", "globex")
 	l := leading(t, db, "c1")
 	claim := func(l *journal.Leader, id string, limit int) []journal.ClaimedJob {
-		jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", ClaimID: id, Limit: limit, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+		p := claimParams("e", "i", limit)
+		p.ClaimID = id
+		jobs, err := l.Claim(ctx, p)
 		require.NoError(t, err)
 		return jobs
 	}
@@ -931,7 +941,7 @@ func TestALeaderReleasesOverdueJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
 	l := leading(t, db, "c1")
-	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 3, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 3))
 	require.NoError(t, err)
 	require.Len(t, jobs, 3)
 	var starts []journal.Report
@@ -1005,7 +1015,7 @@ func TestALeaderSaysWhenJobsBecomeClaimable(t *testing.T) {
 	submitJobs(t, db, 1, "acme")
 	l.Wake()
 	await("a submission")
-	jobs, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: "i", Limit: 1, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 1))
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	drain()
@@ -1041,7 +1051,7 @@ func TestALeaderPausesGroupsAndSetsPriorities(t *testing.T) {
 	_, err = l.Pause(ctx, "no such group!", true)
 	require.ErrorContains(t, err, "group")
 
-	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 10, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	p := claimParams("e", "i", 10)
 	jobs, err := l.Claim(ctx, p)
 	require.NoError(t, err)
 	var groups []string
@@ -1089,7 +1099,7 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
 	l := leading(t, db, "c1")
-	p := journal.ClaimParams{Executor: "e", Instance: "i", Limit: 2, Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}}
+	p := claimParams("e", "i", 2)
 	jobs, err := l.Claim(ctx, p)
 	require.NoError(t, err)
 	require.Len(t, jobs, 2)
@@ -1201,7 +1211,7 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 				case r < 4 || len(submitted) == 0:
 					submit()
 				case r < 8:
-					_, err := l.Claim(ctx, journal.ClaimParams{Executor: "e", Instance: instances[rng.IntN(2)], Limit: 1 + rng.IntN(4), Tasks: []string{"t"}, Scheme: fairway.CountingScheme{High: 3, Low: 1}})
+					_, err := l.Claim(ctx, claimParams("e", instances[rng.IntN(2)], 1+rng.IntN(4)))
 					require.NoError(t, err)
 				case r < 13:
 					s := view()

@@ -418,7 +418,7 @@ func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 	if j.Holder == nil {
 		return
 	}
-	in := Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+	in := j.Holder.instance()
 	count(s.HeldBy, in, d)
 	if j.Holder.Claim == "" {
 		return
