@@ -17,7 +17,7 @@ import (
 )
 
 const (
-	reportAckTimeout    = 10 * time.Second      // a publish not acknowledged by then is sent again
+	reportAckTimeout    = 2 * time.Second       // a publish not acknowledged by then is sent again, under its Nats-Msg-Id: a lost acknowledgement holds the reports behind it no longer
 	reportRetryFirst    = 10 * time.Millisecond // pause before the first retry of a refused or lost message
 	reportRetryMax      = time.Second           // the pauses double up to this
 	reportWarnEvery     = 10 * time.Second      // at most one "report failed" warning per period
