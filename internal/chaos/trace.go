@@ -138,6 +138,13 @@ func (t *Trace) waitFor(ctx context.Context, what string, cond func() bool) erro
 	}
 }
 
+// startedTimes is how many times executor has logged "executor started".
+func (t *Trace) startedTimes(executor string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.started[executor]
+}
+
 // waitStarted waits until executor has logged "executor started" n times.
 func (t *Trace) waitStarted(ctx context.Context, executor string, n int) error {
 	return t.waitFor(ctx, executor+" to start", func() bool {
