@@ -236,9 +236,31 @@ func (l *Leader) untilDue() time.Duration {
 	return min(max(time.Until(time.UnixMicro(at)), 0), time.Hour)
 }
 
-// renew takes or renews the lease.
+// renew takes or renews the lease; a follower then forgets the events
+// the leader has published (read without the lock, which the fold and
+// the verbs wait for).
 func (l *Leader) renew(ctx context.Context) {
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	if !l.renewed(ctx, lease, ok, err) || l.cfg.Publish == nil || err != nil {
+		return
+	}
+	v, err := readPublished(ctx, l.db, l.cfg.Partition)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.cfg.Logger.Warn("reading where the journal's events were published", "partition", l.cfg.Partition, "error", err)
+		}
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading { // renew alone makes it lead, and only Run calls it
+		l.trimPublished(v)
+	}
+}
+
+// renewed applies the answer to a try to take or renew the lease, and
+// says whether this coordinator follows.
+func (l *Leader) renewed(ctx context.Context, lease Lease, ok bool, err error) (following bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -261,17 +283,7 @@ func (l *Leader) renew(ctx context.Context) {
 	case ok:
 		l.lease = lease
 	}
-	if !l.leading && l.cfg.Publish != nil && err == nil {
-		// A follower forgets the events the leader has published.
-		v, err := readPublished(ctx, l.db, l.cfg.Partition)
-		if err != nil {
-			if ctx.Err() == nil {
-				l.cfg.Logger.Warn("reading where the journal's events were published", "partition", l.cfg.Partition, "error", err)
-			}
-			return
-		}
-		l.trimPublished(v)
-	}
+	return !l.leading
 }
 
 // restore reads the last snapshot, once.

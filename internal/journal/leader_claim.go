@@ -101,7 +101,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		}
 	}
 	if p.MaxHeld > 0 {
-		p.Limit = min(p.Limit, p.MaxHeld-l.state.HeldBy[Instance{Executor: p.Executor, Instance: p.Instance}])
+		p.Limit = min(p.Limit, p.MaxHeld-len(l.state.Held[Instance{Executor: p.Executor, Instance: p.Instance}]))
 	}
 	if p.Limit <= 0 {
 		return nil, nil

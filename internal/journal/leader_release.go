@@ -34,29 +34,30 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 }
 
 // release gives back the held jobs that reason names (with the reason),
-// by one released row. Called with l.mu held, while leading, the state
+// by one released row. It walks the held jobs only (State.Held), never
+// the waiting ones. Called with l.mu held, while leading, the state
 // folded.
 func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (string, bool)) (int, error) {
 	now := time.Now().UnixMicro()
 	var items []Item
-	for ref, j := range l.state.Jobs {
-		if j.Holder == nil {
-			continue
+	for _, held := range l.state.Held {
+		for ref := range held {
+			j := l.state.Jobs[ref]
+			why, ok := reason(j)
+			if !ok {
+				continue
+			}
+			it := Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance, Counted: counted, Error: why}
+			if counted {
+				it.RunAt = now
+			}
+			items = append(items, it)
 		}
-		why, ok := reason(j)
-		if !ok {
-			continue
-		}
-		it := Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance, Counted: counted, Error: why}
-		if counted {
-			it.RunAt = now
-		}
-		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return 0, nil
 	}
-	// In a stable order: the row is the same whatever the map's.
+	// In a stable order: the row is the same whatever the maps'.
 	slices.SortFunc(items, func(a, b Item) int {
 		return compareRefs(fairway.JobRef{Group: a.Group, ID: a.ID}, fairway.JobRef{Group: b.Group, ID: b.ID})
 	})
@@ -83,22 +84,28 @@ const (
 // lease: the coordinator's expiry gate). It returns how many jobs it gave
 // back.
 func (l *Leader) ReleaseLost(ctx context.Context, lease time.Duration) (int, error) {
-	if err := l.lockLeading(ctx); err != nil {
-		return 0, err
-	}
-	defer l.mu.Unlock()
-	holders := map[string]bool{}
-	for _, j := range l.state.Jobs {
-		if j.Holder != nil {
-			holders[j.Holder.Executor] = true
+	// The registry is read without the leader's lock, which claims and
+	// reports wait for: the instances that hold jobs first, then, locked
+	// again, only the jobs of those instances are judged. An instance
+	// that claimed meanwhile was not in the registry's answer; the next
+	// call judges it.
+	var holders map[Instance]bool
+	if !l.View(func(s *State, _ Lease) {
+		holders = make(map[Instance]bool, len(s.Held))
+		for in := range s.Held {
+			holders[in] = true
 		}
+	}) {
+		return 0, ErrNotLeading
 	}
 	if len(holders) == 0 {
 		return 0, nil
 	}
 	apps := make([]string, 0, len(holders))
-	for app := range holders {
-		apps = append(apps, app)
+	for in := range holders {
+		if !slices.Contains(apps, in.Executor) {
+			apps = append(apps, in.Executor)
+		}
 	}
 	type registered struct {
 		instance string
@@ -115,8 +122,15 @@ FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 	if _, err := pgx.ForEachRow(rows, []any{&app, &r.instance, &r.live}, func() error { reg[app] = r; return nil }); err != nil {
 		return 0, fmt.Errorf("reading the executors' registry: %w", err)
 	}
+	if err := l.lockLeading(ctx); err != nil {
+		return 0, err
+	}
+	defer l.mu.Unlock()
 	return l.release(ctx, true, func(j *Job) (string, bool) {
 		h := j.Holder.instance()
+		if !holders[h] {
+			return "", false
+		}
 		r, ok := reg[h.Executor]
 		switch {
 		case !ok:

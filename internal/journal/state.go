@@ -35,10 +35,12 @@ type State struct {
 	// zero entries). Kept by the fold, counted anew by Restore.
 	HeldTasks  map[string]int `json:"-"`
 	HeldGroups map[string]int `json:"-"`
-	// HeldBy counts the jobs each executor's instance holds, for the
-	// bound on what one instance may hold (ClaimParams.MaxHeld); kept and
-	// counted anew as HeldTasks.
-	HeldBy map[Instance]int `json:"-"`
+	// Held are the jobs each executor's instance holds: the bound on what
+	// one instance may hold (ClaimParams.MaxHeld) counts them, and the
+	// releases (Leader.Release, ReleaseLost, ReleaseOverdue) walk them
+	// rather than every job, of which a partition may have millions
+	// waiting. Kept and counted anew as HeldTasks; no empty entries.
+	Held map[Instance]map[fairway.JobRef]struct{} `json:"-"`
 	// Claims are the held jobs of each dispatch request that named its id
 	// (ClaimParams.ClaimID), in the order claimed: a request sent again
 	// gets them. Kept and counted anew as HeldTasks.
@@ -144,7 +146,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, HeldBy: map[Instance]int{}, Claims: map[ClaimKey][]fairway.JobRef{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
@@ -419,7 +421,17 @@ func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 		return
 	}
 	in := j.Holder.instance()
-	count(s.HeldBy, in, d)
+	if d > 0 {
+		if s.Held[in] == nil {
+			s.Held[in] = map[fairway.JobRef]struct{}{}
+		}
+		s.Held[in][ref] = struct{}{}
+	} else if held := s.Held[in]; held != nil {
+		delete(held, ref)
+		if len(held) == 0 {
+			delete(s.Held, in)
+		}
+	}
 	if j.Holder.Claim == "" {
 		return
 	}

@@ -559,19 +559,23 @@ func (h *history) check(step int) {
 		_, ended := h.final[ref]
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
-	heldTasks, heldGroups, heldBy := map[string]int{}, map[string]int{}, map[journal.Instance]int{}
+	heldTasks, heldGroups, heldBy := map[string]int{}, map[string]int{}, map[journal.Instance]map[fairway.JobRef]struct{}{}
 	for ref, j := range h.leader.Jobs {
 		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
 			heldTasks[j.Task]++
 			heldGroups[ref.Group]++
 			if j.Holder != nil { // else the check below fails
-				heldBy[journal.Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}]++
+				in := journal.Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+				if heldBy[in] == nil {
+					heldBy[in] = map[fairway.JobRef]struct{}{}
+				}
+				heldBy[in][ref] = struct{}{}
 			}
 		}
 	}
 	require.Equal(h.t, heldTasks, h.leader.HeldTasks, "step %d: the held jobs per task", step)
 	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
-	require.Equal(h.t, heldBy, h.leader.HeldBy, "step %d: the held jobs per instance", step)
+	require.Equal(h.t, heldBy, h.leader.Held, "step %d: the held jobs per instance", step)
 	for ref, j := range h.leader.Jobs {
 		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
 		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
