@@ -153,6 +153,11 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
+	// Engine is where jobs are stored and change state: EngineRows (the
+	// default) or EngineJournal, issue 31's engine, experimental: it runs
+	// plain jobs on one coordinator (see journalEngine for what it does
+	// not run yet), for measuring it; not for production.
+	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
 	// a periodic task is due reads it; durations use the monotonic clock.
@@ -161,6 +166,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Fairness = cmp.Or(c.Fairness, istore.FairnessJobs)
+	c.Engine = cmp.Or(c.Engine, EngineRows)
 	if c.Scheme == (fairway.CountingScheme{}) {
 		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
@@ -198,6 +204,9 @@ func (c Config) validate() error {
 	var errs []error
 	if c.Fairness != istore.FairnessJobs && c.Fairness != istore.FairnessTime {
 		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, istore.FairnessJobs, istore.FairnessTime))
+	}
+	if c.Engine != EngineRows && c.Engine != EngineJournal {
+		errs = append(errs, fmt.Errorf("engine %q: must be %q or %q", c.Engine, EngineRows, EngineJournal))
 	}
 	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
 		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
@@ -270,6 +279,7 @@ type Coordinator struct {
 	periodic   *periodicFirer // fires the periodic tasks
 	pruner     *pruner        // retention
 	deps       *dependents    // resolves the jobs that depend on others
+	journal    *journalEngine // Config.Engine journal: the hot path on the journal (nil: the row engine)
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -317,9 +327,14 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	// maintenance lead, stopped when it loses it.
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
+	if cfg.Engine == EngineJournal {
+		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork)
+		c.dispatcher.journal, c.results.journal, c.sweeper.journal = c.journal, c.journal, c.journal
+	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
 		c.relay.kick, c.deps.queueStored, c.jobsAdded)
+	c.ingest.journal = c.journal
 	return c, nil
 }
 
@@ -372,6 +387,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			c.stopLocked()
 			return err
 		}
+	}
+	if c.journal != nil {
+		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs plain jobs on one coordinator; not for production (docs/journal.md)")
+		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start
 	c.goLoop(runCtx, c.lead.run)

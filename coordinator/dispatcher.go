@@ -51,6 +51,9 @@ type dispatcher struct {
 	respond    func(msg *nats.Msg, reply events.Reply, err error)
 	replyError func(subject string, err error) *fairway.Error
 
+	// journal, when set, claims from the journal's leader (Config.Engine).
+	journal *journalEngine
+
 	heartbeatsDropped atomic.Int64 // beyond their executor's lane (a flood)
 	// refusedLog bounds the lines about refused protocol messages, which a
 	// rogue credential can send as many of as it likes.
@@ -268,8 +271,15 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxH
 			"executor", req.Executor, "request_id", req.RequestID, "jobs", n)
 	}
 	start := time.Now()
-	jobs, err := d.store.Claim(ctx, store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: maxHeld,
-		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots})
+	p := store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: maxHeld,
+		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots}
+	var jobs []fairway.Job
+	var err error
+	if d.journal != nil {
+		jobs, err = d.journal.claim(ctx, p)
+	} else {
+		jobs, err = d.store.Claim(ctx, p)
+	}
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {

@@ -58,6 +58,10 @@ type ingest struct {
 	queueStored func([]fairway.Submission)
 	jobsAdded   func(...fairway.Submission)
 
+	// journal, when set, stores the submissions in the journal
+	// (Config.Engine) instead of the row engine's rows.
+	journal *journalEngine
+
 	splits atomic.Int64 // batches split in halves to find a poison
 	// rejectLog bounds the lines of rejected submissions (each has its
 	// rejected event; the log only helps an operator see them).
@@ -298,7 +302,10 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
-	hand := in.idleExecutorFor(items)
+	var hand *parkedRequest            // the journal engine hands nothing over at ingest
+	if in.journal == nil {
+		hand = in.idleExecutorFor(items)
+	}
 	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
 	if hand != nil {
 		if len(handedOver) > 0 {
@@ -440,7 +447,17 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 	if hand != nil {
 		a = assignment(hand, subs, in.cfg.Lease)
 	}
-	res, handedOver, err := in.store.InsertJobsFor(ctx, subs, rejections, a)
+	var res []store.Inserted
+	var handedOver []fairway.Job
+	var err error
+	if in.journal != nil {
+		res, err = in.journal.insert(ctx, subs)
+		if err == nil && len(rejections) > 0 {
+			_, err = in.store.InsertJobs(ctx, nil, rejections) // their rejected events, through the outbox
+		}
+	} else {
+		res, handedOver, err = in.store.InsertJobsFor(ctx, subs, rejections, a)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil:

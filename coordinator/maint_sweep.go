@@ -65,6 +65,10 @@ type leaseSweeper struct {
 	answeringSince func() time.Time
 	// afterChange follows up the changes a sweep made (Coordinator.afterChange).
 	afterChange func([]store.Applied)
+	// journal, when set, gives back the jobs of lost executors that the
+	// journal's leader holds (Config.Engine), as the row engine's leases
+	// expire.
+	journal *journalEngine
 }
 
 func newLeaseSweeper(cfg sweepConfig, st *store.Store, log *slog.Logger, answeringSince func() time.Time, afterChange func([]store.Applied)) *leaseSweeper {
@@ -159,6 +163,9 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			continue
 		}
 		reachable()
+		if s.journal != nil {
+			s.journal.releaseLost(ctx, s.cfg.Lease)
+		}
 		s.timedChanges(ctx)
 		s.markGone(ctx)
 		if len(applied) > 0 {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -71,6 +72,11 @@ type results struct {
 	// and kickOutbox publishes the events of the starts (relay.kick).
 	afterChange func([]store.Applied)
 	kickOutbox  func()
+	// journal, when set, has the journal's leader apply the reports
+	// (Config.Engine).
+	journal *journalEngine
+	// logsDropped: the journal engine keeps no job log lines yet (said once).
+	logsDropped sync.Once
 }
 
 func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc *nats.Conn, log *slog.Logger, m *coordMetrics,
@@ -244,6 +250,15 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 // the others are applied. With an error, applied holds the outcomes
 // committed before it.
 func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
+	if rs.journal != nil {
+		if len(logs) > 0 {
+			rs.logsDropped.Do(func() {
+				rs.log.Warn("job log lines are dropped: the journal engine keeps none yet (coordinator.engine journal is experimental)")
+			})
+		}
+		// The leader publishes the events and wakes the executors itself.
+		return nil, nil, rs.journal.report(ctx, started, progress, outcomes)
+	}
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
 	}

@@ -316,6 +316,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		MaxArgsSize:          cfg.Coordinator.MaxArgsSize,
 		IngestBatch:          cfg.Coordinator.IngestBatch,
 		EventPerMessage:      cfg.Coordinator.EventPerMessage,
+		Engine:               cfg.Coordinator.Engine,
 		APIWorkers:           cfg.Coordinator.APIWorkers,
 		APIGroupWorkers:      cfg.Coordinator.APIGroupWorkers,
 		APIQueue:             cfg.Coordinator.APIQueue,

@@ -47,7 +47,7 @@ type LeaderConfig struct {
 	Publish func(ctx context.Context, events []fairway.Event) error
 	// Claimable is called when jobs may have become claimable: a fold
 	// made some waiting or stuck, or freed a held one's place (limits),
-	// or a delayed job's time came. The coordinator wakes its idle
+	// or a delayed job's time came, or this coordinator came to lead. The coordinator wakes its idle
 	// executors' parked requests. It is called outside the leader's lock
 	// and must not block.
 	Claimable func()
@@ -279,6 +279,7 @@ func (l *Leader) renewed(ctx context.Context, lease Lease, ok bool, err error) (
 		l.leading, l.lease = true, lease
 		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
 		l.resolve, l.owed = nil, true
+		l.claimable = true // the requests that waited for a leader
 		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch)
 	case ok:
 		l.lease = lease

@@ -68,8 +68,15 @@ type ClaimedJob struct {
 	Task     string
 	Priority string
 	Attempt  int32
-	// Args are the job's arguments, read from the row that submitted it.
-	Args []byte
+	// Retries are its failed attempts so far, MaxRetries how many it may
+	// have.
+	Retries, MaxRetries int32
+	// Args are the job's arguments, read from the row that submitted it;
+	// Submission is that row's item (its timeout, trace context, subject,
+	// submitter, tracker), and Submitted the row's time.
+	Args       []byte
+	Submission Item
+	Submitted  time.Time
 }
 
 // Claim takes up to p.Limit jobs for p.Executor's instance p.Instance from
@@ -145,7 +152,7 @@ func (l *Leader) claimed(ctx context.Context, refs []fairway.JobRef, items []Ite
 		if j == nil || (items != nil && (j.State != fairway.StateScheduled || !j.heldBy(items[i]))) {
 			continue // not this claim's: the fold decided otherwise
 		}
-		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt})
+		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt, Retries: j.Retries, MaxRetries: j.MaxRetries})
 		rows[j.Row] = nil
 	}
 	if err := l.readArgs(ctx, out, rows); err != nil {
@@ -174,7 +181,7 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64
 		}
 		sub := row.items[j.Index]
 		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
-		jobs[i].Args = sub.Args
+		jobs[i].Args, jobs[i].Submission, jobs[i].Submitted = sub.Args, sub, row.at
 		l.heldSubs[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}
 	}
 	return nil

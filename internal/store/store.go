@@ -126,6 +126,14 @@ func abandonTx(ctx context.Context, conn *pgxpool.Conn) {
 	}
 }
 
+// Pool is the store's connection pool, for the journal engine
+// (internal/journal), which runs its own statements on the same database.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Interpret turns pgx and PostgreSQL errors into Fairway's, as the
+// store's own methods do (interpretError): for the journal engine's.
+func Interpret(err error) error { return interpretError(err) }
+
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a
 // connection failure is unavailable, the rest keep their text.
 func interpretError(err error) error {

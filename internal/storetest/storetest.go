@@ -78,6 +78,19 @@ func OpenURL(t testing.TB) (*store.Store, string) {
 	return s, url
 }
 
+// OpenJournal is Open for the journal engine (coordinator.EngineJournal):
+// the journal is the engine's own, so the mirror that writes the row
+// engine's changes into it is off (its triggers would take the records the
+// journal's leader writes in fairway_job for new jobs).
+func OpenJournal(t testing.TB) *store.Store {
+	t.Helper()
+	s := Open(t)
+	if _, err := s.Pool().Exec(t.Context(), `ALTER TABLE fairway_job DISABLE TRIGGER USER`); err != nil {
+		t.Fatalf("storetest: turning the journal mirror off: %v", err)
+	}
+	return s
+}
+
 // Jobs returns the jobs of group, newest first, with their args and
 // results, all of them, in memory (the API lists them a page at a time).
 func Jobs(t testing.TB, s *store.Store, group string) []fairway.Job {

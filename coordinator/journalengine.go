@@ -1,0 +1,262 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// The values of Config.Engine.
+const (
+	// EngineRows: a job's row in fairway_job is its queue entry and its
+	// record (docs/architecture.md). The default.
+	EngineRows = "rows"
+	// EngineJournal: the waiting queue in the leader's memory, PostgreSQL
+	// as its append-only log, a job's row written once at its end
+	// (docs/journal.md). Experimental, issue 31 in progress: see
+	// journalEngine for what it runs.
+	EngineJournal = "journal"
+)
+
+// journalEngine runs the hot path on the journal (issue 31): ingest
+// appends submitted rows (journal.Submit), dispatch claims from the
+// partition leader's memory (journal.Leader.Claim), the executors'
+// reports are appended by the leader (Leader.Report), which writes each
+// job's record at its end and publishes the events of every row it folds
+// (the journal is their outbox). Every coordinator follows the partition
+// (Leader.Run); the one that holds its lease leads.
+//
+// What it does not run yet (docs/journal.md, "The coordinator on the
+// journal"): only the leader answers dispatch requests and applies
+// reports (a follower answers unavailable, and leaves reports to be
+// delivered again), so it is for one coordinator; dependencies, trackers
+// and unique jobs, concurrency limits, quotas of queued jobs, job logs,
+// periodic tasks, and the API's reads and changes of unfinished jobs are
+// the row engine's still. Not for production.
+type journalEngine struct {
+	leader     *journal.Leader
+	db         journal.Querier
+	begin      func(ctx context.Context) (pgx.Tx, error)
+	retryDelay time.Duration
+	log        *slog.Logger
+}
+
+// journalPartition is the one partition (issue 34 spreads groups over
+// more).
+const journalPartition = 0
+
+func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
+	publish func(context.Context, []fairway.Event) error, claimable func()) *journalEngine {
+	pool := st.Pool()
+	return &journalEngine{
+		leader: journal.NewLeader(pool, journal.LeaderConfig{
+			Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
+			Publish: publish, Claimable: claimable, Logger: log,
+		}),
+		db: pool, begin: pool.Begin, retryDelay: retryDelay, log: log,
+	}
+}
+
+// run follows the partition, and leads it while it holds its lease,
+// until ctx ends.
+func (e *journalEngine) run(ctx context.Context) { e.leader.Run(ctx) }
+
+// insert appends subs in one submitted row (a submission whose id was
+// taken before is a duplicate: Created false) and wakes the leader.
+func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) ([]store.Inserted, error) {
+	items := make([]journal.Item, len(subs))
+	for i, s := range subs {
+		items[i] = submissionItem(s)
+	}
+	tx, err := e.begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	kept, err := journal.Submit(ctx, tx, journalPartition, items)
+	if err != nil {
+		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+	}
+	e.leader.Wake()
+	created := make(map[fairway.JobRef]bool, len(kept))
+	for _, it := range kept {
+		created[fairway.JobRef{Group: it.Group, ID: it.ID}] = true
+	}
+	out := make([]store.Inserted, len(subs))
+	for i, s := range subs {
+		ref := fairway.JobRef{Group: s.Group, ID: s.ID}
+		out[i] = store.Inserted{ID: s.ID, Created: created[ref]}
+		if !created[ref] {
+			out[i].Err = fairway.ErrDuplicate
+		}
+		delete(created, ref) // an id twice in subs: the first is the job
+	}
+	return out, nil
+}
+
+// submissionItem is a normalized submission as a submitted row's item.
+func submissionItem(s fairway.Submission) journal.Item {
+	it := journal.Item{
+		Group: s.Group, ID: s.ID, Task: s.Task, Priority: string(s.Priority), Pending: s.Pending || s.TriggerAfter != nil,
+		Timeout: s.Timeout, Tracker: s.Tracker, Subject: s.Subject, Submitter: s.Submitter, TraceParent: s.TraceParent, Args: s.Args,
+	}
+	if s.MaxRetries != nil {
+		it.MaxRetries = int32(*s.MaxRetries) //nolint:gosec // G115: Normalize keeps it within MaxRetriesLimit
+	}
+	if s.RunAt != nil {
+		it.RunAt = s.RunAt.UnixMicro()
+	}
+	if s.ExpiresAt != nil {
+		it.ExpiresAt = s.ExpiresAt.UnixMicro()
+	}
+	it.Waits = s.DependsOn
+	return it
+}
+
+// claim claims jobs for a dispatch request from the leader's memory.
+// A coordinator that does not lead (yet: it restores the partition at its
+// start) claims none: the request waits, parked, until the leader says
+// jobs are claimable (LeaderConfig.Claimable, also when it comes to lead)
+// or its wait ends.
+func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairway.Job, error) {
+	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{
+		Executor: p.Executor, Instance: p.Instance, Limit: p.Limit, ClaimID: p.ClaimID, MaxHeld: p.MaxHeld,
+		Tasks: p.Tasks, Groups: p.Groups, Scheme: p.Scheme, TaskCaps: p.TaskLimits,
+	})
+	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, store.Interpret(err)
+	}
+	jobs := make([]fairway.Job, len(claimed))
+	for i, c := range claimed {
+		sub := c.Submission
+		jobs[i] = fairway.Job{
+			ID: c.Ref.ID, Group: c.Ref.Group, Task: c.Task, Args: c.Args, Priority: fairway.Priority(c.Priority),
+			State: fairway.StateScheduled, Attempt: int(c.Attempt), Retries: int(c.Retries), MaxRetries: int(c.MaxRetries),
+			Subject: sub.Subject, Submitter: sub.Submitter, Tracker: sub.Tracker, Timeout: sub.Timeout, TraceParent: sub.TraceParent,
+			Submitted: c.Submitted, Executor: p.Executor,
+		}
+		if len(jobs[i].Args) == 0 {
+			jobs[i].Args = []byte("{}")
+		}
+	}
+	return jobs, nil
+}
+
+// report has the leader append a batch of executors' reports (starts,
+// progress, ends): the leader checks each against the attempt its job
+// runs, so a stale or foreign report changes nothing. A coordinator that
+// does not lead returns fairway.ErrUnavailable: the batch is delivered
+// again, to the leader or once this one leads.
+func (e *journalEngine) report(ctx context.Context, started []store.Start, progress []store.Progress, outcomes []store.Outcome) error {
+	reports := make([]journal.Report, 0, len(started)+len(progress)+len(outcomes))
+	item := func(a store.Attempt) journal.Item {
+		return journal.Item{Group: a.Group, ID: a.JobID, Attempt: int32(a.Attempt), Executor: a.Executor, Instance: a.Instance} //nolint:gosec // G115: attempts are small
+	}
+	for _, s := range started {
+		it := item(s.Attempt)
+		if !s.At.IsZero() {
+			it.RunAt = s.At.UnixMicro()
+		}
+		reports = append(reports, journal.Report{Kind: journal.Started, Item: it})
+	}
+	for _, p := range progress {
+		it := item(p.Attempt)
+		it.Progress = int16(min(max(p.Progress, 0), 100)) //nolint:gosec // G115: 0..100
+		reports = append(reports, journal.Report{Kind: journal.Progress, Item: it})
+	}
+	now := time.Now()
+	for _, o := range outcomes {
+		it := item(o.Attempt)
+		kind := journal.Ended
+		switch o.Kind {
+		case fairway.OutcomeSuccess:
+			it.Outcome, it.Result = journal.OutcomeSuccess, o.Result
+		case fairway.OutcomeError, fairway.OutcomePermanent:
+			it.Outcome, it.Error, it.Permanent = journal.OutcomeError, o.Error, o.Kind == fairway.OutcomePermanent
+			it.RunAt = now.Add(e.retryIn(fairway.JobRef{Group: o.Group, ID: o.JobID})).UnixMicro()
+		case fairway.OutcomeSnoozed:
+			it.Outcome, it.RunAt = journal.OutcomeSnooze, now.Add(o.Snooze).UnixMicro()
+		case fairway.OutcomeCancelled:
+			it.Outcome, it.Error = journal.OutcomeCancelled, o.Error
+		case fairway.OutcomeReleased:
+			kind, it.Error = journal.Released, o.Error
+		default:
+			continue
+		}
+		if o.StartedAt != nil {
+			// A start reported with its end: its own row first.
+			s := item(o.Attempt)
+			s.RunAt = o.StartedAt.UnixMicro()
+			reports = append(reports, journal.Report{Kind: journal.Started, Item: s})
+		}
+		reports = append(reports, journal.Report{Kind: kind, Item: it})
+	}
+	if len(reports) == 0 {
+		return nil
+	}
+	_, err := e.leader.Report(ctx, reports)
+	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) {
+		return fmt.Errorf("%d reports: this coordinator does not lead the journal's partition: %w", len(reports), fairway.ErrUnavailable)
+	}
+	return store.Interpret(err)
+}
+
+// retryIn is how long a job whose attempt failed waits for its retry:
+// the retry delay doubled for each failed attempt before, as the row
+// engine's.
+func (e *journalEngine) retryIn(ref fairway.JobRef) time.Duration {
+	var retries int32
+	e.leader.Follow(func(s *journal.State) {
+		if j := s.Jobs[ref]; j != nil {
+			retries = j.Retries
+		}
+	})
+	return e.retryDelay << min(retries, 20)
+}
+
+// releaseLost gives back, counted, the jobs of lost executors and those
+// held past what any attempt may take (the lease sweeper calls it when
+// its gate is open). A coordinator that does not lead does nothing.
+func (e *journalEngine) releaseLost(ctx context.Context, lease time.Duration) {
+	lost, err := e.leader.ReleaseLost(ctx, lease)
+	if err == nil {
+		var overdue int
+		overdue, err = e.leader.ReleaseOverdue(ctx, lease, time.Now())
+		lost += overdue
+	}
+	switch {
+	case errors.Is(err, journal.ErrNotLeading):
+	case err != nil:
+		if ctx.Err() == nil {
+			e.log.Warn("releasing the jobs of lost executors (journal)", "error", err)
+		}
+	case lost > 0:
+		e.log.Warn("leases expired: jobs of lost executors released", "jobs", lost)
+	}
+}
+
+// publishEvents publishes the events of the journal's rows through the
+// relay's messages (batched by subject, as the outbox's).
+func (c *Coordinator) publishEvents(ctx context.Context, evs []fairway.Event) error {
+	for len(evs) > 0 {
+		n := min(len(evs), c.relay.cfg.Batch)
+		if err := c.relay.publish(ctx, evs[:n]); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// setupJournal is setup on the journal engine (coordinator.EngineJournal).
+func setupJournal(t *testing.T) *harness {
+	t.Helper()
+	retries := 3
+	h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	return h
+}
+
+// TestJournalEngineRunsAJobWithItsEvents: on the journal engine a job
+// goes through the same states, with the same events, as on the row
+// engine (TestJobRunsEndToEndWithEvents), and its record, written at its
+// end, is what the API reads.
+func TestJournalEngineRunsAJobWithItsEvents(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	h.executor("ex1", 2, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
+		job.SetProgress(50)
+		return echo(ctx, job)
+	}})
+	id := submit(t, h, fairway.Submission{Group: "acme", Task: "echo", Args: json.RawMessage(`{"x":1}`)})
+	evs := h.final(id)
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(evs))
+	for _, ev := range evs {
+		require.Equal(t, "acme", ev.Group)
+		require.Equal(t, "echo", ev.Task)
+		require.NotEmpty(t, ev.ID)
+		require.False(t, ev.Time.IsZero())
+	}
+	require.Equal(t, "ex1", evs[3].Executor)
+	require.Equal(t, 1, evs[3].Attempt)
+	job, err := h.client.Get(t.Context(), "acme", id)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, job.State)
+	require.JSONEq(t, `{"x":1}`, string(job.Result))
+	require.Equal(t, "ex1", job.Executor)
+	require.NotNil(t, job.Started)
+	require.NotNil(t, job.Finished)
+}
+
+// TestJournalEngineRetriesAndFails: a failed attempt is retried after the
+// retry delay, a job out of retries and a permanent error fail, with the
+// row engine's events (TestRetriesThenSuccessAndExhaustion).
+func TestJournalEngineRetriesAndFails(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	h.executor("ex1", 2, map[string]executor.Handler{
+		"flaky": func(_ context.Context, job *executor.Job) error {
+			var args struct{ Fails int }
+			_ = job.Bind(&args)
+			if job.Attempt <= args.Fails {
+				return errors.New("not yet")
+			}
+			return nil
+		},
+		"perm": func(context.Context, *executor.Job) error { return fairway.Permanent(errors.New("bad input")) },
+	})
+	ok := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":2}`)})
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck",
+		"stuck>scheduled", "scheduled>running", "running>stuck",
+		"stuck>scheduled", "scheduled>running", "running>success"}, transitions(h.final(ok)))
+
+	one := 1
+	bad := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":99}`), MaxRetries: &one})
+	evs := h.final(bad)
+	last := evs[len(evs)-1]
+	require.Equal(t, fairway.StateFailed, last.State, "1 retry: 2 attempts, then failed")
+	require.Equal(t, 2, last.Attempt)
+	require.Equal(t, "not yet", last.Error)
+
+	perm := submit(t, h, fairway.Submission{Group: "g", Task: "perm"})
+	evs = h.final(perm)
+	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>failed"}, transitions(evs))
+	require.Equal(t, "bad input", evs[3].Error)
+	job, err := h.client.Get(t.Context(), "g", perm)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateFailed, job.State)
+	require.Equal(t, "bad input", job.Error)
+}
+
+// TestJournalEngineRunsEveryJobOnce: 600 jobs of 6 groups, submitted in
+// batches, on two executors: each runs once and ends in success, its
+// record holding its result, and a submission sent again under its id
+// makes no second job.
+func TestJournalEngineRunsEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	handler := func(ctx context.Context, job *executor.Job) error {
+		mu.Lock()
+		runs[job.Group+"/"+job.ID]++
+		mu.Unlock()
+		return echo(ctx, job)
+	}
+	h.executor("ex1", 8, map[string]executor.Handler{"echo": handler})
+	h.executor("ex2", 8, map[string]executor.Handler{"echo": handler})
+	const jobs = 600
+	var subs []fairway.Submission
+	for i := range jobs {
+		subs = append(subs, fairway.Submission{Group: fmt.Sprintf("tenant-%d", i%6), ID: fmt.Sprintf("job-%04d", i), Task: "echo",
+			Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	for i := 0; i < jobs; i += 100 {
+		_, err := h.client.SubmitMany(t.Context(), subs[i:i+100])
+		require.NoError(t, err)
+	}
+	// The first hundred again: duplicates.
+	_, err := h.client.SubmitMany(t.Context(), subs[:100])
+	require.NoError(t, err)
+	ended := map[string]events.Event{}
+	h.until(func(ev events.Event) bool {
+		if ev.State.Final() {
+			ended[ev.Group+"/"+ev.JobID] = ev
+		}
+		return len(ended) == jobs
+	})
+	for key, ev := range ended {
+		require.Equal(t, fairway.StateSuccess, ev.State, key)
+	}
+	mu.Lock()
+	for key, n := range runs {
+		require.Equal(t, 1, n, "job %s ran %d times", key, n)
+	}
+	require.Len(t, runs, jobs)
+	mu.Unlock()
+	for _, i := range []int{0, 99, 377, jobs - 1} {
+		job, err := h.client.Get(t.Context(), subs[i].Group, subs[i].ID)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateSuccess, job.State)
+		require.JSONEq(t, string(subs[i].Args), string(job.Result))
+	}
+	var records int
+	require.NoError(t, h.store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM fairway_job`).Scan(&records))
+	require.Equal(t, jobs, records, "one record per job, none for a duplicate")
+}
