@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -83,6 +84,10 @@ type Options struct {
 	// Fairness is the coordinator's scheduler.fairness in every scenario
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
+	// Engine is the coordinator's coordinator.engine ("": the default,
+	// rows; "journal": the experimental journal engine, which runs the
+	// drain, latency and steady scenarios' plain jobs).
+	Engine string
 	// JournalMirror installs the journal mirror (store.MirrorJournal):
 	// every change of the row engine is appended to the journal as well
 	// (issue 31, step 2). A test device: its triggers cost PostgreSQL
@@ -363,7 +368,13 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	if opts.Engine != "" {
+		s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+opts.Engine)
+	}
 	if opts.JournalMirror {
+		if opts.Engine == coordinator.EngineJournal {
+			return nil, errors.New("the journal mirror writes the row engine's changes into the journal: not with the journal engine")
+		}
 		if err := s.store.MirrorJournal(ctx); err != nil {
 			return nil, err
 		}
@@ -425,7 +436,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		}
 	} else {
 		if s.coord, err = coordinator.New(storeaccess.Public(s.store).(*fstore.Store), s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
-			Fairness: cfg.fairness}); err != nil {
+			Fairness: cfg.fairness, Engine: opts.Engine}); err != nil {
 			return nil, err
 		}
 		if err := s.coord.Start(ctx); err != nil {
