@@ -103,7 +103,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	defer l.mu.Unlock()
 	if p.ClaimID != "" {
 		key := ClaimKey{Instance: Instance{Executor: p.Executor, Instance: p.Instance}, Claim: p.ClaimID}
-		if refs := l.state.Claims[key]; len(refs) > 0 {
+		if refs := l.state.ClaimedBy(key); len(refs) > 0 {
 			return l.claimed(ctx, refs, nil)
 		}
 	}

@@ -41,10 +41,15 @@ type State struct {
 	// rather than every job, of which a partition may have millions
 	// waiting. Kept and counted anew as HeldTasks; no empty entries.
 	Held map[Instance]map[fairway.JobRef]struct{} `json:"-"`
-	// Claims are the held jobs of each dispatch request that named its id
-	// (ClaimParams.ClaimID), in the order claimed: a request sent again
-	// gets them. Kept and counted anew as HeldTasks.
-	Claims map[ClaimKey][]fairway.JobRef `json:"-"`
+	// Claims are the jobs each dispatch request that named its id
+	// (ClaimParams.ClaimID) claimed, in the order claimed, while it still
+	// holds one of them (ClaimHeld counts them): a request sent again gets
+	// those it holds (ClaimedBy). A job that leaves stays in its claim's
+	// list until the claim holds none, so that a job's end costs no walk
+	// of a list of up to a claim's size (a claim's many ends were
+	// quadratic). Kept and counted anew as HeldTasks.
+	Claims    map[ClaimKey][]fairway.JobRef `json:"-"`
+	ClaimHeld map[ClaimKey]int              `json:"-"`
 	// Trackers are the live jobs that hold a tracker (a key of the
 	// submitter's, or UniqueBy's): tracker, by group, to the job's id.
 	// While one holds it, a submission of the same tracker in its group
@@ -146,7 +151,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
@@ -413,6 +418,18 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	return out
 }
 
+// ClaimedBy are the jobs that the dispatch request key claimed and its
+// instance still holds, in the order claimed.
+func (s *State) ClaimedBy(key ClaimKey) []fairway.JobRef {
+	var out []fairway.JobRef
+	for _, ref := range s.Claims[key] {
+		if j := s.Jobs[ref]; j != nil && j.Holder != nil && j.Holder.Claim == key.Claim && j.Holder.instance() == key.Instance {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
 // hold counts job j of ref as held (d 1) or no longer (d -1).
 func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 	count(s.HeldTasks, j.Task, d)
@@ -438,11 +455,9 @@ func (s *State) hold(ref fairway.JobRef, j *Job, d int) {
 	key := ClaimKey{Instance: in, Claim: j.Holder.Claim}
 	if d > 0 {
 		s.Claims[key] = append(s.Claims[key], ref)
-		return
 	}
-	if refs := slices.DeleteFunc(s.Claims[key], func(r fairway.JobRef) bool { return r == ref }); len(refs) > 0 {
-		s.Claims[key] = refs
-	} else {
+	count(s.ClaimHeld, key, d)
+	if s.ClaimHeld[key] == 0 {
 		delete(s.Claims, key)
 	}
 }
