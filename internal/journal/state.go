@@ -422,9 +422,11 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 // instance still holds, in the order claimed.
 func (s *State) ClaimedBy(key ClaimKey) []fairway.JobRef {
 	var out []fairway.JobRef
+	seen := map[fairway.JobRef]bool{} // a job released and claimed again under the same id is listed twice
 	for _, ref := range s.Claims[key] {
-		if j := s.Jobs[ref]; j != nil && j.Holder != nil && j.Holder.Claim == key.Claim && j.Holder.instance() == key.Instance {
+		if j := s.Jobs[ref]; j != nil && !seen[ref] && j.Holder != nil && j.Holder.Claim == key.Claim && j.Holder.instance() == key.Instance {
 			out = append(out, ref)
+			seen[ref] = true
 		}
 	}
 	return out
