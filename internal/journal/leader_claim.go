@@ -138,7 +138,6 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	if err := l.fold(ctx); err != nil {
 		return nil, err
 	}
-	l.Wake() // the run loop publishes the events now, not at its next poll
 	return l.claimed(ctx, refs, items)
 }
 

@@ -68,7 +68,6 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 	if err := l.appendBatches(ctx, batches); err != nil {
 		return nil, err
 	}
-	defer l.Wake() // the run loop publishes the events now, not at its next poll
 	return applied, l.fold(ctx)
 }
 
