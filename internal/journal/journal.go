@@ -139,6 +139,14 @@ func AppendFencedRows(ctx context.Context, q Querier, partition int16, epoch int
 // transaction after them (statements that check the epoch as the append
 // does: the records of the jobs the rows end).
 func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, rows []Rows, also func(*pgx.Batch)) error {
+	return appendFencedRowsThen(ctx, q, partition, epoch, idle, rows, also, nil)
+}
+
+// appendFencedRowsThen is appendFencedRows that queues what then adds
+// after the commit, in the same round trip (the leader's read of the
+// tail, Tail.Queue). Not in a caller's transaction (q a pgx.Tx): then
+// there is no commit to read after.
+func appendFencedRowsThen(ctx context.Context, q Querier, partition int16, epoch int64, idle time.Duration, rows []Rows, also, then func(*pgx.Batch)) error {
 	rows = slices.DeleteFunc(slices.Clone(rows), func(r Rows) bool { return len(r.Bodies) == 0 })
 	if len(rows) == 0 {
 		return nil
@@ -169,10 +177,16 @@ func appendFencedRows(ctx context.Context, q Querier, partition int16, epoch int
 	if also != nil {
 		also(b)
 	}
+	committed := false
 	if !inTx {
-		b.Queue("COMMIT")
+		b.Queue("COMMIT").Exec(func(pgconn.CommandTag) error { committed = true; return nil })
+		if then != nil {
+			then(b)
+		}
 	}
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	if err := q.SendBatch(ctx, b).Close(); err != nil && !committed {
+		// (What failed after the commit, the read then queued, is read
+		// again by whoever needs it.)
 		return fmt.Errorf("appending %d rows (%s) to the journal: %w", n, strings.Join(kinds, ", "), err)
 	}
 	if tag.RowsAffected() == 0 {
@@ -287,17 +301,30 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if t.reading != "" {
 		return t.goOn(ctx, q, limit)
 	}
-	rows, err := q.Query(ctx, `WITH snap AS (SELECT pg_current_snapshot() AS s)
-SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
-    SELECT `+rowColumns+` FROM fairway_journal
-     WHERE `+readable("snap.s")+`
-     ORDER BY id
-     LIMIT NULLIF($3, 0)
-) j ON true
- ORDER BY j.id`, t.Partition, cmp.Or(t.seen, nothingSeen), limit)
+	rows, err := q.Query(ctx, nextSQL, t.Partition, cmp.Or(t.seen, nothingSeen), limit)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
+	snapshot, out, err := collectNext(rows)
+	if err != nil {
+		return nil, err
+	}
+	return t.took(out, snapshot, limit), nil
+}
+
+// nextSQL is a read of the tail ($1 partition, $2 the previous read's
+// snapshot, $3 limit): its snapshot, then its rows.
+var nextSQL = `WITH snap AS (SELECT pg_current_snapshot() AS s)
+SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
+    SELECT ` + rowColumns + ` FROM fairway_journal
+     WHERE ` + readable("snap.s") + `
+     ORDER BY id
+     LIMIT NULLIF($3, 0)
+) j ON true
+ ORDER BY j.id`
+
+// collectNext reads nextSQL's answer: its snapshot and its rows.
+func collectNext(rows pgx.Rows) (string, []Row, error) {
 	var snapshot string
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var (
@@ -315,17 +342,83 @@ SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
 		return row, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the journal: %w", err)
+		return "", nil, fmt.Errorf("reading the journal: %w", err)
 	}
 	if len(out) == 1 && out[0].ID == 0 {
 		out = nil // the snapshot alone: no rows
 	}
+	return snapshot, out, nil
+}
+
+// took moves the tail past a read of limit rows that returned out, with
+// snapshot, and returns out.
+func (t *Tail) took(out []Row, snapshot string, limit int) []Row {
 	if limit > 0 && len(out) == limit {
 		t.reading, t.afterID = snapshot, out[len(out)-1].ID // the same snapshot goes on next time
-		return out, nil
+		return out
 	}
 	t.seen = snapshot
-	return out, nil
+	return out
+}
+
+// TailRead is a read of the tail queued in a batch of statements
+// (Tail.Queue): the batch's round trip brings its rows, and FoldRead
+// folds them.
+type TailRead struct {
+	tail     *Tail
+	from     string // where the tail stood (its seen) when the read was queued
+	snapshot string
+	rows     []Row
+	done     bool // the batch ran the read
+}
+
+// Queue queues the tail's next read (as Fold's first, of at most
+// foldBatch rows) at the end of b, so that a batch that appends and
+// commits reads the journal in the same round trip; nil while a read cut
+// by its limit goes on (Fold reads it).
+func (t *Tail) Queue(b *pgx.Batch) *TailRead {
+	if t.reading != "" {
+		return nil
+	}
+	r := &TailRead{tail: t, from: t.seen}
+	b.Queue(nextSQL, t.Partition, cmp.Or(t.seen, nothingSeen), foldBatch).Query(func(rows pgx.Rows) error {
+		var err error
+		r.snapshot, r.rows, err = collectNext(rows)
+		r.done = err == nil
+		return err
+	})
+	return r
+}
+
+// FoldRead is FoldChanges that starts with the rows of r, a read queued
+// by Queue (nil, one its batch did not run, or one of another tail or
+// position: FoldChanges alone).
+func (t *Tail) FoldRead(ctx context.Context, q Querier, s *State, r *TailRead, changed func(Row, []Change)) (int, error) {
+	if r == nil || !r.done || r.tail != t || r.from != t.seen || t.reading != "" {
+		return t.FoldChanges(ctx, q, s, changed)
+	}
+	rows := t.took(r.rows, r.snapshot, foldBatch)
+	n, err := apply(s, rows, changed)
+	if err != nil || len(rows) < foldBatch {
+		return n, err
+	}
+	more, err := t.FoldChanges(ctx, q, s, changed)
+	return n + more, err
+}
+
+// apply folds rows into s, handing each row's changes to changed (nil:
+// none), and returns how many it applied, stopping at the first error.
+func apply(s *State, rows []Row, changed func(Row, []Change)) (int, error) {
+	for i, r := range rows {
+		changes, err := s.Apply(r)
+		if err != nil {
+			return i, err
+		}
+		if changed != nil {
+			changed(r, changes)
+		}
+	}
+	return len(rows), nil
 }
 
 // readable is the condition of a partition's rows ($1) that a read with
@@ -380,15 +473,10 @@ func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed fun
 			return n, err
 		}
 		complete := len(rows) < foldBatch // else the read goes on
-		for _, r := range rows {
-			changes, err := s.Apply(r)
-			if err != nil {
-				return n, err
-			}
-			n++
-			if changed != nil {
-				changed(r, changes)
-			}
+		k, err := apply(s, rows, changed)
+		n += k
+		if err != nil {
+			return n, err
 		}
 		if complete {
 			return n, nil

@@ -406,3 +406,59 @@ func TestASubmissionTakesItsIdForGood(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind = 'submitted'`).Scan(&rows))
 	require.Equal(t, 3, rows, "nothing appended for a submission of taken ids alone")
 }
+
+// TestATailReadQueuedInABatchFoldsAsAFold: a read queued at the end of a
+// batch (Tail.Queue, as the leader's append queues it after its commit)
+// brings the rows a Fold would read, and FoldRead folds them to the same
+// state; a read queued where the tail no longer stands (it moved on
+// since) is not applied again, and a read its batch did not run is
+// replaced by a read of FoldRead's own.
+func TestATailReadQueuedInABatchFoldsAsAFold(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 6, "acme", "globex")
+	tail, s := &journal.Tail{}, journal.NewState()
+	b := &pgx.Batch{}
+	r := tail.Queue(b)
+	require.NotNil(t, r)
+	require.NoError(t, db.SendBatch(ctx, b).Close())
+	n, err := tail.FoldRead(ctx, db, s, r, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the submitted row, read by the batch")
+	require.Len(t, s.Jobs, 6)
+
+	// Queued, run, then the tail moves on by a Fold: the read is stale.
+	b = &pgx.Batch{}
+	stale := tail.Queue(b)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, mustEncode(t, journal.Item{Group: "acme", ID: "late", Task: "t"})))
+	require.NoError(t, db.SendBatch(ctx, b).Close())
+	n, err = tail.Fold(ctx, db, s)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = tail.FoldRead(ctx, db, s, stale, nil)
+	require.NoError(t, err)
+	require.Zero(t, n, "a stale read is not folded again")
+	require.Len(t, s.Jobs, 7)
+
+	// A read its batch never ran (an earlier statement failed).
+	b = &pgx.Batch{}
+	b.Queue("SELECT 1/0")
+	unrun := tail.Queue(b)
+	require.Error(t, db.SendBatch(ctx, b).Close())
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, mustEncode(t, journal.Item{Group: "globex", ID: "later", Task: "t"})))
+	n, err = tail.FoldRead(ctx, db, s, unrun, nil)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "read anew")
+	require.Len(t, s.Jobs, 8)
+	fresh := journal.NewState()
+	_, err = (&journal.Tail{}).Fold(ctx, db, fresh)
+	require.NoError(t, err)
+	require.Equal(t, fresh.Jobs, s.Jobs)
+}
+
+func mustEncode(t *testing.T, items ...journal.Item) []byte {
+	t.Helper()
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	return body
+}

@@ -111,6 +111,10 @@ type Leader struct {
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
 	claimable bool
+	// read is the read of the tail that the last append queued after its
+	// commit (Tail.Queue), which the next fold starts with: a read made
+	// where the tail stands, since only the fold moves it.
+	read *TailRead
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -352,7 +356,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // fold applies to the state every row the tail reads now, and keeps the
 // queues up to date with the changes. Called with l.mu held.
 func (l *Leader) fold(ctx context.Context) error {
-	n, err := l.tail.FoldChanges(ctx, l.db, l.state, func(row Row, changes []Change) {
+	read := l.read
+	l.read = nil
+	n, err := l.tail.FoldRead(ctx, l.db, l.state, read, func(row Row, changes []Change) {
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
 			for _, ev := range EventsOf(l.cfg.Partition, row, changes) {
 				l.pending = append(l.pending, pendingEvent{xid: row.XID, ev: ev})
@@ -516,7 +522,9 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 			also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
 		}
 	}
-	err := appendFencedRows(ctx, l.db, l.cfg.Partition, l.lease.Epoch, 0, rows, also)
+	// The tail is read in the same round trip, after the commit: the
+	// fold that follows every append starts with it (Leader.fold).
+	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, l.lease.Epoch, 0, rows, also, func(b *pgx.Batch) { l.read = l.tail.Queue(b) })
 	if err == nil && l.cfg.Publish != nil {
 		l.Wake() // their events go at the next catch-up, at once
 	}
