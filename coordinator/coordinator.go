@@ -155,8 +155,8 @@ type Config struct {
 	Retention Retention
 	// Engine is where jobs are stored and change state: EngineRows (the
 	// default) or EngineJournal, issue 31's engine, experimental: it runs
-	// plain jobs on one coordinator (see journalEngine for what it does
-	// not run yet), for measuring it; not for production.
+	// jobs on one coordinator (see journalEngine for what it does not run
+	// yet), for measuring it; not for production.
 	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
@@ -389,7 +389,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs plain jobs on one coordinator; not for production (docs/journal.md)")
+		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs jobs on one coordinator, without limits, quotas, job logs, periodic tasks or the API's changes; not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start

@@ -33,13 +33,14 @@ const (
 // (the journal is their outbox). Every coordinator follows the partition
 // (Leader.Run); the one that holds its lease leads.
 //
-// What it does not run yet (docs/journal.md, "The coordinator on the
-// journal"): only the leader answers dispatch requests and applies
-// reports (a follower answers unavailable, and leaves reports to be
-// delivered again), so it is for one coordinator; dependencies, trackers
-// and unique jobs, concurrency limits, quotas of queued jobs, job logs,
-// periodic tasks, and the API's reads and changes of unfinished jobs are
-// the row engine's still. Not for production.
+// Dependencies and trackers run on it (the leader resolves the one and
+// the fold refuses a tracker held by a live job). What it does not run
+// yet (docs/journal.md, "The coordinator on the journal"): only the
+// leader claims and applies reports (a follower claims none, and leaves
+// reports to be delivered again), so it is for one coordinator;
+// concurrency limits, quotas of queued jobs, job logs, periodic tasks,
+// and the API's reads and changes of unfinished jobs are the row
+// engine's still. Not for production.
 type journalEngine struct {
 	leader     *journal.Leader
 	db         journal.Querier

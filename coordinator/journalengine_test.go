@@ -152,3 +152,61 @@ func TestJournalEngineRunsEveryJobOnce(t *testing.T) {
 	require.NoError(t, h.store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM fairway_job`).Scan(&records))
 	require.Equal(t, jobs, records, "one record per job, none for a duplicate")
 }
+
+// TestJournalEngineRunsADependentAfterItsDependency: a job that depends
+// on another waits, pending, until it succeeds, then runs; a dependent of
+// a job that fails is cancelled with it.
+func TestJournalEngineRunsADependentAfterItsDependency(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	release := make(chan struct{})
+	h.executor("ex1", 4, map[string]executor.Handler{
+		"first": func(ctx context.Context, job *executor.Job) error {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		},
+		"echo": echo,
+		"perm": func(context.Context, *executor.Job) error { return fairway.Permanent(errors.New("bad input")) },
+	})
+	first := submit(t, h, fairway.Submission{Group: "acme", ID: "first", Task: "first"})
+	then := submit(t, h, fairway.Submission{Group: "acme", ID: "then", Task: "echo", Args: json.RawMessage(`{"n":2}`), DependsOn: []string{first}})
+	close(release)
+	require.Equal(t, []string{">pending", "pending>waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(h.final(then)))
+
+	bad := submit(t, h, fairway.Submission{Group: "acme", ID: "bad", Task: "perm"})
+	orphan := submit(t, h, fairway.Submission{Group: "acme", ID: "orphan", Task: "echo", DependsOn: []string{bad}})
+	evs := h.final(orphan)
+	require.Equal(t, fairway.StateCancelled, evs[len(evs)-1].State)
+}
+
+// TestJournalEngineRefusesATrackerHeldByALiveJob: a submission whose
+// tracker a live job of its group holds is rejected, naming the field,
+// as the row engine's unique index refuses it; once that job ended, the
+// tracker is free again.
+func TestJournalEngineRefusesATrackerHeldByALiveJob(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	release := make(chan struct{})
+	h.executor("ex1", 2, map[string]executor.Handler{"hold": func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	holder := submit(t, h, fairway.Submission{Group: "acme", ID: "holder", Task: "hold", Tracker: "invoice-7"})
+	dup := submit(t, h, fairway.Submission{Group: "acme", ID: "dup", Task: "hold", Tracker: "invoice-7"})
+	evs := h.until(func(ev events.Event) bool { return ev.JobID == dup && ev.State == fairway.StateRejected })
+	last := evs[len(evs)-1]
+	require.Equal(t, fairway.CodeConflict, last.Code)
+	require.Equal(t, "tracker", last.Field)
+	close(release)
+	evs = h.final(holder)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+	again := submit(t, h, fairway.Submission{Group: "acme", ID: "again", Task: "hold", Tracker: "invoice-7"})
+	evs = h.final(again)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+}

@@ -559,7 +559,9 @@ func claimsHeld(s *journal.State) *journal.State {
 	c.Claims = map[journal.ClaimKey][]fairway.JobRef{}
 	for key := range s.Claims {
 		refs := s.ClaimedBy(key)
-		slices.SortFunc(refs, func(a, b fairway.JobRef) int { return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.ID, b.ID)) })
+		slices.SortFunc(refs, func(a, b fairway.JobRef) int {
+			return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.ID, b.ID))
+		})
 		c.Claims[key] = refs
 	}
 	return &c
