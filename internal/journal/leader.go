@@ -47,9 +47,9 @@ type LeaderConfig struct {
 	Publish func(ctx context.Context, events []fairway.Event) error
 	// Claimable is called when jobs may have become claimable: a fold
 	// made some waiting or stuck, or freed a held one's place (limits),
-	// or a delayed job's time came, or this coordinator came to lead. The coordinator wakes its idle
-	// executors' parked requests. It is called outside the leader's lock
-	// and must not block.
+	// or a delayed job's time came, or this coordinator came to lead.
+	// The coordinator wakes its idle executors' parked requests. It is
+	// called outside the leader's lock and must not block.
 	Claimable func()
 	Logger    *slog.Logger
 }
