@@ -110,16 +110,31 @@ func setupLease(t *testing.T, lease time.Duration) (*harness, *logHook) {
 }
 
 // startExecutor starts an executor on a connection of its own, which it
-// returns, with the given heartbeat period.
+// returns, with the given heartbeat period, running tasks with echo.
 func (h *harness) startExecutor(appID string, heartbeat time.Duration, tasks ...string) (*executor.Executor, *nats.Conn) {
+	h.t.Helper()
+	handlers := map[string]executor.Handler{}
+	for _, task := range tasks {
+		handlers[task] = echo
+	}
+	return h.startExecutorHandlers(appID, heartbeat, handlers)
+}
+
+// startExecutorWith is startExecutor of one task run by handler.
+func (h *harness) startExecutorWith(appID string, heartbeat time.Duration, task string, handler executor.Handler) (*executor.Executor, *nats.Conn) {
+	h.t.Helper()
+	return h.startExecutorHandlers(appID, heartbeat, map[string]executor.Handler{task: handler})
+}
+
+func (h *harness) startExecutorHandlers(appID string, heartbeat time.Duration, handlers map[string]executor.Handler) (*executor.Executor, *nats.Conn) {
 	h.t.Helper()
 	nc, err := nats.Connect(h.ns.ClientURL())
 	require.NoError(h.t, err)
 	h.t.Cleanup(nc.Close)
 	ex, err := executor.New(nc, executor.Config{AppID: appID, PoolSize: 2, WakeupPeriod: time.Hour, Heartbeat: heartbeat, Logger: testLogger(h.t)})
 	require.NoError(h.t, err)
-	for _, task := range tasks {
-		ex.Handle(task, echo)
+	for task, handler := range handlers {
+		ex.Handle(task, handler)
 	}
 	require.NoError(h.t, ex.Start(h.t.Context()))
 	h.t.Cleanup(ex.Stop)

@@ -210,3 +210,24 @@ func TestJournalEngineRefusesATrackerHeldByALiveJob(t *testing.T) {
 	evs = h.final(again)
 	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
 }
+
+// TestJournalEngineReleasesALostExecutorsJobs: an executor that falls
+// silent (its connection gone, no deregistration) loses its running job
+// after a lease, counted as a failed attempt (the lease sweeper has the
+// leader give it back), and the job runs again on another executor.
+func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
+	t.Parallel()
+	retries := 3
+	h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, Lease: time.Second,
+		RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	_, deadConn := h.startExecutorWith("dying", time.Second, "work", blockUntilDone)
+	id := submit(t, h, fairway.Submission{Group: "acme", Task: "work"})
+	h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateRunning })
+	deadConn.Close() // silent from now on: no heartbeat, no report, no deregistration
+	h.startExecutorWith("alive", time.Second, "work", echo)
+	evs := h.final(id)
+	require.Equal(t, []string{"running>stuck", "stuck>scheduled", "scheduled>running", "running>success"}, transitions(evs))
+	require.Equal(t, "executor lost: its lease expired without a heartbeat", evs[0].Error)
+	require.Equal(t, "alive", evs[3].Executor)
+	require.Equal(t, 2, evs[3].Attempt)
+}
