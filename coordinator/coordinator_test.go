@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,22 @@ func submit(t *testing.T, h *harness, sub fairway.Submission) string {
 func TestJobRunsEndToEndWithEvents(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
+	id := runsEndToEnd(t, h)
+	logs, err := h.client.Logs(t.Context(), "acme", id)
+	require.NoError(t, err)
+	require.Len(t, logs, 1)
+	require.Contains(t, logs[0].Message, "hello from the task")
+	require.Contains(t, logs[0].Message, "n=1")
+	// The tenant API does not show another group's job.
+	_, err = h.client.Get(t.Context(), "other", id)
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+}
+
+// runsEndToEnd runs one echo job of group acme (a log line, a progress)
+// on executor ex1, checks its events and the job the API reads, and
+// returns the job's id.
+func runsEndToEnd(t *testing.T, h *harness) string {
+	t.Helper()
 	h.executor("ex1", 2, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
 		job.Logger.Info("hello from the task", "n", 1)
 		job.SetProgress(50)
@@ -154,27 +171,33 @@ func TestJobRunsEndToEndWithEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateSuccess, job.State)
 	require.JSONEq(t, `{"x":1}`, string(job.Result))
-	logs, err := h.client.Logs(t.Context(), "acme", id)
-	require.NoError(t, err)
-	require.Len(t, logs, 1)
-	require.Contains(t, logs[0].Message, "hello from the task")
-	require.Contains(t, logs[0].Message, "n=1")
-	// The tenant API does not show another group's job.
-	_, err = h.client.Get(t.Context(), "other", id)
-	require.ErrorIs(t, err, fairway.ErrNotFound)
+	return id
 }
 
 func TestRetriesThenSuccessAndExhaustion(t *testing.T) {
 	t.Parallel()
 	h := setup(t)
-	h.executor("ex1", 2, map[string]executor.Handler{"flaky": func(_ context.Context, job *executor.Job) error {
-		var args struct{ Fails int }
-		_ = job.Bind(&args)
-		if job.Attempt <= args.Fails {
-			return errors.New("not yet")
-		}
-		return nil
-	}})
+	retriesThenExhaustion(t, h, nil)
+}
+
+// flaky fails its first args.fails attempts.
+func flaky(_ context.Context, job *executor.Job) error {
+	var args struct{ Fails int }
+	_ = job.Bind(&args)
+	if job.Attempt <= args.Fails {
+		return errors.New("not yet")
+	}
+	return nil
+}
+
+// retriesThenExhaustion runs flaky jobs on executor ex1 (with more
+// handlers, if any): one succeeds at its third attempt, one with one
+// retry fails at its second.
+func retriesThenExhaustion(t *testing.T, h *harness, more map[string]executor.Handler) {
+	t.Helper()
+	handlers := map[string]executor.Handler{"flaky": flaky}
+	maps.Copy(handlers, more)
+	h.executor("ex1", 2, handlers)
 	ok := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":2}`)})
 	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck",
 		"stuck>scheduled", "scheduled>running", "running>stuck",

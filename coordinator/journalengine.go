@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -43,7 +44,6 @@ const (
 // engine's still. Not for production.
 type journalEngine struct {
 	leader     *journal.Leader
-	db         journal.Querier
 	begin      func(ctx context.Context) (pgx.Tx, error)
 	retryDelay time.Duration
 	log        *slog.Logger
@@ -61,7 +61,7 @@ func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay tim
 			Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 			Publish: publish, Claimable: claimable, Logger: log,
 		}),
-		db: pool, begin: pool.Begin, retryDelay: retryDelay, log: log,
+		begin: pool.Begin, retryDelay: retryDelay, log: log,
 	}
 }
 
@@ -179,6 +179,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 		reports = append(reports, journal.Report{Kind: journal.Progress, Item: it})
 	}
 	now := time.Now()
+	retries := e.retries(outcomes)
 	for _, o := range outcomes {
 		it := item(o.Attempt)
 		kind := journal.Ended
@@ -187,7 +188,9 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 			it.Outcome, it.Result = journal.OutcomeSuccess, o.Result
 		case fairway.OutcomeError, fairway.OutcomePermanent:
 			it.Outcome, it.Error, it.Permanent = journal.OutcomeError, o.Error, o.Kind == fairway.OutcomePermanent
-			it.RunAt = now.Add(e.retryIn(fairway.JobRef{Group: o.Group, ID: o.JobID})).UnixMicro()
+			// The retry delay doubled for each failed attempt before, as
+			// the row engine's.
+			it.RunAt = now.Add(e.retryDelay << min(retries[fairway.JobRef{Group: o.Group, ID: o.JobID}], 20)).UnixMicro()
 		case fairway.OutcomeSnoozed:
 			it.Outcome, it.RunAt = journal.OutcomeSnooze, now.Add(o.Snooze).UnixMicro()
 		case fairway.OutcomeCancelled:
@@ -215,17 +218,27 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 	return store.Interpret(err)
 }
 
-// retryIn is how long a job whose attempt failed waits for its retry:
-// the retry delay doubled for each failed attempt before, as the row
-// engine's.
-func (e *journalEngine) retryIn(ref fairway.JobRef) time.Duration {
-	var retries int32
+// retries are the failed attempts so far of the jobs whose outcomes are
+// errors, read from the leader's state at once.
+func (e *journalEngine) retries(outcomes []store.Outcome) map[fairway.JobRef]int32 {
+	if !slices.ContainsFunc(outcomes, func(o store.Outcome) bool {
+		return o.Kind == fairway.OutcomeError || o.Kind == fairway.OutcomePermanent
+	}) {
+		return nil // no lock taken for a batch of successes
+	}
+	out := map[fairway.JobRef]int32{}
 	e.leader.Follow(func(s *journal.State) {
-		if j := s.Jobs[ref]; j != nil {
-			retries = j.Retries
+		for _, o := range outcomes {
+			if o.Kind != fairway.OutcomeError && o.Kind != fairway.OutcomePermanent {
+				continue
+			}
+			ref := fairway.JobRef{Group: o.Group, ID: o.JobID}
+			if j := s.Jobs[ref]; j != nil {
+				out[ref] = j.Retries
+			}
 		}
 	})
-	return e.retryDelay << min(retries, 20)
+	return out
 }
 
 // releaseLost gives back, counted, the jobs of lost executors and those

@@ -32,25 +32,9 @@ func setupJournal(t *testing.T) *harness {
 func TestJournalEngineRunsAJobWithItsEvents(t *testing.T) {
 	t.Parallel()
 	h := setupJournal(t)
-	h.executor("ex1", 2, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
-		job.SetProgress(50)
-		return echo(ctx, job)
-	}})
-	id := submit(t, h, fairway.Submission{Group: "acme", Task: "echo", Args: json.RawMessage(`{"x":1}`)})
-	evs := h.final(id)
-	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>success"}, transitions(evs))
-	for _, ev := range evs {
-		require.Equal(t, "acme", ev.Group)
-		require.Equal(t, "echo", ev.Task)
-		require.NotEmpty(t, ev.ID)
-		require.False(t, ev.Time.IsZero())
-	}
-	require.Equal(t, "ex1", evs[3].Executor)
-	require.Equal(t, 1, evs[3].Attempt)
+	id := runsEndToEnd(t, h)
 	job, err := h.client.Get(t.Context(), "acme", id)
 	require.NoError(t, err)
-	require.Equal(t, fairway.StateSuccess, job.State)
-	require.JSONEq(t, `{"x":1}`, string(job.Result))
 	require.Equal(t, "ex1", job.Executor)
 	require.NotNil(t, job.Started)
 	require.NotNil(t, job.Finished)
@@ -62,32 +46,12 @@ func TestJournalEngineRunsAJobWithItsEvents(t *testing.T) {
 func TestJournalEngineRetriesAndFails(t *testing.T) {
 	t.Parallel()
 	h := setupJournal(t)
-	h.executor("ex1", 2, map[string]executor.Handler{
-		"flaky": func(_ context.Context, job *executor.Job) error {
-			var args struct{ Fails int }
-			_ = job.Bind(&args)
-			if job.Attempt <= args.Fails {
-				return errors.New("not yet")
-			}
-			return nil
-		},
+	retriesThenExhaustion(t, h, map[string]executor.Handler{
 		"perm": func(context.Context, *executor.Job) error { return fairway.Permanent(errors.New("bad input")) },
 	})
-	ok := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":2}`)})
-	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>stuck",
-		"stuck>scheduled", "scheduled>running", "running>stuck",
-		"stuck>scheduled", "scheduled>running", "running>success"}, transitions(h.final(ok)))
-
-	one := 1
-	bad := submit(t, h, fairway.Submission{Group: "g", Task: "flaky", Args: json.RawMessage(`{"fails":99}`), MaxRetries: &one})
-	evs := h.final(bad)
-	last := evs[len(evs)-1]
-	require.Equal(t, fairway.StateFailed, last.State, "1 retry: 2 attempts, then failed")
-	require.Equal(t, 2, last.Attempt)
-	require.Equal(t, "not yet", last.Error)
 
 	perm := submit(t, h, fairway.Submission{Group: "g", Task: "perm"})
-	evs = h.final(perm)
+	evs := h.final(perm)
 	require.Equal(t, []string{">waiting", "waiting>scheduled", "scheduled>running", "running>failed"}, transitions(evs))
 	require.Equal(t, "bad input", evs[3].Error)
 	job, err := h.client.Get(t.Context(), "g", perm)
