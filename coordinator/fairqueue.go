@@ -269,6 +269,7 @@ func (in *fairInbox) take(ctx context.Context, limit int) ([]jetstream.Msg, bool
 		if len(items) > 0 {
 			roomed = in.roomedLocked(items)
 		}
+		waiting := in.q.len > 0 // read under the lock: add pushes from the fetcher's goroutine
 		in.mu.Unlock()
 		if in.room != nil {
 			for _, g := range roomed {
@@ -283,7 +284,7 @@ func (in *fairInbox) take(ctx context.Context, limit int) ([]jetstream.Msg, bool
 			return batch, true
 		}
 		var wait <-chan time.Time
-		if in.q.len > 0 {
+		if waiting {
 			// Every group waits for its rate: take again once the first
 			// may go on (at least a millisecond on: a bucket a hair short
 			// of a token says "now", and nothing else would wake this).

@@ -130,29 +130,41 @@ func (l *Leader) trimPublished(v *snapshotView) {
 }
 
 // publish hands the pending events to LeaderConfig.Publish and records
-// the position they reach. Called with l.mu held, while leading, the tail
-// read to its end. Events published whose position could not be recorded
-// stay pending, and go again: at least once.
+// the position they reach, without the lock: folds, claims and reports go
+// on meanwhile (only Run's loop publishes, and only it drops pending
+// events). The events of every row folded up to the tail's position are
+// the first pending ones when it is read, so once they are published
+// that position is where the published events reach. Called while
+// leading; events published whose position could not be recorded stay
+// pending, and go again: at least once.
 func (l *Leader) publish(ctx context.Context) error {
-	if l.cfg.Publish == nil || len(l.pending) == 0 {
+	l.mu.Lock()
+	if l.cfg.Publish == nil || !l.leading || len(l.pending) == 0 {
+		l.mu.Unlock()
 		return nil
 	}
-	evs := make([]fairway.Event, len(l.pending))
-	for i, p := range l.pending {
+	n, position, epoch := len(l.pending), l.tail.Position(), l.lease.Epoch
+	evs := make([]fairway.Event, n)
+	for i, p := range l.pending[:n] {
 		evs[i] = p.ev
 	}
-	if err := l.cfg.Publish(ctx, evs); err != nil {
-		return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
-	}
-	position := l.tail.Position()
-	if err := notePublished(ctx, l.db, l.cfg.Partition, l.lease.Epoch, position); err != nil {
-		return err
+	l.mu.Unlock()
+	if position == "" {
+		return nil // a read cut by its limit: after the next fold
 	}
 	v, err := parseSnapshot(position)
 	if err != nil {
 		return err
 	}
-	l.pending = nil
+	if err := l.cfg.Publish(ctx, evs); err != nil {
+		return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
+	}
+	if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = slices.Delete(l.pending, 0, n)
 	l.published = &v
 	return nil
 }

@@ -376,18 +376,26 @@ type TailRead struct {
 // foldBatch rows) at the end of b, so that a batch that appends and
 // commits reads the journal in the same round trip; nil while a read cut
 // by its limit goes on (Fold reads it).
-func (t *Tail) Queue(b *pgx.Batch) *TailRead {
+func (t *Tail) Queue(b *pgx.Batch) *TailRead { return t.QueueLater()(b) }
+
+// QueueLater is Queue from where the tail stands now, to call later
+// without the tail (whoever guards it may let it go meanwhile): a read
+// made after the tail moved is of no use to FoldRead, which reads anew.
+func (t *Tail) QueueLater() func(*pgx.Batch) *TailRead {
 	if t.reading != "" {
-		return nil
+		return func(*pgx.Batch) *TailRead { return nil }
 	}
-	r := &TailRead{tail: t, from: t.seen}
-	b.Queue(nextSQL, t.Partition, cmp.Or(t.seen, nothingSeen), foldBatch).Query(func(rows pgx.Rows) error {
-		var err error
-		r.snapshot, r.rows, err = collectNext(rows)
-		r.done = err == nil
-		return err
-	})
-	return r
+	partition, from := t.Partition, t.seen
+	return func(b *pgx.Batch) *TailRead {
+		r := &TailRead{tail: t, from: from}
+		b.Queue(nextSQL, partition, cmp.Or(from, nothingSeen), foldBatch).Query(func(rows pgx.Rows) error {
+			var err error
+			r.snapshot, r.rows, err = collectNext(rows)
+			r.done = err == nil
+			return err
+		})
+		return r
+	}
 }
 
 // FoldRead is FoldChanges that starts with the rows of r, a read queued

@@ -80,6 +80,20 @@ type Leader struct {
 	db   Querier
 	wake chan struct{}
 
+	// The lanes order the leader's appends: a claim holds claims, a batch
+	// of executors' reports holds reports, every other append (cancels,
+	// releases, resolutions, expiry, weights…) holds both. So a claim and
+	// a batch of reports may be in flight together, and mu is let go over
+	// their round trips to PostgreSQL: their rows commute, whichever a
+	// reader folds first. A claim names waiting jobs only (reserved in the
+	// queues until its row is folded), a report held ones only, and their
+	// other effects on the state add up (the held counts, the shares'
+	// charges and run times, the claims' cursor, which reports do not
+	// touch). Everything whose order matters with a claim (a cancel, an
+	// expiry, a release) waits for both lanes (docs/journal.md, "Who
+	// appends what"). Lock order: claims, reports, mu.
+	claims, reports sync.Mutex
+
 	mu      sync.RWMutex
 	leading bool
 	lease   Lease  // while leading
@@ -111,10 +125,6 @@ type Leader struct {
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
 	claimable bool
-	// read is the read of the tail that the last append queued after its
-	// commit (Tail.Queue), which the next fold starts with: a read made
-	// where the tail stands, since only the fold moves it.
-	read *TailRead
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -315,36 +325,47 @@ func (l *Leader) restore(ctx context.Context) error {
 	return nil
 }
 
-// catchUp folds what the tail reads, to its end, and takes a snapshot
-// when one is due. It holds the lock throughout: View waits for a fold
-// in progress. A snapshot saved by a leader that lost the lease without
-// knowing is still a state and its position, only older than its
-// successor's: restoring it replays more rows, never wrong ones.
+// catchUp folds what the tail reads, to its end, appends what the leader
+// owes (resolutions, expiry), publishes the events and takes a snapshot
+// when one is due. The fold holds the lock (View waits for a fold in
+// progress), what it appends holds both lanes too, and the publishing
+// holds neither: claims and reports go on meanwhile. A snapshot saved by
+// a leader that lost the lease without knowing is still a state and its
+// position, only older than its successor's: restoring it replays more
+// rows, never wrong ones.
 func (l *Leader) catchUp(ctx context.Context) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.restore(ctx); err != nil {
+	err := l.restore(ctx)
+	if err == nil {
+		err = l.fold(ctx, nil)
+	}
+	owes := err == nil && l.leading && (l.owed || len(l.resolve) > 0 || l.queues.ExpiryDue(time.Now().UnixMicro()))
+	l.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if err := l.fold(ctx); err != nil {
-		return err
-	}
-	if !l.leading {
-		return nil
-	}
-	if err := l.settle(ctx); err != nil {
-		return err
-	}
-	if err := l.expire(ctx); err != nil {
-		return err
+	if owes {
+		if err := l.lockLeading(ctx); err != nil {
+			return nil // led no more meanwhile
+		}
+		err := l.settle(ctx)
+		if err == nil {
+			err = l.expire(ctx)
+		}
+		l.unlockLeading()
+		if err != nil {
+			return err
+		}
 	}
 	if err := l.publish(ctx); err != nil {
 		return err
 	}
 	// A snapshot covers only rows whose events are published: a
 	// successor restoring it makes the events of the rows after it.
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	due := l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery)
-	if due && len(l.pending) == 0 {
+	if l.leading && due && len(l.pending) == 0 {
 		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 			return err
 		}
@@ -353,11 +374,11 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	return nil
 }
 
-// fold applies to the state every row the tail reads now, and keeps the
-// queues up to date with the changes. Called with l.mu held.
-func (l *Leader) fold(ctx context.Context) error {
-	read := l.read
-	l.read = nil
+// fold applies to the state every row the tail reads now, starting with
+// read (nil: none), the read an append queued after its commit
+// (Tail.Queue), and keeps the queues up to date with the changes. Called
+// with l.mu held.
+func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	n, err := l.tail.FoldRead(ctx, l.db, l.state, read, func(row Row, changes []Change) {
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
 			for _, ev := range EventsOf(l.cfg.Partition, row, changes) {
@@ -450,7 +471,8 @@ func (l *Leader) settle(ctx context.Context) error {
 		if len(items) == 0 {
 			return nil
 		}
-		if err := l.appendBatches(ctx, []batch{{kind: Resolved, items: items}}); err != nil {
+		read, err := l.appendBatches(ctx, []batch{{kind: Resolved, items: items}})
+		if err != nil {
 			if errors.Is(err, ErrFenced) {
 				l.resolve = nil
 				return nil
@@ -460,23 +482,45 @@ func (l *Leader) settle(ctx context.Context) error {
 			l.resolve = append(l.resolve, sent...)
 			return err
 		}
-		if err := l.fold(ctx); err != nil {
+		if err := l.fold(ctx, read); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// lockLeading locks the leader and folds its state, for what only the
-// leader appends: ErrNotLeading when this coordinator does not lead (and
-// nothing is locked). The caller unlocks l.mu when done.
+// lockLeading takes both lanes and the lock and folds the state, for
+// what only the leader appends, in any order with claims and reports:
+// ErrNotLeading when this coordinator does not lead (and nothing is
+// locked). The caller calls unlockLeading when done.
 func (l *Leader) lockLeading(ctx context.Context) error {
+	l.claims.Lock()
+	l.reports.Lock()
+	if err := l.lockFolded(ctx); err != nil {
+		l.reports.Unlock()
+		l.claims.Unlock()
+		return err
+	}
+	return nil
+}
+
+// unlockLeading lets go of what lockLeading took.
+func (l *Leader) unlockLeading() {
+	l.mu.Unlock()
+	l.reports.Unlock()
+	l.claims.Unlock()
+}
+
+// lockFolded takes the lock and folds the state, while this coordinator
+// leads (ErrNotLeading otherwise, and nothing is locked). Called with the
+// lanes the caller's append needs.
+func (l *Leader) lockFolded(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.leading || l.state == nil {
 		l.mu.Unlock()
 		return ErrNotLeading
 	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.fold(ctx, nil); err != nil {
 		l.mu.Unlock()
 		return err
 	}
@@ -486,8 +530,22 @@ func (l *Leader) lockLeading(ctx context.Context) error {
 // appendBatches appends batches as the partition's leader, a row each,
 // in one transaction fenced by its epoch, with the records of the jobs
 // they end (record.go); learning that another leads (ErrFenced), it leads
-// no more. Called with l.mu held, while leading, the state folded.
-func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
+// no more. It returns the read of the tail queued after the commit, for
+// the fold that follows. Called with l.mu held and both lanes, while
+// leading, the state folded.
+func (l *Leader) appendBatches(ctx context.Context, batches []batch) (*TailRead, error) {
+	return l.append(ctx, batches, false)
+}
+
+// appendLaned is appendBatches for a claim or a batch of reports, called
+// with l.mu held and the append's own lane: it lets go of l.mu over the
+// round trip (the lanes keep the order of what must be ordered), and
+// takes it again before it returns.
+func (l *Leader) appendLaned(ctx context.Context, batches []batch) (*TailRead, error) {
+	return l.append(ctx, batches, true)
+}
+
+func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*TailRead, error) {
 	rows := make([]Rows, 0, len(batches))
 	mayEnd := false
 	for _, b := range batches {
@@ -496,7 +554,7 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 		}
 		body, err := Encode(b.items)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 		switch b.kind {
@@ -508,23 +566,32 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 	if mayEnd {
 		ends, err := l.state.endedBy(batches)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(ends) > 0 {
 			submitted, err := l.submissions(ctx, ends)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			args, err := recordsArgs(l.cfg.Partition, l.lease.Epoch, ends, submitted)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
 		}
 	}
 	// The tail is read in the same round trip, after the commit: the
-	// fold that follows every append starts with it (Leader.fold).
-	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, l.lease.Epoch, 0, rows, also, func(b *pgx.Batch) { l.read = l.tail.Queue(b) })
+	// fold that follows every append starts with it (Leader.fold), unless
+	// another fold moved the tail meanwhile.
+	queue, epoch := l.tail.QueueLater(), l.lease.Epoch
+	var read *TailRead
+	if unlock {
+		l.mu.Unlock()
+	}
+	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, func(b *pgx.Batch) { read = queue(b) })
+	if unlock {
+		l.mu.Lock()
+	}
 	if err == nil && l.cfg.Publish != nil {
 		l.Wake() // their events go at the next catch-up, at once
 	}
@@ -532,7 +599,7 @@ func (l *Leader) appendBatches(ctx context.Context, batches []batch) error {
 		l.leading = false
 		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))
 	}
-	return err
+	return read, err
 }
 
 // expireBatch is how many jobs one expired row fails at most.
@@ -551,7 +618,8 @@ func (l *Leader) expire(ctx context.Context) error {
 		for i, ref := range refs {
 			items[i] = Item{Group: ref.Group, ID: ref.ID}
 		}
-		if err := l.appendBatches(ctx, []batch{{kind: Expired, items: items}}); err != nil {
+		read, err := l.appendBatches(ctx, []batch{{kind: Expired, items: items}})
+		if err != nil {
 			if !errors.Is(err, ErrFenced) {
 				// Tried again at the next catch-up: they are indexed anew.
 				now := time.Now().UnixMicro()
@@ -561,7 +629,7 @@ func (l *Leader) expire(ctx context.Context) error {
 			}
 			return err
 		}
-		if err := l.fold(ctx); err != nil {
+		if err := l.fold(ctx, read); err != nil {
 			return err
 		}
 	}

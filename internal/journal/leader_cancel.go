@@ -36,7 +36,7 @@ func (l *Leader) Cancel(ctx context.Context, refs []fairway.JobRef, why string) 
 	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	out := make([]CancelOutcome, len(refs))
 	var items []Item
 	seen := map[fairway.JobRef]int{}
@@ -64,8 +64,9 @@ func (l *Leader) Cancel(ctx context.Context, refs []fairway.JobRef, why string) 
 	if len(items) == 0 {
 		return out, nil
 	}
-	if err := l.appendBatches(ctx, []batch{{kind: Cancel, items: items}}); err != nil {
+	read, err := l.appendBatches(ctx, []batch{{kind: Cancel, items: items}})
+	if err != nil {
 		return nil, err
 	}
-	return out, l.fold(ctx)
+	return out, l.fold(ctx, read)
 }

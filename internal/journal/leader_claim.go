@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -26,7 +25,7 @@ func (l *Leader) SetWeight(ctx context.Context, group string, weight float64) er
 	if err := l.lockLeading(ctx); err != nil {
 		return err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	return l.appendOne(ctx, Weight, Item{Group: group, Weight: weight})
 }
 
@@ -44,17 +43,18 @@ func (l *Leader) SetRateLimit(ctx context.Context, r fairness.RateLimit) error {
 	if err := l.lockLeading(ctx); err != nil {
 		return err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	return l.appendOne(ctx, Rate, Item{Task: r.Task, Group: r.Group, Starts: r.Starts, PeriodMS: r.Period.Milliseconds()})
 }
 
 // appendOne appends a row of one item as the leader, and folds it.
 // Called with l.mu held, while leading (lockLeading).
 func (l *Leader) appendOne(ctx context.Context, kind Kind, it Item) error {
-	if err := l.appendBatches(ctx, []batch{{kind: kind, items: []Item{it}}}); err != nil {
+	read, err := l.appendBatches(ctx, []batch{{kind: kind, items: []Item{it}}})
+	if err != nil {
 		return err
 	}
-	return l.fold(ctx)
+	return l.fold(ctx, read)
 }
 
 // ErrNotLeading is a claim's answer from a coordinator that does not lead
@@ -97,7 +97,9 @@ type ClaimedJob struct {
 // makes them held by an executor that never had them until their lease
 // runs out (expiry is step 4's).
 func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
-	if err := l.lockLeading(ctx); err != nil {
+	l.claims.Lock() // the claims' lane: a batch of reports may be in flight meanwhile (Leader.claims)
+	defer l.claims.Unlock()
+	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
 	defer l.mu.Unlock()
@@ -130,12 +132,15 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
 	}
 	// Whatever happens next, the reservations end: the jobs the row made
-	// scheduled leave the queues by the fold, the others go back.
+	// scheduled leave the queues by the fold, the others go back. (The
+	// reservations keep them from whatever folds or reads the queues
+	// while the lock is let go over the append's round trip.)
 	defer func() { l.queues.Release(time.Now().UnixMicro(), refs...) }()
-	if err := l.appendBatches(ctx, []batch{{kind: Claimed, items: items}}); err != nil {
+	read, err := l.appendLaned(ctx, []batch{{kind: Claimed, items: items}})
+	if err != nil {
 		return nil, err
 	}
-	if err := l.fold(ctx); err != nil {
+	if err := l.fold(ctx, read); err != nil {
 		return nil, err
 	}
 	return l.claimed(ctx, refs, items)
@@ -143,43 +148,59 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 
 // claimed are the jobs refs that the claim's items (nil: a claim sent
 // again, whose jobs are held already) made scheduled, with their
-// arguments. Called with l.mu held.
+// arguments. Called with l.mu held and the claims' lane, which it lets go
+// of over the read of the arguments.
 func (l *Leader) claimed(ctx context.Context, refs []fairway.JobRef, items []Item) ([]ClaimedJob, error) {
 	var out []ClaimedJob
-	rows := map[int64][]Item{}
+	var at []submittedAt
 	for i, ref := range refs {
 		j := l.state.Jobs[ref]
 		if j == nil || (items != nil && (j.State != fairway.StateScheduled || !j.heldBy(items[i]))) {
 			continue // not this claim's: the fold decided otherwise
 		}
 		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt, Retries: j.Retries, MaxRetries: j.MaxRetries})
-		rows[j.Row] = nil
+		at = append(at, submittedAt{row: j.Row, index: j.Index})
 	}
-	if err := l.readArgs(ctx, out, rows); err != nil {
+	if err := l.readArgs(ctx, out, at); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
+// submittedAt is where a job's submission is: its row and its index there.
+type submittedAt struct {
+	row   int64
+	index int32
+}
+
 // readArgs fills the jobs' arguments from the rows that submitted them
-// (rows: their ids), in one read, and keeps what the jobs' records will
-// need of their submissions while they are held (Leader.heldSubs). Called
-// with l.mu held.
-func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, rows map[int64][]Item) error {
+// (at: where each job's submission is), in one read made without the
+// lock, and keeps what the jobs' records will need of their submissions
+// while they are held (Leader.heldSubs). Called with l.mu held and the
+// claims' lane: nothing else may end or release the jobs of a claim in
+// progress (their executor does not know them yet, and every other
+// append waits for the lane).
+func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, at []submittedAt) error {
 	if len(jobs) == 0 {
 		return nil
 	}
-	submitted, err := readSubmitted(ctx, l.db, slices.Sorted(maps.Keys(rows)))
+	ids := make([]int64, len(at))
+	for i, a := range at {
+		ids[i] = a.row
+	}
+	slices.Sort(ids)
+	l.mu.Unlock()
+	submitted, err := readSubmitted(ctx, l.db, slices.Compact(ids))
+	l.mu.Lock()
 	if err != nil {
 		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
 	}
 	for i := range jobs {
-		j := l.state.Jobs[jobs[i].Ref]
-		row := submitted[j.Row]
-		if int(j.Index) >= len(row.items) {
-			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", j.Row, j.Index, jobs[i].Ref.Group, jobs[i].Ref.ID)
+		row := submitted[at[i].row]
+		if int(at[i].index) >= len(row.items) {
+			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", at[i].row, at[i].index, jobs[i].Ref.Group, jobs[i].Ref.ID)
 		}
-		sub := row.items[j.Index]
+		sub := row.items[at[i].index]
 		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
 		jobs[i].Args, jobs[i].Submission, jobs[i].Submitted = sub.Args, sub, row.at
 		l.heldSubs[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}

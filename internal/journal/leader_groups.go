@@ -18,7 +18,7 @@ func (l *Leader) Pause(ctx context.Context, group string, pause bool) (bool, err
 	if err := l.lockLeading(ctx); err != nil {
 		return false, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	if l.state.Paused[group] == pause {
 		return false, nil
 	}
@@ -44,7 +44,7 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	out := make([]bool, len(refs))
 	var items []Item
 	seen := map[fairway.JobRef]bool{}
@@ -60,8 +60,9 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	if len(items) == 0 {
 		return out, nil
 	}
-	if err := l.appendBatches(ctx, []batch{{kind: Priority, items: items}}); err != nil {
+	read, err := l.appendBatches(ctx, []batch{{kind: Priority, items: items}})
+	if err != nil {
 		return nil, fmt.Errorf("setting the priority of %d jobs: %w", len(items), err)
 	}
-	return out, l.fold(ctx)
+	return out, l.fold(ctx, read)
 }

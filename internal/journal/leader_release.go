@@ -29,7 +29,7 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 	if err := l.lockLeading(ctx); err != nil {
 		return 0, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	return l.release(ctx, counted, func(j *Job) (string, bool) { return why, instances[j.Holder.instance()] })
 }
 
@@ -61,10 +61,11 @@ func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (s
 	slices.SortFunc(items, func(a, b Item) int {
 		return compareRefs(fairway.JobRef{Group: a.Group, ID: a.ID}, fairway.JobRef{Group: b.Group, ID: b.ID})
 	})
-	if err := l.appendBatches(ctx, []batch{{kind: Released, items: items}}); err != nil {
+	read, err := l.appendBatches(ctx, []batch{{kind: Released, items: items}})
+	if err != nil {
 		return 0, err
 	}
-	return len(items), l.fold(ctx)
+	return len(items), l.fold(ctx, read)
 }
 
 // The reasons ReleaseLost gives, as the row engine's.
@@ -125,7 +126,7 @@ FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 	if err := l.lockLeading(ctx); err != nil {
 		return 0, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	return l.release(ctx, true, func(j *Job) (string, bool) {
 		h := j.Holder.instance()
 		if !holders[h] {
@@ -159,7 +160,7 @@ func (l *Leader) ReleaseOverdue(ctx context.Context, lease time.Duration, at tim
 	if err := l.lockLeading(ctx); err != nil {
 		return 0, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	now := at.UnixMicro()
 	return l.release(ctx, true, func(j *Job) (string, bool) { return lostSilent, now > j.deadline(lease) })
 }

@@ -29,8 +29,9 @@ var reportOrder = []Kind{Started, Progress, Released, Ended}
 // of an attempt its job no longer runs (a stale attempt, another instance's, a job that ended or
 // was released) changes nothing, and the executor is told so. The answer
 // is worked out before the append from the leader's state, and it is
-// exact: only the leader appends these kinds, one batch after the other,
-// and a submission never changes a held job. ErrNotLeading when this
+// exact: only the leader appends these kinds, one batch after the other
+// (a claim in flight meanwhile changes waiting jobs only), and a
+// submission never changes a held job. ErrNotLeading when this
 // coordinator does not lead; ErrFenced when it learns that another took
 // the lease (nothing was appended).
 func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
@@ -43,7 +44,9 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 			return nil, fmt.Errorf("journal: a report of kind %q (reports are %s, %s, %s or %s)", r.Kind, Started, Progress, Ended, Released)
 		}
 	}
-	if err := l.lockLeading(ctx); err != nil {
+	l.reports.Lock() // the reports' lane: a claim may be in flight meanwhile (Leader.claims)
+	defer l.reports.Unlock()
+	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
 	defer l.mu.Unlock()
@@ -65,10 +68,11 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 		}
 		batches = append(batches, batch{kind: kind, items: items})
 	}
-	if err := l.appendBatches(ctx, batches); err != nil {
+	read, err := l.appendLaned(ctx, batches)
+	if err != nil {
 		return nil, err
 	}
-	return applied, l.fold(ctx)
+	return applied, l.fold(ctx, read)
 }
 
 // attemptView is what a batch of reports changed of a job's attempt, as

@@ -37,7 +37,7 @@ func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutco
 	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
-	defer l.mu.Unlock()
+	defer l.unlockLeading()
 	out := make([]RetryOutcome, len(refs))
 	var ask []fairway.JobRef
 	for i, ref := range refs {
@@ -76,10 +76,11 @@ func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutco
 	if len(items) == 0 {
 		return out, nil
 	}
-	if err := l.appendBatches(ctx, []batch{{kind: Retried, items: items}}); err != nil {
+	read, err := l.appendBatches(ctx, []batch{{kind: Retried, items: items}})
+	if err != nil {
 		return nil, err
 	}
-	return out, l.fold(ctx)
+	return out, l.fold(ctx, read)
 }
 
 // readRecords reads the records of refs as the items of a retried row

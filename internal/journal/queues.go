@@ -190,6 +190,12 @@ func (q *Queues) NextDue() (at int64, ok bool) {
 	return q.timers.s[0].at, true
 }
 
+// ExpiryDue says whether a job's expiry may have passed at now (Expired
+// then finds which, if any: an entry may be stale).
+func (q *Queues) ExpiryDue(now int64) bool {
+	return q.expiries.Len() > 0 && q.expiries.s[0].at <= now
+}
+
 // Expired returns up to limit jobs whose expiry passed (now, Unix µs)
 // and that no executor holds: the leader fails them (an Expired row).
 func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {

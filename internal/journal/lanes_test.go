@@ -1,0 +1,155 @@
+package journal_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClaimsAndReportsInFlightTogetherFoldAlike: a claim and a batch of
+// reports may be appended together, the leader's lock let go over their
+// round trips (Leader.claims, Leader.reports), while cancels, releases and
+// submissions come between them. Claims, reports and the rest run at
+// once, from their own goroutines, for some hundreds of rounds: however
+// the leader read the rows as they committed, its state must be the fold
+// of PostgreSQL's rows read at once in id order (a successor's), and no
+// attempt of a job is handed out twice.
+func TestClaimsAndReportsInFlightTogetherFoldAlike(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	l := leading(t, db, "c1")
+	groups := []string{"acme", "globex", "initech"}
+	var mu sync.Mutex
+	n := 0
+	submit := func(k int) {
+		mu.Lock()
+		items := make([]journal.Item, k)
+		for i := range items {
+			items[i] = journal.Item{Group: groups[n%len(groups)], ID: fmt.Sprintf("j%04d", n), Task: "t", Priority: "low", MaxRetries: 1}
+			n++
+		}
+		mu.Unlock()
+		body, err := journal.Encode(items)
+		if assert.NoError(t, err) {
+			assert.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+		}
+		l.Wake()
+	}
+	submit(300)
+	held := func(rng *rand.Rand) []journal.Report {
+		var out []journal.Report
+		l.View(func(s *journal.State, _ journal.Lease) {
+			for ref, j := range s.Jobs {
+				if j.Holder == nil || rng.IntN(3) == 0 {
+					continue
+				}
+				it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance}
+				switch r := rng.IntN(6); {
+				case j.State == fairway.StateScheduled && r < 2:
+					out = append(out, journal.Report{Kind: journal.Started, Item: it})
+				case r < 4:
+					it.Outcome = journal.OutcomeSuccess
+					out = append(out, journal.Report{Kind: journal.Ended, Item: it})
+				case r < 5:
+					it.Outcome = journal.OutcomeError
+					it.RunAt = time.Now().UnixMicro()
+					out = append(out, journal.Report{Kind: journal.Ended, Item: it})
+				default:
+					it.Counted = rng.IntN(2) == 0
+					out = append(out, journal.Report{Kind: journal.Released, Item: it})
+				}
+			}
+		})
+		return out
+	}
+	type attempt struct {
+		ref     fairway.JobRef
+		attempt int32
+	}
+	handed := map[attempt]int{}
+	var wg sync.WaitGroup
+	const rounds = 200
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(1, 31)) //nolint:gosec // a test's reproducible randomness
+		for i := range rounds {
+			jobs, err := l.Claim(ctx, claimParams("e", fmt.Sprint("i", i%2), 1+rng.IntN(12)))
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			for _, j := range jobs {
+				handed[attempt{j.Ref, j.Attempt}]++
+			}
+			mu.Unlock()
+		}
+	})
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(2, 31)) //nolint:gosec // a test's reproducible randomness
+		for range rounds {
+			if reports := held(rng); len(reports) > 0 {
+				if _, err := l.Report(ctx, reports); !assert.NoError(t, err) {
+					return
+				}
+			}
+		}
+	})
+	wg.Go(func() {
+		rng := rand.New(rand.NewPCG(3, 31)) //nolint:gosec // a test's reproducible randomness
+		for i := range rounds / 4 {
+			switch i % 3 {
+			case 0:
+				var refs []fairway.JobRef
+				for range 4 {
+					mu.Lock()
+					id := rng.IntN(n)
+					mu.Unlock()
+					refs = append(refs, fairway.JobRef{Group: groups[id%len(groups)], ID: fmt.Sprintf("j%04d", id)})
+				}
+				_, err := l.Cancel(ctx, refs, "by hand")
+				assert.NoError(t, err)
+			case 1:
+				submit(10)
+			default:
+				_, err := l.Release(ctx, map[journal.Instance]bool{{Executor: "e", Instance: fmt.Sprint("i", rng.IntN(2))}: true}, false, "stopping")
+				assert.NoError(t, err)
+			}
+		}
+	})
+	wg.Wait()
+	require.False(t, t.Failed())
+	for a, k := range handed {
+		require.Equal(t, 1, k, "attempt %d of %s/%s was handed out %d times", a.attempt, a.ref.Group, a.ref.ID, k)
+	}
+	require.Greater(t, len(handed), rounds, "the claims handed out too little to test anything")
+	copyOf := func(s *journal.State) *journal.State {
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		c, err := journal.Restore(snap)
+		require.NoError(t, err)
+		return claimsHeld(c)
+	}
+	var leader, fresh *journal.State
+	require.Eventually(t, func() bool {
+		l.Wake()
+		require.True(t, l.View(func(s *journal.State, _ journal.Lease) { leader = copyOf(s) }))
+		f := journal.NewState()
+		_, err := (&journal.Tail{}).Fold(ctx, db, f)
+		require.NoError(t, err)
+		fresh = copyOf(f)
+		return assert.ObjectsAreEqual(fresh, leader)
+	}, 10*time.Second, 5*time.Millisecond, "the leader's state never became the fold of PostgreSQL's rows in id order")
+	var ended int
+	for a := range handed {
+		if leader.Jobs[a.ref] == nil {
+			ended++
+		}
+	}
+	require.Positive(t, ended, "no job ended: the reports tested nothing")
+}
