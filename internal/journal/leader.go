@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -344,6 +345,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The waiting requests are woken before the publishing, which waits
+	// for JetStream.
+	l.tellClaimable()
 	if owes {
 		if err := l.lockLeading(ctx); err != nil {
 			return nil // led no more meanwhile
@@ -356,6 +360,7 @@ func (l *Leader) catchUp(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		l.tellClaimable()
 	}
 	if err := l.publish(ctx); err != nil {
 		return err
@@ -512,17 +517,34 @@ func (l *Leader) unlockLeading() {
 }
 
 // lockFolded takes the lock and folds the state, while this coordinator
-// leads (ErrNotLeading otherwise, and nothing is locked). Called with the
-// lanes the caller's append needs.
+// leads (ErrNotLeading otherwise, and nothing is locked). Called with both
+// lanes.
 func (l *Leader) lockFolded(ctx context.Context) error {
-	l.mu.Lock()
-	if !l.leading || l.state == nil {
-		l.mu.Unlock()
-		return ErrNotLeading
+	if err := l.lockLed(); err != nil {
+		return err
 	}
 	if err := l.fold(ctx, nil); err != nil {
 		l.mu.Unlock()
 		return err
+	}
+	return nil
+}
+
+// lockLed takes the lock while this coordinator leads (ErrNotLeading
+// otherwise, and nothing is locked), without reading the tail: for a
+// claim or a batch of reports, called with its lane. Every row of the
+// leader's but those of the other lane is folded already (each append
+// folds its own before its lanes are let go), and what else may be
+// unread is submissions: a report does not depend on them (a submission
+// never changes a held job), and a claim that misses the newest takes
+// them at the next one (the catch-up that folds them says jobs are
+// claimable, which wakes the waiting requests). A round trip under the
+// lock less for each.
+func (l *Leader) lockLed() error {
+	l.mu.Lock()
+	if !l.leading || l.state == nil {
+		l.mu.Unlock()
+		return ErrNotLeading
 	}
 	return nil
 }
@@ -546,49 +568,29 @@ func (l *Leader) appendLaned(ctx context.Context, batches []batch) (*TailRead, e
 }
 
 func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*TailRead, error) {
-	rows := make([]Rows, 0, len(batches))
-	mayEnd := false
-	for _, b := range batches {
-		if len(b.items) == 0 {
-			continue
-		}
-		body, err := Encode(b.items)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
-		switch b.kind {
-		case Ended, Released, Cancel, Expired, Resolved:
-			mayEnd = true
-		}
-	}
-	var also func(*pgx.Batch)
-	if mayEnd {
-		ends, err := l.state.endedBy(batches)
-		if err != nil {
+	// What the records need of the state is read under the lock; the
+	// rows' bodies and the records' arguments are made without it.
+	var ends []ended
+	var submitted map[int64]submittedRow
+	if slices.ContainsFunc(batches, func(b batch) bool { return len(b.items) > 0 && mayEnd(b.kind) }) {
+		var err error
+		if ends, err = l.state.endedBy(batches); err != nil {
 			return nil, err
 		}
 		if len(ends) > 0 {
-			submitted, err := l.submissions(ctx, ends)
-			if err != nil {
+			if submitted, err = l.submissions(ctx, ends); err != nil {
 				return nil, err
 			}
-			args, err := recordsArgs(l.cfg.Partition, l.lease.Epoch, ends, submitted)
-			if err != nil {
-				return nil, err
-			}
-			also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
 		}
 	}
 	// The tail is read in the same round trip, after the commit: the
 	// fold that follows every append starts with it (Leader.fold), unless
 	// another fold moved the tail meanwhile.
 	queue, epoch := l.tail.QueueLater(), l.lease.Epoch
-	var read *TailRead
 	if unlock {
 		l.mu.Unlock()
 	}
-	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, func(b *pgx.Batch) { read = queue(b) })
+	read, n, err := l.send(ctx, epoch, batches, ends, submitted, queue)
 	if unlock {
 		l.mu.Lock()
 	}
@@ -597,9 +599,48 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 	}
 	if errors.Is(err, ErrFenced) {
 		l.leading = false
-		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", len(rows))
+		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", n)
 	}
 	return read, err
+}
+
+// mayEnd says whether a row of kind may end jobs (and so write records).
+func mayEnd(kind Kind) bool {
+	switch kind {
+	case Ended, Released, Cancel, Expired, Resolved:
+		return true
+	}
+	return false
+}
+
+// send appends batches (a row each) with epoch and the records of ends,
+// in one round trip that queues the tail's read after the commit; it
+// returns that read and how many rows it appended. It touches neither the
+// state nor the tail: what it needs of them was read before.
+func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []ended, submitted map[int64]submittedRow,
+	queue func(*pgx.Batch) *TailRead) (*TailRead, int, error) {
+	rows := make([]Rows, 0, len(batches))
+	for _, b := range batches {
+		if len(b.items) == 0 {
+			continue
+		}
+		body, err := Encode(b.items)
+		if err != nil {
+			return nil, 0, err
+		}
+		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
+	}
+	var also func(*pgx.Batch)
+	if len(ends) > 0 {
+		args, err := recordsArgs(l.cfg.Partition, epoch, ends, submitted)
+		if err != nil {
+			return nil, 0, err
+		}
+		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+	}
+	var read *TailRead
+	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, func(b *pgx.Batch) { read = queue(b) })
+	return read, len(rows), err
 }
 
 // expireBatch is how many jobs one expired row fails at most.

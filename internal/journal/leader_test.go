@@ -982,9 +982,9 @@ func TestALeaderReleasesOverdueJobs(t *testing.T) {
 }
 
 // TestALeaderSaysWhenJobsBecomeClaimable: the leader calls Claimable
-// when a fold makes a job claimable (a submission), when a held job
-// leaves its place (an end), and when a delayed job's time comes, not
-// before it.
+// when it comes to lead, when a fold makes a job claimable (a
+// submission: a claim then takes it), when a held job leaves its place
+// (an end), and when a delayed job's time comes, not before it.
 func TestALeaderSaysWhenJobsBecomeClaimable(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
@@ -1012,6 +1012,7 @@ func TestALeaderSaysWhenJobsBecomeClaimable(t *testing.T) {
 			}
 		}
 	}
+	await("coming to lead") // the requests that waited for a leader
 	submitJobs(t, db, 1, "acme")
 	l.Wake()
 	await("a submission")
