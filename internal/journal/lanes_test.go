@@ -153,3 +153,51 @@ func TestClaimsAndReportsInFlightTogetherFoldAlike(t *testing.T) {
 	}
 	require.Positive(t, ended, "no job ended: the reports tested nothing")
 }
+
+// TestAClaimTakesArgumentsFromRecentRowsOrPostgreSQL: the leader keeps
+// the bodies of the submitted rows folded last, up to RecentBytes, and a
+// claim takes its jobs' arguments from them; the jobs of a row no longer
+// kept are read from PostgreSQL. Three rows, a bound that keeps the last
+// one only: every claimed job carries its own arguments and its row's
+// time, whichever way they came.
+func TestAClaimTakesArgumentsFromRecentRowsOrPostgreSQL(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var sizes []int
+	for r := range 3 {
+		items := make([]journal.Item, 20)
+		for i := range items {
+			id := fmt.Sprintf("r%dj%02d", r, i)
+			items[i] = journal.Item{Group: "acme", ID: id, Task: "t", Priority: "low", Args: fmt.Appendf(nil, `{"job":%q}`, id)}
+		}
+		body, err := journal.Encode(items)
+		require.NoError(t, err)
+		sizes = append(sizes, len(body))
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	}
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour, RecentBytes: sizes[2] + 1})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool {
+		n := 0
+		l.View(func(s *journal.State, _ journal.Lease) { n = len(s.Jobs) })
+		return n == 60
+	}, 10*time.Second, 5*time.Millisecond)
+	var at []time.Time
+	rows, err := db.Query(ctx, `SELECT at FROM fairway_journal WHERE kind = 'submitted' ORDER BY id`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var a time.Time
+		require.NoError(t, rows.Scan(&a))
+		at = append(at, a)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, at, 3)
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 100))
+	require.NoError(t, err)
+	require.Len(t, jobs, 60)
+	for _, j := range jobs {
+		require.JSONEq(t, fmt.Sprintf(`{"job":%q}`, j.Ref.ID), string(j.Args), "job %s", j.Ref.ID)
+		r := int(j.Ref.ID[1] - '0')
+		require.True(t, j.Submitted.Equal(at[r]), "job %s: submitted %v, its row's time %v", j.Ref.ID, j.Submitted, at[r])
+	}
+}

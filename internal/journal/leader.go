@@ -26,6 +26,10 @@ type LeaderConfig struct {
 	// Poll is how often the leader reads the tail (default 50 ms); Wake
 	// reads it at once.
 	Poll time.Duration
+	// RecentBytes bounds the bodies of the submitted rows folded last
+	// that the leader keeps, so that claims take their jobs' arguments
+	// from memory (default 64 MiB; recentRows).
+	RecentBytes int
 	// SnapshotRows and SnapshotEvery: a snapshot is taken once this many
 	// rows were folded since the last one (default 100,000), or this long
 	// passed with rows folded (default 10 s), so that a successor folds
@@ -60,6 +64,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.Renew = cmp.Or(c.Renew, 500*time.Millisecond)
 	c.Poll = cmp.Or(c.Poll, 50*time.Millisecond)
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
+	c.RecentBytes = cmp.Or(c.RecentBytes, 64<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -118,6 +123,8 @@ type Leader struct {
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
 	heldSubs map[fairway.JobRef]heldSubmission
+	// recent are the submitted rows folded last (recentRows).
+	recent *recentRows
 	// pending are the events of the rows folded that published does not
 	// cover (LeaderConfig.Publish): the leader publishes them, the others
 	// keep them until the leader's position says they are published.
@@ -143,7 +150,8 @@ type pendingResolution struct {
 
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
 func NewLeader(db Querier, cfg LeaderConfig) *Leader {
-	return &Leader{cfg: cfg.withDefaults(), db: db, wake: make(chan struct{}, 1), heldSubs: map[fairway.JobRef]heldSubmission{}}
+	cfg = cfg.withDefaults()
+	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
 }
 
 // Wake makes the leader read the tail now (rows were appended).
@@ -385,6 +393,9 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // with l.mu held.
 func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	n, err := l.tail.FoldRead(ctx, l.db, l.state, read, func(row Row, changes []Change) {
+		if row.Kind == Submitted && len(changes) > 0 {
+			l.recent.keep(row.ID, row.At, row.Body)
+		}
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
 			for _, ev := range EventsOf(l.cfg.Partition, row, changes) {
 				l.pending = append(l.pending, pendingEvent{xid: row.XID, ev: ev})
