@@ -328,7 +328,7 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
 	if cfg.Engine == EngineJournal {
-		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork)
+		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, c.dispatcher.serveDispatch)
 		c.dispatcher.journal, c.results.journal, c.sweeper.journal = c.journal, c.journal, c.journal
 	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},

@@ -53,6 +53,12 @@ type dispatcher struct {
 
 	// journal, when set, claims from the journal's leader (Config.Engine).
 	journal *journalEngine
+	// With the journal, only the leader answers dispatch requests
+	// (serveDispatch): dispatchHandler is their handler, dispatchSub its
+	// subscription while this coordinator leads.
+	dispatchMu      sync.Mutex
+	dispatchHandler nats.MsgHandler
+	dispatchSub     *nats.Subscription
 
 	heartbeatsDropped atomic.Int64 // beyond their executor's lane (a flood)
 	// refusedLog bounds the lines about refused protocol messages, which a
@@ -169,7 +175,11 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDeregister), lane(d.deregister, answer)); err != nil {
 		return err
 	}
-	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), lane(d.dispatch, answerDispatch)); err != nil {
+	if d.journal != nil {
+		d.dispatchMu.Lock()
+		d.dispatchHandler = lane(d.dispatch, answerDispatch) // served while leading: serveDispatch
+		d.dispatchMu.Unlock()
+	} else if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), lane(d.dispatch, answerDispatch)); err != nil {
 		return err
 	}
 	// Every coordinator hears every work notification, to serve the
@@ -194,6 +204,34 @@ const (
 	execPerApp  = 4
 	execQueue   = 4096
 )
+
+// serveDispatch answers executors' dispatch requests (on) or stops (off),
+// with the journal engine, where only the partition's leader can claim:
+// it is told when this coordinator comes to lead and when it stops
+// (journal.LeaderConfig.Leading), so that a request never waits at a
+// follower, and while no coordinator leads an executor hears no responder
+// and waits for the new leader's work notification. The requests in hand
+// when it stops are answered (drained).
+func (d *dispatcher) serveDispatch(on bool) {
+	d.dispatchMu.Lock()
+	defer d.dispatchMu.Unlock()
+	subject := d.subjects.ExecAll(events.ExecDispatch)
+	switch {
+	case on && d.dispatchSub == nil && d.dispatchHandler != nil:
+		sub, err := d.nc.QueueSubscribe(subject, queueGroup, d.dispatchHandler)
+		if err == nil {
+			err = sub.SetPendingLimits(nats.DefaultSubPendingMsgsLimit, subPendingBytes)
+		}
+		if err != nil {
+			d.log.Error("answering dispatch requests as the journal's leader: subscribing failed", "subject", subject, "error", err)
+			return
+		}
+		d.dispatchSub = sub
+	case !on && d.dispatchSub != nil:
+		_ = d.dispatchSub.Drain()
+		d.dispatchSub = nil
+	}
+}
 
 // notifyWork wakes idle executors: new work may be eligible.
 func (d *dispatcher) notifyWork() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -47,6 +48,13 @@ type journalEngine struct {
 	begin      func(ctx context.Context) (pgx.Tx, error)
 	retryDelay time.Duration
 	log        *slog.Logger
+	// leads says whether this coordinator leads the partition (told by
+	// the leader: LeaderConfig.Leading). Only the leader answers dispatch
+	// requests (serveDispatch) and fetches reports (the results' gate,
+	// which reopenResults wakes).
+	leads         atomic.Bool
+	serveDispatch func(bool)
+	reopenResults func()
 }
 
 // journalPartition is the one partition (issue 34 spreads groups over
@@ -54,14 +62,26 @@ type journalEngine struct {
 const journalPartition = 0
 
 func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
-	publish func(context.Context, []fairway.Event) error, claimable func()) *journalEngine {
+	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	return &journalEngine{
-		leader: journal.NewLeader(pool, journal.LeaderConfig{
-			Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
-			Publish: publish, Claimable: claimable, Logger: log,
-		}),
-		begin: pool.Begin, retryDelay: retryDelay, log: log,
+	e := &journalEngine{begin: pool.Begin, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch}
+	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
+		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
+		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
+	})
+	return e
+}
+
+// leading is told when this coordinator comes to lead the partition and
+// when it stops: it answers dispatch requests and fetches reports only
+// while it leads.
+func (e *journalEngine) leading(on bool) {
+	e.leads.Store(on)
+	if e.serveDispatch != nil {
+		e.serveDispatch(on)
+	}
+	if on && e.reopenResults != nil {
+		e.reopenResults()
 	}
 }
 

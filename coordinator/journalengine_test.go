@@ -13,6 +13,7 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
 )
@@ -194,4 +195,36 @@ func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
 	require.Equal(t, "executor lost: its lease expired without a heartbeat", evs[0].Error)
 	require.Equal(t, "alive", evs[3].Executor)
 	require.Equal(t, 2, evs[3].Attempt)
+}
+
+// TestJournalEnginesFollowerTakesOverDispatch: with two coordinators on
+// the journal engine, only the partition's leader answers dispatch
+// requests (a follower can claim nothing, and must not hold requests
+// back); when the leader stops (its lease is not given up: it runs out,
+// as a killed leader's does), the follower comes to lead, answers them,
+// and the jobs submitted since run. Without the follower's taking over
+// the dispatch subject, no job would run after the stop.
+func TestJournalEnginesFollowerTakesOverDispatch(t *testing.T) {
+	t.Parallel()
+	retries := 3
+	cfg := coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries}
+	st := storetest.OpenJournal(t)
+	h, first := setupOn(t, st, cfg)
+	nc2, err := natsserver.Connect(h.ns, t.Name()+"-second")
+	require.NoError(t, err)
+	t.Cleanup(nc2.Close)
+	cfg.Logger = testLogger(t)
+	second, err := coordinator.New(storetest.Public(st), nc2, cfg)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(t.Context()))
+	t.Cleanup(second.Stop)
+	h.executor("ex1", 4, map[string]executor.Handler{"echo": echo})
+
+	before := submit(t, h, fairway.Submission{Group: "acme", Task: "echo"})
+	require.Equal(t, fairway.StateSuccess, lastState(h.final(before)))
+	first.Stop()
+	for range 5 { // one at a time: final drops the events of other jobs
+		id := submit(t, h, fairway.Submission{Group: "acme", Task: "echo"})
+		require.Equal(t, fairway.StateSuccess, lastState(h.final(id)), "job %s, submitted after the leader stopped", id)
+	}
 }

@@ -97,6 +97,12 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	// an earlier version may hold messages up to max_payload.
 	fetchBytes := max(2*events.ReportMaxBytes, int(cons.nc.MaxPayload()))
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
+	if rs.journal != nil {
+		// Only the journal's leader can apply reports: a follower leaves
+		// them in JetStream for it rather than taking and refusing them.
+		sources.gate = rs.journal.leads.Load
+		rs.journal.reopenResults = sources.reopen
+	}
 	return sources.run(ctx, subs, cons, rs.cfg.Batch, rs.apply)
 }
 

@@ -60,6 +60,10 @@ type streamSources struct {
 	fetchBytes     int
 	fetchers       int
 	sweepEvery     time.Duration
+	// gate, when set, says whether to fetch at all (the journal engine's
+	// reports: only its leader can apply them); reopen wakes the fetchers
+	// when it opens.
+	gate func() bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond // ready gained a source, or stopping
@@ -281,6 +285,13 @@ func (s *streamSources) run(ctx context.Context, subs *subscriptions, cons *cons
 	return nil
 }
 
+// reopen wakes the fetchers that wait for the gate (streamSources.gate).
+func (s *streamSources) reopen() {
+	s.mu.Lock()
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
 // stop ends the fetches: the fetchers finish the fetch in hand (its
 // messages go to the inbox) and return.
 func (s *streamSources) stop() {
@@ -400,7 +411,7 @@ func (s *streamSources) roomFor(group string) {
 func (s *streamSources) fetchLoop(ctx context.Context) {
 	for {
 		s.mu.Lock()
-		for len(s.ready)+len(s.fresh) == 0 && !s.stopping {
+		for (len(s.ready)+len(s.fresh) == 0 || (s.gate != nil && !s.gate())) && !s.stopping {
 			s.cond.Wait()
 		}
 		if s.stopping {

@@ -51,6 +51,14 @@ func (e *Executor) dispatchLoop() {
 					return
 				}
 				continue
+			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+				// No answer within a long poll and a claim: the coordinator
+				// that held the request is gone (killed, cut off), or
+				// swamped. Asked again at once, under the same id (a claim
+				// made for it is handed out then, not twice): another
+				// coordinator answers, or the one that leads now.
+				e.logger.Info("a dispatch request went unanswered; asking again", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "waited", dispatchTimeout)
+				continue
 			case errors.Is(err, nats.ErrNoResponders):
 				if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
 					e.logger.Warn("no coordinator answered a dispatch request; waiting for a wakeup", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch))

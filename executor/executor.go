@@ -58,17 +58,17 @@ import (
 
 // Timings that are not worth a setting.
 const (
-	registerTimeout    = 2 * time.Second // one register request
-	registerRetry      = time.Second     // pause between register attempts
-	dispatchTimeout    = 5 * time.Second // one dispatch request
-	longPoll           = time.Second     // how long a coordinator may hold a dispatch request
-	dispatchBackoff    = time.Second     // pause after a failed dispatch
-	noCoordinatorLog   = time.Minute     // at most one "no coordinator" warning per period
-	releaseGrace       = 5 * time.Second // how long a cancelled handler may take to return at shutdown
-	reportFlushTimeout = 5 * time.Second // how long Shutdown waits for JetStream to acknowledge reports
-	deregisterTimeout  = 2 * time.Second // how long Shutdown waits for a coordinator to take note that it left
-	earlyCancelTTL     = time.Minute     // how long a cancel for an unknown job is remembered
-	earlyCancelMax     = 10000           // how many such cancels are remembered
+	registerTimeout    = 2 * time.Second                  // one register request
+	registerRetry      = time.Second                      // pause between register attempts
+	dispatchTimeout    = longPoll + 1500*time.Millisecond // one dispatch request: its long poll and a claim under load; sent again under its id when it runs out (a coordinator that died holding it)
+	longPoll           = time.Second                      // how long a coordinator may hold a dispatch request
+	dispatchBackoff    = time.Second                      // pause after a failed dispatch
+	noCoordinatorLog   = time.Minute                      // at most one "no coordinator" warning per period
+	releaseGrace       = 5 * time.Second                  // how long a cancelled handler may take to return at shutdown
+	reportFlushTimeout = 5 * time.Second                  // how long Shutdown waits for JetStream to acknowledge reports
+	deregisterTimeout  = 2 * time.Second                  // how long Shutdown waits for a coordinator to take note that it left
+	earlyCancelTTL     = time.Minute                      // how long a cancel for an unknown job is remembered
+	earlyCancelMax     = 10000                            // how many such cancels are remembered
 )
 
 // Handler runs one job. It returns nil on success; an error fails the

@@ -39,7 +39,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest", "shares"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest", "shares", "failover"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -214,7 +214,9 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	opts = opts.withDefaults()
 	names := []string{scenario}
 	if scenario == "all" {
-		names = Scenarios
+		// failover measures the journal's leader: with the row engine,
+		// there is none to kill.
+		names = slices.DeleteFunc(slices.Clone(Scenarios), func(n string) bool { return n == "failover" && opts.Engine != coordinator.EngineJournal })
 	} else if !slices.Contains(Scenarios, scenario) {
 		return fmt.Errorf("unknown scenario %q (known: %s, all)", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -276,6 +278,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return ingestScenario(ctx, opts)
 	case "shares":
 		return sharesScenario(ctx, opts)
+	case "failover":
+		return failover(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}
@@ -315,6 +319,10 @@ type system struct {
 	// process, when it runs in its own.
 	coordPid int
 	natsPid  int
+	// natsURL is where the coordinators connect; killed is a coordinator
+	// process the scenario killed (failover), which its cleanup leaves be.
+	natsURL  string
+	killed   atomic.Int64
 	coordEnv []string
 	dbURL    string
 	execs    []*executor.Executor
@@ -422,7 +430,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 			connect = func(name string) (*nats.Conn, error) { return natsserver.Connect(s.ns, name) }
 		}
 	}
-	s.connect = connect
+	s.connect, s.natsURL = connect, natsURL
 	if s.nc, err = connect("fairway-bench"); err != nil {
 		return nil, err
 	}
@@ -479,6 +487,12 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 	go func() { exited <- cmd.Wait() }()
 	s.coordPid = cmd.Process.Pid
 	s.cleanup = append(s.cleanup, func() {
+		if s.killed.Load() == int64(cmd.Process.Pid) {
+			if err := <-exited; err != nil {
+				s.opts.Logger.Debug("bench: the coordinator killed on purpose exited", "pid", cmd.Process.Pid, "error", err)
+			}
+			return
+		}
 		s.stopProcess("the coordinator", cmd, exited, func() error { return cmd.Process.Signal(syscall.SIGTERM) })
 	})
 	// It answers once it has migrated and made its streams.

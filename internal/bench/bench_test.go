@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/stretchr/testify/require"
@@ -81,6 +82,24 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	}
 	err = bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
 	require.ErrorContains(t, err, `unknown scenario "nope"`)
+
+	// failover kills the journal's leader, so it needs the journal engine
+	// and the coordinators in processes of their own.
+	var foOut bytes.Buffer
+	opts := bench.Options{ServerURL: server, Jobs: 500, JSON: true, Out: &foOut, Engine: coordinator.EngineJournal,
+		CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}}
+	require.NoError(t, bench.Run(t.Context(), "failover", opts))
+	t.Log(strings.TrimSpace(foOut.String()))
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(foOut.Bytes(), &got))
+	for _, k := range []string{"resume_ms", "stall_ms", "waiting_at_kill", "follower_rss_mib"} {
+		v, ok := got[k].(float64)
+		require.True(t, ok, "failover: key %s missing in %s", k, foOut.String())
+		require.Greater(t, v, 0.0, "failover: %s", k)
+	}
+	require.GreaterOrEqual(t, got["resume_ms"], got["stall_ms"], "the stall ends when dispatch resumes, after the kill")
+	opts.Engine = ""
+	require.ErrorContains(t, bench.Run(t.Context(), "failover", opts), "--engine journal")
 }
 
 // TestInProcessCoordinator: without a coordinator command the coordinator

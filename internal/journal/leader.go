@@ -56,7 +56,13 @@ type LeaderConfig struct {
 	// The coordinator wakes its idle executors' parked requests. It is
 	// called outside the leader's lock and must not block.
 	Claimable func()
-	Logger    *slog.Logger
+	// Leading is called when this coordinator comes to lead the partition
+	// (true: before the Claimable call that says so) and when it stops
+	// (false), from Run's goroutine, outside the lock: the coordinator
+	// serves what only the leader can (executors' dispatch requests)
+	// while it leads, so that a follower holds none of them back.
+	Leading func(bool)
+	Logger  *slog.Logger
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -133,6 +139,9 @@ type Leader struct {
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
 	claimable bool
+	// told is what LeaderConfig.Leading was last told (Run's goroutine
+	// only).
+	told bool
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -214,6 +223,7 @@ func (l *Leader) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			l.drop()
+			l.tellLeading()
 			return
 		case <-renew.C:
 			l.renew(ctx)
@@ -229,6 +239,21 @@ func (l *Leader) Run(ctx context.Context) {
 			l.claimable = true
 			l.mu.Unlock()
 		}
+	}
+}
+
+// tellLeading calls LeaderConfig.Leading when this coordinator came to
+// lead or stopped since the last call. Run's goroutine only.
+func (l *Leader) tellLeading() {
+	if l.cfg.Leading == nil {
+		return
+	}
+	l.mu.RLock()
+	leading := l.leading
+	l.mu.RUnlock()
+	if leading != l.told {
+		l.told = leading
+		l.cfg.Leading(leading)
 	}
 }
 
@@ -343,6 +368,7 @@ func (l *Leader) restore(ctx context.Context) error {
 // position, only older than its successor's: restoring it replays more
 // rows, never wrong ones.
 func (l *Leader) catchUp(ctx context.Context) error {
+	l.tellLeading()
 	l.mu.Lock()
 	err := l.restore(ctx)
 	if err == nil {
