@@ -384,7 +384,10 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	l.tellClaimable()
 	if owes {
 		if err := l.lockLeading(ctx); err != nil {
-			return nil // led no more meanwhile
+			if errors.Is(err, ErrNotLeading) {
+				return nil // led no more meanwhile
+			}
+			return err
 		}
 		err := l.settle(ctx)
 		if err == nil {
