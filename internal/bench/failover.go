@@ -9,6 +9,7 @@ import (
 
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -63,14 +64,7 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	leads := func() (string, error) {
-		var holder string
-		err := conn.QueryRow(ctx, `SELECT holder FROM fairway_journal_lease WHERE partition = 0 AND until > now()`).Scan(&holder)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", nil
-		}
-		return holder, err
-	}
+	leads := func() (string, error) { return journal.LeaseHolder(ctx, conn, 0) }
 	first, err := waitFor(ctx, "the first coordinator to lead", func() (string, error) { return leads() })
 	if err != nil {
 		return nil, err

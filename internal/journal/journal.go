@@ -239,6 +239,20 @@ func Acquire(ctx context.Context, q Querier, partition int16, holder string, ttl
 	return l, true, nil
 }
 
+// LeaseHolder names the coordinator that holds partition's lease now
+// ("" when none does: never taken, or run out).
+func LeaseHolder(ctx context.Context, q Querier, partition int16) (string, error) {
+	var holder string
+	err := q.QueryRow(ctx, `SELECT holder FROM fairway_journal_lease WHERE partition = $1 AND until > now()`, partition).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading who holds journal partition %d's lease: %w", partition, err)
+	}
+	return holder, nil
+}
+
 // acquireSQL takes or renews a lease (see Acquire).
 const acquireSQL = `INSERT INTO fairway_journal_lease AS l (partition, holder, epoch, until)
 VALUES ($1, $2, 1, now() + $3::interval)
