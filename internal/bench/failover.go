@@ -28,10 +28,11 @@ const (
 // own process; the first leads. The jobs are submitted, an executor of
 // 10 slots runs them (10 ms each) until dispatch runs steadily, and the
 // leader is killed (SIGKILL). Figures: the stall in the starts after the
-// kill (stall_ms: the executor runs what it held first) and when it
-// ended (resume_ms, from the kill), the jobs still waiting then, and the peak memory of the coordinator that
-// took over, which held the partition's state as a follower
-// (follower_rss_mib: the leader's memory for that many waiting jobs).
+// kill (stall_ms: the executor runs what it held first) and when it ended
+// (resume_ms, from the kill), the jobs still waiting then, and the peak
+// memory of the coordinator that took over, which held the partition's
+// state as a follower (follower_rss_mib: the leader's memory for that many
+// waiting jobs).
 func failover(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Engine != coordinator.EngineJournal {
 		return nil, errors.New("failover kills the journal's leader: run it with --engine journal (the row engine has no leader that holds the queue)")
@@ -65,7 +66,7 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	leads := func() (string, error) { return journal.LeaseHolder(ctx, conn, 0) }
-	first, err := waitFor(ctx, "the first coordinator to lead", func() (string, error) { return leads() })
+	first, err := waitFor(ctx, "the first coordinator to lead", leads)
 	if err != nil {
 		return nil, err
 	}
