@@ -322,7 +322,7 @@ type system struct {
 	// natsURL is where the coordinators connect; killed is a coordinator
 	// process the scenario killed (failover), which its cleanup leaves be.
 	natsURL  string
-	killed   atomic.Int64
+	killed   int
 	coordEnv []string
 	dbURL    string
 	execs    []*executor.Executor
@@ -439,7 +439,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		return nil, err
 	}
 	if len(opts.CoordinatorCommand) > 0 {
-		if err := s.startCoordinatorProcess(ctx, dbURL, natsURL); err != nil {
+		if err := s.startCoordinatorProcess(ctx); err != nil {
 			return nil, err
 		}
 	} else {
@@ -470,12 +470,12 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 // startCoordinatorProcess runs the coordinator command against the
 // scenario's database, without quotas (the benchmark is one tenant at full
 // speed), its logs at warn on stderr, and waits until it answers.
-func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL string) error {
+func (s *system) startCoordinatorProcess(ctx context.Context) error {
 	c := s.opts.CoordinatorCommand
-	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--nats-url", natsURL)...) //nolint:gosec // G204: the caller's own command (fairway bench: its own binary)
+	cmd := exec.Command(c[0], append(slices.Clone(c[1:]), "--nats-url", s.natsURL)...) //nolint:gosec // G204: the caller's own command (fairway bench: its own binary)
 	// The database URL may hold a password: in the environment, not on a
 	// command line that other users can read.
-	cmd.Env = append(os.Environ(), "FAIRWAY_DATABASE_URL="+dbURL, "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
+	cmd.Env = append(os.Environ(), "FAIRWAY_DATABASE_URL="+s.dbURL, "FAIRWAY_COORDINATOR_QUOTA_JOBS=0", "FAIRWAY_COORDINATOR_QUOTA_SUBMIT_RATE=0",
 		"FAIRWAY_COORDINATOR_QUOTA_API_RATE=0", "FAIRWAY_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, s.opts.CoordinatorEnv...)
 	cmd.Env = append(cmd.Env, s.coordEnv...)
@@ -487,7 +487,7 @@ func (s *system) startCoordinatorProcess(ctx context.Context, dbURL, natsURL str
 	go func() { exited <- cmd.Wait() }()
 	s.coordPid = cmd.Process.Pid
 	s.cleanup = append(s.cleanup, func() {
-		if s.killed.Load() == int64(cmd.Process.Pid) {
+		if s.killed == cmd.Process.Pid {
 			if err := <-exited; err != nil {
 				s.opts.Logger.Debug("bench: the coordinator killed on purpose exited", "pid", cmd.Process.Pid, "error", err)
 			}

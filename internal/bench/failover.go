@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway/coordinator"
@@ -71,16 +72,11 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	leader := s.coordPid
-	if err := s.startCoordinatorProcess(ctx, s.dbURL, s.natsURL); err != nil {
+	if err := s.startCoordinatorProcess(ctx); err != nil {
 		return nil, err
 	}
 	follower := s.coordPid
-	args := make([]byte, 0, failoverArgs)
-	args = append(args, `{"pad":"`...)
-	for len(args) < failoverArgs-2 {
-		args = append(args, 'x')
-	}
-	args = append(args, `"}`...)
+	args := []byte(`{"pad":"` + strings.Repeat("x", failoverArgs-len(`{"pad":""}`)) + `"}`)
 	subs := submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) })
 	for i := range subs {
 		subs[i].Args = args
@@ -105,7 +101,7 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	opts.Logger.Info("bench: dispatch runs; killing the leader", "pid", leader)
-	s.killed.Store(int64(leader))
+	s.killed = leader
 	p, err := os.FindProcess(leader)
 	if err == nil {
 		err = p.Kill() // SIGKILL: it gives nothing up

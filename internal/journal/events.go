@@ -144,14 +144,15 @@ func (l *Leader) publish(ctx context.Context) error {
 		return nil
 	}
 	n, position, epoch := len(l.pending), l.tail.Position(), l.lease.Epoch
+	if position == "" {
+		l.mu.Unlock()
+		return nil // a read cut by its limit: after the next fold
+	}
 	evs := make([]fairway.Event, n)
-	for i, p := range l.pending[:n] {
+	for i, p := range l.pending {
 		evs[i] = p.ev
 	}
 	l.mu.Unlock()
-	if position == "" {
-		return nil // a read cut by its limit: after the next fold
-	}
 	v, err := parseSnapshot(position)
 	if err != nil {
 		return err

@@ -541,12 +541,17 @@ func (l *Leader) settle(ctx context.Context) error {
 func (l *Leader) lockLeading(ctx context.Context) error {
 	l.claims.Lock()
 	l.reports.Lock()
-	if err := l.lockFolded(ctx); err != nil {
+	err := l.lockLed()
+	if err == nil {
+		if err = l.fold(ctx, nil); err != nil {
+			l.mu.Unlock()
+		}
+	}
+	if err != nil {
 		l.reports.Unlock()
 		l.claims.Unlock()
-		return err
 	}
-	return nil
+	return err
 }
 
 // unlockLeading lets go of what lockLeading took.
@@ -554,20 +559,6 @@ func (l *Leader) unlockLeading() {
 	l.mu.Unlock()
 	l.reports.Unlock()
 	l.claims.Unlock()
-}
-
-// lockFolded takes the lock and folds the state, while this coordinator
-// leads (ErrNotLeading otherwise, and nothing is locked). Called with both
-// lanes.
-func (l *Leader) lockFolded(ctx context.Context) error {
-	if err := l.lockLed(); err != nil {
-		return err
-	}
-	if err := l.fold(ctx, nil); err != nil {
-		l.mu.Unlock()
-		return err
-	}
-	return nil
 }
 
 // lockLed takes the lock while this coordinator leads (ErrNotLeading
