@@ -374,6 +374,11 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err == nil {
 		err = l.fold(ctx, nil)
 	}
+	if err == nil {
+		// With nothing to publish, the snapshot goes with the fold, under
+		// the same lock (View sees both or neither).
+		err = l.snapshotIfDue(ctx)
+	}
 	owes := err == nil && l.leading && (l.owed || len(l.resolve) > 0 || l.queues.ExpiryDue(time.Now().UnixMicro()))
 	l.mu.Unlock()
 	if err != nil {
@@ -402,17 +407,24 @@ func (l *Leader) catchUp(ctx context.Context) error {
 	if err := l.publish(ctx); err != nil {
 		return err
 	}
-	// A snapshot covers only rows whose events are published: a
-	// successor restoring it makes the events of the rows after it.
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.snapshotIfDue(ctx)
+}
+
+// snapshotIfDue takes a snapshot when one is due, while leading. A
+// snapshot covers only rows whose events are published (none pending): a
+// successor restoring it makes the events of the rows after it. Called
+// with l.mu held.
+func (l *Leader) snapshotIfDue(ctx context.Context) error {
 	due := l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery)
-	if l.leading && due && len(l.pending) == 0 {
-		if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
-			return err
-		}
-		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
+	if !l.leading || !due || len(l.pending) > 0 {
+		return nil
 	}
+	if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
+		return err
+	}
+	l.sinceSnapshot, l.snapshotAt = 0, time.Now()
 	return nil
 }
 
