@@ -188,30 +188,7 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, at []submitted
 	for i, a := range at {
 		ids[i] = a.row
 	}
-	slices.Sort(ids)
-	// The rows folded last are in memory (recentRows), the others read.
-	kept := map[int64]recentRow{}
-	var missing []int64
-	for _, id := range slices.Compact(ids) {
-		if row, ok := l.recent.get(id); ok {
-			kept[id] = row
-		} else {
-			missing = append(missing, id)
-		}
-	}
-	l.mu.Unlock()
-	submitted, err := readSubmitted(ctx, l.db, missing)
-	for id, row := range kept {
-		if err != nil {
-			break
-		}
-		var items []Item
-		if items, err = Decode(row.body); err != nil {
-			err = fmt.Errorf("journal row %d: %w", id, err)
-		}
-		submitted[id] = submittedRow{at: row.at, items: items}
-	}
-	l.mu.Lock()
+	submitted, err := l.submittedRows(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
 	}

@@ -1,0 +1,140 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+)
+
+// ErrNotRestored: this coordinator has not restored the partition's state
+// yet (it is starting): nothing can be read from it.
+var ErrNotRestored = errors.New("journal: the partition's state is not restored yet on this coordinator")
+
+// JobView is an unfinished job as the partition's state holds it, with
+// its submission (arguments and the fields the state does not keep).
+type JobView struct {
+	Ref fairway.JobRef
+	// Job is a copy of the state's job.
+	Job Job
+	// Submission is the item that submitted it, Submitted its row's time.
+	Submission Item
+	Submitted  time.Time
+}
+
+// Jobs returns the unfinished jobs of refs (those the state does not hold,
+// never submitted or ended, are left out), as of now: it first folds
+// every row committed before the call, so that a change acknowledged
+// before it, by any coordinator, is seen (read your writes, condition 2
+// of issue 31). A follower answers as well as the leader: both fold the
+// same rows. The jobs' submissions come from memory (recentRows) or are
+// read from PostgreSQL, without the lock. ErrNotRestored before the state
+// is restored.
+func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.JobRef]*JobView, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == nil {
+		return nil, ErrNotRestored
+	}
+	if err := l.fold(ctx, nil); err != nil {
+		return nil, err
+	}
+	out := make(map[fairway.JobRef]*JobView, len(refs))
+	var rows []int64
+	for _, ref := range refs {
+		j := l.state.Jobs[ref]
+		if j == nil || out[ref] != nil {
+			continue
+		}
+		v := &JobView{Ref: ref, Job: *j}
+		v.Job.Waits = slices.Clone(j.Waits)
+		if j.Holder != nil {
+			h := *j.Holder
+			v.Job.Holder = &h
+		}
+		out[ref] = v
+		rows = append(rows, j.Row)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	submitted, err := l.submittedRows(ctx, rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading the jobs' submissions: %w", err)
+	}
+	for _, v := range out {
+		row := submitted[v.Job.Row]
+		if int(v.Job.Index) >= len(row.items) {
+			return nil, fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
+		}
+		v.Submission, v.Submitted = row.items[v.Job.Index], row.at
+		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
+	}
+	return out, nil
+}
+
+// submittedRows returns the submitted rows ids, decoded: those folded last
+// from memory (recentRows), the others read from PostgreSQL in one query.
+// Called with l.mu held; it lets go of it over the read and the decoding.
+func (l *Leader) submittedRows(ctx context.Context, ids []int64) (map[int64]submittedRow, error) {
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	kept := map[int64]recentRow{}
+	var missing []int64
+	for _, id := range slices.Compact(ids) {
+		if row, ok := l.recent.get(id); ok {
+			kept[id] = row
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	submitted, err := readSubmitted(ctx, l.db, missing)
+	if err != nil {
+		return nil, err
+	}
+	for id, row := range kept {
+		items, err := Decode(row.body)
+		if err != nil {
+			return nil, fmt.Errorf("journal row %d: %w", id, err)
+		}
+		submitted[id] = submittedRow{at: row.at, items: items}
+	}
+	return submitted, nil
+}
+
+// ReleasePending releases pending jobs by hand, as the partition's leader:
+// each becomes waiting, due now, in one release row of those it changes.
+// It returns, per job, whether it was released; a job that is not pending
+// is not, nor is one that waits for its dependencies (they release it).
+// ErrNotLeading when this coordinator does not lead.
+func (l *Leader) ReleasePending(ctx context.Context, refs []fairway.JobRef) ([]bool, error) {
+	if err := l.lockLeading(ctx); err != nil {
+		return nil, err
+	}
+	defer l.unlockLeading()
+	out := make([]bool, len(refs))
+	var items []Item
+	seen := map[fairway.JobRef]bool{}
+	for i, ref := range refs {
+		j := l.state.Jobs[ref]
+		if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 || seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		out[i] = true
+		items = append(items, Item{Group: ref.Group, ID: ref.ID})
+	}
+	if len(items) == 0 {
+		return out, nil
+	}
+	read, err := l.appendBatches(ctx, []batch{{kind: Release, items: items}})
+	if err != nil {
+		return nil, fmt.Errorf("releasing %d pending jobs: %w", len(items), err)
+	}
+	return out, l.fold(ctx, read)
+}
