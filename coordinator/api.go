@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -50,24 +51,40 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 			c.respond(msg, events.Reply{}, err)
 		}
 	}
-	if err := c.subs.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) {
-		group, verb, _ := c.subjects.ParseAPI(msg.Subject)
+	// route queues a request received on subject (its own, or the one a
+	// follower received it on and forwarded it from: the follower checked
+	// the group's rate already).
+	route := func(msg *nats.Msg, subject string, forwarded bool) {
+		if verb, ok := c.subjects.ParseAdmin(subject); ok {
+			enqueue(msg, operatorLane(msg), request{admin: true, data: msg.Data, forwarded: forwarded}, verb)
+			return
+		}
+		group, verb, _ := c.subjects.ParseAPI(subject)
 		if err := fairway.CheckName("group", group); err != nil {
 			c.respond(msg, events.Reply{}, err)
 			return
 		}
-		if ok, wait := c.apiRate.allow(group, time.Now()); !ok {
-			c.respond(msg, events.Reply{}, c.apiRate.quotaError(group, wait))
-			return
+		if !forwarded {
+			if ok, wait := c.apiRate.allow(group, time.Now()); !ok {
+				c.respond(msg, events.Reply{}, c.apiRate.quotaError(group, wait))
+				return
+			}
 		}
-		enqueue(msg, group, request{group: group, data: msg.Data}, verb)
-	}); err != nil {
+		enqueue(msg, group, request{group: group, data: msg.Data, forwarded: forwarded}, verb)
+	}
+	if c.journal != nil {
+		// The requests followers forward (forwardToLeader), answered while
+		// this coordinator leads.
+		c.leaderAPI.setHandler(func(msg *nats.Msg) {
+			if subject, ok := c.subjects.ParseToLeader(msg.Subject); ok {
+				route(msg, subject, true)
+			}
+		})
+	}
+	if err := c.subs.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) { route(msg, msg.Subject, false) }); err != nil {
 		return err
 	}
-	return c.subs.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) {
-		verb, _ := c.subjects.ParseAdmin(msg.Subject)
-		enqueue(msg, operatorLane(msg), request{admin: true, data: msg.Data}, verb)
-	})
+	return c.subs.subscribe(c.subjects.AdminAll(), func(msg *nats.Msg) { route(msg, msg.Subject, false) })
 }
 
 // operatorLane is the pool lane of an operator-API request. Operators
@@ -103,6 +120,9 @@ type request struct {
 	// encoded receives the reply of a handler that encodes it itself, so
 	// as to measure it once (list); handle sends it as it is.
 	encoded *[]byte
+	// forwarded: a follower of the journal's partition forwarded it to
+	// this coordinator, its leader (forwardToLeader).
+	forwarded bool
 }
 
 // scope says on which API a verb is offered.
@@ -186,19 +206,41 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
-	default:
-		var encoded []byte
-		r.maxReply, r.encoded, r.verb = c.maxReply(), &encoded, name
-		reply, err = v.handle(c, ctx, r)
-		if err == nil && encoded != nil {
-			c.send(msg, encoded)
+	case c.journal != nil && journalPending[name]:
+		err = fairway.Invalid("verb", "%s is not offered by the journal engine yet (coordinator.engine journal is experimental: docs/journal.md)", name)
+	case c.journal != nil && !r.forwarded && c.journal.forwards(name):
+		var data []byte
+		data, err = c.forwardToLeader(ctx, msg)
+		switch {
+		case err == nil:
+			c.send(msg, data)
+			return
+		case errors.Is(err, errLeadsNow):
+			err = c.handleVerb(ctx, msg, r, name, v)
 			return
 		}
-		if err == nil && reply.Job != nil {
-			fitJob(&reply, r.maxReply)
-		}
+	default:
+		err = c.handleVerb(ctx, msg, r, name, v)
+		return
 	}
 	c.respond(msg, reply, err)
+}
+
+// handleVerb answers a request with its verb's handler, and returns the
+// handler's error (for the request's span).
+func (c *Coordinator) handleVerb(ctx context.Context, msg *nats.Msg, r request, name string, v apiVerb) error {
+	var encoded []byte
+	r.maxReply, r.encoded, r.verb = c.maxReply(), &encoded, name
+	reply, err := v.handle(c, ctx, r)
+	if err == nil && encoded != nil {
+		c.send(msg, encoded)
+		return nil
+	}
+	if err == nil && reply.Job != nil {
+		fitJob(&reply, r.maxReply)
+	}
+	c.respond(msg, reply, err)
+	return err
 }
 
 func (c *Coordinator) apiSubmit(ctx context.Context, r request) (events.Reply, error) {
@@ -232,16 +274,28 @@ func jobVerb(f func(c *Coordinator, ctx context.Context, group string, req event
 }
 
 func (c *Coordinator) apiGet(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		job, err := c.journalGet(ctx, group, req.ID)
+		return events.Reply{Job: job}, err
+	}
 	job, err := c.store.Get(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 
 func (c *Coordinator) apiCancel(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		job, err := c.journalCancel(ctx, group, req.ID)
+		return events.Reply{Job: job}, err
+	}
 	job, err := c.cancelJob(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 
 func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		job, err := c.journalRelease(ctx, group, req.ID)
+		return events.Reply{Job: job}, err
+	}
 	job, err := c.store.Release(ctx, group, req.ID)
 	if err != nil {
 		return events.Reply{}, err
@@ -251,6 +305,10 @@ func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.J
 }
 
 func (c *Coordinator) apiPriority(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		job, err := c.journalPriority(ctx, group, req.ID, req.Priority)
+		return events.Reply{Job: job}, err
+	}
 	job, err := c.store.SetPriority(ctx, group, req.ID, req.Priority)
 	return events.Reply{Job: job}, err
 }
@@ -367,6 +425,9 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 			c.relay.kick()
 		}
 		return nil, err
+	}
+	if c.journal != nil {
+		return c.journalSubmit(ctx, sub)
 	}
 	res, err := c.store.InsertJobs(ctx, []fairway.Submission{sub}, nil)
 	if err != nil {

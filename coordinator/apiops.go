@@ -26,6 +26,10 @@ const (
 )
 
 func (c *Coordinator) apiRetry(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		job, err := c.journalRetry(ctx, group, req.ID)
+		return events.Reply{Job: job}, err
+	}
 	job, err := c.store.Retry(ctx, group, req.ID)
 	if err != nil {
 		return events.Reply{}, err

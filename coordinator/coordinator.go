@@ -280,6 +280,7 @@ type Coordinator struct {
 	pruner     *pruner        // retention
 	deps       *dependents    // resolves the jobs that depend on others
 	journal    *journalEngine // Config.Engine journal: the hot path on the journal (nil: the row engine)
+	leaderAPI  *leaderOnly    // with the journal: the API requests followers forward to the leader
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -328,7 +329,12 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
 	if cfg.Engine == EngineJournal {
-		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, c.dispatcher.serveDispatch)
+		c.leaderAPI = &leaderOnly{nc: nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
+		serve := func(on bool) {
+			c.dispatcher.serveDispatch(on)
+			c.leaderAPI.serve(on)
+		}
+		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
 		c.dispatcher.journal, c.results.journal, c.sweeper.journal = c.journal, c.journal, c.journal
 	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
@@ -389,7 +395,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs jobs on one coordinator, without limits, quotas, job logs, periodic tasks or the API's changes; not for production (docs/journal.md)")
+		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs without concurrency limits, quotas, job logs, periodic tasks, and the API's lists, stats, bulk changes, graphs and workflows; not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start

@@ -54,11 +54,8 @@ type dispatcher struct {
 	// journal, when set, claims from the journal's leader (Config.Engine).
 	journal *journalEngine
 	// With the journal, only the leader answers dispatch requests
-	// (serveDispatch): dispatchHandler is their handler, dispatchSub its
-	// subscription while this coordinator leads.
-	dispatchMu      sync.Mutex
-	dispatchHandler nats.MsgHandler
-	dispatchSub     *nats.Subscription
+	// (serveDispatch).
+	leaderDispatch *leaderOnly
 
 	heartbeatsDropped atomic.Int64 // beyond their executor's lane (a flood)
 	// refusedLog bounds the lines about refused protocol messages, which a
@@ -126,7 +123,8 @@ func newDispatcher(cfg dispatchConfig, st *store.Store, nc *nats.Conn, subjects 
 	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
 	return &dispatcher{cfg: cfg.withDefaults(), store: st, nc: nc, subjects: subjects, log: log, metrics: m, tracer: tracer,
 		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
-		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError, refusedLog: newLogLimit(10)}
+		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError, refusedLog: newLogLimit(10),
+		leaderDispatch: &leaderOnly{nc: nc, log: log, subject: subjects.ExecAll(events.ExecDispatch), what: "dispatch requests"}}
 }
 
 // start answers executors: registration, deregistration, dispatch
@@ -176,9 +174,7 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 		return err
 	}
 	if d.journal != nil {
-		d.dispatchMu.Lock()
-		d.dispatchHandler = lane(d.dispatch, answerDispatch) // served while leading: serveDispatch
-		d.dispatchMu.Unlock()
+		d.leaderDispatch.setHandler(lane(d.dispatch, answerDispatch)) // served while leading: serveDispatch
 	} else if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), lane(d.dispatch, answerDispatch)); err != nil {
 		return err
 	}
@@ -212,26 +208,7 @@ const (
 // follower, and while no coordinator leads an executor hears no responder
 // and waits for the new leader's work notification. The requests in hand
 // when it stops are answered (drained).
-func (d *dispatcher) serveDispatch(on bool) {
-	d.dispatchMu.Lock()
-	defer d.dispatchMu.Unlock()
-	subject := d.subjects.ExecAll(events.ExecDispatch)
-	switch {
-	case on && d.dispatchSub == nil && d.dispatchHandler != nil:
-		sub, err := d.nc.QueueSubscribe(subject, queueGroup, d.dispatchHandler)
-		if err == nil {
-			err = sub.SetPendingLimits(nats.DefaultSubPendingMsgsLimit, subPendingBytes)
-		}
-		if err != nil {
-			d.log.Error("answering dispatch requests as the journal's leader: subscribing failed", "subject", subject, "error", err)
-			return
-		}
-		d.dispatchSub = sub
-	case !on && d.dispatchSub != nil:
-		_ = d.dispatchSub.Drain()
-		d.dispatchSub = nil
-	}
-}
+func (d *dispatcher) serveDispatch(on bool) { d.leaderDispatch.serve(on) }
 
 // notifyWork wakes idle executors: new work may be eligible.
 func (d *dispatcher) notifyWork() {

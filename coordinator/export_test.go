@@ -3,6 +3,8 @@ package coordinator
 import (
 	"context"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -44,4 +46,14 @@ func (p *parking) len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.reqs)
+}
+
+// Forwarded counts the API requests the coordinator forwarded to the
+// journal's leader.
+func (c *Coordinator) Forwarded() float64 {
+	var m dto.Metric
+	if err := c.metrics.forwarded.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }

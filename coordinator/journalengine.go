@@ -36,13 +36,12 @@ const (
 // (Leader.Run); the one that holds its lease leads.
 //
 // Dependencies and trackers run on it (the leader resolves the one and
-// the fold refuses a tracker held by a live job). What it does not run
-// yet (docs/journal.md, "The coordinator on the journal"): only the
-// leader claims and applies reports (a follower claims none, and leaves
-// reports to be delivered again), so it is for one coordinator;
-// concurrency limits, quotas of queued jobs, job logs, periodic tasks,
-// and the API's reads and changes of unfinished jobs are the row
-// engine's still. Not for production.
+// the fold refuses a tracker held by a live job), and so do the API's
+// reads and changes of single jobs (journalapi.go: every coordinator
+// reads, the leader changes). What it does not run yet (docs/journal.md,
+// "The coordinator on the journal"): concurrency limits, quotas of queued
+// jobs, job logs, periodic tasks, and the API's lists, stats, bulk
+// changes, graphs and workflows. Not for production.
 type journalEngine struct {
 	leader     *journal.Leader
 	begin      func(ctx context.Context) (pgx.Tx, error)

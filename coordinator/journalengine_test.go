@@ -13,7 +13,6 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
 )
@@ -206,18 +205,7 @@ func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
 // the dispatch subject, no job would run after the stop.
 func TestJournalEnginesFollowerTakesOverDispatch(t *testing.T) {
 	t.Parallel()
-	retries := 3
-	cfg := coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries}
-	st := storetest.OpenJournal(t)
-	h, first := setupOn(t, st, cfg)
-	nc2, err := natsserver.Connect(h.ns, t.Name()+"-second")
-	require.NoError(t, err)
-	t.Cleanup(nc2.Close)
-	cfg.Logger = testLogger(t)
-	second, err := coordinator.New(storetest.Public(st), nc2, cfg)
-	require.NoError(t, err)
-	require.NoError(t, second.Start(t.Context()))
-	t.Cleanup(second.Stop)
+	h, first, _ := twoJournalCoordinators(t)
 	h.executor("ex1", 4, map[string]executor.Handler{"echo": echo})
 
 	before := submit(t, h, fairway.Submission{Group: "acme", Task: "echo"})

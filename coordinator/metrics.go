@@ -25,6 +25,7 @@ type coordMetrics struct {
 	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
 	handedOver   prometheus.Counter     // jobs stored scheduled for an idle executor
 	rateDeferred prometheus.Counter     // submissions a batch passed over: their group is over its rate
+	forwarded    prometheus.Counter     // API requests forwarded to the journal's leader
 }
 
 // newMetrics registers a coordinator's metrics with reg; with nil, they
@@ -59,6 +60,8 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 			Help: "Times ingest passed over a group over its submission rate (coordinator.quota.submit-rate): its submissions wait in NATS and are stored later."})),
 		handedOver: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_jobs_handed_over_total",
 			Help: "Jobs that ingest stored already scheduled for an idle executor (one waiting in a long poll), without a claim."})),
+		forwarded: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_api_forwarded_total",
+			Help: "API requests that change jobs which this coordinator, following the journal's partition, forwarded to its leader (coordinator.engine journal)."})),
 	}
 }
 

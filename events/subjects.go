@@ -285,6 +285,25 @@ func (s Subjects) ParseAPI(subject string) (group, verb string, ok bool) {
 	return group, verb, ok
 }
 
+// ToLeader is the subject on which a coordinator that follows the
+// journal's partition forwards an API request it received on subject
+// (an API or admin subject) to the partition's leader, the only one that
+// appends the rows of changes to jobs: <p>.leader.<subject's tokens after
+// the prefix>. Coordinators only: it is in no tenant's or executor's
+// account.
+func (s Subjects) ToLeader(subject string) string {
+	return s.join("leader", strings.TrimPrefix(subject, s.Prefix+"."))
+}
+
+// ToLeaderAll matches every request forwarded to the leader.
+func (s Subjects) ToLeaderAll() string { return s.join("leader", ">") }
+
+// ParseToLeader returns the subject a forwarded request was received on.
+func (s Subjects) ParseToLeader(subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, s.Prefix+".leader.")
+	return s.Prefix + "." + rest, ok
+}
+
 // ParseAdmin returns the verb of an admin subject.
 func (s Subjects) ParseAdmin(subject string) (verb string, ok bool) {
 	return strings.CutPrefix(subject, s.Prefix+".admin.")

@@ -91,6 +91,9 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
+	// restored is closed once the state is restored (it is never
+	// dropped after).
+	restored chan struct{}
 
 	// The lanes order the leader's appends: a claim holds claims, a batch
 	// of executors' reports holds reports, every other append (cancels,
@@ -160,7 +163,7 @@ type pendingResolution struct {
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
 func NewLeader(db Querier, cfg LeaderConfig) *Leader {
 	cfg = cfg.withDefaults()
-	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
+	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), restored: make(chan struct{}), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
 }
 
 // Wake makes the leader read the tail now (rows were appended).
@@ -354,6 +357,9 @@ func (l *Leader) restore(ctx context.Context) error {
 	}
 	l.state, l.tail = state, tail
 	l.queues = NewQueues(state, time.Now().UnixMicro())
+	if l.restores == 0 {
+		close(l.restored)
+	}
 	l.restores++
 	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", len(state.Jobs), "in", time.Since(began).String())
 	return nil

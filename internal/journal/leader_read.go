@@ -11,7 +11,7 @@ import (
 )
 
 // ErrNotRestored: this coordinator has not restored the partition's state
-// yet (it is starting): nothing can be read from it.
+// yet (it is starting), and the read's time ran out.
 var ErrNotRestored = errors.New("journal: the partition's state is not restored yet on this coordinator")
 
 // JobView is an unfinished job as the partition's state holds it, with
@@ -31,14 +31,17 @@ type JobView struct {
 // before it, by any coordinator, is seen (read your writes, condition 2
 // of issue 31). A follower answers as well as the leader: both fold the
 // same rows. The jobs' submissions come from memory (recentRows) or are
-// read from PostgreSQL, without the lock. ErrNotRestored before the state
-// is restored.
+// read from PostgreSQL, without the lock. A coordinator that is starting
+// answers once it has restored the state (ErrNotRestored if ctx ends
+// first).
 func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.JobRef]*JobView, error) {
+	select {
+	case <-l.restored:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state == nil {
-		return nil, ErrNotRestored
-	}
 	if err := l.fold(ctx, nil); err != nil {
 		return nil, err
 	}

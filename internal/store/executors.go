@@ -214,9 +214,9 @@ func (s *Store) JobsWithoutExecutor(ctx context.Context) (map[string]int64, erro
 	return counts, nil
 }
 
-// markNoExecutor sets NoExecutor on the jobs that wait for a task no live
+// MarkNoExecutor sets NoExecutor on the jobs that wait for a task no live
 // executor runs.
-func (s *Store) markNoExecutor(ctx context.Context, jobs []fairway.Job) error {
+func (s *Store) MarkNoExecutor(ctx context.Context, jobs []fairway.Job) error {
 	waits := false
 	for _, j := range jobs {
 		waits = waits || waitsForExecutor(j.State)

@@ -316,7 +316,7 @@ func (s *Store) List(ctx context.Context, p ListParams) ([]fairway.Job, error) {
 		return true
 	})
 	if err == nil {
-		err = s.markNoExecutor(ctx, jobs)
+		err = s.MarkNoExecutor(ctx, jobs)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", interpretError(err))

@@ -33,7 +33,7 @@ func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error)
 		return nil, fmt.Errorf("reading job %s: %w", id, interpretError(err))
 	}
 	jobs := []fairway.Job{j}
-	if err := s.markNoExecutor(ctx, jobs); err != nil {
+	if err := s.MarkNoExecutor(ctx, jobs); err != nil {
 		return nil, fmt.Errorf("reading job %s: %w", id, err)
 	}
 	return &jobs[0], nil

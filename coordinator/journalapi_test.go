@@ -1,0 +1,133 @@
+package coordinator_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// twoJournalCoordinators starts two coordinators on the journal engine,
+// on one database and one NATS server: the harness's (which leads, having
+// started first) and a second one (which follows).
+func twoJournalCoordinators(t *testing.T) (*harness, *coordinator.Coordinator, *coordinator.Coordinator) {
+	t.Helper()
+	retries := 3
+	// The test's requests come as fast as they are answered: no API rate.
+	cfg := coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries, APIRate: -1}
+	st := storetest.OpenJournal(t)
+	h, first := setupOn(t, st, cfg)
+	nc2, err := natsserver.Connect(h.ns, t.Name()+"-second")
+	require.NoError(t, err)
+	t.Cleanup(nc2.Close)
+	cfg.Logger = testLogger(t)
+	second, err := coordinator.New(storetest.Public(st), nc2, cfg)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(t.Context()))
+	t.Cleanup(second.Stop)
+	return h, first, second
+}
+
+// TestJournalEngineAPIReadsYourWritesOnEitherCoordinator: with two
+// coordinators on the journal engine, which answer API requests as NATS
+// hands them out (either one), a job submitted, re-prioritised, cancelled,
+// retried or released is read back at once as the acknowledgement said,
+// 1,000 times (condition 2 of issue 31); the follower forwards the changes
+// to the leader. Without the read's fold of the rows committed before
+// it, a follower answers "not found" for a job just submitted through
+// the leader.
+func TestJournalEngineAPIReadsYourWritesOnEitherCoordinator(t *testing.T) {
+	t.Parallel()
+	h, first, second := twoJournalCoordinators(t)
+	ctx := t.Context()
+	c := h.client
+	for i := range 1000 {
+		sub := fairway.Submission{Group: "acme", Task: "echo", ID: fmt.Sprintf("j%04d", i), Args: []byte(fmt.Sprintf(`{"n":%d}`, i)), Pending: i%10 == 5}
+		job, err := c.SubmitWait(ctx, sub)
+		require.NoError(t, err, "submitting %s", sub.ID)
+		want := fairway.StateWaiting
+		if sub.Pending {
+			want = fairway.StatePending
+		}
+		require.Equal(t, want, job.State, "the submission's reply, %s", sub.ID)
+		got, err := c.Get(ctx, "acme", sub.ID)
+		require.NoError(t, err, "reading back %s", sub.ID)
+		require.Equal(t, want, got.State, "job %s read back", sub.ID)
+		require.JSONEq(t, string(sub.Args), string(got.Args), "job %s read back", sub.ID)
+
+		// change makes a change and reads the job back.
+		change := func(what string, do func() (*fairway.Job, error)) *fairway.Job {
+			_, err := do()
+			require.NoError(t, err, "%s %s", what, sub.ID)
+			got, err := c.Get(ctx, "acme", sub.ID)
+			require.NoError(t, err, "reading back %s after %s", sub.ID, what)
+			return got
+		}
+		switch i % 10 {
+		case 3:
+			got = change("re-prioritising", func() (*fairway.Job, error) { return c.SetPriority(ctx, "acme", sub.ID, fairway.PriorityHigh) })
+			require.Equal(t, fairway.PriorityHigh, got.Priority, "job %s re-prioritised", sub.ID)
+		case 5:
+			got = change("releasing", func() (*fairway.Job, error) { return c.Release(ctx, "acme", sub.ID) })
+			require.Equal(t, fairway.StateWaiting, got.State, "job %s released", sub.ID)
+		case 7:
+			got = change("cancelling", func() (*fairway.Job, error) { return c.Cancel(ctx, "acme", sub.ID) })
+			require.Equal(t, fairway.StateCancelled, got.State, "job %s cancelled", sub.ID)
+			got = change("retrying", func() (*fairway.Job, error) { return c.Retry(ctx, "acme", sub.ID) })
+			require.Equal(t, fairway.StateWaiting, got.State, "job %s retried", sub.ID)
+		}
+	}
+	require.Positive(t, first.Forwarded()+second.Forwarded(), "the follower forwarded changes to the leader")
+
+	// The rules of the row engine's verbs hold.
+	_, err := c.Get(ctx, "acme", "nope")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+	_, err = c.Cancel(ctx, "acme", "nope")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+	_, err = c.Release(ctx, "acme", "j0000")
+	require.ErrorIs(t, err, fairway.ErrConflict, "not pending")
+	_, err = c.Retry(ctx, "acme", "j0000")
+	require.ErrorIs(t, err, fairway.ErrConflict, "not ended")
+	_, err = c.SetPriority(ctx, "acme", "j0000", "urgent")
+	require.ErrorIs(t, err, fairway.ErrInvalid)
+	job, err := c.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", ID: "j0001"})
+	require.NoError(t, err, "a submission of an id taken answers its job")
+	require.Equal(t, "j0001", job.ID)
+	_, err = c.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", Tracker: "daily"})
+	require.NoError(t, err)
+	_, err = c.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", Tracker: "daily"})
+	require.ErrorIs(t, err, fairway.ErrDuplicate, "a tracker a live job holds")
+	// What the journal does not answer yet says so.
+	_, err = c.List(ctx, events.ListRequest{Group: "acme"})
+	require.ErrorContains(t, err, "not offered by the journal engine yet")
+
+	// The jobs run, and their records answer once they ended.
+	h.executor("ex1", 8, map[string]executor.Handler{"echo": echo})
+	require.Equal(t, fairway.StateSuccess, lastState(h.final("j0002")))
+	job, err = c.Get(ctx, "acme", "j0002")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, job.State)
+	require.JSONEq(t, `{"n":2}`, string(job.Args))
+}
+
+// TestJournalEngineForwardsThroughATakeover: a change asked of the
+// follower while the leader is gone waits for a coordinator to lead (the
+// follower itself, once the lease runs out) instead of failing.
+func TestJournalEngineForwardsThroughATakeover(t *testing.T) {
+	t.Parallel()
+	h, first, _ := twoJournalCoordinators(t)
+	ctx := t.Context()
+	_, err := h.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", ID: "a"})
+	require.NoError(t, err)
+	first.Stop() // its lease is not given up: it runs out, as a killed leader's
+	job, err := h.client.Cancel(ctx, "acme", "a")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateCancelled, job.State)
+}
