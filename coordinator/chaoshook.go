@@ -16,3 +16,8 @@ const chaosHooks = false
 const chaosKillEnv = "FAIRWAYCHAOS_KILL_AFTER_INGEST_COMMIT"
 
 func chaosAfterIngestCommit(*slog.Logger, int) {}
+
+// The journal's hooks (see chaoshook_fairwaychaos.go), no-ops here.
+func chaosAfterClaimCommit(*slog.Logger, int) {}
+
+func chaosBeforeClaimAppend(*slog.Logger) {}

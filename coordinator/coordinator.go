@@ -362,6 +362,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.log.Warn("a submission with args of coordinator.max-args-size would not fit in the NATS server's max_payload; set max_payload to at least the size needed (e.g. max_payload: 8MB)",
 			"max_args_size", c.cfg.MaxArgsSize, "max_payload", c.nc.MaxPayload(), "needed", need)
 	}
+	// The database keeps one engine: the first coordinator's.
+	if err := c.store.ChooseEngine(ctx, c.cfg.Engine); err != nil {
+		return err
+	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
 	}
@@ -408,6 +412,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// and the executors' wake-up follow the commit, not the next poll.
 	c.goLoop(runCtx, func(ctx context.Context) {
 		c.store.ListenJobs(ctx, func() {
+			if c.journal != nil {
+				c.journal.leader.Wake() // the leader reads them from the tail
+			}
 			c.relay.kick()
 			c.dispatcher.notifyWork()
 			c.deps.add(nil, nil, true) // they may have dependencies

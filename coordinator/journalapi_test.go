@@ -131,3 +131,18 @@ func TestJournalEngineForwardsThroughATakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, job.State)
 }
+
+// TestACoordinatorOfAnotherEngineIsRefused: a coordinator configured with
+// the row engine does not start on a database whose first coordinator
+// chose the journal (it would not see the journal's unfinished jobs).
+func TestACoordinatorOfAnotherEngineIsRefused(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	nc2, err := natsserver.Connect(h.ns, t.Name()+"-rows")
+	require.NoError(t, err)
+	t.Cleanup(nc2.Close)
+	rows, err := coordinator.New(storetest.Public(h.store), nc2, coordinator.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	err = rows.Start(t.Context())
+	require.ErrorContains(t, err, `but this database's jobs are stored by the "journal" engine`)
+}

@@ -19,12 +19,12 @@ import (
 const (
 	// EngineRows: a job's row in fairway_job is its queue entry and its
 	// record (docs/architecture.md). The default.
-	EngineRows = "rows"
+	EngineRows = store.EngineRows
 	// EngineJournal: the waiting queue in the leader's memory, PostgreSQL
 	// as its append-only log, a job's row written once at its end
 	// (docs/journal.md). Experimental, issue 31 in progress: see
 	// journalEngine for what it runs.
-	EngineJournal = "journal"
+	EngineJournal = store.EngineJournal
 )
 
 // journalEngine runs the hot path on the journal (issue 31): ingest
@@ -41,7 +41,9 @@ const (
 // reads, the leader changes). What it does not run yet (docs/journal.md,
 // "The coordinator on the journal"): concurrency limits, quotas of queued
 // jobs, job logs, periodic tasks, and the API's lists, stats, bulk
-// changes, graphs and workflows. Not for production.
+// changes, graphs and workflows. Not for production. store.InsertTx
+// appends to the journal when the database's engine is the journal (the
+// first coordinator's: store.ChooseEngine).
 type journalEngine struct {
 	leader     *journal.Leader
 	begin      func(ctx context.Context) (pgx.Tx, error)
@@ -67,6 +69,7 @@ func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay tim
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
+		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
 	return e
 }
@@ -93,7 +96,7 @@ func (e *journalEngine) run(ctx context.Context) { e.leader.Run(ctx) }
 func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) ([]store.Inserted, error) {
 	items := make([]journal.Item, len(subs))
 	for i, s := range subs {
-		items[i] = submissionItem(s)
+		items[i] = journal.ItemOf(s)
 	}
 	tx, err := e.begin(ctx)
 	if err != nil {
@@ -124,25 +127,6 @@ func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) (
 	return out, nil
 }
 
-// submissionItem is a normalized submission as a submitted row's item.
-func submissionItem(s fairway.Submission) journal.Item {
-	it := journal.Item{
-		Group: s.Group, ID: s.ID, Task: s.Task, Priority: string(s.Priority), Pending: s.Pending || s.TriggerAfter != nil,
-		Timeout: s.Timeout, Tracker: s.Tracker, Subject: s.Subject, Submitter: s.Submitter, TraceParent: s.TraceParent, Args: s.Args,
-	}
-	if s.MaxRetries != nil {
-		it.MaxRetries = int32(*s.MaxRetries) //nolint:gosec // G115: Normalize keeps it within MaxRetriesLimit
-	}
-	if s.RunAt != nil {
-		it.RunAt = s.RunAt.UnixMicro()
-	}
-	if s.ExpiresAt != nil {
-		it.ExpiresAt = s.ExpiresAt.UnixMicro()
-	}
-	it.Waits = s.DependsOn
-	return it
-}
-
 // claim claims jobs for a dispatch request from the leader's memory.
 // A coordinator that does not lead (yet: it restores the partition at its
 // start) claims none: the request waits, parked, until the leader says
@@ -159,6 +143,7 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 	if err != nil {
 		return nil, store.Interpret(err)
 	}
+	chaosAfterClaimCommit(e.log, len(claimed)) // a no-op but in the fault suite's build, see chaoshook.go
 	jobs := make([]fairway.Job, len(claimed))
 	for i, c := range claimed {
 		sub := c.Submission

@@ -78,6 +78,14 @@ type TxOptions struct {
 // the whole call with an error naming it, and the caller should roll back.
 // A job whose id its group already uses is not stored again: its id is
 // returned as for a new one, as an idempotent submit.
+//
+// The jobs are stored as the database's engine reads them (the one its
+// first coordinator chose, coordinator.engine). On the journal engine
+// (experimental) they are one submitted row of the journal, read by the
+// partition's leader once tx commits, and what the leader decides is not
+// known in tx: a tracker held by a live job rejects its submission then
+// (a rejected event says so), and a dependency on a job never submitted
+// cancels its dependent, where the row engine fails the call for both.
 func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Submission) ([]string, error) {
 	return istore.InsertTx(ctx, tx, istore.TxOptions(opts), subs...)
 }

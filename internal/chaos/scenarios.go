@@ -117,7 +117,7 @@ const (
 
 // Scenarios lists the faults of the suite.
 func Scenarios() []Scenario {
-	return append(crashScenarios(), harderScenarios()...)
+	return append(append(crashScenarios(), harderScenarios()...), journalScenarios()...)
 }
 
 func crashScenarios() []Scenario {

@@ -17,3 +17,6 @@ func signalable(pid int) bool { return syscall.Kill(pid, 0) == nil }
 func runAs(ids userIDs) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ids.uid, Gid: ids.gid}}
 }
+
+// sigcont resumes pid, stopped by SIGSTOP.
+func sigcont(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"errors"
 	"os"
 	"syscall"
 
@@ -30,3 +31,6 @@ func signalable(pid int) bool { return proc.Alive(pid) }
 // runAs is nil: Windows never runs as root (Geteuid is -1), so the suite
 // never switches users there.
 func runAs(userIDs) *syscall.SysProcAttr { return nil }
+
+// sigcont: no process is stopped on Windows.
+func sigcont(int) error { return errors.New("no SIGCONT on Windows") }

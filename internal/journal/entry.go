@@ -3,6 +3,8 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/fairwayhq/fairway"
 )
 
 // Kind names what a row's batch records. Each kind's items use the Item
@@ -159,4 +161,23 @@ func EncodeJSON(items []Item) ([]byte, error) {
 		return nil, fmt.Errorf("encoding a journal batch of %d items: %w", len(items), err)
 	}
 	return append([]byte{jsonBatch}, b...), nil
+}
+
+// ItemOf is a normalized submission as a submitted row's item.
+func ItemOf(s fairway.Submission) Item {
+	it := Item{
+		Group: s.Group, ID: s.ID, Task: s.Task, Priority: string(s.Priority), Pending: s.Pending || s.TriggerAfter != nil,
+		Timeout: s.Timeout, Tracker: s.Tracker, Subject: s.Subject, Submitter: s.Submitter, TraceParent: s.TraceParent, Args: s.Args,
+	}
+	if s.MaxRetries != nil {
+		it.MaxRetries = int32(*s.MaxRetries) //nolint:gosec // G115: Normalize keeps it within MaxRetriesLimit
+	}
+	if s.RunAt != nil {
+		it.RunAt = s.RunAt.UnixMicro()
+	}
+	if s.ExpiresAt != nil {
+		it.ExpiresAt = s.ExpiresAt.UnixMicro()
+	}
+	it.Waits = s.DependsOn
+	return it
 }

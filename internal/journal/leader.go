@@ -63,6 +63,12 @@ type LeaderConfig struct {
 	// while it leads, so that a follower holds none of them back.
 	Leading func(bool)
 	Logger  *slog.Logger
+	// BeforeClaimAppend, when set, is called by a claim that took jobs,
+	// right before it appends its row: the fault suite's hook
+	// (internal/chaos, a coordinator built with the tag fairwaychaos)
+	// freezes the leader there, to resume past its lease and try to
+	// commit.
+	BeforeClaimAppend func()
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {

@@ -136,6 +136,9 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	// reservations keep them from whatever folds or reads the queues
 	// while the lock is let go over the append's round trip.)
 	defer func() { l.queues.Release(time.Now().UnixMicro(), refs...) }()
+	if l.cfg.BeforeClaimAppend != nil {
+		l.cfg.BeforeClaimAppend()
+	}
 	read, err := l.appendLaned(ctx, []batch{{kind: Claimed, items: items}})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -55,6 +56,13 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 			return nil, fmt.Errorf("submission %d: %w", i, err)
 		}
 	}
+	engine, err := engineOf(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the database's engine: %w", interpretError(err))
+	}
+	if engine == EngineJournal {
+		return insertJournalTx(ctx, tx, subs)
+	}
 	unknown, err := unknownDependencies(ctx, tx, subs)
 	if err != nil {
 		return nil, fmt.Errorf("checking the jobs these depend on: %w", interpretError(err))
@@ -77,6 +85,31 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 	}
 	if err := markDependencies(ctx, tx, subs, res); err != nil {
 		return nil, fmt.Errorf("marking the jobs these depend on: %w", interpretError(err))
+	}
+	if _, err := tx.Exec(ctx, notifyJobsSQL); err != nil {
+		return nil, fmt.Errorf("notifying the coordinators: %w", interpretError(err))
+	}
+	return ids, nil
+}
+
+// insertJournalTx is InsertTx on a database of the journal engine: the
+// submissions are one submitted row of the journal, appended in tx with
+// their ids taken for good (journal.Submit), read by the partition's
+// leader once tx commits and never if it rolls back (the tail reads each
+// transaction's rows once it has ended: docs/journal.md, "The tail and
+// the order of rows"). What the fold decides is not known in tx: a
+// submission whose tracker a live job holds is rejected when the leader
+// folds it (its rejected event says so), and a dependency on a job never
+// submitted cancels its dependent then, where the row engine refuses both
+// here.
+func insertJournalTx(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]string, error) {
+	items := make([]journal.Item, len(subs))
+	ids := make([]string, len(subs))
+	for i, sub := range subs {
+		items[i], ids[i] = journal.ItemOf(sub), sub.ID
+	}
+	if _, err := journal.Submit(ctx, tx, 0, items); err != nil {
+		return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
 	}
 	if _, err := tx.Exec(ctx, notifyJobsSQL); err != nil {
 		return nil, fmt.Errorf("notifying the coordinators: %w", interpretError(err))

@@ -92,11 +92,18 @@ func openURL(t testing.TB, mirrored bool) (*store.Store, string) {
 // at the end: the journal's unfinished jobs have no row in fairway_job.
 func OpenJournal(t testing.TB) *store.Store {
 	t.Helper()
-	s, _ := openURL(t, false)
+	s, _ := OpenJournalURL(t)
+	return s
+}
+
+// OpenJournalURL is OpenJournal that also returns the database's URL.
+func OpenJournalURL(t testing.TB) (*store.Store, string) {
+	t.Helper()
+	s, url := openURL(t, false)
 	if _, err := s.Pool().Exec(t.Context(), `ALTER TABLE fairway_job DISABLE TRIGGER USER`); err != nil {
 		t.Fatalf("storetest: turning the journal mirror off: %v", err)
 	}
-	return s
+	return s, url
 }
 
 // Jobs returns the jobs of group, newest first, with their args and

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	//go:embed sql/choose_engine.sql
+	chooseEngineSQL string
+	//go:embed sql/engine.sql
+	engineSQL string
+)
+
+// The engines a database may run (migration 021; coordinator.Config.Engine).
+const (
+	EngineRows    = "rows"
+	EngineJournal = "journal"
+)
+
+// ChooseEngine records engine as the database's when none is yet (the
+// first coordinator to start chooses), and refuses another: a coordinator
+// on the row engine does not see the journal's unfinished jobs, nor the
+// journal's leader the row engine's, so two engines on one database would
+// leave jobs that no one runs.
+func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
+	var chosen string
+	var at time.Time
+	var err error
+	// Twice at most: a coordinator choosing at the same moment commits
+	// its row after this statement's snapshot, which then finds none.
+	for range 2 {
+		err = s.pool.QueryRow(ctx, chooseEngineSQL, engine).Scan(&chosen, &at)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("recording the database's engine: %w", interpretError(err))
+	}
+	if chosen != engine {
+		return fmt.Errorf("coordinator.engine is %q, but this database's jobs are stored by the %q engine (chosen by the first coordinator that started on it, %s): "+
+			"set coordinator.engine to %q, or use another database (the engines do not see each other's unfinished jobs)",
+			engine, chosen, at.UTC().Format(time.RFC3339), chosen)
+	}
+	return nil
+}
+
+// engineOf is the database's engine, read in q (a caller's transaction);
+// the row engine when no coordinator has chosen yet (every database
+// before the journal's was on the row engine).
+func engineOf(ctx context.Context, q pgx.Tx) (string, error) {
+	var engine string
+	err := q.QueryRow(ctx, engineSQL).Scan(&engine)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return EngineRows, nil
+	}
+	return engine, err
+}
