@@ -89,6 +89,9 @@ func TestChaos(t *testing.T) {
 			for _, j := range res.RerunJobs {
 				t.Log("rerun job:", j)
 			}
+			if res.NotLinearizableJob != "" {
+				t.Log("reads not linearizable:", res.NotLinearizableJob)
+			}
 			fmt.Fprintln(os.Stderr, "chaos:", res)
 			if err != nil {
 				t.Fatal(err)

@@ -47,6 +47,13 @@ type Result struct {
 	SlowestJob string
 	// RerunJobs shows the events of a few rerun jobs, for diagnosis.
 	RerunJobs []string
+	// Reads counts the API's reads of jobs in flight during the run
+	// (linearize.go), and NotLinearizable the jobs whose reads no order
+	// that agrees with real time explains (a read older than one answered
+	// before it was asked), NotLinearizableJob one's reads.
+	Reads              int
+	NotLinearizable    int
+	NotLinearizableJob string
 	// Releases counts the jobs put back to run again, by the reason their
 	// stuck event gives ("executor lost: it restarted", "executor lost:
 	// its lease expired without a heartbeat", a task's error, ...).
@@ -54,14 +61,14 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%-22s submitted=%-6d final=%-6d lost=%d concurrent=%d not_one_final=%d without_event=%d unexpected=%d reruns=%d faults=%d recovery=%s slowest=%s took=%s",
-		r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent, r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Faults,
+	return fmt.Sprintf("%-22s submitted=%-6d final=%-6d lost=%d concurrent=%d not_one_final=%d without_event=%d unexpected=%d reruns=%d reads=%d not_linearizable=%d faults=%d recovery=%s slowest=%s took=%s",
+		r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent, r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Reads, r.NotLinearizable, r.Faults,
 		r.Recovery.Round(10*time.Millisecond), r.Slowest.Round(10*time.Millisecond), r.Duration.Round(100*time.Millisecond))
 }
 
 // OK says whether the guarantees held.
 func (r Result) OK() bool {
-	return r.Lost == 0 && r.Concurrent == 0 && r.NotOneFinal == 0 && r.WithoutEvent == 0
+	return r.Lost == 0 && r.Concurrent == 0 && r.NotOneFinal == 0 && r.WithoutEvent == 0 && r.NotLinearizable == 0
 }
 
 // waitFinal waits until every job of ids is in a final state in
@@ -292,11 +299,11 @@ func recovery(byJob map[string][]events.Event, submitted map[string]kind, fault 
 // Table renders results as a Markdown table.
 func Table(results []Result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | submitted | final | lost | concurrent | not one final | without event | unexpected | reruns | faults | recovery |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | submitted | final | lost | concurrent | not one final | without event | unexpected | reruns | reads | not linearizable | faults | recovery |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent,
-			r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Faults, r.Recovery.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.Scenario, r.Submitted, r.Final, r.Lost, r.Concurrent,
+			r.NotOneFinal, r.WithoutEvent, r.Unexpected, r.Reruns, r.Reads, r.NotLinearizable, r.Faults, r.Recovery.Round(10*time.Millisecond))
 	}
 	return b.String()
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAccountingCatchesBrokenGuarantees feeds the accounting a history in
@@ -88,5 +90,32 @@ func TestTraceKilledRunsEndAtTheKill(t *testing.T) {
 	}
 	if n := tr.running("a", ""); n != 0 {
 		t.Errorf("a still runs %d after its kill", n)
+	}
+}
+
+// TestReadsOfAJobAreCheckedForLinearizability: the model accepts reads
+// that see a job move forward in some order agreeing with real time
+// (overlapping reads in either order), and refuses a read older than one
+// answered before it was asked, a job that vanishes once seen, and a
+// final state that changes.
+func TestReadsOfAJobAreCheckedForLinearizability(t *testing.T) {
+	at := func(s fairway.State, attempt int) observation { return observation{state: s, attempt: attempt} }
+	absent := observation{absent: true}
+	read := func(call, ret int64, o observation) porcupine.Operation {
+		return porcupine.Operation{Input: jobRead{id: "j"}, Call: call, Output: o, Return: ret}
+	}
+	for name, tc := range map[string]struct {
+		ops  []porcupine.Operation
+		want bool
+	}{
+		"forward, with a retry": {[]porcupine.Operation{read(0, 1, absent), read(2, 3, at(fairway.StateWaiting, 0)), read(4, 5, at(fairway.StateRunning, 1)),
+			read(6, 7, at(fairway.StateWaiting, 1)), read(8, 9, at(fairway.StateScheduled, 2)), read(10, 11, at(fairway.StateSuccess, 2)), read(12, 13, at(fairway.StateSuccess, 2))}, true},
+		"overlapping reads, answered out of order":    {[]porcupine.Operation{read(0, 10, at(fairway.StateRunning, 1)), read(1, 2, at(fairway.StateScheduled, 1))}, true},
+		"a stale read after a newer one was answered": {[]porcupine.Operation{read(0, 1, at(fairway.StateRunning, 1)), read(2, 3, at(fairway.StateScheduled, 1))}, false},
+		"an older attempt after a newer one":          {[]porcupine.Operation{read(0, 1, at(fairway.StateScheduled, 2)), read(2, 3, at(fairway.StateWaiting, 1))}, false},
+		"absent once seen":                            {[]porcupine.Operation{read(0, 1, at(fairway.StateWaiting, 0)), read(2, 3, absent)}, false},
+		"a final state that changes":                  {[]porcupine.Operation{read(0, 1, at(fairway.StateFailed, 1)), read(2, 3, at(fairway.StateSuccess, 1))}, false},
+	} {
+		require.Equal(t, tc.want, porcupine.CheckOperations(jobModel, tc.ops), name)
 	}
 }

@@ -376,9 +376,18 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	}
 	defer nc.Close()
 
-	// The workload and the faults run side by side.
+	// The workload and the faults run side by side, and readers read the
+	// jobs in flight until every job is final.
 	workCtx, cancel := context.WithTimeout(ctx, size.Duration+5*time.Minute)
 	defer cancel()
+	rd := &readers{client: w.client, jobs: w.inFlight, start: time.Now()}
+	readCtx, stopReads := context.WithCancel(workCtx)
+	readsDone := make(chan struct{})
+	go func() {
+		defer close(readsDone)
+		rd.run(readCtx, 2, 20*time.Millisecond)
+	}()
+	defer func() { stopReads(); <-readsDone }()
 	workErr := make(chan error, 1)
 	var custom map[string]kind
 	go func() {
@@ -413,6 +422,12 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	defer cancelWait()
 	if err := waitFinal(waitCtx, db, ids); err != nil {
 		return res, run.notes, err
+	}
+	stopReads()
+	<-readsDone
+	res.NotLinearizable, res.NotLinearizableJob, res.Reads = rd.check()
+	if rd.failed > 0 {
+		run.note("%d reads got no answer (outages); they say nothing", rd.failed)
 	}
 	jobs, outbox, err := readJobs(ctx, db)
 	if err != nil {

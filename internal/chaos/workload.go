@@ -42,8 +42,11 @@ type Workload struct {
 	client *events.Client
 	nc     *nats.Conn
 
-	mu       sync.Mutex
-	acked    map[string]kind
+	mu    sync.Mutex
+	acked map[string]kind
+	// watched are every fifth job acknowledged, in order: the readers
+	// read the newest of them (readers, linearize.go).
+	watched  []submittedJob
 	attempts int // publishes that failed and were retried
 	lastErr  error
 }
@@ -118,8 +121,19 @@ func (w *Workload) submit(ctx context.Context, batch []fairway.Submission, kinds
 	defer w.mu.Unlock()
 	for i, s := range batch {
 		w.acked[s.ID] = kinds[i]
+		if len(w.acked)%5 == 0 {
+			w.watched = append(w.watched, submittedJob{group: s.Group, id: s.ID})
+		}
 	}
 	return nil
+}
+
+// inFlight returns the newest watched jobs: most are in flight while the
+// workload submits, so that each is read several times along its life.
+func (w *Workload) inFlight() []submittedJob {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.watched[max(len(w.watched)-20, 0):]
 }
 
 // submitAttemptTimeout bounds one attempt to publish a batch.
