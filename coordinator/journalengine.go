@@ -12,7 +12,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The values of Config.Engine.
@@ -46,7 +46,7 @@ const (
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {
 	leader     *journal.Leader
-	begin      func(ctx context.Context) (pgx.Tx, error)
+	db         *pgxpool.Pool
 	retryDelay time.Duration
 	log        *slog.Logger
 	// leads says whether this coordinator leads the partition (told by
@@ -65,7 +65,7 @@ const journalPartition = 0
 func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{begin: pool.Begin, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch}
+	e := &journalEngine{db: pool, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
@@ -98,16 +98,8 @@ func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) (
 	for i, s := range subs {
 		items[i] = journal.ItemOf(s)
 	}
-	tx, err := e.begin(ctx)
+	kept, err := journal.SubmitOwn(ctx, e.db, journalPartition, items)
 	if err != nil {
-		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	kept, err := journal.Submit(ctx, tx, journalPartition, items)
-	if err != nil {
-		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}
 	e.leader.Wake()

@@ -73,13 +73,15 @@ func Append(ctx context.Context, q Querier, partition int16, kind Kind, bodies .
 	if len(bodies) == 0 {
 		return nil
 	}
-	_, err := q.Exec(ctx, `INSERT INTO fairway_journal (partition, kind, body) SELECT $1, $2, b FROM unnest($3::bytea[]) AS b`,
-		partition, kind, bodies)
+	_, err := q.Exec(ctx, appendSQL, partition, kind, bodies)
 	if err != nil {
 		return fmt.Errorf("appending %d %s rows to the journal: %w", len(bodies), kind, err)
 	}
 	return nil
 }
+
+// appendSQL appends rows any coordinator may append (epoch 0).
+const appendSQL = `INSERT INTO fairway_journal (partition, kind, body) SELECT $1, $2, b FROM unnest($3::bytea[]) AS b`
 
 // leaseLockClass is the first key of the advisory lock of a partition's
 // lease (the second is the partition): a leader's append holds it shared
@@ -607,4 +609,51 @@ SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING RETURNING gr
 		return nil, err
 	}
 	return kept, nil
+}
+
+// SubmitOwn is Submit in a transaction of its own on q (a pool): ingest's.
+// It first takes every id with a plain insert, in one round trip with
+// the row's append (no id is taken before, nearly always), and only when
+// one was (a publish sent again, an id twice in items: nothing of the
+// first try is committed) runs Submit, which takes each id it can. The
+// plain insert costs PostgreSQL less than one that skips taken ids (the
+// speculative insertion of ON CONFLICT: docs/performance.md).
+func SubmitOwn(ctx context.Context, q interface {
+	Querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}, partition int16, items []Item) ([]Item, error) {
+	if len(items) == 0 {
+		return nil, nil
+	}
+	groups, ids := make([]string, len(items)), make([]string, len(items))
+	for i, it := range items {
+		groups[i], ids[i] = it.Group, it.ID
+	}
+	body, err := Encode(items)
+	if err != nil {
+		return nil, err
+	}
+	// The statements of one batch before its Sync are one (implicit)
+	// transaction: both commit, or neither.
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO fairway_job_id (group_name, id) SELECT * FROM unnest($1::text[], $2::text[])`, groups, ids)
+	b.Queue(appendSQL, partition, Submitted, [][]byte{body})
+	err = q.SendBatch(ctx, b).Close()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "fairway_job_id_pkey" {
+		if err != nil {
+			return nil, fmt.Errorf("appending %d submissions to the journal: %w", len(items), err)
+		}
+		return items, nil
+	}
+	tx, err := q.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	kept, err := Submit(ctx, tx, partition, items)
+	if err != nil {
+		return nil, err
+	}
+	return kept, tx.Commit(ctx)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // LeaderConfig configures a Leader.
@@ -686,16 +687,31 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 	}
 	var also func(*pgx.Batch)
+	var args []any
 	if len(ends) > 0 {
-		args, err := recordsArgs(l.cfg.Partition, epoch, ends, submitted)
-		if err != nil {
+		var err error
+		if args, err = recordsArgs(l.cfg.Partition, epoch, ends, submitted); err != nil {
 			return nil, 0, err
 		}
-		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+		also = func(b *pgx.Batch) { b.Queue(recordsInsertSQL, args...) }
 	}
 	var read *TailRead
-	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, func(b *pgx.Batch) { read = queue(b) })
+	then := func(b *pgx.Batch) { read = queue(b) }
+	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, then)
+	if recordTaken(err) {
+		// A job retried by hand ended again (nothing was committed): its
+		// record is replaced.
+		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+		err = appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, then)
+	}
 	return read, len(rows), err
+}
+
+// recordTaken says whether err is a record's insert refused on its key
+// (recordsInsertSQL).
+func recordTaken(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "fairway_job_pkey"
 }
 
 // expireBatch is how many jobs one expired row fails at most.
