@@ -675,10 +675,19 @@ func TestStartWaitsForJetStream(t *testing.T) {
 // the API; one with a trigger time runs when it comes; one that expires
 // before it can start fails with "expired"; a delayed one is not handed out
 // before its time. Times are a fraction of a second ahead: the coordinator
-// checks them every second, and the test awaits their events.
+// checks them every second, and the test awaits their events. Both
+// engines (the journal's leader releases and expires by its own timers).
 func TestHeldDelayedAndExpiringJobs(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			heldDelayedAndExpiring(t, setup(t))
+		})
+	}
+}
+
+func heldDelayedAndExpiring(t *testing.T, h *harness) {
 	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo})
 	soon := time.Now().Add(300 * time.Millisecond)
 

@@ -43,6 +43,7 @@ const (
 	fStarts
 	fPeriodMS
 	fClaim
+	fTrigger
 )
 
 // Encode makes a row's body of a batch (binary).
@@ -84,6 +85,7 @@ func Encode(items []Item) ([]byte, error) {
 		num(fRunAt, it.RunAt)
 		num(fMaxRetries, int64(it.MaxRetries))
 		flag(fPending, it.Pending)
+		flag(fTrigger, it.Trigger)
 		if len(it.Waits) > 0 {
 			mask |= fWaits
 			fields = appendStrings(fields, it.Waits)
@@ -131,6 +133,7 @@ func decodeBinary(b []byte) ([]Item, error) {
 		it.RunAt = d.optVarint(m, fRunAt)
 		it.MaxRetries = d.optInt32(m, fMaxRetries)
 		it.Pending = m&fPending != 0
+		it.Trigger = m&fTrigger != 0
 		if m&fWaits != 0 {
 			it.Waits = d.strings()
 		}

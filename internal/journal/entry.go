@@ -84,11 +84,14 @@ type Item struct {
 	Attempt int32  `json:"a,omitempty"`
 
 	// Submitted.
-	Task        string          `json:"task,omitempty"`
-	Priority    string          `json:"pri,omitempty"`
-	RunAt       int64           `json:"run_at,omitempty"`
-	MaxRetries  int32           `json:"max_retries,omitempty"`
-	Pending     bool            `json:"pending,omitempty"`
+	Task       string `json:"task,omitempty"`
+	Priority   string `json:"pri,omitempty"`
+	RunAt      int64  `json:"run_at,omitempty"`
+	MaxRetries int32  `json:"max_retries,omitempty"`
+	Pending    bool   `json:"pending,omitempty"`
+	// Trigger: a pending job that releases itself at RunAt (a
+	// submission's trigger_after), as the row engine's timed release.
+	Trigger     bool            `json:"trigger,omitempty"`
 	Waits       []string        `json:"waits,omitempty"` // dependencies that had not succeeded when it was stored
 	ExpiresAt   int64           `json:"expires_at,omitempty"`
 	Timeout     string          `json:"timeout,omitempty"`
@@ -174,6 +177,10 @@ func ItemOf(s fairway.Submission) Item {
 	}
 	if s.RunAt != nil {
 		it.RunAt = s.RunAt.UnixMicro()
+	}
+	if s.TriggerAfter != nil {
+		// Released then, due at once (the row engine's run_at = now()).
+		it.Trigger, it.RunAt = true, s.TriggerAfter.UnixMicro()
 	}
 	if s.ExpiresAt != nil {
 		it.ExpiresAt = s.ExpiresAt.UnixMicro()

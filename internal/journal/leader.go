@@ -392,7 +392,8 @@ func (l *Leader) catchUp(ctx context.Context) error {
 		// the same lock (View sees both or neither).
 		err = l.snapshotIfDue(ctx)
 	}
-	owes := err == nil && l.leading && (l.owed || len(l.resolve) > 0 || l.queues.ExpiryDue(time.Now().UnixMicro()))
+	now := time.Now().UnixMicro()
+	owes := err == nil && l.leading && (l.owed || len(l.resolve) > 0 || l.queues.ExpiryDue(now) || l.queues.TriggerDue(now))
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -718,11 +719,20 @@ func recordTaken(err error) bool {
 const expireBatch = 1000
 
 // expire fails the jobs whose expiry passed and that no executor holds,
-// by expired rows (with their records), a batch at a time. Called with
-// l.mu held, while leading, the state folded.
+// by expired rows (with their records), and releases the pending jobs
+// whose time to release themselves came, by release rows, a batch at a
+// time. Called with l.mu held, while leading, the state folded.
 func (l *Leader) expire(ctx context.Context) error {
+	if err := l.timed(ctx, Expired, l.queues.Expired); err != nil {
+		return err
+	}
+	return l.timed(ctx, Release, l.queues.Triggered)
+}
+
+// timed appends rows of kind for the jobs due pops, a batch at a time.
+func (l *Leader) timed(ctx context.Context, kind Kind, due func(now int64, limit int) []fairway.JobRef) error {
 	for {
-		refs := l.queues.Expired(time.Now().UnixMicro(), expireBatch)
+		refs := due(time.Now().UnixMicro(), expireBatch)
 		if len(refs) == 0 {
 			return nil
 		}
@@ -730,7 +740,7 @@ func (l *Leader) expire(ctx context.Context) error {
 		for i, ref := range refs {
 			items[i] = Item{Group: ref.Group, ID: ref.ID}
 		}
-		read, err := l.appendBatches(ctx, []batch{{kind: Expired, items: items}})
+		read, err := l.appendBatches(ctx, []batch{{kind: kind, items: items}})
 		if err != nil {
 			if !errors.Is(err, ErrFenced) {
 				// Tried again at the next catch-up: they are indexed anew.

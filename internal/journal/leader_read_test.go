@@ -78,3 +78,41 @@ func TestJobsReadsWhatWasCommittedBeforeIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// TestALeaderReleasesPendingJobsAtTheirTrigger: a pending job submitted
+// with a trigger (trigger_after) is released by the leader at that time,
+// by its own timer (the leader's tail is read once an hour here), due at
+// once; one whose trigger passed before the leader started is released
+// at its first catch-up; a pending job without one stays pending.
+func TestALeaderReleasesPendingJobsAtTheirTrigger(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	soon := time.Now().Add(300 * time.Millisecond)
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = journal.Submit(ctx, tx, 0, []journal.Item{
+		journal.ItemOf(fairway.Submission{Group: "g", ID: "past", Task: "t", Priority: "low", TriggerAfter: new(time.Now().Add(-time.Minute))}),
+		journal.ItemOf(fairway.Submission{Group: "g", ID: "soon", Task: "t", Priority: "low", TriggerAfter: &soon}),
+		journal.ItemOf(fairway.Submission{Group: "g", ID: "held", Task: "t", Priority: "low", Pending: true}),
+	})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour, Claimable: func() {}})
+	go l.Run(ctx)
+	state := func(id string) fairway.State {
+		var st fairway.State
+		l.View(func(s *journal.State, _ journal.Lease) {
+			if j := s.Jobs[fairway.JobRef{Group: "g", ID: id}]; j != nil {
+				st = j.State
+			}
+		})
+		return st
+	}
+	require.Eventually(t, func() bool { return state("past") == fairway.StateWaiting }, 10*time.Second, 5*time.Millisecond, "released at the first catch-up")
+	require.Eventually(t, func() bool { return state("soon") == fairway.StateWaiting }, 10*time.Second, 5*time.Millisecond, "released at its trigger")
+	require.False(t, time.Now().Before(soon), "not before its trigger")
+	require.Equal(t, fairway.StatePending, state("held"))
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 10))
+	require.NoError(t, err)
+	require.Len(t, jobs, 2, "both released jobs are due at once")
+}

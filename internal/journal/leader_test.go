@@ -759,7 +759,7 @@ func TestALeaderFailsJobsThatExpire(t *testing.T) {
 		l.Wake()
 		return len(records()) == 2
 	}, 10*time.Second, 5*time.Millisecond, "stale and next ended")
-	require.Equal(t, map[string]string{"stale": "failed: expired before it ran", "next": "cancelled: dependency stale failed"}, records())
+	require.Equal(t, map[string]string{"stale": "failed: expired", "next": "cancelled: dependency stale failed"}, records())
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
 		require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "fresh"}].State)
 	}))

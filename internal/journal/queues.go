@@ -37,6 +37,9 @@ type Queues struct {
 	// expiries are the jobs not held that expire (Job.ExpiresAt), soonest
 	// first; an entry is dropped when read if its job has changed.
 	expiries *timerHeap
+	// triggers are the pending jobs that release themselves
+	// (Job.Triggered) at RunAt, soonest first; checked when read too.
+	triggers *timerHeap
 	// reserved are the jobs claims picked whose claimed row is not folded
 	// yet (see Claim).
 	reserved map[fairway.JobRef]struct{}
@@ -91,7 +94,7 @@ func NewQueues(s *State, now int64) *Queues {
 
 // Rebuild indexes every claimable job of the state anew (after a restore).
 func (q *Queues) Rebuild(now int64) {
-	q.groups, q.names, q.timers, q.expiries, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), newTimerHeap(), nil
+	q.groups, q.names, q.timers, q.expiries, q.triggers, q.reserved = map[string]*groupIndex{}, nil, newTimerHeap(), newTimerHeap(), newTimerHeap(), nil
 	// Appended, then each heap made at once: linear, where a push per
 	// job is n log n (a takeover of a million waiting jobs).
 	q.bulk = true
@@ -101,6 +104,7 @@ func (q *Queues) Rebuild(now int64) {
 	q.bulk = false
 	heap.Init(q.timers)
 	heap.Init(q.expiries)
+	heap.Init(q.triggers)
 	for _, g := range q.groups {
 		for _, l := range g.lists {
 			for _, h := range l {
@@ -121,27 +125,33 @@ func (q *Queues) Update(ref fairway.JobRef, now int64) {
 }
 
 // index puts job j in its list, or among the timers, if it is claimable,
-// and among the expiries if it expires and is not held.
+// among the expiries if it expires and is not held, and among the
+// triggers if it is pending and releases itself.
 func (q *Queues) index(ref fairway.JobRef, j *Job, now int64) {
 	if j.ExpiresAt != 0 && !held(j.State) {
-		if q.bulk {
-			q.expiries.s = append(q.expiries.s, timer{at: j.ExpiresAt, ref: ref})
-		} else {
-			heap.Push(q.expiries, timer{at: j.ExpiresAt, ref: ref})
-		}
+		q.addTimer(q.expiries, timer{at: j.ExpiresAt, ref: ref})
+	}
+	if j.Triggered && j.State == fairway.StatePending {
+		q.addTimer(q.triggers, timer{at: j.RunAt, ref: ref})
 	}
 	if !claimable(j.State) {
 		return
 	}
 	if j.RunAt > now {
-		if q.bulk {
-			q.timers.s = append(q.timers.s, timer{at: j.RunAt, ref: ref})
-			return
-		}
-		heap.Push(q.timers, timer{at: j.RunAt, ref: ref})
+		q.addTimer(q.timers, timer{at: j.RunAt, ref: ref})
 		return
 	}
 	q.push(ref, j)
+}
+
+// addTimer adds t to h (appended while Rebuild runs, which makes the
+// heaps at its end).
+func (q *Queues) addTimer(h *timerHeap, t timer) {
+	if q.bulk {
+		h.s = append(h.s, t)
+		return
+	}
+	heap.Push(h, t)
 }
 
 // push puts job j in its list.
@@ -181,13 +191,31 @@ func (q *Queues) Due(now int64) {
 }
 
 // NextDue is the earliest time (Unix µs) a job among the timers comes
-// due (ok false when none waits): one that has since been claimed or
-// changed may be among them, so the time may find nothing due.
+// due or a pending job releases itself (ok false when none waits): one
+// that has since been claimed or changed may be among them, so the time
+// may find nothing due.
 func (q *Queues) NextDue() (at int64, ok bool) {
-	if q.timers.Len() == 0 {
-		return 0, false
+	for _, h := range []*timerHeap{q.timers, q.triggers} {
+		if h.Len() > 0 && (!ok || h.s[0].at < at) {
+			at, ok = h.s[0].at, true
+		}
 	}
-	return q.timers.s[0].at, true
+	return at, ok
+}
+
+// TriggerDue says whether a pending job's time to release itself may
+// have come at now (Triggered then finds which: an entry may be stale).
+func (q *Queues) TriggerDue(now int64) bool {
+	return q.triggers.Len() > 0 && q.triggers.s[0].at <= now
+}
+
+// Triggered returns up to limit pending jobs whose time to release
+// themselves came (now, Unix µs): the leader releases them (a Release
+// row).
+func (q *Queues) Triggered(now int64, limit int) []fairway.JobRef {
+	return q.popDue(q.triggers, now, limit, func(j *Job, at int64) bool {
+		return j.Triggered && j.State == fairway.StatePending && j.RunAt == at
+	})
 }
 
 // ExpiryDue says whether a job's expiry may have passed at now (Expired
@@ -199,11 +227,17 @@ func (q *Queues) ExpiryDue(now int64) bool {
 // Expired returns up to limit jobs whose expiry passed (now, Unix µs)
 // and that no executor holds: the leader fails them (an Expired row).
 func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {
+	return q.popDue(q.expiries, now, limit, func(j *Job, at int64) bool { return !held(j.State) && j.ExpiresAt == at })
+}
+
+// popDue pops the timers of h due at now, up to limit jobs for which
+// valid says the timer still holds (a stale entry is dropped).
+func (q *Queues) popDue(h *timerHeap, now int64, limit int, valid func(j *Job, at int64) bool) []fairway.JobRef {
 	var out []fairway.JobRef
 	var seen map[fairway.JobRef]bool // a job indexed twice is in the heap twice; made once one is due (this runs at every catch-up)
-	for len(out) < limit && q.expiries.Len() > 0 && q.expiries.s[0].at <= now {
-		t := heap.Pop(q.expiries).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
-		if j := q.s.Jobs[t.ref]; j != nil && !held(j.State) && j.ExpiresAt == t.at && !seen[t.ref] {
+	for len(out) < limit && h.Len() > 0 && h.s[0].at <= now {
+		t := heap.Pop(h).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
+		if j := q.s.Jobs[t.ref]; j != nil && valid(j, t.at) && !seen[t.ref] {
 			if seen == nil {
 				seen = map[fairway.JobRef]bool{}
 			}

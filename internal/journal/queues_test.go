@@ -343,3 +343,29 @@ func TestQueuesSayWhichJobsExpired(t *testing.T) {
 	require.Equal(t, []fairway.JobRef{ref("held")}, q.Expired(500, 10))
 	require.Equal(t, []fairway.JobRef{ref("later")}, q.Expired(1_000, 10))
 }
+
+// TestQueuesSayWhichPendingJobsReleaseThemselves: a pending job with a
+// trigger is due at its time, once; one without, one waiting for a
+// dependency, or one released before, is not; the earliest trigger is
+// among the next due times.
+func TestQueuesSayWhichPendingJobsReleaseThemselves(t *testing.T) {
+	s := journal.NewState()
+	apply(t, s, row(t, 1, journal.Submitted,
+		journal.Item{Group: "g", ID: "soon", Task: "t", Pending: true, Trigger: true, RunAt: 100},
+		journal.Item{Group: "g", ID: "later", Task: "t", Pending: true, Trigger: true, RunAt: 1_000},
+		journal.Item{Group: "g", ID: "by-hand", Task: "t", Pending: true},
+		journal.Item{Group: "g", ID: "released", Task: "t", Pending: true, Trigger: true, RunAt: 50},
+		journal.Item{Group: "g", ID: "dep", Task: "t"},
+		journal.Item{Group: "g", ID: "waits", Task: "t", Pending: true, Trigger: true, RunAt: 10, Waits: []string{"dep"}}))
+	apply(t, s, row(t, 2, journal.Release, journal.Item{Group: "g", ID: "released"}))
+	q := journal.NewQueues(s, 0)
+	at, ok := q.NextDue()
+	require.True(t, ok)
+	require.Equal(t, int64(100), at, "the earliest trigger")
+	require.False(t, q.TriggerDue(99))
+	require.True(t, q.TriggerDue(500))
+	ref := func(id string) fairway.JobRef { return fairway.JobRef{Group: "g", ID: id} }
+	require.Equal(t, []fairway.JobRef{ref("soon")}, q.Triggered(500, 10))
+	require.Empty(t, q.Triggered(500, 10))
+	require.Equal(t, []fairway.JobRef{ref("later")}, q.Triggered(1_000, 10))
+}

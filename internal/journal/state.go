@@ -94,6 +94,9 @@ type Job struct {
 	// CancelRequested: cancelled while scheduled or running; it ends
 	// when its executor says so.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Triggered: pending, it releases itself at RunAt (Item.Trigger; in
+	// the byte after CancelRequested, which the layout left free).
+	Triggered bool `json:"trigger,omitempty"`
 	// TimeoutS bounds each attempt, in seconds (0: none; Item.Timeout):
 	// the leader gives back a job held past it (Leader.ReleaseOverdue).
 	// Last, beside Progress and CancelRequested, a job fits in 128 bytes.
@@ -321,12 +324,17 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 			return out, nil
 		}
 		j.State = fairway.StateWaiting
+		if j.Triggered {
+			// Due now (RunAt was its trigger), as the row engine's
+			// release sets run_at = now().
+			j.Triggered, j.RunAt = false, min(j.RunAt, row.At.UnixMicro())
+		}
 		out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
 	case Expired:
 		if j == nil || held(j.State) {
 			return out, nil
 		}
-		out = s.finish(out, ref, j, fairway.StateFailed, "expired before it ran", it)
+		out = s.finish(out, ref, j, fairway.StateFailed, "expired", it)
 	case Paused:
 		s.Paused[it.Group] = true
 	case Resumed:
@@ -351,6 +359,7 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 	}
 	if it.Pending || len(j.Waits) > 0 {
 		j.State = fairway.StatePending
+		j.Triggered = it.Trigger && len(j.Waits) == 0
 	}
 	s.Jobs[ref] = j
 	c := Change{Job: ref, To: j.State}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/fairness"
@@ -771,4 +772,10 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 			_, _ = journal.Restore(bad) // an error or some state; not a panic
 		}
 	}
+}
+
+// TestAJobFitsIn128Bytes: the state holds a Job for every waiting job
+// (condition 6 of issue 31: 1,000,000 waiting jobs within 400 MiB).
+func TestAJobFitsIn128Bytes(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(journal.Job{}), uintptr(128))
 }
