@@ -83,6 +83,19 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	for i := range subs {
 		traceSubmission(ctx, &subs[i])
 	}
+	refs := make(map[string]string, len(w.Jobs))
+	for _, j := range w.Jobs {
+		refs[j.Ref] = j.ID
+	}
+	if c.journal != nil {
+		// One submitted row: all the jobs, or none. The leader resolves
+		// the dependencies (a job that depends on one never submitted is
+		// cancelled then, where the row engine refuses the workflow).
+		if _, err := c.journal.insert(ctx, subs); err != nil {
+			return events.Reply{}, w.NameJob(err)
+		}
+		return events.Reply{Refs: refs}, nil
+	}
 	res, err := c.store.InsertWorkflow(ctx, subs)
 	if err != nil {
 		return events.Reply{}, w.NameJob(err)
@@ -110,9 +123,5 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 		c.log.Warn("resolving a workflow's jobs; the sweep tries again", "jobs", len(blocked), "error", err)
 	}
 	c.jobsAdded(created...)
-	refs := make(map[string]string, len(w.Jobs))
-	for _, j := range w.Jobs {
-		refs[j.Ref] = j.ID
-	}
 	return events.Reply{Refs: refs}, nil
 }

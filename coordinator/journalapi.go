@@ -34,12 +34,11 @@ var leaderVerbs = map[string]bool{
 // (issue 31): they read or change jobs through the row engine's tables,
 // where the journal's unfinished jobs are not.
 var journalPending = map[string]bool{
-	events.VerbList:     true,
-	events.VerbStats:    true,
-	events.VerbBulk:     true,
-	events.VerbGraph:    true,
-	events.VerbWorkflow: true,
-	events.VerbLogs:     true,
+	events.VerbList:  true,
+	events.VerbStats: true,
+	events.VerbBulk:  true,
+	events.VerbGraph: true,
+	events.VerbLogs:  true,
 }
 
 // forwards says whether this coordinator forwards verb's requests to the

@@ -41,7 +41,7 @@ const (
 // reads, the leader changes). What it does not run yet (docs/journal.md,
 // "The coordinator on the journal"): concurrency limits, quotas of queued
 // jobs, job logs, periodic tasks, and the API's lists, stats, bulk
-// changes, graphs and workflows. Not for production. store.InsertTx
+// changes and graphs. Not for production. store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {
