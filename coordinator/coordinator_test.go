@@ -696,6 +696,8 @@ func heldDelayedAndExpiring(t *testing.T, h *harness) {
 	// Held forever, expiring soon: it can never start.
 	expiring := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true, ExpiresAt: &soon})
 	delayed := submit(t, h, fairway.Submission{Group: "g", Task: "echo", RunIn: "1h"})
+	later := time.Now().Add(time.Hour)
+	far := submit(t, h, fairway.Submission{Group: "g", Task: "echo", TriggerAfter: &later})
 
 	byJob := map[string][]events.Event{}
 	h.until(func(ev events.Event) bool {
@@ -708,7 +710,12 @@ func heldDelayedAndExpiring(t *testing.T, h *harness) {
 	require.Equal(t, []string{">pending", "pending>failed"}, transitions(evs))
 	require.Equal(t, "expired", evs[len(evs)-1].Error)
 
-	job, err := h.client.Get(t.Context(), "g", held)
+	job, err := h.client.Get(t.Context(), "g", far)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StatePending, job.State, "its trigger is an hour away")
+	require.NotNil(t, job.TriggerAfter)
+	require.WithinDuration(t, later, *job.TriggerAfter, time.Millisecond)
+	job, err = h.client.Get(t.Context(), "g", held)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StatePending, job.State, "a pending job without a trigger waits for its release")
 	job, err = h.client.SetPriority(t.Context(), "g", held, fairway.PriorityHigh)

@@ -124,6 +124,9 @@ func jobOfView(v *journal.JobView) fairway.Job {
 		t := time.UnixMicro(j.ExpiresAt).UTC()
 		job.ExpiresAt = &t
 	}
+	if j.Triggered {
+		job.TriggerAfter = &job.RunAt // it releases itself then, due at once
+	}
 	if h := j.Holder; h != nil {
 		job.Executor = h.Executor
 		if h.Started != 0 {

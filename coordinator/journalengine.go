@@ -98,8 +98,16 @@ func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) (
 	for i, s := range subs {
 		items[i] = journal.ItemOf(s)
 	}
-	kept, err := journal.SubmitOwn(ctx, e.db, journalPartition, items)
+	tx, err := e.db.Begin(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	kept, err := journal.Submit(ctx, tx, journalPartition, items)
+	if err != nil {
+		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}
 	e.leader.Wake()

@@ -407,46 +407,6 @@ func TestASubmissionTakesItsIdForGood(t *testing.T) {
 	require.Equal(t, 3, rows, "nothing appended for a submission of taken ids alone")
 }
 
-// TestSubmitOwnTakesIdsAsSubmitDoes: ingest's own submission (a plain
-// insert of the ids with the row, one implicit transaction) keeps every
-// submission when no id is taken, and, when one is (sent again, or twice
-// in the batch), commits nothing of that try and keeps what Submit
-// keeps: one job per id, and no row for a batch of taken ids alone.
-func TestSubmitOwnTakesIdsAsSubmitDoes(t *testing.T) {
-	ctx := t.Context()
-	db := pool(t)
-	submit := func(ids ...string) []string {
-		t.Helper()
-		var items []journal.Item
-		for _, id := range ids {
-			items = append(items, journal.Item{Group: "g", ID: id, Task: "t"})
-		}
-		kept, err := journal.SubmitOwn(ctx, db, 0, items)
-		require.NoError(t, err)
-		var out []string
-		for _, it := range kept {
-			out = append(out, it.ID)
-		}
-		return out
-	}
-	require.Equal(t, []string{"a", "b"}, submit("a", "b"))
-	require.Equal(t, []string{"c"}, submit("b", "c"), "b sent again: dropped")
-	require.Equal(t, []string{"d"}, submit("d", "d"), "an id twice in a batch: the first")
-	require.Nil(t, submit("a"))
-
-	s, tail := journal.NewState(), journal.TailFrom(0, "")
-	_, err := tail.Fold(ctx, db, s)
-	require.NoError(t, err)
-	var live []string
-	for ref := range s.Jobs {
-		live = append(live, ref.ID)
-	}
-	require.ElementsMatch(t, []string{"a", "b", "c", "d"}, live, "one job each")
-	var rows int
-	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind = 'submitted'`).Scan(&rows))
-	require.Equal(t, 3, rows, "the tries that found a taken id committed nothing, and a batch of taken ids alone appends nothing")
-}
-
 // TestATailReadQueuedInABatchFoldsAsAFold: a read queued at the end of a
 // batch (Tail.Queue, as the leader's append queues it after its commit)
 // brings the rows a Fold would read, and FoldRead folds them to the same
