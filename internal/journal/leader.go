@@ -135,6 +135,13 @@ type Leader struct {
 	// owed: leading anew, the leader has not yet worked out what its
 	// predecessor left unresolved.
 	owed bool
+	// unsure: an append of the leader's failed, and may have committed
+	// all the same (PostgreSQL lost at the commit: a failover). Until a
+	// fold has read the tail since, a claim or a batch of reports folds
+	// first (lockLed): a claim sent again under its request's id must
+	// find the jobs that row claimed for it, else they stay held by an
+	// attempt nobody runs (fault scenario journal-postgres-failover).
+	unsure bool
 	// held are the submissions of the jobs this leader's claims handed
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
@@ -477,6 +484,9 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		}
 	})
 	l.sinceSnapshot += n
+	if err == nil {
+		l.unsure = false // whatever an append that failed committed is folded now
+	}
 	return err
 }
 
@@ -567,7 +577,7 @@ func (l *Leader) settle(ctx context.Context) error {
 func (l *Leader) lockLeading(ctx context.Context) error {
 	l.claims.Lock()
 	l.reports.Lock()
-	err := l.lockLed()
+	err := l.lockLed(ctx)
 	if err == nil {
 		if err = l.fold(ctx, nil); err != nil {
 			l.mu.Unlock()
@@ -596,12 +606,19 @@ func (l *Leader) unlockLeading() {
 // never changes a held job), and a claim that misses the newest takes
 // them at the next one (the catch-up that folds them says jobs are
 // claimable, which wakes the waiting requests). A round trip under the
-// lock less for each.
-func (l *Leader) lockLed() error {
+// lock less for each. After an append that failed (unsure), it folds
+// first: that append may have committed.
+func (l *Leader) lockLed(ctx context.Context) error {
 	l.mu.Lock()
 	if !l.leading || l.state == nil {
 		l.mu.Unlock()
 		return ErrNotLeading
+	}
+	if l.unsure {
+		if err := l.fold(ctx, nil); err != nil {
+			l.mu.Unlock()
+			return err
+		}
 	}
 	return nil
 }
@@ -654,9 +671,12 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 	if err == nil && l.cfg.Publish != nil {
 		l.Wake() // their events go at the next catch-up, at once
 	}
-	if errors.Is(err, ErrFenced) {
+	switch {
+	case errors.Is(err, ErrFenced):
 		l.leading = false
 		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", n)
+	case err != nil:
+		l.unsure = true
 	}
 	return read, err
 }

@@ -99,7 +99,7 @@ type ClaimedJob struct {
 func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error) {
 	l.claims.Lock() // the claims' lane: a batch of reports may be in flight meanwhile (Leader.claims)
 	defer l.claims.Unlock()
-	if err := l.lockLed(); err != nil {
+	if err := l.lockLed(ctx); err != nil {
 		return nil, err
 	}
 	defer l.mu.Unlock()

@@ -46,7 +46,7 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 	}
 	l.reports.Lock() // the reports' lane: a claim may be in flight meanwhile (Leader.claims)
 	defer l.reports.Unlock()
-	if err := l.lockLed(); err != nil {
+	if err := l.lockLed(ctx); err != nil {
 		return nil, err
 	}
 	defer l.mu.Unlock()
