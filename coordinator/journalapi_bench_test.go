@@ -76,6 +76,9 @@ func benchGet(b *testing.B, engine string, changing bool) {
 		if _, err := client.Get(ctx, last.Group, last.ID); err == nil {
 			break
 		}
+		if ctx.Err() != nil {
+			b.Fatal(ctx.Err())
+		}
 	}
 	if changing {
 		stop := make(chan struct{})

@@ -41,6 +41,16 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	if priority != fairway.PriorityHigh && priority != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "%q: high or low", priority)
 	}
+	return l.changeJobs(ctx, refs, Priority, "setting the priority of", func(j *Job) bool { return j.Priority != string(priority) },
+		func(it *Item) { it.Priority = string(priority) })
+}
+
+// changeJobs appends, as the partition's leader, one row of kind naming
+// the jobs of refs that the state holds and that change says the row
+// changes (each once; set fills an item's other fields), and folds it. It
+// returns, per job, whether the row names it. what names the change in
+// an error.
+func (l *Leader) changeJobs(ctx context.Context, refs []fairway.JobRef, kind Kind, what string, change func(*Job) bool, set func(*Item)) ([]bool, error) {
 	if err := l.lockLeading(ctx); err != nil {
 		return nil, err
 	}
@@ -50,19 +60,23 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	seen := map[fairway.JobRef]bool{}
 	for i, ref := range refs {
 		j := l.state.Jobs[ref]
-		if j == nil || j.Priority == string(priority) || seen[ref] {
+		if j == nil || seen[ref] || !change(j) {
 			continue
 		}
 		seen[ref] = true
 		out[i] = true
-		items = append(items, Item{Group: ref.Group, ID: ref.ID, Priority: string(priority)})
+		it := Item{Group: ref.Group, ID: ref.ID}
+		if set != nil {
+			set(&it)
+		}
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		return out, nil
 	}
-	read, err := l.appendBatches(ctx, []batch{{kind: Priority, items: items}})
+	read, err := l.appendBatches(ctx, []batch{{kind: kind, items: items}})
 	if err != nil {
-		return nil, fmt.Errorf("setting the priority of %d jobs: %w", len(items), err)
+		return nil, fmt.Errorf("%s %d jobs: %w", what, len(items), err)
 	}
 	return out, l.fold(ctx, read)
 }

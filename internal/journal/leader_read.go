@@ -116,28 +116,5 @@ func (l *Leader) submittedRows(ctx context.Context, ids []int64) (map[int64]subm
 // is not, nor is one that waits for its dependencies (they release it).
 // ErrNotLeading when this coordinator does not lead.
 func (l *Leader) ReleasePending(ctx context.Context, refs []fairway.JobRef) ([]bool, error) {
-	if err := l.lockLeading(ctx); err != nil {
-		return nil, err
-	}
-	defer l.unlockLeading()
-	out := make([]bool, len(refs))
-	var items []Item
-	seen := map[fairway.JobRef]bool{}
-	for i, ref := range refs {
-		j := l.state.Jobs[ref]
-		if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 || seen[ref] {
-			continue
-		}
-		seen[ref] = true
-		out[i] = true
-		items = append(items, Item{Group: ref.Group, ID: ref.ID})
-	}
-	if len(items) == 0 {
-		return out, nil
-	}
-	read, err := l.appendBatches(ctx, []batch{{kind: Release, items: items}})
-	if err != nil {
-		return nil, fmt.Errorf("releasing %d pending jobs: %w", len(items), err)
-	}
-	return out, l.fold(ctx, read)
+	return l.changeJobs(ctx, refs, Release, "releasing", func(j *Job) bool { return j.State == fairway.StatePending && len(j.Waits) == 0 }, nil)
 }
