@@ -335,7 +335,8 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 			c.leaderAPI.serve(on)
 		}
 		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
-		c.dispatcher.journal, c.results.journal, c.sweeper.journal = c.journal, c.journal, c.journal
+		c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
+		c.metrics.queues.journal = c.journal
 	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
@@ -399,15 +400,19 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs without concurrency limits, quotas, job logs, periodic tasks, and the API's lists, stats, bulk changes and graphs; not for production (docs/journal.md)")
+		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs without job logs, periodic tasks, and the API's lists, stats, bulk changes and graphs; not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start
 	c.goLoop(runCtx, c.lead.run)
 	c.goLoop(runCtx, c.relay.run)
-	c.goLoop(runCtx, c.due.run)
 	c.goLoop(runCtx, c.dispatcher.parkLoop)
-	c.goLoop(runCtx, c.deps.run)
+	if c.journal == nil {
+		// On the journal, the leader keeps the due times (its queues'
+		// timers) and resolves dependents (its resolved rows).
+		c.goLoop(runCtx, c.due.run)
+		c.goLoop(runCtx, c.deps.run)
+	}
 	// Jobs stored in callers' transactions (store.InsertTx): their events
 	// and the executors' wake-up follow the commit, not the next poll.
 	c.goLoop(runCtx, func(ctx context.Context) {
@@ -424,8 +429,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}
 	c.periodic.kick()
-	if err := c.due.load(ctx); err != nil {
-		c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
+	if c.journal == nil {
+		if err := c.due.load(ctx); err != nil {
+			c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
+		}
 	}
 	c.relay.kick()
 	c.dispatcher.notifyWork()

@@ -21,13 +21,19 @@ import (
 // Only the partition's leader appends the rows of changes, so a follower
 // forwards the verbs that change jobs to it (forwardToLeader).
 
-// leaderVerbs are the API verbs that change unfinished jobs: with the
-// journal engine, the partition's leader answers them.
+// leaderVerbs are the API verbs that change unfinished jobs, or what the
+// leader's claims read (limits, rates, weights: journallimits.go): with
+// the journal engine, the partition's leader answers them.
 var leaderVerbs = map[string]bool{
-	events.VerbCancel:   true,
-	events.VerbRelease:  true,
-	events.VerbPriority: true,
-	events.VerbRetry:    true,
+	events.VerbCancel:      true,
+	events.VerbRelease:     true,
+	events.VerbPriority:    true,
+	events.VerbRetry:       true,
+	events.VerbLimitSet:    true,
+	events.VerbLimitDelete: true,
+	events.VerbRateSet:     true,
+	events.VerbRateDelete:  true,
+	events.VerbWeightSet:   true,
 }
 
 // journalPending are the verbs the journal engine does not answer yet

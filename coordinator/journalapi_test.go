@@ -1,6 +1,7 @@
 package coordinator_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -145,4 +146,75 @@ func TestACoordinatorOfAnotherEngineIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	err = rows.Start(t.Context())
 	require.ErrorContains(t, err, `but this database's jobs are stored by the "journal" engine`)
+}
+
+// TestJournalEngineLimitsRatesAndWeights: on the journal, with two
+// coordinators answering the API (a follower forwards the changes), a
+// concurrency limit of 0 keeps a task's job waiting while later jobs of
+// another task run, and the limits' held counts are the state's; a rate
+// limit of one start an hour lets one of two jobs start, and its removal
+// the other; a weight set is a weight row of the journal. Before, the
+// journal's claims read none of them.
+func TestJournalEngineLimitsRatesAndWeights(t *testing.T) {
+	t.Parallel()
+	h, _, _ := twoJournalCoordinators(t)
+	ctx := t.Context()
+	c := h.client
+	gate := make(chan struct{})
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 4})
+	ex.Handle("slow", func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	ex.Handle("quick", echo)
+	ex.Handle("mail", echo)
+	require.NoError(t, ex.Start(ctx))
+
+	limits, err := c.SetLimit(ctx, "task", "slow", 0)
+	require.NoError(t, err)
+	require.Equal(t, []fairway.Limit{{Kind: "task", Name: "slow", Max: 0, Held: 0, Updated: limits[0].Updated}}, limits)
+	slow := submit(t, h, fairway.Submission{Group: "g", Task: "slow"})
+	quick := submit(t, h, fairway.Submission{Group: "g", Task: "quick"})
+	h.until(func(ev events.Event) bool { return ev.JobID == quick && ev.State == fairway.StateSuccess })
+	job, err := c.Get(ctx, "g", slow)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State, "the limit of 0 keeps the older slow job waiting while the quick one runs")
+
+	_, err = c.SetLimit(ctx, "task", "slow", 1)
+	require.NoError(t, err)
+	h.until(func(ev events.Event) bool { return ev.JobID == slow && ev.State == fairway.StateRunning })
+	limits, err = c.Limits(ctx)
+	require.NoError(t, err)
+	require.Len(t, limits, 1)
+	require.Equal(t, 1, limits[0].Held, "the running slow job, counted by the partition's state")
+	close(gate)
+	h.until(func(ev events.Event) bool { return ev.JobID == slow && ev.State == fairway.StateSuccess })
+	_, err = c.DeleteLimit(ctx, "task", "slow")
+	require.NoError(t, err)
+
+	_, err = c.SetRateLimit(ctx, "task:mail", "1/h")
+	require.NoError(t, err)
+	first := submit(t, h, fairway.Submission{Group: "g", Task: "mail"})
+	second := submit(t, h, fairway.Submission{Group: "g", Task: "mail"})
+	h.until(func(ev events.Event) bool { return ev.JobID == first && ev.State == fairway.StateSuccess })
+	quick = submit(t, h, fairway.Submission{Group: "g", Task: "quick"})
+	h.until(func(ev events.Event) bool { return ev.JobID == quick && ev.State == fairway.StateSuccess })
+	job, err = c.Get(ctx, "g", second)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, job.State, "one start an hour: the second mail waits")
+	_, err = c.DeleteRateLimit(ctx, "task:mail")
+	require.NoError(t, err)
+	h.until(func(ev events.Event) bool { return ev.JobID == second && ev.State == fairway.StateSuccess })
+	_, err = c.DeleteRateLimit(ctx, "task:mail")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+
+	_, err = c.SetWeight(ctx, "g", 3)
+	require.NoError(t, err)
+	var weights int
+	require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind = 'weight'`).Scan(&weights))
+	require.Equal(t, 1, weights, "the weight is the journal's")
 }

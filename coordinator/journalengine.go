@@ -38,10 +38,11 @@ const (
 // Dependencies and trackers run on it (the leader resolves the one and
 // the fold refuses a tracker held by a live job), and so do the API's
 // reads and changes of single jobs (journalapi.go: every coordinator
-// reads, the leader changes). What it does not run yet (docs/journal.md,
-// "The coordinator on the journal"): concurrency limits, quotas of queued
-// jobs, job logs, periodic tasks, and the API's lists, stats, bulk
-// changes and graphs. Not for production. store.InsertTx
+// reads, the leader changes), the quotas of queued jobs (the state's
+// counts), the concurrency limits, rate limits and weights
+// (journallimits.go). What it does not run yet (docs/journal.md, "The
+// coordinator on the journal"): job logs, periodic tasks, and the API's
+// lists, stats, bulk changes and graphs. Not for production. store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {
@@ -56,6 +57,9 @@ type journalEngine struct {
 	leads         atomic.Bool
 	serveDispatch func(bool)
 	reopenResults func()
+	// limits are the operators' concurrency limits, as the leader's
+	// claims read them.
+	limits limitsCache
 }
 
 // journalPartition is the one partition (issue 34 spreads groups over
@@ -65,7 +69,7 @@ const journalPartition = 0
 func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{db: pool, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch}
+	e := &journalEngine{db: pool, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.ConcurrencyLimits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
@@ -133,9 +137,13 @@ func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) (
 // jobs are claimable (LeaderConfig.Claimable, also when it comes to lead)
 // or its wait ends.
 func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairway.Job, error) {
+	limits, err := e.limits.get(ctx)
+	if err != nil {
+		return nil, err
+	}
 	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{
 		Executor: p.Executor, Instance: p.Instance, Limit: p.Limit, ClaimID: p.ClaimID, MaxHeld: p.MaxHeld,
-		Tasks: p.Tasks, Groups: p.Groups, Scheme: p.Scheme, TaskCaps: p.TaskLimits,
+		Tasks: p.Tasks, Groups: p.Groups, Scheme: p.Scheme, TaskCaps: p.TaskLimits, ConcurrencyLimits: limits,
 	})
 	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) {
 		return nil, nil

@@ -13,7 +13,10 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	istore "github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -215,4 +218,62 @@ func TestJournalEnginesFollowerTakesOverDispatch(t *testing.T) {
 		id := submit(t, h, fairway.Submission{Group: "acme", Task: "echo"})
 		require.Equal(t, fairway.StateSuccess, lastState(h.final(id)), "job %s, submitted after the leader stopped", id)
 	}
+}
+
+// TestJournalEngineGaugesCountTheUnfinishedJobs: on the journal, the queue
+// gauges (fairway_jobs, fairway_oldest_due_seconds,
+// fairway_jobs_without_executor) count the partition's unfinished jobs
+// from its state; fairway_job holds records only, and they counted none
+// before. A database on the journal keeps none of the row engine's
+// indexes of unfinished jobs.
+func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	retries := 3
+	st := storetest.OpenJournal(t)
+	h, _ := setupOn(t, st, coordinator.Config{Engine: coordinator.EngineJournal, Metrics: reg, RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	h.executor("ex1", 1, map[string]executor.Handler{"echo": echo})
+	// A task no executor runs: the API would refuse it, a transaction
+	// of the application's stores it.
+	tx, err := st.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	for i := range 5 {
+		_, err = istore.InsertTx(t.Context(), tx, istore.TxOptions{}, fairway.Submission{ID: fmt.Sprint("j-", i), Group: "acme", Task: "nobody", Pending: i < 3})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(t.Context()))
+	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{ID: "done", Group: "globex", Task: "echo"})
+	require.NoError(t, err)
+	h.final("done")
+
+	values := map[string]float64{}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				labels += "," + l.GetName() + "=" + l.GetValue()
+			}
+			switch f.GetName() {
+			case "fairway_jobs", "fairway_jobs_without_executor":
+				values[f.GetName()+labels] = m.GetGauge().GetValue()
+			case "fairway_oldest_due_seconds":
+				require.Positive(t, m.GetGauge().GetValue(), "the waiting jobs have been due since their submission")
+				values[f.GetName()+labels] = 1
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{
+		"fairway_jobs,group=acme,state=pending,task=nobody": 3,
+		"fairway_jobs,group=acme,state=waiting,task=nobody": 2,
+		"fairway_jobs_without_executor,task=nobody":         5,
+		"fairway_oldest_due_seconds,group=acme,task=nobody": 1,
+	}, values, "the ended job is not counted")
+
+	rows, err := st.Pool().Query(t.Context(), `SELECT indexname FROM pg_indexes WHERE tablename = 'fairway_job' ORDER BY 1`)
+	require.NoError(t, err)
+	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_live", "fairway_job_pkey"}, indexes)
 }

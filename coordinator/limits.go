@@ -27,6 +27,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.SetLimit(ctx, req.Kind, req.Name, *req.Max); err != nil {
 			return events.Reply{}, err
 		}
+		c.forgetLimits()
 		c.log.Info("concurrency limit set", "kind", req.Kind, "name", req.Name, "max", *req.Max)
 		// A raised limit frees slots now.
 		c.dispatcher.notifyWork()
@@ -37,6 +38,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.DeleteLimit(ctx, req.Kind, req.Name); err != nil {
 			return events.Reply{}, err
 		}
+		c.forgetLimits()
 		c.log.Info("concurrency limit removed", "kind", req.Kind, "name", req.Name)
 		c.dispatcher.notifyWork()
 	default:
@@ -47,8 +49,19 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 	return c.limitsReply(ctx)
 }
 
+// forgetLimits has the journal's claims read the concurrency limits
+// again (this coordinator leads when it changes them: leaderVerbs).
+func (c *Coordinator) forgetLimits() {
+	if c.journal != nil {
+		c.journal.limits.forget()
+	}
+}
+
 // limitsReply is the limits now: concurrency and rate limits.
 func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
+	if c.journal != nil {
+		return c.journalLimitsReply(ctx)
+	}
 	limits, err := c.store.Limits(ctx)
 	if err != nil {
 		return events.Reply{}, err
@@ -73,12 +86,29 @@ func (c *Coordinator) apiRates(ctx context.Context, r request) (events.Reply, er
 		if req.Rate != "" {
 			return events.Reply{}, fairway.Invalid("rate", "rate-delete takes the scope only")
 		}
+		if c.journal != nil {
+			if err := c.journalSetRate(ctx, task, group, 0, 0); err != nil {
+				return events.Reply{}, err
+			}
+		}
 		if err := c.store.DeleteRateLimit(ctx, task, group); err != nil {
 			return events.Reply{}, err
 		}
 		c.log.Info("rate limit removed", "scope", req.Scope)
 		c.dispatcher.notifyWork()
 		return c.limitsReply(ctx)
+	}
+	if c.journal != nil {
+		starts, period, err := fairway.ParseRate(req.Rate)
+		if err != nil {
+			return events.Reply{}, err
+		}
+		if task == "" && group == "" {
+			return events.Reply{}, fairway.Invalid("scope", "missing: name a task, a group, or both")
+		}
+		if err := c.journalSetRate(ctx, task, group, starts, period); err != nil {
+			return events.Reply{}, err
+		}
 	}
 	if err := c.store.SetRateLimit(ctx, task, group, req.Rate); err != nil {
 		return events.Reply{}, err
@@ -105,7 +135,11 @@ func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, e
 		if err := decode(r.data, &req); err != nil {
 			return events.Reply{}, err
 		}
-		if err := c.store.SetWeight(ctx, req.Group, req.Weight); err != nil {
+		set := c.store.SetWeight
+		if c.journal != nil {
+			set = c.journalSetWeight
+		}
+		if err := set(ctx, req.Group, req.Weight); err != nil {
 			return events.Reply{}, err
 		}
 		c.log.Info("group weight set", "group", req.Group, "weight", req.Weight)

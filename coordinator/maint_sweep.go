@@ -153,8 +153,22 @@ func (s *leaseSweeper) run(ctx context.Context) {
 				unreachable(err)
 			} else {
 				reachable()
-				s.timedChanges(ctx)
+				if s.journal == nil {
+					s.timedChanges(ctx)
+				}
 			}
+			continue
+		}
+		if s.journal != nil {
+			// The journal's leader holds the jobs, their timers and
+			// expiries: fairway_job has records only.
+			if err := s.store.Ping(ctx); err != nil {
+				unreachable(err)
+				continue
+			}
+			reachable()
+			s.journal.releaseLost(ctx, s.cfg.Lease)
+			s.markGone(ctx)
 			continue
 		}
 		applied, err := s.store.ExpireLeases(ctx, s.cfg.Batch, s.cfg.Lease, s.cfg.RetryDelay)
@@ -163,9 +177,6 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			continue
 		}
 		reachable()
-		if s.journal != nil {
-			s.journal.releaseLost(ctx, s.cfg.Lease)
-		}
 		s.timedChanges(ctx)
 		s.markGone(ctx)
 		if len(applied) > 0 {

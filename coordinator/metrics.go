@@ -13,6 +13,7 @@ import (
 // coordMetrics are a coordinator's Prometheus metrics (Config.Metrics). Names
 // start with fairway_; those of the executor with fairway_executor_.
 type coordMetrics struct {
+	queues       *queueCollector        // the queue gauges (fairway_jobs and others), read on scrape
 	events       *prometheus.CounterVec // published events, by task, group and state
 	outboxLag    prometheus.Gauge       // age of the oldest event of the last batch published
 	ingestBatch  prometheus.Histogram   // submissions per ingest batch
@@ -31,7 +32,8 @@ type coordMetrics struct {
 // newMetrics registers a coordinator's metrics with reg; with nil, they
 // are kept but not exposed.
 func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *coordMetrics {
-	metrics.Register(reg, prometheus.Collector(&queueCollector{store: st, log: log.Warn}))
+	queues := &queueCollector{store: st, log: log.Warn}
+	metrics.Register(reg, prometheus.Collector(queues))
 	// Counted by the store, for its own statements: coordinators that
 	// share a registry in one process show the first one's store.
 	metrics.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fairway_ingest_checked_batches_total",
@@ -41,6 +43,7 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 	}
 	return &coordMetrics{
+		queues: queues,
 		events: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_events_total",
 			Help: "Job state changes published as events, by task, group and new state; the final states (success, failed, cancelled) count finished jobs."},
 			[]string{"task", "group", "state"})),

@@ -215,9 +215,31 @@ func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
 // A group over its quota of non-final jobs is refused with code quota, on
 // the request/reply API and as a rejected event on the asynchronous path;
 // other groups are not.
+// On the journal, the count is the partition's state's (State.Live):
+// fairway_job holds no unfinished job there, and the quota counted none
+// before.
 func TestQuotaOnNonFinalJobs(t *testing.T) {
 	t.Parallel()
-	h, _ := setupWith(t, coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1})
+	retries := 0
+	for name, setup := range map[string]func(*testing.T) *harness{
+		"rows": func(t *testing.T) *harness {
+			h, _ := setupWith(t, coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1})
+			return h
+		},
+		"journal": func(t *testing.T) *harness {
+			h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, QuotaJobs: 3, QuotaSubmitRate: -1,
+				RetryDelay: 20 * time.Millisecond, Retries: &retries})
+			return h
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			quotaOnNonFinalJobs(t, setup(t))
+		})
+	}
+}
+
+func quotaOnNonFinalJobs(t *testing.T, h *harness) {
 	h.executor("ex", 1, map[string]executor.Handler{"echo": echo})
 	for i := range 3 {
 		_, err := h.client.SubmitWait(t.Context(), fairway.Submission{ID: fmt.Sprint("held-", i), Group: "acme", Task: "echo", Pending: true})
@@ -234,6 +256,18 @@ func TestQuotaOnNonFinalJobs(t *testing.T) {
 	})
 	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{ID: "other", Group: "globex", Task: "echo", Pending: true})
 	require.NoError(t, err)
+
+	// Jobs stored past this coordinator's admission, in an application's
+	// transaction, count as well.
+	tx, err := h.store.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = store.InsertTx(t.Context(), tx, store.TxOptions{}, fairway.Submission{ID: fmt.Sprint("tx-", i), Group: "initech", Task: "echo", Pending: true})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(t.Context()))
+	_, err = h.client.SubmitWait(t.Context(), fairway.Submission{ID: "over-tx", Group: "initech", Task: "echo", Pending: true})
+	require.ErrorIs(t, err, fairway.ErrQuota, "the three jobs of the application's transaction count")
 }
 
 // A group submitting faster than its rate quota is refused with code

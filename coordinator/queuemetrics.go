@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,7 +42,11 @@ var (
 // queueCollector exposes the queue gauges, read on scrape and cached.
 type queueCollector struct {
 	store *store.Store
-	log   func(msg string, args ...any)
+	// journal, when set, counts the unfinished jobs from the partition's
+	// state instead of fairway_job, where the journal engine keeps records
+	// only (Config.Engine).
+	journal *journalEngine
+	log     func(msg string, args ...any)
 
 	mu         sync.Mutex
 	readAt     time.Time
@@ -67,7 +73,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		// Each reading stands on its own, with its own time: one that
 		// fails leaves the other, and the last reading is served.
 		ctx, cancel := context.WithTimeout(context.Background(), queueMetricsTimeout)
-		counts, err := q.store.QueueCounts(ctx, queueMetricsSeries)
+		counts, err := q.queueCounts(ctx)
 		cancel()
 		if err != nil {
 			q.log("reading the queue gauges; the last reading is served", "error", err)
@@ -75,7 +81,10 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			q.counts = counts
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
-		none, err := q.store.JobsWithoutExecutor(ctx)
+		none, err := q.withoutExecutor(ctx, counts)
+		if len(q.counts) > queueMetricsSeries {
+			q.counts = q.counts[:queueMetricsSeries] // largest first
+		}
 		cancel()
 		if err != nil {
 			q.log("counting the jobs without an executor; the last count is served", "error", err)
@@ -108,4 +117,39 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, v := range oldest {
 		ch <- prometheus.MustNewConstMetric(queueOldestDesc, prometheus.GaugeValue, v, k[0], k[1])
 	}
+}
+
+// queueCounts reads the unfinished jobs' counts, largest first: on the
+// journal, every count, from the partition's state (withoutExecutor reads
+// them all; Collect keeps the queueMetricsSeries largest); on the row
+// engine, the queueMetricsSeries largest, from fairway_job.
+func (q *queueCollector) queueCounts(ctx context.Context) ([]fairway.QueueCount, error) {
+	if q.journal != nil {
+		return q.journal.leader.Counts(ctx, "", 0, time.Now())
+	}
+	return q.store.QueueCounts(ctx, queueMetricsSeries)
+}
+
+// withoutExecutor counts, per task, the jobs not started yet of the tasks
+// no live executor runs: on the journal, from counts (this reading's, nil
+// if it failed) and the executors' registry; on the row engine, from
+// fairway_job.
+func (q *queueCollector) withoutExecutor(ctx context.Context, counts []fairway.QueueCount) (map[string]int64, error) {
+	if q.journal == nil {
+		return q.store.JobsWithoutExecutor(ctx)
+	}
+	if counts == nil {
+		return nil, errors.New("the queue's counts were not read")
+	}
+	live, err := q.store.LiveTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, c := range counts {
+		if (c.State == fairway.StatePending || c.State == fairway.StateWaiting || c.State == fairway.StateStuck) && !slices.Contains(live, c.Task) {
+			out[c.Task] += c.Jobs
+		}
+	}
+	return out, nil
 }

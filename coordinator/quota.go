@@ -37,7 +37,8 @@ type quotas struct {
 	submits      *rateLimiter
 	byteRate     float64 // bytes of submissions per second per group; <= 0: unlimited
 	submitBytes  *rateLimiter
-	store        *store.Store           // counts the queued jobs
+	store        *store.Store           // counts the queued jobs (the row engine)
+	journal      *journalEngine         // counts them instead, when set (the journal engine)
 	refused      *prometheus.CounterVec // counts the refusals, by quota (coordMetrics.quotaRefused)
 	mu           sync.Mutex
 	open         map[string]openCount
@@ -162,7 +163,7 @@ func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error,
 	}
 	q.mu.Unlock()
 	if len(stale) > 0 {
-		counts, err := q.store.CountQueuedJobs(ctx, stale, q.jobs)
+		counts, err := q.countQueued(ctx, stale)
 		if err != nil {
 			return nil, err
 		}
@@ -209,4 +210,14 @@ func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
 		return err
 	}
 	return errs[0]
+}
+
+// countQueued counts the unfinished jobs of groups: on the journal, as
+// the partition's state this coordinator folded holds them; on the row
+// engine, their rows (up to q.jobs each).
+func (q *quotas) countQueued(ctx context.Context, groups []string) (map[string]int, error) {
+	if q.journal != nil {
+		return q.journal.leader.LiveOf(ctx, groups)
+	}
+	return q.store.CountQueuedJobs(ctx, groups, q.jobs)
 }

@@ -210,6 +210,7 @@ func Restore(b []byte) (*State, error) {
 		j.CancelRequested = flags&2 != 0
 		j.Waits = d.strings()
 		s.Jobs[ref] = j
+		count(s.Live, ref.Group, 1)
 		if held(j.State) {
 			s.hold(ref, j, 1)
 		}

@@ -35,6 +35,10 @@ type State struct {
 	// zero entries). Kept by the fold, counted anew by Restore.
 	HeldTasks  map[string]int `json:"-"`
 	HeldGroups map[string]int `json:"-"`
+	// Live counts each group's unfinished jobs, for the quota of jobs a
+	// group may have queued (coordinator.Config.QuotaJobs), as the row
+	// engine counts its rows (no zero entries). Kept as HeldTasks.
+	Live map[string]int `json:"-"`
 	// Held are the jobs each executor's instance holds: the bound on what
 	// one instance may hold (ClaimParams.MaxHeld) counts them, and the
 	// releases (Leader.Release, ReleaseLost, ReleaseOverdue) walk them
@@ -154,7 +158,7 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
@@ -362,6 +366,7 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		j.Triggered = it.Trigger && len(j.Waits) == 0
 	}
 	s.Jobs[ref] = j
+	count(s.Live, ref.Group, 1)
 	c := Change{Job: ref, To: j.State}
 	for _, d := range j.Waits {
 		dep := fairway.JobRef{Group: ref.Group, ID: d}
@@ -419,6 +424,7 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	}
 	out = append(out, c)
 	delete(s.Jobs, ref)
+	count(s.Live, ref.Group, -1)
 	delete(s.Dependents, ref)
 	if tracker, ok := s.TrackerOf[ref]; ok {
 		delete(s.Trackers, fairway.JobRef{Group: ref.Group, ID: tracker})

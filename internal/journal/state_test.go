@@ -583,8 +583,9 @@ func (h *history) check(step int) {
 		_, ended := h.final[ref]
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
-	heldTasks, heldGroups, heldBy := map[string]int{}, map[string]int{}, map[journal.Instance]map[fairway.JobRef]struct{}{}
+	heldTasks, heldGroups, heldBy, live := map[string]int{}, map[string]int{}, map[journal.Instance]map[fairway.JobRef]struct{}{}, map[string]int{}
 	for ref, j := range h.leader.Jobs {
+		live[ref.Group]++
 		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
 			heldTasks[j.Task]++
 			heldGroups[ref.Group]++
@@ -600,6 +601,7 @@ func (h *history) check(step int) {
 	require.Equal(h.t, heldTasks, h.leader.HeldTasks, "step %d: the held jobs per task", step)
 	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
 	require.Equal(h.t, heldBy, h.leader.Held, "step %d: the held jobs per instance", step)
+	require.Equal(h.t, live, h.leader.Live, "step %d: the unfinished jobs per group", step)
 	claimHeld := map[journal.ClaimKey]int{}
 	for _, j := range h.leader.Jobs {
 		if j.Holder != nil && j.Holder.Claim != "" {

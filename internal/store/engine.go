@@ -15,6 +15,8 @@ var (
 	chooseEngineSQL string
 	//go:embed sql/engine.sql
 	engineSQL string
+	//go:embed sql/journal_sheds_row_indexes.sql
+	journalShedsRowIndexesSQL string
 )
 
 // The engines a database may run (migration 021; coordinator.Config.Engine).
@@ -48,8 +50,25 @@ func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
 			"set coordinator.engine to %q, or use another database (the engines do not see each other's unfinished jobs)",
 			engine, chosen, at.UTC().Format(time.RFC3339), chosen)
 	}
+	if chosen == EngineJournal {
+		// The row engine's indexes of unfinished jobs index nothing on a
+		// journal database, whose fairway_job holds records only, and
+		// every record's insert evaluates their predicates.
+		if _, err := s.pool.Exec(ctx, journalShedsRowIndexesSQL); err != nil {
+			return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
+		}
+		s.journal.Store(true)
+	}
 	return nil
 }
+
+// OnJournal says whether ChooseEngine found this database on the journal
+// engine. Its fairway_job then holds the records of ended jobs only,
+// without the row engine's indexes of unfinished ones: the row engine's
+// statements over unfinished jobs have nothing to find there, and are
+// not run (a heartbeat renews no job's lease, a registration releases no
+// previous instance's jobs: the journal's leader does both).
+func (s *Store) OnJournal() bool { return s.journal.Load() }
 
 // engineOf is the database's engine, read in q (a caller's transaction);
 // the row engine when no coordinator has chosen yet (every database

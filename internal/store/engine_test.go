@@ -5,6 +5,7 @@ import (
 
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,4 +20,49 @@ func TestADatabaseKeepsTheEngineItsFirstCoordinatorChose(t *testing.T) {
 	err := s.ChooseEngine(t.Context(), store.EngineRows)
 	require.ErrorContains(t, err, `coordinator.engine is "rows", but this database's jobs are stored by the "journal" engine`)
 	require.ErrorContains(t, err, `set coordinator.engine to "journal", or use another database`)
+}
+
+// TestAJournalDatabaseShedsTheRowEnginesIndexes: once a database's engine
+// is the journal, fairway_job (its records) keeps the primary key, the
+// finished and dependents indexes, and one empty index of the unfinished
+// states instead of the row engine's eight; a database on the row engine
+// keeps them all. Choosing again changes nothing.
+func TestAJournalDatabaseShedsTheRowEnginesIndexes(t *testing.T) {
+	t.Parallel()
+	indexes := func(s *store.Store) []string {
+		rows, err := s.Pool().Query(t.Context(), `SELECT indexname FROM pg_indexes WHERE tablename = 'fairway_job' ORDER BY 1`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	rows := storetest.Open(t)
+	require.NoError(t, rows.ChooseEngine(t.Context(), store.EngineRows))
+	require.Contains(t, indexes(rows), "fairway_job_eligible")
+	require.NotContains(t, indexes(rows), "fairway_job_live")
+	require.False(t, rows.OnJournal())
+
+	journal := storetest.Open(t)
+	for range 2 {
+		require.NoError(t, journal.ChooseEngine(t.Context(), store.EngineJournal))
+		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_live", "fairway_job_pkey"}, indexes(journal))
+		require.True(t, journal.OnJournal())
+	}
+}
+
+// TestTheJournalsBodiesAreCompressedWithLZ4 (migration 022), on a server
+// that has lz4; pglz stays on one that has not.
+func TestTheJournalsBodiesAreCompressedWithLZ4(t *testing.T) {
+	t.Parallel()
+	s := storetest.Open(t)
+	want := "l"
+	if _, err := s.Pool().Exec(t.Context(), `CREATE TEMP TABLE lz4_probe (b bytea COMPRESSION lz4)`); err != nil {
+		want = "" // the default, pglz
+	}
+	for _, table := range []string{"fairway_journal", "fairway_journal_snapshot"} {
+		var method string
+		err := s.Pool().QueryRow(t.Context(), `SELECT attcompression::text FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'body'`, table).Scan(&method)
+		require.NoError(t, err)
+		require.Equal(t, want, method, "%s.body", table)
+	}
 }

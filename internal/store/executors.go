@@ -62,7 +62,7 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 			return &fairway.Error{Code: fairway.CodeConflict, Field: "app-id", Message: fmt.Sprintf(
 				"executor app-id %q is already in use by a running executor on host %q (started %s, last heartbeat %s): give each executor its own --app-id",
 				e.AppID, prev.Host, prev.Started.Format(time.RFC3339), prev.LastHeartbeat.Format(time.RFC3339))}
-		case prev.Instance != e.Instance:
+		case prev.Instance != e.Instance && !s.OnJournal():
 			released, err = loseAttempts(ctx, tx, executorHeldJobsSQL, retryDelay, "executor lost: it restarted", e.AppID)
 			if err != nil {
 				return err
@@ -90,6 +90,9 @@ func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fa
 	}
 	if tag.RowsAffected() == 0 {
 		return &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("executor %q instance %s is not registered", appID, instance)}
+	}
+	if s.OnJournal() {
+		return nil // the journal's leader keeps the holds (journal.Leader.ReleaseLost)
 	}
 	return s.extendLeases(ctx, appID, instance, jobs, lease)
 }
@@ -124,6 +127,9 @@ func (s *Store) KnownTasks(ctx context.Context) ([]string, error) {
 }
 
 // LiveTasks lists the tasks that some live executor runs.
+// LiveTasks are the tasks that some live executor runs.
+func (s *Store) LiveTasks(ctx context.Context) ([]string, error) { return s.liveTasks(ctx) }
+
 func (s *Store) liveTasks(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, liveTasksSQL)
 	if err != nil {

@@ -369,6 +369,3 @@ func (s *Store) AgeRateBuckets(t testing.TB, d time.Duration) {
 func (s *Store) ExtendLeases(ctx context.Context, worker, instance string, jobs []fairway.JobRef, lease time.Duration) error {
 	return s.extendLeases(ctx, worker, instance, jobs, lease)
 }
-
-// LiveTasks is liveTasks.
-func (s *Store) LiveTasks(ctx context.Context) ([]string, error) { return s.liveTasks(ctx) }

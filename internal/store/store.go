@@ -46,6 +46,8 @@ type Store struct {
 	handWritten atomic.Bool
 	// maxHold is MaxHold (shorter in tests).
 	maxHold time.Duration
+	// journal: ChooseEngine found the journal engine (OnJournal).
+	journal atomic.Bool
 }
 
 // Options configures Open.

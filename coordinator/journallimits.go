@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/fairness"
+	"github.com/fairwayhq/fairway/internal/journal"
+)
+
+// Limits, rates and weights on the journal engine (docs/journal.md, "The
+// coordinator on the journal"). The concurrency limits stay the
+// operators' table (fairway_limit), which the leader's claims read through
+// a cache: the held jobs they bound are counted by the partition's state.
+// The rate limits and the weights are the state's (rate and weight rows:
+// the fold moves their buckets and the shares' book), and the tables the
+// replies list (fairway_rate_limit, fairway_group_share) are written
+// after the row. A follower forwards the verbs that change them to the
+// leader (leaderVerbs), so that the leader's cache and state change before
+// the reply.
+
+// limitsTTL is how long the leader's claims trust the concurrency limits
+// they read: a change through the API is seen at the next claim (the
+// leader reads them again), one made by SQL within limitsTTL.
+const limitsTTL = time.Second
+
+// limitsCache holds the concurrency limits the leader's claims read.
+type limitsCache struct {
+	read func(context.Context) ([]fairway.Limit, error)
+
+	mu     sync.Mutex
+	limits []fairway.Limit
+	at     time.Time // zero: read them again
+}
+
+// get returns the limits, read again when older than limitsTTL.
+func (c *limitsCache) get(ctx context.Context) ([]fairway.Limit, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < limitsTTL {
+		return c.limits, nil
+	}
+	limits, err := c.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.limits, c.at = limits, time.Now()
+	return limits, nil
+}
+
+// forget makes the next get read the limits again.
+func (c *limitsCache) forget() {
+	c.mu.Lock()
+	c.at = time.Time{}
+	c.mu.Unlock()
+}
+
+// journalLimitsReply is limitsReply on the journal: the held counts are
+// the partition's state's (fairway_job holds no held job there), as the
+// row engine's limits_list.sql counts them ("*": the most any one group
+// holds).
+func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, error) {
+	limits, err := c.store.Limits(ctx)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	c.journal.leader.Follow(func(s *journal.State) {
+		for i, l := range limits {
+			switch {
+			case l.Kind == "task":
+				limits[i].Held = s.HeldTasks[l.Name]
+			case l.Name == "*":
+				most := 0
+				for _, n := range s.HeldGroups {
+					most = max(most, n)
+				}
+				limits[i].Held = most
+			default:
+				limits[i].Held = s.HeldGroups[l.Name]
+			}
+		}
+	})
+	rates, err := c.store.RateLimits(ctx)
+	return events.Reply{Limits: limits, Rates: rates}, err
+}
+
+// journalSetRate sets (starts > 0) or removes (starts 0) a rate limit on
+// the journal: the leader's rate row first, which its claims count from,
+// then the table the replies list. Sent again after a failure, either
+// step is the same again.
+func (c *Coordinator) journalSetRate(ctx context.Context, task, group string, starts int, period time.Duration) error {
+	err := c.journal.leader.SetRateLimit(ctx, fairness.RateLimit{Task: task, Group: group, Starts: float64(starts), Period: period})
+	return journalError(err)
+}
+
+// journalSetWeight sets a group's weight on the journal: the leader's
+// weight row, then the table the groups verb lists.
+func (c *Coordinator) journalSetWeight(ctx context.Context, group string, weight float64) error {
+	if err := journalError(c.journal.leader.SetWeight(ctx, group, weight)); err != nil {
+		return err
+	}
+	return c.store.SetWeight(ctx, group, weight)
+}

@@ -1,0 +1,17 @@
+-- A database on the journal engine (docs/journal.md) keeps in fairway_job
+-- the records of ended jobs only: the row engine's indexes of unfinished
+-- jobs (partial indexes on the states pending, waiting, stuck, scheduled
+-- and running) stay empty there, and each record's insert evaluates all
+-- their predicates. They make way for one empty index of every unfinished
+-- state, fairway_job_live, one predicate per insert, so that the row
+-- engine's statements that look for unfinished jobs (the gauges' shares,
+-- the limits' held counts, a periodic task's live job) still find nothing
+-- without reading every record. The primary key, fairway_job_finished
+-- (retention, stats) and fairway_job_dependents (graphs) stay. Run by
+-- store.ChooseEngine once the database's engine is the journal, each time
+-- a coordinator starts: IF EXISTS and IF NOT EXISTS make the later runs
+-- no-ops.
+CREATE INDEX IF NOT EXISTS fairway_job_live ON fairway_job (state)
+    WHERE state NOT IN ('success', 'failed', 'cancelled');
+DROP INDEX IF EXISTS fairway_job_eligible, fairway_job_stuck, fairway_job_held, fairway_job_trigger,
+    fairway_job_expiry, fairway_job_tracker, fairway_job_pending, fairway_job_blocked;
