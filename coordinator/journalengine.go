@@ -40,9 +40,9 @@ const (
 // reads and changes of single jobs (journalapi.go: every coordinator
 // reads, the leader changes), the quotas of queued jobs (the state's
 // counts), the concurrency limits, rate limits and weights
-// (journallimits.go). What it does not run yet (docs/journal.md, "The
-// coordinator on the journal"): job logs, periodic tasks, and the API's
-// lists, stats, bulk changes and graphs. Not for production. store.InsertTx
+// (journallimits.go), and periodic tasks. What it does not run yet
+// (docs/journal.md, "The coordinator on the journal"): job logs, and the
+// API's lists, stats, bulk changes and graphs. Not for production. store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {

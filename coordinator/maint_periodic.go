@@ -64,8 +64,11 @@ type periodicFirer struct {
 	// afterChange follows up a fired job (Coordinator.afterChange), and
 	// kickOutbox publishes the fired and skipped events (relay.kick).
 	afterChange func([]store.Applied)
-	kickOutbox  func()
-	kicks       chan struct{}
+	// journal, when set, holds the unfinished jobs (Config.Engine): a
+	// task's last job is looked for in its state, a new one appended.
+	journal    *journalEngine
+	kickOutbox func()
+	kicks      chan struct{}
 }
 
 func newPeriodicFirer(cfg periodicConfig, st *store.Store, log *slog.Logger, id string,
@@ -153,7 +156,7 @@ func (f *periodicFirer) fire(ctx context.Context) {
 			}
 			continue
 		}
-		fired, err := f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next)
+		fired, err := f.firePeriodic(ctx, p, next)
 		switch {
 		case err != nil:
 			f.log.Warn("firing a periodic task; trying again when its mark goes stale", "periodic", p.ID, "error", err)
@@ -163,10 +166,27 @@ func (f *periodicFirer) fire(ctx context.Context) {
 			f.log.Info("periodic task skipped: its previous job has not ended", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
 		default:
 			f.log.Info("periodic task fired", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
-			f.afterChange(fired.Applied)
+			if f.journal != nil {
+				f.journal.leader.Wake() // the leader reads the job from the tail
+			} else {
+				f.afterChange(fired.Applied)
+			}
 		}
 		f.kickOutbox()
 	}
+}
+
+// firePeriodic fires p's job, unless its last one has not ended: on the
+// journal, that one is the partition's state's.
+func (f *periodicFirer) firePeriodic(ctx context.Context, p store.PeriodicTask, next time.Time) (*store.Fired, error) {
+	if f.journal == nil {
+		return f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next)
+	}
+	previous, err := f.journal.leader.TrackerHolder(ctx, p.Group, p.ID)
+	if err != nil {
+		return nil, journalError(err)
+	}
+	return f.store.FirePeriodicOnJournal(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next, previous)
 }
 
 // clearDeadMarks clears the periodic task marks left by coordinators that

@@ -14,6 +14,7 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,11 +22,27 @@ import (
 // controlled clock: a due time fires once whoever races for it, a due time
 // is skipped while the previous job has not ended, and runs missed while
 // nothing fired collapse into one.
+//
+// On the journal engine the last job is the partition's state's, and a
+// job fired is a submitted row (before, the firing wrote a row of the row
+// engine, which never ran).
 func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 	t.Parallel()
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			periodicTaskWithRacingCoordinators(t, engine)
+		})
+	}
+}
+
+func periodicTaskWithRacingCoordinators(t *testing.T, engine string) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
 	st := storetest.Open(t)
+	if engine == coordinator.EngineJournal {
+		st = storetest.OpenJournal(t)
+	}
 	var clock atomic.Pointer[time.Time]
 	setClock := func(s string) {
 		tm, err := time.Parse(time.RFC3339, s)
@@ -35,7 +52,7 @@ func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 	setClock("2026-11-23T08:01:00Z")
 	var coords []*coordinator.Coordinator
 	for range 3 {
-		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
+		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }, Engine: engine})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(ctx))
 		t.Cleanup(c.Stop)
@@ -64,8 +81,22 @@ func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 		wg.Wait()
 	}
 	jobs := func() []fairway.Job {
-		list, err := client.List(ctx, events.ListRequest{Group: "g"})
+		if engine == coordinator.EngineRows {
+			list, err := client.List(ctx, events.ListRequest{Group: "g"})
+			require.NoError(t, err)
+			return list
+		}
+		// The journal lists no jobs yet: the ids it took, newest first.
+		rows, err := st.Pool().Query(ctx, `SELECT id FROM fairway_job_id WHERE group_name = 'g' ORDER BY id DESC`)
 		require.NoError(t, err)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		var list []fairway.Job
+		for _, id := range ids {
+			job, err := client.Get(ctx, "g", id)
+			require.NoError(t, err)
+			list = append(list, *job)
+		}
 		return list
 	}
 	nextRun := func() string {

@@ -118,3 +118,20 @@ func (l *Leader) submittedRows(ctx context.Context, ids []int64) (map[int64]subm
 func (l *Leader) ReleasePending(ctx context.Context, refs []fairway.JobRef) ([]bool, error) {
 	return l.changeJobs(ctx, refs, Release, "releasing", func(j *Job) bool { return j.State == fairway.StatePending && len(j.Waits) == 0 }, nil)
 }
+
+// TrackerHolder returns the id of group's unfinished job that holds
+// tracker ("" when none does) as of now: as Jobs, it first folds every row
+// committed before the call.
+func (l *Leader) TrackerHolder(ctx context.Context, group, tracker string) (string, error) {
+	select {
+	case <-l.restored:
+	case <-ctx.Done():
+		return "", fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.fold(ctx, nil); err != nil {
+		return "", err
+	}
+	return l.state.Trackers[fairway.JobRef{Group: group, ID: tracker}], nil
+}

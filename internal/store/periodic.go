@@ -160,6 +160,48 @@ type Fired struct {
 // lost to another worker (it went stale) changes nothing.
 // The job gets retries retries.
 func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time) (*Fired, error) {
+	live := func(tx pgx.Tx) (string, error) {
+		var previous string
+		err := tx.QueryRow(ctx, periodicLiveJobSQL, p.ID, p.Group).Scan(&previous)
+		return previous, err
+	}
+	insert := func(tx pgx.Tx, sub fairway.Submission) error {
+		res, _, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false, nil)
+		if err == nil && !res[0].Created {
+			err = fmt.Errorf("job %s of periodic task %s was not created", sub.ID, p.ID)
+		}
+		return err
+	}
+	return s.firePeriodic(ctx, coordinator, p, jobID, retries, nextRun, live, insert)
+}
+
+// FirePeriodicOnJournal is FirePeriodic on the journal engine, where
+// fairway_job holds no unfinished job: previous is the unfinished job
+// that holds the task's tracker in its group, as the partition's state
+// holds it ("" for none: journal.Leader.TrackerHolder), and the job is
+// appended to the journal (a submitted row) in the transaction that
+// advances the task. A job submitted with the task's id as its tracker
+// between the read of previous and the fold of the new job's row (by a
+// client, not by a firing: those are marked) has the fold reject the new
+// one, saying so in its rejected event.
+func (s *Store) FirePeriodicOnJournal(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time, previous string) (*Fired, error) {
+	live := func(pgx.Tx) (string, error) {
+		if previous == "" {
+			return "", pgx.ErrNoRows
+		}
+		return previous, nil
+	}
+	insert := func(tx pgx.Tx, sub fairway.Submission) error {
+		_, err := insertJournalTx(ctx, tx, []fairway.Submission{sub})
+		return err
+	}
+	return s.firePeriodic(ctx, coordinator, p, jobID, retries, nextRun, live, insert)
+}
+
+// firePeriodic is FirePeriodic with the engine's reading of the task's
+// unfinished job (live: pgx.ErrNoRows for none) and its insert of a job.
+func (s *Store) firePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time,
+	live func(pgx.Tx) (string, error), insert func(pgx.Tx, fairway.Submission) error) (*Fired, error) {
 	var out Fired
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var mine bool
@@ -170,9 +212,7 @@ func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p Periodic
 		if err != nil {
 			return err
 		}
-		var previous string
-		err = tx.QueryRow(ctx, periodicLiveJobSQL,
-			p.ID, p.Group).Scan(&previous)
+		previous, err := live(tx)
 		switch {
 		case err == nil:
 			out.JobID, out.Skipped = previous, true
@@ -187,12 +227,8 @@ func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p Periodic
 			if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
 				return err
 			}
-			res, _, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false, nil)
-			if err != nil {
+			if err := insert(tx, sub); err != nil {
 				return err
-			}
-			if !res[0].Created {
-				return fmt.Errorf("job %s of periodic task %s was not created", jobID, p.ID)
 			}
 			out.JobID = jobID
 			out.Applied = []Applied{{Group: p.Group, JobID: jobID, State: fairway.StateWaiting, RunAt: time.Now()}}
