@@ -177,10 +177,16 @@ func (c *Coordinator) apiLogs(ctx context.Context, r request) (events.Reply, err
 	if req.Limit < 0 || req.Limit > store.LogsLimitMax {
 		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..%d", req.Limit, store.LogsLimitMax)
 	}
+	live := false
+	if c.journal != nil {
+		if live, err = c.journalLogsLive(ctx, fairway.JobRef{Group: group, ID: req.ID}); err != nil {
+			return events.Reply{}, err
+		}
+	}
 	var reply events.Reply
 	budget, size := r.maxReply-replyEnvelope, 0
 	next, err := c.store.LogLines(ctx, store.LogsParams{Group: group, ID: req.ID, Cursor: req.Cursor, Limit: req.Limit,
-		MessageMax: min(store.LogMessageMaxDefault, budget/2)}, func(l fairway.LogLine) bool {
+		MessageMax: min(store.LogMessageMaxDefault, budget/2), Live: live}, func(l fairway.LogLine) bool {
 		n := encodedSize(l) + 1
 		if size+n > budget && len(reply.Logs) > 0 {
 			return false

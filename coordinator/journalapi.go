@@ -44,7 +44,6 @@ var journalPending = map[string]bool{
 	events.VerbStats: true,
 	events.VerbBulk:  true,
 	events.VerbGraph: true,
-	events.VerbLogs:  true,
 }
 
 // forwards says whether this coordinator forwards verb's requests to the

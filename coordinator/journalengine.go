@@ -40,14 +40,15 @@ const (
 // reads and changes of single jobs (journalapi.go: every coordinator
 // reads, the leader changes), the quotas of queued jobs (the state's
 // counts), the concurrency limits, rate limits and weights
-// (journallimits.go), and periodic tasks. What it does not run yet
-// (docs/journal.md, "The coordinator on the journal"): job logs, and the
-// API's lists, stats, bulk changes and graphs. Not for production. store.InsertTx
+// (journallimits.go), periodic tasks and job logs (journallogs.go). What
+// it does not run yet (docs/journal.md, "The coordinator on the
+// journal"): the API's lists, stats, bulk changes and graphs. Not for production. store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {
 	leader     *journal.Leader
 	db         *pgxpool.Pool
+	store      *store.Store
 	retryDelay time.Duration
 	log        *slog.Logger
 	// leads says whether this coordinator leads the partition (told by
@@ -69,7 +70,7 @@ const journalPartition = 0
 func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{db: pool, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.ConcurrencyLimits}}
+	e := &journalEngine{db: pool, store: st, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.ConcurrencyLimits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,

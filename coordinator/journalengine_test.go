@@ -277,3 +277,59 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_live", "fairway_job_pkey"}, indexes)
 }
+
+// TestJournalEngineKeepsJobLogs: on the journal, a job's log lines are
+// kept while it runs (read then from the partition's state, with no record
+// yet) and after it ended; pruning the job deletes them, and frees its id
+// (a submission of it is a new job again, as on the row engine). Before,
+// the journal dropped every line.
+func TestJournalEngineKeepsJobLogs(t *testing.T) {
+	t.Parallel()
+	h := setupJournal(t)
+	ctx := t.Context()
+	gate := make(chan struct{})
+	h.executor("ex1", 1, map[string]executor.Handler{"chatty": func(ctx context.Context, job *executor.Job) error {
+		job.Logger.Info("first line", "attempt", job.Attempt)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		job.Logger.Info("last line")
+		return nil
+	}})
+	const id = "talks"
+	_, err := h.client.SubmitWait(ctx, fairway.Submission{ID: id, Group: "acme", Task: "chatty"})
+	require.NoError(t, err)
+	// A line comes with the executor's next batch of reports: no event
+	// says it is stored, so the test reads until it is.
+	var lines []fairway.LogLine
+	require.Eventually(t, func() bool {
+		var err error
+		lines, err = h.client.Logs(ctx, "acme", id)
+		require.NoError(t, err, "the running job's log")
+		return len(lines) > 0
+	}, waitTimeout, 10*time.Millisecond, "the running job's line")
+	require.Len(t, lines, 1)
+	require.Contains(t, lines[0].Message, "first line")
+	close(gate)
+	h.final(id)
+	lines, err = h.client.Logs(ctx, "acme", id)
+	require.NoError(t, err)
+	require.Len(t, lines, 2, "both lines, read once the job ended")
+	require.Contains(t, lines[1].Message, "last line")
+	_, err = h.client.Logs(ctx, "acme", "never-submitted")
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+
+	n, err := h.client.Prune(ctx, events.PruneRequest{State: fairway.StateSuccess, OlderThan: "0s"})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, err = h.client.Logs(ctx, "acme", id)
+	require.ErrorIs(t, err, fairway.ErrNotFound)
+	var kept int
+	require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM fairway_job_log) + (SELECT count(*) FROM fairway_job_id)`).Scan(&kept))
+	require.Zero(t, kept, "its log lines and its id went with its record")
+	job, err := h.client.SubmitWait(ctx, fairway.Submission{ID: id, Group: "acme", Task: "chatty", Pending: true})
+	require.NoError(t, err)
+	require.Equal(t, fairway.StatePending, job.State, "its id is free again")
+}

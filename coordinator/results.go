@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -75,8 +74,6 @@ type results struct {
 	// journal, when set, has the journal's leader apply the reports
 	// (Config.Engine).
 	journal *journalEngine
-	// logsDropped: the journal engine keeps no job log lines yet (said once).
-	logsDropped sync.Once
 }
 
 func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc *nats.Conn, log *slog.Logger, m *coordMetrics,
@@ -257,10 +254,12 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 // committed before it.
 func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
 	if rs.journal != nil {
-		if len(logs) > 0 {
-			rs.logsDropped.Do(func() {
-				rs.log.Warn("job log lines are dropped: the journal engine keeps none yet (coordinator.engine journal is experimental)")
-			})
+		// Lines first, as below: their attempts are still held before
+		// the batch's ends are folded.
+		if err := rs.journal.appendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
+			return nil, nil, err
+		} else if err != nil {
+			rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 		}
 		// The leader publishes the events and wakes the executors itself.
 		return nil, nil, rs.journal.report(ctx, started, progress, outcomes)

@@ -135,3 +135,20 @@ func (l *Leader) TrackerHolder(ctx context.Context, group, tracker string) (stri
 	}
 	return l.state.Trackers[fairway.JobRef{Group: group, ID: tracker}], nil
 }
+
+// Has says whether ref is an unfinished job of the partition as of now:
+// as Jobs (a fold of every row committed before the call first), without
+// reading its submission.
+func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
+	select {
+	case <-l.restored:
+	case <-ctx.Done():
+		return false, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.fold(ctx, nil); err != nil {
+		return false, err
+	}
+	return l.state.Jobs[ref] != nil, nil
+}

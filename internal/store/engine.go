@@ -15,8 +15,8 @@ var (
 	chooseEngineSQL string
 	//go:embed sql/engine.sql
 	engineSQL string
-	//go:embed sql/journal_sheds_row_indexes.sql
-	journalShedsRowIndexesSQL string
+	//go:embed sql/journal_sheds_row_engine.sql
+	journalShedsRowEngineSQL string
 )
 
 // The engines a database may run (migration 021; coordinator.Config.Engine).
@@ -53,8 +53,9 @@ func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
 	if chosen == EngineJournal {
 		// The row engine's indexes of unfinished jobs index nothing on a
 		// journal database, whose fairway_job holds records only, and
-		// every record's insert evaluates their predicates.
-		if _, err := s.pool.Exec(ctx, journalShedsRowIndexesSQL); err != nil {
+		// every record's insert evaluates their predicates; a running
+		// job's log lines have no record to refer to yet.
+		if _, err := s.pool.Exec(ctx, journalShedsRowEngineSQL); err != nil {
 			return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
 		}
 		s.journal.Store(true)

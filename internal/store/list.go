@@ -172,6 +172,9 @@ type LogsParams struct {
 	// MessageMax caps each message in bytes. Defaults to
 	// LogMessageMaxDefault.
 	MessageMax int
+	// Live: the job is known to exist, unfinished (in the journal
+	// engine's state, where fairway_job has no row of it yet).
+	Live bool
 }
 
 // LogLines streams a page of the log lines of the job p.ID of p.Group,
@@ -193,9 +196,11 @@ func (s *Store) LogLines(ctx context.Context, p LogsParams, yield func(fairway.L
 	if maxMsg <= 0 {
 		maxMsg = LogMessageMaxDefault
 	}
-	var exists bool
-	if err := s.pool.QueryRow(ctx, jobExistsSQL, p.Group, p.ID).Scan(&exists); err != nil {
-		return "", fmt.Errorf("reading job %s: %w", p.ID, interpretError(err))
+	exists := p.Live
+	if !exists {
+		if err := s.pool.QueryRow(ctx, jobExistsSQL, p.Group, p.ID).Scan(&exists); err != nil {
+			return "", fmt.Errorf("reading job %s: %w", p.ID, interpretError(err))
+		}
 	}
 	if !exists {
 		return "", fairway.NotFound(p.ID)

@@ -18,6 +18,8 @@ import (
 var (
 	//go:embed sql/append_logs.sql
 	appendLogsSQL string
+	//go:embed sql/append_held_logs.sql
+	appendHeldLogsSQL string
 	//go:embed sql/unstorable_json.sql
 	unstorableJsonSQL string
 )
@@ -34,6 +36,17 @@ type AttemptLog struct {
 // holds (or held) it; the others are dropped: a late line from an older
 // attempt, or lines that another executor forged.
 func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
+	return s.appendLogs(ctx, logs, appendLogsSQL)
+}
+
+// AppendHeldLogs stores log lines of attempts the caller found held by
+// the instances that sent them (the journal engine's leader, from the
+// partition's state), without AppendLogs' check against fairway_job.
+func (s *Store) AppendHeldLogs(ctx context.Context, logs []AttemptLog) error {
+	return s.appendLogs(ctx, logs, appendHeldLogsSQL)
+}
+
+func (s *Store) appendLogs(ctx context.Context, logs []AttemptLog, query string) error {
 	var atts []Attempt
 	var levels, msgs []string
 	var times []time.Time
@@ -49,7 +62,11 @@ func (s *Store) AppendLogs(ctx context.Context, logs []AttemptLog) error {
 	a := attemptArrays(atts)
 	// The worker is cleared when an attempt ends as stuck: then the
 	// instance alone names the sender.
-	_, err := s.pool.Exec(ctx, appendLogsSQL, a.groups, a.ids, a.attempts, times, levels, msgs, a.executors, a.instances)
+	args := []any{a.groups, a.ids, a.attempts, times, levels, msgs}
+	if query == appendLogsSQL {
+		args = append(args, a.executors, a.instances)
+	}
+	_, err := s.pool.Exec(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("storing %d log lines: %w", len(atts), interpretError(err))
 	}

@@ -7,7 +7,10 @@
 -- engine's statements that look for unfinished jobs (the gauges' shares,
 -- the limits' held counts, a periodic task's live job) still find nothing
 -- without reading every record. The primary key, fairway_job_finished
--- (retention, stats) and fairway_job_dependents (graphs) stay. Run by
+-- (retention, stats) and fairway_job_dependents (graphs) stay. The log
+-- lines of a job are kept while it runs, before its record exists: their
+-- foreign key to fairway_job goes (retention deletes them with the record,
+-- prune.sql). Run by
 -- store.ChooseEngine once the database's engine is the journal, each time
 -- a coordinator starts: IF EXISTS and IF NOT EXISTS make the later runs
 -- no-ops.
@@ -15,3 +18,4 @@ CREATE INDEX IF NOT EXISTS fairway_job_live ON fairway_job (state)
     WHERE state NOT IN ('success', 'failed', 'cancelled');
 DROP INDEX IF EXISTS fairway_job_eligible, fairway_job_stuck, fairway_job_held, fairway_job_trigger,
     fairway_job_expiry, fairway_job_tracker, fairway_job_pending, fairway_job_blocked;
+ALTER TABLE fairway_job_log DROP CONSTRAINT IF EXISTS fairway_job_log_job_fkey;

@@ -1,0 +1,50 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/store"
+)
+
+// Job log lines on the journal engine. fairway_job_log keeps them, as on
+// the row engine, without its foreign key to fairway_job (a running job
+// has no row there: store.ChooseEngine drops it); retention deletes them
+// with their job's record.
+
+// appendLogs stores the log lines of a batch of reports: those of
+// attempts that the partition's state says their senders hold now, and
+// those of jobs that ended, checked against their records (a last line
+// that came after the end), as the row engine checks them against its
+// rows. Lines of an attempt that is not the job's latest, or not its
+// sender's, are dropped.
+func (e *journalEngine) appendLogs(ctx context.Context, logs []store.AttemptLog) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	var held, ended []store.AttemptLog
+	e.leader.Follow(func(s *journal.State) {
+		for _, l := range logs {
+			j := s.Jobs[fairway.JobRef{Group: l.Group, ID: l.JobID}]
+			switch {
+			case j == nil:
+				ended = append(ended, l)
+			case j.Holder != nil && int(j.Attempt) == l.Attempt.Attempt && j.Holder.Executor == l.Executor && j.Holder.Instance == l.Instance:
+				held = append(held, l)
+			}
+		}
+	})
+	if err := e.store.AppendHeldLogs(ctx, held); err != nil {
+		return err
+	}
+	return e.store.AppendLogs(ctx, ended)
+}
+
+// journalLogsLive says whether the job ref is unfinished in the
+// partition's state, as of every row committed before the call: its log
+// lines are then read without a record to find first.
+func (c *Coordinator) journalLogsLive(ctx context.Context, ref fairway.JobRef) (bool, error) {
+	live, err := c.journal.leader.Has(ctx, ref)
+	return live, journalError(err)
+}
