@@ -198,9 +198,18 @@ func TestJournalEngineLimitsRatesAndWeights(t *testing.T) {
 
 	_, err = c.SetRateLimit(ctx, "task:mail", "1/h")
 	require.NoError(t, err)
-	first := submit(t, h, fairway.Submission{Group: "g", Task: "mail"})
-	second := submit(t, h, fairway.Submission{Group: "g", Task: "mail"})
-	h.until(func(ev events.Event) bool { return ev.JobID == first && ev.State == fairway.StateSuccess })
+	mails := map[string]bool{submit(t, h, fairway.Submission{Group: "g", Task: "mail"}): true, submit(t, h, fairway.Submission{Group: "g", Task: "mail"}): true}
+	h.until(func(ev events.Event) bool {
+		if mails[ev.JobID] && ev.State == fairway.StateSuccess {
+			delete(mails, ev.JobID)
+			return true
+		}
+		return false
+	})
+	var second string
+	for id := range mails {
+		second = id
+	}
 	quick = submit(t, h, fairway.Submission{Group: "g", Task: "quick"})
 	h.until(func(ev events.Event) bool { return ev.JobID == quick && ev.State == fairway.StateSuccess })
 	job, err = c.Get(ctx, "g", second)

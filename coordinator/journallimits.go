@@ -8,7 +8,6 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/fairness"
-	"github.com/fairwayhq/fairway/internal/journal"
 )
 
 // Limits, rates and weights on the journal engine (docs/journal.md, "The
@@ -59,7 +58,8 @@ func (c *limitsCache) forget() {
 }
 
 // journalLimitsReply is limitsReply on the journal: the held counts are
-// the partition's state's (fairway_job holds no held job there), as the
+// the partition's state's as of the request (fairway_job holds no held
+// job there), as the
 // row engine's limits_list.sql counts them ("*": the most any one group
 // holds).
 func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, error) {
@@ -67,22 +67,24 @@ func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, err
 	if err != nil {
 		return events.Reply{}, err
 	}
-	c.journal.leader.Follow(func(s *journal.State) {
-		for i, l := range limits {
-			switch {
-			case l.Kind == "task":
-				limits[i].Held = s.HeldTasks[l.Name]
-			case l.Name == "*":
-				most := 0
-				for _, n := range s.HeldGroups {
-					most = max(most, n)
-				}
-				limits[i].Held = most
-			default:
-				limits[i].Held = s.HeldGroups[l.Name]
+	tasks, groups, err := c.journal.leader.HeldCounts(ctx)
+	if err != nil {
+		return events.Reply{}, journalError(err)
+	}
+	for i, l := range limits {
+		switch {
+		case l.Kind == "task":
+			limits[i].Held = tasks[l.Name]
+		case l.Name == "*":
+			most := 0
+			for _, n := range groups {
+				most = max(most, n)
 			}
+			limits[i].Held = most
+		default:
+			limits[i].Held = groups[l.Name]
 		}
-	})
+	}
 	rates, err := c.store.RateLimits(ctx)
 	return events.Reply{Limits: limits, Rates: rates}, err
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -24,11 +25,6 @@ import (
 // every unfinished job under the state's lock: folds, claims and reports
 // wait meanwhile (BenchmarkCountsOfAMillion: docs/performance.md).
 func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.Time) ([]fairway.QueueCount, error) {
-	select {
-	case <-l.restored:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
-	}
 	type key struct {
 		group, task string
 		state       fairway.State
@@ -41,9 +37,7 @@ func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.T
 	}
 	nowUS := now.UnixMicro()
 	counts := map[key]*count{}
-	l.mu.Lock()
-	if err := l.fold(ctx, nil); err != nil {
-		l.mu.Unlock()
+	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
 	for ref, j := range l.state.Jobs {
@@ -132,19 +126,24 @@ func rowTimes(ctx context.Context, db Querier, ids []int64) (map[int64]int64, er
 // that jobs stored past this coordinator (by another, or by an
 // application's transaction: store.InsertTx) count at once.
 func (l *Leader) LiveOf(ctx context.Context, groups []string) (map[string]int, error) {
-	select {
-	case <-l.restored:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
-	}
 	out := make(map[string]int, len(groups))
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.fold(ctx, nil); err != nil {
+	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	for _, g := range groups {
 		out[g] = l.state.Live[g]
 	}
 	return out, nil
+}
+
+// HeldCounts are the jobs executors hold now per task and per group
+// (State.HeldTasks, HeldGroups: what the concurrency limits bound), as of
+// every row committed before the call (a fold first), in copies.
+func (l *Leader) HeldCounts(ctx context.Context) (tasks, groups map[string]int, err error) {
+	if err := l.lockFolded(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer l.mu.Unlock()
+	return maps.Clone(l.state.HeldTasks), maps.Clone(l.state.HeldGroups), nil
 }

@@ -25,6 +25,25 @@ type JobView struct {
 	Submitted  time.Time
 }
 
+// lockFolded waits until this coordinator restored the partition's state
+// (ErrNotRestored if ctx ends first), takes the state's lock and folds
+// every row committed before the call: what a read does so that a change
+// acknowledged before it, by any coordinator, is seen (read your writes).
+// The caller unlocks l.mu, unless it returns an error.
+func (l *Leader) lockFolded(ctx context.Context) error {
+	select {
+	case <-l.restored:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
+	}
+	l.mu.Lock()
+	if err := l.fold(ctx, nil); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // Jobs returns the unfinished jobs of refs (those the state does not hold,
 // never submitted or ended, are left out), as of now: it first folds
 // every row committed before the call, so that a change acknowledged
@@ -35,16 +54,10 @@ type JobView struct {
 // answers once it has restored the state (ErrNotRestored if ctx ends
 // first).
 func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.JobRef]*JobView, error) {
-	select {
-	case <-l.restored:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.fold(ctx, nil); err != nil {
+	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
+	defer l.mu.Unlock()
 	out := make(map[fairway.JobRef]*JobView, len(refs))
 	var rows []int64
 	for _, ref := range refs {
@@ -123,16 +136,10 @@ func (l *Leader) ReleasePending(ctx context.Context, refs []fairway.JobRef) ([]b
 // tracker ("" when none does) as of now: as Jobs, it first folds every row
 // committed before the call.
 func (l *Leader) TrackerHolder(ctx context.Context, group, tracker string) (string, error) {
-	select {
-	case <-l.restored:
-	case <-ctx.Done():
-		return "", fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.fold(ctx, nil); err != nil {
+	if err := l.lockFolded(ctx); err != nil {
 		return "", err
 	}
+	defer l.mu.Unlock()
 	return l.state.Trackers[fairway.JobRef{Group: group, ID: tracker}], nil
 }
 
@@ -140,15 +147,9 @@ func (l *Leader) TrackerHolder(ctx context.Context, group, tracker string) (stri
 // as Jobs (a fold of every row committed before the call first), without
 // reading its submission.
 func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
-	select {
-	case <-l.restored:
-	case <-ctx.Done():
-		return false, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.fold(ctx, nil); err != nil {
+	if err := l.lockFolded(ctx); err != nil {
 		return false, err
 	}
+	defer l.mu.Unlock()
 	return l.state.Jobs[ref] != nil, nil
 }
