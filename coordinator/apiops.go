@@ -65,7 +65,16 @@ func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, er
 	}
 	// The computation runs under the context of the request that started
 	// it (all are bounded by apiTimeout alike).
-	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) { return c.store.Stats(ctx, p) })
+	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) {
+		var live *store.StatsLive
+		if c.journal != nil {
+			var err error
+			if live, err = c.journalStatsLive(ctx, p.Group); err != nil {
+				return nil, err
+			}
+		}
+		return c.store.Stats(ctx, p, live)
+	})
 	return events.Reply{Stats: st}, err
 }
 

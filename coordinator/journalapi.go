@@ -41,7 +41,6 @@ var leaderVerbs = map[string]bool{
 // where the journal's unfinished jobs are not.
 var journalPending = map[string]bool{
 	events.VerbList:  true,
-	events.VerbStats: true,
 	events.VerbBulk:  true,
 	events.VerbGraph: true,
 }

@@ -333,3 +333,75 @@ func TestJournalEngineKeepsJobLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StatePending, job.State, "its id is free again")
 }
+
+// TestStatsCountUnfinishedJobsOnBothEngines: the same jobs give the same
+// stats on both engines: two that ended, one running, three waiting for a
+// task no executor runs. On the journal the unfinished ones are the
+// partition's state's (the queue, the running job's start, the groups'
+// series), the ended ones their records'; before, the journal's stats
+// were refused.
+func TestStatsCountUnfinishedJobsOnBothEngines(t *testing.T) {
+	t.Parallel()
+	for name, open := range map[string]func(*testing.T) (*istore.Store, coordinator.Config){
+		"rows": func(t *testing.T) (*istore.Store, coordinator.Config) { return storetest.Open(t), coordinator.Config{} },
+		"journal": func(t *testing.T) (*istore.Store, coordinator.Config) {
+			return storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, cfg := open(t)
+			h, _ := setupOn(t, st, cfg)
+			statsCountUnfinishedJobs(t, h)
+		})
+	}
+}
+
+func statsCountUnfinishedJobs(t *testing.T, h *harness) {
+	ctx := t.Context()
+	gate := make(chan struct{})
+	t.Cleanup(func() { close(gate) })
+	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo, "slow": func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}})
+	for range 2 {
+		h.final(submit(t, h, fairway.Submission{Group: "a", Task: "echo"}))
+	}
+	slow := submit(t, h, fairway.Submission{Group: "a", Task: "slow"})
+	h.until(func(ev events.Event) bool { return ev.JobID == slow && ev.State == fairway.StateRunning })
+	tx, err := h.store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	for range 3 { // a task no executor runs: the API would refuse it
+		_, err = istore.InsertTx(ctx, tx, istore.TxOptions{}, fairway.Submission{Group: "a", Task: "nobody"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Commit(ctx))
+
+	var stats *fairway.Stats
+	require.Eventually(t, func() bool { // the transaction's jobs are read once the leader folds them
+		stats, err = h.client.Stats(ctx, "", events.StatsRequest{Window: "10m", Bucket: "1m"})
+		require.NoError(t, err)
+		return len(stats.Queue) == 2
+	}, waitTimeout, 10*time.Millisecond)
+	queue := map[string]int64{}
+	for _, q := range stats.Queue {
+		queue[q.Group+"/"+q.Task+"/"+string(q.State)] = q.Jobs
+	}
+	require.Equal(t, map[string]int64{"a/nobody/waiting": 3, "a/slow/running": 1}, queue)
+	finished := map[string]int64{}
+	for _, f := range stats.Finished {
+		finished[f.Group+"/"+f.Task+"/"+string(f.State)] += f.Jobs
+	}
+	require.Equal(t, map[string]int64{"a/echo/success": 2}, finished)
+	require.Equal(t, int64(3), stats.All.Started, "the two ended and the running one")
+	require.Equal(t, int64(2), stats.All.Ended)
+	require.Len(t, stats.Groups, 1)
+	last := len(stats.Buckets) - 1
+	require.Equal(t, "a", stats.Groups[0].Group)
+	require.Positive(t, stats.Groups[0].Running[last], "the running job")
+	require.Positive(t, stats.Groups[0].Waiting[last], "the waiting jobs")
+}

@@ -147,3 +147,88 @@ func (l *Leader) HeldCounts(ctx context.Context) (tasks, groups map[string]int, 
 	defer l.mu.Unlock()
 	return maps.Clone(l.state.HeldTasks), maps.Clone(l.state.HeldGroups), nil
 }
+
+// LiveInterval is an interval of unfinished jobs of a group for the
+// stats' series (store's stats_groups.sql): Jobs jobs running from From
+// (their start) or waiting from From (their due time: submitted, or the
+// time they were delayed or retried to) to To (their start; 0: now),
+// µs since the Unix epoch.
+type LiveInterval struct {
+	Group    string
+	Running  bool
+	From, To int64
+	Jobs     int
+}
+
+// HeldStart is a started job an executor holds, for the stats' wait and
+// run times: its task, start and due time (µs).
+type HeldStart struct {
+	Task         string
+	Started, Due int64
+}
+
+// LiveStats returns what the stats add of the partition's unfinished
+// jobs (of group, or of every group: ""), as the row engine's stats read
+// them from fairway_job: the intervals of the jobs waiting (waiting,
+// stuck, or scheduled and not started) and running (started), and the
+// started jobs held. As Counts, a fold first, then a walk of every
+// unfinished job under the state's lock; the due times of jobs due since
+// their submission are their rows' times, read after.
+func (l *Leader) LiveStats(ctx context.Context, group string) ([]LiveInterval, []HeldStart, error) {
+	type key struct {
+		group         string
+		running       bool
+		row, from, to int64 // row: due since that row's time, unless from (a delay) is later
+	}
+	counts := map[key]int{}
+	var held []HeldStart
+	var heldRows []int64
+	if err := l.lockFolded(ctx); err != nil {
+		return nil, nil, err
+	}
+	for ref, j := range l.state.Jobs {
+		if (group != "" && ref.Group != group) || j.State == fairway.StatePending {
+			continue
+		}
+		started := int64(0)
+		if j.Holder != nil && j.Holder.Started != 0 && j.State == fairway.StateRunning {
+			started = j.Holder.Started
+		}
+		// Waiting from its due time to its start, or now.
+		counts[key{group: ref.Group, row: j.Row, from: j.RunAt, to: started}]++
+		if started != 0 {
+			counts[key{group: ref.Group, running: true, from: started}]++
+			held = append(held, HeldStart{Task: j.Task, Started: started, Due: j.RunAt})
+			heldRows = append(heldRows, j.Row)
+		}
+	}
+	l.mu.Unlock()
+
+	rows := make([]int64, 0, len(counts))
+	for k := range counts {
+		if k.row != 0 {
+			rows = append(rows, k.row)
+		}
+	}
+	at, err := rowTimes(ctx, l.db, append(rows, heldRows...))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading when the jobs were submitted: %w", err)
+	}
+	merged := map[LiveInterval]int{}
+	for k, n := range counts {
+		from := k.from
+		if !k.running {
+			from = max(from, at[k.row])
+		}
+		merged[LiveInterval{Group: k.group, Running: k.running, From: from, To: k.to}] += n
+	}
+	out := make([]LiveInterval, 0, len(merged))
+	for iv, n := range merged {
+		iv.Jobs = n
+		out = append(out, iv)
+	}
+	for i := range held {
+		held[i].Due = max(held[i].Due, at[heldRows[i]])
+	}
+	return out, held, nil
+}

@@ -150,7 +150,7 @@ func BenchmarkStats(b *testing.B) {
 	}
 	s.SpreadHistory(b, 0.9)
 	for b.Loop() {
-		st, err := s.Stats(ctx, store.StatsParams{Window: time.Hour, Bucket: time.Minute})
+		st, err := s.Stats(ctx, store.StatsParams{Window: time.Hour, Bucket: time.Minute}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

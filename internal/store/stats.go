@@ -4,9 +4,11 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -45,6 +47,18 @@ type StatsParams struct {
 	Group string
 }
 
+// StatsLive is what the journal engine's state adds to Stats: its
+// unfinished jobs, which fairway_job does not hold (it keeps their
+// records once they end). nil on the row engine.
+type StatsLive struct {
+	// Intervals are the unfinished jobs' waiting and running intervals.
+	Intervals []journal.LiveInterval
+	// Held are the started jobs executors hold.
+	Held []journal.HeldStart
+	// Queue are the unfinished jobs' counts (journal.Leader.Counts).
+	Queue []fairway.QueueCount
+}
+
 // withDefaults fills p's gaps and checks it.
 func (p StatsParams) withDefaults() (StatsParams, error) {
 	if p.Window <= 0 {
@@ -73,7 +87,7 @@ func (p StatsParams) withDefaults() (StatsParams, error) {
 // (see fairway.Stats). It reads the jobs that ended in the window (through
 // the index of final jobs) and every job not yet final: meant for a
 // dashboard that asks now and then, not for a hot path.
-func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p StatsParams, live *StatsLive) (*fairway.Stats, error) {
 	p, err := p.withDefaults()
 	if err != nil {
 		return nil, err
@@ -102,7 +116,15 @@ func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error
 		if err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, statsTimesSQL, st.Since, p.Group)
+		var heldTasks []string
+		var heldStarted, heldDue []time.Time
+		if live != nil {
+			for _, h := range live.Held {
+				heldTasks = append(heldTasks, h.Task)
+				heldStarted, heldDue = append(heldStarted, time.UnixMicro(h.Started)), append(heldDue, time.UnixMicro(h.Due))
+			}
+		}
+		rows, err = tx.Query(ctx, statsTimesSQL, st.Since, p.Group, heldTasks, heldStarted, heldDue)
 		if err != nil {
 			return err
 		}
@@ -125,7 +147,12 @@ func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error
 				st.Tasks = append(st.Tasks, t)
 			}
 		}
-		rows, err = tx.Query(ctx, statsGroupsSQL, st.Since, bucket, st.Now, p.Group)
+		var sets liveSets
+		if live != nil {
+			sets = liveSetsOf(live.Intervals, st.Since, st.Now, bucket)
+		}
+		rows, err = tx.Query(ctx, statsGroupsSQL, st.Since, bucket, st.Now, p.Group,
+			sets.groups, sets.running, sets.bs, sets.be, sets.n, sets.sumS, sets.sumE)
 		if err != nil {
 			return err
 		}
@@ -157,6 +184,10 @@ func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error
 		if err != nil {
 			return err
 		}
+		if live != nil {
+			st.Queue = live.Queue[:min(len(live.Queue), statsQueueSeries)]
+			return nil
+		}
 		rows, err = tx.Query(ctx, queueCountsSQL, statsQueueSeries, p.Group)
 		if err != nil {
 			return err
@@ -168,4 +199,58 @@ func (s *Store) Stats(ctx context.Context, p StatsParams) (*fairway.Stats, error
 		return nil, fmt.Errorf("computing stats: %w", interpretError(err))
 	}
 	return st, nil
+}
+
+// liveSets are StatsLive's intervals summed as stats_groups.sql sums the
+// rows' (its sets: per group, running or waiting, and the buckets of their
+// start and end, how many, and the sums of their starts and ends in
+// seconds from since), in arrays for the statement.
+type liveSets struct {
+	groups     []string
+	running    []bool
+	bs, be     []int32
+	n          []int64
+	sumS, sumE []float64
+}
+
+// liveSetsOf sums intervals, clipped to [since, now], into sets of buckets
+// of bucket seconds.
+func liveSetsOf(intervals []journal.LiveInterval, since, now time.Time, bucket int64) liveSets {
+	type key struct {
+		group   string
+		running bool
+		bs, be  int32
+	}
+	type sum struct {
+		n          int64
+		sumS, sumE float64
+	}
+	sums := map[key]*sum{}
+	sinceUS, nowUS := since.UnixMicro(), now.UnixMicro()
+	for _, iv := range intervals {
+		to := iv.To
+		if to == 0 || to > nowUS {
+			to = nowUS
+		}
+		s, e := float64(max(iv.From, sinceUS)-sinceUS)/1e6, float64(to-sinceUS)/1e6
+		if e <= s {
+			continue
+		}
+		k := key{iv.Group, iv.Running, int32(math.Floor(s / float64(bucket))), int32(math.Floor(e / float64(bucket)))}
+		t := sums[k]
+		if t == nil {
+			t = &sum{}
+			sums[k] = t
+		}
+		t.n += int64(iv.Jobs)
+		t.sumS += float64(iv.Jobs) * s
+		t.sumE += float64(iv.Jobs) * e
+	}
+	var out liveSets
+	for k, t := range sums {
+		out.groups, out.running = append(out.groups, k.group), append(out.running, k.running)
+		out.bs, out.be = append(out.bs, k.bs), append(out.be, k.be)
+		out.n, out.sumS, out.sumE = append(out.n, t.n), append(out.sumS, t.sumS), append(out.sumE, t.sumE)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/stretchr/testify/require"
 )
@@ -35,7 +36,7 @@ func TestStats(t *testing.T) {
 	*dStart, *dEnd = dStart.Add(100*time.Millisecond), dEnd.Add(350*time.Millisecond)
 	s.SetJobTimes(t, "d1", "success", dStart.Add(-50*time.Millisecond), dStart, dEnd)
 
-	st, err := s.Stats(ctx, store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute})
+	st, err := s.Stats(ctx, store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute}, nil)
 	require.NoError(t, err)
 	require.Equal(t, 60, st.BucketSeconds)
 	require.Len(t, st.Buckets, 10)
@@ -85,14 +86,14 @@ func TestStats(t *testing.T) {
 	require.Equal(t, map[string]int64{"b/running": 1, "c/waiting": 1}, queue)
 
 	// One group's view holds that group only.
-	st, err = s.Stats(ctx, store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute, Group: "a"})
+	st, err = s.Stats(ctx, store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute, Group: "a"}, nil)
 	require.NoError(t, err)
 	require.Len(t, st.Groups, 1)
 	require.Equal(t, "a", st.Groups[0].Group)
 	require.Len(t, st.Finished, 2)
 	require.Empty(t, st.Queue)
 
-	_, err = s.Stats(ctx, store.StatsParams{Window: 24 * time.Hour, Bucket: time.Second})
+	_, err = s.Stats(ctx, store.StatsParams{Window: 24 * time.Hour, Bucket: time.Second}, nil)
 	require.ErrorIs(t, err, fairway.ErrInvalid)
 	require.ErrorContains(t, err, "bucket")
 }
@@ -130,4 +131,60 @@ func TestListFilters(t *testing.T) {
 	require.Nil(t, j.Finished)
 	_, err = s.Retry(ctx, "g", hi.ID)
 	require.ErrorIs(t, err, fairway.ErrConflict, "a waiting job is not retried")
+}
+
+// TestStatsOfLiveJobsAreTheRowsStats: the journal engine's unfinished
+// jobs, given as StatsLive (intervals, started held jobs, counts), make
+// the same series, times and queue as the same jobs stored as rows: one
+// running (submitted 3 minutes ago, started 2), two waiting since a
+// minute, one waiting since before the window.
+func TestStatsOfLiveJobsAreTheRowsStats(t *testing.T) {
+	t.Parallel()
+	rows, ctx := setup(t)
+	now, err := rows.Now(ctx)
+	require.NoError(t, err)
+	at := func(d time.Duration) time.Time { return now.Add(d).Truncate(time.Second) }
+	jobs := []struct {
+		id, group, state string
+		submitted        time.Time
+		started          *time.Time
+	}{
+		{"r1", "a", "running", at(-3 * time.Minute), new(at(-2 * time.Minute))},
+		{"w1", "b", "waiting", at(-time.Minute), nil},
+		{"w2", "b", "waiting", at(-time.Minute), nil},
+		{"w3", "b", "waiting", at(-20 * time.Minute), nil},
+	}
+	live := &store.StatsLive{}
+	for _, j := range jobs {
+		sb := sub(j.group, fairway.PriorityHigh)
+		sb.ID = j.id
+		insert(t, rows, sb)
+		rows.SetJobTimes(t, j.id, j.state, j.submitted, j.started, nil)
+		to := int64(0)
+		if j.started != nil {
+			to = j.started.UnixMicro()
+			live.Intervals = append(live.Intervals, journal.LiveInterval{Group: j.group, Running: true, From: to, Jobs: 1})
+			live.Held = append(live.Held, journal.HeldStart{Task: "t", Started: to, Due: j.submitted.UnixMicro()})
+		}
+		live.Intervals = append(live.Intervals, journal.LiveInterval{Group: j.group, From: j.submitted.UnixMicro(), To: to, Jobs: 1})
+	}
+	params := store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute}
+	empty, _ := setup(t)
+	want, err := rows.Stats(ctx, params, nil)
+	require.NoError(t, err)
+	live.Queue = want.Queue
+	got, err := empty.Stats(ctx, params, live)
+	require.NoError(t, err)
+	require.Equal(t, want.Buckets, got.Buckets, "one minute apart: run again")
+	require.Equal(t, want.Queue, got.Queue)
+	require.Equal(t, want.All, got.All)
+	require.Equal(t, want.Tasks, got.Tasks)
+	require.Len(t, got.Groups, len(want.Groups))
+	for i, g := range want.Groups {
+		require.Equal(t, g.Group, got.Groups[i].Group)
+		// The two calls' nows are apart by their time: 3 jobs × 1 s / 60 s.
+		require.InDeltaSlice(t, g.Running, got.Groups[i].Running, 0.05, "group %s running", g.Group)
+		require.InDeltaSlice(t, g.Waiting, got.Groups[i].Waiting, 0.05, "group %s waiting", g.Group)
+	}
+	require.Positive(t, got.Groups[1].Waiting[len(got.Buckets)-1], "b waits now")
 }

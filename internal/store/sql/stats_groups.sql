@@ -4,7 +4,8 @@
 -- is waiting from its due time (submitted, or the run_at it was delayed to
 -- or retried at) to its start, its end without a start, or now while it
 -- waits. $4: one group, or '' for all. Columns: group, running (else
--- waiting), bucket index, average jobs.
+-- waiting), bucket index, average jobs. On the journal engine, whose
+-- unfinished jobs are not rows, $5..$11 are their sets (StatsLive).
 --
 -- One scan gives both intervals of a job, in seconds from $1. Intervals
 -- that start in the same bucket and end in the same bucket are summed
@@ -35,6 +36,10 @@ WITH j AS (
       FROM iv
      WHERE e > s
      GROUP BY 1, 2, 3, 4
+    UNION ALL
+    -- The journal engine's unfinished jobs, from its state, summed the
+    -- same way ($5..$11; empty on the row engine).
+    SELECT * FROM unnest($5::text[], $6::bool[], $7::int[], $8::int[], $9::bigint[], $10::float8[], $11::float8[])
 )
 SELECT group_name, running, b,
        sum(CASE WHEN b < be THEN n * (b + 1) * $2::float8 ELSE sum_e END

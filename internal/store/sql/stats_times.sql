@@ -12,6 +12,10 @@ WITH j AS (
     SELECT task, started, NULL, greatest(submitted, run_at)
       FROM fairway_job
      WHERE state IN ('scheduled', 'running') AND started IS NOT NULL AND ($2::text = '' OR group_name = $2::text)
+    UNION ALL
+    -- The journal engine's started held jobs, from its state: task,
+    -- started, due ($3..$5; empty on the row engine).
+    SELECT task, started, NULL, due FROM unnest($3::text[], $4::timestamptz[], $5::timestamptz[]) AS l (task, started, due)
 ), t AS (
     SELECT task, started, finished,
            date_part('epoch', started - least(started, due)) AS wait,

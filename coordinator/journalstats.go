@@ -1,0 +1,25 @@
+package coordinator
+
+import (
+	"context"
+	"time"
+
+	"github.com/fairwayhq/fairway/internal/store"
+)
+
+// journalStatsLive is what the journal's unfinished jobs add to the stats
+// (store.StatsLive): their intervals, started held jobs and counts, from
+// the partition's state as of the request (journal.Leader.LiveStats,
+// Counts); the jobs that ended are read from their records, as on the row
+// engine.
+func (c *Coordinator) journalStatsLive(ctx context.Context, group string) (*store.StatsLive, error) {
+	intervals, held, err := c.journal.leader.LiveStats(ctx, group)
+	if err != nil {
+		return nil, journalError(err)
+	}
+	queue, err := c.journal.leader.Counts(ctx, group, 0, time.Now())
+	if err != nil {
+		return nil, journalError(err)
+	}
+	return &store.StatsLive{Intervals: intervals, Held: held, Queue: queue}, nil
+}
