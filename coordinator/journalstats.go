@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 )
 
@@ -22,4 +24,17 @@ func (c *Coordinator) journalStatsLive(ctx context.Context, group string) (*stor
 		return nil, journalError(err)
 	}
 	return &store.StatsLive{Intervals: intervals, Held: held, Queue: queue}, nil
+}
+
+// groupShares are the groups' shares of the slot-time over window (store.GroupShares):
+// on the journal, with its running jobs from the partition's state.
+func groupShares(ctx context.Context, st *store.Store, e *journalEngine, window time.Duration) ([]fairway.GroupShare, error) {
+	var running []journal.Running
+	if e != nil {
+		var err error
+		if running, err = e.leader.RunningJobs(ctx); err != nil {
+			return nil, journalError(err)
+		}
+	}
+	return st.GroupShares(ctx, window, running)
 }

@@ -156,6 +156,6 @@ func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, e
 			window = d
 		}
 	}
-	shares, err := c.store.GroupShares(ctx, window)
+	shares, err := groupShares(ctx, c.store, c.journal, window)
 	return events.Reply{Groups: shares}, err
 }

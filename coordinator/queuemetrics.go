@@ -92,7 +92,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			q.noExecutor = none
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
-		shares, err := q.store.GroupShares(ctx, groupShareWindow)
+		shares, err := groupShares(ctx, q.store, q.journal, groupShareWindow)
 		cancel()
 		if err != nil {
 			q.log("reading the groups' shares; the last reading is served", "error", err)

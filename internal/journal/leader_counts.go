@@ -232,3 +232,28 @@ func (l *Leader) LiveStats(ctx context.Context, group string) ([]LiveInterval, [
 	}
 	return out, held, nil
 }
+
+// Running is a running job's group and start (µs since the Unix epoch).
+type Running struct {
+	Group   string
+	Started int64
+}
+
+// RunningJobs are the partition's running jobs, as of now (a fold first),
+// found among the held jobs only (State.Held), never among the waiting
+// ones.
+func (l *Leader) RunningJobs(ctx context.Context) ([]Running, error) {
+	if err := l.lockFolded(ctx); err != nil {
+		return nil, err
+	}
+	defer l.mu.Unlock()
+	var out []Running
+	for _, refs := range l.state.Held {
+		for ref := range refs {
+			if j := l.state.Jobs[ref]; j != nil && j.State == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
+				out = append(out, Running{Group: ref.Group, Started: j.Holder.Started})
+			}
+		}
+	}
+	return out, nil
+}

@@ -591,6 +591,18 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, true, true, true, true}, applied)
+	// The running job, as the stats and the groups' shares read it.
+	running, err := l.RunningJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, running, 1, "live runs")
+	require.Equal(t, "g", running[0].Group)
+	require.Positive(t, running[0].Started)
+	intervals, held, err := l.LiveStats(ctx, "g")
+	require.NoError(t, err)
+	require.Equal(t, []journal.HeldStart{{Task: "t", Started: running[0].Started, Due: submittedAt.UnixMicro()}}, held)
+	require.Contains(t, intervals, journal.LiveInterval{Group: "g", Running: true, From: running[0].Started, Jobs: 1})
+	require.Contains(t, intervals, journal.LiveInterval{Group: "g", From: submittedAt.UnixMicro(), To: running[0].Started, Jobs: 1},
+		"live waited from its submission to its start")
 	// dep is cancelled with bad, by the leader's resolved row.
 	require.Eventually(t, func() bool {
 		l.Wake() // it resolves dependents as it catches up

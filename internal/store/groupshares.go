@@ -8,6 +8,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/fairness"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -39,9 +40,15 @@ func (s *Store) SetWeight(ctx context.Context, group string, weight float64) err
 
 // GroupShares returns each group's share of the slot-time over the last
 // window, and its weighted fair share; groups with a weight of their own
-// are listed even if they ran nothing.
-func (s *Store) GroupShares(ctx context.Context, window time.Duration) ([]fairway.GroupShare, error) {
-	rows, err := s.pool.Query(ctx, groupSharesSQL, interval(window))
+// are listed even if they ran nothing. running are the journal engine's
+// running jobs (from its state: fairway_job has none of them; nil on the
+// row engine).
+func (s *Store) GroupShares(ctx context.Context, window time.Duration, running []journal.Running) ([]fairway.GroupShare, error) {
+	groups, started := make([]string, len(running)), make([]time.Time, len(running))
+	for i, r := range running {
+		groups[i], started[i] = r.Group, time.UnixMicro(r.Started)
+	}
+	rows, err := s.pool.Query(ctx, groupSharesSQL, interval(window), groups, started)
 	if err != nil {
 		return nil, fmt.Errorf("reading the groups' shares: %w", interpretError(err))
 	}

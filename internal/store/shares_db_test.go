@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/stretchr/testify/require"
 )
@@ -58,9 +59,24 @@ func TestClaimFollowsWeights(t *testing.T) {
 	got := claimOne(t, s, store.FairnessJobs, 40)
 	require.InDelta(t, 30, got["a"], 1, "%v", got)
 	require.InDelta(t, 10, got["b"], 1, "%v", got)
-	shares, err := s.GroupShares(ctx, time.Hour)
+	shares, err := s.GroupShares(ctx, time.Hour, nil)
 	require.NoError(t, err)
 	require.Equal(t, []fairway.GroupShare{{Group: "a", Weight: 3}}, shares, "a weighted group that ran nothing yet is listed")
+
+	// The journal engine's running jobs (its state's) count from their
+	// start: b's for 30 s, one of a's from before the window (its 10 s).
+	now, err := s.Now(ctx)
+	require.NoError(t, err)
+	shares, err = s.GroupShares(ctx, 10*time.Second, []journal.Running{
+		{Group: "b", Started: now.Add(-30 * time.Second).UnixMicro()},
+		{Group: "a", Started: now.Add(-5 * time.Second).UnixMicro()},
+	})
+	require.NoError(t, err)
+	require.Len(t, shares, 2)
+	require.Equal(t, "a", shares[0].Group)
+	require.InDelta(t, 5, shares[0].Seconds, 1)
+	require.InDelta(t, 10, shares[1].Seconds, 1, "b counts within the window only")
+	require.InDelta(t, 0.75, shares[0].FairShare, 0.001, "a's weight 3 against b's 1")
 
 	err = s.SetWeight(ctx, "a", 0)
 	var fe *fairway.Error

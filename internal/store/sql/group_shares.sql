@@ -6,9 +6,14 @@
 WITH used AS (
     SELECT group_name,
            sum(extract(epoch FROM least(coalesce(finished, now()), now()) - greatest(started, now() - $1::interval)))::float8 AS seconds
-      FROM fairway_job
-     WHERE started IS NOT NULL
-       AND ((state IN ('success', 'failed', 'cancelled') AND finished >= now() - $1::interval) OR state = 'running')
+      FROM (SELECT group_name, started, finished
+              FROM fairway_job
+             WHERE started IS NOT NULL
+               AND ((state IN ('success', 'failed', 'cancelled') AND finished >= now() - $1::interval) OR state = 'running')
+            UNION ALL
+            -- The journal engine's running jobs, from its state: group,
+            -- started ($2, $3; empty on the row engine).
+            SELECT group_name, started, NULL FROM unnest($2::text[], $3::timestamptz[]) AS l (group_name, started)) j
      GROUP BY group_name
 )
 SELECT coalesce(u.group_name, s.group_name), coalesce(u.seconds, 0), coalesce(s.weight, 1)
