@@ -123,7 +123,11 @@ func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, err
 	buf := bytes.NewBufferString(`{"jobs":[`)
 	var truncated []string
 	n := 0
-	next, err := c.store.ListJobs(ctx, params, func(j fairway.Job) bool {
+	list := c.store.ListJobs
+	if c.journal != nil {
+		list = c.journalList
+	}
+	next, err := list(ctx, params, func(j fairway.Job) bool {
 		data, err := json.Marshal(j)
 		if err != nil {
 			return false
@@ -150,7 +154,7 @@ func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, err
 	}
 	buf.WriteByte(']')
 	if next != "" {
-		fmt.Fprintf(buf, `,"next_cursor":%q`, next) // digits
+		fmt.Fprintf(buf, `,"next_cursor":%q`, next) // digits, or the journal's (journallist.go)
 	}
 	if len(truncated) > 0 {
 		ids, _ := json.Marshal(truncated)

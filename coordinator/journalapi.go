@@ -40,7 +40,6 @@ var leaderVerbs = map[string]bool{
 // (issue 31): they read or change jobs through the row engine's tables,
 // where the journal's unfinished jobs are not.
 var journalPending = map[string]bool{
-	events.VerbList:  true,
 	events.VerbBulk:  true,
 	events.VerbGraph: true,
 }

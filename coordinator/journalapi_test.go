@@ -3,6 +3,7 @@ package coordinator_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -226,4 +227,92 @@ func TestJournalEngineLimitsRatesAndWeights(t *testing.T) {
 	var weights int
 	require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind = 'weight'`).Scan(&weights))
 	require.Equal(t, 1, weights, "the weight is the journal's")
+}
+
+// TestJournalEngineListsUnfinishedJobsThenRecords: the list verb on the
+// journal gives the unfinished jobs first, newest submitted first, from
+// the partition's state (either coordinator answers), then the ended ones,
+// newest ended first, from their records; pages follow each other without
+// a gap or a repeat across the two parts, and the filters apply to both.
+func TestJournalEngineListsUnfinishedJobsThenRecords(t *testing.T) {
+	t.Parallel()
+	h, _, _ := twoJournalCoordinators(t)
+	ctx := t.Context()
+	c := h.client
+	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo})
+	var ended, pending []string
+	for i := range 5 {
+		args := fmt.Sprintf(`{"n":%d}`, i)
+		if i == 2 {
+			args = `{"word":"Needle"}`
+		}
+		job, err := c.SubmitWait(ctx, fairway.Submission{Group: "a", Task: "echo", Args: []byte(args)})
+		require.NoError(t, err)
+		h.final(job.ID) // one at a time: they end in this order
+		ended = append([]string{job.ID}, ended...)
+	}
+	for i := range 4 {
+		args := fmt.Sprintf(`{"n":%d}`, i)
+		if i == 1 {
+			args = `{"word":"needle"}`
+		}
+		job, err := c.SubmitWait(ctx, fairway.Submission{Group: "a", Task: "echo", Args: []byte(args), Pending: true})
+		require.NoError(t, err)
+		pending = append([]string{job.ID}, pending...)
+	}
+	for range 2 {
+		_, err := c.SubmitWait(ctx, fairway.Submission{Group: "b", Task: "echo", Pending: true})
+		require.NoError(t, err)
+	}
+	ids := func(jobs []fairway.Job) []string {
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+
+	all, err := c.List(ctx, events.ListRequest{Group: "a"})
+	require.NoError(t, err)
+	require.Equal(t, append(slices.Clone(pending), ended...), ids(all), "the unfinished, newest first, then the ended, newest ended first")
+	require.Contains(t, []string{"", "null"}, string(all[0].Args), "a light listing has no args")
+	require.Equal(t, fairway.StatePending, all[0].State)
+	require.Equal(t, fairway.StateSuccess, all[4].State)
+
+	var paged []string
+	req := events.ListRequest{Group: "a", Limit: 3}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 10)
+		jobs, next, err := c.ListPage(ctx, req)
+		require.NoError(t, err)
+		paged = append(paged, ids(jobs)...)
+		if next == "" {
+			break
+		}
+		req.Cursor = next
+	}
+	require.Equal(t, ids(all), paged, "pages of 3 across both parts")
+
+	for _, tc := range []struct {
+		req  events.ListRequest
+		want []string
+	}{
+		{events.ListRequest{Group: "a", State: fairway.StatePending}, pending},
+		{events.ListRequest{Group: "a", State: fairway.StateSuccess}, ended},
+		{events.ListRequest{Group: "a", Text: "NEEDLE"}, []string{pending[2], ended[2]}},
+	} {
+		jobs, err := c.List(ctx, tc.req)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, ids(jobs), "%+v", tc.req)
+	}
+	b, err := c.List(ctx, events.ListRequest{Group: "b", Full: true})
+	require.NoError(t, err)
+	require.Len(t, b, 2)
+	require.JSONEq(t, `{}`, string(b[0].Args), "a full listing has the args")
+	everyone, err := c.List(ctx, events.ListRequest{Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, everyone, 11)
+
+	_, _, err = c.ListPage(ctx, events.ListRequest{Group: "a", Cursor: "x1"})
+	require.ErrorIs(t, err, fairway.ErrInvalid)
 }

@@ -275,7 +275,7 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 	require.NoError(t, err)
 	indexes, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_live", "fairway_job_pkey"}, indexes)
+	require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_group_seq", "fairway_job_live", "fairway_job_pkey", "fairway_job_seq"}, indexes)
 }
 
 // TestJournalEngineKeepsJobLogs: on the journal, a job's log lines are

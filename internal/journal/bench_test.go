@@ -308,3 +308,75 @@ VALUES ('w', 'i', 1000, now(), now() + interval '1 hour', 'live')`); err != nil 
 		}
 	})
 }
+
+// BenchmarkReadsOfAMillionWaitingJobs: what the reads that walk the
+// unfinished jobs cost with 1,000,000 of them waiting in 10,000 groups
+// (docs/performance.md, "What reads cost the leader"): the gauges' and
+// the stats' counts (Counts), a page of the list (List, of every group
+// and of one), the stats' intervals (LiveStats), and a quota's count
+// (LiveOf, no walk). The walks hold the state's lock: claims and reports
+// wait that long.
+func BenchmarkReadsOfAMillionWaitingJobs(b *testing.B) {
+	const waiting, groups = 1_000_000, 10_000
+	ctx := b.Context()
+	db := pool(b)
+	var bodies [][]byte
+	for i := 0; i < waiting; i += 1000 {
+		items := make([]journal.Item, 1000)
+		for k := range items {
+			items[k] = journal.Item{Group: fmt.Sprintf("tenant-%05d", (i+k)%groups), ID: fmt.Sprintf("job-%07d", i+k), Task: "export", Priority: "low",
+				MaxRetries: 3, Args: []byte(`{"document":"d-000000000000000000000000000000000000000000000000000000000000000000000000000000"}`)}
+		}
+		body, err := journal.Encode(items)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bodies = append(bodies, body)
+		if len(bodies) == 50 {
+			if err := journal.Append(ctx, db, 0, journal.Submitted, bodies...); err != nil {
+				b.Fatal(err)
+			}
+			bodies = bodies[:0]
+		}
+	}
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "bench", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour})
+	go l.Run(ctx)
+	for !l.View(func(*journal.State, journal.Lease) {}) {
+		runtime.Gosched()
+	}
+	b.Run("counts", func(b *testing.B) {
+		for b.Loop() {
+			if counts, err := l.Counts(ctx, "", 0, time.Now()); err != nil || len(counts) != groups {
+				b.Fatalf("%d counts: %v", len(counts), err)
+			}
+		}
+	})
+	b.Run("list-page", func(b *testing.B) {
+		for b.Loop() {
+			if jobs, err := l.List(ctx, journal.ListFilter{}, journal.Position{}, 101); err != nil || len(jobs) != 101 {
+				b.Fatalf("%d jobs: %v", len(jobs), err)
+			}
+		}
+	})
+	b.Run("list-page-of-a-group", func(b *testing.B) {
+		for b.Loop() {
+			if jobs, err := l.List(ctx, journal.ListFilter{Group: "tenant-00042"}, journal.Position{}, 101); err != nil || len(jobs) != 100 {
+				b.Fatalf("%d jobs: %v", len(jobs), err)
+			}
+		}
+	})
+	b.Run("stats-intervals", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := l.LiveStats(ctx, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("quota", func(b *testing.B) {
+		for b.Loop() {
+			if n, err := l.LiveOf(ctx, []string{"tenant-00042"}); err != nil || n["tenant-00042"] != 100 {
+				b.Fatalf("%v: %v", n, err)
+			}
+		}
+	})
+}

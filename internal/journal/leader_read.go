@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -59,37 +61,53 @@ func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.J
 	}
 	defer l.mu.Unlock()
 	out := make(map[fairway.JobRef]*JobView, len(refs))
+	var views []*JobView
 	var rows []int64
 	for _, ref := range refs {
 		j := l.state.Jobs[ref]
 		if j == nil || out[ref] != nil {
 			continue
 		}
-		v := &JobView{Ref: ref, Job: *j}
-		v.Job.Waits = slices.Clone(j.Waits)
-		if j.Holder != nil {
-			h := *j.Holder
-			v.Job.Holder = &h
-		}
-		out[ref] = v
-		rows = append(rows, j.Row)
+		v := l.viewOf(ref, j)
+		out[ref], views, rows = v, append(views, v), append(rows, j.Row)
 	}
-	if len(out) == 0 {
-		return out, nil
+	if err := l.withSubmissions(ctx, views, rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// viewOf is a view of job j of ref, in copies of the state's.
+func (l *Leader) viewOf(ref fairway.JobRef, j *Job) *JobView {
+	v := &JobView{Ref: ref, Job: *j}
+	v.Job.Waits = slices.Clone(j.Waits)
+	if j.Holder != nil {
+		h := *j.Holder
+		v.Job.Holder = &h
+	}
+	return v
+}
+
+// withSubmissions fills the views' submissions from their rows (rows, the
+// submitted rows they name). Called with l.mu held, which it lets go of
+// while it reads PostgreSQL (submittedRows).
+func (l *Leader) withSubmissions(ctx context.Context, views []*JobView, rows []int64) error {
+	if len(views) == 0 {
+		return nil
 	}
 	submitted, err := l.submittedRows(ctx, rows)
 	if err != nil {
-		return nil, fmt.Errorf("reading the jobs' submissions: %w", err)
+		return fmt.Errorf("reading the jobs' submissions: %w", err)
 	}
-	for _, v := range out {
+	for _, v := range views {
 		row := submitted[v.Job.Row]
 		if int(v.Job.Index) >= len(row.items) {
-			return nil, fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
+			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
 		}
 		v.Submission, v.Submitted = row.items[v.Job.Index], row.at
 		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
 	}
-	return out, nil
+	return nil
 }
 
 // submittedRows returns the submitted rows ids, decoded: those folded last
@@ -153,3 +171,74 @@ func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
 	defer l.mu.Unlock()
 	return l.state.Jobs[ref] != nil, nil
 }
+
+// Position is where a job's submission is in the journal: its row and its
+// index in the row. Newer submissions have greater positions.
+type Position struct {
+	Row   int64
+	Index int32
+}
+
+// Less orders positions, older first.
+func (p Position) Less(q Position) bool {
+	return p.Row < q.Row || (p.Row == q.Row && p.Index < q.Index)
+}
+
+// ListFilter selects unfinished jobs by what the state holds of them (""
+// matches any).
+type ListFilter struct {
+	Group, Task, Priority string
+	State                 fairway.State
+}
+
+// List returns up to max unfinished jobs that f selects, submitted before
+// before (the zero Position: from the newest), newest first, with their
+// submissions, as of now (as Jobs: a fold first). It walks every
+// unfinished job under the state's lock, keeping the max newest in a heap,
+// then reads their submissions without it.
+func (l *Leader) List(ctx context.Context, f ListFilter, before Position, max int) ([]*JobView, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	if err := l.lockFolded(ctx); err != nil {
+		return nil, err
+	}
+	defer l.mu.Unlock()
+	newest := &minHeap[listed]{less: func(a, b listed) bool { return a.pos.Less(b.pos) }} // the oldest kept on top
+	for ref, j := range l.state.Jobs {
+		pos := Position{j.Row, j.Index}
+		if (before != Position{} && !pos.Less(before)) || (f.Group != "" && ref.Group != f.Group) || (f.Task != "" && j.Task != f.Task) ||
+			(f.State != "" && j.State != f.State) || (f.Priority != "" && priorityOf(j) != f.Priority) {
+			continue
+		}
+		if newest.Len() < max {
+			heap.Push(newest, listed{pos, ref})
+		} else if newest.s[0].pos.Less(pos) {
+			newest.s[0] = listed{pos, ref}
+			heap.Fix(newest, 0)
+		}
+	}
+	picked := make([]listed, newest.Len())
+	for i := len(picked) - 1; i >= 0; i-- {
+		picked[i] = heap.Pop(newest).(listed) //nolint:forcetypeassert // a listed only
+	}
+	out := make([]*JobView, 0, len(picked))
+	rows := make([]int64, 0, len(picked))
+	for _, p := range picked {
+		out = append(out, l.viewOf(p.ref, l.state.Jobs[p.ref]))
+		rows = append(rows, p.pos.Row)
+	}
+	if err := l.withSubmissions(ctx, out, rows); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// listed is a job List keeps, by its position.
+type listed struct {
+	pos Position
+	ref fairway.JobRef
+}
+
+// priorityOf is a job's priority as the API says it ("" is low).
+func priorityOf(j *Job) string { return cmp.Or(j.Priority, string(fairway.PriorityLow)) }

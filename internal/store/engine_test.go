@@ -45,7 +45,7 @@ func TestAJournalDatabaseShedsTheRowEnginesIndexes(t *testing.T) {
 	journal := storetest.Open(t)
 	for range 2 {
 		require.NoError(t, journal.ChooseEngine(t.Context(), store.EngineJournal))
-		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_live", "fairway_job_pkey"}, indexes(journal))
+		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_group_seq", "fairway_job_live", "fairway_job_pkey", "fairway_job_seq"}, indexes(journal))
 		require.True(t, journal.OnJournal())
 	}
 }

@@ -1,0 +1,146 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/store"
+)
+
+// Listing on the journal engine (the list verb). The unfinished jobs come
+// first, newest submitted first, from the partition's state as of the
+// request (journal.Leader.List: a fold, then a walk of the unfinished jobs
+// under the state's lock); then the jobs that ended, newest ended first,
+// from their records (store.ListRecords). A cursor says which part a page
+// ended in: "u<row>.<index>" (the last unfinished job's submission) or
+// "e<seq>" (the last record's seq; "e" alone: the records from the
+// newest). The row engine lists every job newest submitted first: on the
+// journal, a job that ends while someone pages moves from the first part
+// to the second, and may be listed twice or not at all, as on the row
+// engine a job submitted while someone pages is not listed.
+
+// journalListChunk is how many unfinished jobs a listing asks the leader
+// for at once when filters the state cannot apply (since, until, text)
+// may leave some out.
+const journalListChunk = 200
+
+// journalList is store.ListJobs on the journal engine.
+func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield func(fairway.Job) bool) (string, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.ListLimitDefault
+	}
+	records, before, err := parseJournalCursor(p.Cursor)
+	if err != nil {
+		return "", err
+	}
+	taken := 0
+	if !records && (p.State == "" || !p.State.Final()) {
+		var last journal.Position
+		filter := journal.ListFilter{Group: p.Group, Task: p.Task, State: p.State, Priority: string(p.Priority)}
+		narrowed := !p.Since.IsZero() || !p.Until.IsZero() || p.Text != ""
+		for {
+			want := limit + 1 - taken
+			if narrowed {
+				want = max(want, journalListChunk)
+			}
+			views, err := c.journal.leader.List(ctx, filter, before, want)
+			if err != nil {
+				return "", journalError(err)
+			}
+			jobs := make([]fairway.Job, 0, len(views))
+			var positions []journal.Position
+			for _, v := range views {
+				before = journal.Position{Row: v.Job.Row, Index: v.Job.Index}
+				if !journalListKeeps(p, v) {
+					continue
+				}
+				job := jobOfView(v)
+				if !p.Full {
+					job.Args = nil // as the row engine's light listing
+				}
+				jobs = append(jobs, job)
+				positions = append(positions, before)
+			}
+			if err := c.store.MarkNoExecutor(ctx, jobs); err != nil {
+				return "", err
+			}
+			for i, job := range jobs {
+				if taken == limit || !yield(job) {
+					if taken == 0 {
+						return p.Cursor, nil
+					}
+					return fmt.Sprintf("u%d.%d", last.Row, last.Index), nil
+				}
+				taken, last = taken+1, positions[i]
+			}
+			if len(views) < want {
+				break // every unfinished job was seen
+			}
+		}
+		before = journal.Position{}
+		if p.State != "" { // an unfinished state: no record has it
+			return "", nil
+		}
+		if taken == limit {
+			return "e", nil // the records from the newest
+		}
+	}
+	rp := p
+	rp.Limit, rp.Cursor = limit-taken, ""
+	if records && before.Row != 0 {
+		rp.Cursor = strconv.FormatInt(before.Row, 10)
+	}
+	next, err := c.store.ListRecords(ctx, rp, yield)
+	if next != "" {
+		next = "e" + next
+	}
+	return next, err
+}
+
+// journalListKeeps applies the filters the partition's state cannot: the
+// submission's time (since, until) and the text in the arguments (an
+// unfinished job has no error yet), ignoring case.
+func journalListKeeps(p store.ListParams, v *journal.JobView) bool {
+	switch {
+	case !p.Since.IsZero() && v.Submitted.Before(p.Since):
+		return false
+	case !p.Until.IsZero() && !v.Submitted.Before(p.Until):
+		return false
+	case p.Text != "" && !strings.Contains(strings.ToLower(string(v.Submission.Args)), strings.ToLower(p.Text)):
+		return false
+	}
+	return true
+}
+
+// parseJournalCursor reads a journal listing's cursor: which part it is in
+// (records or not) and where it ended (a record's seq in Row when
+// records).
+func parseJournalCursor(cursor string) (records bool, at journal.Position, err error) {
+	bad := fairway.Invalid("cursor", "%q is not a cursor of this listing: pass the next_cursor of a previous answer", cursor)
+	switch {
+	case cursor == "":
+		return false, at, nil
+	case cursor == "e":
+		return true, at, nil
+	case strings.HasPrefix(cursor, "e"):
+		seq, err := strconv.ParseInt(cursor[1:], 10, 64)
+		if err != nil || seq <= 0 {
+			return false, at, bad
+		}
+		return true, journal.Position{Row: seq}, nil
+	case strings.HasPrefix(cursor, "u"):
+		row, index, ok := strings.Cut(cursor[1:], ".")
+		r, err1 := strconv.ParseInt(row, 10, 64)
+		i, err2 := strconv.ParseInt(index, 10, 32)
+		if !ok || err1 != nil || err2 != nil || r <= 0 || i < 0 {
+			return false, at, bad
+		}
+		return false, journal.Position{Row: r, Index: int32(i)}, nil
+	}
+	return false, at, bad
+}
