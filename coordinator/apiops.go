@@ -66,11 +66,10 @@ func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, er
 	// The computation runs under the context of the request that started
 	// it (all are bounded by apiTimeout alike).
 	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) {
-		var live *store.StatsLive
+		var live store.LiveStatsFunc
 		if c.journal != nil {
-			var err error
-			if live, err = c.journalStatsLive(ctx, p.Group); err != nil {
-				return nil, err
+			live = func(ctx context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
+				return c.journalStatsLive(ctx, p.Group, since, now, bucket)
 			}
 		}
 		return c.store.Stats(ctx, p, live)

@@ -10,20 +10,21 @@ import (
 )
 
 // journalStatsLive is what the journal's unfinished jobs add to the stats
-// (store.StatsLive): their intervals, started held jobs and counts, from
+// (store.StatsLive) over the window from since to now: their intervals'
+// sets, started held jobs and counts, from
 // the partition's state as of the request (journal.Leader.LiveStats,
 // Counts); the jobs that ended are read from their records, as on the row
 // engine.
-func (c *Coordinator) journalStatsLive(ctx context.Context, group string) (*store.StatsLive, error) {
-	intervals, held, err := c.journal.leader.LiveStats(ctx, group)
+func (c *Coordinator) journalStatsLive(ctx context.Context, group string, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
+	sets, held, err := c.journal.leader.LiveStats(ctx, group, since, now, bucket)
 	if err != nil {
 		return nil, journalError(err)
 	}
-	queue, err := c.journal.leader.Counts(ctx, group, 0, time.Now())
+	queue, err := c.journal.leader.Counts(ctx, group, 0, now)
 	if err != nil {
 		return nil, journalError(err)
 	}
-	return &store.StatsLive{Intervals: intervals, Held: held, Queue: queue}, nil
+	return &store.StatsLive{Sets: sets, Held: held, Queue: queue}, nil
 }
 
 // groupShares are the groups' shares of the slot-time over window (store.GroupShares):

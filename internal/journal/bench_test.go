@@ -367,7 +367,7 @@ func BenchmarkReadsOfAMillionWaitingJobs(b *testing.B) {
 	})
 	b.Run("stats-intervals", func(b *testing.B) {
 		for b.Loop() {
-			if _, _, err := l.LiveStats(ctx, ""); err != nil {
+			if _, _, err := l.LiveStats(ctx, "", time.Now().Add(-time.Hour), time.Now(), time.Minute); err != nil {
 				b.Fatal(err)
 			}
 		}

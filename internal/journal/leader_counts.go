@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -16,65 +17,50 @@ import (
 // of every group (""), each with how long the oldest due waiting or stuck
 // job of its group and task has been due at now (0: none is due). They
 // are what the row engine's queue_counts.sql reads from fairway_job, for
-// the gauges (fairway_jobs) and the quotas, read from the state this
-// coordinator folded (leader or follower), without a round trip to
-// PostgreSQL but for the times of the rows that submitted the oldest jobs
-// due since their submission (the state keeps a job's row, not its time).
-//
-// As Jobs, it first folds every row committed before the call. It walks
-// every unfinished job under the state's lock: folds, claims and reports
-// wait meanwhile (BenchmarkCountsOfAMillion: docs/performance.md).
+// the gauges (fairway_jobs) and the stats, read from the state
+// (State.Counts, kept by the fold) after a fold of every row committed
+// before the call, with no walk of the jobs: the oldest due job of a
+// group and task is the first of its lists in the leader's queues (the
+// next its claims would take), and its due time is the later of its
+// submission's (its row's, read from PostgreSQL) and the time it was
+// delayed or retried to. (The row engine takes the earliest due time of
+// them all: a job delayed to an earlier time than an older job's own may
+// be due longer; the queues keep them in the claims' order.)
 func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.Time) ([]fairway.QueueCount, error) {
 	type key struct {
 		group, task string
 		state       fairway.State
 	}
-	type count struct {
-		jobs int64
-		// dueAt is the earliest due time (µs) of a due job delayed to it;
-		// row the earliest row of a due job due since its submission.
-		dueAt, row int64
-	}
+	type head struct{ row, runAt int64 }
 	nowUS := now.UnixMicro()
-	counts := map[key]*count{}
 	if err := l.lockFolded(ctx); err != nil {
 		return nil, err
 	}
-	for ref, j := range l.state.Jobs {
-		if group != "" && ref.Group != group {
+	out := make([]fairway.QueueCount, 0, len(l.state.Counts))
+	for k, n := range l.state.Counts {
+		if group == "" || k.Group == group {
+			out = append(out, fairway.QueueCount{Group: k.Group, Task: k.Task, State: k.State, Jobs: int64(n)})
+		}
+	}
+	heads := map[key][]head{}
+	var rows []int64
+	for name, g := range l.queues.groups {
+		if group != "" && name != group {
 			continue
 		}
-		k := key{ref.Group, j.Task, j.State}
-		c := counts[k]
-		if c == nil {
-			c = &count{}
-			counts[k] = c
-		}
-		c.jobs++
-		if j.State != fairway.StateWaiting && j.State != fairway.StateStuck {
-			continue
-		}
-		switch {
-		case j.RunAt == 0:
-			if c.row == 0 || j.Row < c.row {
-				c.row = j.Row
-			}
-		case j.RunAt <= nowUS:
-			if c.dueAt == 0 || j.RunAt < c.dueAt {
-				c.dueAt = j.RunAt
+		for list := range g.lists {
+			for task, h := range g.lists[list] {
+				if e, ok := l.queues.head(h, list, nowUS); ok {
+					j := l.state.Jobs[e.ref]
+					k := key{name, task, j.State} // waiting, or stuck (listStuck)
+					heads[k] = append(heads[k], head{j.Row, j.RunAt})
+					rows = append(rows, j.Row)
+				}
 			}
 		}
 	}
 	l.mu.Unlock()
 
-	out := make([]fairway.QueueCount, 0, len(counts))
-	var rows []int64
-	for k, c := range counts {
-		out = append(out, fairway.QueueCount{Group: k.group, Task: k.task, State: k.state, Jobs: c.jobs})
-		if c.row != 0 {
-			rows = append(rows, c.row)
-		}
-	}
 	slices.SortFunc(out, func(a, b fairway.QueueCount) int {
 		return cmp.Or(cmp.Compare(b.Jobs, a.Jobs), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Task, b.Task), cmp.Compare(a.State, b.State))
 	})
@@ -86,10 +72,14 @@ func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.T
 		return nil, fmt.Errorf("reading when the oldest jobs were submitted: %w", err)
 	}
 	for i := range out {
-		c := counts[key{out[i].Group, out[i].Task, out[i].State}]
-		due := c.dueAt
-		if t, ok := at[c.row]; ok && (due == 0 || t < due) {
-			due = t
+		if out[i].State != fairway.StateWaiting && out[i].State != fairway.StateStuck {
+			continue
+		}
+		due := int64(0)
+		for _, h := range heads[key{out[i].Group, out[i].Task, out[i].State}] {
+			if d := max(at[h.row], h.runAt); due == 0 || d < due {
+				due = d
+			}
 		}
 		if due != 0 && due <= nowUS {
 			out[i].OldestDueSeconds = float64(nowUS-due) / 1e6
@@ -148,20 +138,23 @@ func (l *Leader) HeldCounts(ctx context.Context) (tasks, groups map[string]int, 
 	return maps.Clone(l.state.HeldTasks), maps.Clone(l.state.HeldGroups), nil
 }
 
-// LiveInterval is an interval of unfinished jobs of a group for the
-// stats' series (store's stats_groups.sql): Jobs jobs running from From
-// (their start) or waiting from From (their due time: submitted, or the
-// time they were delayed or retried to) to To (their start; 0: now),
-// µs since the Unix epoch.
-type LiveInterval struct {
-	Group    string
-	Running  bool
-	From, To int64
-	Jobs     int
+// StatsSet is a set of unfinished jobs' intervals for the stats' series,
+// summed as the row engine's stats_groups.sql sums its rows' (its sets):
+// N intervals of Group's jobs, running (from their start) or waiting
+// (from their due time: submitted, or the time they were delayed or
+// retried to), to their start or now, clipped to the window, whose starts
+// fall in bucket BS and ends in bucket BE; SumS and SumE are the sums of
+// their starts and ends, in seconds from the window's start.
+type StatsSet struct {
+	Group      string
+	Running    bool
+	BS, BE     int32
+	N          int64
+	SumS, SumE float64
 }
 
 // HeldStart is a started job an executor holds, for the stats' wait and
-// run times: its task, start and due time (µs).
+// run times: its task, start and due time (µs since the Unix epoch).
 type HeldStart struct {
 	Task         string
 	Started, Due int64
@@ -169,68 +162,116 @@ type HeldStart struct {
 
 // LiveStats returns what the stats add of the partition's unfinished
 // jobs (of group, or of every group: ""), as the row engine's stats read
-// them from fairway_job: the intervals of the jobs waiting (waiting,
-// stuck, or scheduled and not started) and running (started), and the
-// started jobs held. As Counts, a fold first, then a walk of every
-// unfinished job under the state's lock; the due times of jobs due since
-// their submission are their rows' times, read after.
-func (l *Leader) LiveStats(ctx context.Context, group string) ([]LiveInterval, []HeldStart, error) {
-	type key struct {
-		group         string
-		running       bool
-		row, from, to int64 // row: due since that row's time, unless from (a delay) is later
-	}
-	counts := map[key]int{}
-	var held []HeldStart
-	var heldRows []int64
+// them from fairway_job: the sets of the intervals of the jobs waiting
+// (waiting, stuck, or scheduled and not started) and running (started),
+// over the window from since to now in buckets of bucket, and the started
+// jobs held. A due time since a job's submission is its row's time, which
+// the state does not keep: a first walk of the jobs under the state's
+// lock (after a fold) gathers their rows, their times are read without
+// the lock, and a second walk sums the intervals (a job submitted in
+// between is due now: it waited no time yet).
+func (l *Leader) LiveStats(ctx context.Context, group string, since, now time.Time, bucket time.Duration) ([]StatsSet, []HeldStart, error) {
 	if err := l.lockFolded(ctx); err != nil {
 		return nil, nil, err
 	}
+	seen := map[int64]struct{}{}
+	for ref, j := range l.state.Jobs {
+		if (group == "" || ref.Group == group) && j.State != fairway.StatePending {
+			seen[j.Row] = struct{}{}
+		}
+	}
+	l.mu.Unlock()
+	at, err := rowTimes(ctx, l.db, slices.Collect(maps.Keys(seen)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading when the jobs were submitted: %w", err)
+	}
+
+	sum := newSetSum(since, now, bucket)
+	add := sum.add
+	nowUS := now.UnixMicro()
+	var held []HeldStart
+	l.mu.RLock()
 	for ref, j := range l.state.Jobs {
 		if (group != "" && ref.Group != group) || j.State == fairway.StatePending {
 			continue
 		}
-		started := int64(0)
-		if j.Holder != nil && j.Holder.Started != 0 && j.State == fairway.StateRunning {
-			started = j.Holder.Started
+		due := j.RunAt
+		if t, ok := at[j.Row]; ok {
+			due = max(due, t)
+		} else {
+			due = max(due, nowUS) // submitted since the first walk
 		}
-		// Waiting from its due time to its start, or now.
-		counts[key{group: ref.Group, row: j.Row, from: j.RunAt, to: started}]++
-		if started != 0 {
-			counts[key{group: ref.Group, running: true, from: started}]++
-			held = append(held, HeldStart{Task: j.Task, Started: started, Due: j.RunAt})
-			heldRows = append(heldRows, j.Row)
+		if j.State == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
+			add(ref.Group, false, due, j.Holder.Started)
+			add(ref.Group, true, j.Holder.Started, nowUS)
+			held = append(held, HeldStart{Task: j.Task, Started: j.Holder.Started, Due: due})
+			continue
 		}
+		add(ref.Group, false, due, nowUS)
 	}
-	l.mu.Unlock()
+	l.mu.RUnlock()
+	return sum.sets(), held, nil
+}
 
-	rows := make([]int64, 0, len(counts))
-	for k := range counts {
-		if k.row != 0 {
-			rows = append(rows, k.row)
-		}
+// Interval is an interval of a group's job for the stats' series: running
+// from its start, or waiting from its due time, to To; µs since the Unix
+// epoch.
+type Interval struct {
+	Group    string
+	Running  bool
+	From, To int64
+}
+
+// SumIntervals sums intervals into StatsSets over the window from since
+// to now in buckets of bucket, as LiveStats sums the jobs' (for tests).
+func SumIntervals(intervals []Interval, since, now time.Time, bucket time.Duration) []StatsSet {
+	sum := newSetSum(since, now, bucket)
+	for _, iv := range intervals {
+		sum.add(iv.Group, iv.Running, iv.From, iv.To)
 	}
-	at, err := rowTimes(ctx, l.db, append(rows, heldRows...))
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading when the jobs were submitted: %w", err)
+	return sum.sets()
+}
+
+// setSum sums intervals into StatsSets.
+type setSum struct {
+	since, now int64 // µs
+	bucket     float64
+	sums       map[setKey]*StatsSet
+}
+
+type setKey struct {
+	group   string
+	running bool
+	bs, be  int32
+}
+
+func newSetSum(since, now time.Time, bucket time.Duration) *setSum {
+	return &setSum{since: since.UnixMicro(), now: now.UnixMicro(), bucket: bucket.Seconds(), sums: map[setKey]*StatsSet{}}
+}
+
+// add adds the interval from to to (µs), clipped to the window.
+func (m *setSum) add(group string, running bool, from, to int64) {
+	s, e := float64(max(from, m.since)-m.since)/1e6, float64(min(to, m.now)-m.since)/1e6
+	if e <= s {
+		return
 	}
-	merged := map[LiveInterval]int{}
-	for k, n := range counts {
-		from := k.from
-		if !k.running {
-			from = max(from, at[k.row])
-		}
-		merged[LiveInterval{Group: k.group, Running: k.running, From: from, To: k.to}] += n
+	k := setKey{group, running, int32(math.Floor(s / m.bucket)), int32(math.Floor(e / m.bucket))}
+	set := m.sums[k]
+	if set == nil {
+		set = &StatsSet{Group: group, Running: running, BS: k.bs, BE: k.be}
+		m.sums[k] = set
 	}
-	out := make([]LiveInterval, 0, len(merged))
-	for iv, n := range merged {
-		iv.Jobs = n
-		out = append(out, iv)
+	set.N++
+	set.SumS += s
+	set.SumE += e
+}
+
+func (m *setSum) sets() []StatsSet {
+	out := make([]StatsSet, 0, len(m.sums))
+	for _, set := range m.sums {
+		out = append(out, *set)
 	}
-	for i := range held {
-		held[i].Due = max(held[i].Due, at[heldRows[i]])
-	}
-	return out, held, nil
+	return out
 }
 
 // Running is a running job's group and start (µs since the Unix epoch).

@@ -597,12 +597,21 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 	require.Len(t, running, 1, "live runs")
 	require.Equal(t, "g", running[0].Group)
 	require.Positive(t, running[0].Started)
-	intervals, held, err := l.LiveStats(ctx, "g")
+	now := time.Now()
+	since := now.Add(-time.Hour)
+	sets, held, err := l.LiveStats(ctx, "g", since, now, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []journal.HeldStart{{Task: "t", Started: running[0].Started, Due: submittedAt.UnixMicro()}}, held)
-	require.Contains(t, intervals, journal.LiveInterval{Group: "g", Running: true, From: running[0].Started, Jobs: 1})
-	require.Contains(t, intervals, journal.LiveInterval{Group: "g", From: submittedAt.UnixMicro(), To: running[0].Started, Jobs: 1},
-		"live waited from its submission to its start")
+	startedAt := running[0].Started
+	// live waited from its submission to its start, and runs since;
+	// again waits since its retry was due (RunAt 1: at once, so since its
+	// submission).
+	want := journal.SumIntervals([]journal.Interval{
+		{Group: "g", From: submittedAt.UnixMicro(), To: startedAt},
+		{Group: "g", Running: true, From: startedAt, To: now.UnixMicro()},
+		{Group: "g", From: submittedAt.UnixMicro(), To: now.UnixMicro()},
+	}, since, now, time.Minute)
+	require.ElementsMatch(t, want, sets)
 	// dep is cancelled with bad, by the leader's resolved row.
 	require.Eventually(t, func() bool {
 		l.Wake() // it resolves dependents as it catches up

@@ -211,6 +211,7 @@ func Restore(b []byte) (*State, error) {
 		j.Waits = d.strings()
 		s.Jobs[ref] = j
 		count(s.Live, ref.Group, 1)
+		count(s.Counts, CountKey{ref.Group, j.Task, j.State}, 1)
 		if held(j.State) {
 			s.hold(ref, j, 1)
 		}

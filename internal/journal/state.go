@@ -39,6 +39,10 @@ type State struct {
 	// group may have queued (coordinator.Config.QuotaJobs), as the row
 	// engine counts its rows (no zero entries). Kept as HeldTasks.
 	Live map[string]int `json:"-"`
+	// Counts counts the unfinished jobs by group, task and state, for the
+	// gauges and the stats (Leader.Counts), without a walk of the jobs:
+	// kept from each change the fold makes, counted anew by a restore.
+	Counts map[CountKey]int `json:"-"`
 	// Held are the jobs each executor's instance holds: the bound on what
 	// one instance may hold (ClaimParams.MaxHeld) counts them, and the
 	// releases (Leader.Release, ReleaseLost, ReleaseOverdue) walk them
@@ -158,8 +162,34 @@ type Change struct {
 // NewState is an empty partition.
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Counts: map[CountKey]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
+}
+
+// CountKey is what State.Counts counts unfinished jobs by.
+type CountKey struct {
+	Group, Task string
+	State       fairway.State
+}
+
+// counted says whether a job in state is counted in State.Counts: it is
+// unfinished.
+func counted(state fairway.State) bool {
+	return state != "" && state != fairway.StateRejected && !state.Final()
+}
+
+// countChange moves a job from its change's state to its new one in
+// s.Counts.
+func (s *State) countChange(c *Change) {
+	if c.From == c.To {
+		return
+	}
+	if counted(c.From) {
+		count(s.Counts, CountKey{c.Job.Group, c.Task, c.From}, -1)
+	}
+	if counted(c.To) {
+		count(s.Counts, CountKey{c.Job.Group, c.Task, c.To}, 1)
+	}
 }
 
 // Apply folds a row into the state and returns the changes it made, in
@@ -208,6 +238,7 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 			if row.Kind == Claimed {
 				c.Executor = intern(it.Executor)
 			}
+			s.countChange(c)
 		}
 	}
 	// The run times as one batch, as the row engine learns a batch of

@@ -584,8 +584,10 @@ func (h *history) check(step int) {
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
 	heldTasks, heldGroups, heldBy, live := map[string]int{}, map[string]int{}, map[journal.Instance]map[fairway.JobRef]struct{}{}, map[string]int{}
+	counts := map[journal.CountKey]int{}
 	for ref, j := range h.leader.Jobs {
 		live[ref.Group]++
+		counts[journal.CountKey{Group: ref.Group, Task: j.Task, State: j.State}]++
 		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
 			heldTasks[j.Task]++
 			heldGroups[ref.Group]++
@@ -602,6 +604,7 @@ func (h *history) check(step int) {
 	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
 	require.Equal(h.t, heldBy, h.leader.Held, "step %d: the held jobs per instance", step)
 	require.Equal(h.t, live, h.leader.Live, "step %d: the unfinished jobs per group", step)
+	require.Equal(h.t, counts, h.leader.Counts, "step %d: the unfinished jobs per group, task and state", step)
 	claimHeld := map[journal.ClaimKey]int{}
 	for _, j := range h.leader.Jobs {
 		if j.Holder != nil && j.Holder.Claim != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -49,15 +48,21 @@ type StatsParams struct {
 
 // StatsLive is what the journal engine's state adds to Stats: its
 // unfinished jobs, which fairway_job does not hold (it keeps their
-// records once they end). nil on the row engine.
+// records once they end).
 type StatsLive struct {
-	// Intervals are the unfinished jobs' waiting and running intervals.
-	Intervals []journal.LiveInterval
+	// Sets are the unfinished jobs' waiting and running intervals, summed
+	// as stats_groups.sql sums the rows'.
+	Sets []journal.StatsSet
 	// Held are the started jobs executors hold.
 	Held []journal.HeldStart
 	// Queue are the unfinished jobs' counts (journal.Leader.Counts).
 	Queue []fairway.QueueCount
 }
+
+// LiveStatsFunc gives Stats the journal engine's StatsLive for a window
+// from since to now (PostgreSQL's clock) in buckets of bucket; nil on the
+// row engine.
+type LiveStatsFunc func(ctx context.Context, since, now time.Time, bucket time.Duration) (*StatsLive, error)
 
 // withDefaults fills p's gaps and checks it.
 func (p StatsParams) withDefaults() (StatsParams, error) {
@@ -87,7 +92,7 @@ func (p StatsParams) withDefaults() (StatsParams, error) {
 // (see fairway.Stats). It reads the jobs that ended in the window (through
 // the index of final jobs) and every job not yet final: meant for a
 // dashboard that asks now and then, not for a hot path.
-func (s *Store) Stats(ctx context.Context, p StatsParams, live *StatsLive) (*fairway.Stats, error) {
+func (s *Store) Stats(ctx context.Context, p StatsParams, liveStats LiveStatsFunc) (*fairway.Stats, error) {
 	p, err := p.withDefaults()
 	if err != nil {
 		return nil, err
@@ -105,6 +110,13 @@ func (s *Store) Stats(ctx context.Context, p StatsParams, live *StatsLive) (*fai
 			st.Buckets = append(st.Buckets, t)
 		}
 		bucket := int64(p.Bucket / time.Second)
+		var live *StatsLive
+		if liveStats != nil {
+			var err error
+			if live, err = liveStats(ctx, st.Since, st.Now, p.Bucket); err != nil {
+				return err
+			}
+		}
 		rows, err := tx.Query(ctx, statsFinishedSQL, st.Since, bucket, p.Group, statsFinishedRows)
 		if err != nil {
 			return err
@@ -149,7 +161,7 @@ func (s *Store) Stats(ctx context.Context, p StatsParams, live *StatsLive) (*fai
 		}
 		var sets liveSets
 		if live != nil {
-			sets = liveSetsOf(live.Intervals, st.Since, st.Now, bucket)
+			sets = liveSetsOf(live.Sets)
 		}
 		rows, err = tx.Query(ctx, statsGroupsSQL, st.Since, bucket, st.Now, p.Group,
 			sets.groups, sets.running, sets.bs, sets.be, sets.n, sets.sumS, sets.sumE)
@@ -201,10 +213,7 @@ func (s *Store) Stats(ctx context.Context, p StatsParams, live *StatsLive) (*fai
 	return st, nil
 }
 
-// liveSets are StatsLive's intervals summed as stats_groups.sql sums the
-// rows' (its sets: per group, running or waiting, and the buckets of their
-// start and end, how many, and the sums of their starts and ends in
-// seconds from since), in arrays for the statement.
+// liveSets are StatsLive's sets in arrays for stats_groups.sql.
 type liveSets struct {
 	groups     []string
 	running    []bool
@@ -213,44 +222,12 @@ type liveSets struct {
 	sumS, sumE []float64
 }
 
-// liveSetsOf sums intervals, clipped to [since, now], into sets of buckets
-// of bucket seconds.
-func liveSetsOf(intervals []journal.LiveInterval, since, now time.Time, bucket int64) liveSets {
-	type key struct {
-		group   string
-		running bool
-		bs, be  int32
-	}
-	type sum struct {
-		n          int64
-		sumS, sumE float64
-	}
-	sums := map[key]*sum{}
-	sinceUS, nowUS := since.UnixMicro(), now.UnixMicro()
-	for _, iv := range intervals {
-		to := iv.To
-		if to == 0 || to > nowUS {
-			to = nowUS
-		}
-		s, e := float64(max(iv.From, sinceUS)-sinceUS)/1e6, float64(to-sinceUS)/1e6
-		if e <= s {
-			continue
-		}
-		k := key{iv.Group, iv.Running, int32(math.Floor(s / float64(bucket))), int32(math.Floor(e / float64(bucket)))}
-		t := sums[k]
-		if t == nil {
-			t = &sum{}
-			sums[k] = t
-		}
-		t.n += int64(iv.Jobs)
-		t.sumS += float64(iv.Jobs) * s
-		t.sumE += float64(iv.Jobs) * e
-	}
+func liveSetsOf(sets []journal.StatsSet) liveSets {
 	var out liveSets
-	for k, t := range sums {
-		out.groups, out.running = append(out.groups, k.group), append(out.running, k.running)
-		out.bs, out.be = append(out.bs, k.bs), append(out.be, k.be)
-		out.n, out.sumS, out.sumE = append(out.n, t.n), append(out.sumS, t.sumS), append(out.sumE, t.sumE)
+	for _, t := range sets {
+		out.groups, out.running = append(out.groups, t.Group), append(out.running, t.Running)
+		out.bs, out.be = append(out.bs, t.BS), append(out.be, t.BE)
+		out.n, out.sumS, out.sumE = append(out.n, t.N), append(out.sumS, t.SumS), append(out.sumE, t.SumE)
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -134,7 +136,8 @@ func TestListFilters(t *testing.T) {
 }
 
 // TestStatsOfLiveJobsAreTheRowsStats: the journal engine's unfinished
-// jobs, given as StatsLive (intervals, started held jobs, counts), make
+// jobs, given as StatsLive (their intervals' sets, as journal.Leader.LiveStats
+// sums them; started held jobs; counts), make
 // the same series, times and queue as the same jobs stored as rows: one
 // running (submitted 3 minutes ago, started 2), two waiting since a
 // minute, one waiting since before the window.
@@ -154,6 +157,7 @@ func TestStatsOfLiveJobsAreTheRowsStats(t *testing.T) {
 		{"w2", "b", "waiting", at(-time.Minute), nil},
 		{"w3", "b", "waiting", at(-20 * time.Minute), nil},
 	}
+	var intervals []journal.Interval
 	live := &store.StatsLive{}
 	for _, j := range jobs {
 		sb := sub(j.group, fairway.PriorityHigh)
@@ -163,17 +167,23 @@ func TestStatsOfLiveJobsAreTheRowsStats(t *testing.T) {
 		to := int64(0)
 		if j.started != nil {
 			to = j.started.UnixMicro()
-			live.Intervals = append(live.Intervals, journal.LiveInterval{Group: j.group, Running: true, From: to, Jobs: 1})
+			intervals = append(intervals, journal.Interval{Group: j.group, Running: true, From: to, To: math.MaxInt64})
 			live.Held = append(live.Held, journal.HeldStart{Task: "t", Started: to, Due: j.submitted.UnixMicro()})
+		} else {
+			to = math.MaxInt64 // now
 		}
-		live.Intervals = append(live.Intervals, journal.LiveInterval{Group: j.group, From: j.submitted.UnixMicro(), To: to, Jobs: 1})
+		intervals = append(intervals, journal.Interval{Group: j.group, From: j.submitted.UnixMicro(), To: to})
+	}
+	liveStats := func(_ context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
+		live.Sets = journal.SumIntervals(intervals, since, now, bucket)
+		return live, nil
 	}
 	params := store.StatsParams{Window: 10 * time.Minute, Bucket: time.Minute}
 	empty, _ := setup(t)
 	want, err := rows.Stats(ctx, params, nil)
 	require.NoError(t, err)
 	live.Queue = want.Queue
-	got, err := empty.Stats(ctx, params, live)
+	got, err := empty.Stats(ctx, params, liveStats)
 	require.NoError(t, err)
 	require.Equal(t, want.Buckets, got.Buckets, "one minute apart: run again")
 	require.Equal(t, want.Queue, got.Queue)
