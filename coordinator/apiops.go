@@ -91,7 +91,11 @@ type statsKey struct {
 // bulkActions are the per-job verbs a bulk request may apply.
 var bulkActions = map[string]func(c *Coordinator, ctx context.Context, group, id string) error{
 	events.BulkCancel: func(c *Coordinator, ctx context.Context, group, id string) error {
-		_, err := c.cancelJob(ctx, group, id)
+		cancel := c.cancelJob
+		if c.journal != nil {
+			cancel = c.journalCancel
+		}
+		_, err := cancel(ctx, group, id)
 		return err
 	},
 	events.BulkRetry: func(c *Coordinator, ctx context.Context, group, id string) error {
@@ -132,7 +136,11 @@ func (c *Coordinator) apiBulk(ctx context.Context, r request) (events.Reply, err
 	}
 	params.Limit = limit
 	var refs []fairway.JobRef
-	next, err := c.store.ListJobs(ctx, params, func(j fairway.Job) bool {
+	list := c.store.ListJobs
+	if c.journal != nil {
+		list = c.journalList // on the leader (leaderVerbs), which changes the jobs one by one
+	}
+	next, err := list(ctx, params, func(j fairway.Job) bool {
 		refs = append(refs, fairway.JobRef{Group: j.Group, ID: j.ID})
 		return true
 	})

@@ -15,9 +15,20 @@ import (
 // changes nothing; a bulk cancel ends exactly those jobs (and no other
 // group's); a bulk retry runs them again; stats then count what ran, per
 // group and through the tenant API for its own group only.
+//
+// On the journal engine too: the list, the changes and the stats are the
+// journal's (a bulk goes to the partition's leader).
 func TestBulkRetryAndStats(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bulkRetryAndStats(t, setup(t))
+		})
+	}
+}
+
+func bulkRetryAndStats(t *testing.T, h *harness) {
 	ctx := t.Context()
 	later := time.Now().Add(time.Hour)
 	stored := func(group string) string { // through the request/reply API: stored when it returns

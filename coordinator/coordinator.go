@@ -400,7 +400,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs without the API's bulk changes and graphs; not for production (docs/journal.md)")
+		c.log.Warn("coordinator.engine is journal: the experimental journal engine runs without the API's graphs; not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start

@@ -34,13 +34,13 @@ var leaderVerbs = map[string]bool{
 	events.VerbRateSet:     true,
 	events.VerbRateDelete:  true,
 	events.VerbWeightSet:   true,
+	events.VerbBulk:        true,
 }
 
 // journalPending are the verbs the journal engine does not answer yet
 // (issue 31): they read or change jobs through the row engine's tables,
 // where the journal's unfinished jobs are not.
 var journalPending = map[string]bool{
-	events.VerbBulk:  true,
 	events.VerbGraph: true,
 }
 

@@ -107,7 +107,7 @@ func TestJournalEngineAPIReadsYourWritesOnEitherCoordinator(t *testing.T) {
 	_, err = c.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", Tracker: "daily"})
 	require.ErrorIs(t, err, fairway.ErrDuplicate, "a tracker a live job holds")
 	// What the journal does not answer yet says so.
-	_, err = c.List(ctx, events.ListRequest{Group: "acme"})
+	_, err = c.Graph(ctx, "acme", "j0001")
 	require.ErrorContains(t, err, "not offered by the journal engine yet")
 
 	// The jobs run, and their records answer once they ended.

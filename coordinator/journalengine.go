@@ -42,7 +42,7 @@ const (
 // counts), the concurrency limits, rate limits and weights
 // (journallimits.go), periodic tasks and job logs (journallogs.go). What
 // it does not run yet (docs/journal.md, "The coordinator on the
-// journal"): the API's bulk changes and graphs. Not for production. store.InsertTx
+// journal"): the API's graphs. Not for production. store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {
