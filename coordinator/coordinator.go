@@ -338,9 +338,15 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 		c.metrics.queues.journal, c.periodic.journal = c.journal, c.journal
 	}
+	queueStored := c.deps.queueStored
+	if c.journal != nil {
+		// The leader resolves dependencies; the row engine's sweep of
+		// dependents does not run (Start) and must not be fed.
+		queueStored = func([]fairway.Submission) {}
+	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
-		c.relay.kick, c.deps.queueStored, c.jobsAdded)
+		c.relay.kick, queueStored, c.jobsAdded)
 	c.ingest.journal = c.journal
 	return c, nil
 }
@@ -419,10 +425,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.store.ListenJobs(ctx, func() {
 			if c.journal != nil {
 				c.journal.leader.Wake() // the leader reads them from the tail
+			} else {
+				c.deps.add(nil, nil, true) // they may have dependencies
 			}
 			c.relay.kick()
 			c.dispatcher.notifyWork()
-			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
 	if err := c.periodic.clearDeadMarks(ctx); err != nil {
@@ -513,7 +520,9 @@ func (c *Coordinator) afterChange(applied []istore.Applied) {
 		return
 	}
 	c.relay.kick()
-	c.deps.queueChanges(applied)
+	if c.journal == nil { // the journal's leader resolves its dependents
+		c.deps.queueChanges(applied)
+	}
 	if c.store.LimitsInUse() {
 		// A job that left an executor may free a slot that a limit kept
 		// an idle executor from taking.

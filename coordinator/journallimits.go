@@ -59,9 +59,8 @@ func (c *limitsCache) forget() {
 
 // journalLimitsReply is limitsReply on the journal: the held counts are
 // the partition's state's as of the request (fairway_job holds no held
-// job there), as the
-// row engine's limits_list.sql counts them ("*": the most any one group
-// holds).
+// job there), counted as the row engine's limits_list.sql counts them
+// ("*": the most any one group holds).
 func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, error) {
 	limits, err := c.store.Limits(ctx)
 	if err != nil {
@@ -90,9 +89,9 @@ func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, err
 }
 
 // journalSetRate sets (starts > 0) or removes (starts 0) a rate limit on
-// the journal: the leader's rate row first, which its claims count from,
-// then the table the replies list. Sent again after a failure, either
-// step is the same again.
+// the journal: the leader's rate row, which its claims count from (the
+// caller then writes the table the replies list; sent again after a
+// failure, either step is the same again).
 func (c *Coordinator) journalSetRate(ctx context.Context, task, group string, starts int, period time.Duration) error {
 	err := c.journal.leader.SetRateLimit(ctx, fairness.RateLimit{Task: task, Group: group, Starts: float64(starts), Period: period})
 	return journalError(err)
