@@ -328,6 +328,7 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	// maintenance lead, stopped when it loses it.
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
+	c.deps.off = cfg.Engine == EngineJournal
 	if cfg.Engine == EngineJournal {
 		c.leaderAPI = &leaderOnly{nc: nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
 		serve := func(on bool) {
@@ -338,15 +339,9 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 		c.metrics.queues.journal, c.periodic.journal = c.journal, c.journal
 	}
-	queueStored := c.deps.queueStored
-	if c.journal != nil {
-		// The leader resolves dependencies; the row engine's sweep of
-		// dependents does not run (Start) and must not be fed.
-		queueStored = func([]fairway.Submission) {}
-	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
-		c.relay.kick, queueStored, c.jobsAdded)
+		c.relay.kick, c.deps.queueStored, c.jobsAdded)
 	c.ingest.journal = c.journal
 	return c, nil
 }
@@ -413,11 +408,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.goLoop(runCtx, c.lead.run)
 	c.goLoop(runCtx, c.relay.run)
 	c.goLoop(runCtx, c.dispatcher.parkLoop)
+	c.goLoop(runCtx, c.deps.run) // off on the journal: its leader resolves dependents (its resolved rows)
 	if c.journal == nil {
 		// On the journal, the leader keeps the due times (its queues'
-		// timers) and resolves dependents (its resolved rows).
+		// timers).
 		c.goLoop(runCtx, c.due.run)
-		c.goLoop(runCtx, c.deps.run)
 	}
 	// Jobs stored in callers' transactions (store.InsertTx): their events
 	// and the executors' wake-up follow the commit, not the next poll.
@@ -425,11 +420,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.store.ListenJobs(ctx, func() {
 			if c.journal != nil {
 				c.journal.leader.Wake() // the leader reads them from the tail
-			} else {
-				c.deps.add(nil, nil, true) // they may have dependencies
 			}
 			c.relay.kick()
 			c.dispatcher.notifyWork()
+			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
 	if err := c.periodic.clearDeadMarks(ctx); err != nil {
@@ -520,9 +514,7 @@ func (c *Coordinator) afterChange(applied []istore.Applied) {
 		return
 	}
 	c.relay.kick()
-	if c.journal == nil { // the journal's leader resolves its dependents
-		c.deps.queueChanges(applied)
-	}
+	c.deps.queueChanges(applied)
 	if c.store.LimitsInUse() {
 		// A job that left an executor may free a slot that a limit kept
 		// an idle executor from taking.

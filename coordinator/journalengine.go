@@ -70,7 +70,7 @@ const journalPartition = 0
 func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{db: pool, store: st, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.ConcurrencyLimits}}
+	e := &journalEngine{db: pool, store: st, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,

@@ -26,7 +26,9 @@ import (
 // leader reads them again), one made by SQL within limitsTTL.
 const limitsTTL = time.Second
 
-// limitsCache holds the concurrency limits the leader's claims read.
+// limitsCache holds the concurrency limits the leader's claims read (the
+// held counts store.Limits reads with them are fairway_job's, none on the
+// journal: the claims count the state's).
 type limitsCache struct {
 	read func(context.Context) ([]fairway.Limit, error)
 

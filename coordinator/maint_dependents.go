@@ -125,6 +125,9 @@ type dependents struct {
 	// it queues the dependents of those it cancelled here in turn.
 	afterChange func([]store.Applied)
 	now         func() time.Time
+	// off: the journal engine's leader resolves dependents itself
+	// (Config.Engine): nothing is queued here, and run returns at once.
+	off bool
 
 	mu     sync.Mutex
 	groups map[string]*depGroup
@@ -166,7 +169,7 @@ func newDependents(cfg dependentsConfig, st *store.Store, log *slog.Logger, lead
 // add queues ended jobs and candidates, each in its group's queue (once);
 // sweep asks the leader for a sweep of every group with blocked jobs now.
 func (d *dependents) add(ended, candidates []fairway.JobRef, sweep bool) {
-	if len(ended) == 0 && len(candidates) == 0 && !sweep {
+	if d.off || (len(ended) == 0 && len(candidates) == 0 && !sweep) {
 		return
 	}
 	d.mu.Lock()
@@ -237,6 +240,9 @@ func (d *dependents) sweepGroupLocked(g *depGroup) {
 // another while there is work, and sweeps the blocked jobs now and then,
 // until ctx ends.
 func (d *dependents) run(ctx context.Context) {
+	if d.off {
+		return
+	}
 	ticker := time.NewTicker(d.cfg.SweepInterval)
 	defer ticker.Stop()
 	d.add(nil, nil, true) // at start: what a coordinator that died left

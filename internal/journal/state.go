@@ -37,7 +37,8 @@ type State struct {
 	HeldGroups map[string]int `json:"-"`
 	// Live counts each group's unfinished jobs, for the quota of jobs a
 	// group may have queued (coordinator.Config.QuotaJobs), as the row
-	// engine counts its rows (no zero entries). Kept as HeldTasks.
+	// engine counts its rows (no zero entries): Counts summed per group,
+	// kept with it so that a quota's check costs no sum.
 	Live map[string]int `json:"-"`
 	// Counts counts the unfinished jobs by group, task and state, for the
 	// gauges and the stats (Leader.Counts), without a walk of the jobs:
@@ -179,16 +180,23 @@ func counted(state fairway.State) bool {
 }
 
 // countChange moves a job from its change's state to its new one in
-// s.Counts.
+// s.Counts, and counts it in or out of s.Live when it comes or ends.
 func (s *State) countChange(c *Change) {
+	from, to := counted(c.From), counted(c.To)
 	if c.From == c.To {
 		return
 	}
-	if counted(c.From) {
+	if from {
 		count(s.Counts, CountKey{c.Job.Group, c.Task, c.From}, -1)
 	}
-	if counted(c.To) {
+	if to {
 		count(s.Counts, CountKey{c.Job.Group, c.Task, c.To}, 1)
+	}
+	switch {
+	case to && !from:
+		count(s.Live, c.Job.Group, 1)
+	case from && !to:
+		count(s.Live, c.Job.Group, -1)
 	}
 }
 
@@ -397,7 +405,6 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		j.Triggered = it.Trigger && len(j.Waits) == 0
 	}
 	s.Jobs[ref] = j
-	count(s.Live, ref.Group, 1)
 	c := Change{Job: ref, To: j.State}
 	for _, d := range j.Waits {
 		dep := fairway.JobRef{Group: ref.Group, ID: d}
@@ -455,7 +462,6 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	}
 	out = append(out, c)
 	delete(s.Jobs, ref)
-	count(s.Live, ref.Group, -1)
 	delete(s.Dependents, ref)
 	if tracker, ok := s.TrackerOf[ref]; ok {
 		delete(s.Trackers, fairway.JobRef{Group: ref.Group, ID: tracker})

@@ -17,6 +17,8 @@ var (
 	engineSQL string
 	//go:embed sql/journal_sheds_row_engine.sql
 	journalShedsRowEngineSQL string
+	//go:embed sql/journal_shed_needed.sql
+	journalShedNeededSQL string
 )
 
 // The engines a database may run (migration 021; coordinator.Config.Engine).
@@ -55,8 +57,14 @@ func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
 		// journal database, whose fairway_job holds records only, and
 		// every record's insert evaluates their predicates; a running
 		// job's log lines have no record to refer to yet.
-		if _, err := s.pool.Exec(ctx, journalShedsRowEngineSQL); err != nil {
-			return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
+		var needed bool
+		if err := s.pool.QueryRow(ctx, journalShedNeededSQL).Scan(&needed); err != nil {
+			return fmt.Errorf("reading the journal database's indexes: %w", interpretError(err))
+		}
+		if needed {
+			if _, err := s.pool.Exec(ctx, journalShedsRowEngineSQL); err != nil {
+				return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
+			}
 		}
 		s.journal.Store(true)
 	}

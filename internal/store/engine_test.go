@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
@@ -48,6 +50,17 @@ func TestAJournalDatabaseShedsTheRowEnginesIndexes(t *testing.T) {
 		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_group_seq", "fairway_job_live", "fairway_job_pkey", "fairway_job_seq"}, indexes(journal))
 		require.True(t, journal.OnJournal())
 	}
+
+	// Once shed, a coordinator's start takes no lock for it: a reader of
+	// the log (or of the records) does not hold it back.
+	tx, err := journal.Pool().Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(t.Context()) }()
+	_, err = tx.Exec(t.Context(), `LOCK TABLE fairway_job_log, fairway_job IN ACCESS SHARE MODE`)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, journal.ChooseEngine(ctx, store.EngineJournal), "a start waited for a lock it did not need")
 }
 
 // TestTheJournalsBodiesAreCompressedWithLZ4 (migration 022), on a server

@@ -19,8 +19,6 @@ import (
 var (
 	//go:embed sql/limits_list.sql
 	limitsListSQL string
-	//go:embed sql/limits_max.sql
-	limitsMaxSQL string
 	//go:embed sql/limits_set.sql
 	limitsSetSQL string
 	//go:embed sql/limits_delete.sql
@@ -56,25 +54,6 @@ func readLimits(rows pgx.Rows, executorCaps map[string]int) (*fairness.Limits, e
 		return nil, err
 	}
 	return l.WithExecutorCaps(executorCaps), nil
-}
-
-// ConcurrencyLimits returns the concurrency limits as operators set them,
-// without their held counts (Held and Updated zero): the journal engine's
-// leader counts the held jobs in its state.
-func (s *Store) ConcurrencyLimits(ctx context.Context) ([]fairway.Limit, error) {
-	rows, err := s.pool.Query(ctx, limitsMaxSQL)
-	if err != nil {
-		return nil, fmt.Errorf("reading the limits: %w", interpretError(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Limit, error) {
-		var l fairway.Limit
-		err := row.Scan(&l.Kind, &l.Name, &l.Max)
-		return l, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading the limits: %w", interpretError(err))
-	}
-	return out, nil
 }
 
 // LimitsInUse says whether the last claim found concurrency limits in

@@ -12,9 +12,10 @@
 -- lines of a job are kept while it runs, before its record exists: their
 -- foreign key to fairway_job goes (retention deletes them with the record,
 -- prune.sql). Run by
--- store.ChooseEngine once the database's engine is the journal, each time
--- a coordinator starts: IF EXISTS and IF NOT EXISTS make the later runs
--- no-ops.
+-- store.ChooseEngine once the database's engine is the journal, when
+-- journal_shed_needed.sql finds something left to do (IF EXISTS and IF NOT
+-- EXISTS make a second run, by two coordinators starting together, a
+-- no-op).
 CREATE INDEX IF NOT EXISTS fairway_job_live ON fairway_job (state)
     WHERE state NOT IN ('success', 'failed', 'cancelled');
 -- The records are listed newest ended first (store.ListRecords), by the
