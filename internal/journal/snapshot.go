@@ -24,7 +24,7 @@ import (
 //	jobs:       count, then each job: group, id, task, state, priority,
 //	            run at, expires at, row, index, attempt, retries, max
 //	            retries, progress, timeout, flags (1: held, 2: cancel
-//	            requested),
+//	            requested, 4: released at its run at),
 //	            executor, instance, scheduled, started and the claim's
 //	            request id when held,
 //	            waits (count, ids)
@@ -40,7 +40,7 @@ import (
 //	rates:      limits (count, then each: task, group, starts, period in
 //	            milliseconds); buckets (count, then each: key, tokens,
 //	            time)
-const snapshotVersion = 7
+const snapshotVersion = 8
 
 // stateCodes number the states a job of a State may be in.
 var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateStuck}
@@ -115,6 +115,9 @@ func (s *State) Snapshot() ([]byte, error) {
 		if j.CancelRequested {
 			flags |= 2
 		}
+		if j.Triggered {
+			flags |= 4
+		}
 		out = append(out, flags)
 		if j.Holder != nil {
 			out = binary.AppendUvarint(out, e.names[j.Holder.Executor])
@@ -170,7 +173,11 @@ func (s *State) Snapshot() ([]byte, error) {
 
 // Restore reads a snapshot.
 func Restore(b []byte) (*State, error) {
-	if len(b) == 0 || b[0] != snapshotVersion {
+	// Version 7 is version 8 without flag 4: its pending jobs with a
+	// trigger were restored as pending for good (they did not release
+	// themselves). Read, so that an upgrade starts; the leader's next
+	// snapshot is version 8.
+	if len(b) == 0 || (b[0] != snapshotVersion && b[0] != 7) {
 		return nil, fmt.Errorf("reading a journal snapshot: an unknown format (first byte %v; this build reads %d)", b[:min(1, len(b))], snapshotVersion)
 	}
 	d := snapshotDecoder{b: b[1:]}
@@ -208,6 +215,7 @@ func Restore(b []byte) (*State, error) {
 			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint(), Claim: d.string()}
 		}
 		j.CancelRequested = flags&2 != 0
+		j.Triggered = flags&4 != 0
 		j.Waits = d.strings()
 		s.Jobs[ref] = j
 		count(s.Live, ref.Group, 1)

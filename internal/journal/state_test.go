@@ -410,6 +410,7 @@ func (h *history) submission(dups bool) op {
 		h.next++
 		it := journal.Item{Group: group, ID: fmt.Sprintf("j%04d", h.next), Task: "t", MaxRetries: h.rng.Int32N(3),
 			RunAt: int64(h.rng.IntN(1000)), Pending: h.rng.IntN(10) == 0, Args: []byte(`{"n":1}`)}
+		it.Trigger = it.Pending && h.rng.IntN(2) == 0 // a timed release (trigger_after)
 		if h.rng.IntN(4) == 0 {
 			for _, ref := range h.pick(1+h.rng.IntN(2), anyJob) {
 				if ref.Group == group {
