@@ -206,8 +206,6 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
-	case c.journal != nil && journalPending[name]:
-		err = fairway.Invalid("verb", "%s is not offered by the journal engine yet (coordinator.engine journal is experimental: docs/journal.md)", name)
 	case c.journal != nil && !r.forwarded && c.journal.forwards(name):
 		var data []byte
 		data, err = c.forwardToLeader(ctx, msg)

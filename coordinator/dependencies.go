@@ -31,6 +31,9 @@ const (
 const graphTruncated = "graph truncated: it has more than %d jobs or %d edges; these are the job's nearest relatives"
 
 func (c *Coordinator) apiGraph(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
+	if c.journal != nil {
+		return c.journalGraph(ctx, group, req)
+	}
 	jobs, truncated, err := c.store.Graph(ctx, group, req.ID, maxGraphJobs, maxGraphEdges)
 	reply := events.Reply{Jobs: jobs}
 	if truncated {

@@ -23,15 +23,14 @@ func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			workflowRunsInDependencyOrder(t, setup(t), name == "rows")
+			workflowRunsInDependencyOrder(t, setup(t))
 		})
 	}
 }
 
 // workflowRunsInDependencyOrder is TestWorkflowRunsInDependencyOrder on
-// h's engine (graph: with the verb graph, which the journal does not
-// offer yet).
-func workflowRunsInDependencyOrder(t *testing.T, h *harness, graph bool) {
+// h's engine.
+func workflowRunsInDependencyOrder(t *testing.T, h *harness) {
 	var mu sync.Mutex
 	var ran []string
 	h.executor("ex1", 4, map[string]executor.Handler{"step": func(_ context.Context, job *executor.Job) error {
@@ -93,9 +92,6 @@ func workflowRunsInDependencyOrder(t *testing.T, h *harness, graph bool) {
 	require.Less(t, at("parse-b"), at("merge"))
 	mu.Unlock()
 
-	if !graph {
-		return
-	}
 	jobs, err := h.client.Graph(t.Context(), "g", refs["parse-a"])
 	require.NoError(t, err)
 	var ids []string
@@ -103,6 +99,78 @@ func workflowRunsInDependencyOrder(t *testing.T, h *harness, graph bool) {
 		ids = append(ids, j.ID)
 	}
 	require.ElementsMatch(t, []string{refs["fetch"], refs["parse-a"], refs["merge"]}, ids, "parse-a's ancestors and descendants, not its sibling")
+}
+
+// TestGraphsOfUnfinishedAndEndedJobs: a job's graph holds its ancestors
+// and descendants whether they ended or not, and a job submitted a moment
+// ago, on both engines; on the journal's, with two coordinators answering
+// as NATS hands the requests out (the unfinished jobs are the state's, the
+// ended ones records). On the journal it fails without the state's jobs
+// that name an ended one (State.NamedBy): a's graph would lose b, c, d and
+// f once a ended.
+func TestGraphsOfUnfinishedAndEndedJobs(t *testing.T) {
+	t.Parallel()
+	engines := map[string]func(*testing.T) *harness{
+		"rows":    setup,
+		"journal": func(t *testing.T) *harness { h, _, _ := twoJournalCoordinators(t); return h },
+	}
+	for name, setup := range engines {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t)
+			ctx := t.Context()
+			job := func(ref, task string, deps ...string) fairway.WorkflowJob {
+				return fairway.WorkflowJob{Ref: ref, Submission: fairway.Submission{ID: ref, Task: task, DependsOn: deps}}
+			}
+			// a runs; the others wait.
+			_, err := h.client.SubmitWorkflow(ctx, "g", fairway.Workflow{Jobs: []fairway.WorkflowJob{
+				job("a", "first"), job("b", "later", "a"), job("c", "later", "b"), job("d", "later", "a"), job("e", "later"),
+			}})
+			require.NoError(t, err)
+			graph := func(id string) map[string]fairway.State {
+				t.Helper()
+				jobs, err := h.client.Graph(ctx, "g", id)
+				require.NoError(t, err, "the graph of %s", id)
+				out := map[string]fairway.State{}
+				for _, j := range jobs {
+					out[j.ID] = j.State
+				}
+				return out
+			}
+			pending := fairway.StatePending
+			require.Equal(t, map[string]fairway.State{"a": fairway.StateWaiting, "b": pending, "c": pending, "d": pending}, graph("a"))
+
+			// Jobs of "later" may not run (a limit of none), but their task
+			// is known: f's submission names it.
+			_, err = h.client.SetLimit(ctx, "task", "later", 0)
+			require.NoError(t, err)
+			h.executor("ex1", 2, map[string]executor.Handler{"first": echo, "later": echo})
+			released := map[string]bool{}
+			h.until(func(ev events.Event) bool {
+				if ev.State == fairway.StateWaiting && (ev.JobID == "b" || ev.JobID == "d") {
+					released[ev.JobID] = true
+				}
+				return len(released) == 2
+			})
+			// f names a, which ended before f was submitted.
+			_, err = h.client.SubmitWait(ctx, fairway.Submission{Group: "g", ID: "f", Task: "later", DependsOn: []string{"a"}})
+			require.NoError(t, err)
+			// Released at once (the row engine) or by the leader's
+			// resolution a moment after (the journal).
+			h.until(func(ev events.Event) bool { return ev.JobID == "f" && ev.State == fairway.StateWaiting })
+
+			waiting, success := fairway.StateWaiting, fairway.StateSuccess
+			require.Equal(t, map[string]fairway.State{"a": success, "b": waiting, "c": pending, "d": waiting, "f": waiting}, graph("a"),
+				"a's descendants, unfinished, once it ended")
+			require.Equal(t, map[string]fairway.State{"a": success, "b": waiting, "c": pending}, graph("c"))
+			require.Equal(t, map[string]fairway.State{"a": success, "f": waiting}, graph("f"))
+			require.Equal(t, map[string]fairway.State{"e": waiting}, graph("e"))
+			_, err = h.client.Graph(ctx, "g", "nowhere")
+			require.ErrorIs(t, err, fairway.ErrNotFound)
+			_, err = h.client.Graph(ctx, "other", "a")
+			require.ErrorIs(t, err, fairway.ErrNotFound, "a job of another group")
+		})
+	}
 }
 
 // TestDependencyRefusals: cycles, unknown ids and holds of two kinds are

@@ -37,13 +37,6 @@ var leaderVerbs = map[string]bool{
 	events.VerbBulk:        true,
 }
 
-// journalPending are the verbs the journal engine does not answer yet
-// (issue 31): they read or change jobs through the row engine's tables,
-// where the journal's unfinished jobs are not.
-var journalPending = map[string]bool{
-	events.VerbGraph: true,
-}
-
 // forwards says whether this coordinator forwards verb's requests to the
 // partition's leader: it changes jobs, and this coordinator follows.
 func (e *journalEngine) forwards(verb string) bool { return leaderVerbs[verb] && !e.leads.Load() }

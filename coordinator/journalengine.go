@@ -40,9 +40,9 @@ const (
 // reads and changes of single jobs (journalapi.go: every coordinator
 // reads, the leader changes), the quotas of queued jobs (the state's
 // counts), the concurrency limits, rate limits and weights
-// (journallimits.go), periodic tasks and job logs (journallogs.go). What
-// it does not run yet (docs/journal.md, "The coordinator on the
-// journal"): the API's graphs. Not for production. store.InsertTx
+// (journallimits.go), periodic tasks, job logs (journallogs.go) and
+// graphs (journalgraph.go): the whole API. Not for production yet
+// (docs/journal.md, "The coordinator on the journal"). store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {

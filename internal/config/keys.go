@@ -127,7 +127,7 @@ var keys = []key{
 		binding: stringVar(func(c *Config) *string { return &c.Coordinator.MetricsAddr }, optional(hostPort))},
 	{name: "coordinator.ingest-batch", flag: "ingest-batch", def: "500", help: "most submitted jobs written to the database in one batch",
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.IngestBatch }, 1, 10000)},
-	{name: "coordinator.engine", flag: "engine", def: "rows", help: `where jobs are stored: "rows" (a job's row is its queue entry and its record) or "journal" (experimental, issue 31: the waiting queue in the leader's memory, PostgreSQL its log; without the API's graphs, for measuring; not for production, see docs/journal.md)`,
+	{name: "coordinator.engine", flag: "engine", def: "rows", help: `where jobs are stored: "rows" (a job's row is its queue entry and its record) or "journal" (experimental, issue 31: the waiting queue in the leader's memory, PostgreSQL its log; for measuring; not for production, see docs/journal.md)`,
 		binding: stringVar(func(c *Config) *string { return &c.Coordinator.Engine }, oneOf("rows", "journal"))},
 	{name: "coordinator.event-per-message", flag: "event-per-message", def: "false", help: "publish each event in a message of its own (a JSON object) instead of in batches (a JSON array per group, task and state): for subscribers that read the events stream raw and expect one event per message; costs several times the CPU per event",
 		binding: boolVar(func(c *Config) *bool { return &c.Coordinator.EventPerMessage })},

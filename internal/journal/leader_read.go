@@ -172,6 +172,54 @@ func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
 	return l.state.Jobs[ref] != nil, nil
 }
 
+// Edges is the state's part of a step of a job's graph (Leader.Edges).
+type Edges struct {
+	// Live are those of the ids asked for that are unfinished.
+	Live map[string]bool
+	// DependsOn are the dependencies as submitted of those that have any.
+	DependsOn map[string][]string
+	// Dependents are the unfinished jobs of the group whose depends_on
+	// names one of the ids, in id order.
+	Dependents []string
+}
+
+// Edges returns the state's part of a step of the API's graph of a
+// group's job (store.GraphNodes walks it beside the records of ended
+// jobs): which of ids are unfinished, their dependencies as submitted,
+// and the unfinished jobs that depend on them. With fold, as of every row
+// committed before the call (the walk's first step); without, as of the
+// state now, which is that or later (its next steps: one fold a graph).
+func (l *Leader) Edges(ctx context.Context, group string, ids []string, fold bool) (Edges, error) {
+	if fold {
+		if err := l.lockFolded(ctx); err != nil {
+			return Edges{}, err
+		}
+	} else {
+		select {
+		case <-l.restored:
+		case <-ctx.Done():
+			return Edges{}, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
+		}
+		l.mu.Lock()
+	}
+	defer l.mu.Unlock()
+	e := Edges{Live: map[string]bool{}, DependsOn: map[string][]string{}}
+	for _, id := range ids {
+		ref := fairway.JobRef{Group: group, ID: id}
+		if l.state.Jobs[ref] != nil {
+			e.Live[id] = true
+			if d := l.state.DependsOn[group][id]; d != nil {
+				e.DependsOn[id] = slices.Clone(d)
+			}
+		}
+		for dependent := range l.state.NamedBy[ref] {
+			e.Dependents = append(e.Dependents, dependent)
+		}
+	}
+	slices.Sort(e.Dependents)
+	return e, nil
+}
+
 // Position is where a job's submission is in the journal: its row and its
 // index in the row. Newer submissions have greater positions.
 type Position struct {

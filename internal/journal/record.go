@@ -57,6 +57,9 @@ func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
 		if d := s.Dependents[ref]; d != nil {
 			c.Dependents[ref] = slices.Clone(d)
 		}
+		if d := s.DependsOn[ref.Group][ref.ID]; d != nil {
+			c.dependsOn(ref, d) // never edited in place
+		}
 	}
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 	"unique"
 
@@ -29,6 +30,8 @@ import (
 //	            request id when held,
 //	            waits (count, ids)
 //	dependents: count, then each: group, id, ids (count, ids)
+//	depends on: count of groups, then each: group, count of jobs, then
+//	            each: id, ids (count, ids); not in version 7
 //	paused:     count, then each group
 //	trackers:   count, then each: group, tracker, the id of the job
 //	            that holds it
@@ -61,6 +64,9 @@ func (s *State) Snapshot() ([]byte, error) {
 	}
 	for ref := range s.Dependents {
 		e.name(ref.Group)
+	}
+	for g := range s.DependsOn {
+		e.name(g)
 	}
 	for g := range s.Paused {
 		e.name(g)
@@ -133,6 +139,14 @@ func (s *State) Snapshot() ([]byte, error) {
 		out = binary.AppendUvarint(out, e.names[ref.Group])
 		out = appendString(out, ref.ID)
 		out = appendStrings(out, ids)
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.DependsOn)))
+	for g, jobs := range s.DependsOn {
+		out = binary.AppendUvarint(out, e.names[g])
+		out = binary.AppendUvarint(out, uint64(len(jobs)))
+		for id, ids := range jobs {
+			out = appendStrings(appendString(out, id), ids)
+		}
 	}
 	out = binary.AppendUvarint(out, uint64(len(s.Paused)))
 	for g := range s.Paused {
@@ -227,6 +241,23 @@ func Restore(b []byte) (*State, error) {
 	for range d.count() {
 		ref := fairway.JobRef{Group: name(), ID: d.string()}
 		s.Dependents[ref] = d.strings()
+	}
+	if b[0] == 7 {
+		// Version 7 kept no dependencies as submitted: those the pending
+		// jobs still wait for are the best it knows.
+		for ref, j := range s.Jobs {
+			if len(j.Waits) > 0 {
+				s.dependsOn(ref, slices.Clone(j.Waits))
+			}
+		}
+	} else {
+		for range d.count() {
+			g := name()
+			for range d.count() {
+				id := d.string()
+				s.dependsOn(fairway.JobRef{Group: g, ID: id}, d.strings())
+			}
+		}
 	}
 	for range d.count() {
 		s.Paused[name()] = true

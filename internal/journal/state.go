@@ -23,6 +23,16 @@ type State struct {
 	// Dependents are, per job, the ids of its group's jobs that wait
 	// for it.
 	Dependents map[fairway.JobRef][]string `json:"dependents,omitempty"`
+	// DependsOn are, per group, its unfinished jobs submitted with
+	// dependencies: each one's depends_on as submitted (Waits loses those
+	// that succeed), for the API's graphs: a job's dependents that did
+	// not end are found here once it ended, and its ended ones from
+	// their records.
+	DependsOn map[string]map[string][]string `json:"depends_on,omitempty"`
+	// NamedBy is DependsOn the other way: per job (unfinished or ended),
+	// the unfinished jobs of its group whose depends_on names it (no
+	// empty entries). Kept with DependsOn, counted anew by Restore.
+	NamedBy map[fairway.JobRef]map[string]struct{} `json:"-"`
 	// Paused are the groups whose claims stop.
 	Paused map[string]bool `json:"paused,omitempty"`
 	// Cursor is the fair selection's position after the last claim: the
@@ -162,7 +172,8 @@ type Change struct {
 
 // NewState is an empty partition.
 func NewState() *State {
-	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, Paused: map[string]bool{},
+	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, DependsOn: map[string]map[string][]string{},
+		NamedBy: map[fairway.JobRef]map[string]struct{}{}, Paused: map[string]bool{},
 		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Counts: map[CountKey]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
@@ -405,6 +416,9 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		j.Triggered = it.Trigger && len(j.Waits) == 0
 	}
 	s.Jobs[ref] = j
+	if len(it.Waits) > 0 {
+		s.dependsOn(ref, slices.Clone(it.Waits))
+	}
 	c := Change{Job: ref, To: j.State}
 	for _, d := range j.Waits {
 		dep := fairway.JobRef{Group: ref.Group, ID: d}
@@ -418,6 +432,39 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		s.Dependents[dep] = append(s.Dependents[dep], ref.ID)
 	}
 	return c
+}
+
+// dependsOn sets the dependencies as submitted of ref, a live job (nil:
+// it has none, or ended), keeping no empty group.
+func (s *State) dependsOn(ref fairway.JobRef, ids []string) {
+	g := s.DependsOn[ref.Group]
+	for _, d := range g[ref.ID] {
+		dep := fairway.JobRef{Group: ref.Group, ID: d}
+		delete(s.NamedBy[dep], ref.ID)
+		if len(s.NamedBy[dep]) == 0 {
+			delete(s.NamedBy, dep)
+		}
+	}
+	for _, d := range ids {
+		dep := fairway.JobRef{Group: ref.Group, ID: d}
+		if s.NamedBy[dep] == nil {
+			s.NamedBy[dep] = map[string]struct{}{}
+		}
+		s.NamedBy[dep][ref.ID] = struct{}{}
+	}
+	switch {
+	case len(ids) > 0 && g == nil:
+		g = map[string][]string{}
+		s.DependsOn[ref.Group] = g
+		fallthrough
+	case len(ids) > 0:
+		g[ref.ID] = ids
+	case g != nil:
+		delete(g, ref.ID)
+		if len(g) == 0 {
+			delete(s.DependsOn, ref.Group)
+		}
+	}
 }
 
 // timeoutSeconds is a submission's timeout ("30s", "2h") in whole
@@ -463,6 +510,7 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	out = append(out, c)
 	delete(s.Jobs, ref)
 	delete(s.Dependents, ref)
+	s.dependsOn(ref, nil)
 	if tracker, ok := s.TrackerOf[ref]; ok {
 		delete(s.Trackers, fairway.JobRef{Group: ref.Group, ID: tracker})
 		delete(s.TrackerOf, ref)

@@ -245,6 +245,8 @@ type history struct {
 	acknowledged map[fairway.JobRef]bool
 	final        map[fairway.JobRef]fairway.State
 	known        map[fairway.JobRef]fairway.State
+	// withDeps counts the live jobs with dependencies seen by check.
+	withDeps int
 	// unknown are dependencies the leader must resolve.
 	unknown []journal.Item
 	groups  []string
@@ -616,6 +618,27 @@ func (h *history) check(step int) {
 	for key, n := range claimHeld {
 		require.Len(h.t, h.leader.ClaimedBy(key), n, "step %d: the jobs request %v holds", step, key)
 	}
+	namedBy := map[fairway.JobRef]map[string]struct{}{}
+	for group, jobs := range h.leader.DependsOn {
+		for id, deps := range jobs {
+			for _, d := range deps {
+				dep := fairway.JobRef{Group: group, ID: d}
+				if namedBy[dep] == nil {
+					namedBy[dep] = map[string]struct{}{}
+				}
+				namedBy[dep][id] = struct{}{}
+			}
+		}
+	}
+	require.Equal(h.t, namedBy, h.leader.NamedBy, "step %d: the jobs that name each job in their depends_on", step)
+	for group, jobs := range h.leader.DependsOn {
+		require.NotEmpty(h.t, jobs, "step %d: group %s's jobs with dependencies", step, group)
+		for id, deps := range jobs {
+			require.NotNil(h.t, h.leader.Jobs[fairway.JobRef{Group: group, ID: id}], "step %d: %s/%s ended, its depends_on is kept", step, group, id)
+			require.NotEmpty(h.t, deps)
+			h.withDeps++
+		}
+	}
 	for ref, j := range h.leader.Jobs {
 		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
 		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
@@ -626,6 +649,7 @@ func (h *history) check(step int) {
 			require.Equal(h.t, fairway.StatePending, j.State, "step %d: job %v waits for %v", step, ref, j.Waits)
 		}
 		for _, d := range j.Waits {
+			require.Contains(h.t, h.leader.DependsOn[ref.Group][ref.ID], d, "step %d: %v waits for %v, not in its depends_on", step, ref, d)
 			dep := fairway.JobRef{Group: ref.Group, ID: d}
 			if _, live := h.leader.Jobs[dep]; live {
 				require.Contains(h.t, h.leader.Dependents[dep], ref.ID, "step %d: %v waits for %v, which does not know it", step, ref, dep)
@@ -651,6 +675,7 @@ func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
 				h.check(step)
 			}
 			require.NotEmpty(t, h.final, "no job ended: the histories test nothing")
+			require.Positive(t, h.withDeps, "no job had dependencies: the histories test nothing of them")
 			require.NotEmpty(t, h.leader.Jobs)
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -444,17 +445,16 @@ const (
 // of the dependents' index down (the only one its transaction may use:
 // see index_scans_only.sql).
 func (s *Store) Graph(ctx context.Context, group, id string, maxJobs, maxEdges int) (jobs []fairway.Job, truncated bool, err error) {
-	if maxJobs <= 0 {
-		maxJobs = GraphJobsDefault
-	}
-	if maxEdges <= 0 {
-		maxEdges = GraphEdgesDefault
-	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, indexScansOnlySQL); err != nil {
 			return err
 		}
-		jobs, truncated, err = graph(ctx, tx, group, id, maxJobs, maxEdges)
+		var nodes []string
+		nodes, truncated, err = walkGraph(ctx, tx, graphWalk{group: group, id: id, maxJobs: maxJobs, maxEdges: maxEdges})
+		if err != nil {
+			return err
+		}
+		jobs, err = graphJobs(ctx, tx, group, nodes)
 		return err
 	})
 	if err != nil {
@@ -463,17 +463,91 @@ func (s *Store) Graph(ctx context.Context, group, id string, maxJobs, maxEdges i
 		}
 		return nil, false, fmt.Errorf("reading the graph of job %s: %w", id, err)
 	}
-	for i := range jobs {
-		jobs[i].Args, jobs[i].Result = nil, nil
-	}
 	return jobs, truncated, nil
 }
 
-// graph is Graph's walk.
-func graph(ctx context.Context, q querier, group, id string, maxJobs, maxEdges int) (jobs []fairway.Job, truncated bool, err error) {
+// LiveEdgesFunc gives a graph's walk on the journal engine the state's
+// part of each step (journal.Leader.Edges): the walk's first call folds.
+type LiveEdgesFunc func(ctx context.Context, ids []string, first bool) (journal.Edges, error)
+
+// GraphNodes is Graph's walk on the journal engine, where the unfinished
+// jobs are the leader's state's (live) and fairway_job holds the records
+// of ended ones: it returns the ids of the graph's jobs, the job first,
+// and the caller reads them (the unfinished ones from the state, the
+// others with GraphRecords). The same bounds, the same order of visits.
+func (s *Store) GraphNodes(ctx context.Context, group, id string, maxJobs, maxEdges int, live LiveEdgesFunc) (nodes []string, truncated bool, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, indexScansOnlySQL); err != nil {
+			return err
+		}
+		nodes, truncated, err = walkGraph(ctx, tx, graphWalk{group: group, id: id, maxJobs: maxJobs, maxEdges: maxEdges, live: live})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, fairway.ErrNotFound) {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("reading the graph of job %s: %w", id, err)
+	}
+	return nodes, truncated, nil
+}
+
+// GraphRecords reads the jobs ids of group as fairway_job holds them (a
+// graph's ended jobs, on the journal engine), in submission order,
+// without args or result.
+func (s *Store) GraphRecords(ctx context.Context, group string, ids []string) ([]fairway.Job, error) {
+	jobs, err := graphJobs(ctx, s.pool, group, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the jobs of a graph: %w", err)
+	}
+	return jobs, nil
+}
+
+// graphJobs reads a graph's jobs from fairway_job, without args or
+// result.
+func graphJobs(ctx context.Context, q querier, group string, ids []string) ([]fairway.Job, error) {
+	rows, err := q.Query(ctx, jobGraphSQL, group, ids)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := collectJobs(rows)
+	for i := range jobs {
+		jobs[i].Args, jobs[i].Result = nil, nil
+	}
+	return jobs, err
+}
+
+// graphWalk is what walkGraph walks: the graph of job id of group, within
+// its bounds (0: the defaults), and on the journal engine the state's
+// part of each step.
+type graphWalk struct {
+	group, id         string
+	maxJobs, maxEdges int
+	live              LiveEdgesFunc
+}
+
+// walkGraph is Graph's walk: it returns the graph's job ids.
+func walkGraph(ctx context.Context, q querier, w graphWalk) (nodes []string, truncated bool, err error) {
+	group, id, maxJobs, maxEdges := w.group, w.id, w.maxJobs, w.maxEdges
+	if maxJobs <= 0 {
+		maxJobs = GraphJobsDefault
+	}
+	if maxEdges <= 0 {
+		maxEdges = GraphEdgesDefault
+	}
 	visited := map[string]bool{id: true}
-	nodes := []string{id}
+	nodes = []string{id}
 	edges := 0
+	first := true
+	// edgesOf is the state's part of a step (nothing on the row engine).
+	edgesOf := func(ids []string) (journal.Edges, error) {
+		if w.live == nil {
+			return journal.Edges{}, nil
+		}
+		e, err := w.live(ctx, ids, first)
+		first = false
+		return e, err
+	}
 	// visit adds the ids not visited yet, as far as maxJobs allows, and
 	// returns them.
 	visit := func(ids []string) []string {
@@ -492,14 +566,31 @@ func graph(ctx context.Context, q querier, group, id string, maxJobs, maxEdges i
 		}
 		return added
 	}
-	// up reads the dependencies of ids (jobs visited): the next level up.
+	// up reads the dependencies of ids (jobs visited): the next level up,
+	// of unfinished jobs from the state, of the others from their rows.
 	up := func(ids []string) ([]string, bool, error) {
-		rows, err := q.Query(ctx, graphDependenciesSQL, group, ids)
+		e, err := edgesOf(ids)
 		if err != nil {
 			return nil, false, err
 		}
-		var next []string
+		var next, rest []string
 		found := false
+		for _, n := range ids {
+			if !e.Live[n] {
+				rest = append(rest, n)
+				continue
+			}
+			found = true
+			edges += len(e.DependsOn[n])
+			next = append(next, e.DependsOn[n]...)
+		}
+		if len(rest) == 0 {
+			return next, found, nil
+		}
+		rows, err := q.Query(ctx, graphDependenciesSQL, group, rest)
+		if err != nil {
+			return nil, false, err
+		}
 		var jid string
 		var deps []string
 		_, err = pgx.ForEachRow(rows, []any{&jid, &deps}, func() error {
@@ -509,6 +600,20 @@ func graph(ctx context.Context, q querier, group, id string, maxJobs, maxEdges i
 			return nil
 		})
 		return next, found, err
+	}
+	// down reads the dependents of ids, at most limit of the rows: the
+	// next level down, the unfinished ones from the state first.
+	down := func(ids []string, limit int) ([]string, error) {
+		e, err := edgesOf(ids)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := q.Query(ctx, graphDependentsSQL, group, ids, limit)
+		if err != nil {
+			return nil, err
+		}
+		ended, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		return append(e.Dependents, ended...), err
 	}
 	upNext, found, err := up([]string{id})
 	if err != nil {
@@ -533,11 +638,7 @@ func graph(ctx context.Context, q querier, group, id string, maxJobs, maxEdges i
 		if len(downNext) == 0 || truncated || edges > maxEdges {
 			continue
 		}
-		rows, err := q.Query(ctx, graphDependentsSQL, group, downNext, maxEdges-edges+1)
-		if err != nil {
-			return nil, false, err
-		}
-		dependents, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		dependents, err := down(downNext, maxEdges-edges+1)
 		if err != nil {
 			return nil, false, err
 		}
@@ -550,10 +651,5 @@ func graph(ctx context.Context, q querier, group, id string, maxJobs, maxEdges i
 	if edges > maxEdges {
 		truncated = true
 	}
-	rows, err := q.Query(ctx, jobGraphSQL, group, nodes)
-	if err != nil {
-		return nil, false, err
-	}
-	jobs, err = collectJobs(rows)
-	return jobs, truncated, err
+	return nodes, truncated, nil
 }
