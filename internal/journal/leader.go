@@ -70,6 +70,10 @@ type LeaderConfig struct {
 	// freezes the leader there, to resume past its lease and try to
 	// commit.
 	BeforeClaimAppend func()
+	// LiveEvery is how often the leader writes the jobs that changed to
+	// fairway_live_job, the operators' view of the unfinished jobs
+	// (live.go; a second by default).
+	LiveEvery time.Duration
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -79,6 +83,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
 	c.RecentBytes = cmp.Or(c.RecentBytes, 64<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
+	c.LiveEvery = cmp.Or(c.LiveEvery, time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -159,6 +164,8 @@ type Leader struct {
 	// told is what LeaderConfig.Leading was last told (Run's goroutine
 	// only).
 	told bool
+	// live is what the leader tracks for fairway_live_job (live.go).
+	live liveTable
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -223,6 +230,9 @@ func (l *Leader) Restores() int {
 // holds it, until ctx ends. A leader that ends gives nothing up explicitly: its lease runs out
 // (a process killed does the same).
 func (l *Leader) Run(ctx context.Context) {
+	var live sync.WaitGroup
+	live.Go(func() { l.runLive(ctx) })
+	defer live.Wait()
 	renew := time.NewTicker(l.cfg.Renew)
 	defer renew.Stop()
 	poll := time.NewTicker(l.cfg.Poll)
@@ -344,6 +354,7 @@ func (l *Leader) renewed(ctx context.Context, lease Lease, ok bool, err error) (
 		l.leading, l.lease = true, lease
 		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
 		l.resolve, l.owed = nil, true
+		l.live.dirty = nil // rewritten whole (live.go)
 		l.claimable = true // the requests that waited for a leader
 		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch)
 	case ok:
@@ -475,6 +486,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 			if !l.leading {
 				continue // a successor works out what it owes when it takes over
 			}
+			l.live.note(c)
 			for _, id := range c.Dependents {
 				l.resolve = append(l.resolve, pendingResolution{job: fairway.JobRef{Group: c.Job.Group, ID: id}, dependency: c.Job, final: c.To})
 			}

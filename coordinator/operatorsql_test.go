@@ -1,0 +1,163 @@
+package coordinator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// operatorQueries are the SQL blocks of docs/operations.md's "SQL for
+// operators", by their first line (a comment that names the query).
+func operatorQueries(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/operations.md")
+	require.NoError(t, err)
+	section := string(doc)
+	start := strings.Index(section, "\n## SQL for operators\n")
+	require.Positive(t, start, "operations.md has no section SQL for operators")
+	section = section[start+1:]
+	if end := strings.Index(section, "\n## "); end > 0 {
+		section = section[:end]
+	}
+	out := map[string]string{}
+	for _, block := range strings.Split(section, "```sql\n")[1:] {
+		query := block[:strings.Index(block, "```")]
+		name, _, _ := strings.Cut(query, "\n")
+		out[strings.TrimPrefix(name, "-- ")] = query
+	}
+	return out
+}
+
+// TestOperatorsSQLOnBothEngines runs every query of operations.md's "SQL
+// for operators" on both engines, with jobs in every kind of state, and
+// checks their answers (condition 3 of issue 31): on the journal's the
+// unfinished jobs are the leader's fairway_live_job, written a second
+// behind at most (the test waits for them), where without it they would
+// be none.
+func TestOperatorsSQLOnBothEngines(t *testing.T) {
+	t.Parallel()
+	queries := operatorQueries(t)
+	type check func(t require.TestingT, rows [][]string)
+	checks := map[string]check{
+		"Unfinished jobs by group and state": func(t require.TestingT, rows [][]string) {
+			require.Equal(t, [][]string{{"acme", "pending", "1"}, {"acme", "running", "1"}, {"acme", "waiting", "2"}, {"globex", "waiting", "1"}}, rows)
+		},
+		"The jobs an executor holds, longest held first": func(t require.TestingT, rows [][]string) {
+			require.Len(t, rows, 1)
+			require.Equal(t, []string{"acme", "h1", "hold", "running"}, rows[0][:4])
+		},
+		"The oldest due job of each group: how long the queue has waited": func(t require.TestingT, rows [][]string) {
+			require.Len(t, rows, 2)
+			require.Equal(t, []string{"acme", "w1"}, rows[0][:2])
+			require.Equal(t, []string{"globex", "w3"}, rows[1][:2])
+		},
+		"One job, unfinished or ended": nil, // with an id: below
+		"Jobs that ended in the last hour, by task and outcome": func(t require.TestingT, rows [][]string) {
+			require.Equal(t, [][]string{{"done", "success", "2"}}, rows)
+		},
+	}
+	for name := range queries {
+		_, ok := checks[name]
+		require.True(t, ok, "operations.md's query %q is not run by this test", name)
+	}
+	require.Len(t, queries, len(checks), "a query this test runs is not in operations.md")
+
+	engines := map[string]func(*testing.T) (*harness, func(ctx context.Context, sql string) ([][]string, error)){
+		"rows": func(t *testing.T) (*harness, func(context.Context, string) ([][]string, error)) {
+			st := storetest.Open(t)
+			h, _ := setupOn(t, st, coordinator.Config{})
+			return h, queryStrings(st.Pool().Query)
+		},
+		"journal": func(t *testing.T) (*harness, func(context.Context, string) ([][]string, error)) {
+			st := storetest.OpenJournal(t)
+			h, _ := setupOn(t, st, coordinator.Config{Engine: coordinator.EngineJournal})
+			return h, queryStrings(st.Pool().Query)
+		},
+	}
+	for engine, setup := range engines {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			h, query := setup(t)
+			ctx := t.Context()
+			_, err := h.client.SetLimit(ctx, "task", "later", 0)
+			require.NoError(t, err)
+			hold := make(chan struct{})
+			t.Cleanup(func() { close(hold) })
+			h.executor("mailer", 4, map[string]executor.Handler{
+				"done":  echo,
+				"later": echo,
+				"hold": func(ctx context.Context, _ *executor.Job) error {
+					select {
+					case <-hold:
+					case <-ctx.Done():
+					}
+					return nil
+				},
+			})
+			for _, sub := range []fairway.Submission{
+				{Group: "acme", ID: "d1", Task: "done"}, {Group: "acme", ID: "d2", Task: "done"}, {Group: "acme", ID: "h1", Task: "hold"},
+				{Group: "acme", ID: "w1", Task: "later"}, {Group: "acme", ID: "w2", Task: "later"}, {Group: "globex", ID: "w3", Task: "later"},
+				{Group: "acme", ID: "p1", Task: "later", Pending: true},
+			} {
+				_, err := h.client.SubmitWait(ctx, sub)
+				require.NoError(t, err)
+			}
+			h.final("d1")
+			h.final("d2")
+			one := strings.ReplaceAll(queries["One job, unfinished or ended"], "JOB-ID", "%s")
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				for name, check := range checks {
+					if check == nil {
+						continue
+					}
+					rows, err := query(ctx, queries[name])
+					require.NoError(c, err, name)
+					check(c, rows)
+				}
+				for id, want := range map[string][]string{"d1": {"acme", "d1", "success", "1"}, "h1": {"acme", "h1", "running", "1"}, "w2": {"acme", "w2", "waiting", "0"}} {
+					rows, err := query(ctx, fmt.Sprintf(one, id, id))
+					require.NoError(c, err, id)
+					require.Equal(c, [][]string{want}, rows, id)
+				}
+			}, waitTimeout, 20*time.Millisecond)
+		})
+	}
+}
+
+// queryStrings runs SQL through query and returns its rows, each value
+// printed ("" for NULL).
+func queryStrings(query func(ctx context.Context, sql string, args ...any) (pgx.Rows, error)) func(context.Context, string) ([][]string, error) {
+	return func(ctx context.Context, sql string) ([][]string, error) {
+		rows, err := query(ctx, sql)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out [][]string
+		for rows.Next() {
+			values, err := rows.Values()
+			if err != nil {
+				return nil, err
+			}
+			row := make([]string, len(values))
+			for i, v := range values {
+				if v != nil {
+					row[i] = fmt.Sprint(v)
+				}
+			}
+			out = append(out, row)
+		}
+		return out, rows.Err()
+	}
+}
