@@ -5,3 +5,11 @@ import "context"
 // WriteLive writes fairway_live_job now, as the leader does every
 // LeaderConfig.LiveEvery (live.go).
 func (l *Leader) WriteLive(ctx context.Context) error { return l.writeLive(ctx) }
+
+// ForgetLive drops the list of jobs changed since the last write of
+// fairway_live_job: the next write rewrites it.
+func (l *Leader) ForgetLive() {
+	l.mu.Lock()
+	l.live.dirty = nil
+	l.mu.Unlock()
+}

@@ -70,10 +70,10 @@ type LeaderConfig struct {
 	// freezes the leader there, to resume past its lease and try to
 	// commit.
 	BeforeClaimAppend func()
-	// LiveEvery is how often the leader writes the jobs that changed to
-	// fairway_live_job, the operators' view of the unfinished jobs
-	// (live.go; a second by default).
-	LiveEvery time.Duration
+	// LivePoll is how often the leader looks for a reader of
+	// fairway_live, the operators' view of the unfinished jobs, that waits
+	// for it to write them (live.go; 100 ms by default).
+	LivePoll time.Duration
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -83,7 +83,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
 	c.RecentBytes = cmp.Or(c.RecentBytes, 64<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
-	c.LiveEvery = cmp.Or(c.LiveEvery, time.Second)
+	c.LivePoll = cmp.Or(c.LivePoll, 100*time.Millisecond)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

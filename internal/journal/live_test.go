@@ -73,7 +73,7 @@ func TestFairwayLiveIsTheLeadersState(t *testing.T) {
 	_, err := db.Exec(ctx, `INSERT INTO fairway_live_job (group_name, id, task, state, priority, attempt, retries, max_retries, journal_row, journal_index)
 VALUES ('acme', 'gone', 't', 'waiting', 'low', 0, 0, 0, 0, 0)`)
 	require.NoError(t, err)
-	cfg := journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour, LiveEvery: time.Hour}
+	cfg := journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour, LivePoll: time.Hour}
 	l := journal.NewLeader(db, cfg)
 	go l.Run(ctx)
 	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond)
@@ -176,6 +176,6 @@ VALUES ('acme', 'gone', 't', 'waiting', 'low', 0, 0, 0, 0, 0)`)
 	require.NoError(t, err)
 	require.NoError(t, l2.WriteLive(ctx))
 	require.Equal(t, liveOf(t, l2), liveTable(t, db))
-	require.NoError(t, l.WriteLive(ctx), "c1 does not know it was deposed")
+	require.ErrorIs(t, l.WriteLive(ctx), journal.ErrFenced, "c1 did not know it was deposed")
 	require.Equal(t, liveOf(t, l2), liveTable(t, db), "c1's write changed fairway_live_job")
 }
