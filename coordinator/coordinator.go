@@ -401,7 +401,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the journal engine is experimental: retention drops rows rather than partitions, and fairway_live is not built yet; not for production (docs/journal.md)")
+		c.log.Warn("coordinator.engine is journal: the journal engine is experimental (retention drops rows rather than partitions; its budget is not met): not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 	}
 	c.lead.try(runCtx) // a coordinator alone leads from its start

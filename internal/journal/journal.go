@@ -522,7 +522,9 @@ func SaveSnapshot(ctx context.Context, q Querier, s *State, tail *Tail) error {
 	if position == "" {
 		return fmt.Errorf("journal partition %d: a snapshot between two parts of a read (read the tail to its end first)", tail.Partition)
 	}
-	_, err = q.Exec(ctx, `INSERT INTO fairway_journal_snapshot (partition, tail, body) VALUES ($1, $2::pg_snapshot, $3)
+	// With its mark, for the journal's retention (PruneJournal).
+	_, err = q.Exec(ctx, `WITH mark AS (INSERT INTO fairway_journal_mark (partition, tail) VALUES ($1, $2::pg_snapshot))
+INSERT INTO fairway_journal_snapshot (partition, tail, body) VALUES ($1, $2::pg_snapshot, $3)
 ON CONFLICT (partition) DO UPDATE SET tail = EXCLUDED.tail, taken = now(), body = EXCLUDED.body`,
 		tail.Partition, position, body)
 	if err != nil {

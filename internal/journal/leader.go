@@ -74,6 +74,12 @@ type LeaderConfig struct {
 	// fairway_live, the operators' view of the unfinished jobs, that waits
 	// for it to write them (live.go; 100 ms by default).
 	LivePoll time.Duration
+	// JournalAge is how long the journal keeps its rows at least (an hour
+	// by default): the leader deletes older ones, every PruneEvery (a
+	// minute), but those that carry an unfinished job's arguments
+	// (prune.go); a coordinator that has not read the journal for half of
+	// it restores from the last snapshot.
+	JournalAge, PruneEvery time.Duration
 }
 
 func (c LeaderConfig) withDefaults() LeaderConfig {
@@ -84,6 +90,8 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.RecentBytes = cmp.Or(c.RecentBytes, 64<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
 	c.LivePoll = cmp.Or(c.LivePoll, 100*time.Millisecond)
+	c.JournalAge = cmp.Or(c.JournalAge, time.Hour)
+	c.PruneEvery = cmp.Or(c.PruneEvery, time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -166,6 +174,8 @@ type Leader struct {
 	told bool
 	// live is what the leader tracks for fairway_live_job (live.go).
 	live liveTable
+	// readAt is when a fold last read the journal (prune.go).
+	readAt time.Time
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -232,6 +242,7 @@ func (l *Leader) Restores() int {
 func (l *Leader) Run(ctx context.Context) {
 	var live sync.WaitGroup
 	live.Go(func() { l.runLive(ctx) })
+	live.Go(func() { l.runPrune(ctx) })
 	defer live.Wait()
 	renew := time.NewTicker(l.cfg.Renew)
 	defer renew.Stop()
@@ -465,6 +476,16 @@ func (l *Leader) snapshotIfDue(ctx context.Context) error {
 // (Tail.Queue), and keeps the queues up to date with the changes. Called
 // with l.mu held.
 func (l *Leader) fold(ctx context.Context, read *TailRead) error {
+	if !l.leading && !l.readAt.IsZero() && time.Since(l.readAt) > l.cfg.JournalAge/2 {
+		// The rows after its position may be pruned (prune.go): from the
+		// last snapshot instead.
+		l.cfg.Logger.Warn("journal partition not read for a long time: restoring from its last snapshot", "partition", l.cfg.Partition,
+			"last read", l.readAt.Format(time.RFC3339), "journal kept", l.cfg.JournalAge.String())
+		l.state, l.pending, l.readAt = nil, nil, time.Time{}
+		if err := l.restore(ctx); err != nil {
+			return err
+		}
+	}
 	n, err := l.tail.FoldRead(ctx, l.db, l.state, read, func(row Row, changes []Change) {
 		if row.Kind == Submitted && len(changes) > 0 {
 			l.recent.keep(row.ID, row.At, row.Body)
@@ -498,6 +519,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	l.sinceSnapshot += n
 	if err == nil {
 		l.unsure = false // whatever an append that failed committed is folded now
+		l.readAt = time.Now()
 	}
 	return err
 }

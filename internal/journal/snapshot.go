@@ -232,6 +232,7 @@ func Restore(b []byte) (*State, error) {
 		j.Triggered = flags&4 != 0
 		j.Waits = d.strings()
 		s.Jobs[ref] = j
+		s.Rows[j.Row]++
 		count(s.Live, ref.Group, 1)
 		count(s.Counts, CountKey{ref.Group, j.Task, j.State}, 1)
 		if held(j.State) {

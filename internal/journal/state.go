@@ -50,6 +50,11 @@ type State struct {
 	// engine counts its rows (no zero entries): Counts summed per group,
 	// kept with it so that a quota's check costs no sum.
 	Live map[string]int `json:"-"`
+	// Rows counts the unfinished jobs each submitted row carries (no zero
+	// entries): the rows the journal's retention keeps (PruneJournal),
+	// since their jobs' arguments are there. Kept by the fold, counted
+	// anew by a restore.
+	Rows map[int64]int32 `json:"-"`
 	// Counts counts the unfinished jobs by group, task and state, for the
 	// gauges and the stats (Leader.Counts), without a walk of the jobs:
 	// kept from each change the fold makes, counted anew by a restore.
@@ -174,7 +179,7 @@ type Change struct {
 func NewState() *State {
 	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, DependsOn: map[string]map[string][]string{},
 		NamedBy: map[fairway.JobRef]map[string]struct{}{}, Paused: map[string]bool{},
-		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Counts: map[CountKey]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
+		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Rows: map[int64]int32{}, Counts: map[CountKey]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
 }
 
@@ -416,6 +421,7 @@ func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index
 		j.Triggered = it.Trigger && len(j.Waits) == 0
 	}
 	s.Jobs[ref] = j
+	s.Rows[row]++
 	if len(it.Waits) > 0 {
 		s.dependsOn(ref, slices.Clone(it.Waits))
 	}
@@ -509,6 +515,11 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 	}
 	out = append(out, c)
 	delete(s.Jobs, ref)
+	if n := s.Rows[j.Row]; n > 1 {
+		s.Rows[j.Row] = n - 1
+	} else {
+		delete(s.Rows, j.Row) // (a scratch state counts none)
+	}
 	delete(s.Dependents, ref)
 	s.dependsOn(ref, nil)
 	if tracker, ok := s.TrackerOf[ref]; ok {

@@ -607,6 +607,11 @@ func (h *history) check(step int) {
 	require.Equal(h.t, heldGroups, h.leader.HeldGroups, "step %d: the held jobs per group", step)
 	require.Equal(h.t, heldBy, h.leader.Held, "step %d: the held jobs per instance", step)
 	require.Equal(h.t, live, h.leader.Live, "step %d: the unfinished jobs per group", step)
+	rows := map[int64]int32{}
+	for _, j := range h.leader.Jobs {
+		rows[j.Row]++
+	}
+	require.Equal(h.t, rows, h.leader.Rows, "step %d: the unfinished jobs per submitted row", step)
 	require.Equal(h.t, counts, h.leader.Counts, "step %d: the unfinished jobs per group, task and state", step)
 	claimHeld := map[journal.ClaimKey]int{}
 	for _, j := range h.leader.Jobs {
