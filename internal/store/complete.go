@@ -89,7 +89,11 @@ func (s *Store) MarkRunning(ctx context.Context, started []Start) error {
 		}
 	}
 	a := attemptArrays(atts)
-	if _, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.executors, a.groups, a.instances, at); err != nil {
+	err := againOnConflict(func() error {
+		_, err := s.pool.Exec(ctx, markRunningSQL, a.ids, a.attempts, a.executors, a.groups, a.instances, at)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("marking %d jobs running: %w", len(started), interpretError(err))
 	}
 	return nil
@@ -146,6 +150,9 @@ func completeRounds(outcomes []Outcome, round func([]Outcome) ([]Applied, []int,
 			return all, nil
 		}
 		applied, raced, err := round(outcomes)
+		if conflicted(err) {
+			continue // nothing of the round committed: all of them again
+		}
 		if err != nil {
 			return all, fmt.Errorf("completing %d jobs: %w", len(outcomes), err)
 		}

@@ -79,3 +79,24 @@ func TestTheJournalsBodiesAreCompressedWithLZ4(t *testing.T) {
 		require.Equal(t, want, method, "%s.body", table)
 	}
 }
+
+// TestCoordinatorsStartingTogetherShedTogether: two coordinators that
+// start on a new journal database at the same moment both shed the row
+// engine's indexes without error. Their DDL deadlocked now and then
+// (fault scenario journal-kill-leader-mid-claim: a coordinator exited at
+// its start), before the shedding took a lock of its own.
+func TestCoordinatorsStartingTogetherShedTogether(t *testing.T) {
+	t.Parallel()
+	for range 8 {
+		first, url := storetest.OpenURL(t)
+		second, err := store.Open(t.Context(), url, store.Options{})
+		require.NoError(t, err)
+		t.Cleanup(second.Close)
+		errs := make(chan error, 2)
+		for _, s := range []*store.Store{first, second} {
+			go func() { errs <- s.ChooseEngine(t.Context(), store.EngineJournal) }()
+		}
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+	}
+}

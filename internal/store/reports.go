@@ -99,20 +99,23 @@ func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progr
 		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
 	}
 	a := attemptArrays(atts)
-	rows, err := s.pool.Query(ctx, setProgressSQL,
-		a.ids, a.attempts, a.executors, values, a.groups, a.instances)
-	if err != nil {
-		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
-	}
 	now := time.Now().UTC()
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
-		var p fairway.Progress
-		err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
-		p.Time = now
-		if p.Started != nil {
-			p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
+	var out []fairway.Progress
+	err := againOnConflict(func() error {
+		rows, err := s.pool.Query(ctx, setProgressSQL, a.ids, a.attempts, a.executors, values, a.groups, a.instances)
+		if err != nil {
+			return err
 		}
-		return p, err
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
+			var p fairway.Progress
+			err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
+			p.Time = now
+			if p.Started != nil {
+				p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
+			}
+			return p, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storing progress: %w", interpretError(err))

@@ -138,6 +138,43 @@ func Interpret(err error) error { return interpretError(err) }
 
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a
 // connection failure is unavailable, the rest keep their text.
+// PostgreSQL's codes of a statement that lost a race with another
+// writer: nothing of it is committed, and run again it goes through.
+const (
+	pgDeadlock      = "40P01"
+	pgSerialization = "40001"
+)
+
+// conflictError is a deadlock or a serialization failure, as
+// interpretError says it.
+type conflictError string
+
+func (e conflictError) Error() string { return string(e) }
+
+// conflicted says whether err is a deadlock or a serialization failure.
+func conflicted(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, new(conflictError)) || (errors.As(err, &pgErr) && (pgErr.Code == pgDeadlock || pgErr.Code == pgSerialization))
+}
+
+// conflictTries bounds how many times againOnConflict runs a statement.
+const conflictTries = 4
+
+// againOnConflict runs fn, again at once while it fails with a deadlock or
+// a serialization failure, conflictTries times at most. Reports lost such
+// a race with the lease sweep now and then: handed back to JetStream, they
+// came again seconds later, past their jobs' leases (fault scenario
+// kill-restart-executor).
+func againOnConflict(fn func() error) error {
+	var err error
+	for range conflictTries {
+		if err = fn(); !conflicted(err) {
+			return err
+		}
+	}
+	return err
+}
+
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -156,6 +193,8 @@ func interpretError(err error) error {
 		// too: the statement was fine, the server cannot take it now.
 		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57P01", pgErr.Code == "57P03":
 			return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL: " + pgErr.Message}
+		case pgErr.Code == pgDeadlock || pgErr.Code == pgSerialization:
+			return conflictError(fmt.Sprintf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code))
 		}
 		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)
 	}

@@ -16,6 +16,10 @@
 -- journal_shed_needed.sql finds something left to do (IF EXISTS and IF NOT
 -- EXISTS make a second run, by two coordinators starting together, a
 -- no-op).
+-- One coordinator at a time: two running this DDL together deadlocked.
+-- The statements below run in one implicit transaction, which holds the
+-- lock until its end.
+SELECT pg_advisory_xact_lock(hashtext('fairway: the journal sheds the row engine'));
 CREATE INDEX IF NOT EXISTS fairway_job_live ON fairway_job (state)
     WHERE state NOT IN ('success', 'failed', 'cancelled');
 -- The records are listed newest ended first (store.ListRecords), by the
