@@ -175,7 +175,8 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 // does not lead returns fairway.ErrUnavailable: the batch is delivered
 // again, to the leader or once this one leads.
 func (e *journalEngine) report(ctx context.Context, started []store.Start, progress []store.Progress, outcomes []store.Outcome) error {
-	reports := make([]journal.Report, 0, len(started)+len(progress)+len(outcomes))
+	// An outcome may bring its start: a report more.
+	reports := make([]journal.Report, 0, len(started)+len(progress)+2*len(outcomes))
 	item := func(a store.Attempt) journal.Item {
 		return journal.Item{Group: a.Group, ID: a.JobID, Attempt: int32(a.Attempt), Executor: a.Executor, Instance: a.Instance} //nolint:gosec // G115: attempts are small
 	}

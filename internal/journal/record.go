@@ -73,7 +73,7 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 		}
 	}
 	sc := s.scratch(refs)
-	var out []ended
+	out := make([]ended, 0, len(refs))
 	var kind Kind
 	sc.ended = func(ref fairway.JobRef, j Job, c Change, it Item) {
 		out = append(out, ended{ref: ref, job: j, change: c, item: it, kind: kind})
