@@ -813,7 +813,7 @@ func TestExecutorSpeaksOnlyForItself(t *testing.T) {
 	}
 	report("fairway.results.raw", events.Report{Type: events.ReportStarted, Group: "g", JobID: job.ID, Attempt: attempt, Executor: "raw", Instance: "i", Time: time.Now()})
 	h.until(func(ev events.Event) bool { return ev.JobID == job.ID && ev.State == fairway.StateRunning })
-	got, err := h.store.Get(t.Context(), "g", job.ID)
+	got, err := h.client.Get(t.Context(), "g", job.ID)
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateRunning, got.State, "a forged report, or one of an unknown outcome, applied")
 	require.Empty(t, got.Result)
@@ -921,7 +921,18 @@ func TestBatchMessageIsStoredAndRefusedElementByElement(t *testing.T) {
 // few messages of arrays, one group's in their order.
 func TestSubmitManySendsBatches(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			retries := 3
+			h, _ := setupEngine(t, engine, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
+			submitManySendsBatches(t, h)
+		})
+	}
+}
+
+// submitManySendsBatches is TestSubmitManySendsBatches on h's engine.
+func submitManySendsBatches(t *testing.T, h *harness) {
 	var subs []fairway.Submission
 	for i := range 2500 {
 		subs = append(subs, fairway.Submission{Group: []string{"a", "b"}[i%2], Task: "echo", Args: fmt.Appendf(nil, `{"i":%d}`, i)})

@@ -90,7 +90,7 @@ func TestBadTextIsInvalidNamingTheField(t *testing.T) {
 		require.Equal(t, tc.field, ev.Field, tc.name)
 		require.Contains(t, ev.Error, tc.message, tc.name)
 	}
-	job, err := h.store.Get(t.Context(), "g", "async-good")
+	job, err := h.client.Get(t.Context(), "g", "async-good")
 	require.NoError(t, err, "the valid submission among the bad ones is stored")
 	require.Equal(t, fairway.StateWaiting, job.State)
 
@@ -197,7 +197,7 @@ func TestReportWithTextPostgreSQLRefusesIsStored(t *testing.T) {
 	_, err = js.Publish("fairway.results.raw", []byte(body))
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateSuccess, lastState(h.final(ok)))
-	job, err := h.store.Get(t.Context(), "g", ok)
+	job, err := h.client.Get(t.Context(), "g", ok)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"a":"x\ufffd","\ufffd":"\ufffd"}`, string(job.Result))
 	evs := h.final(failed)

@@ -173,8 +173,9 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 // progress, ends): the leader checks each against the attempt its job
 // runs, so a stale or foreign report changes nothing. A coordinator that
 // does not lead returns fairway.ErrUnavailable: the batch is delivered
-// again, to the leader or once this one leads.
-func (e *journalEngine) report(ctx context.Context, started []store.Start, progress []store.Progress, outcomes []store.Outcome) error {
+// again, to the leader or once this one leads. It returns the progress
+// that applied, for its subscribers (the row engine's SetProgress).
+func (e *journalEngine) report(ctx context.Context, started []store.Start, progress []store.Progress, outcomes []store.Outcome) ([]fairway.Progress, error) {
 	// An outcome may bring its start: a report more.
 	reports := make([]journal.Report, 0, len(started)+len(progress)+2*len(outcomes))
 	item := func(a store.Attempt) journal.Item {
@@ -187,6 +188,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 		}
 		reports = append(reports, journal.Report{Kind: journal.Started, Item: it})
 	}
+	progressAt := len(reports)
 	for _, p := range progress {
 		it := item(p.Attempt)
 		it.Progress = int16(min(max(p.Progress, 0), 100)) //nolint:gosec // G115: 0..100
@@ -214,6 +216,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 		default:
 			continue
 		}
+		it.RanMS = o.RanMS
 		if o.StartedAt != nil {
 			// A start reported with its end: its own row first.
 			s := item(o.Attempt)
@@ -223,13 +226,41 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 		reports = append(reports, journal.Report{Kind: kind, Item: it})
 	}
 	if len(reports) == 0 {
-		return nil
+		return nil, nil
 	}
-	_, err := e.leader.Report(ctx, reports)
+	applied, err := e.leader.Report(ctx, reports)
 	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) {
-		return fmt.Errorf("%d reports: this coordinator does not lead the journal's partition: %w", len(reports), fairway.ErrUnavailable)
+		return nil, fmt.Errorf("%d reports: this coordinator does not lead the journal's partition: %w", len(reports), fairway.ErrUnavailable)
 	}
-	return store.Interpret(err)
+	if err != nil {
+		return nil, store.Interpret(err)
+	}
+	var refs []fairway.JobRef
+	for i := progressAt; i < progressAt+len(progress); i++ {
+		if applied[i] {
+			refs = append(refs, fairway.JobRef{Group: reports[i].Item.Group, ID: reports[i].Item.ID})
+		}
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	now = time.Now().UTC()
+	held := e.leader.HeldJobs(refs)
+	out := make([]fairway.Progress, 0, len(refs))
+	for _, ref := range refs {
+		h, ok := held[ref]
+		if !ok {
+			continue // ended meanwhile: its end says the rest
+		}
+		p := fairway.Progress{Group: ref.Group, JobID: ref.ID, Task: h.Task, Attempt: int(h.Attempt), Progress: int(h.Progress), Time: now}
+		if h.Started != 0 {
+			t := time.UnixMicro(h.Started).UTC()
+			p.Started = &t
+			p.EstimatedEnd = fairway.EstimateEnd(t, p.Progress, now)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // retries are the failed attempts so far of the jobs whose outcomes are

@@ -168,7 +168,7 @@ func TestJournalEngineRefusesATrackerHeldByALiveJob(t *testing.T) {
 	dup := submit(t, h, fairway.Submission{Group: "acme", ID: "dup", Task: "hold", Tracker: "invoice-7"})
 	evs := h.until(func(ev events.Event) bool { return ev.JobID == dup && ev.State == fairway.StateRejected })
 	last := evs[len(evs)-1]
-	require.Equal(t, fairway.CodeConflict, last.Code)
+	require.Equal(t, fairway.CodeDuplicate, last.Code)
 	require.Equal(t, "tracker", last.Field)
 	close(release)
 	evs = h.final(holder)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,17 @@ import (
 // job read meanwhile carries both; at its end the estimate is gone.
 func TestProgressWithAnEstimate(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			h, _ := setupEngine(t, engine, coordinator.Config{})
+			progressWithAnEstimate(t, h)
+		})
+	}
+}
+
+// progressWithAnEstimate is TestProgressWithAnEstimate on h's engine.
+func progressWithAnEstimate(t *testing.T, h *harness) {
 	release := make(chan struct{})
 	h.executor("ex1", 1, map[string]executor.Handler{"pages": func(_ context.Context, job *executor.Job) error {
 		job.SetTotal(4)

@@ -190,7 +190,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 					"executor", r.Executor, "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength))
 				continue
 			}
-			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error}
+			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error, RanMS: max(r.RanMS, 0)}
 			if r.Outcome == fairway.OutcomeSnoozed {
 				d, err := time.ParseDuration(r.Snooze)
 				if err != nil || d < time.Second || d > fairway.MaxDelay {
@@ -261,8 +261,13 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		} else if err != nil {
 			rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 		}
-		// The leader publishes the events and wakes the executors itself.
-		return nil, nil, rs.journal.report(ctx, started, progress, outcomes)
+		// The leader publishes the events and wakes the executors itself;
+		// the progress is published here, as below.
+		changed, err := rs.journal.report(ctx, started, progress, outcomes)
+		if err == nil {
+			rs.publishProgress(changed)
+		}
+		return nil, nil, err
 	}
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err

@@ -102,36 +102,38 @@ func TestSharesOfSlotTimeEndToEnd(t *testing.T) {
 		{"equal weights", 1, 0.5},
 		{"weights 3 and 1", 3, 0.75},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			retries := 0
-			h, _ := setupWith(t, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
-			if tc.weightA != 1 {
-				_, err := h.client.SetWeight(t.Context(), "a", tc.weightA)
+		for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+				retries := 0
+				h, _ := setupEngine(t, engine, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
+				if tc.weightA != 1 {
+					_, err := h.client.SetWeight(t.Context(), "a", tc.weightA)
+					require.NoError(t, err)
+				}
+				var log runLog
+				ex := h.newExecutor(executor.Config{AppID: "w", PoolSize: 10})
+				ex.Handle("sleep", log.handler)
+				require.NoError(t, ex.Start(t.Context()))
+				const warm, window = 2 * time.Second, 6 * time.Second
+				// More than either group can run in the whole test.
+				submitSleeps(t, h.client, "a", "sleep", 100, 1000)
+				submitSleeps(t, h.client, "b", "sleep", 10, 8000)
+				start := time.Now()
+				from, to := start.Add(warm), start.Add(warm+window)
+				time.Sleep(time.Until(to)) // the window is measured in real time
+				used := log.slotTime(from, to)
+				total := used["a"] + used["b"]
+				shareA := float64(used["a"]) / float64(total)
+				busy := float64(total) / float64(10*window)
+				t.Logf("a %.1f%% of the slot-time (want %.0f%%), b %.1f%%; slots busy %.0f%%", 100*shareA, 100*tc.wantA, 100*(1-shareA), 100*busy)
+				require.InDelta(t, tc.wantA, shareA, 0.05)
+				shares, err := h.client.Groups(t.Context(), "1m")
 				require.NoError(t, err)
-			}
-			var log runLog
-			ex := h.newExecutor(executor.Config{AppID: "w", PoolSize: 10})
-			ex.Handle("sleep", log.handler)
-			require.NoError(t, ex.Start(t.Context()))
-			const warm, window = 2 * time.Second, 6 * time.Second
-			// More than either group can run in the whole test.
-			submitSleeps(t, h.client, "a", "sleep", 100, 1000)
-			submitSleeps(t, h.client, "b", "sleep", 10, 8000)
-			start := time.Now()
-			from, to := start.Add(warm), start.Add(warm+window)
-			time.Sleep(time.Until(to)) // the window is measured in real time
-			used := log.slotTime(from, to)
-			total := used["a"] + used["b"]
-			shareA := float64(used["a"]) / float64(total)
-			busy := float64(total) / float64(10*window)
-			t.Logf("a %.1f%% of the slot-time (want %.0f%%), b %.1f%%; slots busy %.0f%%", 100*shareA, 100*tc.wantA, 100*(1-shareA), 100*busy)
-			require.InDelta(t, tc.wantA, shareA, 0.05)
-			shares, err := h.client.Groups(t.Context(), "1m")
-			require.NoError(t, err)
-			require.Len(t, shares, 2)
-			t.Logf("groups: %+v", shares)
-			require.InDelta(t, tc.wantA, shares[0].FairShare, 0.001, "a's weighted fair share")
-		})
+				require.Len(t, shares, 2)
+				t.Logf("groups: %+v", shares)
+				require.InDelta(t, tc.wantA, shares[0].FairShare, 0.001, "a's weighted fair share")
+			})
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,17 @@ import (
 // values are free again.
 func TestUniqueJobs(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			h, _ := setupEngine(t, engine, coordinator.Config{})
+			uniqueJobs(t, h)
+		})
+	}
+}
+
+// uniqueJobs is TestUniqueJobs on h's engine.
+func uniqueJobs(t *testing.T, h *harness) {
 	ctx := t.Context()
 	later := time.Now().Add(time.Hour)
 	sub := func(group, args string) fairway.Submission {

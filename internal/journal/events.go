@@ -37,8 +37,8 @@ func EventsOf(partition int16, row Row, changes []Change) []fairway.Event {
 			State: c.To, PreviousState: c.From, Attempt: int(c.Attempt), Error: c.Error, Executor: c.Executor,
 			Time: row.At,
 		}
-		if c.To == fairway.StateRejected { // the fold rejects a tracker held by another job only
-			ev.Code, ev.Field = fairway.CodeConflict, "tracker"
+		if r := c.Refusal; r != nil {
+			ev.Code, ev.Field = r.Code, r.Field
 		}
 		out = append(out, ev)
 	}

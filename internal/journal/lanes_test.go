@@ -3,6 +3,7 @@ package journal_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -207,6 +208,11 @@ func TestAClaimTakesArgumentsFromRecentRowsOrPostgreSQL(t *testing.T) {
 	for _, j := range jobs {
 		require.JSONEq(t, fmt.Sprintf(`{"job":%q}`, j.Ref.ID), string(j.Args), "job %s", j.Ref.ID)
 		r := int(j.Ref.ID[1] - '0')
-		require.True(t, j.Submitted.Equal(at[r]), "job %s: submitted %v, its row's time %v", j.Ref.ID, j.Submitted, at[r])
+		index, err := strconv.Atoi(j.Ref.ID[3:])
+		require.NoError(t, err)
+		// Its row's time, plus its index in microseconds: a batch's jobs in
+		// their order.
+		want := at[r].Add(time.Duration(index) * time.Microsecond)
+		require.True(t, j.Submitted.Equal(want), "job %s: submitted %v, its row's time %v", j.Ref.ID, j.Submitted, at[r])
 	}
 }

@@ -22,7 +22,8 @@ type JobView struct {
 	Ref fairway.JobRef
 	// Job is a copy of the state's job.
 	Job Job
-	// Submission is the item that submitted it, Submitted its row's time.
+	// Submission is the item that submitted it, Submitted its row's time
+	// plus its index in microseconds (submittedTime).
 	Submission Item
 	Submitted  time.Time
 }
@@ -104,7 +105,7 @@ func (l *Leader) withSubmissions(ctx context.Context, views []*JobView, rows []i
 		if int(v.Job.Index) >= len(row.items) {
 			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
 		}
-		v.Submission, v.Submitted = row.items[v.Job.Index], row.at
+		v.Submission, v.Submitted = row.items[v.Job.Index], submittedTime(row.at, v.Job.Index)
 		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
 	}
 	return nil
@@ -170,6 +171,34 @@ func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
 	}
 	defer l.mu.Unlock()
 	return l.state.Jobs[ref] != nil, nil
+}
+
+// HeldJob is what a progress message says of a job an executor holds
+// (Leader.HeldJobs).
+type HeldJob struct {
+	Task     string
+	Attempt  int32
+	Progress int16
+	// Started is when its attempt started, microseconds since the Unix
+	// epoch (0: not yet).
+	Started int64
+}
+
+// HeldJobs returns those of refs that executors hold, as the state holds
+// them now (no fold: a report that just folded asks).
+func (l *Leader) HeldJobs(refs []fairway.JobRef) map[fairway.JobRef]HeldJob {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make(map[fairway.JobRef]HeldJob, len(refs))
+	if l.state == nil {
+		return out
+	}
+	for _, ref := range refs {
+		if j := l.state.Jobs[ref]; j != nil && j.Holder != nil {
+			out[ref] = HeldJob{Task: j.Task, Attempt: j.Attempt, Progress: j.Progress, Started: j.Holder.Started}
+		}
+	}
+	return out
 }
 
 // Edges is the state's part of a step of a job's graph (Leader.Edges).

@@ -94,6 +94,14 @@ type submittedRow struct {
 	items []Item
 }
 
+// submittedTime is when the job at index of a submitted row of time at
+// was submitted: at plus index microseconds, so that a batch's jobs are
+// submitted in their order, as the row engine stamps them
+// (insert_jobs.sql).
+func submittedTime(at time.Time, index int32) time.Time {
+	return at.Add(time.Duration(index) * time.Microsecond)
+}
+
 // readSubmitted reads the rows ids (that submitted jobs), in one query.
 func readSubmitted(ctx context.Context, q Querier, ids []int64) (map[int64]submittedRow, error) {
 	out := map[int64]submittedRow{}
@@ -186,7 +194,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
 			retries[i]++ // the attempt that failed last counts, as the row engine counts it
 		}
-		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, row.at.UnixMicro()
+		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, submittedTime(row.at, e.job.Index).UnixMicro()
 		if h := e.job.Holder; h != nil {
 			scheduledAt[i], startedAt[i], workers[i], instances[i] = h.Scheduled, h.Started, h.Executor, h.Instance
 		}

@@ -173,6 +173,10 @@ type Change struct {
 	// both orders must fold to the same state (docs/journal.md, "Who
 	// appends what").
 	Dependents []string
+	// Refusal is, for a submission the fold rejected (To
+	// StateRejected), why: its tracker is held (fairway.Duplicate, the
+	// row engine's refusal).
+	Refusal *fairway.Error
 }
 
 // NewState is an empty partition.
@@ -286,8 +290,8 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		if it.Tracker != "" {
 			key := fairway.JobRef{Group: ref.Group, ID: it.Tracker}
 			if holder, held := s.Trackers[key]; held {
-				return append(out, Change{Job: ref, To: fairway.StateRejected, Task: intern(it.Task),
-					Error: fmt.Sprintf("tracker %q is held by job %s, which has not ended: submit again once it has", it.Tracker, holder)}), nil
+				refusal := fairway.Duplicate(it.Tracker, holder)
+				return append(out, Change{Job: ref, To: fairway.StateRejected, Task: intern(it.Task), Error: refusal.Message, Refusal: refusal}), nil
 			}
 			s.Trackers[key] = ref.ID
 			s.TrackerOf[ref] = it.Tracker

@@ -760,7 +760,7 @@ func TestFoldRulesOfTrackers(t *testing.T) {
 	require.Equal(t, fairway.StateWaiting, changes[1].To, "another group's tracker")
 	require.Equal(t, fairway.StateWaiting, changes[2].To, "another tracker")
 	ev := journal.EventsOf(0, r, changes)[0]
-	require.Equal(t, fairway.CodeConflict, ev.Code)
+	require.Equal(t, fairway.CodeDuplicate, ev.Code)
 	require.Equal(t, "tracker", ev.Field)
 
 	apply(t, s, row(t, 3, journal.Claimed, journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i"}))

@@ -46,6 +46,10 @@ type Outcome struct {
 	StartedAt *time.Time
 	// Snooze is how long a snoozed job waits before it is due again.
 	Snooze time.Duration
+	// RanMS is how long the attempt ran, as its executor measured it (0:
+	// not said), which the journal's shares learn (the row engine learns
+	// it through LearnRunTimes).
+	RanMS float64
 }
 
 // Applied is an outcome that changed its job.

@@ -75,7 +75,8 @@ BEGIN
      WHERE j.state NOT IN ('success', 'failed', 'cancelled')
     UNION ALL
     SELECT l.group_name, l.id, l.task, l.state, l.priority, coalesce(l.run_at, r.at), l.expires_at, l.attempt, l.retries, l.max_retries,
-           l.depends_on, l.worker, l.worker_instance, r.at, l.scheduled_at, l.started, NULL::jsonb, s.written
+           l.depends_on, l.worker, l.worker_instance, r.at + l.journal_index * interval '1 microsecond', l.scheduled_at, l.started,
+           NULL::jsonb, s.written
       FROM fairway_live_job l
       LEFT JOIN fairway_journal r ON r.id = l.journal_row
       LEFT JOIN fairway_live_state s ON s.partition = coalesce(r.partition, 0);
