@@ -54,14 +54,17 @@ const pruneMarksSQL = `DELETE FROM fairway_journal_mark m
 // coordinator does not lead.
 func (l *Leader) PruneJournal(ctx context.Context) (int64, error) {
 	l.mu.RLock()
-	leading, epoch := l.leading, l.lease.Epoch
+	leading, epoch, restored := l.leading, l.lease.Epoch, l.state != nil
 	var keep []int64
-	if l.state != nil {
+	if restored {
 		keep = slices.Collect(maps.Keys(l.state.Rows))
 	}
 	l.mu.RUnlock()
-	if !leading {
+	switch {
+	case !leading:
 		return 0, ErrNotLeading
+	case !restored:
+		return 0, nil // it does not know yet which rows its jobs need
 	}
 	age := fmt.Sprintf("%d milliseconds", l.cfg.JournalAge.Milliseconds())
 	var deleted int64

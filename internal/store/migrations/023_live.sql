@@ -51,6 +51,12 @@ DECLARE
 BEGIN
     -- The journal's partitions (none on the row engine).
     SELECT array_agg(l.partition) INTO behind FROM fairway_journal_lease l;
+    IF behind IS NOT NULL AND current_setting('transaction_isolation') <> 'read committed' THEN
+        -- Its statements see the transaction's snapshot, taken before
+        -- the leader's write: waiting would see nothing new.
+        RAISE WARNING 'fairway_live: in a % transaction, the unfinished jobs are as the leader last wrote them (as_of): read it in a READ COMMITTED one to see every change committed before the read', current_setting('transaction_isolation');
+        behind := NULL;
+    END IF;
     IF behind IS NOT NULL THEN
         FOREACH p IN ARRAY behind LOOP
             PERFORM pg_advisory_xact_lock_shared(1279874629, p); -- 'LIVE'
