@@ -18,8 +18,37 @@ import (
 )
 
 // startCluster starts a JetStream cluster of n embedded servers and returns
-// a connection to it once it has a meta leader.
+// a connection to it once it has a meta leader. A server that does not
+// start (its cluster port, picked free, was taken by another process
+// before it listened; a machine under load) has the cluster started again
+// on other ports, three times at most.
 func startCluster(t *testing.T, n int) *nats.Conn {
+	t.Helper()
+	var urls []string
+	for try := 1; ; try++ {
+		var failed error
+		urls, failed = tryCluster(t, n)
+		if failed == nil {
+			break
+		}
+		require.Less(t, try, 3, "starting a cluster of %d servers: %v", n, failed)
+		t.Logf("starting the cluster again: %v", failed)
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := js.AccountInfo(t.Context())
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "the cluster elected no JetStream meta leader")
+	return nc
+}
+
+// tryCluster starts the servers of a cluster of n and returns their client
+// URLs, or shuts them down and says which did not start.
+func tryCluster(t *testing.T, n int) ([]string, error) {
 	t.Helper()
 	// JetStream needs every server's routes configured up front, so the
 	// cluster ports are picked first.
@@ -30,6 +59,7 @@ func startCluster(t *testing.T, n int) *nats.Conn {
 		routes[i] = &url.URL{Scheme: "nats", Host: ln.Addr().String()}
 		require.NoError(t, ln.Close())
 	}
+	var servers []*server.Server
 	var urls []string
 	for i := range n {
 		port, err := strconv.Atoi(routes[i].Port())
@@ -46,23 +76,23 @@ func startCluster(t *testing.T, n int) *nats.Conn {
 		})
 		require.NoError(t, err)
 		go s.Start()
-		t.Cleanup(func() {
-			s.Shutdown()
-			s.WaitForShutdown()
-		})
-		require.True(t, s.ReadyForConnections(10*time.Second), "server %d did not start", i)
+		servers = append(servers, s)
+		if !s.ReadyForConnections(20 * time.Second) {
+			for _, s := range servers {
+				s.Shutdown()
+				s.WaitForShutdown()
+			}
+			return nil, fmt.Errorf("server %d did not start", i)
+		}
 		urls = append(urls, s.ClientURL())
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","))
-	require.NoError(t, err)
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := js.AccountInfo(t.Context())
-		return err == nil
-	}, 30*time.Second, 50*time.Millisecond, "the cluster elected no JetStream meta leader")
-	return nc
+	t.Cleanup(func() {
+		for _, s := range servers {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+	})
+	return urls, nil
 }
 
 // TestEnsureStreamsUpdatesReplicas raises and lowers the replica count of
