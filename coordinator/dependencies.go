@@ -91,10 +91,10 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 		refs[j.Ref] = j.ID
 	}
 	if c.journal != nil {
-		// One submitted row: all the jobs, or none. The leader resolves
-		// the dependencies (a job that depends on one never submitted is
-		// cancelled then, where the row engine refuses the workflow).
-		if _, err := c.journal.insert(ctx, subs); err != nil {
+		// One submitted row: all the jobs, or none (one that depends on
+		// a job never submitted refuses the workflow, as on the row
+		// engine). The leader resolves the dependencies.
+		if err := c.journal.insertWorkflow(ctx, subs); err != nil {
 			return events.Reply{}, w.NameJob(err)
 		}
 		return events.Reply{Refs: refs}, nil

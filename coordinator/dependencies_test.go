@@ -7,8 +7,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/stretchr/testify/require"
@@ -177,7 +179,18 @@ func TestGraphsOfUnfinishedAndEndedJobs(t *testing.T) {
 // refused, naming the field; a refused workflow stores nothing.
 func TestDependencyRefusals(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			retries := 3
+			h, _ := setupEngine(t, engine, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
+			dependencyRefusals(t, h)
+		})
+	}
+}
+
+// dependencyRefusals is TestDependencyRefusals on h's engine.
+func dependencyRefusals(t *testing.T, h *harness) {
 	h.executor("ex1", 1, map[string]executor.Handler{"echo": echo})
 	wf := func(jobs ...fairway.WorkflowJob) error {
 		_, err := h.client.SubmitWorkflow(t.Context(), "g", fairway.Workflow{Jobs: jobs})

@@ -452,6 +452,13 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 	var err error
 	if in.journal != nil {
 		res, err = in.journal.insert(ctx, subs)
+		for i, r := range res {
+			// Refused at the insert (a dependency on a job never
+			// submitted): rejected, as the row engine rejects it.
+			if fe := fairway.AsError(r.Err); r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
+				rejections = append(rejections, store.Rejection{JobID: r.ID, Group: subs[i].Group, Task: subs[i].Task, Err: fe})
+			}
+		}
 		if err == nil && len(rejections) > 0 {
 			_, err = in.store.InsertJobs(ctx, nil, rejections) // their rejected events, through the outbox
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -179,7 +180,7 @@ func (c *Coordinator) journalRelease(ctx context.Context, group, id string) (*fa
 	case job.State != fairway.StatePending:
 		return nil, fairway.Conflict(id, "job %s is %s, not pending: only pending jobs can be released", id, job.State)
 	default:
-		return nil, fairway.Conflict(id, "job %s waits for its dependencies: it is released when they have all succeeded, or cancel it", id)
+		return nil, fairway.Conflict(id, "job %s waits for its dependencies (%s): it is released when they have all succeeded, or cancel it", id, strings.Join(job.DependsOn, ", "))
 	}
 	return job, nil
 }
@@ -225,6 +226,35 @@ func (c *Coordinator) journalRetry(ctx context.Context, group, id string) (*fair
 	return job, nil
 }
 
+// resolutionWait bounds how long a submission's answer waits for the
+// resolution of a dependency that ended before it.
+const resolutionWait = 2 * time.Second
+
+// awaitResolution waits, at most resolutionWait, until the leader has
+// resolved job ref's dependencies that ended before its submission was
+// folded, so that the answer shows it released (or cancelled), as the row
+// engine resolves them in the request.
+func (c *Coordinator) awaitResolution(ctx context.Context, ref fairway.JobRef) {
+	ctx, cancel := context.WithTimeout(ctx, resolutionWait)
+	defer cancel()
+	leader := c.journal.leader
+	if _, err := leader.Has(ctx, ref); err != nil { // a fold: the submission is in the state
+		return
+	}
+	for {
+		next := leader.Folded()
+		if !leader.Resolving(ref) {
+			return
+		}
+		leader.Wake()
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // journalSubmit stores one submission from the request/reply API in the
 // journal and answers the job as every coordinator now reads it: a
 // submission of an id taken before answers the job of that id, as the
@@ -237,6 +267,9 @@ func (c *Coordinator) journalSubmit(ctx context.Context, sub fairway.Submission)
 	}
 	if res[0].Err != nil && !errors.Is(res[0].Err, fairway.ErrDuplicate) {
 		return nil, res[0].Err
+	}
+	if res[0].Created && len(sub.DependsOn) > 0 {
+		c.awaitResolution(ctx, fairway.JobRef{Group: sub.Group, ID: sub.ID})
 	}
 	job, err := c.journalGet(ctx, sub.Group, sub.ID)
 	if errors.Is(err, fairway.ErrNotFound) && sub.Tracker != "" && res[0].Created {

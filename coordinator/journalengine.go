@@ -97,17 +97,39 @@ func (e *journalEngine) leading(on bool) {
 func (e *journalEngine) run(ctx context.Context) { e.leader.Run(ctx) }
 
 // insert appends subs in one submitted row (a submission whose id was
-// taken before is a duplicate: Created false) and wakes the leader.
+// taken before is a duplicate: Created false; one that depends on a job
+// never submitted is refused, its Err saying so, as the row engine refuses
+// it) and wakes the leader.
 func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) ([]store.Inserted, error) {
-	items := make([]journal.Item, len(subs))
-	for i, s := range subs {
-		items[i] = journal.ItemOf(s)
-	}
+	return e.insertSubs(ctx, subs, false)
+}
+
+// insertWorkflow is insert of a workflow's jobs: all of them, or none and
+// the refusal of the first that depends on a job never submitted.
+func (e *journalEngine) insertWorkflow(ctx context.Context, subs []fairway.Submission) error {
+	_, err := e.insertSubs(ctx, subs, true)
+	return err
+}
+
+func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submission, whole bool) ([]store.Inserted, error) {
 	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	unknown, err := store.UnknownDependenciesOnJournal(ctx, tx, subs)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]journal.Item, 0, len(subs))
+	for i, s := range subs {
+		switch {
+		case unknown[i] != nil && whole:
+			return nil, unknown[i]
+		case unknown[i] == nil:
+			items = append(items, journal.ItemOf(s))
+		}
+	}
 	kept, err := journal.Submit(ctx, tx, journalPartition, items)
 	if err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
@@ -124,7 +146,11 @@ func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) (
 	for i, s := range subs {
 		ref := fairway.JobRef{Group: s.Group, ID: s.ID}
 		out[i] = store.Inserted{ID: s.ID, Created: created[ref]}
-		if !created[ref] {
+		switch {
+		case unknown[i] != nil:
+			out[i].Created, out[i].Err = false, unknown[i]
+			continue
+		case !created[ref]:
 			out[i].Err = fairway.ErrDuplicate
 		}
 		delete(created, ref) // an id twice in subs: the first is the job

@@ -176,6 +176,9 @@ type Leader struct {
 	live liveTable
 	// readAt is when a fold last read the journal (prune.go).
 	readAt time.Time
+	// folded is closed at the next fold that read the journal, and
+	// replaced (Leader.Folded).
+	folded chan struct{}
 }
 
 // heldSubmission is what a held job's record needs of its submission.
@@ -520,6 +523,10 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	if err == nil {
 		l.unsure = false // whatever an append that failed committed is folded now
 		l.readAt = time.Now()
+		if l.folded != nil {
+			close(l.folded)
+			l.folded = nil
+		}
 	}
 	return err
 }

@@ -173,6 +173,39 @@ func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
 	return l.state.Jobs[ref] != nil, nil
 }
 
+// Folded returns a channel closed when the next fold has read the
+// journal: a caller that waits for the leader's next rows (a resolution,
+// say) looks at the state, then waits for it.
+func (l *Leader) Folded() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.folded == nil {
+		l.folded = make(chan struct{})
+	}
+	return l.folded
+}
+
+// Resolving says whether job ref is pending for a dependency that the
+// state no longer holds (it ended): the leader owes it a resolved row,
+// which releases or cancels it. No fold: the caller folded (a read).
+func (l *Leader) Resolving(ref fairway.JobRef) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.state == nil {
+		return false
+	}
+	j := l.state.Jobs[ref]
+	if j == nil || j.State != fairway.StatePending {
+		return false
+	}
+	for _, w := range j.Waits {
+		if l.state.Jobs[fairway.JobRef{Group: ref.Group, ID: w}] == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // HeldJob is what a progress message says of a job an executor holds
 // (Leader.HeldJobs).
 type HeldJob struct {

@@ -45,6 +45,8 @@ var (
 	graphDependenciesSQL string
 	//go:embed sql/graph_dependents.sql
 	graphDependentsSQL string
+	//go:embed sql/journal_existing_ids.sql
+	journalExistingIdsSQL string
 	//go:embed sql/mark_dependencies.sql
 	markDependenciesSQL string
 	//go:embed sql/index_scans_only.sql
@@ -83,6 +85,25 @@ func markDependencies(ctx context.Context, q execer, subs []fairway.Submission, 
 // of each submission that names another, by index; nil when all are known.
 // Batches without dependencies cost nothing.
 func unknownDependencies(ctx context.Context, q querier, subs []fairway.Submission) (map[int]*fairway.Error, error) {
+	return unknownDependenciesIn(ctx, q, subs, insertExistingIdsSQL)
+}
+
+// UnknownDependenciesOnJournal is unknownDependencies on the journal
+// engine, in tx (the transaction that appends subs): an id is known when
+// a committed submission took it (fairway_job_id). The journal refuses
+// such a submission as the row engine does, instead of cancelling it
+// once the leader finds no record of the job it names.
+func UnknownDependenciesOnJournal(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) (map[int]*fairway.Error, error) {
+	unknown, err := unknownDependenciesIn(ctx, tx, subs, journalExistingIdsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("checking the jobs these depend on: %w", interpretError(err))
+	}
+	return unknown, nil
+}
+
+// unknownDependenciesIn is unknownDependencies, the stored ids found by
+// existing (insertExistingIdsSQL, journalExistingIdsSQL).
+func unknownDependenciesIn(ctx context.Context, q querier, subs []fairway.Submission, existing string) (map[int]*fairway.Error, error) {
 	var groups, ids []string
 	for _, sub := range subs {
 		for _, dep := range sub.DependsOn {
@@ -92,7 +113,7 @@ func unknownDependencies(ctx context.Context, q querier, subs []fairway.Submissi
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, insertExistingIdsSQL, groups, ids)
+	rows, err := q.Query(ctx, existing, groups, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -99,10 +99,19 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 // transaction's rows once it has ended: docs/journal.md, "The tail and
 // the order of rows"). What the fold decides is not known in tx: a
 // submission whose tracker a live job holds is rejected when the leader
-// folds it (its rejected event says so), and a dependency on a job never
-// submitted cancels its dependent then, where the row engine refuses both
-// here.
+// folds it (its rejected event says so), where the row engine refuses it
+// here. A dependency on a job never submitted is refused here, as on the
+// row engine.
 func insertJournalTx(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]string, error) {
+	unknown, err := UnknownDependenciesOnJournal(ctx, tx, subs)
+	if err != nil {
+		return nil, err
+	}
+	for i := range subs {
+		if unknown[i] != nil {
+			return nil, fmt.Errorf("submission %d: %w", i, unknown[i])
+		}
+	}
 	items := make([]journal.Item, len(subs))
 	ids := make([]string, len(subs))
 	for i, sub := range subs {
