@@ -235,6 +235,15 @@ func dependencyRefusals(t *testing.T, h *harness) {
 	_, err = h.client.Release(t.Context(), "g", blocked.ID)
 	require.ErrorIs(t, err, fairway.ErrConflict)
 	require.ErrorContains(t, err, "waits for its dependencies ("+held.ID+")")
+
+	// Through the stream: a rejected event names the field.
+	id, err := h.client.Submit(t.Context(), fairway.Submission{Group: "g", Task: "echo", DependsOn: []string{"nowhere"}})
+	require.NoError(t, err)
+	evs = h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateRejected })
+	rejected := evs[len(evs)-1]
+	require.Equal(t, fairway.CodeInvalid, rejected.Code)
+	require.Equal(t, "depends_on[0]", rejected.Field)
+	require.Contains(t, rejected.Error, "job nowhere does not exist in group g")
 }
 
 func requireInvalid(t *testing.T, err error, field, message string) {
