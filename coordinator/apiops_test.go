@@ -20,12 +20,7 @@ import (
 // journal's (a bulk goes to the partition's leader).
 func TestBulkRetryAndStats(t *testing.T) {
 	t.Parallel()
-	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			bulkRetryAndStats(t, setup(t))
-		})
-	}
+	onBothEngines(t, bulkRetryAndStats)
 }
 
 func bulkRetryAndStats(t *testing.T, h *harness) {

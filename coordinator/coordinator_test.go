@@ -679,12 +679,7 @@ func TestStartWaitsForJetStream(t *testing.T) {
 // engines (the journal's leader releases and expires by its own timers).
 func TestHeldDelayedAndExpiringJobs(t *testing.T) {
 	t.Parallel()
-	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			heldDelayedAndExpiring(t, setup(t))
-		})
-	}
+	onBothEngines(t, heldDelayedAndExpiring)
 }
 
 func heldDelayedAndExpiring(t *testing.T, h *harness) {
@@ -921,14 +916,7 @@ func TestBatchMessageIsStoredAndRefusedElementByElement(t *testing.T) {
 // few messages of arrays, one group's in their order.
 func TestSubmitManySendsBatches(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			retries := 3
-			h, _ := setupEngine(t, engine, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
-			submitManySendsBatches(t, h)
-		})
-	}
+	onBothEngines(t, submitManySendsBatches)
 }
 
 // submitManySendsBatches is TestSubmitManySendsBatches on h's engine.

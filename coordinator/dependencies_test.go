@@ -7,10 +7,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/stretchr/testify/require"
@@ -22,12 +20,7 @@ import (
 // second is cancelled link by link, each event naming the link at fault.
 func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	t.Parallel()
-	for name, setup := range map[string]func(*testing.T) *harness{"rows": setup, "journal": setupJournal} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			workflowRunsInDependencyOrder(t, setup(t))
-		})
-	}
+	onBothEngines(t, workflowRunsInDependencyOrder)
 }
 
 // workflowRunsInDependencyOrder is TestWorkflowRunsInDependencyOrder on
@@ -179,14 +172,7 @@ func TestGraphsOfUnfinishedAndEndedJobs(t *testing.T) {
 // refused, naming the field; a refused workflow stores nothing.
 func TestDependencyRefusals(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			retries := 3
-			h, _ := setupEngine(t, engine, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
-			dependencyRefusals(t, h)
-		})
-	}
+	onBothEngines(t, dependencyRefusals)
 }
 
 // dependencyRefusals is TestDependencyRefusals on h's engine.

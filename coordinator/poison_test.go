@@ -37,6 +37,17 @@ func setupWith(t *testing.T, cfg coordinator.Config) (*harness, *coordinator.Coo
 	return setupOn(t, storetest.Open(t), cfg)
 }
 
+// onBothEngines runs test on a harness of each engine (setup,
+// setupJournal), in parallel subtests named after the engines.
+func onBothEngines(t *testing.T, test func(*testing.T, *harness)) {
+	for name, setup := range map[string]func(*testing.T) *harness{coordinator.EngineRows: setup, coordinator.EngineJournal: setupJournal} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, setup(t))
+		})
+	}
+}
+
 // setupEngine is setupWith on engine (coordinator.EngineRows or
 // EngineJournal).
 func setupEngine(t *testing.T, engine string, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/stretchr/testify/require"
 )
@@ -16,13 +15,7 @@ import (
 // job read meanwhile carries both; at its end the estimate is gone.
 func TestProgressWithAnEstimate(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			h, _ := setupEngine(t, engine, coordinator.Config{})
-			progressWithAnEstimate(t, h)
-		})
-	}
+	onBothEngines(t, progressWithAnEstimate)
 }
 
 // progressWithAnEstimate is TestProgressWithAnEstimate on h's engine.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -114,7 +113,6 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 	var progress []store.Progress
 	var logs []store.AttemptLog
 	var outcomes []store.Outcome
-	var runs []store.Run // how long the attempts ran, when fairness counts time
 	var outcomeMsg []int // the message of each outcome
 	var reports []events.Report
 	var reportMsg []int
@@ -207,9 +205,6 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 			}
 			outcomes = append(outcomes, o)
 			outcomeMsg = append(outcomeMsg, reportMsg[k])
-			if rs.cfg.LearnRunTimes && r.RanMS > 0 {
-				runs = append(runs, store.Run{Group: r.Group, JobID: r.JobID, Ran: time.Duration(r.RanMS * float64(time.Millisecond))})
-			}
 		default:
 			rs.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}
@@ -228,7 +223,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 		rs.dead.retryLater(ctx, live, err)
 		return
 	}
-	rs.learn(ctx, runs, applied)
+	rs.learn(ctx, outcomes, applied)
 	reasons := map[int]string{}
 	for k, reason := range refused {
 		reasons[outcomeMsg[k]] = reason
@@ -295,18 +290,27 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 	return applied, refused, nil
 }
 
-// learn records how long the attempts whose outcomes were applied ran,
-// when fairness counts time (store.LearnRunTimes). A failure costs the
-// estimates these runs, not the outcomes.
-func (rs *results) learn(ctx context.Context, runs []store.Run, applied []store.Applied) {
-	if len(runs) == 0 {
+// learn records how long the attempts whose outcomes were applied ran
+// (Outcome.RanMS), when fairness counts time (store.LearnRunTimes), on
+// the row engine (the journal's fold learns them from its rows). A
+// failure costs the estimates these runs, not the outcomes.
+func (rs *results) learn(ctx context.Context, outcomes []store.Outcome, applied []store.Applied) {
+	if !rs.cfg.LearnRunTimes || len(applied) == 0 {
 		return
 	}
 	done := make(map[fairway.JobRef]bool, len(applied))
 	for _, a := range applied {
 		done[fairway.JobRef{Group: a.Group, ID: a.JobID}] = true
 	}
-	runs = slices.DeleteFunc(runs, func(r store.Run) bool { return !done[fairway.JobRef{Group: r.Group, ID: r.JobID}] })
+	var runs []store.Run
+	for _, o := range outcomes {
+		if o.RanMS > 0 && done[fairway.JobRef{Group: o.Group, ID: o.JobID}] {
+			runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: time.Duration(o.RanMS * float64(time.Millisecond))})
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
 	if err := rs.store.LearnRunTimes(ctx, runs); err != nil && ctx.Err() == nil {
 		rs.log.Warn("recording how long jobs ran (fairness by time)", "runs", len(runs), "error", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/stretchr/testify/require"
 )
@@ -17,13 +16,7 @@ import (
 // values are free again.
 func TestUniqueJobs(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			h, _ := setupEngine(t, engine, coordinator.Config{})
-			uniqueJobs(t, h)
-		})
-	}
+	onBothEngines(t, uniqueJobs)
 }
 
 // uniqueJobs is TestUniqueJobs on h's engine.

@@ -243,10 +243,10 @@ func (l *Leader) Restores() int {
 // holds it, until ctx ends. A leader that ends gives nothing up explicitly: its lease runs out
 // (a process killed does the same).
 func (l *Leader) Run(ctx context.Context) {
-	var live sync.WaitGroup
-	live.Go(func() { l.runLive(ctx) })
-	live.Go(func() { l.runPrune(ctx) })
-	defer live.Wait()
+	var background sync.WaitGroup
+	background.Go(func() { every(ctx, l.cfg.LivePoll, l.answerLive) })
+	background.Go(func() { every(ctx, l.cfg.PruneEvery, l.prune) })
+	defer background.Wait()
 	renew := time.NewTicker(l.cfg.Renew)
 	defer renew.Stop()
 	poll := time.NewTicker(l.cfg.Poll)
@@ -279,6 +279,22 @@ func (l *Leader) Run(ctx context.Context) {
 			}
 			l.claimable = true
 			l.mu.Unlock()
+		}
+	}
+}
+
+// every calls do every d until ctx ends: the leader's work beside its
+// fold, which neither holds the fold back nor waits for it (fairway_live,
+// the journal's retention).
+func every(ctx context.Context, d time.Duration, do func(context.Context)) {
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			do(ctx)
 		}
 	}
 }

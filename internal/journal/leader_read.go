@@ -256,15 +256,16 @@ func (l *Leader) Edges(ctx context.Context, group string, ids []string, fold boo
 		if err := l.lockFolded(ctx); err != nil {
 			return Edges{}, err
 		}
+		defer l.mu.Unlock()
 	} else {
 		select {
 		case <-l.restored:
 		case <-ctx.Done():
 			return Edges{}, fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
 		}
-		l.mu.Lock()
+		l.mu.RLock()
+		defer l.mu.RUnlock()
 	}
-	defer l.mu.Unlock()
 	e := Edges{Live: map[string]bool{}, DependsOn: map[string][]string{}}
 	for _, id := range ids {
 		ref := fairway.JobRef{Group: group, ID: id}

@@ -160,32 +160,23 @@ const liveUpdateSQL = `UPDATE fairway_live_job l
 const liveDeleteSQL = `DELETE FROM fairway_live_job l USING unnest($1::text[], $2::text[]) d (group_name, id)
  WHERE l.group_name = d.group_name AND l.id = d.id`
 
-// runLive writes fairway_live_job when a reader waits for it, while
-// leading, until ctx ends.
-func (l *Leader) runLive(ctx context.Context) {
-	tick := time.NewTicker(l.cfg.LivePoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		l.mu.RLock()
-		leading := l.leading
-		l.mu.RUnlock()
-		if !leading {
-			continue
-		}
-		var asked bool
-		err := l.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+// answerLive writes fairway_live_job when a reader waits for it, while
+// leading (every LivePoll: Run).
+func (l *Leader) answerLive(ctx context.Context) {
+	l.mu.RLock()
+	leading := l.leading
+	l.mu.RUnlock()
+	if !leading {
+		return
+	}
+	var asked bool
+	err := l.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
  WHERE locktype = 'advisory' AND classid = $1 AND objid = $2 AND objsubid = 2)`, liveLockClass, int32(l.cfg.Partition)).Scan(&asked)
-		if err == nil && asked {
-			err = l.writeLive(ctx)
-		}
-		if err != nil && ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotLeading) {
-			l.cfg.Logger.Warn("writing fairway_live_job", "partition", l.cfg.Partition, "error", err)
-		}
+	if err == nil && asked {
+		err = l.writeLive(ctx)
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotLeading) {
+		l.cfg.Logger.Warn("writing fairway_live_job", "partition", l.cfg.Partition, "error", err)
 	}
 }
 
@@ -236,7 +227,6 @@ func (l *Leader) writeLive(ctx context.Context) error {
 			deletes.groups, deletes.ids = append(deletes.groups, ref.Group), append(deletes.ids, ref.ID)
 		}
 	}
-	jobs := len(l.state.Jobs)
 	l.mu.Unlock()
 	err := l.inLiveTx(ctx, epoch, func(tx pgx.Tx) error {
 		// The unsure first: deleted, then inserted with the new ones.
@@ -251,7 +241,7 @@ func (l *Leader) writeLive(ctx context.Context) error {
 			u := &updates
 			b.Queue(liveUpdateSQL, u.groups, u.ids, u.states, u.priorities, u.runAt, u.attempts, u.retries, u.executors, u.instances, u.scheduled, u.started)
 		}
-		b.Queue(liveWrittenSQL, l.cfg.Partition, jobs)
+		b.Queue(liveWrittenSQL, l.cfg.Partition)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
@@ -279,11 +269,11 @@ func (l *Leader) writeLive(ctx context.Context) error {
 	return err
 }
 
-// liveWrittenSQL says when the partition's ($1) jobs ($2 of them) were
-// written: now(), the start of a transaction that began after the
-// leader saw the reader, and folded what was committed before.
-const liveWrittenSQL = `INSERT INTO fairway_live_state (partition, written, jobs) VALUES ($1, now(), $2)
-ON CONFLICT (partition) DO UPDATE SET written = excluded.written, jobs = excluded.jobs`
+// liveWrittenSQL says when the partition's ($1) jobs were written:
+// now(), the start of a transaction that began after the leader saw the
+// reader, and folded what was committed before.
+const liveWrittenSQL = `INSERT INTO fairway_live_state (partition, written) VALUES ($1, now())
+ON CONFLICT (partition) DO UPDATE SET written = excluded.written`
 
 // inLiveTx runs write in a transaction that holds the lease's lock
 // shared and has checked that epoch is the partition's (as the leader's
@@ -353,7 +343,7 @@ func (l *Leader) rewriteLive(ctx context.Context, epoch int64, refs []fairway.Jo
 		if _, err := tx.Exec(ctx, "ALTER TABLE fairway_live_job ADD PRIMARY KEY (group_name, id)"); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, liveWrittenSQL, l.cfg.Partition, written)
+		_, err := tx.Exec(ctx, liveWrittenSQL, l.cfg.Partition)
 		return err
 	})
 	if err != nil {

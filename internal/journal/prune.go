@@ -84,25 +84,16 @@ func (l *Leader) PruneJournal(ctx context.Context) (int64, error) {
 	return deleted, nil
 }
 
-// runPrune prunes the journal every PruneEvery while leading, until ctx
-// ends.
-func (l *Leader) runPrune(ctx context.Context) {
-	tick := time.NewTicker(l.cfg.PruneEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		began := time.Now()
-		n, err := l.PruneJournal(ctx)
-		switch {
-		case errors.Is(err, ErrNotLeading) || ctx.Err() != nil:
-		case err != nil:
-			l.cfg.Logger.Warn("pruning the journal", "partition", l.cfg.Partition, "error", err)
-		case n > 0:
-			l.cfg.Logger.Info("pruned the journal", "partition", l.cfg.Partition, "rows", n, "older than", l.cfg.JournalAge.String(), "in", time.Since(began).String())
-		}
+// prune prunes the journal while leading (every PruneEvery: Run), and
+// logs what it did.
+func (l *Leader) prune(ctx context.Context) {
+	began := time.Now()
+	n, err := l.PruneJournal(ctx)
+	switch {
+	case errors.Is(err, ErrNotLeading) || ctx.Err() != nil:
+	case err != nil:
+		l.cfg.Logger.Warn("pruning the journal", "partition", l.cfg.Partition, "error", err)
+	case n > 0:
+		l.cfg.Logger.Info("pruned the journal", "partition", l.cfg.Partition, "rows", n, "older than", l.cfg.JournalAge.String(), "in", time.Since(began).String())
 	}
 }

@@ -39,6 +39,8 @@ type ended struct {
 // scratch is a state holding copies of the jobs of refs (with what they
 // wait for and who waits for them, and the paused groups): a batch folded
 // on it changes those jobs as it will change the state, and nothing else.
+// Their dependencies as submitted (State.DependsOn) stay out: an end
+// forgets them, and the records take them from the submissions.
 func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
 	c := NewState()
 	c.Paused = s.Paused // read only: batches of jobs change no group's pause
@@ -56,9 +58,6 @@ func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
 		c.Jobs[ref] = &cj
 		if d := s.Dependents[ref]; d != nil {
 			c.Dependents[ref] = slices.Clone(d)
-		}
-		if d := s.DependsOn[ref.Group][ref.ID]; d != nil {
-			c.dependsOn(ref, d) // never edited in place
 		}
 	}
 	return c

@@ -466,10 +466,7 @@ const (
 // of the dependents' index down (the only one its transaction may use:
 // see index_scans_only.sql).
 func (s *Store) Graph(ctx context.Context, group, id string, maxJobs, maxEdges int) (jobs []fairway.Job, truncated bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, indexScansOnlySQL); err != nil {
-			return err
-		}
+	err = s.inGraphTx(ctx, id, func(tx pgx.Tx) error {
 		var nodes []string
 		nodes, truncated, err = walkGraph(ctx, tx, graphWalk{group: group, id: id, maxJobs: maxJobs, maxEdges: maxEdges})
 		if err != nil {
@@ -479,12 +476,24 @@ func (s *Store) Graph(ctx context.Context, group, id string, maxJobs, maxEdges i
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, fairway.ErrNotFound) {
-			return nil, false, err
-		}
-		return nil, false, fmt.Errorf("reading the graph of job %s: %w", id, err)
+		return nil, false, err
 	}
 	return jobs, truncated, nil
+}
+
+// inGraphTx runs the reads of job id's graph in a transaction that scans
+// indexes only (index_scans_only.sql), its error the graph's.
+func (s *Store) inGraphTx(ctx context.Context, id string, read func(pgx.Tx) error) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, indexScansOnlySQL); err != nil {
+			return err
+		}
+		return read(tx)
+	})
+	if err == nil || errors.Is(err, fairway.ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("reading the graph of job %s: %w", id, err)
 }
 
 // LiveEdgesFunc gives a graph's walk on the journal engine the state's
@@ -497,18 +506,12 @@ type LiveEdgesFunc func(ctx context.Context, ids []string, first bool) (journal.
 // and the caller reads them (the unfinished ones from the state, the
 // others with GraphRecords). The same bounds, the same order of visits.
 func (s *Store) GraphNodes(ctx context.Context, group, id string, maxJobs, maxEdges int, live LiveEdgesFunc) (nodes []string, truncated bool, err error) {
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, indexScansOnlySQL); err != nil {
-			return err
-		}
+	err = s.inGraphTx(ctx, id, func(tx pgx.Tx) error {
 		nodes, truncated, err = walkGraph(ctx, tx, graphWalk{group: group, id: id, maxJobs: maxJobs, maxEdges: maxEdges, live: live})
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, fairway.ErrNotFound) {
-			return nil, false, err
-		}
-		return nil, false, fmt.Errorf("reading the graph of job %s: %w", id, err)
+		return nil, false, err
 	}
 	return nodes, truncated, nil
 }

@@ -32,11 +32,10 @@ CREATE UNLOGGED TABLE fairway_live_job (
     PRIMARY KEY (group_name, id)
 );
 
--- When each partition's leader last wrote fairway_live_job, and its jobs.
+-- When each partition's leader last wrote fairway_live_job.
 CREATE UNLOGGED TABLE fairway_live_state (
     partition smallint PRIMARY KEY,
-    written   timestamptz NOT NULL,
-    jobs      bigint NOT NULL
+    written   timestamptz NOT NULL
 );
 
 CREATE FUNCTION fairway_live(wait interval DEFAULT '15 seconds')
