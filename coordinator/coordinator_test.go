@@ -752,7 +752,11 @@ func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	require.Equal(t, job.ID, again.Jobs[0].ID)
 	require.Equal(t, lost.Jobs[0].Attempt, again.Jobs[0].Attempt, "the same attempt, not a new claim")
 	require.Equal(t, fairway.StateScheduled, again.Jobs[0].State)
-	require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
+	if storetest.Engine() == coordinator.EngineRows {
+		// The journal's answers carry no lease: its executors' heartbeats
+		// are the lease of every job they hold.
+		require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
+	}
 }
 
 // TestExecutorSpeaksOnlyForItself: an executor's identity is the app-id in
@@ -1007,7 +1011,11 @@ func TestIngestHandsJobsToAnIdleExecutor(t *testing.T) {
 			handed = f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")
+	if storetest.Engine() == coordinator.EngineRows {
+		// The journal's leader claims for the held request at once
+		// instead (there is no separate hand-over at ingest to count).
+		require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")
+	}
 	evs := h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateScheduled })
 	require.Equal(t, []string{">waiting", "waiting>scheduled"}, transitions(filterJob(evs, id)))
 	job, err := h.client.Get(t.Context(), "g", other)

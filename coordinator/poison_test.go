@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,12 +28,10 @@ import (
 // coordinator too.
 func setupWith(t *testing.T, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {
 	t.Helper()
-	if os.Getenv("FAIRWAY_TEST_ENGINE") == coordinator.EngineJournal {
-		// The whole package on the journal engine, for finding what it
-		// does not do yet (docs/journal.md, "Where the tests stand").
-		return setupEngine(t, coordinator.EngineJournal, cfg)
-	}
-	return setupOn(t, storetest.Open(t), cfg)
+	// The whole package on the journal engine with
+	// FAIRWAY_TEST_ENGINE=journal (docs/journal.md, "Where the tests
+	// stand").
+	return setupEngine(t, storetest.Engine(), cfg)
 }
 
 // onBothEngines runs test on a harness of each engine (setup,
@@ -52,11 +49,8 @@ func onBothEngines(t *testing.T, test func(*testing.T, *harness)) {
 // EngineJournal).
 func setupEngine(t *testing.T, engine string, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {
 	t.Helper()
-	if engine == coordinator.EngineJournal {
-		cfg.Engine = coordinator.EngineJournal
-		return setupOn(t, storetest.OpenJournal(t), cfg)
-	}
-	return setupOn(t, storetest.Open(t), cfg)
+	cfg.Engine = engine
+	return setupOn(t, storetest.OpenEngine(t, engine), cfg)
 }
 
 // setupOn is setupWith on a store of the test's own.
@@ -213,7 +207,7 @@ func TestPoisonReportIsDeadLettered(t *testing.T) {
 // events still arrive, also after a coordinator restart.
 func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
 	t.Parallel()
-	cfg := coordinator.Config{MaxArgsSize: 2 << 20, Logger: testLogger(t)}
+	cfg := coordinator.Config{Engine: storetest.Engine(), MaxArgsSize: 2 << 20, Logger: testLogger(t)}
 	h, coord := setupWith(t, cfg)
 	h.executor("ex", 4, map[string]executor.Handler{"echo": echo})
 	body := `{"id":"` + strings.Repeat("<", 1_900_000) + `"}`

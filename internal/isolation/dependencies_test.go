@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
+	fstore "github.com/fairwayhq/fairway/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -94,8 +97,18 @@ func acmeStep(t *testing.T, e *env, ch <-chan events.Event, name string) (resolv
 // median of five steps) and stepMax (each) throughout (the figures are
 // logged), and nothing of globex's is lost: once all 256 have succeeded,
 // its 4,000 jobs are released.
+//
+// On both engines: on the journal, the leader's fold of such a resolution
+// once copied every dependent's 256 dependencies per end and held its
+// lease's renewal back until the lease ran out (a release refused:
+// "another leads it").
 func TestDependencyBacklogDelaysNoOtherTenant(t *testing.T) {
-	e := setup(t)
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) { dependencyBacklog(t, setupEngine(t, engine)) })
+	}
+}
+
+func dependencyBacklog(t *testing.T, e *env) {
 	ctx := t.Context()
 	acmeEvents := eventsOf(t, e.acmeClient)
 
@@ -110,14 +123,12 @@ func TestDependencyBacklogDelaysNoOtherTenant(t *testing.T) {
 		subs = append(subs, fairway.Submission{Group: "globex", ID: id, Task: "echo", Pending: true})
 	}
 	store := func(subs []fairway.Submission) {
-		for i := range subs {
-			require.NoError(t, subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 0))
-		}
-		res, err := e.store.InsertJobs(ctx, subs, nil)
-		require.NoError(t, err)
-		for _, r := range res {
-			require.Nil(t, r.Err)
-		}
+		// In a transaction of the test's own (store.InsertTx), as a
+		// program beside Fairway's database would: on either engine.
+		require.NoError(t, pgx.BeginFunc(ctx, e.store.Pool(), func(tx pgx.Tx) error {
+			_, err := fstore.InsertTx(ctx, tx, fstore.TxOptions{}, subs...)
+			return err
+		}))
 	}
 	start := time.Now()
 	store(subs)

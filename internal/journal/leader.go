@@ -232,6 +232,10 @@ func (l *Leader) Follow(f func(s *State)) (ok bool) {
 	return true
 }
 
+// Restored is closed once this coordinator has restored the partition's
+// state (and, leading it, serves its dispatch requests).
+func (l *Leader) Restored() <-chan struct{} { return l.restored }
+
 // Restores counts the times the state was restored from a snapshot.
 func (l *Leader) Restores() int {
 	l.mu.RLock()
@@ -703,7 +707,9 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 	// rows' bodies and the records' arguments are made without it.
 	var ends []ended
 	var submitted map[int64]submittedRow
-	if slices.ContainsFunc(batches, func(b batch) bool { return len(b.items) > 0 && mayEnd(b.kind) }) {
+	if slices.ContainsFunc(batches, func(b batch) bool {
+		return slices.ContainsFunc(b.items, func(it Item) bool { return mayEnd(b.kind, it) })
+	}) {
 		var err error
 		if ends, err = l.state.endedBy(batches); err != nil {
 			return nil, err
@@ -736,15 +742,6 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 		l.unsure = true
 	}
 	return read, err
-}
-
-// mayEnd says whether a row of kind may end jobs (and so write records).
-func mayEnd(kind Kind) bool {
-	switch kind {
-	case Ended, Released, Cancel, Expired, Resolved:
-		return true
-	}
-	return false
 }
 
 // send appends batches (a row each) with epoch and the records of ends,

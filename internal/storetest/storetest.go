@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -104,6 +105,34 @@ func OpenJournalURL(t testing.TB) (*store.Store, string) {
 		t.Fatalf("storetest: turning the journal mirror off: %v", err)
 	}
 	return s, url
+}
+
+// Engine is the engine that the suites' default harnesses run on: the
+// row engine, or the journal with FAIRWAY_TEST_ENGINE=journal (for
+// example FAIRWAY_TEST_ENGINE=journal go test ./internal/isolation/). Pass
+// it as coordinator.Config's Engine, beside a store of OpenEngine.
+func Engine() string {
+	if os.Getenv("FAIRWAY_TEST_ENGINE") == store.EngineJournal {
+		return store.EngineJournal
+	}
+	return store.EngineRows
+}
+
+// OpenEngine is Open for engine (store.EngineRows or EngineJournal, as
+// coordinator's).
+func OpenEngine(t testing.TB, engine string) *store.Store {
+	t.Helper()
+	s, _ := OpenEngineURL(t, engine)
+	return s
+}
+
+// OpenEngineURL is OpenEngine that also returns the database's URL.
+func OpenEngineURL(t testing.TB, engine string) (*store.Store, string) {
+	t.Helper()
+	if engine == store.EngineJournal {
+		return OpenJournalURL(t)
+	}
+	return OpenURL(t)
 }
 
 // Jobs returns the jobs of group, newest first, with their args and
