@@ -903,8 +903,14 @@ func TestBatchMessageIsStoredAndRefusedElementByElement(t *testing.T) {
 	// redelivery of the same message gives it the same id, a new message a
 	// new one, as for a message of one submission).
 	publishRaw(t, h.nc, subject, body)
-	h.until(func(ev events.Event) bool { return ev.State == fairway.StateRejected && ev.JobID == "b-evil" })
-	h.until(func(ev events.Event) bool { return ev.State == fairway.StateWaiting })
+	// In either order: the journal's leader publishes the stored job's
+	// event when it folds its row, which may come before the rejection.
+	var evil, stored2 bool
+	h.until(func(ev events.Event) bool {
+		evil = evil || ev.State == fairway.StateRejected && ev.JobID == "b-evil"
+		stored2 = stored2 || ev.State == fairway.StateWaiting
+		return evil && stored2
+	})
 	jobs, err := h.client.List(t.Context(), events.ListRequest{Group: "acme"})
 	require.NoError(t, err)
 	count := map[string]int{}

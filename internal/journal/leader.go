@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -138,6 +139,9 @@ type Leader struct {
 	// restores counts the restores from a snapshot (one, unless reading
 	// the journal failed).
 	restores int
+	// looped is when Run's loop last came round (Unix ns): renewLoop
+	// stops renewing the lease of a loop that is stuck.
+	looped atomic.Int64
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// snapshotAt is when it was taken.
 	sinceSnapshot int
@@ -251,14 +255,16 @@ func (l *Leader) Run(ctx context.Context) {
 	background.Go(func() { every(ctx, l.cfg.LivePoll, l.answerLive) })
 	background.Go(func() { every(ctx, l.cfg.PruneEvery, l.prune) })
 	defer background.Wait()
-	renew := time.NewTicker(l.cfg.Renew)
-	defer renew.Stop()
 	poll := time.NewTicker(l.cfg.Poll)
 	defer poll.Stop()
-	l.renew(ctx)
+	l.looped.Store(time.Now().UnixNano())
+	l.renewed(ctx, l.acquire(ctx))
+	renewals := make(chan renewal, 1)
+	background.Go(func() { l.renewLoop(ctx, renewals) })
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
 	for {
+		l.looped.Store(time.Now().UnixNano())
 		// Restored and caught up at once, then at each tick or wake.
 		if err := l.catchUp(ctx); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
@@ -270,8 +276,8 @@ func (l *Leader) Run(ctx context.Context) {
 			l.drop()
 			l.tellLeading()
 			return
-		case <-renew.C:
-			l.renew(ctx)
+		case r := <-renewals:
+			l.renewed(ctx, r)
 		case <-poll.C:
 		case <-l.wake:
 		case <-due.C:
@@ -345,12 +351,61 @@ func (l *Leader) untilDue() time.Duration {
 	return min(max(time.Until(time.UnixMicro(at)), 0), time.Hour)
 }
 
-// renew takes or renews the lease; a follower then forgets the events
-// the leader has published (read without the lock, which the fold and
-// the verbs wait for).
-func (l *Leader) renew(ctx context.Context) {
+// renewal is an answer to a try to take or renew the lease.
+type renewal struct {
+	lease Lease
+	ok    bool
+	err   error
+}
+
+// acquire tries to take or renew the lease.
+func (l *Leader) acquire(ctx context.Context) renewal {
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
-	if !l.renewed(ctx, lease, ok, err) || l.cfg.Publish == nil || err != nil {
+	return renewal{lease: lease, ok: ok, err: err}
+}
+
+// stuckLoop is how long Run's loop may take to come round before the
+// lease is let go: renewed beside the loop, the lease outlasts a fold
+// longer than its TTL (a resolution of many dependents on a loaded
+// machine, a restore), but not a loop that is stuck.
+const stuckLoop = 30 * time.Second
+
+// renewLoop renews the lease every Renew, beside Run's loop, which
+// applies the answers (out holds the last one not yet applied): a fold
+// longer than the lease's TTL no longer loses it, since the fencing that
+// matters is PostgreSQL's (every append checks the epoch). A loop that has
+// not come round for stuckLoop is renewed no more, and so loses the lease.
+func (l *Leader) renewLoop(ctx context.Context, out chan renewal) {
+	tick := time.NewTicker(l.cfg.Renew)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if stuck := time.Since(time.Unix(0, l.looped.Load())); stuck > stuckLoop {
+			l.cfg.Logger.Warn("the journal's loop has not come round: not renewing the lease, so that another coordinator takes over",
+				"partition", l.cfg.Partition, "for", stuck.Round(time.Second).String())
+			continue
+		}
+		r := l.acquire(ctx)
+		select {
+		case <-out: // an older answer, not applied yet
+		default:
+		}
+		out <- r
+	}
+}
+
+// trimFollowed makes a follower forget the events the leader has
+// published (read without the lock, which the fold and the verbs wait
+// for).
+func (l *Leader) trimFollowed(ctx context.Context) {
+	l.mu.RLock()
+	leading := l.leading
+	l.mu.RUnlock()
+	if leading || l.cfg.Publish == nil {
 		return
 	}
 	v, err := readPublished(ctx, l.db, l.cfg.Partition)
@@ -362,14 +417,23 @@ func (l *Leader) renew(ctx context.Context) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.leading { // renew alone makes it lead, and only Run calls it
+	if !l.leading { // renewed alone makes it lead, and only Run calls it
 		l.trimPublished(v)
 	}
 }
 
-// renewed applies the answer to a try to take or renew the lease, and
-// says whether this coordinator follows.
-func (l *Leader) renewed(ctx context.Context, lease Lease, ok bool, err error) (following bool) {
+// renewed applies the answer to a try to take or renew the lease; a
+// follower then forgets the events the leader has published. Run's
+// goroutine only.
+func (l *Leader) renewed(ctx context.Context, r renewal) {
+	l.applyRenewal(ctx, r)
+	if r.err == nil {
+		l.trimFollowed(ctx)
+	}
+}
+
+func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
+	lease, ok, err := r.lease, r.ok, r.err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -394,7 +458,6 @@ func (l *Leader) renewed(ctx context.Context, lease Lease, ok bool, err error) (
 	case ok:
 		l.lease = lease
 	}
-	return !l.leading
 }
 
 // restore reads the last snapshot, once.
