@@ -154,9 +154,9 @@ type Config struct {
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
 	// Engine is where jobs are stored and change state: EngineRows (the
-	// default) or EngineJournal, issue 31's engine, experimental: it runs
-	// jobs on one coordinator (see journalEngine for what it does not run
-	// yet), for measuring it; not for production.
+	// default) or EngineJournal, issue 31's engine, experimental: the
+	// whole API on any number of coordinators (one leads: see
+	// journalEngine), not for production yet (docs/journal.md).
 	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or

@@ -86,6 +86,9 @@ func TestChaos(t *testing.T) {
 			}
 			t.Log(res)
 			t.Log("slowest job:", res.SlowestJob)
+			for _, j := range res.LostJobs {
+				t.Log("lost job:", j)
+			}
 			for _, j := range res.RerunJobs {
 				t.Log("rerun job:", j)
 			}

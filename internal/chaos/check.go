@@ -45,8 +45,9 @@ type Result struct {
 	// one, and SlowestJob that job's events.
 	Slowest    time.Duration
 	SlowestJob string
-	// RerunJobs shows the events of a few rerun jobs, for diagnosis.
-	RerunJobs []string
+	// RerunJobs and LostJobs show the events of a few rerun and lost
+	// jobs, for diagnosis.
+	RerunJobs, LostJobs []string
 	// Reads counts the API's reads of jobs in flight during the run
 	// (linearize.go), and NotLinearizable the jobs whose reads no order
 	// that agrees with real time explains (a read older than one answered
@@ -201,6 +202,9 @@ func account(r *Result, submitted map[string]kind, jobs map[string]jobRow, outbo
 		row, ok := jobs[id]
 		if !ok || !row.state.Final() {
 			r.Lost++
+			if len(r.LostJobs) < 3 {
+				r.LostJobs = append(r.LostJobs, fmt.Sprintf("%s (%s, stored %v, state %q): %s", id, k.task, ok, row.state, history(byJob[id])))
+			}
 			continue
 		}
 		r.Final++

@@ -60,7 +60,7 @@ func TestAccountingCatchesBrokenGuarantees(t *testing.T) {
 	want := Result{Submitted: 6, Final: 5, Lost: 1, Concurrent: 1, NotOneFinal: 1, WithoutEvent: 1 + 1 + 1, Unexpected: 1, Reruns: 1, Faults: 1,
 		Releases: map[string]int{"executor lost: it restarted": 1}}
 	got := r
-	got.Recovery, got.Slowest, got.SlowestJob, got.RerunJobs = 0, 0, "", nil
+	got.Recovery, got.Slowest, got.SlowestJob, got.RerunJobs, got.LostJobs = 0, 0, "", nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("accounting:\n got %+v\nwant %+v", got, want)
 	}

@@ -26,6 +26,8 @@ var (
 	toolsOutboxLenSQL string
 	//go:embed sql/tools_job_attempts.sql
 	toolsJobAttemptsSQL string
+	//go:embed sql/tools_live_attempts.sql
+	toolsLiveAttemptsSQL string
 	//go:embed sql/tools_count_submitted_around.sql
 	toolsCountSubmittedAroundSQL string
 )
@@ -79,9 +81,32 @@ type JobAttempts struct {
 	Retries int // failed attempts so far
 }
 
-// AllJobAttempts returns every job's state and attempts, in any group.
+// AllJobAttempts returns every job's state and attempts, in any group,
+// on either engine: the unfinished jobs (fairway_live), then the records,
+// which win for a job that ended between the two reads.
 func (s *Store) AllJobAttempts(ctx context.Context) ([]JobAttempts, error) {
-	rows, err := s.pool.Query(ctx, toolsJobAttemptsSQL)
+	live, err := s.jobAttempts(ctx, toolsLiveAttemptsSQL)
+	if err != nil {
+		return nil, err
+	}
+	records, err := s.jobAttempts(ctx, toolsJobAttemptsSQL)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(records))
+	for _, j := range records {
+		seen[j.ID] = true
+	}
+	for _, j := range live {
+		if !seen[j.ID] {
+			records = append(records, j)
+		}
+	}
+	return records, nil
+}
+
+func (s *Store) jobAttempts(ctx context.Context, sql string) ([]JobAttempts, error) {
+	rows, err := s.pool.Query(ctx, sql)
 	if err != nil {
 		return nil, interpretError(err)
 	}
