@@ -1319,3 +1319,48 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestALongFoldKeepsTheLease: the leader's loop is held three times the
+// lease's TTL (its publishing blocks, as a fold of thousands of
+// dependents on a loaded machine did); the lease is renewed beside the
+// loop, so c2, following, does not take over, and c1 leads on with the
+// same epoch. Renewed in the loop, c1 lost the lease to c2 meanwhile.
+func TestALongFoldKeepsTheLease(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	const ttl = time.Second
+	blocked, unblocked := make(chan struct{}), make(chan struct{})
+	first := true
+	c1 := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: ttl, Renew: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
+		Publish: func(context.Context, []fairway.Event) error {
+			if first {
+				first = false
+				close(blocked)
+				time.Sleep(3 * ttl) // the loop held: the fault itself
+				close(unblocked)
+			}
+			return nil
+		}})
+	go c1.Run(ctx)
+	var c1Lease journal.Lease
+	require.Eventually(t, func() bool { return c1.View(func(_ *journal.State, l journal.Lease) { c1Lease = l }) }, 10*time.Second, 10*time.Millisecond, "c1 leads")
+	c2 := journal.NewLeader(db, journal.LeaderConfig{Holder: "c2", TTL: ttl, Renew: 100 * time.Millisecond, Poll: 10 * time.Millisecond})
+	go c2.Run(ctx)
+
+	body, err := journal.Encode([]journal.Item{{Group: "g", ID: "j", Task: "t"}})
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	c1.Wake()
+	<-blocked
+	<-unblocked
+	require.False(t, c2.View(func(*journal.State, journal.Lease) {}), "c2 took the lease while c1's loop was held")
+	var epoch int64
+	require.NoError(t, db.QueryRow(ctx, `SELECT epoch FROM fairway_journal_lease WHERE partition = 0`).Scan(&epoch))
+	require.Equal(t, c1Lease.Epoch, epoch, "the lease changed hands")
+	require.Eventually(t, func() bool {
+		var n int
+		ok := c1.View(func(s *journal.State, l journal.Lease) { n = len(s.Jobs); c1Lease = l })
+		return ok && n == 1
+	}, 10*time.Second, 10*time.Millisecond, "c1 leads on")
+	require.Equal(t, epoch, c1Lease.Epoch)
+}
