@@ -376,9 +376,10 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Engine != "" {
-		s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+opts.Engine)
-	}
+	// Always named: a FAIRWAY_COORDINATOR_ENGINE in the bench's own
+	// environment (the tests' switch, docs/development.md) would put the
+	// coordinator processes on another engine than the bench's reads.
+	s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+cmp.Or(opts.Engine, coordinator.EngineRows))
 	if opts.JournalMirror {
 		if opts.Engine == coordinator.EngineJournal {
 			return nil, errors.New("the journal mirror writes the row engine's changes into the journal: not with the journal engine")
