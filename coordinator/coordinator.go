@@ -346,11 +346,13 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Start creates the streams and consumers and starts the services. It
-// returns once they run; they stop with Stop or when ctx ends.
 // startRestoreWait bounds how long Start waits for the journal's state.
 const startRestoreWait = 30 * time.Second
 
+// Start creates the streams and consumers and starts the services. It
+// returns once they run; they stop with Stop or when ctx ends. On the
+// journal engine it returns once the partition's state is restored
+// (startRestoreWait at most).
 func (c *Coordinator) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

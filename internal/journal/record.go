@@ -92,7 +92,7 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 	for _, b := range batches {
 		kind = b.kind
 		items := b.items
-		if len(refs) < len(items) {
+		if slices.ContainsFunc(items, func(it Item) bool { return !refs[fairway.JobRef{Group: it.Group, ID: it.ID}] }) {
 			items = slices.DeleteFunc(slices.Clone(items), func(it Item) bool { return !refs[fairway.JobRef{Group: it.Group, ID: it.ID}] })
 		}
 		if _, err := sc.apply(Row{Kind: b.kind, At: now}, items); err != nil {
@@ -103,8 +103,9 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 }
 
 // mayEnd says whether item it of a row of kind may end its job (State's
-// finish), and so write its record: an attempt's end, a release counted as a failed attempt, a
-// cancel, an expiry, a resolution that a failed dependency cancels.
+// finish), and so write its record: an attempt's end, a release counted
+// as a failed attempt, a cancel, an expiry, a resolution that a failed
+// dependency cancels.
 func mayEnd(kind Kind, it Item) bool {
 	switch kind {
 	case Ended, Cancel, Expired:
