@@ -139,8 +139,8 @@ type Leader struct {
 	// restores counts the restores from a snapshot (one, unless reading
 	// the journal failed).
 	restores int
-	// looped is when Run's loop last came round (Unix ns): renewLoop
-	// stops renewing the lease of a loop that is stuck.
+	// looped is when Run's loop last came round (Unix ns):
+	// renewBeside stops renewing the lease of a loop that is stuck.
 	looped atomic.Int64
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// snapshotAt is when it was taken.
@@ -260,7 +260,7 @@ func (l *Leader) Run(ctx context.Context) {
 	l.looped.Store(time.Now().UnixNano())
 	l.renewed(ctx, l.acquire(ctx))
 	renewals := make(chan renewal, 1)
-	background.Go(func() { l.renewLoop(ctx, renewals) })
+	background.Go(func() { every(ctx, l.cfg.Renew, func(ctx context.Context) { l.renewBeside(ctx, renewals) }) })
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
 	for {
@@ -370,32 +370,23 @@ func (l *Leader) acquire(ctx context.Context) renewal {
 // machine, a restore), but not a loop that is stuck.
 const stuckLoop = 30 * time.Second
 
-// renewLoop renews the lease every Renew, beside Run's loop, which
-// applies the answers (out holds the last one not yet applied): a fold
+// renewBeside renews the lease (every Renew, beside Run's loop, which
+// applies the answers: out holds the last one not yet applied): a fold
 // longer than the lease's TTL no longer loses it, since the fencing that
 // matters is PostgreSQL's (every append checks the epoch). A loop that has
 // not come round for stuckLoop is renewed no more, and so loses the lease.
-func (l *Leader) renewLoop(ctx context.Context, out chan renewal) {
-	tick := time.NewTicker(l.cfg.Renew)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if stuck := time.Since(time.Unix(0, l.looped.Load())); stuck > stuckLoop {
-			l.cfg.Logger.Warn("the journal's loop has not come round: not renewing the lease, so that another coordinator takes over",
-				"partition", l.cfg.Partition, "for", stuck.Round(time.Second).String())
-			continue
-		}
-		r := l.acquire(ctx)
-		select {
-		case <-out: // an older answer, not applied yet
-		default:
-		}
-		out <- r
+func (l *Leader) renewBeside(ctx context.Context, out chan renewal) {
+	if stuck := time.Since(time.Unix(0, l.looped.Load())); stuck > stuckLoop {
+		l.cfg.Logger.Warn("the journal's loop has not come round: not renewing the lease, so that another coordinator takes over",
+			"partition", l.cfg.Partition, "for", stuck.Round(time.Second).String())
+		return
 	}
+	r := l.acquire(ctx)
+	select {
+	case <-out: // an older answer, not applied yet
+	default:
+	}
+	out <- r
 }
 
 // trimFollowed makes a follower forget the events the leader has

@@ -91,9 +91,11 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 	now := time.Now()
 	for _, b := range batches {
 		kind = b.kind
-		items := b.items
-		if slices.ContainsFunc(items, func(it Item) bool { return !refs[fairway.JobRef{Group: it.Group, ID: it.ID}] }) {
-			items = slices.DeleteFunc(slices.Clone(items), func(it Item) bool { return !refs[fairway.JobRef{Group: it.Group, ID: it.ID}] })
+		var items []Item
+		for _, it := range b.items {
+			if refs[fairway.JobRef{Group: it.Group, ID: it.ID}] {
+				items = append(items, it)
+			}
 		}
 		if _, err := sc.apply(Row{Kind: b.kind, At: now}, items); err != nil {
 			return nil, err
