@@ -153,10 +153,13 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
-	// Engine is where jobs are stored and change state: EngineRows (the
-	// default) or EngineJournal, issue 31's engine, experimental: the
-	// whole API on any number of coordinators (one leads: see
-	// journalEngine), not for production yet (docs/journal.md).
+	// Engine is where jobs are stored and change state: EngineJournal
+	// (the waiting queue in the partition leader's memory, PostgreSQL its
+	// log; see journalEngine and docs/journal.md) or EngineRows (a job's
+	// row is its queue entry and its record). Empty, the default: the
+	// engine the database recorded, the journal on a new database. A
+	// database keeps the engine of the first coordinator that started on
+	// it, and a coordinator that names the other is refused at Start.
 	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
@@ -166,7 +169,6 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	c.Fairness = cmp.Or(c.Fairness, istore.FairnessJobs)
-	c.Engine = cmp.Or(c.Engine, EngineRows)
 	if c.Scheme == (fairway.CountingScheme{}) {
 		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
@@ -205,8 +207,8 @@ func (c Config) validate() error {
 	if c.Fairness != istore.FairnessJobs && c.Fairness != istore.FairnessTime {
 		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, istore.FairnessJobs, istore.FairnessTime))
 	}
-	if c.Engine != EngineRows && c.Engine != EngineJournal {
-		errs = append(errs, fmt.Errorf("engine %q: must be %q or %q", c.Engine, EngineRows, EngineJournal))
+	if c.Engine != "" && c.Engine != EngineRows && c.Engine != EngineJournal {
+		errs = append(errs, fmt.Errorf("engine %q: must be %q or %q (or empty: the database's)", c.Engine, EngineRows, EngineJournal))
 	}
 	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
 		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
@@ -328,22 +330,33 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	// maintenance lead, stopped when it loses it.
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
 	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
-	c.deps.off = cfg.Engine == EngineJournal
-	if cfg.Engine == EngineJournal {
-		c.leaderAPI = &leaderOnly{nc: nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
-		serve := func(on bool) {
-			c.dispatcher.serveDispatch(on)
-			c.leaderAPI.serve(on)
-		}
-		c.journal = newJournalEngine(st, c.lead.holder, cfg.Fairness, cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
-		c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
-		c.metrics.queues.journal, c.periodic.journal = c.journal, c.journal
-	}
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
 		c.relay.kick, c.deps.queueStored, c.jobsAdded)
-	c.ingest.journal = c.journal
 	return c, nil
+}
+
+// runOn puts the services on engine, the database's (Start reads it
+// before it starts them): on the journal, the hot path goes through the
+// partition's leader (journalEngine), and the API requests that need the
+// unfinished jobs are forwarded to it.
+func (c *Coordinator) runOn(engine string) {
+	c.cfg.Engine = engine
+	c.deps.off = engine == EngineJournal
+	if engine != EngineJournal {
+		return
+	}
+	c.leaderAPI = &leaderOnly{nc: c.nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
+	serve := func(on bool) {
+		c.dispatcher.serveDispatch(on)
+		c.leaderAPI.serve(on)
+	}
+	c.journal = newJournalEngine(c.store, c.lead.holder, c.cfg.Fairness, c.cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
+	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
+	c.periodic.journal, c.ingest.journal = c.journal, c.journal
+	c.metrics.queues.mu.Lock() // scraped from New on
+	c.metrics.queues.journal = c.journal
+	c.metrics.queues.mu.Unlock()
 }
 
 // startRestoreWait bounds how long Start waits for the journal's state.
@@ -370,9 +383,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			"max_args_size", c.cfg.MaxArgsSize, "max_payload", c.nc.MaxPayload(), "needed", need)
 	}
 	// The database keeps one engine: the first coordinator's.
-	if err := c.store.ChooseEngine(ctx, c.cfg.Engine); err != nil {
+	engine, err := c.store.ChooseEngine(ctx, c.cfg.Engine)
+	if err != nil {
 		return err
 	}
+	c.runOn(engine)
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
 	}
@@ -405,8 +420,10 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.journal == nil {
+		c.log.Warn("this database runs the row engine, which a later version removes (docs/journal.md): its jobs keep running here; a new database gets the journal engine")
+	}
 	if c.journal != nil {
-		c.log.Warn("coordinator.engine is journal: the journal engine is experimental (retention drops rows rather than partitions; its budget is not met): not for production (docs/journal.md)")
 		c.goLoop(runCtx, c.journal.run)
 		// Started means ready: the partition's state restored (2.6 s for
 		// 1,000,000 waiting jobs) and, on the leader, dispatch answered.
@@ -453,7 +470,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.relay.kick()
 	c.dispatcher.notifyWork()
-	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
+	c.log.Info("coordinator started", "engine", c.cfg.Engine, "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
 		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
 	return nil
 }

@@ -84,9 +84,8 @@ type Options struct {
 	// Fairness is the coordinator's scheduler.fairness in every scenario
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
-	// Engine is the coordinator's coordinator.engine ("": the default,
-	// rows; "journal": the experimental journal engine, which runs the
-	// drain, latency and steady scenarios' plain jobs).
+	// Engine is the coordinator's coordinator.engine: journal (the
+	// default) or rows.
 	Engine string
 	// JournalMirror installs the journal mirror (store.MirrorJournal):
 	// every change of the row engine is appended to the journal as well
@@ -122,6 +121,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
+	o.Engine = cmp.Or(o.Engine, coordinator.EngineJournal)
 	if o.Jobs == 0 {
 		o.Jobs = 100_000
 	}
@@ -379,7 +379,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	// Always named: a FAIRWAY_COORDINATOR_ENGINE in the bench's own
 	// environment (the tests' switch, docs/development.md) would put the
 	// coordinator processes on another engine than the bench's reads.
-	s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+cmp.Or(opts.Engine, coordinator.EngineRows))
+	s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+opts.Engine)
 	if opts.JournalMirror {
 		if opts.Engine == coordinator.EngineJournal {
 			return nil, errors.New("the journal mirror writes the row engine's changes into the journal: not with the journal engine")
@@ -614,6 +614,30 @@ func fillHistory(ctx context.Context, st *store.Store, n int, log *slog.Logger) 
 // rss is the memory figure: the coordinator process's peak resident set
 // (coordinator_rss_mib), or this whole process's when the coordinator runs
 // in it (bench_process_rss_mib).
+// storeWaiting stores subs, waiting, as fast as the engine takes them:
+// on the row engine in one statement of its own, on the journal through
+// store.InsertTx (one row of the log for the batch, folded by the leader).
+func (s *system) storeWaiting(ctx context.Context, subs []fairway.Submission) error {
+	if s.opts.Engine == coordinator.EngineRows {
+		for i := range subs {
+			if err := subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 5); err != nil {
+				return err
+			}
+		}
+		_, err := s.store.InsertJobs(ctx, subs, nil)
+		return err
+	}
+	tx, err := s.store.Pool().Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := store.InsertTx(ctx, tx, store.TxOptions{Retries: 5}, subs...); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 func (s *system) rss() (key string, mib float64) {
 	if s.coordPid != 0 {
 		return "coordinator_rss_mib", peakRSSMiB(s.coordPid)

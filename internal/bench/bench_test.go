@@ -32,7 +32,7 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		"drain": {"submit_jobs_per_s", "work_jobs_per_s", "coordinator_rss_mib"},
 		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "fair_b_max_wait_ms", "b_stored_max_ms",
 			"noisy_tenants", "noisy_b_p50_wait_ms", "noisy_b_max_wait_ms", "noisy_fifo_b_wait_ms", "noisy_fair_b_max_wait_ms", "noisy_b_stored_max_ms"},
-		"scale": {"select_ms", "work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
+		"scale": {"work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"}, // select_ms: the row engine's only
 		"features": {"work_jobs_per_s_plain", "work_jobs_per_s_limits", "work_jobs_per_s_chains", "b_max_wait_ms_plain", "b_max_wait_ms_limits",
 			"a_held_max_limits", "group_limit"},
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
@@ -98,7 +98,7 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		require.Greater(t, v, 0.0, "failover: %s", k)
 	}
 	require.GreaterOrEqual(t, got["resume_ms"], got["stall_ms"], "the stall ends when dispatch resumes, after the kill")
-	opts.Engine = ""
+	opts.Engine = coordinator.EngineRows
 	require.ErrorContains(t, bench.Run(t.Context(), "failover", opts), "--engine journal")
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -25,30 +26,35 @@ var (
 const (
 	EngineRows    = "rows"
 	EngineJournal = "journal"
+	// EngineNew is the engine of a new database, whose first coordinator
+	// names none: a database that held jobs before the journal was the
+	// default was given the row engine by migration 025.
+	EngineNew = EngineJournal
 )
 
 // ChooseEngine records engine as the database's when none is yet (the
 // first coordinator to start chooses), and refuses another: a coordinator
 // on the row engine does not see the journal's unfinished jobs, nor the
 // journal's leader the row engine's, so two engines on one database would
-// leave jobs that no one runs.
-func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
+// leave jobs that no one runs. An empty engine takes the database's, or
+// EngineNew on a database without one. It returns the database's engine.
+func (s *Store) ChooseEngine(ctx context.Context, engine string) (string, error) {
 	var chosen string
 	var at time.Time
 	var err error
 	// Twice at most: a coordinator choosing at the same moment commits
 	// its row after this statement's snapshot, which then finds none.
 	for range 2 {
-		err = s.pool.QueryRow(ctx, chooseEngineSQL, engine).Scan(&chosen, &at)
+		err = s.pool.QueryRow(ctx, chooseEngineSQL, cmp.Or(engine, EngineNew)).Scan(&chosen, &at)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("recording the database's engine: %w", interpretError(err))
+		return "", fmt.Errorf("recording the database's engine: %w", interpretError(err))
 	}
-	if chosen != engine {
-		return fmt.Errorf("coordinator.engine is %q, but this database's jobs are stored by the %q engine (chosen by the first coordinator that started on it, %s): "+
+	if engine != "" && chosen != engine {
+		return "", fmt.Errorf("coordinator.engine is %q, but this database's jobs are stored by the %q engine (chosen by the first coordinator that started on it, %s): "+
 			"set coordinator.engine to %q, or use another database (the engines do not see each other's unfinished jobs)",
 			engine, chosen, at.UTC().Format(time.RFC3339), chosen)
 	}
@@ -59,16 +65,16 @@ func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
 		// job's log lines have no record to refer to yet.
 		var needed bool
 		if err := s.pool.QueryRow(ctx, journalShedNeededSQL).Scan(&needed); err != nil {
-			return fmt.Errorf("reading the journal database's indexes: %w", interpretError(err))
+			return "", fmt.Errorf("reading the journal database's indexes: %w", interpretError(err))
 		}
 		if needed {
 			if _, err := s.pool.Exec(ctx, journalShedsRowEngineSQL); err != nil {
-				return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
+				return "", fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
 			}
 		}
 		s.journal.Store(true)
 	}
-	return nil
+	return chosen, nil
 }
 
 // OnJournal says whether ChooseEngine found this database on the journal
@@ -79,14 +85,23 @@ func (s *Store) ChooseEngine(ctx context.Context, engine string) error {
 // previous instance's jobs: the journal's leader does both).
 func (s *Store) OnJournal() bool { return s.journal.Load() }
 
-// engineOf is the database's engine, read in q (a caller's transaction);
-// the row engine when no coordinator has chosen yet (every database
-// before the journal's was on the row engine).
+// engineOf is the database's engine, read in q (a caller's transaction).
+// On a database without one (no coordinator has started on it yet), it
+// records EngineNew in q: the jobs q stores are then the new engine's,
+// and a coordinator that names the other is refused at its start instead
+// of never seeing them.
 func engineOf(ctx context.Context, q pgx.Tx) (string, error) {
 	var engine string
 	err := q.QueryRow(ctx, engineSQL).Scan(&engine)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return EngineRows, nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return engine, err
+	}
+	var at time.Time
+	for range 2 { // as in ChooseEngine
+		err = q.QueryRow(ctx, chooseEngineSQL, EngineNew).Scan(&engine, &at)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
 	}
 	return engine, err
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/jackc/pgx/v5"
@@ -16,10 +17,13 @@ import (
 // refused with what to do.
 func TestADatabaseKeepsTheEngineItsFirstCoordinatorChose(t *testing.T) {
 	t.Parallel()
-	s := storetest.Open(t)
-	require.NoError(t, s.ChooseEngine(t.Context(), store.EngineJournal))
-	require.NoError(t, s.ChooseEngine(t.Context(), store.EngineJournal))
-	err := s.ChooseEngine(t.Context(), store.EngineRows)
+	s := storetest.OpenJournal(t)
+	for _, name := range []string{store.EngineJournal, store.EngineJournal, ""} {
+		engine, err := s.ChooseEngine(t.Context(), name)
+		require.NoError(t, err)
+		require.Equal(t, store.EngineJournal, engine)
+	}
+	_, err := s.ChooseEngine(t.Context(), store.EngineRows)
 	require.ErrorContains(t, err, `coordinator.engine is "rows", but this database's jobs are stored by the "journal" engine`)
 	require.ErrorContains(t, err, `set coordinator.engine to "journal", or use another database`)
 }
@@ -39,14 +43,16 @@ func TestAJournalDatabaseShedsTheRowEnginesIndexes(t *testing.T) {
 		return names
 	}
 	rows := storetest.Open(t)
-	require.NoError(t, rows.ChooseEngine(t.Context(), store.EngineRows))
+	_, err := rows.ChooseEngine(t.Context(), store.EngineRows)
+	require.NoError(t, err)
 	require.Contains(t, indexes(rows), "fairway_job_eligible")
 	require.NotContains(t, indexes(rows), "fairway_job_live")
 	require.False(t, rows.OnJournal())
 
-	journal := storetest.Open(t)
+	journal := storetest.OpenJournal(t)
 	for range 2 {
-		require.NoError(t, journal.ChooseEngine(t.Context(), store.EngineJournal))
+		_, err := journal.ChooseEngine(t.Context(), store.EngineJournal)
+		require.NoError(t, err)
 		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_group_seq", "fairway_job_live", "fairway_job_pkey", "fairway_job_seq"}, indexes(journal))
 		require.True(t, journal.OnJournal())
 	}
@@ -60,7 +66,8 @@ func TestAJournalDatabaseShedsTheRowEnginesIndexes(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	require.NoError(t, journal.ChooseEngine(ctx, store.EngineJournal), "a start waited for a lock it did not need")
+	_, err = journal.ChooseEngine(ctx, store.EngineJournal)
+	require.NoError(t, err, "a start waited for a lock it did not need")
 }
 
 // TestTheJournalsBodiesAreCompressedWithLZ4 (migration 022), on a server
@@ -88,15 +95,84 @@ func TestTheJournalsBodiesAreCompressedWithLZ4(t *testing.T) {
 func TestCoordinatorsStartingTogetherShedTogether(t *testing.T) {
 	t.Parallel()
 	for range 8 {
-		first, url := storetest.OpenURL(t)
+		first, url := storetest.OpenJournalURL(t)
 		second, err := store.Open(t.Context(), url, store.Options{})
 		require.NoError(t, err)
 		t.Cleanup(second.Close)
 		errs := make(chan error, 2)
 		for _, s := range []*store.Store{first, second} {
-			go func() { errs <- s.ChooseEngine(t.Context(), store.EngineJournal) }()
+			go func() { _, err := s.ChooseEngine(t.Context(), store.EngineJournal); errs <- err }()
 		}
 		require.NoError(t, <-errs)
 		require.NoError(t, <-errs)
 	}
+}
+
+// TestANewDatabaseIsTheJournals: a coordinator that names no engine gets
+// the journal on a new database, and so does a transaction of
+// store.InsertTx that comes first (in that transaction: rolled back, the
+// database has no engine yet); a coordinator that names the rows is then
+// refused.
+func TestANewDatabaseIsTheJournals(t *testing.T) {
+	t.Parallel()
+	s := storetest.OpenJournal(t)
+	engine, err := s.ChooseEngine(t.Context(), "")
+	require.NoError(t, err)
+	require.Equal(t, store.EngineJournal, engine)
+	require.True(t, s.OnJournal())
+
+	tx := storetest.OpenJournal(t)
+	stored := func(commit bool) {
+		t.Helper()
+		app, err := tx.Pool().Begin(t.Context())
+		require.NoError(t, err)
+		_, err = store.InsertTx(t.Context(), app, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t"})
+		require.NoError(t, err)
+		if commit {
+			require.NoError(t, app.Commit(t.Context()))
+		} else {
+			require.NoError(t, app.Rollback(t.Context()))
+		}
+	}
+	recorded := func() string {
+		var engine string
+		err := tx.Pool().QueryRow(t.Context(), `SELECT coalesce((SELECT engine FROM fairway_engine), '')`).Scan(&engine)
+		require.NoError(t, err)
+		return engine
+	}
+	stored(false)
+	require.Empty(t, recorded(), "a rolled-back InsertTx chose an engine")
+	stored(true)
+	require.Equal(t, store.EngineJournal, recorded())
+	_, err = tx.ChooseEngine(t.Context(), store.EngineRows)
+	require.ErrorContains(t, err, `this database's jobs are stored by the "journal" engine`)
+}
+
+// TestADatabaseWithJobsKeepsTheRows: migration 025 records the row
+// engine for a database that held jobs before the journal was the
+// default, and no engine for one that held none.
+func TestADatabaseWithJobsKeepsTheRows(t *testing.T) {
+	t.Parallel()
+	remigrate := func(s *store.Store) string {
+		t.Helper()
+		_, err := s.Pool().Exec(t.Context(), `DELETE FROM fairway_migration WHERE version = 25`)
+		require.NoError(t, err)
+		applied, err := s.Migrate(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, []int{25}, applied)
+		var engine string
+		err = s.Pool().QueryRow(t.Context(), `SELECT coalesce((SELECT engine FROM fairway_engine), '')`).Scan(&engine)
+		require.NoError(t, err)
+		return engine
+	}
+	empty := storetest.OpenJournal(t)
+	require.Empty(t, remigrate(empty))
+
+	old := storetest.OpenJournal(t) // no engine recorded, as before migration 021
+	_, err := old.InsertJobs(t.Context(), []fairway.Submission{job("g", "")}, nil)
+	require.NoError(t, err)
+	require.Equal(t, store.EngineRows, remigrate(old))
+	engine, err := old.ChooseEngine(t.Context(), "")
+	require.NoError(t, err)
+	require.Equal(t, store.EngineRows, engine, "a coordinator naming no engine on a database of rows")
 }

@@ -40,7 +40,11 @@ func Main(m *testing.M) {
 	pgtest.Main(m)
 }
 
-// Open returns a store on a fresh, migrated database, closed when t ends.
+// Open returns a store on a fresh, migrated database of the row engine
+// (recorded as the database's: a coordinator that names no engine runs
+// it), closed when t ends. The row engine's changes are mirrored into the
+// journal, and the journal's fold of them is checked against the rows at
+// the end.
 func Open(t testing.TB) *store.Store {
 	t.Helper()
 	s, _ := OpenURL(t)
@@ -64,6 +68,11 @@ func openURL(t testing.TB, mirrored bool) (*store.Store, string) {
 		t.Fatalf("storetest: %v", err)
 	}
 	t.Cleanup(s.Close)
+	if mirrored {
+		if _, err := s.ChooseEngine(t.Context(), store.EngineRows); err != nil {
+			t.Fatalf("storetest: %v", err)
+		}
+	}
 	// Runs before Close, after the cleanups of whatever the test started
 	// on the store (they were registered after this one).
 	t.Cleanup(func() {
@@ -86,11 +95,12 @@ func openURL(t testing.TB, mirrored bool) (*store.Store, string) {
 	return s, url
 }
 
-// OpenJournal is Open for the journal engine (coordinator.EngineJournal):
-// the journal is the engine's own, so the mirror that writes the row
-// engine's changes into it is off (its triggers would take the records the
-// journal's leader writes in fairway_job for new jobs), and so is its check
-// at the end: the journal's unfinished jobs have no row in fairway_job.
+// OpenJournal returns a store on a fresh, migrated database on which no
+// engine is chosen yet, as a new user's: its first coordinator (or
+// store.InsertTx) chooses the journal (store.EngineNew) unless it names
+// the row engine. The mirror that writes the row engine's changes into the
+// journal is off (its triggers would take the records the journal's leader
+// writes in fairway_job), and so is its check at the end.
 func OpenJournal(t testing.TB) *store.Store {
 	t.Helper()
 	s, _ := OpenJournalURL(t)
@@ -108,14 +118,15 @@ func OpenJournalURL(t testing.TB) (*store.Store, string) {
 }
 
 // Engine is the engine that the suites' default harnesses run on: the
-// row engine, or the journal with FAIRWAY_TEST_ENGINE=journal (for
-// example FAIRWAY_TEST_ENGINE=journal go test ./internal/isolation/). Pass
-// it as coordinator.Config's Engine, beside a store of OpenEngine.
+// journal (the default of a new database, store.EngineNew), or the row
+// engine with FAIRWAY_TEST_ENGINE=rows (for example FAIRWAY_TEST_ENGINE=rows
+// go test ./internal/isolation/). Pass it as coordinator.Config's Engine,
+// beside a store of OpenEngine.
 func Engine() string {
-	if os.Getenv("FAIRWAY_TEST_ENGINE") == store.EngineJournal {
-		return store.EngineJournal
+	if os.Getenv("FAIRWAY_TEST_ENGINE") == store.EngineRows {
+		return store.EngineRows
 	}
-	return store.EngineRows
+	return store.EngineJournal
 }
 
 // OpenEngine is Open for engine (store.EngineRows or EngineJournal, as
