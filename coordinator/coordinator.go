@@ -354,6 +354,7 @@ func (c *Coordinator) runOn(engine string) {
 	c.journal = newJournalEngine(c.store, c.lead.holder, c.cfg.Fairness, c.cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
 	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 	c.periodic.journal, c.ingest.journal = c.journal, c.journal
+	c.lead.eligible = c.journal.leads.Load
 	c.metrics.queues.mu.Lock() // scraped from New on
 	c.metrics.queues.journal = c.journal
 	c.metrics.queues.mu.Unlock()

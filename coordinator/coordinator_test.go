@@ -734,7 +734,10 @@ func heldDelayedAndExpiring(t *testing.T, h *harness) {
 // leases.
 func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	onBothEngines(t, dispatchSentAgainGetsTheJobsItClaimed)
+}
+
+func dispatchSentAgainGetsTheJobsItClaimed(t *testing.T, h *harness) {
 	registerRaw(t, h, "i")
 	job, err := h.client.SubmitWait(t.Context(), fairway.Submission{Group: "g", Task: "echo"})
 	require.NoError(t, err)
@@ -752,7 +755,7 @@ func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	require.Equal(t, job.ID, again.Jobs[0].ID)
 	require.Equal(t, lost.Jobs[0].Attempt, again.Jobs[0].Attempt, "the same attempt, not a new claim")
 	require.Equal(t, fairway.StateScheduled, again.Jobs[0].State)
-	if storetest.Engine() == coordinator.EngineRows {
+	if !h.store.OnJournal() {
 		// The journal's answers carry no lease: its executors' heartbeats
 		// are the lease of every job they hold.
 		require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
@@ -979,8 +982,17 @@ func submitManySendsBatches(t *testing.T, h *harness) {
 // job it does not run is stored waiting.
 func TestIngestHandsJobsToAnIdleExecutor(t *testing.T) {
 	t.Parallel()
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			ingestHandsJobsToAnIdleExecutor(t, engine)
+		})
+	}
+}
+
+func ingestHandsJobsToAnIdleExecutor(t *testing.T, engine string) {
 	reg := prometheus.NewRegistry()
-	h, coord := setupWith(t, coordinator.Config{Metrics: reg})
+	h, coord := setupEngine(t, engine, coordinator.Config{Metrics: reg})
 	registerRaw(t, h, "i")
 	// Another executor runs task other (it never asks for work).
 	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw2", Instance: "j", Host: "h", Slots: 1, Tasks: []string{"other"}}})
@@ -1017,7 +1029,7 @@ func TestIngestHandsJobsToAnIdleExecutor(t *testing.T) {
 			handed = f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	if storetest.Engine() == coordinator.EngineRows {
+	if engine == coordinator.EngineRows {
 		// The journal's leader claims for the held request at once
 		// instead (there is no separate hand-over at ingest to count).
 		require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")

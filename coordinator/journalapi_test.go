@@ -143,7 +143,7 @@ func TestACoordinatorOfAnotherEngineIsRefused(t *testing.T) {
 	nc2, err := natsserver.Connect(h.ns, t.Name()+"-rows")
 	require.NoError(t, err)
 	t.Cleanup(nc2.Close)
-	rows, err := coordinator.New(storetest.Public(h.store), nc2, coordinator.Config{Logger: testLogger(t)})
+	rows, err := coordinator.New(storetest.Public(h.store), nc2, coordinator.Config{Logger: testLogger(t), Engine: coordinator.EngineRows})
 	require.NoError(t, err)
 	err = rows.Start(t.Context())
 	require.ErrorContains(t, err, `but this database's jobs are stored by the "journal" engine`)

@@ -41,6 +41,12 @@ type leadership struct {
 	holder   string
 	log      *slog.Logger
 	services *leaderServices // started with the lead, stopped without it
+	// eligible, when set, says whether this coordinator may lead the
+	// maintenance now: on the journal engine, only while it leads the
+	// journal's partition, whose leader alone can release the jobs of
+	// lost executors (a maintenance leader that did not lead the journal
+	// left them held for ever).
+	eligible func() bool
 
 	leads atomic.Bool
 	// tries counts the tries to take or renew the lead, and checks the
@@ -82,6 +88,10 @@ func (l *leadership) run(ctx context.Context) {
 }
 
 func (l *leadership) try(ctx context.Context) {
+	if l.eligible != nil && !l.eligible() {
+		l.giveUp(ctx)
+		return
+	}
 	term, leads, err := l.store.LeadMaintenance(ctx, l.holder, leaderTTL)
 	if ctx.Err() != nil {
 		return
@@ -103,6 +113,24 @@ func (l *leadership) try(ctx context.Context) {
 	case !leads && was:
 		l.log.Info("another coordinator leads the maintenance now")
 		l.services.stop()
+	}
+}
+
+// giveUp is a try of a coordinator that may not lead (eligible): it gives
+// the lead up if it holds it, and PostgreSQL's answers are counted again
+// from its next try (the sweeper's gate then waits a lease).
+func (l *leadership) giveUp(ctx context.Context) {
+	defer l.tries.Add(1)
+	l.mu.Lock()
+	l.answering = time.Time{}
+	l.mu.Unlock()
+	if !l.leads.Swap(false) {
+		return
+	}
+	l.log.Info("this coordinator gives up the maintenance lead: it no longer leads the journal's partition")
+	l.services.stop()
+	if err := l.store.ReleaseMaintenance(ctx, l.holder); err != nil && ctx.Err() == nil {
+		l.log.Info("could not give up the maintenance lead; another coordinator takes it when its lease runs out", "error", err)
 	}
 }
 

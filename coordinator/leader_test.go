@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
@@ -17,14 +18,23 @@ import (
 // lease.
 func TestOneCoordinatorLeadsTheMaintenance(t *testing.T) {
 	t.Parallel()
+	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			oneCoordinatorLeadsTheMaintenance(t, engine)
+		})
+	}
+}
+
+func oneCoordinatorLeadsTheMaintenance(t *testing.T, engine string) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
-	st := storetest.Open(t)
-	first, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
+	st := storetest.OpenEngine(t, engine)
+	first, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: engine})
 	require.NoError(t, err)
 	require.NoError(t, first.Start(ctx))
 	require.True(t, first.LeadsMaintenance(), "a coordinator alone leads from its start")
-	second, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
+	second, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: engine})
 	require.NoError(t, err)
 	require.NoError(t, second.Start(ctx))
 	t.Cleanup(second.Stop)
@@ -41,4 +51,39 @@ func TestOneCoordinatorLeadsTheMaintenance(t *testing.T) {
 	require.False(t, changed.Load(), "the lead changed hands, or two coordinators led")
 	first.Stop()
 	require.Eventually(t, second.LeadsMaintenance, waitTimeout, 20*time.Millisecond, "the second takes the lead the first gave up")
+}
+
+// TestOnlyTheJournalsLeaderLeadsTheMaintenance: on the journal, the
+// maintenance (whose sweeper has the journal's leader release the jobs of
+// lost executors) is led by the coordinator that leads the journal's
+// partition, never by another: a coordinator that led the maintenance
+// while another led the journal left a restarted executor's jobs held for
+// ever (fault scenario kill-restart-executor, 15 jobs lost).
+func TestOnlyTheJournalsLeaderLeadsTheMaintenance(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.OpenJournal(t)
+	// Another coordinator holds the journal's partition, for a minute.
+	_, ok, err := journal.Acquire(ctx, st.Pool(), 0, "another coordinator", time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: coordinator.EngineJournal})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(c.Stop)
+	tries := c.MaintenanceTries()
+	var led atomic.Bool
+	require.Eventually(t, func() bool {
+		if c.LeadsMaintenance() {
+			led.Store(true)
+		}
+		return c.MaintenanceTries() >= tries+3
+	}, waitTimeout, 20*time.Millisecond, "the coordinator tries to lead")
+	require.False(t, led.Load(), "led the maintenance without the journal's partition")
+
+	// The other's lease runs out: this coordinator leads both.
+	_, err = st.Pool().Exec(ctx, `UPDATE fairway_journal_lease SET until = now() WHERE partition = 0`)
+	require.NoError(t, err)
+	require.Eventually(t, c.LeadsMaintenance, waitTimeout, 20*time.Millisecond, "the journal's new leader leads the maintenance")
 }

@@ -259,10 +259,21 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		// The leader publishes the events and wakes the executors itself;
 		// the progress is published here, as below.
 		changed, err := rs.journal.report(ctx, started, progress, outcomes)
-		if err == nil {
+		if err == nil || len(outcomes) == 0 || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 			rs.publishProgress(changed)
+			return nil, nil, err
 		}
-		return nil, nil, err
+		// PostgreSQL refused the batch: a record it cannot store (the
+		// leader writes each ended job's in the batch's transaction).
+		// The starts and progress go first, then the outcomes in halves
+		// until those refused on their own are found, as on the rows.
+		rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
+		if changed, err = rs.journal.report(ctx, started, progress, nil); err != nil {
+			return nil, nil, err
+		}
+		rs.publishProgress(changed)
+		refused := map[int]string{}
+		return nil, refused, rs.reportSplit(ctx, outcomes, 0, refused, true)
 	}
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
@@ -288,6 +299,30 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
 	}
 	return applied, refused, nil
+}
+
+// reportSplit has the journal's leader apply outcomes (the batch's from
+// index at on); those PostgreSQL refuses on their own are added to
+// refused. knownBad says that the whole of outcomes was refused already.
+func (rs *results) reportSplit(ctx context.Context, outcomes []store.Outcome, at int, refused map[int]string, knownBad bool) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	if !knownBad {
+		_, err := rs.journal.report(ctx, nil, nil, outcomes)
+		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		if len(outcomes) == 1 {
+			refused[at] = "PostgreSQL refused the outcome: " + fairway.TruncateBytes(err.Error(), fairway.MaxErrorTextSize)
+			return nil
+		}
+	}
+	half := len(outcomes) / 2
+	if err := rs.reportSplit(ctx, outcomes[:half], at, refused, false); err != nil {
+		return err
+	}
+	return rs.reportSplit(ctx, outcomes[half:], at+half, refused, false)
 }
 
 // learn records how long the attempts whose outcomes were applied ran

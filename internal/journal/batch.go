@@ -44,6 +44,7 @@ const (
 	fPeriodMS
 	fClaim
 	fTrigger
+	fSubmitted
 )
 
 // Encode makes a row's body of a batch (binary).
@@ -111,6 +112,7 @@ func Encode(items []Item) ([]byte, error) {
 		float(fStarts, it.Starts)
 		num(fPeriodMS, it.PeriodMS)
 		str(fClaim, it.Claim)
+		num(fSubmitted, it.Submitted)
 		out = binary.AppendUvarint(out, uint64(mask))
 		out = appendString(out, it.Group)
 		out = append(out, fields...)
@@ -162,6 +164,7 @@ func decodeBinary(b []byte) ([]Item, error) {
 		it.Starts = d.optFloat(m, fStarts)
 		it.PeriodMS = d.optVarint(m, fPeriodMS)
 		it.Claim = d.optString(m, fClaim)
+		it.Submitted = d.optVarint(m, fSubmitted)
 	}
 	if d.err != nil || len(d.b) != 0 {
 		return nil, errors.New("decoding a journal batch: it is cut short or corrupt")

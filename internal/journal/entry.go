@@ -100,6 +100,9 @@ type Item struct {
 	Submitter   string          `json:"submitter,omitempty"`
 	TraceParent string          `json:"traceparent,omitempty"`
 	Args        json.RawMessage `json:"args,omitempty"`
+	// Submitted (µs), on a Retried item: when the job was first
+	// submitted, which a retry by hand keeps (0: its row's time).
+	Submitted int64 `json:"submitted,omitempty"`
 
 	// Claimed.
 	Executor string `json:"executor,omitempty"`

@@ -202,7 +202,7 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, at []submitted
 		}
 		sub := row.items[at[i].index]
 		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
-		jobs[i].Args, jobs[i].Submission, jobs[i].Submitted = sub.Args, sub, submittedTime(row.at, at[i].index)
+		jobs[i].Args, jobs[i].Submission, jobs[i].Submitted = sub.Args, sub, submittedTime(row.at, at[i].index, sub)
 		l.heldSubs[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}
 	}
 	return nil

@@ -105,7 +105,8 @@ func (l *Leader) withSubmissions(ctx context.Context, views []*JobView, rows []i
 		if int(v.Job.Index) >= len(row.items) {
 			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
 		}
-		v.Submission, v.Submitted = row.items[v.Job.Index], submittedTime(row.at, v.Job.Index)
+		v.Submission = row.items[v.Job.Index]
+		v.Submitted = submittedTime(row.at, v.Job.Index, v.Submission)
 		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
 	}
 	return nil

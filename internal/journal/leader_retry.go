@@ -96,7 +96,8 @@ func (l *Leader) readRecords(ctx context.Context, refs []fairway.JobRef) (map[fa
 	}
 	rows, err := l.db.Query(ctx, `SELECT j.group_name, j.id, j.state, j.task, j.priority, j.args::text, j.subject, j.submitter,
        coalesce(j.tracker, ''), coalesce(j.traceparent, ''), coalesce(j.timeout_ms, 0), j.max_retries, j.attempt,
-       coalesce(j.depends_on, '{}'), coalesce((extract(epoch FROM j.expires_at) * 1e6)::bigint, 0)
+       coalesce(j.depends_on, '{}'), coalesce((extract(epoch FROM j.expires_at) * 1e6)::bigint, 0),
+       (extract(epoch FROM j.submitted) * 1e6)::bigint
   FROM unnest($1::text[], $2::text[]) AS r (group_name, id)
   JOIN fairway_job j ON j.group_name = r.group_name AND j.id = r.id`, groups, ids)
 	if err != nil {
@@ -108,7 +109,7 @@ func (l *Leader) readRecords(ctx context.Context, refs []fairway.JobRef) (map[fa
 		var args string
 		var timeoutMS int64
 		if err := rows.Scan(&it.Group, &it.ID, &it.Outcome, &it.Task, &it.Priority, &args, &it.Subject, &it.Submitter,
-			&it.Tracker, &it.TraceParent, &timeoutMS, &it.MaxRetries, &it.Attempt, &it.Waits, &it.ExpiresAt); err != nil {
+			&it.Tracker, &it.TraceParent, &timeoutMS, &it.MaxRetries, &it.Attempt, &it.Waits, &it.ExpiresAt, &it.Submitted); err != nil {
 			return nil, fmt.Errorf("reading the records of jobs to retry: %w", err)
 		}
 		it.Args = []byte(args)

@@ -1136,6 +1136,8 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	}
 	end("ok", 1, journal.OutcomeSuccess)
 	end("bad", 1, journal.OutcomeError)
+	var submitted time.Time
+	require.NoError(t, db.QueryRow(ctx, `SELECT submitted FROM fairway_job WHERE id = 'bad'`).Scan(&submitted))
 
 	ref := func(id string) fairway.JobRef { return fairway.JobRef{Group: "g", ID: id} }
 	out, err := l.Retry(ctx, []fairway.JobRef{ref("bad"), ref("dep"), ref("ok"), ref("nope"), ref("live")})
@@ -1165,11 +1167,14 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	require.Equal(t, "bad", jobs[0].Ref.ID, "high first")
 	require.EqualValues(t, 2, jobs[0].Attempt)
 	require.JSONEq(t, `{"n":7}`, string(jobs[0].Args))
+	require.True(t, submitted.Equal(jobs[0].Submitted), "a retry by hand keeps the job's submission time: %s, not %s", submitted, jobs[0].Submitted)
 	end("bad", 2, journal.OutcomeError)
 	var attempt, retries int
 	var tracker, why string
-	require.NoError(t, db.QueryRow(ctx, `SELECT attempt, retries, tracker, error FROM fairway_job WHERE id = 'bad'`).Scan(&attempt, &retries, &tracker, &why))
+	var resubmitted time.Time
+	require.NoError(t, db.QueryRow(ctx, `SELECT attempt, retries, tracker, error, submitted FROM fairway_job WHERE id = 'bad'`).Scan(&attempt, &retries, &tracker, &why, &resubmitted))
 	require.Equal(t, []any{2, 1, "tr", "e2"}, []any{attempt, retries, tracker, why}, "the record of its second end")
+	require.True(t, submitted.Equal(resubmitted), "the record keeps the first submission's time")
 }
 
 // TestTheLeadersVerbsKeepEveryJobLiveOrRecorded drives the leader's verbs

@@ -126,11 +126,15 @@ type submittedRow struct {
 	items []Item
 }
 
-// submittedTime is when the job at index of a submitted row of time at
-// was submitted: at plus index microseconds, so that a batch's jobs are
-// submitted in their order, as the row engine stamps them
-// (insert_jobs.sql).
-func submittedTime(at time.Time, index int32) time.Time {
+// submittedTime is when the job of item it, at index of a submitted row
+// of time at, was submitted: at plus index microseconds, so that a
+// batch's jobs are submitted in their order, as the row engine stamps them
+// (insert_jobs.sql); a job retried by hand keeps its first submission's
+// (Item.Submitted), as on the row engine.
+func submittedTime(at time.Time, index int32, it Item) time.Time {
+	if it.Submitted != 0 {
+		return time.UnixMicro(it.Submitted).UTC()
+	}
 	return at.Add(time.Duration(index) * time.Microsecond)
 }
 
@@ -226,7 +230,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
 			retries[i]++ // the attempt that failed last counts, as the row engine counts it
 		}
-		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, submittedTime(row.at, e.job.Index).UnixMicro()
+		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, submittedTime(row.at, e.job.Index, sub).UnixMicro()
 		if h := e.job.Holder; h != nil {
 			scheduledAt[i], startedAt[i], workers[i], instances[i] = h.Scheduled, h.Started, h.Executor, h.Instance
 		}
