@@ -422,7 +422,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 	}
 	if c.journal == nil {
-		c.log.Warn("this database runs the row engine, which a later version removes (docs/journal.md): its jobs keep running here; a new database gets the journal engine")
+		c.log.Warn("this database runs the row engine, which a later version removes: its jobs keep running here; to move it onto the journal engine, stop every coordinator and run 'fairway migrate --to-journal' (docs/operations.md, \"The engine\")")
 	}
 	if c.journal != nil {
 		c.goLoop(runCtx, c.journal.run)

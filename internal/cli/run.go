@@ -23,6 +23,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/httpedge"
 	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/pgserver"
+	"github.com/fairwayhq/fairway/internal/storeaccess"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -608,10 +609,25 @@ func listenAndServe(addr string, mux *http.ServeMux, key, hint string) (*http.Se
 }
 
 func newMigrateCmd(e *env) *cobra.Command {
-	return e.withConfig(&cobra.Command{
+	var toJournal bool
+	cmd := e.withConfig(&cobra.Command{
 		Use:   "migrate",
-		Short: "Apply the database migrations (coordinators also do this at start)",
-		Args:  cobra.NoArgs,
+		Short: "Apply the database migrations (coordinators also do this at start); --to-journal moves a database of the row engine onto the journal",
+		Long: `Apply the database migrations that the database lacks. Coordinators also do
+this at their start.
+
+With --to-journal, then move a database of the row engine (one that held jobs
+before the journal engine was the default) onto the journal engine, in one
+transaction: its unfinished jobs go into the journal (each keeps its attempts
+and its submission time), the groups' weights and the rate limits too, and the
+records of ended jobs, their log lines and every id stay. Stop every
+coordinator first (the move is refused while one runs); executors may keep
+running. A job an executor held runs again (its executor's report is refused);
+a job whose cancel was requested while it ran ends cancelled; a job waiting for
+its retry waits until the retry's time as a waiting job; the retries counted
+so far start afresh, as after a retry by hand. Then start the coordinators
+(coordinator.engine empty, or journal).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if e.cfg.Database.URL == "" {
 				return errors.New("database.url is not set: pass --database-url or set FAIRWAY_DATABASE_URL")
@@ -630,9 +646,23 @@ func newMigrateCmd(e *env) *cobra.Command {
 			} else {
 				fmt.Fprintf(e.stdout, "applied migrations %v\n", applied)
 			}
+			if !toJournal {
+				return nil
+			}
+			fmt.Fprintln(e.stdout, "moving the database onto the journal engine (one transaction: nothing changes unless it all does)")
+			moved, err := storeaccess.Engine(st).ConvertToJournal(cmd.Context(), func(jobs int) {
+				fmt.Fprintf(e.stdout, "  %d unfinished jobs written to the journal\n", jobs)
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "the database is on the journal engine: %d unfinished jobs moved (%d held by executors, which run again), %d cancelled (their cancel was requested), %d weights and %d rate limits, in %s\n",
+				moved.Jobs, moved.Running, moved.Cancelled, moved.Weights, moved.Rates, moved.Took.Round(time.Millisecond))
 			return nil
 		},
 	}, "database.url")
+	cmd.Flags().BoolVar(&toJournal, "to-journal", false, "then move a database of the row engine onto the journal engine (every coordinator stopped; see the command's help)")
+	return cmd
 }
 
 func splitHostPort(addr string) (string, int, error) {

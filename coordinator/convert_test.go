@@ -1,0 +1,105 @@
+package coordinator_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestADatabaseOfRowsMovesOntoTheJournal: a database of the row engine,
+// with jobs in every unfinished state, a weight and a rate limit, is
+// moved onto the journal (store.ConvertToJournal, 'fairway migrate
+// --to-journal'), refused while a coordinator runs; a coordinator that
+// names no engine then runs it on the journal: the waiting job runs, the
+// pending one once its dependency succeeded, the one an executor held
+// runs again with its attempt counted, the stuck one at its retry's time;
+// the one whose cancel was requested is cancelled; ids and log lines
+// stay, and the submission times too.
+func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st := storetest.OpenJournal(t) // no engine yet, no mirror
+	_, err := st.ChooseEngine(ctx, store.EngineRows)
+	require.NoError(t, err)
+	sub := func(id string, deps ...string) fairway.Submission {
+		s := fairway.Submission{Group: "acme", ID: id, Task: "echo", Args: json.RawMessage(`{"id":"` + id + `"}`), DependsOn: deps}
+		require.NoError(t, s.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
+		return s
+	}
+	_, err = st.InsertJobs(ctx, []fairway.Submission{sub("done"), sub("waiting"), sub("blocked", "waiting"), sub("stuck"), sub("held"), sub("cancelling")}, nil)
+	require.NoError(t, err)
+	exec := func(sql string) {
+		t.Helper()
+		_, err := st.Pool().Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	// The states an engine's run leaves, set by hand.
+	exec(`UPDATE fairway_job SET state = 'success', attempt = 1, finished = now(), result = '{"ok":1}' WHERE id = 'done'`)
+	exec(`UPDATE fairway_job SET state = 'stuck', attempt = 1, retries = 1, run_at = now() + interval '1 second', error = 'disk full' WHERE id = 'stuck'`)
+	exec(`UPDATE fairway_job SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', started = now() WHERE id = 'held'`)
+	exec(`UPDATE fairway_job SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', cancel_requested = true WHERE id = 'cancelling'`)
+	exec(`INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message) VALUES ('acme', 'held', 1, now(), 'info', 'before the move')`)
+	require.NoError(t, st.SetWeight(ctx, "acme", 3))
+	require.NoError(t, st.SetRateLimit(ctx, "echo", "", "600/m"))
+	var submitted time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT submitted FROM fairway_job WHERE id = 'held'`).Scan(&submitted))
+
+	// A coordinator runs (it leads the maintenance): refused, nothing moved.
+	exec(`UPDATE fairway_leader SET holder = 'another', until = now() + interval '1 minute'`)
+	_, err = st.ConvertToJournal(ctx, nil)
+	require.ErrorIs(t, err, store.ErrCoordinatorRunning)
+	require.ErrorContains(t, err, "stop every coordinator first")
+	exec(`UPDATE fairway_leader SET until = now() - interval '1 second'`)
+
+	var moved []int
+	got, err := st.ConvertToJournal(ctx, func(jobs int) { moved = append(moved, jobs) })
+	require.NoError(t, err)
+	require.Equal(t, []any{4, 1, 1, 1, 1}, []any{got.Jobs, got.Running, got.Cancelled, got.Weights, got.Rates})
+	require.Equal(t, []int{4}, moved, "progress after each row")
+	_, err = st.ConvertToJournal(ctx, nil)
+	require.ErrorContains(t, err, "on the journal engine already")
+	var records, ids, lines int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM fairway_job), (SELECT count(*) FROM fairway_job_id), (SELECT count(*) FROM fairway_job_log)`).Scan(&records, &ids, &lines))
+	require.Equal(t, []int{2, 6, 1}, []int{records, ids, lines}, "the records of done and cancelling; every id; the log line")
+
+	// A coordinator that names no engine runs the database on the journal.
+	h, _ := setupOn(t, st, coordinator.Config{Logger: testLogger(t), RetryDelay: 20 * time.Millisecond})
+	job, err := h.client.Get(ctx, "acme", "cancelling")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateCancelled, job.State)
+	held, err := h.client.Get(ctx, "acme", "held")
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, held.State)
+	require.Equal(t, 1, held.Attempt, "its attempt counted")
+	require.True(t, submitted.Equal(held.Submitted), "its submission time kept: %s, not %s", submitted, held.Submitted)
+	_, err = h.client.Get(ctx, "acme", "nope")
+	require.True(t, errors.Is(err, fairway.ErrNotFound), "%v", err)
+	rates, err := h.client.RateLimits(ctx)
+	require.NoError(t, err)
+	require.Len(t, rates, 1)
+	require.Equal(t, "echo", rates[0].Task)
+	var journalRows int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind IN ('weight', 'rate')`).Scan(&journalRows))
+	require.Equal(t, 2, journalRows, "the weight and the rate limit are the journal's")
+
+	h.executor("ex", 4, map[string]executor.Handler{"echo": echo})
+	attempts := map[string]int{}
+	for range 4 {
+		evs := h.until(func(ev events.Event) bool { return ev.State == fairway.StateSuccess })
+		last := evs[len(evs)-1]
+		attempts[last.JobID] = last.Attempt
+	}
+	require.Equal(t, map[string]int{"waiting": 1, "blocked": 1, "stuck": 2, "held": 2}, attempts)
+	again, err := h.client.SubmitWait(ctx, sub("done"))
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateSuccess, again.State, "an id of a record is taken: the submission answers its job, and makes no second one")
+}

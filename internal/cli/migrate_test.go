@@ -1,0 +1,47 @@
+package cli_test
+
+import (
+	"testing"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMigrateToJournal: 'fairway migrate --to-journal' moves a database
+// of the row engine onto the journal, saying what it moved; it refuses
+// while a coordinator runs (nothing moved), and says so when there is
+// nothing to move.
+func TestMigrateToJournal(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, url := storetest.OpenJournalURL(t) // no engine yet
+	_, err := st.ChooseEngine(ctx, store.EngineRows)
+	require.NoError(t, err)
+	sub := fairway.Submission{Group: "acme", ID: "j1", Task: "echo"}
+	require.NoError(t, sub.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
+	_, err = st.InsertJobs(ctx, []fairway.Submission{sub}, nil)
+	require.NoError(t, err)
+
+	_, err = st.Pool().Exec(ctx, `UPDATE fairway_leader SET holder = 'c1', until = now() + interval '1 minute'`)
+	require.NoError(t, err)
+	code, _, errOut := run(t, "migrate", "--to-journal", "--database-url", url)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "a coordinator runs on this database (coordinator c1 leads its maintenance until")
+	require.Contains(t, errOut, "stop every coordinator first")
+	_, err = st.Pool().Exec(ctx, `UPDATE fairway_leader SET until = now() - interval '1 second'`)
+	require.NoError(t, err)
+
+	code, out, errOut := run(t, "migrate", "--to-journal", "--database-url", url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "1 unfinished jobs written to the journal")
+	require.Contains(t, out, "the database is on the journal engine: 1 unfinished jobs moved (0 held by executors, which run again), 0 cancelled")
+	var engine string
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT engine FROM fairway_engine`).Scan(&engine))
+	require.Equal(t, store.EngineJournal, engine)
+
+	code, _, errOut = run(t, "migrate", "--to-journal", "--database-url", url)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "this database is on the journal engine already: nothing to move")
+}
