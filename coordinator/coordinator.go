@@ -423,8 +423,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	if c.journal == nil {
 		c.log.Warn("this database runs the row engine, which a later version removes: its jobs keep running here; to move it onto the journal engine, stop every coordinator and run 'fairway migrate --to-journal' (docs/operations.md, \"The engine\")")
-	}
-	if c.journal != nil {
+	} else {
 		c.goLoop(runCtx, c.journal.run)
 		// Started means ready: the partition's state restored (2.6 s for
 		// 1,000,000 waiting jobs) and, on the leader, dispatch answered.

@@ -611,9 +611,6 @@ func fillHistory(ctx context.Context, st *store.Store, n int, log *slog.Logger) 
 	return st.Analyze(ctx)
 }
 
-// rss is the memory figure: the coordinator process's peak resident set
-// (coordinator_rss_mib), or this whole process's when the coordinator runs
-// in it (bench_process_rss_mib).
 // storeWaiting stores subs, waiting, as fast as the engine takes them:
 // on the row engine in one statement of its own, on the journal through
 // store.InsertTx (one row of the log for the batch, folded by the leader).
@@ -638,6 +635,9 @@ func (s *system) storeWaiting(ctx context.Context, subs []fairway.Submission) er
 	return tx.Commit(ctx)
 }
 
+// rss is the memory figure: the coordinator process's peak resident set
+// (coordinator_rss_mib), or this whole process's when the coordinator runs
+// in it (bench_process_rss_mib).
 func (s *system) rss() (key string, mib float64) {
 	if s.coordPid != 0 {
 		return "coordinator_rss_mib", peakRSSMiB(s.coordPid)

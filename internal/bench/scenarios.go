@@ -399,10 +399,11 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			// worker nobody runs. The journal's leader selects in its
 			// memory, inside the drain below.
 			var sel []time.Duration
-			for range 20 {
-				if opts.Engine != store.EngineRows {
-					break
-				}
+			probes := 20
+			if opts.Engine != store.EngineRows {
+				probes = 0
+			}
+			for range probes {
 				t := time.Now()
 				jobs, err := s.store.Claim(ctx, store.ClaimParams{Executor: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 				if err != nil {

@@ -73,7 +73,12 @@ Scenarios:
   shares    two groups with jobs of 100 ms and 10 ms, both waiting, on 10 slots:
             each group's share of the slot-time counting jobs, sharing time,
             and sharing time with weights 3 and 1, against the arithmetic
-  all       every scenario in turn
+  failover  --jobs waiting, two coordinators in their own processes; the
+            journal's leader SIGKILLed while it dispatches: when dispatch
+            resumes, and the new leader's memory (the journal only)
+  all       every scenario in turn (failover only with the journal)
+
+The coordinators run the journal engine unless --engine rows says.
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
 <dev-dir>/pg if it is not running); without --nats-url an embedded NATS
