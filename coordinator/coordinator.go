@@ -153,13 +153,14 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
-	// Engine is where jobs are stored and change state: EngineJournal
-	// (the waiting queue in the partition leader's memory, PostgreSQL its
-	// log; see journalEngine and docs/journal.md) or EngineRows (a job's
-	// row is its queue entry and its record). Empty, the default: the
-	// engine the database recorded, the journal on a new database. A
-	// database keeps the engine of the first coordinator that started on
-	// it, and a coordinator that names the other is refused at Start.
+	// Engine is where jobs are stored and change state: EngineRows (a
+	// job's row is its queue entry and its record) or EngineJournal (the
+	// waiting queue in the partition leader's memory, PostgreSQL its log;
+	// see journalEngine and docs/journal.md). Empty, the default: the
+	// engine the database recorded, store.EngineNew (the rows) on a new
+	// database. A database keeps the engine of the first coordinator that
+	// started on it, and a coordinator that names the other is refused at
+	// Start.
 	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
@@ -316,22 +317,24 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
 	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, cfg.QuotaSubmitBytesRate, cfg.QuotaSubmitBytesBurst, st, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
-	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, st, c.dead, js, c.subjects, c.log, c.metrics)
+	// What every service is built on (serviceBase).
+	base := serviceBase{store: st, log: c.log, metrics: c.metrics, tracer: c.tracer, nc: nc, js: js, subjects: c.subjects}
+	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, base, c.dead)
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
-		st, nc, c.subjects, c.log, c.metrics, c.tracer, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
+		base, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
 	c.dispatcher.ownResults = c.ownResults
-	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, st, c.subjects, nc, c.log, c.metrics, c.dead, c.afterChange, c.relay.kick)
+	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, base, c.dead, c.afterChange, c.relay.kick)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
-	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, st, c.log, c.lead.answeringSince, c.afterChange)
-	c.due = newDueTimers(dueConfig{}, st, c.hostNow, c.dispatcher.notifyWork)
-	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, st, c.log, c.id, c.periodicNow, c.afterChange, c.relay.kick)
-	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, st, c.log)
+	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, base, c.lead.answeringSince, c.afterChange)
+	c.due = newDueTimers(dueConfig{}, base, c.hostNow, c.dispatcher.notifyWork)
+	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, base, c.id, c.periodicNow, c.afterChange, c.relay.kick)
+	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, base)
 	// The leader-only services: started when this coordinator gains the
 	// maintenance lead, stopped when it loses it.
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
-	c.deps = newDependents(dependentsConfig{}, st, c.log, c.lead, c.afterChange)
+	c.deps = newDependents(dependentsConfig{}, base, c.lead, c.afterChange)
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
-		st, c.subjects, c.log, c.metrics, c.tracer, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
+		base, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
 		c.relay.kick, c.deps.queueStored, c.jobsAdded)
 	return c, nil
 }
@@ -421,9 +424,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.journal == nil {
-		c.log.Warn("this database runs the row engine, which a later version removes: its jobs keep running here; to move it onto the journal engine, stop every coordinator and run 'fairway migrate --to-journal' (docs/operations.md, \"The engine\")")
-	} else {
+	if c.journal != nil {
 		c.goLoop(runCtx, c.journal.run)
 		// Started means ready: the partition's state restored (2.6 s for
 		// 1,000,000 waiting jobs) and, on the leader, dispatch answered.

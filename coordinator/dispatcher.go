@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/wirejson"
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // dispatcher speaks the executor protocol: it registers and deregisters
@@ -29,13 +27,8 @@ import (
 // by all coordinators, but for the work notifications, which every
 // coordinator hears.
 type dispatcher struct {
-	cfg      dispatchConfig
-	store    *store.Store
-	nc       *nats.Conn
-	subjects events.Subjects
-	log      *slog.Logger
-	metrics  *coordMetrics
-	tracer   trace.Tracer
+	cfg dispatchConfig
+	serviceBase
 	tasks    *taskCache // refreshed when an executor registers
 	parking  *parking
 	notifyID []byte // this coordinator's name in its work notifications
@@ -118,13 +111,12 @@ func (c dispatchConfig) withDefaults() dispatchConfig {
 	return c
 }
 
-func newDispatcher(cfg dispatchConfig, st *store.Store, nc *nats.Conn, subjects events.Subjects, log *slog.Logger, m *coordMetrics,
-	tracer trace.Tracer, tasks *taskCache, afterChange func([]store.Applied), kickOutbox func(),
+func newDispatcher(cfg dispatchConfig, b serviceBase, tasks *taskCache, afterChange func([]store.Applied), kickOutbox func(),
 	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
-	return &dispatcher{cfg: cfg.withDefaults(), store: st, nc: nc, subjects: subjects, log: log, metrics: m, tracer: tracer,
+	return &dispatcher{cfg: cfg.withDefaults(), serviceBase: b,
 		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
 		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError, refusedLog: newLogLimit(10),
-		leaderDispatch: &leaderOnly{nc: nc, log: log, subject: subjects.ExecAll(events.ExecDispatch), what: "dispatch requests"}}
+		leaderDispatch: &leaderOnly{nc: b.nc, log: b.log, subject: b.subjects.ExecAll(events.ExecDispatch), what: "dispatch requests"}}
 }
 
 // start answers executors: registration, deregistration, dispatch

@@ -47,7 +47,7 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 		_ = msg.Respond(data)
 	}
 	replyError := func(_ string, err error) *fairway.Error { return fairway.AsError(err) }
-	d := newDispatcher(cfg, st, nc, subjects, log, newMetrics(prometheus.NewRegistry(), st, log), noop.NewTracerProvider().Tracer(""),
+	d := newDispatcher(cfg, serviceBase{store: st, log: log, metrics: newMetrics(prometheus.NewRegistry(), st, log), tracer: noop.NewTracerProvider().Tracer(""), nc: nc, subjects: subjects},
 		&taskCache{store: st, log: log}, f.afterChange, f.kickOutbox, respond, replyError)
 	ctx, cancel := context.WithCancel(context.Background())
 	runService(t, d.parkLoop)

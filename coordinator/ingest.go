@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -35,15 +34,11 @@ import (
 // before the loops end. The request/reply API validates its submissions
 // with it too (validate).
 type ingest struct {
-	cfg      ingestConfig
-	store    *store.Store
-	subjects events.Subjects
-	log      *slog.Logger
-	metrics  *coordMetrics
-	tracer   trace.Tracer
-	dead     *deadLetters
-	quotas   *quotas
-	tasks    *taskCache // refuses the tasks no executor runs
+	cfg ingestConfig
+	serviceBase
+	dead   *deadLetters
+	quotas *quotas
+	tasks  *taskCache // refuses the tasks no executor runs
 	// parking holds the idle executors' dispatch requests (the
 	// dispatcher's), and handedOver answers one with the jobs stored for
 	// it (dispatcher.handedOver).
@@ -109,11 +104,10 @@ func (c ingestConfig) withDefaults() ingestConfig {
 	return c
 }
 
-func newIngest(cfg ingestConfig, st *store.Store, subjects events.Subjects, log *slog.Logger, m *coordMetrics, tracer trace.Tracer,
-	dead *deadLetters, q *quotas, tasks *taskCache, p *parking,
+func newIngest(cfg ingestConfig, b serviceBase, dead *deadLetters, q *quotas, tasks *taskCache, p *parking,
 	handedOver func(context.Context, *parkedRequest, []fairway.Job, time.Time),
 	kickOutbox func(), queueStored func([]fairway.Submission), jobsAdded func(...fairway.Submission)) *ingest {
-	return &ingest{cfg: cfg.withDefaults(), store: st, subjects: subjects, log: log, metrics: m, tracer: tracer,
+	return &ingest{cfg: cfg.withDefaults(), serviceBase: b,
 		dead: dead, quotas: q, tasks: tasks, parking: p, handedOver: handedOver,
 		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded, rejectLog: newLogLimit(rejectLogPerSecond)}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ingestHarness is ingest on its own PostgreSQL and NATS server, with the
@@ -43,7 +42,7 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 	dead := w.deadLetters(metrics)
 	h := &ingestHarness{st: st, nc: nc, js: js, subjects: subjects, parking: newParking(), f: newFollowUps(),
 		handed: make(chan []fairway.Job, 1), handedFor: make(chan *parkedRequest, 1)}
-	h.ingest = newIngest(cfg, st, subjects, log, metrics, noop.NewTracerProvider().Tracer(""), dead,
+	h.ingest = newIngest(cfg, w.base(metrics), dead,
 		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, QuotaSubmitBytesRateDefault, QuotaSubmitBytesBurstDefault, st, metrics.quotaRefused),
 		&taskCache{store: st, log: log}, h.parking,
 		func(_ context.Context, r *parkedRequest, jobs []fairway.Job, _ time.Time) {

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -117,10 +116,9 @@ func (c dependentsConfig) withDefaults() dependentsConfig {
 // about it failed. What is queued lives in memory: a coordinator that
 // dies loses it, and the leader's sweep finds it.
 type dependents struct {
-	cfg   dependentsConfig
-	store *store.Store
-	log   *slog.Logger
-	lead  *leadership
+	cfg dependentsConfig
+	serviceBase
+	lead *leadership
 	// afterChange follows up the jobs resolved (Coordinator.afterChange);
 	// it queues the dependents of those it cancelled here in turn.
 	afterChange func([]store.Applied)
@@ -161,8 +159,8 @@ type depGroup struct {
 
 func (g *depGroup) hasWork() bool { return len(g.ended) > 0 || len(g.cands) > 0 || g.sweeping }
 
-func newDependents(cfg dependentsConfig, st *store.Store, log *slog.Logger, lead *leadership, afterChange func([]store.Applied)) *dependents {
-	return &dependents{cfg: cfg.withDefaults(), store: st, log: log, lead: lead, afterChange: afterChange, now: time.Now,
+func newDependents(cfg dependentsConfig, b serviceBase, lead *leadership, afterChange func([]store.Applied)) *dependents {
+	return &dependents{cfg: cfg.withDefaults(), serviceBase: b, lead: lead, afterChange: afterChange, now: time.Now,
 		groups: map[string]*depGroup{}, kick: make(chan struct{}, 1)}
 }
 

@@ -30,7 +30,7 @@ func TestDependentsResolveWhatIsQueued(t *testing.T) {
 	require.Equal(t, fairway.StatePending, jobState(t, st, "g", "after-b"))
 
 	f := newFollowUps()
-	d := newDependents(dependentsConfig{}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	d := newDependents(dependentsConfig{}, storeBase(st, serviceLogger(t)), notLeading(t, st), f.afterChange)
 	require.Equal(t, blockedSweepInterval, d.cfg.SweepInterval)
 	runService(t, d.run)
 	d.queueStored(stored)
@@ -66,7 +66,7 @@ func TestDependentsSweepOnTheLeader(t *testing.T) {
 	require.NoError(t, err)
 
 	f := newFollowUps()
-	d := newDependents(dependentsConfig{SweepBatch: 1}, st, serviceLogger(t), leading(t, st), f.afterChange)
+	d := newDependents(dependentsConfig{SweepBatch: 1}, storeBase(st, serviceLogger(t)), leading(t, st), f.afterChange)
 	runService(t, d.run)
 	require.Eventually(t, func() bool { return f.state("after-a") == fairway.StateCancelled }, serviceWait, 10*time.Millisecond,
 		"the sweep cancels the dependent of a cancelled job")
@@ -169,7 +169,7 @@ func TestDependentsShareRoundsBetweenGroups(t *testing.T) {
 	require.NoError(t, err)
 
 	order := newResolutionOrder(fairway.JobRef{Group: "acme", ID: "b"}, len(backlog)+1)
-	d := newDependents(dependentsConfig{}, st, serviceLogger(t), notLeading(t, st), order.afterChange)
+	d := newDependents(dependentsConfig{}, storeBase(st, serviceLogger(t)), notLeading(t, st), order.afterChange)
 	d.add(nil, backlog, false)
 	d.add([]fairway.JobRef{{Group: "acme", ID: "a"}}, nil, false)
 	start := time.Now()
@@ -207,7 +207,7 @@ func TestDependentsSweepIsFairBetweenGroups(t *testing.T) {
 	require.NoError(t, err)
 
 	order := newResolutionOrder(fairway.JobRef{Group: "zzz-small", ID: "b"}, len(backlog)+1)
-	d := newDependents(dependentsConfig{}, st, serviceLogger(t), leading(t, st), order.afterChange)
+	d := newDependents(dependentsConfig{}, storeBase(st, serviceLogger(t)), leading(t, st), order.afterChange)
 	start := time.Now()
 	runService(t, d.run)
 	order.wait(t, order.seen, "zzz-small's b")
@@ -227,7 +227,7 @@ func TestDependentsOfAHubAreSweptInSlices(t *testing.T) {
 	st := storetest.Open(t)
 	backlog := groupBacklog(t, st, "g", 50, "hub")
 	f := newFollowUps()
-	d := newDependents(dependentsConfig{DependentsLimit: 10, SweepBatch: 7}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	d := newDependents(dependentsConfig{DependentsLimit: 10, SweepBatch: 7}, storeBase(st, serviceLogger(t)), notLeading(t, st), f.afterChange)
 	runService(t, d.run)
 	d.add([]fairway.JobRef{{Group: "g", ID: "hub"}}, nil, false)
 	for _, r := range backlog {
@@ -244,7 +244,7 @@ func TestDependentsSweepAGroupWhoseStatementFailed(t *testing.T) {
 	st := storetest.Open(t)
 	backlog := groupBacklog(t, st, "g", 3, "a")
 	f := newFollowUps()
-	d := newDependents(dependentsConfig{}, st, serviceLogger(t), notLeading(t, st), f.afterChange)
+	d := newDependents(dependentsConfig{}, storeBase(st, serviceLogger(t)), notLeading(t, st), f.afterChange)
 	d.add([]fairway.JobRef{{Group: "g", ID: "a"}}, backlog[:1], false)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel()

@@ -5,8 +5,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // Defaults of dueConfig.
@@ -44,8 +42,8 @@ func (c dueConfig) withDefaults() dueConfig {
 // changes on this coordinator set (add). Every coordinator runs one, since
 // each learns of its own changes' due times.
 type dueTimers struct {
-	cfg   dueConfig
-	store *store.Store
+	cfg dueConfig
+	serviceBase
 	// now is the host clock (Coordinator.hostNow) that says which times
 	// have come.
 	now func() time.Time
@@ -57,8 +55,8 @@ type dueTimers struct {
 	changed chan struct{}
 }
 
-func newDueTimers(cfg dueConfig, st *store.Store, now func() time.Time, notifyWork func()) *dueTimers {
-	return &dueTimers{cfg: cfg.withDefaults(), store: st, now: now, notifyWork: notifyWork, changed: make(chan struct{}, 1)}
+func newDueTimers(cfg dueConfig, b serviceBase, now func() time.Time, notifyWork func()) *dueTimers {
+	return &dueTimers{cfg: cfg.withDefaults(), serviceBase: b, now: now, notifyWork: notifyWork, changed: make(chan struct{}, 1)}
 }
 
 // run wakes the executors at each due time until ctx ends.

@@ -23,7 +23,7 @@ func TestDueTimersWakeTheExecutorsWhenJobsBecomeDue(t *testing.T) {
 	storeJobs(t, st, fairway.Submission{Group: "g", ID: "later", RunAt: &runAt})
 
 	f := newFollowUps()
-	d := newDueTimers(dueConfig{}, st, time.Now, f.notifyWork)
+	d := newDueTimers(dueConfig{}, storeBase(st, nil), time.Now, f.notifyWork)
 	require.Equal(t, dueTimesCap, d.cfg.Cap)
 	require.NoError(t, d.load(ctx))
 	next, ok := d.next()
@@ -53,7 +53,7 @@ func TestDueTimersWakeTheExecutorsWhenJobsBecomeDue(t *testing.T) {
 // executors' wakeup period catches them).
 func TestDueTimersCap(t *testing.T) {
 	t.Parallel()
-	d := newDueTimers(dueConfig{Cap: 2}, nil, time.Now, func() {})
+	d := newDueTimers(dueConfig{Cap: 2}, serviceBase{}, time.Now, func() {})
 	base := time.Now().Add(time.Hour)
 	for i := range 3 {
 		d.add(base.Add(-time.Duration(i) * time.Minute))

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -54,9 +53,8 @@ func (c periodicConfig) withDefaults() periodicConfig {
 // coordinator that leads the maintenance (a leader service: it starts
 // with the lead, and fires what is due at once).
 type periodicFirer struct {
-	cfg   periodicConfig
-	store *store.Store
-	log   *slog.Logger
+	cfg periodicConfig
+	serviceBase
 	// id names this coordinator in the tasks' marks (coordinatorID).
 	id string
 	// now is the time periodic tasks follow (Coordinator.periodicNow).
@@ -71,10 +69,10 @@ type periodicFirer struct {
 	kicks      chan struct{}
 }
 
-func newPeriodicFirer(cfg periodicConfig, st *store.Store, log *slog.Logger, id string,
+func newPeriodicFirer(cfg periodicConfig, b serviceBase, id string,
 	now func(context.Context) (time.Time, error), afterChange func([]store.Applied), kickOutbox func()) *periodicFirer {
 	return &periodicFirer{
-		cfg: cfg.withDefaults(), store: st, log: log, id: id, now: now,
+		cfg: cfg.withDefaults(), serviceBase: b, id: id, now: now,
 		afterChange: afterChange, kickOutbox: kickOutbox, kicks: make(chan struct{}, 1),
 	}
 }

@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/store"
@@ -42,13 +41,12 @@ func (c pruneConfig) withDefaults() pruneConfig {
 // (its batches skip rows another transaction holds, such as a prune asked
 // for through the API).
 type pruner struct {
-	cfg   pruneConfig
-	store *store.Store
-	log   *slog.Logger
+	cfg pruneConfig
+	serviceBase
 }
 
-func newPruner(cfg pruneConfig, st *store.Store, log *slog.Logger) *pruner {
-	return &pruner{cfg: cfg.withDefaults(), store: st, log: log}
+func newPruner(cfg pruneConfig, b serviceBase) *pruner {
+	return &pruner{cfg: cfg.withDefaults(), serviceBase: b}
 }
 
 // run prunes at once and then every Retention.Interval, while this

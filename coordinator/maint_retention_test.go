@@ -25,7 +25,7 @@ func TestPrunerPrunesPastRetention(t *testing.T) {
 	}
 	cfg := pruneConfig{Retention: Retention{Cancelled: time.Millisecond, Success: -1, Failed: -1, Interval: time.Second}, Batch: 1, Pause: time.Millisecond}
 
-	p := newPruner(cfg, st, serviceLogger(t))
+	p := newPruner(cfg, storeBase(st, serviceLogger(t)))
 	runService(t, p.run)
 	require.Eventually(t, func() bool {
 		return jobState(t, st, "g", "c1") == "" && jobState(t, st, "g", "c2") == ""

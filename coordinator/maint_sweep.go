@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -57,9 +56,8 @@ func (c sweepConfig) withDefaults() sweepConfig {
 // and marks gone the executors silent for several leases. It sweeps on the
 // coordinator that leads the maintenance only.
 type leaseSweeper struct {
-	cfg   sweepConfig
-	store *store.Store
-	log   *slog.Logger
+	cfg sweepConfig
+	serviceBase
 	// answeringSince is since when PostgreSQL has answered the lead's
 	// renewals (leadership.answeringSince).
 	answeringSince func() time.Time
@@ -71,8 +69,8 @@ type leaseSweeper struct {
 	journal *journalEngine
 }
 
-func newLeaseSweeper(cfg sweepConfig, st *store.Store, log *slog.Logger, answeringSince func() time.Time, afterChange func([]store.Applied)) *leaseSweeper {
-	return &leaseSweeper{cfg: cfg.withDefaults(), store: st, log: log, answeringSince: answeringSince, afterChange: afterChange}
+func newLeaseSweeper(cfg sweepConfig, b serviceBase, answeringSince func() time.Time, afterChange func([]store.Applied)) *leaseSweeper {
+	return &leaseSweeper{cfg: cfg.withDefaults(), serviceBase: b, answeringSince: answeringSince, afterChange: afterChange}
 }
 
 // expiryGate says when the sweeper may judge executors lost: once

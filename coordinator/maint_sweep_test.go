@@ -36,7 +36,7 @@ func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 
 	f := newFollowUps()
 	start := time.Now()
-	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, st, serviceLogger(t), func() time.Time { return start }, f.afterChange)
+	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, storeBase(st, serviceLogger(t)), func() time.Time { return start }, f.afterChange)
 	require.Equal(t, 3*lease, s.cfg.GoneAfter, "gone after goneLeases leases by default")
 	require.Equal(t, sweepBatch, s.cfg.Batch)
 	runService(t, s.run)

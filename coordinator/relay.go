@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -60,19 +59,15 @@ func (c relayConfig) withDefaults() relayConfig {
 // others find nothing to do. It reads when kicked (a change committed) and
 // every PollInterval otherwise.
 type relay struct {
-	cfg      relayConfig
-	store    *store.Store
-	letters  *deadLetters // where a message JetStream refuses goes
-	js       jetstream.JetStream
-	subjects events.Subjects
-	log      *slog.Logger
-	metrics  *coordMetrics
-	kicks    chan struct{}
+	cfg relayConfig
+	serviceBase
+	letters *deadLetters // where a message JetStream refuses goes
+	kicks   chan struct{}
 }
 
-func newRelay(cfg relayConfig, st *store.Store, dead *deadLetters, js jetstream.JetStream, subjects events.Subjects, log *slog.Logger, m *coordMetrics) *relay {
+func newRelay(cfg relayConfig, b serviceBase, dead *deadLetters) *relay {
 	return &relay{
-		cfg: cfg.withDefaults(), store: st, letters: dead, js: js, subjects: subjects, log: log, metrics: m,
+		cfg: cfg.withDefaults(), serviceBase: b, letters: dead,
 		kicks: make(chan struct{}, 1),
 	}
 }

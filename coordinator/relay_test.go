@@ -29,7 +29,7 @@ func newRelayHarness(t *testing.T, cfg relayConfig) *relayHarness {
 	reg := prometheus.NewRegistry()
 	metrics := newMetrics(reg, w.st, w.log)
 	return &relayHarness{reg: reg, st: w.st, js: w.js, subjects: w.subjects,
-		relay: newRelay(cfg, w.st, w.deadLetters(metrics), w.js, w.subjects, w.log, metrics)}
+		relay: newRelay(cfg, w.base(metrics), w.deadLetters(metrics))}
 }
 
 // counter is the value of the counter name with the label label=value.

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/store"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,13 +57,9 @@ func (c resultsConfig) withDefaults() resultsConfig {
 // Its goroutine is the inbox's loop, which Start starts (start) and Stop
 // drains with the other consumers before the loops end.
 type results struct {
-	cfg      resultsConfig
-	store    *store.Store
-	subjects events.Subjects
-	nc       *nats.Conn // progress is published on core NATS
-	log      *slog.Logger
-	metrics  *coordMetrics
-	dead     *deadLetters
+	cfg resultsConfig
+	serviceBase
+	dead *deadLetters
 	// afterChange follows up the changes applied (Coordinator.afterChange),
 	// and kickOutbox publishes the events of the starts (relay.kick).
 	afterChange func([]store.Applied)
@@ -75,9 +69,8 @@ type results struct {
 	journal *journalEngine
 }
 
-func newResults(cfg resultsConfig, st *store.Store, subjects events.Subjects, nc *nats.Conn, log *slog.Logger, m *coordMetrics,
-	dead *deadLetters, afterChange func([]store.Applied), kickOutbox func()) *results {
-	return &results{cfg: cfg.withDefaults(), store: st, subjects: subjects, nc: nc, log: log, metrics: m, dead: dead,
+func newResults(cfg resultsConfig, b serviceBase, dead *deadLetters, afterChange func([]store.Applied), kickOutbox func()) *results {
+	return &results{cfg: cfg.withDefaults(), serviceBase: b, dead: dead,
 		afterChange: afterChange, kickOutbox: kickOutbox}
 }
 

@@ -89,7 +89,7 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 	metrics := newMetrics(prometheus.NewRegistry(), st, log)
 	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
 	f := newFollowUps()
-	rs := newResults(resultsConfig{RetryDelay: time.Hour}, st, subjects, nc, log, metrics, dead, f.afterChange, f.kickOutbox)
+	rs := newResults(resultsConfig{RetryDelay: time.Hour}, serviceBase{store: st, log: log, metrics: metrics, nc: nc, js: js, subjects: subjects}, dead, f.afterChange, f.kickOutbox)
 
 	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
 		func(fairway.Executor) bool { return false })
@@ -173,5 +173,5 @@ func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
 func (w streamWorld) results() (*results, *followUps) {
 	metrics := newMetrics(prometheus.NewRegistry(), w.st, w.log)
 	f := newFollowUps()
-	return newResults(resultsConfig{RetryDelay: time.Hour}, w.st, w.subjects, w.nc, w.log, metrics, w.deadLetters(metrics), f.afterChange, f.kickOutbox), f
+	return newResults(resultsConfig{RetryDelay: time.Hour}, w.base(metrics), w.deadLetters(metrics), f.afterChange, f.kickOutbox), f
 }

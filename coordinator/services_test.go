@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // serviceWait bounds every wait for a service to do its work.
@@ -175,6 +176,17 @@ type streamWorld struct {
 	js       jetstream.JetStream
 	subjects events.Subjects
 	log      *slog.Logger
+}
+
+// base is what w's services are built on (serviceBase), with metrics m.
+func (w streamWorld) base(m *coordMetrics) serviceBase {
+	return serviceBase{store: w.st, log: w.log, metrics: m, tracer: noop.NewTracerProvider().Tracer(""), nc: w.nc, js: w.js, subjects: w.subjects}
+}
+
+// storeBase is what a service that needs the store and a logger only is
+// built on.
+func storeBase(st *store.Store, log *slog.Logger) serviceBase {
+	return serviceBase{store: st, log: log, tracer: noop.NewTracerProvider().Tracer("")}
 }
 
 func newStreamWorld(t *testing.T) streamWorld {

@@ -84,8 +84,8 @@ type Options struct {
 	// Fairness is the coordinator's scheduler.fairness in every scenario
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
-	// Engine is the coordinator's coordinator.engine: journal (the
-	// default) or rows.
+	// Engine is the coordinator's coordinator.engine: rows (the default,
+	// as a new database's) or journal.
 	Engine string
 	// JournalMirror installs the journal mirror (store.MirrorJournal):
 	// every change of the row engine is appended to the journal as well
@@ -121,7 +121,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Engine = cmp.Or(o.Engine, coordinator.EngineJournal)
+	o.Engine = cmp.Or(o.Engine, coordinator.EngineRows)
 	if o.Jobs == 0 {
 		o.Jobs = 100_000
 	}

@@ -50,7 +50,9 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	}
 	for scenario, keys := range cases {
 		var out bytes.Buffer
-		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
+		// On the journal, the engine being built; TestInProcessCoordinator
+		// runs the default, the rows.
+		err := bench.Run(t.Context(), scenario, bench.Options{Engine: coordinator.EngineJournal, ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
 			JSON: true, Out: &out, CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}})
 		require.NoError(t, err, scenario)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -25,39 +25,39 @@ const (
 const journalTTL = 1500 * time.Millisecond
 
 // journalScenarios are the journal's own faults (its leader hit where a
-// claim is written), and three of the existing scenarios run again on the
-// row engine, which a coordinator still runs when it names it (the
-// others run on the journal, the default of a new database): a
-// coordinator killed, PostgreSQL restarted and PostgreSQL failed over.
-// The others (executors, NATS, the disks) meet either engine's
-// coordinators through the same protocol; running them all twice would
-// take CI past its budget.
+// claim is written), and four of the existing scenarios run again with
+// their coordinators on the journal (the others run on the default
+// engine, the rows, which a new database gets): a coordinator killed (the
+// journal's leader half the time), an executor killed and restarted (its
+// jobs released by the journal's leader: run on the journal, it found the
+// maintenance led by the other coordinator, which could not), PostgreSQL
+// restarted and PostgreSQL failed over while the journal is written. The others (executors, NATS,
+// the disks) meet either engine's coordinators through the same protocol;
+// running them all twice would take CI past its budget.
 func journalScenarios() []Scenario {
 	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
 	out := []Scenario{journalKillAfterClaimCommit(base), journalFreezeBeforeClaimAppend(base)}
 	for _, sc := range crashScenarios() {
-		if sc.Name == "kill-coordinator" || sc.Name == "restart-postgres" {
-			out = append(out, onRows(sc))
+		if sc.Name == "kill-coordinator" || sc.Name == "kill-restart-executor" || sc.Name == "restart-postgres" {
+			out = append(out, onJournal(sc))
 		}
 	}
-	return append(out, onRows(postgresFailover(base)))
+	return append(out, onJournal(postgresFailover(base)))
 }
 
-// journalEnv names the journal engine, the default, for the scenarios
-// that hit it: they fail, rather than test nothing, if the default
-// changes.
+// journalEnv puts a coordinator on the journal engine.
 const journalEnv = "FAIRWAY_COORDINATOR_ENGINE=journal"
 
-// onRows is sc with its coordinators on the row engine.
-func onRows(sc Scenario) Scenario {
-	sc.Name = "rows-" + sc.Name
+// onJournal is sc with its coordinators on the journal engine.
+func onJournal(sc Scenario) Scenario {
+	sc.Name = "journal-" + sc.Name
 	own := sc.Cluster.Coordinator
 	sc.Cluster.Coordinator = func(i int) ProcOptions {
 		var o ProcOptions
 		if own != nil {
 			o = own(i)
 		}
-		o.Env = append(o.Env, "FAIRWAY_COORDINATOR_ENGINE=rows")
+		o.Env = append(o.Env, journalEnv)
 		return o
 	}
 	return sc

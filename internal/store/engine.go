@@ -26,10 +26,15 @@ var (
 const (
 	EngineRows    = "rows"
 	EngineJournal = "journal"
-	// EngineNew is the engine of a new database, whose first coordinator
-	// names none: a database that held jobs before the journal was the
-	// default was given the row engine by migration 025.
-	EngineNew = EngineJournal
+	// EngineNew is the engine of a new database whose first coordinator
+	// names none: the row engine, until the journal matches its figures
+	// where it does not yet (the latency of an idle system, the waits
+	// behind a burst on few slots, short jobs, a queue of 1,000,000 in
+	// 10,000 groups: docs/performance.md, 2026-11-29, seventh session). A
+	// database that held jobs and recorded no engine was given the rows by
+	// migration 025, whatever this says. 'fairway migrate --to-journal'
+	// moves a database of rows onto the journal.
+	EngineNew = EngineRows
 )
 
 // ChooseEngine records engine as the database's when none is yet (the

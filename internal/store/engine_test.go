@@ -108,18 +108,22 @@ func TestCoordinatorsStartingTogetherShedTogether(t *testing.T) {
 	}
 }
 
-// TestANewDatabaseIsTheJournals: a coordinator that names no engine gets
-// the journal on a new database, and so does a transaction of
+// TestANewDatabasesEngine: a coordinator that names no engine gets
+// store.EngineNew on a new database, and so does a transaction of
 // store.InsertTx that comes first (in that transaction: rolled back, the
-// database has no engine yet); a coordinator that names the rows is then
+// database has no engine yet); a coordinator that names the other is then
 // refused.
-func TestANewDatabaseIsTheJournals(t *testing.T) {
+func TestANewDatabasesEngine(t *testing.T) {
 	t.Parallel()
-	s := storetest.OpenJournal(t)
+	other := store.EngineJournal
+	if store.EngineNew == store.EngineJournal {
+		other = store.EngineRows
+	}
+	s := storetest.OpenJournal(t) // no engine yet
 	engine, err := s.ChooseEngine(t.Context(), "")
 	require.NoError(t, err)
-	require.Equal(t, store.EngineJournal, engine)
-	require.True(t, s.OnJournal())
+	require.Equal(t, store.EngineNew, engine)
+	require.Equal(t, store.EngineNew == store.EngineJournal, s.OnJournal())
 
 	tx := storetest.OpenJournal(t)
 	stored := func(commit bool) {
@@ -143,9 +147,9 @@ func TestANewDatabaseIsTheJournals(t *testing.T) {
 	stored(false)
 	require.Empty(t, recorded(), "a rolled-back InsertTx chose an engine")
 	stored(true)
-	require.Equal(t, store.EngineJournal, recorded())
-	_, err = tx.ChooseEngine(t.Context(), store.EngineRows)
-	require.ErrorContains(t, err, `this database's jobs are stored by the "journal" engine`)
+	require.Equal(t, store.EngineNew, recorded())
+	_, err = tx.ChooseEngine(t.Context(), other)
+	require.ErrorContains(t, err, `this database's jobs are stored by the "`+store.EngineNew+`" engine`)
 }
 
 // TestADatabaseWithJobsKeepsTheRows: migration 025 records the row

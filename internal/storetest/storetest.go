@@ -95,10 +95,10 @@ func openURL(t testing.TB, mirrored bool) (*store.Store, string) {
 	return s, url
 }
 
-// OpenJournal returns a store on a fresh, migrated database on which no
-// engine is chosen yet, as a new user's: its first coordinator (or
-// store.InsertTx) chooses the journal (store.EngineNew) unless it names
-// the row engine. The mirror that writes the row engine's changes into the
+// OpenJournal returns a store on a fresh, migrated database for the
+// journal engine, on which no engine is chosen yet: a coordinator there
+// names the journal (a coordinator that names none, or store.InsertTx,
+// chooses store.EngineNew, as on a new user's database). The mirror that writes the row engine's changes into the
 // journal is off (its triggers would take the records the journal's leader
 // writes in fairway_job), and so is its check at the end.
 func OpenJournal(t testing.TB) *store.Store {
@@ -118,8 +118,7 @@ func OpenJournalURL(t testing.TB) (*store.Store, string) {
 }
 
 // Engine is the engine that the suites' default harnesses run on: the
-// journal (the default of a new database, store.EngineNew), or the row
-// engine with FAIRWAY_TEST_ENGINE=rows (for example FAIRWAY_TEST_ENGINE=rows
+// journal, the engine being built (issue 31), or the row engine with FAIRWAY_TEST_ENGINE=rows (for example FAIRWAY_TEST_ENGINE=rows
 // go test ./internal/isolation/). Pass it as coordinator.Config's Engine,
 // beside a store of OpenEngine.
 func Engine() string {
