@@ -98,9 +98,10 @@ func openURL(t testing.TB, mirrored bool) (*store.Store, string) {
 // OpenJournal returns a store on a fresh, migrated database for the
 // journal engine, on which no engine is chosen yet: a coordinator there
 // names the journal (a coordinator that names none, or store.InsertTx,
-// chooses store.EngineNew, as on a new user's database). The mirror that writes the row engine's changes into the
-// journal is off (its triggers would take the records the journal's leader
-// writes in fairway_job), and so is its check at the end.
+// chooses store.EngineNew, as on a new user's database). The mirror that
+// writes the row engine's changes into the journal is off (its triggers
+// would take the records the journal's leader writes in fairway_job), and
+// so is its check at the end.
 func OpenJournal(t testing.TB) *store.Store {
 	t.Helper()
 	s, _ := OpenJournalURL(t)
@@ -118,9 +119,10 @@ func OpenJournalURL(t testing.TB) (*store.Store, string) {
 }
 
 // Engine is the engine that the suites' default harnesses run on: the
-// journal, the engine being built (issue 31), or the row engine with FAIRWAY_TEST_ENGINE=rows (for example FAIRWAY_TEST_ENGINE=rows
-// go test ./internal/isolation/). Pass it as coordinator.Config's Engine,
-// beside a store of OpenEngine.
+// journal, the engine being built (issue 31), or the row engine with
+// FAIRWAY_TEST_ENGINE=rows (for example FAIRWAY_TEST_ENGINE=rows go test
+// ./internal/isolation/). Pass it as coordinator.Config's Engine, beside a
+// store of OpenEngine.
 func Engine() string {
 	if os.Getenv("FAIRWAY_TEST_ENGINE") == store.EngineRows {
 		return store.EngineRows
