@@ -44,4 +44,13 @@ func TestMigrateToJournal(t *testing.T) {
 	code, _, errOut = run(t, "migrate", "--to-journal", "--database-url", url)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "this database is on the journal engine already: nothing to move")
+
+	// A new database: the journal recorded as its engine, nothing moved.
+	fresh, freshURL := storetest.OpenJournalURL(t)
+	code, out, errOut = run(t, "migrate", "--to-journal", "--database-url", freshURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "the database is on the journal engine: 0 unfinished jobs moved")
+	engine, err = fresh.ChooseEngine(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, store.EngineJournal, engine, "a coordinator that names no engine runs the journal there")
 }

@@ -616,9 +616,9 @@ func newMigrateCmd(e *env) *cobra.Command {
 		Long: `Apply the database migrations that the database lacks. Coordinators also do
 this at their start.
 
-With --to-journal, then move a database of the row engine (one that held jobs
-before the journal engine was the default) onto the journal engine, in one
-transaction: its unfinished jobs go into the journal (each keeps its attempts
+With --to-journal, then move a database of the row engine (a new database's
+default) onto the journal engine, in one transaction (on a new database, it
+records the journal as its engine): its unfinished jobs go into the journal (each keeps its attempts
 and its submission time), the groups' weights and the rate limits too, and the
 records of ended jobs, their log lines and every id stay. Stop every
 coordinator first (the move is refused while one runs); executors may keep

@@ -62,7 +62,9 @@ var ErrCoordinatorRunning = errors.New("a coordinator runs on this database")
 // groups' weights and the rate limits become the journal's weight and
 // rate rows, the unfinished rows leave fairway_job (which keeps the
 // records of ended jobs, their log lines, and every id taken), and the
-// database's engine is the journal. Every coordinator must be stopped
+// database's engine is the journal. On a new database (no engine
+// recorded) it records the journal, and moves nothing. Every coordinator
+// must be stopped
 // (ErrCoordinatorRunning otherwise). What changes for the jobs:
 //   - a job an executor held (scheduled, running) waits again, its attempt
 //     counted: it runs again, and its executor's report is refused;
@@ -78,11 +80,19 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 	began := time.Now()
 	var out Converted
 	engine, err := s.recordedEngine(ctx)
-	if err != nil {
+	switch {
+	case err != nil:
 		return out, err
-	}
-	if engine == EngineJournal {
+	case engine == EngineJournal:
 		return out, errors.New("this database is on the journal engine already: nothing to move")
+	case engine == "":
+		// A new database: nothing to move, the journal recorded as its
+		// engine (its coordinators that name none run it).
+		if _, err := s.ChooseEngine(ctx, EngineJournal); err != nil {
+			return out, err
+		}
+		out.Took = time.Since(began)
+		return out, nil
 	}
 	var holder string
 	var until time.Time
@@ -161,14 +171,14 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 	return out, nil
 }
 
-// recordedEngine is the engine the database recorded (migration 025
-// records the rows for a database that held jobs before the journal).
+// recordedEngine is the engine the database recorded ("" for none yet:
+// no coordinator started on it, and it held no jobs before migration 025).
 func (s *Store) recordedEngine(ctx context.Context) (string, error) {
 	var engine string
 	err := s.pool.QueryRow(ctx, engineSQL).Scan(&engine)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", errors.New("this database has no engine yet (no coordinator started on it, and it held no jobs): its first coordinator chooses the journal, nothing to move")
+		return "", nil
 	case err != nil:
 		return "", fmt.Errorf("reading the database's engine: %w", interpretError(err))
 	}
