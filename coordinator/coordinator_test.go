@@ -688,8 +688,11 @@ func heldDelayedAndExpiring(t *testing.T, h *harness) {
 
 	held := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true})
 	triggered := submit(t, h, fairway.Submission{Group: "g", Task: "echo", TriggerAfter: &soon})
-	// Held forever, expiring soon: it can never start.
-	expiring := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true, ExpiresAt: &soon})
+	// Held forever, expiring soon: it can never start. Later than soon: a
+	// job stored after its expiry is refused as one that could never run
+	// (ingest took 300 ms once, on a loaded machine).
+	expiresAt := time.Now().Add(2 * time.Second)
+	expiring := submit(t, h, fairway.Submission{Group: "g", Task: "echo", Pending: true, ExpiresAt: &expiresAt})
 	delayed := submit(t, h, fairway.Submission{Group: "g", Task: "echo", RunIn: "1h"})
 	later := time.Now().Add(time.Hour)
 	far := submit(t, h, fairway.Submission{Group: "g", Task: "echo", TriggerAfter: &later})
