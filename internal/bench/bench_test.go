@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		"drain": {"submit_jobs_per_s", "work_jobs_per_s", "coordinator_rss_mib"},
 		"fairness": {"b_p50_wait_ms", "b_max_wait_ms", "fifo_b_wait_ms", "fair_b_max_wait_ms", "b_stored_max_ms",
 			"noisy_tenants", "noisy_b_p50_wait_ms", "noisy_b_max_wait_ms", "noisy_fifo_b_wait_ms", "noisy_fair_b_max_wait_ms", "noisy_b_stored_max_ms"},
-		"scale": {"work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"}, // select_ms: the row engine's only
+		"scale": {"work_jobs_per_s_5000", "coordinator_rss_mib_5000", "coordinator_rss_mib"},
 		"features": {"work_jobs_per_s_plain", "work_jobs_per_s_limits", "work_jobs_per_s_chains", "b_max_wait_ms_plain", "b_max_wait_ms_limits",
 			"a_held_max_limits", "group_limit"},
 		"history": {"work_jobs_per_s_empty", "work_jobs_per_s_history", "work_jobs_per_s_pruning", "history_ratio", "pruning_ratio",
@@ -48,13 +49,25 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	if os.Getenv(pgtest.EnvURL) == "" {
 		usageKeys = append(usageKeys, "cpu_us_per_job_pg")
 	}
-	for scenario, keys := range cases {
+	// Every scenario on the default engine, the rows, and those whose
+	// journal path differs (the limits set through the API, the jobs stored
+	// through the engine) on the journal too. Not all of them twice: the
+	// bench runs beside the coordinator's timing tests in CI.
+	type run struct{ scenario, engine string }
+	var runs []run
+	for scenario := range cases {
+		runs = append(runs, run{scenario, coordinator.EngineRows})
+	}
+	runs = append(runs, run{"features", coordinator.EngineJournal}, run{"scale", coordinator.EngineJournal})
+	for _, r := range runs {
+		scenario, keys := r.scenario, cases[r.scenario]
+		if r.engine == coordinator.EngineRows && scenario == "scale" {
+			keys = append(slices.Clone(keys), "select_ms") // the row engine's claim, timed alone
+		}
 		var out bytes.Buffer
-		// On the journal, the engine being built; TestInProcessCoordinator
-		// runs the default, the rows.
-		err := bench.Run(t.Context(), scenario, bench.Options{Engine: coordinator.EngineJournal, ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
+		err := bench.Run(t.Context(), scenario, bench.Options{Engine: r.engine, ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
 			JSON: true, Out: &out, CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}})
-		require.NoError(t, err, scenario)
+		require.NoError(t, err, "%s on %s", scenario, r.engine)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		require.Len(t, lines, 1, scenario)
 		t.Log(lines[0])
