@@ -258,15 +258,18 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		}
 		// PostgreSQL refused the batch: a record it cannot store (the
 		// leader writes each ended job's in the batch's transaction).
-		// The starts and progress go first, then the outcomes in halves
-		// until those refused on their own are found, as on the rows.
-		rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
+		// The starts and progress go first, then the outcomes are sorted
+		// as on the rows (findRefused).
+		refusal := err
 		if changed, err = rs.journal.report(ctx, started, progress, nil); err != nil {
 			return nil, nil, err
 		}
 		rs.publishProgress(changed)
-		refused := map[int]string{}
-		return nil, refused, rs.reportSplit(ctx, outcomes, 0, refused, true)
+		_, refused, err := rs.findRefused(ctx, outcomes, refusal, func(ctx context.Context, o []store.Outcome) ([]store.Applied, error) {
+			_, err := rs.journal.report(ctx, nil, nil, o)
+			return nil, err // the leader follows its changes up itself
+		})
+		return nil, refused, err
 	}
 	if err := rs.store.MarkRunning(ctx, started); err != nil {
 		return nil, nil, err
@@ -292,30 +295,6 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
 	}
 	return applied, refused, nil
-}
-
-// reportSplit has the journal's leader apply outcomes (the batch's from
-// index at on); those PostgreSQL refuses on their own are added to
-// refused. knownBad says that the whole of outcomes was refused already.
-func (rs *results) reportSplit(ctx context.Context, outcomes []store.Outcome, at int, refused map[int]string, knownBad bool) error {
-	if len(outcomes) == 0 {
-		return nil
-	}
-	if !knownBad {
-		_, err := rs.journal.report(ctx, nil, nil, outcomes)
-		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
-			return err
-		}
-		if len(outcomes) == 1 {
-			refused[at] = "PostgreSQL refused the outcome: " + fairway.TruncateBytes(err.Error(), fairway.MaxErrorTextSize)
-			return nil
-		}
-	}
-	half := len(outcomes) / 2
-	if err := rs.reportSplit(ctx, outcomes[:half], at, refused, false); err != nil {
-		return err
-	}
-	return rs.reportSplit(ctx, outcomes[half:], at+half, refused, false)
 }
 
 // learn records how long the attempts whose outcomes were applied ran
@@ -350,18 +329,35 @@ func (rs *results) learn(ctx context.Context, outcomes []store.Outcome, applied 
 // refused too, it is split in halves until the outcomes refused on their
 // own are found (a number of statements logarithmic in the batch).
 func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	first, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
+	apply := func(ctx context.Context, o []store.Outcome) ([]store.Applied, error) {
+		return rs.store.Complete(ctx, o, rs.cfg.RetryDelay)
+	}
+	first, err := apply(ctx, outcomes)
 	if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 		return first, nil, err
 	}
-	rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", err)
+	applied, refused, err := rs.findRefused(ctx, outcomes, err, apply)
+	return append(first, applied...), refused, err
+}
+
+// applyOutcomes applies a batch of outcomes in one statement: the row
+// engine's Complete, or the journal leader's report. It returns what it
+// applied (with an error, what it committed before it).
+type applyOutcomes func(context.Context, []store.Outcome) ([]store.Applied, error)
+
+// findRefused sorts outcomes that PostgreSQL refused as a batch (with
+// refusal): one statement finds the results it cannot store, and the rest
+// are applied with apply, in halves until those refused on their own are
+// found. refused maps the index of each refused outcome to the reason.
+func (rs *results) findRefused(ctx context.Context, outcomes []store.Outcome, refusal error, apply applyOutcomes) ([]store.Applied, map[int]string, error) {
+	rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", refusal)
 	results := make([][]byte, len(outcomes))
 	for i, o := range outcomes {
 		results[i] = o.Result
 	}
 	bad, err := rs.store.UnstorableJSON(ctx, results)
 	if err != nil {
-		return first, nil, err
+		return nil, nil, err
 	}
 	refused := map[int]string{}
 	isBad := map[int]bool{}
@@ -376,21 +372,21 @@ func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]st
 			rest, restAt = append(rest, o), append(restAt, i)
 		}
 	}
-	applied, err := rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0)
-	return append(first, applied...), refused, err
+	applied, err := rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0, apply)
+	return applied, refused, err
 }
 
 // completeSplit applies outcomes (at[i] is the batch index of outcomes[i]);
 // those PostgreSQL refuses on their own are added to refused. knownBad
 // says that the whole of outcomes was refused already. With an error it
 // returns what it applied before it.
-func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool) ([]store.Applied, error) {
+func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool, apply applyOutcomes) ([]store.Applied, error) {
 	if len(outcomes) == 0 {
 		return nil, nil
 	}
 	var first []store.Applied // committed by rounds before a refusal
 	if !knownBad {
-		applied, err := rs.store.Complete(ctx, outcomes, rs.cfg.RetryDelay)
+		applied, err := apply(ctx, outcomes)
 		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 			return applied, err
 		}
@@ -401,12 +397,12 @@ func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, 
 		first = applied
 	}
 	half := len(outcomes) / 2
-	applied, err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false)
+	applied, err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false, apply)
 	applied = append(first, applied...)
 	if err != nil {
 		return applied, err
 	}
-	more, err := rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false)
+	more, err := rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false, apply)
 	return append(applied, more...), err
 }
 

@@ -64,8 +64,8 @@ var ErrCoordinatorRunning = errors.New("a coordinator runs on this database")
 // records of ended jobs, their log lines, and every id taken), and the
 // database's engine is the journal. On a new database (no engine
 // recorded) it records the journal, and moves nothing. Every coordinator
-// must be stopped
-// (ErrCoordinatorRunning otherwise). What changes for the jobs:
+// must be stopped (ErrCoordinatorRunning otherwise). What changes for the
+// jobs:
 //   - a job an executor held (scheduled, running) waits again, its attempt
 //     counted: it runs again, and its executor's report is refused;
 //   - a job whose cancel was requested while it ran ends cancelled;
@@ -79,10 +79,10 @@ var ErrCoordinatorRunning = errors.New("a coordinator runs on this database")
 func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (Converted, error) {
 	began := time.Now()
 	var out Converted
-	engine, err := s.recordedEngine(ctx)
+	engine, err := readEngine(ctx, s.pool)
 	switch {
 	case err != nil:
-		return out, err
+		return out, fmt.Errorf("reading the database's engine: %w", interpretError(err))
 	case engine == EngineJournal:
 		return out, errors.New("this database is on the journal engine already: nothing to move")
 	case engine == "":
@@ -169,20 +169,6 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 	}
 	out.Took = time.Since(began)
 	return out, nil
-}
-
-// recordedEngine is the engine the database recorded ("" for none yet:
-// no coordinator started on it, and it held no jobs before migration 025).
-func (s *Store) recordedEngine(ctx context.Context) (string, error) {
-	var engine string
-	err := s.pool.QueryRow(ctx, engineSQL).Scan(&engine)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("reading the database's engine: %w", interpretError(err))
-	}
-	return engine, nil
 }
 
 // convertSettings appends the weights and the rate limits of the row

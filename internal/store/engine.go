@@ -44,17 +44,7 @@ const (
 // leave jobs that no one runs. An empty engine takes the database's, or
 // EngineNew on a database without one. It returns the database's engine.
 func (s *Store) ChooseEngine(ctx context.Context, engine string) (string, error) {
-	var chosen string
-	var at time.Time
-	var err error
-	// Twice at most: a coordinator choosing at the same moment commits
-	// its row after this statement's snapshot, which then finds none.
-	for range 2 {
-		err = s.pool.QueryRow(ctx, chooseEngineSQL, cmp.Or(engine, EngineNew)).Scan(&chosen, &at)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			break
-		}
-	}
+	chosen, at, err := recordEngine(ctx, s.pool, cmp.Or(engine, EngineNew))
 	if err != nil {
 		return "", fmt.Errorf("recording the database's engine: %w", interpretError(err))
 	}
@@ -96,17 +86,39 @@ func (s *Store) OnJournal() bool { return s.journal.Load() }
 // and a coordinator that names the other is refused at its start instead
 // of never seeing them.
 func engineOf(ctx context.Context, q pgx.Tx) (string, error) {
-	var engine string
-	err := q.QueryRow(ctx, engineSQL).Scan(&engine)
-	if !errors.Is(err, pgx.ErrNoRows) {
+	engine, err := readEngine(ctx, q)
+	if err != nil || engine != "" {
 		return engine, err
 	}
-	var at time.Time
-	for range 2 { // as in ChooseEngine
-		err = q.QueryRow(ctx, chooseEngineSQL, EngineNew).Scan(&engine, &at)
+	engine, _, err = recordEngine(ctx, q, EngineNew)
+	return engine, err
+}
+
+// rowQuerier is a pool or a transaction, for a statement of one row.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readEngine is the engine the database recorded ("" for none yet).
+func readEngine(ctx context.Context, q rowQuerier) (string, error) {
+	var engine string
+	err := q.QueryRow(ctx, engineSQL).Scan(&engine)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return engine, err
+}
+
+// recordEngine records engine as the database's unless one is, and
+// returns the one recorded and when it was chosen.
+func recordEngine(ctx context.Context, q rowQuerier, engine string) (chosen string, at time.Time, err error) {
+	// Twice at most: a coordinator choosing at the same moment commits
+	// its row after this statement's snapshot, which then finds none.
+	for range 2 {
+		err = q.QueryRow(ctx, chooseEngineSQL, engine).Scan(&chosen, &at)
 		if !errors.Is(err, pgx.ErrNoRows) {
 			break
 		}
 	}
-	return engine, err
+	return chosen, at, err
 }
