@@ -91,10 +91,15 @@ func (s *State) endedBy(batches []batch) ([]ended, error) {
 	now := time.Now()
 	for _, b := range batches {
 		kind = b.kind
-		var items []Item
-		for _, it := range b.items {
-			if refs[fairway.JobRef{Group: it.Group, ID: it.ID}] {
+		// The batch itself when every item may end (a batch of ends, the
+		// drain's), else a copy of those that may, made in the same pass.
+		items, copied := b.items, false
+		for i, it := range b.items {
+			switch in := refs[fairway.JobRef{Group: it.Group, ID: it.ID}]; {
+			case in && copied:
 				items = append(items, it)
+			case !in && !copied:
+				items, copied = slices.Clone(b.items[:i]), true
 			}
 		}
 		if _, err := sc.apply(Row{Kind: b.kind, At: now}, items); err != nil {
