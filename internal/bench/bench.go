@@ -645,6 +645,13 @@ func (s *system) rss() (key string, mib float64) {
 	return "bench_process_rss_mib", peakRSSMiB(0)
 }
 
+// rssNow is rss's process's resident set now, under rss's key with
+// suffix.
+func (s *system) rssNow(suffix string) (key string, mib float64) {
+	key, _ = s.rss()
+	return key + suffix, rssMiB(s.coordPid)
+}
+
 func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
 	handler := cfg.handler
 	for i := range max(cfg.executors, 1) {
@@ -777,7 +784,13 @@ func percentile(ds []time.Duration, p float64) float64 {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // peakRSSMiB reads the peak resident set size of process pid (0: this one).
-func peakRSSMiB(pid int) float64 {
+func peakRSSMiB(pid int) float64 { return statusMiB(pid, "VmHWM:") }
+
+// rssMiB reads the resident set size of process pid (0: this one) now.
+func rssMiB(pid int) float64 { return statusMiB(pid, "VmRSS:") }
+
+// statusMiB reads a size in kB from a line of /proc/<pid>/status.
+func statusMiB(pid int, field string) float64 {
 	path := "/proc/self/status"
 	if pid != 0 {
 		path = fmt.Sprintf("/proc/%d/status", pid)
@@ -787,7 +800,7 @@ func peakRSSMiB(pid int) float64 {
 		return 0
 	}
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			var kb float64
 			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f", &kb); err != nil {
 				return 0

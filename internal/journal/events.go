@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
@@ -26,30 +27,102 @@ import (
 // "j<partition>.<row id>.<index of the change>", the row's time, and the
 // job's task, attempt and executor.
 func EventsOf(partition int16, row Row, changes []Change) []fairway.Event {
-	var out []fairway.Event
-	prefix := "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(row.ID, 10) + "."
-	for i, c := range changes {
-		if c.From == c.To {
-			continue
-		}
-		ev := fairway.Event{
-			ID: prefix + strconv.Itoa(i), JobID: c.Job.ID, Group: c.Job.Group, Task: c.Task,
-			State: c.To, PreviousState: c.From, Attempt: int(c.Attempt), Error: c.Error, Executor: c.Executor,
-			Time: row.At,
-		}
-		if r := c.Refusal; r != nil {
-			ev.Code, ev.Field = r.Code, r.Field
-		}
-		out = append(out, ev)
+	pending := pendingEventsOf(nil, row, changes)
+	out := make([]fairway.Event, len(pending))
+	for i, p := range pending {
+		out[i] = p.event(partition)
 	}
 	return out
 }
 
 // pendingEvent is an event not yet known to be published, and the
-// transaction of its row.
+// transaction of its row, held as the little that makes it (event): a
+// leader that folds a million submissions faster than they are published
+// holds a million of them (128 bytes each, sharing the job's names with
+// the state, where a fairway.Event and its id were 272).
 type pendingEvent struct {
-	xid uint64
-	ev  fairway.Event
+	xid     uint64
+	row     int64
+	at      time.Time // the row's
+	ref     fairway.JobRef
+	task    string
+	change  int32
+	attempt int32
+	// from and to are the states, as their place in eventStates.
+	from, to uint8
+	// executor and, for a failure or a refusal, the rest (nil for most).
+	executor string
+	detail   *eventDetail
+}
+
+// eventDetail is what few events carry: an error and a refusal's code
+// and field, and a state that eventStates lacks (none the fold makes).
+type eventDetail struct {
+	err      string
+	code     fairway.Code
+	field    string
+	from, to fairway.State
+}
+
+// eventStates are the states a pending event holds by their place ("" is
+// a new job's previous state); otherState, one its detail holds.
+var eventStates = [...]fairway.State{"", fairway.StatePending, fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning,
+	fairway.StateStuck, fairway.StateSuccess, fairway.StateFailed, fairway.StateCancelled, fairway.StateRejected}
+
+const otherState = uint8(len(eventStates))
+
+func stateCode(s fairway.State) uint8 {
+	for i, e := range eventStates {
+		if e == s {
+			return uint8(i) //nolint:gosec // G115: eventStates has 10
+		}
+	}
+	return otherState
+}
+
+// pendingEventsOf appends to dst the events of the changes of a row (see
+// EventsOf).
+func pendingEventsOf(dst []pendingEvent, row Row, changes []Change) []pendingEvent {
+	for i, c := range changes {
+		if c.From == c.To {
+			continue
+		}
+		p := pendingEvent{xid: row.XID, row: row.ID, at: row.At, ref: c.Job, task: c.Task, from: stateCode(c.From), to: stateCode(c.To),
+			change: int32(i), attempt: c.Attempt, executor: c.Executor} //nolint:gosec // G115: a row holds far fewer than 2^31 changes
+		if c.Error != "" || c.Refusal != nil || p.from == otherState || p.to == otherState {
+			p.detail = &eventDetail{err: c.Error, from: c.From, to: c.To}
+			if r := c.Refusal; r != nil {
+				p.detail.code, p.detail.field = r.Code, r.Field
+			}
+		}
+		dst = append(dst, p)
+	}
+	return dst
+}
+
+// event is the pending event as it is published by the leader of
+// partition.
+func (p pendingEvent) event(partition int16) fairway.Event {
+	ev := fairway.Event{
+		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row, 10) + "." + strconv.Itoa(int(p.change)),
+		JobID: p.ref.ID, Group: p.ref.Group, Task: p.task, Attempt: int(p.attempt), Executor: p.executor, Time: p.at,
+	}
+	if p.from < otherState {
+		ev.PreviousState = eventStates[p.from]
+	}
+	if p.to < otherState {
+		ev.State = eventStates[p.to]
+	}
+	if d := p.detail; d != nil {
+		ev.Error, ev.Code, ev.Field = d.err, d.code, d.field
+		if p.from == otherState {
+			ev.PreviousState = d.from
+		}
+		if p.to == otherState {
+			ev.State = d.to
+		}
+	}
+	return ev
 }
 
 // snapshotView is a pg_snapshot read in Go ("xmin:xmax:xip,…"): which
@@ -125,47 +198,101 @@ func (l *Leader) trimPublished(v *snapshotView) {
 	if v == nil {
 		return
 	}
-	l.published = v
+	l.published, l.sending = v, nil
 	l.pending = slices.DeleteFunc(l.pending, func(p pendingEvent) bool { return v.ended(p.xid) })
 }
 
-// publish hands the pending events to LeaderConfig.Publish and records
-// the position they reach, without the lock: folds, claims and reports go
-// on meanwhile (only Run's loop publishes, and only it drops pending
-// events). The events of every row folded up to the tail's position are
-// the first pending ones when it is read, so once they are published
-// that position is where the published events reach. Called while
-// leading; events published whose position could not be recorded stay
-// pending, and go again: at least once.
+// publishChunk bounds the events publish makes and hands on at a time,
+// and publishRound the chunks of one call: a backlog of a million costs
+// their pending form, not also a million fairway.Events, and Run's loop
+// comes round between rounds (to renew the lease, fold and settle) while a
+// backlog is published.
+const (
+	publishChunk = 4096
+	publishRound = 8
+)
+
+// sending is the batch of pending events publish hands on over one or
+// more calls: the first n, which the tail's position covers, of which the
+// first sent are handed on.
+type sending struct {
+	n, sent  int
+	position string
+	epoch    int64
+}
+
+// publish hands the pending events to LeaderConfig.Publish, a round of
+// chunks at a time, and once a batch is handed on records the position it
+// reaches, without the lock: folds, claims and reports go on meanwhile
+// (only Run's loop publishes, and only it drops pending events while
+// leading). The events of every row folded up to the tail's position are
+// the first pending ones when it is read, so once they are published that
+// position is where the published events reach. Called while leading;
+// events published whose position could not be recorded stay pending, and
+// go again (under their ids): at least once.
 func (l *Leader) publish(ctx context.Context) error {
 	l.mu.Lock()
 	if l.cfg.Publish == nil || !l.leading || len(l.pending) == 0 {
 		l.mu.Unlock()
 		return nil
 	}
-	n, position, epoch := len(l.pending), l.tail.Position(), l.lease.Epoch
-	if position == "" {
-		l.mu.Unlock()
-		return nil // a read cut by its limit: after the next fold
+	if b := l.sending; b == nil || b.epoch != l.lease.Epoch || len(l.pending) < b.n {
+		position := l.tail.Position()
+		if position == "" {
+			l.mu.Unlock()
+			return nil // a read cut by its limit: after the next fold
+		}
+		l.sending = &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch}
 	}
-	evs := make([]fairway.Event, n)
-	for i, p := range l.pending {
-		evs[i] = p.ev
-	}
+	b := *l.sending
 	l.mu.Unlock()
-	v, err := parseSnapshot(position)
+	v, err := parseSnapshot(b.position)
 	if err != nil {
 		return err
 	}
-	if err := l.cfg.Publish(ctx, evs); err != nil {
-		return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
+	evs := make([]fairway.Event, 0, min(b.n-b.sent, publishChunk))
+	for range publishRound {
+		if b.sent == b.n {
+			break
+		}
+		end := min(b.sent+publishChunk, b.n)
+		evs = evs[:0]
+		l.mu.Lock()
+		if !l.leading || l.lease.Epoch != b.epoch || len(l.pending) < b.n {
+			l.sending = nil
+			l.mu.Unlock()
+			return nil // no longer leading: the pending events are the next leader's
+		}
+		for _, p := range l.pending[b.sent:end] {
+			evs = append(evs, p.event(l.cfg.Partition))
+		}
+		l.mu.Unlock()
+		if err := l.cfg.Publish(ctx, evs); err != nil {
+			return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
+		}
+		b.sent = end
+		l.mu.Lock()
+		if l.sending != nil {
+			l.sending.sent = end
+		}
+		l.mu.Unlock()
 	}
-	if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {
+	if b.sent < b.n {
+		l.Wake() // the next round at once, after the loop's other work
+		return nil
+	}
+	if err := notePublished(ctx, l.db, l.cfg.Partition, b.epoch, b.position); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pending = slices.Delete(l.pending, 0, n)
+	l.sending = nil
+	if rest := len(l.pending) - b.n; cap(l.pending) > 4*publishChunk && rest < cap(l.pending)/4 {
+		// A backlog's array is not kept for good once published.
+		l.pending = slices.Clone(l.pending[b.n:])
+	} else {
+		l.pending = slices.Delete(l.pending, 0, b.n)
+	}
 	l.published = &v
 	return nil
 }

@@ -58,16 +58,35 @@ func TestEventsOfAJobsLife(t *testing.T) {
 type recorder struct {
 	mu     sync.Mutex
 	events []fairway.Event
+	sizes  []int // of each call
 	fail   bool
+	// folded, when set, is the leader's Leader.Folded: foldedBefore says
+	// of each call whether a fold came between it and the call before.
+	folded       func() <-chan struct{}
+	lastFold     <-chan struct{}
+	foldedBefore []bool
 }
 
 func (r *recorder) publish(_ context.Context, evs []fairway.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.folded != nil {
+		came := false
+		if r.lastFold != nil {
+			select {
+			case <-r.lastFold:
+				came = true
+			default:
+			}
+		}
+		r.foldedBefore = append(r.foldedBefore, came)
+		r.lastFold = r.folded()
+	}
 	if r.fail {
 		return errors.New("JetStream did not answer")
 	}
 	r.events = append(r.events, evs...)
+	r.sizes = append(r.sizes, len(evs))
 	return nil
 }
 
@@ -217,5 +236,58 @@ func TestTheJournalIsTheEventsOutbox(t *testing.T) {
 		_, byEarlier := rec2.byID()[id]
 		_, byFirst := rec1.byID()[id]
 		require.False(t, byEarlier || byFirst, "a leader started cold published again event %s (%+v)", id, want[id])
+	}
+}
+
+// TestABacklogOfEventsIsPublishedInChunks: a row of 40,000 submissions
+// makes 40,000 events, which the leader holds in their small pending form
+// (at most 128 bytes each) and hands on PublishChunk at a time, in the
+// journal's order, each once; and Run's loop comes round (it folds)
+// after a round of PublishRound chunks, where it used to publish a backlog
+// whole first (a million events kept it from renewing the lease for 30 s).
+func TestABacklogOfEventsIsPublishedInChunks(t *testing.T) {
+	require.LessOrEqual(t, journal.PendingEventSize, uintptr(128), "a pending event costs the leader more than it may")
+	ctx := t.Context()
+	db := pool(t)
+	rec := &recorder{}
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Second, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond,
+		SnapshotEvery: time.Hour, Publish: rec.publish})
+	rec.folded = l.Folded
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(lctx)
+	}()
+	defer func() { cancel(); <-done }()
+	const jobs = 40_000
+	require.Greater(t, jobs, journal.PublishRound*journal.PublishChunk, "the backlog fits in one round: the test tests nothing of them")
+	items := make([]journal.Item, jobs)
+	for i := range items {
+		items[i] = journal.Item{Group: fmt.Sprintf("g%d", i%7), ID: fmt.Sprintf("j%05d", i), Task: "t"}
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	require.Eventually(t, func() bool { return len(rec.byID()) == jobs }, 30*time.Second, 10*time.Millisecond)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.events, jobs, "an event was published twice")
+	for _, n := range rec.sizes {
+		require.LessOrEqual(t, n, journal.PublishChunk)
+	}
+	// Nothing but Run's loop folds here: a fold between two calls is the
+	// loop come round.
+	require.Greater(t, len(rec.foldedBefore), journal.PublishRound)
+	require.True(t, rec.foldedBefore[journal.PublishRound], "Run's loop did not come round while a backlog of events was published")
+	want := journalEvents(t, db)
+	for i, ev := range rec.events {
+		require.Equal(t, items[i].ID, ev.JobID, "published out of the journal's order")
+		require.Equal(t, fairway.StateWaiting, ev.State)
+		w := want[ev.ID]
+		require.True(t, w.Time.Equal(ev.Time))
+		w.Time = ev.Time
+		require.Equal(t, w, ev)
 	}
 }

@@ -1,6 +1,9 @@
 package journal
 
-import "context"
+import (
+	"context"
+	"unsafe"
+)
 
 // WriteLive writes fairway_live_job now, as the leader does every
 // LeaderConfig.LiveEvery (live.go).
@@ -13,3 +16,11 @@ func (l *Leader) ForgetLive() {
 	l.live.dirty = nil
 	l.mu.Unlock()
 }
+
+// PublishChunk and PublishRound are publishChunk and publishRound, and
+// PendingEventSize a pending event's size (events.go).
+const (
+	PublishChunk     = publishChunk
+	PublishRound     = publishRound
+	PendingEventSize = unsafe.Sizeof(pendingEvent{})
+)

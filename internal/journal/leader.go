@@ -169,6 +169,7 @@ type Leader struct {
 	// cover (LeaderConfig.Publish): the leader publishes them, the others
 	// keep them until the leader's position says they are published.
 	pending   []pendingEvent
+	sending   *sending // the batch of them publish is handing on
 	published *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
@@ -558,7 +559,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		// last snapshot instead.
 		l.cfg.Logger.Warn("journal partition not read for a long time: restoring from its last snapshot", "partition", l.cfg.Partition,
 			"last read", l.readAt.Format(time.RFC3339), "journal kept", l.cfg.JournalAge.String())
-		l.state, l.pending, l.readAt = nil, nil, time.Time{}
+		l.state, l.pending, l.sending, l.readAt = nil, nil, nil, time.Time{}
 		if err := l.restore(ctx); err != nil {
 			return err
 		}
@@ -568,9 +569,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 			l.recent.keep(row.ID, row.At, row.Body)
 		}
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
-			for _, ev := range EventsOf(l.cfg.Partition, row, changes) {
-				l.pending = append(l.pending, pendingEvent{xid: row.XID, ev: ev})
-			}
+			l.pending = pendingEventsOf(l.pending, row, changes)
 		}
 		now := time.Now().UnixMicro()
 		for _, c := range changes {
