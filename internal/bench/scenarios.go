@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -431,6 +432,12 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				}
 			}
 			if opts.Engine != store.EngineRows {
+				// The catch-up ends with the snapshot that covers it
+				// (taken within 10 s, once the events are published):
+				// a million jobs' snapshot would fall in the drain timed.
+				if err := s.awaitSnapshot(ctx); err != nil {
+					return err
+				}
 				r.add(fmt.Sprintf("catchup_s_%d", size), time.Since(stored).Seconds())
 				key, mib := s.rssNow("_caught_up")
 				r.add(fmt.Sprintf("%s_%d", key, size), mib)
@@ -512,6 +519,30 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 	r.add("groups", groups)
 	r.addUsage(total) // the timed drains' (of drainSample jobs at each size)
 	return r, nil
+}
+
+// awaitSnapshot waits until the journal's leader has taken a snapshot
+// after now (a minute at most).
+func (s *system) awaitSnapshot(ctx context.Context) error {
+	var now time.Time
+	if err := s.store.Pool().QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		var taken bool
+		if err := s.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM fairway_journal_snapshot WHERE taken > $1)`, now).Scan(&taken); err != nil {
+			return err
+		}
+		if taken {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("the journal's leader took no snapshot within a minute of catching up")
 }
 
 // chainLength is the length of the dependency chains of the features

@@ -10,8 +10,8 @@ import (
 
 // TestABatchReadsAsItWasWritten: every field of an item, in the binary
 // format and in JSON (what the mirror's SQL writes), reads back as it was
-// written; a body cut short or altered is refused or read as some batch,
-// never a panic.
+// written, whole or some of its items; a body cut short or altered is
+// refused or read as some batch, never a panic.
 func TestABatchReadsAsItWasWritten(t *testing.T) {
 	items := []journal.Item{
 		{Group: "acme", ID: "j1", Attempt: 3, Task: "export", Priority: "high", RunAt: 1_700_000_000_123_456, MaxRetries: 5,
@@ -28,14 +28,32 @@ func TestABatchReadsAsItWasWritten(t *testing.T) {
 		got, err := journal.Decode(body)
 		require.NoError(t, err, name)
 		require.Equal(t, items, got, name)
+		// Some of its items, the others stepped over (claims and records
+		// read their jobs' submissions so): each as it was written, and
+		// an index past the batch left out.
+		for _, want := range [][]int32{{0}, {1}, {2}, {0, 2}, {2, 1, 0}, {1, 7}, nil} {
+			some, err := journal.DecodeSome(body, want)
+			require.NoError(t, err, name)
+			for _, i := range want {
+				if int(i) < len(items) {
+					require.Equal(t, items[i], some[i], "%s: item %d of %v", name, i, want)
+				} else {
+					require.NotContains(t, some, i, name)
+				}
+			}
+			require.LessOrEqual(t, len(some), len(want))
+		}
 		for n := range len(body) - 1 {
 			_, err := journal.Decode(body[:n])
 			require.Error(t, err, "%s: a body cut at %d of %d bytes was read", name, n, len(body))
+			_, err = journal.DecodeSome(body[:n], []int32{1})
+			require.Error(t, err, "%s: a body cut at %d of %d bytes was read in part", name, n, len(body))
 		}
 		for i := range body {
 			bad := slices.Clone(body)
 			bad[i] ^= 0xff
-			_, _ = journal.Decode(bad) // an error or some batch; not a panic
+			_, _ = journal.Decode(bad)                    // an error or some batch; not a panic
+			_, _ = journal.DecodeSome(bad, []int32{0, 2}) // the same
 		}
 	}
 }

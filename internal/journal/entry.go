@@ -160,6 +160,25 @@ func Decode(body []byte) ([]Item, error) {
 	return nil, fmt.Errorf("a journal body of an unknown format (first byte %v; this build reads %d and %d)", body[:min(1, len(body))], jsonBatch, binaryBatch)
 }
 
+// decodeSome decodes the items at the indexes want of a row's body (one
+// past its items is left out).
+func decodeSome(body []byte, want []int32) (map[int32]Item, error) {
+	if len(body) > 0 && body[0] == binaryBatch {
+		return decodeBinarySome(body[1:], want)
+	}
+	items, err := Decode(body)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]Item, len(want))
+	for _, i := range want {
+		if int(i) < len(items) {
+			out[i] = items[i]
+		}
+	}
+	return out, nil
+}
+
 // EncodeJSON makes a row's body of a batch in JSON, as SQL writes it.
 func EncodeJSON(items []Item) ([]byte, error) {
 	b, err := json.Marshal(items)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"time"
 	"unsafe"
 )
 
@@ -24,3 +25,11 @@ const (
 	PublishRound     = publishRound
 	PendingEventSize = unsafe.Sizeof(pendingEvent{})
 )
+
+// SnapshotDue is snapshotDue with the default LeaderConfig.
+func SnapshotDue(rows, changes, jobs int, elapsed time.Duration) bool {
+	return snapshotDue(LeaderConfig{}.withDefaults(), rows, changes, jobs, elapsed)
+}
+
+// DecodeSome is decodeSome.
+func DecodeSome(body []byte, want []int32) (map[int32]Item, error) { return decodeSome(body, want) }

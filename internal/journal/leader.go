@@ -34,8 +34,10 @@ type LeaderConfig struct {
 	RecentBytes int
 	// SnapshotRows and SnapshotEvery: a snapshot is taken once this many
 	// rows were folded since the last one (default 100,000), or this long
-	// passed with rows folded (default 10 s), so that a successor folds
-	// at most that much.
+	// passed (default 10 s) with changes folded since that are worth at
+	// least snapshotShare of the state (snapshotDue), so that a successor
+	// folds at most that much, and a large state is not written again
+	// for a few changes.
 	SnapshotRows  int
 	SnapshotEvery time.Duration
 	// Records reads the final states of ended jobs of group (their
@@ -143,8 +145,9 @@ type Leader struct {
 	// renewBeside stops renewing the lease of a loop that is stuck.
 	looped atomic.Int64
 	// sinceSnapshot counts the rows folded since the last snapshot, and
-	// snapshotAt is when it was taken.
+	// changedSince the changes they made; snapshotAt is when it was taken.
 	sinceSnapshot int
+	changedSince  int
 	snapshotAt    time.Time
 	// resolve are the resolutions the leader owes (Change.Dependents,
 	// Change.Unknown): it appends them as a resolved row.
@@ -442,7 +445,7 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 		l.leading = false
 	case ok && (!l.leading || lease.Epoch != l.lease.Epoch):
 		l.leading, l.lease = true, lease
-		l.sinceSnapshot, l.snapshotAt = 0, time.Now()
+		l.sinceSnapshot, l.changedSince, l.snapshotAt = 0, 0, time.Now()
 		l.resolve, l.owed = nil, true
 		l.live.dirty = nil // rewritten whole (live.go)
 		l.claimable = true // the requests that waited for a leader
@@ -538,15 +541,35 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // successor restoring it makes the events of the rows after it. Called
 // with l.mu held.
 func (l *Leader) snapshotIfDue(ctx context.Context) error {
-	due := l.sinceSnapshot >= l.cfg.SnapshotRows || (l.sinceSnapshot > 0 && time.Since(l.snapshotAt) >= l.cfg.SnapshotEvery)
+	due := snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, len(l.state.Jobs), time.Since(l.snapshotAt))
 	if !l.leading || !due || len(l.pending) > 0 {
 		return nil
 	}
 	if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
 		return err
 	}
-	l.sinceSnapshot, l.snapshotAt = 0, time.Now()
+	l.sinceSnapshot, l.changedSince, l.snapshotAt = 0, 0, time.Now()
 	return nil
+}
+
+// snapshotShare is the part of the state's jobs that the changes folded
+// since the last snapshot must reach before SnapshotEvery takes another.
+// A snapshot writes the whole state (a million waiting jobs: a second of
+// CPU and tens of MiB of WAL), and its successor replays the changes
+// since: taken every SnapshotEvery whatever the size, a large state cost
+// the leader more in snapshots than in the jobs drained (bench scale);
+// taken once the changes are an eighth of it, a snapshot costs a bounded
+// share per change, and a successor replays at most an eighth of a
+// restore (or SnapshotRows rows) more.
+const snapshotShare = 8
+
+// snapshotDue says whether a snapshot is due, rows and changes having
+// been folded since the last one, of a state of jobs, taken elapsed ago.
+func snapshotDue(cfg LeaderConfig, rows, changes, jobs int, elapsed time.Duration) bool {
+	if rows >= cfg.SnapshotRows {
+		return true
+	}
+	return rows > 0 && elapsed >= cfg.SnapshotEvery && changes >= jobs/snapshotShare
 }
 
 // fold applies to the state every row the tail reads now, starting with
@@ -568,6 +591,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		if row.Kind == Submitted && len(changes) > 0 {
 			l.recent.keep(row.ID, row.At, row.Body)
 		}
+		l.changedSince += len(changes)
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
 			l.pending = pendingEventsOf(l.pending, row, changes)
 		}

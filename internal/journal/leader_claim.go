@@ -187,20 +187,20 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, at []submitted
 	if len(jobs) == 0 {
 		return nil
 	}
-	ids := make([]int64, len(at))
-	for i, a := range at {
-		ids[i] = a.row
+	want := wantedItems{}
+	for _, a := range at {
+		want.add(a.row, a.index)
 	}
-	submitted, err := l.submittedRows(ctx, ids)
+	submitted, err := l.submittedRows(ctx, want)
 	if err != nil {
 		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
 	}
 	for i := range jobs {
 		row := submitted[at[i].row]
-		if int(at[i].index) >= len(row.items) {
+		sub, ok := row.items[at[i].index]
+		if !ok {
 			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", at[i].row, at[i].index, jobs[i].Ref.Group, jobs[i].Ref.ID)
 		}
-		sub := row.items[at[i].index]
 		sub.Args = slices.Clone(sub.Args) // not the row's body, which it would keep
 		jobs[i].Args, jobs[i].Submission, jobs[i].Submitted = sub.Args, sub, submittedTime(row.at, at[i].index, sub)
 		l.heldSubs[jobs[i].Ref] = heldSubmission{at: row.at, item: sub}

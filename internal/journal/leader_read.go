@@ -63,16 +63,15 @@ func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.J
 	defer l.mu.Unlock()
 	out := make(map[fairway.JobRef]*JobView, len(refs))
 	var views []*JobView
-	var rows []int64
 	for _, ref := range refs {
 		j := l.state.Jobs[ref]
 		if j == nil || out[ref] != nil {
 			continue
 		}
 		v := l.viewOf(ref, j)
-		out[ref], views, rows = v, append(views, v), append(rows, j.Row)
+		out[ref], views = v, append(views, v)
 	}
-	if err := l.withSubmissions(ctx, views, rows); err != nil {
+	if err := l.withSubmissions(ctx, views); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -89,42 +88,46 @@ func (l *Leader) viewOf(ref fairway.JobRef, j *Job) *JobView {
 	return v
 }
 
-// withSubmissions fills the views' submissions from their rows (rows, the
-// submitted rows they name). Called with l.mu held, which it lets go of
-// while it reads PostgreSQL (submittedRows).
-func (l *Leader) withSubmissions(ctx context.Context, views []*JobView, rows []int64) error {
+// withSubmissions fills the views' submissions from the rows that
+// submitted them. Called with l.mu held, which it lets go of while it
+// reads PostgreSQL (submittedRows).
+func (l *Leader) withSubmissions(ctx context.Context, views []*JobView) error {
 	if len(views) == 0 {
 		return nil
 	}
-	submitted, err := l.submittedRows(ctx, rows)
+	want := wantedItems{}
+	for _, v := range views {
+		want.add(v.Job.Row, v.Job.Index)
+	}
+	submitted, err := l.submittedRows(ctx, want)
 	if err != nil {
 		return fmt.Errorf("reading the jobs' submissions: %w", err)
 	}
 	for _, v := range views {
 		row := submitted[v.Job.Row]
-		if int(v.Job.Index) >= len(row.items) {
+		sub, ok := row.items[v.Job.Index]
+		if !ok {
 			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
 		}
-		v.Submission = row.items[v.Job.Index]
+		v.Submission = sub
 		v.Submitted = submittedTime(row.at, v.Job.Index, v.Submission)
 		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
 	}
 	return nil
 }
 
-// submittedRows returns the submitted rows ids, decoded: those folded last
-// from memory (recentRows), the others read from PostgreSQL in one query.
-// Called with l.mu held; it lets go of it over the read and the decoding.
-func (l *Leader) submittedRows(ctx context.Context, ids []int64) (map[int64]submittedRow, error) {
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
+// submittedRows returns the items want of the rows that submitted them,
+// decoded: those of the rows folded last from memory (recentRows), the
+// others read from PostgreSQL in one query. Called with l.mu held; it
+// lets go of it over the read and the decoding.
+func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64]submittedRow, error) {
 	kept := map[int64]recentRow{}
-	var missing []int64
-	for _, id := range slices.Compact(ids) {
+	missing := wantedItems{}
+	for id, indexes := range want {
 		if row, ok := l.recent.get(id); ok {
 			kept[id] = row
 		} else {
-			missing = append(missing, id)
+			missing[id] = indexes
 		}
 	}
 	l.mu.Unlock()
@@ -134,7 +137,7 @@ func (l *Leader) submittedRows(ctx context.Context, ids []int64) (map[int64]subm
 		return nil, err
 	}
 	for id, row := range kept {
-		items, err := Decode(row.body)
+		items, err := decodeSome(row.body, want[id])
 		if err != nil {
 			return nil, fmt.Errorf("journal row %d: %w", id, err)
 		}
@@ -335,12 +338,10 @@ func (l *Leader) List(ctx context.Context, f ListFilter, before Position, max in
 		picked[i] = heap.Pop(newest).(listed) //nolint:forcetypeassert // a listed only
 	}
 	out := make([]*JobView, 0, len(picked))
-	rows := make([]int64, 0, len(picked))
 	for _, p := range picked {
 		out = append(out, l.viewOf(p.ref, l.state.Jobs[p.ref]))
-		rows = append(rows, p.pos.Row)
 	}
-	if err := l.withSubmissions(ctx, out, rows); err != nil {
+	if err := l.withSubmissions(ctx, out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -1369,3 +1369,26 @@ func TestALongFoldKeepsTheLease(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "c1 leads on")
 	require.Equal(t, epoch, c1Lease.Epoch)
 }
+
+// TestASnapshotIsWorthItsSize: past SnapshotEvery (10 s) a snapshot is
+// due once the changes folded since are an eighth of the state's jobs,
+// so that a million waiting jobs are not written again every 10 s for a
+// few changes; a small state is written every 10 s as before, and
+// SnapshotRows rows take one whatever the size.
+func TestASnapshotIsWorthItsSize(t *testing.T) {
+	for _, c := range []struct {
+		rows, changes, jobs int
+		elapsed             time.Duration
+		due                 bool
+	}{
+		{rows: 10, changes: 1_000, jobs: 1_000_000, elapsed: 11 * time.Second, due: false},
+		{rows: 10, changes: 125_000, jobs: 1_000_000, elapsed: 11 * time.Second, due: true},
+		{rows: 10, changes: 125_000, jobs: 1_000_000, elapsed: 9 * time.Second, due: false},
+		{rows: 100_000, changes: 100_000, jobs: 1_000_000, elapsed: time.Second, due: true},
+		{rows: 3, changes: 20, jobs: 100, elapsed: 11 * time.Second, due: true},
+		{rows: 1, changes: 0, jobs: 0, elapsed: 11 * time.Second, due: true},
+		{rows: 0, changes: 0, jobs: 100, elapsed: time.Hour, due: false},
+	} {
+		require.Equal(t, c.due, journal.SnapshotDue(c.rows, c.changes, c.jobs, c.elapsed), "%+v", c)
+	}
+}

@@ -125,11 +125,18 @@ func mayEnd(kind Kind, it Item) bool {
 	return false
 }
 
-// submittedRow is a row that submitted jobs, as their records need it.
+// submittedRow is a row that submitted jobs, as their records need it:
+// its time, and the items asked for (by their index).
 type submittedRow struct {
 	at    time.Time
-	items []Item
+	items map[int32]Item
 }
+
+// wantedItems are the items asked for of submitted rows: per row, the
+// indexes.
+type wantedItems map[int64][]int32
+
+func (w wantedItems) add(row int64, index int32) { w[row] = append(w[row], index) }
 
 // submittedTime is when the job of item it, at index of a submitted row
 // of time at, was submitted: at plus index microseconds, so that a
@@ -143,12 +150,14 @@ func submittedTime(at time.Time, index int32, it Item) time.Time {
 	return at.Add(time.Duration(index) * time.Microsecond)
 }
 
-// readSubmitted reads the rows ids (that submitted jobs), in one query.
-func readSubmitted(ctx context.Context, q Querier, ids []int64) (map[int64]submittedRow, error) {
+// readSubmitted reads the items want of the rows that submitted them, in
+// one query.
+func readSubmitted(ctx context.Context, q Querier, want wantedItems) (map[int64]submittedRow, error) {
 	out := map[int64]submittedRow{}
-	if len(ids) == 0 {
+	if len(want) == 0 {
 		return out, nil
 	}
+	ids := slices.Sorted(maps.Keys(want))
 	rows, err := q.Query(ctx, `SELECT id, at, body FROM fairway_journal WHERE id = ANY ($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
@@ -161,7 +170,7 @@ func readSubmitted(ctx context.Context, q Querier, ids []int64) (map[int64]submi
 		if err := rows.Scan(&id, &r.at, &body); err != nil {
 			return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
 		}
-		if r.items, err = Decode(body); err != nil {
+		if r.items, err = decodeSome(body, want[id]); err != nil {
 			return nil, fmt.Errorf("journal row %d: %w", id, err)
 		}
 		out[id] = r
@@ -224,11 +233,11 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		args, results                                                          = make([][]byte, n), make([][]byte, n)
 	)
 	for i, e := range jobs {
-		row, ok := submitted[e.job.Row]
-		if !ok || int(e.job.Index) >= len(row.items) {
+		row := submitted[e.job.Row]
+		sub, ok := row.items[e.job.Index]
+		if !ok {
 			return nil, fmt.Errorf("the record of %s/%s: journal row %d holds no item %d", e.ref.Group, e.ref.ID, e.job.Row, e.job.Index)
 		}
-		sub := row.items[e.job.Index]
 		groups[i], ids[i], tasks[i] = e.ref.Group, e.ref.ID, e.job.Task
 		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority, sub.Tracker
 		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, e.job.MaxRetries, e.job.Retries
@@ -268,30 +277,33 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 // Called with l.mu held.
 func (l *Leader) submissions(ctx context.Context, jobs []ended) (map[int64]submittedRow, error) {
 	out := map[int64]submittedRow{}
-	read := map[int64]bool{}
+	read := wantedItems{}
 	for _, e := range jobs {
 		h, ok := l.heldSubs[e.ref]
 		if !ok {
-			read[e.job.Row] = true
+			read.add(e.job.Row, e.job.Index)
 			continue
 		}
 		row := out[e.job.Row]
 		if row.items == nil {
-			row = submittedRow{at: h.at, items: make([]Item, e.job.Index+1)}
-		}
-		for int(e.job.Index) >= len(row.items) {
-			row.items = append(row.items, Item{})
+			row = submittedRow{at: h.at, items: map[int32]Item{}}
+			out[e.job.Row] = row
 		}
 		row.items[e.job.Index] = h.item
-		out[e.job.Row] = row
 	}
 	if len(read) == 0 {
 		return out, nil
 	}
-	rows, err := readSubmitted(ctx, l.db, slices.Sorted(maps.Keys(read)))
+	rows, err := readSubmitted(ctx, l.db, read)
 	if err != nil {
 		return nil, err
 	}
-	maps.Copy(out, rows)
+	for id, r := range rows {
+		if kept, ok := out[id]; ok {
+			maps.Copy(kept.items, r.items)
+		} else {
+			out[id] = r
+		}
+	}
 	return out, nil
 }

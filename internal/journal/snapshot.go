@@ -327,6 +327,9 @@ func appendStrings(out []byte, ss []string) []byte {
 type snapshotDecoder struct {
 	b   []byte
 	err error
+	// skip: string and strings step over what they read and return
+	// nothing (decodeBinarySome).
+	skip bool
 }
 
 func (d *snapshotDecoder) fail() {
@@ -402,7 +405,10 @@ func (d *snapshotDecoder) byte() byte {
 
 func (d *snapshotDecoder) string() string {
 	n := d.count()
-	s := string(d.b[:n])
+	var s string
+	if !d.skip {
+		s = string(d.b[:n])
+	}
 	d.b = d.b[n:]
 	return s
 }
@@ -410,6 +416,12 @@ func (d *snapshotDecoder) string() string {
 func (d *snapshotDecoder) strings() []string {
 	n := d.count()
 	if n == 0 {
+		return nil
+	}
+	if d.skip {
+		for range n {
+			d.string()
+		}
 		return nil
 	}
 	out := make([]string, n)
