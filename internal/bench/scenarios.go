@@ -15,6 +15,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -529,11 +530,11 @@ func (s *system) awaitSnapshot(ctx context.Context) error {
 		return err
 	}
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		var taken bool
-		if err := s.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM fairway_journal_snapshot WHERE taken > $1)`, now).Scan(&taken); err != nil {
+		taken, ok, err := journal.SnapshotTaken(ctx, s.store.Pool(), 0)
+		if err != nil {
 			return err
 		}
-		if taken {
+		if ok && taken.After(now) {
 			return nil
 		}
 		select {

@@ -555,6 +555,19 @@ func LoadSnapshot(ctx context.Context, q Querier, partition int16) (*State, *Tai
 	return s, TailFrom(partition, position), nil
 }
 
+// SnapshotTaken is when the partition's last snapshot was taken, by
+// PostgreSQL's clock (ok false: none was).
+func SnapshotTaken(ctx context.Context, q Querier, partition int16) (taken time.Time, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT taken FROM fairway_journal_snapshot WHERE partition = $1`, partition).Scan(&taken)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("reading when journal partition %d's snapshot was taken: %w", partition, err)
+	}
+	return taken, true, nil
+}
+
 // rowColumns are a Row's columns, as scanRow reads them.
 const rowColumns = `id, xid::text::numeric::bigint, partition, epoch, kind, at, body`
 
