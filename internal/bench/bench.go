@@ -639,17 +639,22 @@ func (s *system) storeWaiting(ctx context.Context, subs []fairway.Submission) er
 // (coordinator_rss_mib), or this whole process's when the coordinator runs
 // in it (bench_process_rss_mib).
 func (s *system) rss() (key string, mib float64) {
-	if s.coordPid != 0 {
-		return "coordinator_rss_mib", peakRSSMiB(s.coordPid)
-	}
-	return "bench_process_rss_mib", peakRSSMiB(0)
+	return s.rssKey(), peakRSSMiB(s.coordPid)
 }
 
 // rssNow is rss's process's resident set now, under rss's key with
 // suffix.
 func (s *system) rssNow(suffix string) (key string, mib float64) {
-	key, _ = s.rss()
-	return key + suffix, rssMiB(s.coordPid)
+	return s.rssKey() + suffix, rssMiB(s.coordPid)
+}
+
+// rssKey names rss's figure: the coordinator's, or this process's when
+// the coordinator runs in it.
+func (s *system) rssKey() string {
+	if s.coordPid != 0 {
+		return "coordinator_rss_mib"
+	}
+	return "bench_process_rss_mib"
 }
 
 func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {

@@ -419,18 +419,20 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				return err
 			}
 			stored := time.Now()
-			for waiting := true; waiting; {
+			progress := time.NewTicker(10 * time.Second)
+			defer progress.Stop()
+			for giveUp := time.After(10 * time.Minute); ; {
 				select {
 				case <-caughtUp:
-					waiting = false
-				case <-time.After(10 * time.Second):
+				case <-progress.C:
 					opts.Logger.Info("bench: scale: the coordinator catches up", "announced", announced.Load(), "total", size)
+					continue
+				case <-giveUp:
+					return fmt.Errorf("the coordinator announced %d of %d waiting jobs within 10 minutes of their storing", announced.Load(), size)
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-				if time.Since(stored) > 10*time.Minute {
-					return fmt.Errorf("the coordinator announced %d of %d waiting jobs within 10 minutes of their storing", announced.Load(), size)
-				}
+				break
 			}
 			if opts.Engine != store.EngineRows {
 				// The catch-up ends with the snapshot that covers it

@@ -618,9 +618,10 @@ this at their start.
 
 With --to-journal, then move a database of the row engine (a new database's
 default) onto the journal engine, in one transaction (on a new database, it
-records the journal as its engine): its unfinished jobs go into the journal (each keeps its attempts
-and its submission time), the groups' weights and the rate limits too, and the
-records of ended jobs, their log lines and every id stay. Stop every
+records the journal as its engine): its unfinished jobs go into the journal
+(each keeps its attempts and its submission time), the groups' weights and the
+rate limits too, and the records of ended jobs, their log lines and every id
+stay. Stop every
 coordinator first (the move is refused while one runs); executors may keep
 running. A job an executor held runs again (its executor's report is refused);
 a job whose cancel was requested while it ran ends cancelled; a job waiting for

@@ -214,7 +214,9 @@ const (
 
 // sending is the batch of pending events publish hands on over one or
 // more calls: the first n, which the tail's position covers, of which the
-// first sent are handed on.
+// first sent are handed on. Only publish (Run's goroutine) reads and
+// changes it; the others may only drop it (Leader.sending = nil), under
+// the lock.
 type sending struct {
 	n, sent  int
 	position string
@@ -244,7 +246,7 @@ func (l *Leader) publish(ctx context.Context) error {
 		}
 		l.sending = &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch}
 	}
-	b := *l.sending
+	b := l.sending
 	l.mu.Unlock()
 	v, err := parseSnapshot(b.position)
 	if err != nil {
@@ -258,8 +260,7 @@ func (l *Leader) publish(ctx context.Context) error {
 		end := min(b.sent+publishChunk, b.n)
 		evs = evs[:0]
 		l.mu.Lock()
-		if !l.leading || l.lease.Epoch != b.epoch || len(l.pending) < b.n {
-			l.sending = nil
+		if l.sending != b || !l.leading || l.lease.Epoch != b.epoch {
 			l.mu.Unlock()
 			return nil // no longer leading: the pending events are the next leader's
 		}
@@ -271,11 +272,6 @@ func (l *Leader) publish(ctx context.Context) error {
 			return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
 		}
 		b.sent = end
-		l.mu.Lock()
-		if l.sending != nil {
-			l.sending.sent = end
-		}
-		l.mu.Unlock()
 	}
 	if b.sent < b.n {
 		l.Wake() // the next round at once, after the loop's other work
@@ -286,6 +282,11 @@ func (l *Leader) publish(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.sending != b {
+		// Led no more meanwhile, and the pending events were trimmed
+		// by the published position or dropped by a restore.
+		return nil
+	}
 	l.sending = nil
 	if rest := len(l.pending) - b.n; cap(l.pending) > 4*publishChunk && rest < cap(l.pending)/4 {
 		// A backlog's array is not kept for good once published.

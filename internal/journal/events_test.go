@@ -291,3 +291,21 @@ func TestABacklogOfEventsIsPublishedInChunks(t *testing.T) {
 		require.Equal(t, w, ev)
 	}
 }
+
+// TestAnEventOfAStateOutsideTheTableKeepsIt: a pending event holds its
+// states by their place in a table of the job states; a state outside it
+// (none the fold makes today) is published as it was, not as another.
+func TestAnEventOfAStateOutsideTheTableKeepsIt(t *testing.T) {
+	r := journal.Row{ID: 7, At: time.Unix(1_700_000_000, 0)}
+	evs := journal.EventsOf(2, r, []journal.Change{
+		{Job: fairway.JobRef{Group: "g", ID: "a"}, From: fairway.StateWaiting, To: fairway.StateSkipped, Task: "t"},
+		{Job: fairway.JobRef{Group: "g", ID: "b"}, From: fairway.StateFired, To: fairway.StateRunning, Task: "t", Attempt: 1},
+	})
+	require.Len(t, evs, 2)
+	require.Equal(t, "j2.7.0", evs[0].ID)
+	require.Equal(t, fairway.StateWaiting, evs[0].PreviousState)
+	require.Equal(t, fairway.StateSkipped, evs[0].State)
+	require.Equal(t, fairway.StateFired, evs[1].PreviousState)
+	require.Equal(t, fairway.StateRunning, evs[1].State)
+	require.Equal(t, 1, evs[1].Attempt)
+}
