@@ -107,7 +107,7 @@ func jobOfView(v *journal.JobView) fairway.Job {
 	j, sub := v.Job, v.Submission
 	job := fairway.Job{
 		ID: v.Ref.ID, Group: v.Ref.Group, Task: j.Task, Args: json.RawMessage(sub.Args), Subject: sub.Subject, Submitter: sub.Submitter,
-		Priority: fairway.Priority(j.Priority), Tracker: sub.Tracker, State: j.State, Retries: int(j.Retries), MaxRetries: int(j.MaxRetries),
+		Priority: fairway.Priority(j.Priority()), Tracker: sub.Tracker, State: j.State(), Retries: int(j.Retries), MaxRetries: int(j.MaxRetries),
 		Attempt: int(j.Attempt), RunAt: time.UnixMicro(j.RunAt).UTC(), DependsOn: sub.Waits, Progress: int(j.Progress),
 		Submitted: v.Submitted, Timeout: sub.Timeout, TraceParent: sub.TraceParent,
 	}
@@ -117,11 +117,11 @@ func jobOfView(v *journal.JobView) fairway.Job {
 	if job.Priority == "" {
 		job.Priority = fairway.PriorityLow
 	}
-	if j.ExpiresAt != 0 {
-		t := time.UnixMicro(j.ExpiresAt).UTC()
+	if j.ExpiresAt() != 0 {
+		t := time.UnixMicro(j.ExpiresAt()).UTC()
 		job.ExpiresAt = &t
 	}
-	if j.Triggered {
+	if j.Triggered() {
 		job.TriggerAfter = &job.RunAt // it releases itself then, due at once
 	}
 	if h := j.Holder; h != nil {

@@ -304,8 +304,8 @@ func (e *journalEngine) retries(outcomes []store.Outcome) map[fairway.JobRef]int
 				continue
 			}
 			ref := fairway.JobRef{Group: o.Group, ID: o.JobID}
-			if j := s.Jobs[ref]; j != nil {
-				out[ref] = j.Retries
+			if j := s.Jobs.Get(ref); j != nil {
+				out[ref] = int32(j.Retries)
 			}
 		}
 	})

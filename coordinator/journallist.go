@@ -55,7 +55,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 			jobs := make([]fairway.Job, 0, len(views))
 			var positions []journal.Position
 			for _, v := range views {
-				before = journal.Position{Row: v.Job.Row, Index: v.Job.Index}
+				before = journal.Position{Row: v.Job.Row(), Index: v.Job.Index()}
 				if !journalListKeeps(p, v) {
 					continue
 				}

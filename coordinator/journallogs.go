@@ -26,7 +26,7 @@ func (e *journalEngine) appendLogs(ctx context.Context, logs []store.AttemptLog)
 	var held, ended []store.AttemptLog
 	e.leader.Follow(func(s *journal.State) {
 		for _, l := range logs {
-			j := s.Jobs[fairway.JobRef{Group: l.Group, ID: l.JobID}]
+			j := s.Jobs.Get(fairway.JobRef{Group: l.Group, ID: l.JobID})
 			switch {
 			case j == nil:
 				ended = append(ended, l)

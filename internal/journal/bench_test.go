@@ -50,8 +50,8 @@ func BenchmarkFoldJobLifecycle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if len(s.Jobs) != 0 {
-		b.Fatalf("%d jobs did not end", len(s.Jobs))
+	if s.Jobs.Len() != 0 {
+		b.Fatalf("%d jobs did not end", s.Jobs.Len())
 	}
 }
 
@@ -96,8 +96,8 @@ func BenchmarkSnapshotOfAMillionWaitingJobs(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(r.Jobs) != jobs {
-				b.Fatalf("%d jobs restored", len(r.Jobs))
+			if r.Jobs.Len() != jobs {
+				b.Fatalf("%d jobs restored", r.Jobs.Len())
 			}
 		}
 	})
@@ -153,8 +153,8 @@ func BenchmarkTakeOverAMillionWaitingJobs(b *testing.B) {
 		if _, err := from.Fold(ctx, db, restored); err != nil {
 			b.Fatal(err)
 		}
-		if len(restored.Jobs) != jobs+after {
-			b.Fatalf("%d jobs restored", len(restored.Jobs))
+		if restored.Jobs.Len() != jobs+after {
+			b.Fatalf("%d jobs restored", restored.Jobs.Len())
 		}
 		// Dispatch resumes: the queues indexed, and a first claim.
 		q := journal.NewQueues(restored, time.Now().UnixMicro())

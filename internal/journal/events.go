@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unique"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
@@ -38,21 +39,43 @@ func EventsOf(partition int16, row Row, changes []Change) []fairway.Event {
 // pendingEvent is an event not yet known to be published, and the
 // transaction of its row, held as the little that makes it (event): a
 // leader that folds a million submissions faster than they are published
-// holds a million of them (128 bytes each, sharing the job's names with
-// the state, where a fairway.Event and its id were 272).
+// holds a million of them (80 bytes each: the row's transaction, id and
+// time shared by its events, the names as handles to the one copy of each,
+// where a fairway.Event and its id were 272).
 type pendingEvent struct {
-	xid     uint64
-	row     int64
-	at      time.Time // the row's
-	ref     fairway.JobRef
-	task    string
+	row      *pendingRow
+	ref      fairway.JobRef
+	task     unique.Handle[string]
+	executor unique.Handle[string] // the zero handle: none
+	// detail: for a failure or a refusal, the rest (nil for most).
+	detail  *eventDetail
 	change  int32
 	attempt int32
 	// from and to are the states, as their place in eventStates.
 	from, to uint8
-	// executor and, for a failure or a refusal, the rest (nil for most).
-	executor string
-	detail   *eventDetail
+}
+
+// pendingRow is what the pending events of a row share.
+type pendingRow struct {
+	xid uint64
+	id  int64
+	at  time.Time
+}
+
+// handleOf is s as a handle ("" as the zero handle), and nameOf the other
+// way.
+func handleOf(s string) unique.Handle[string] {
+	if s == "" {
+		return unique.Handle[string]{}
+	}
+	return unique.Make(s)
+}
+
+func nameOf(h unique.Handle[string]) string {
+	if h == (unique.Handle[string]{}) {
+		return ""
+	}
+	return h.Value()
 }
 
 // eventDetail is what few events carry: an error and a refusal's code
@@ -83,12 +106,16 @@ func stateCode(s fairway.State) uint8 {
 // pendingEventsOf appends to dst the events of the changes of a row (see
 // EventsOf).
 func pendingEventsOf(dst []pendingEvent, row Row, changes []Change) []pendingEvent {
+	var shared *pendingRow
 	for i, c := range changes {
 		if c.From == c.To {
 			continue
 		}
-		p := pendingEvent{xid: row.XID, row: row.ID, at: row.At, ref: c.Job, task: c.Task, from: stateCode(c.From), to: stateCode(c.To),
-			change: int32(i), attempt: c.Attempt, executor: c.Executor} //nolint:gosec // G115: a row holds far fewer than 2^31 changes
+		if shared == nil {
+			shared = &pendingRow{xid: row.XID, id: row.ID, at: row.At}
+		}
+		p := pendingEvent{row: shared, ref: c.Job, task: handleOf(c.Task), from: stateCode(c.From), to: stateCode(c.To),
+			change: int32(i), attempt: c.Attempt, executor: handleOf(c.Executor)} //nolint:gosec // G115: a row holds far fewer than 2^31 changes
 		if c.Error != "" || c.Refusal != nil || p.from == otherState || p.to == otherState {
 			p.detail = &eventDetail{err: c.Error, from: c.From, to: c.To}
 			if r := c.Refusal; r != nil {
@@ -104,8 +131,8 @@ func pendingEventsOf(dst []pendingEvent, row Row, changes []Change) []pendingEve
 // partition.
 func (p pendingEvent) event(partition int16) fairway.Event {
 	ev := fairway.Event{
-		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row, 10) + "." + strconv.Itoa(int(p.change)),
-		JobID: p.ref.ID, Group: p.ref.Group, Task: p.task, Attempt: int(p.attempt), Executor: p.executor, Time: p.at,
+		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row.id, 10) + "." + strconv.Itoa(int(p.change)),
+		JobID: p.ref.ID, Group: p.ref.Group, Task: nameOf(p.task), Attempt: int(p.attempt), Executor: nameOf(p.executor), Time: p.row.at,
 	}
 	if p.from < otherState {
 		ev.PreviousState = eventStates[p.from]
@@ -199,7 +226,7 @@ func (l *Leader) trimPublished(v *snapshotView) {
 		return
 	}
 	l.published, l.sending = v, nil
-	l.pending = slices.DeleteFunc(l.pending, func(p pendingEvent) bool { return v.ended(p.xid) })
+	l.pending = slices.DeleteFunc(l.pending, func(p pendingEvent) bool { return v.ended(p.row.xid) })
 }
 
 // publishChunk bounds the events publish makes and hands on at a time,

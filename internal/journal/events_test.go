@@ -224,7 +224,7 @@ func TestTheJournalIsTheEventsOutbox(t *testing.T) {
 	c3.Wake()
 	require.Eventually(t, func() bool {
 		n := 0
-		c3.Follow(func(s *journal.State) { n = len(s.Jobs) })
+		c3.Follow(func(s *journal.State) { n = s.Jobs.Len() })
 		return n > 0
 	}, 10*time.Second, 5*time.Millisecond)
 	// One more of c3's own rows, and its events, which come after any
@@ -241,12 +241,12 @@ func TestTheJournalIsTheEventsOutbox(t *testing.T) {
 
 // TestABacklogOfEventsIsPublishedInChunks: a row of 40,000 submissions
 // makes 40,000 events, which the leader holds in their small pending form
-// (at most 128 bytes each) and hands on PublishChunk at a time, in the
+// (at most 80 bytes each) and hands on PublishChunk at a time, in the
 // journal's order, each once; and Run's loop comes round (it folds)
 // after a round of PublishRound chunks, where it used to publish a backlog
 // whole first (a million events kept it from renewing the lease for 30 s).
 func TestABacklogOfEventsIsPublishedInChunks(t *testing.T) {
-	require.LessOrEqual(t, journal.PendingEventSize, uintptr(128), "a pending event costs the leader more than it may")
+	require.LessOrEqual(t, journal.PendingEventSize, uintptr(80), "a pending event costs the leader more than it may")
 	ctx := t.Context()
 	db := pool(t)
 	rec := &recorder{}

@@ -33,3 +33,11 @@ func SnapshotDue(rows, changes, jobs int, elapsed time.Duration) bool {
 
 // DecodeSome is decodeSome.
 func DecodeSome(body []byte, want []int32) (map[int32]Item, error) { return decodeSome(body, want) }
+
+// SetSnapshotPartBytes sets the size of a snapshot's parts until the
+// test ends.
+func SetSnapshotPartBytes(t interface{ Cleanup(func()) }, n int) {
+	was := snapshotPartBytes
+	snapshotPartBytes = n
+	t.Cleanup(func() { snapshotPartBytes = was })
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Querier is what appends and reads need: a pool, a connection or a
@@ -514,24 +515,45 @@ const foldBatch = 10_000
 // SaveSnapshot stores the partition's state as of the tail's position,
 // in place of the last one.
 func SaveSnapshot(ctx context.Context, q Querier, s *State, tail *Tail) error {
-	body, err := s.Snapshot()
-	if err != nil {
-		return fmt.Errorf("encoding the snapshot of journal partition %d: %w", tail.Partition, err)
-	}
 	position := tail.Position()
 	if position == "" {
 		return fmt.Errorf("journal partition %d: a snapshot between two parts of a read (read the tail to its end first)", tail.Partition)
 	}
-	// With its mark, for the journal's retention (PruneJournal).
-	_, err = q.Exec(ctx, `WITH mark AS (INSERT INTO fairway_journal_mark (partition, tail) VALUES ($1, $2::pg_snapshot))
-INSERT INTO fairway_journal_snapshot (partition, tail, body) VALUES ($1, $2::pg_snapshot, $3)
-ON CONFLICT (partition) DO UPDATE SET tail = EXCLUDED.tail, taken = now(), body = EXCLUDED.body`,
-		tail.Partition, position, body)
+	begin, ok := q.(interface {
+		Begin(context.Context) (pgx.Tx, error)
+	})
+	if !ok {
+		return errors.New("the journal's database handle opens no transaction")
+	}
+	err := pgx.BeginFunc(ctx, begin, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM fairway_journal_snapshot_part WHERE partition = $1`, tail.Partition); err != nil {
+			return err
+		}
+		part := 0
+		err := s.snapshotParts(snapshotPartBytes, func(body []byte) error {
+			part++
+			_, err := tx.Exec(ctx, `INSERT INTO fairway_journal_snapshot_part (partition, part, body) VALUES ($1, $2, $3)`, tail.Partition, part, body)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("part %d: %w", part, err)
+		}
+		// Its row last, taken when it is whole, with its mark for the
+		// journal's retention (PruneJournal); its body is in the parts.
+		_, err = tx.Exec(ctx, `WITH mark AS (INSERT INTO fairway_journal_mark (partition, tail) VALUES ($1, $2::pg_snapshot))
+INSERT INTO fairway_journal_snapshot (partition, tail, taken, body) VALUES ($1, $2::pg_snapshot, clock_timestamp(), '')
+ON CONFLICT (partition) DO UPDATE SET tail = EXCLUDED.tail, taken = EXCLUDED.taken, body = EXCLUDED.body`, tail.Partition, position)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("storing the snapshot of journal partition %d: %w", tail.Partition, err)
 	}
 	return nil
 }
+
+// snapshotPartBytes is the size of a snapshot's parts (SaveSnapshot; a
+// variable for the tests).
+var snapshotPartBytes = 4 << 20
 
 // LoadSnapshot reads the partition's last snapshot and the tail that
 // goes on from it: an empty state and a tail from the start when there
@@ -541,9 +563,27 @@ func LoadSnapshot(ctx context.Context, q Querier, partition int16) (*State, *Tai
 		position string
 		body     []byte
 	)
-	err := q.QueryRow(ctx, `SELECT tail::text, body FROM fairway_journal_snapshot WHERE partition = $1`, partition).Scan(&position, &body)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return NewState(), &Tail{Partition: partition}, nil
+	// The snapshot's row and its parts, in order, as of one statement.
+	rows, err := q.Query(ctx, `SELECT 0, tail::text, body FROM fairway_journal_snapshot WHERE partition = $1
+UNION ALL SELECT part, NULL, body FROM fairway_journal_snapshot_part WHERE partition = $1
+ORDER BY 1`, partition)
+	if err == nil {
+		var (
+			n     int32
+			first pgtype.Text
+			part  []byte
+		)
+		found := false
+		_, err = pgx.ForEachRow(rows, []any{&n, &first, &part}, func() error {
+			if first.Valid {
+				position, found = first.String, true
+			}
+			body = append(body, part...)
+			return nil
+		})
+		if err == nil && !found {
+			return NewState(), &Tail{Partition: partition}, nil
+		}
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the snapshot of journal partition %d: %w", partition, err)

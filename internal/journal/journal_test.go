@@ -398,7 +398,7 @@ func TestASubmissionTakesItsIdForGood(t *testing.T) {
 	_, err = tail.Fold(ctx, db, s)
 	require.NoError(t, err)
 	var live []string
-	for ref := range s.Jobs {
+	for ref := range s.Jobs.All() {
 		live = append(live, ref.ID)
 	}
 	require.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, live, "one job each")
@@ -425,7 +425,7 @@ func TestATailReadQueuedInABatchFoldsAsAFold(t *testing.T) {
 	n, err := tail.FoldRead(ctx, db, s, r, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the submitted row, read by the batch")
-	require.Len(t, s.Jobs, 6)
+	require.Equal(t, 6, s.Jobs.Len())
 
 	// Queued, run, then the tail moves on by a Fold: the read is stale.
 	b = &pgx.Batch{}
@@ -438,7 +438,7 @@ func TestATailReadQueuedInABatchFoldsAsAFold(t *testing.T) {
 	n, err = tail.FoldRead(ctx, db, s, stale, nil)
 	require.NoError(t, err)
 	require.Zero(t, n, "a stale read is not folded again")
-	require.Len(t, s.Jobs, 7)
+	require.Equal(t, 7, s.Jobs.Len())
 
 	// A read its batch never ran (an earlier statement failed).
 	b = &pgx.Batch{}
@@ -449,7 +449,7 @@ func TestATailReadQueuedInABatchFoldsAsAFold(t *testing.T) {
 	n, err = tail.FoldRead(ctx, db, s, unrun, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "read anew")
-	require.Len(t, s.Jobs, 8)
+	require.Equal(t, 8, s.Jobs.Len())
 	fresh := journal.NewState()
 	_, err = (&journal.Tail{}).Fold(ctx, db, fresh)
 	require.NoError(t, err)

@@ -50,19 +50,19 @@ func TestClaimsAndReportsInFlightTogetherFoldAlike(t *testing.T) {
 	require.Eventually(t, func() bool {
 		l.Wake()
 		folded := 0
-		l.View(func(s *journal.State, _ journal.Lease) { folded = len(s.Jobs) })
+		l.View(func(s *journal.State, _ journal.Lease) { folded = s.Jobs.Len() })
 		return folded == 300
 	}, 10*time.Second, time.Millisecond)
 	held := func(rng *rand.Rand) []journal.Report {
 		var out []journal.Report
 		l.View(func(s *journal.State, _ journal.Lease) {
-			for ref, j := range s.Jobs {
+			for ref, j := range s.Jobs.All() {
 				if j.Holder == nil || rng.IntN(3) == 0 {
 					continue
 				}
 				it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance}
 				switch r := rng.IntN(6); {
-				case j.State == fairway.StateScheduled && r < 2:
+				case j.State() == fairway.StateScheduled && r < 2:
 					out = append(out, journal.Report{Kind: journal.Started, Item: it})
 				case r < 4:
 					it.Outcome = journal.OutcomeSuccess
@@ -157,7 +157,7 @@ func TestClaimsAndReportsInFlightTogetherFoldAlike(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "the leader's state never became the fold of PostgreSQL's rows in id order")
 	var ended int
 	for a := range handed {
-		if leader.Jobs[a.ref] == nil {
+		if leader.Jobs.Get(a.ref) == nil {
 			ended++
 		}
 	}
@@ -189,7 +189,7 @@ func TestAClaimTakesArgumentsFromRecentRowsOrPostgreSQL(t *testing.T) {
 	go l.Run(ctx)
 	require.Eventually(t, func() bool {
 		n := 0
-		l.View(func(s *journal.State, _ journal.Lease) { n = len(s.Jobs) })
+		l.View(func(s *journal.State, _ journal.Lease) { n = s.Jobs.Len() })
 		return n == 60
 	}, 10*time.Second, 5*time.Millisecond)
 	var at []time.Time

@@ -30,7 +30,8 @@ type LeaderConfig struct {
 	Poll time.Duration
 	// RecentBytes bounds the bodies of the submitted rows folded last
 	// that the leader keeps, so that claims take their jobs' arguments
-	// from memory (default 64 MiB; recentRows).
+	// from memory (default 16 MiB; recentRows): a million waiting jobs of
+	// 200-byte arguments are 64 rows of 16,000 jobs in 16 MiB.
 	RecentBytes int
 	// SnapshotRows and SnapshotEvery: a snapshot is taken once this many
 	// rows were folded since the last one (default 100,000), or this long
@@ -90,7 +91,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.Renew = cmp.Or(c.Renew, 500*time.Millisecond)
 	c.Poll = cmp.Or(c.Poll, 50*time.Millisecond)
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
-	c.RecentBytes = cmp.Or(c.RecentBytes, 64<<20)
+	c.RecentBytes = cmp.Or(c.RecentBytes, 16<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
 	c.LivePoll = cmp.Or(c.LivePoll, 100*time.Millisecond)
 	c.JournalAge = cmp.Or(c.JournalAge, time.Hour)
@@ -478,7 +479,7 @@ func (l *Leader) restore(ctx context.Context) error {
 		close(l.restored)
 	}
 	l.restores++
-	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", len(state.Jobs), "in", time.Since(began).String())
+	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", state.Jobs.Len(), "in", time.Since(began).String())
 	return nil
 }
 
@@ -541,7 +542,7 @@ func (l *Leader) catchUp(ctx context.Context) error {
 // successor restoring it makes the events of the rows after it. Called
 // with l.mu held.
 func (l *Leader) snapshotIfDue(ctx context.Context) error {
-	due := snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, len(l.state.Jobs), time.Since(l.snapshotAt))
+	due := snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, l.state.Jobs.Len(), time.Since(l.snapshotAt))
 	if !l.leading || !due || len(l.pending) > 0 {
 		return nil
 	}
@@ -641,10 +642,10 @@ const settleRounds = 8
 // l.mu held, while leading.
 func (l *Leader) settle(ctx context.Context) error {
 	if l.owed {
-		for ref, j := range l.state.Jobs {
-			for _, w := range j.Waits {
+		for ref, j := range l.state.Jobs.All() {
+			for _, w := range j.Waits() {
 				dep := fairway.JobRef{Group: ref.Group, ID: w}
-				if l.state.Jobs[dep] == nil {
+				if l.state.Jobs.Get(dep) == nil {
 					l.resolve = append(l.resolve, pendingResolution{job: ref, dependency: dep})
 				}
 			}

@@ -46,13 +46,13 @@ func (l *Leader) Cancel(ctx context.Context, refs []fairway.JobRef, why string) 
 			continue
 		}
 		seen[ref] = i
-		j := l.state.Jobs[ref]
+		j := l.state.Jobs.Get(ref)
 		switch {
 		case j == nil:
 			out[i] = CancelNotFound
-		case j.CancelRequested:
+		case j.CancelRequested():
 			out[i] = CancelAlreadyRequested
-		case held(j.State):
+		case held(j.State()):
 			out[i] = CancelRequested
 		default:
 			out[i] = CancelEnded

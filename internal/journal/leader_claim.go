@@ -129,7 +129,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	items := make([]Item, len(picked))
 	for i, c := range picked {
 		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
-		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs[refs[i]].Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
+		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs.Get(refs[i]).Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
 	}
 	// Whatever happens next, the reservations end: the jobs the row made
 	// scheduled leave the queues by the fold, the others go back. (The
@@ -157,12 +157,12 @@ func (l *Leader) claimed(ctx context.Context, refs []fairway.JobRef, items []Ite
 	var out []ClaimedJob
 	var at []submittedAt
 	for i, ref := range refs {
-		j := l.state.Jobs[ref]
-		if j == nil || (items != nil && (j.State != fairway.StateScheduled || !j.heldBy(items[i]))) {
+		j := l.state.Jobs.Get(ref)
+		if j == nil || (items != nil && (j.State() != fairway.StateScheduled || !j.heldBy(items[i]))) {
 			continue // not this claim's: the fold decided otherwise
 		}
-		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority, Attempt: j.Attempt, Retries: j.Retries, MaxRetries: j.MaxRetries})
-		at = append(at, submittedAt{row: j.Row, index: j.Index})
+		out = append(out, ClaimedJob{Ref: ref, Task: j.Task, Priority: j.Priority(), Attempt: j.Attempt, Retries: int32(j.Retries), MaxRetries: int32(j.MaxRetries)})
+		at = append(at, submittedAt{row: j.Row(), index: j.Index()})
 	}
 	if err := l.readArgs(ctx, out, at); err != nil {
 		return nil, err

@@ -50,11 +50,11 @@ func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.T
 		}
 		for list := range g.lists {
 			for task, h := range g.lists[list] {
-				if e, ok := l.queues.head(h, list, nowUS); ok {
-					j := l.state.Jobs[e.ref]
-					k := key{name, task, j.State} // waiting, or stuck (listStuck)
-					heads[k] = append(heads[k], head{j.Row, j.RunAt})
-					rows = append(rows, j.Row)
+				if e, ok := l.queues.head(name, h, list, nowUS); ok {
+					j := l.state.Jobs.Get(fairway.JobRef{Group: name, ID: e.id})
+					k := key{name, task, j.State()} // waiting, or stuck (listStuck)
+					heads[k] = append(heads[k], head{j.Row(), j.RunAt})
+					rows = append(rows, j.Row())
 				}
 			}
 		}
@@ -175,9 +175,9 @@ func (l *Leader) LiveStats(ctx context.Context, group string, since, now time.Ti
 		return nil, nil, err
 	}
 	seen := map[int64]struct{}{}
-	for ref, j := range l.state.Jobs {
-		if (group == "" || ref.Group == group) && j.State != fairway.StatePending {
-			seen[j.Row] = struct{}{}
+	for ref, j := range l.state.Jobs.All() {
+		if (group == "" || ref.Group == group) && j.State() != fairway.StatePending {
+			seen[j.Row()] = struct{}{}
 		}
 	}
 	l.mu.Unlock()
@@ -191,17 +191,17 @@ func (l *Leader) LiveStats(ctx context.Context, group string, since, now time.Ti
 	nowUS := now.UnixMicro()
 	var held []HeldStart
 	l.mu.RLock()
-	for ref, j := range l.state.Jobs {
-		if (group != "" && ref.Group != group) || j.State == fairway.StatePending {
+	for ref, j := range l.state.Jobs.All() {
+		if (group != "" && ref.Group != group) || j.State() == fairway.StatePending {
 			continue
 		}
 		due := j.RunAt
-		if t, ok := at[j.Row]; ok {
+		if t, ok := at[j.Row()]; ok {
 			due = max(due, t)
 		} else {
 			due = max(due, nowUS) // submitted since the first walk
 		}
-		if j.State == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
+		if j.State() == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
 			add(ref.Group, false, due, j.Holder.Started)
 			add(ref.Group, true, j.Holder.Started, nowUS)
 			held = append(held, HeldStart{Task: j.Task, Started: j.Holder.Started, Due: due})
@@ -291,7 +291,7 @@ func (l *Leader) RunningJobs(ctx context.Context) ([]Running, error) {
 	var out []Running
 	for _, refs := range l.state.Held {
 		for ref := range refs {
-			if j := l.state.Jobs[ref]; j != nil && j.State == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
+			if j := l.state.Jobs.Get(ref); j != nil && j.State() == fairway.StateRunning && j.Holder != nil && j.Holder.Started != 0 {
 				out = append(out, Running{Group: ref.Group, Started: j.Holder.Started})
 			}
 		}

@@ -41,7 +41,7 @@ func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priorit
 	if priority != fairway.PriorityHigh && priority != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "%q: high or low", priority)
 	}
-	return l.changeJobs(ctx, refs, Priority, "setting the priority of", func(j *Job) bool { return j.Priority != string(priority) },
+	return l.changeJobs(ctx, refs, Priority, "setting the priority of", func(j *Job) bool { return j.Priority() != string(priority) },
 		func(it *Item) { it.Priority = string(priority) })
 }
 
@@ -59,7 +59,7 @@ func (l *Leader) changeJobs(ctx context.Context, refs []fairway.JobRef, kind Kin
 	var items []Item
 	seen := map[fairway.JobRef]bool{}
 	for i, ref := range refs {
-		j := l.state.Jobs[ref]
+		j := l.state.Jobs.Get(ref)
 		if j == nil || seen[ref] || !change(j) {
 			continue
 		}

@@ -64,7 +64,7 @@ func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.J
 	out := make(map[fairway.JobRef]*JobView, len(refs))
 	var views []*JobView
 	for _, ref := range refs {
-		j := l.state.Jobs[ref]
+		j := l.state.Jobs.Get(ref)
 		if j == nil || out[ref] != nil {
 			continue
 		}
@@ -79,13 +79,7 @@ func (l *Leader) Jobs(ctx context.Context, refs []fairway.JobRef) (map[fairway.J
 
 // viewOf is a view of job j of ref, in copies of the state's.
 func (l *Leader) viewOf(ref fairway.JobRef, j *Job) *JobView {
-	v := &JobView{Ref: ref, Job: *j}
-	v.Job.Waits = slices.Clone(j.Waits)
-	if j.Holder != nil {
-		h := *j.Holder
-		v.Job.Holder = &h
-	}
-	return v
+	return &JobView{Ref: ref, Job: j.Copy()}
 }
 
 // withSubmissions fills the views' submissions from the rows that
@@ -97,20 +91,20 @@ func (l *Leader) withSubmissions(ctx context.Context, views []*JobView) error {
 	}
 	want := wantedItems{}
 	for _, v := range views {
-		want.add(v.Job.Row, v.Job.Index)
+		want.add(v.Job.Row(), v.Job.Index())
 	}
 	submitted, err := l.submittedRows(ctx, want)
 	if err != nil {
 		return fmt.Errorf("reading the jobs' submissions: %w", err)
 	}
 	for _, v := range views {
-		row := submitted[v.Job.Row]
-		sub, ok := row.items[v.Job.Index]
+		row := submitted[v.Job.Row()]
+		sub, ok := row.items[v.Job.Index()]
 		if !ok {
-			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row, v.Job.Index, v.Ref.Group, v.Ref.ID)
+			return fmt.Errorf("journal row %d holds no item %d (job %s/%s)", v.Job.Row(), v.Job.Index(), v.Ref.Group, v.Ref.ID)
 		}
 		v.Submission = sub
-		v.Submitted = submittedTime(row.at, v.Job.Index, v.Submission)
+		v.Submitted = submittedTime(row.at, v.Job.Index(), v.Submission)
 		v.Submission.Args = slices.Clone(v.Submission.Args) // not the row's body
 	}
 	return nil
@@ -152,7 +146,7 @@ func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64
 // is not, nor is one that waits for its dependencies (they release it).
 // ErrNotLeading when this coordinator does not lead.
 func (l *Leader) ReleasePending(ctx context.Context, refs []fairway.JobRef) ([]bool, error) {
-	return l.changeJobs(ctx, refs, Release, "releasing", func(j *Job) bool { return j.State == fairway.StatePending && len(j.Waits) == 0 }, nil)
+	return l.changeJobs(ctx, refs, Release, "releasing", func(j *Job) bool { return j.State() == fairway.StatePending && len(j.Waits()) == 0 }, nil)
 }
 
 // TrackerHolder returns the id of group's unfinished job that holds
@@ -174,7 +168,7 @@ func (l *Leader) Has(ctx context.Context, ref fairway.JobRef) (bool, error) {
 		return false, err
 	}
 	defer l.mu.Unlock()
-	return l.state.Jobs[ref] != nil, nil
+	return l.state.Jobs.Get(ref) != nil, nil
 }
 
 // Folded returns a channel closed when the next fold has read the
@@ -198,12 +192,12 @@ func (l *Leader) Resolving(ref fairway.JobRef) bool {
 	if l.state == nil {
 		return false
 	}
-	j := l.state.Jobs[ref]
-	if j == nil || j.State != fairway.StatePending {
+	j := l.state.Jobs.Get(ref)
+	if j == nil || j.State() != fairway.StatePending {
 		return false
 	}
-	for _, w := range j.Waits {
-		if l.state.Jobs[fairway.JobRef{Group: ref.Group, ID: w}] == nil {
+	for _, w := range j.Waits() {
+		if l.state.Jobs.Get(fairway.JobRef{Group: ref.Group, ID: w}) == nil {
 			return true
 		}
 	}
@@ -231,8 +225,8 @@ func (l *Leader) HeldJobs(refs []fairway.JobRef) map[fairway.JobRef]HeldJob {
 		return out
 	}
 	for _, ref := range refs {
-		if j := l.state.Jobs[ref]; j != nil && j.Holder != nil {
-			out[ref] = HeldJob{Task: j.Task, Attempt: j.Attempt, Progress: j.Progress, Started: j.Holder.Started}
+		if j := l.state.Jobs.Get(ref); j != nil && j.Holder != nil {
+			out[ref] = HeldJob{Task: j.Task, Attempt: j.Attempt, Progress: int16(j.Progress), Started: j.Holder.Started}
 		}
 	}
 	return out
@@ -273,7 +267,7 @@ func (l *Leader) Edges(ctx context.Context, group string, ids []string, fold boo
 	e := Edges{Live: map[string]bool{}, DependsOn: map[string][]string{}}
 	for _, id := range ids {
 		ref := fairway.JobRef{Group: group, ID: id}
-		if l.state.Jobs[ref] != nil {
+		if l.state.Jobs.Get(ref) != nil {
 			e.Live[id] = true
 			if d := l.state.DependsOn[group][id]; d != nil {
 				e.DependsOn[id] = slices.Clone(d)
@@ -320,10 +314,10 @@ func (l *Leader) List(ctx context.Context, f ListFilter, before Position, max in
 	}
 	defer l.mu.Unlock()
 	newest := &minHeap[listed]{less: func(a, b listed) bool { return a.pos.Less(b.pos) }} // the oldest kept on top
-	for ref, j := range l.state.Jobs {
-		pos := Position{j.Row, j.Index}
+	for ref, j := range l.state.Jobs.All() {
+		pos := Position{j.Row(), j.Index()}
 		if (before != Position{} && !pos.Less(before)) || (f.Group != "" && ref.Group != f.Group) || (f.Task != "" && j.Task != f.Task) ||
-			(f.State != "" && j.State != f.State) || (f.Priority != "" && priorityOf(j) != f.Priority) {
+			(f.State != "" && j.State() != f.State) || (f.Priority != "" && priorityOf(j) != f.Priority) {
 			continue
 		}
 		if newest.Len() < max {
@@ -339,7 +333,7 @@ func (l *Leader) List(ctx context.Context, f ListFilter, before Position, max in
 	}
 	out := make([]*JobView, 0, len(picked))
 	for _, p := range picked {
-		out = append(out, l.viewOf(p.ref, l.state.Jobs[p.ref]))
+		out = append(out, l.viewOf(p.ref, l.state.Jobs.Get(p.ref)))
 	}
 	if err := l.withSubmissions(ctx, out); err != nil {
 		return nil, err
@@ -354,4 +348,4 @@ type listed struct {
 }
 
 // priorityOf is a job's priority as the API says it ("" is low).
-func priorityOf(j *Job) string { return cmp.Or(j.Priority, string(fairway.PriorityLow)) }
+func priorityOf(j *Job) string { return cmp.Or(j.Priority(), string(fairway.PriorityLow)) }

@@ -41,13 +41,13 @@ func TestJobsReadsWhatWasCommittedBeforeIt(t *testing.T) {
 		got, err := r.Jobs(ctx, []fairway.JobRef{a, b, nope, a})
 		require.NoError(t, err, name)
 		require.Len(t, got, 2, name)
-		require.Equal(t, fairway.StateWaiting, got[a].Job.State, name)
-		require.Equal(t, "high", got[a].Job.Priority, name)
+		require.Equal(t, fairway.StateWaiting, got[a].Job.State(), name)
+		require.Equal(t, "high", got[a].Job.Priority(), name)
 		require.JSONEq(t, `{"n":1}`, string(got[a].Submission.Args), name)
 		require.Equal(t, "tr", got[a].Submission.Tracker, name)
 		require.Equal(t, "s", got[a].Submission.Subject, name)
 		require.False(t, got[a].Submitted.IsZero(), name)
-		require.Equal(t, fairway.StatePending, got[b].Job.State, name)
+		require.Equal(t, fairway.StatePending, got[b].Job.State(), name)
 	}
 
 	// The leader's claim, committed, is seen by the follower's next read.
@@ -57,7 +57,7 @@ func TestJobsReadsWhatWasCommittedBeforeIt(t *testing.T) {
 	require.Equal(t, a, jobs[0].Ref)
 	got, err := f.Jobs(ctx, []fairway.JobRef{a})
 	require.NoError(t, err)
-	require.Equal(t, fairway.StateScheduled, got[a].Job.State)
+	require.Equal(t, fairway.StateScheduled, got[a].Job.State())
 	require.Equal(t, "i", got[a].Job.Holder.Instance)
 
 	// Released by hand: only a pending job waiting for no dependency.
@@ -68,8 +68,8 @@ func TestJobsReadsWhatWasCommittedBeforeIt(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrNotLeading)
 	got, err = f.Jobs(ctx, []fairway.JobRef{b, c})
 	require.NoError(t, err)
-	require.Equal(t, fairway.StateWaiting, got[b].Job.State)
-	require.Equal(t, fairway.StatePending, got[c].Job.State)
+	require.Equal(t, fairway.StateWaiting, got[b].Job.State())
+	require.Equal(t, fairway.StatePending, got[c].Job.State())
 
 	// An ended job is no longer among them (its record says how it ended).
 	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "g", ID: "a", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}}})
@@ -102,8 +102,8 @@ func TestALeaderReleasesPendingJobsAtTheirTrigger(t *testing.T) {
 	state := func(id string) fairway.State {
 		var st fairway.State
 		l.View(func(s *journal.State, _ journal.Lease) {
-			if j := s.Jobs[fairway.JobRef{Group: "g", ID: id}]; j != nil {
-				st = j.State
+			if j := s.Jobs.Get(fairway.JobRef{Group: "g", ID: id}); j != nil {
+				st = j.State()
 			}
 		})
 		return st

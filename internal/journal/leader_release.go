@@ -42,7 +42,7 @@ func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (s
 	var items []Item
 	for _, held := range l.state.Held {
 		for ref := range held {
-			j := l.state.Jobs[ref]
+			j := l.state.Jobs.Get(ref)
 			why, ok := reason(j)
 			if !ok {
 				continue

@@ -91,13 +91,13 @@ type attemptViews map[fairway.JobRef]attemptView
 // State.Apply for these kinds).
 func (v attemptViews) apply(s *State, kind Kind, it Item) bool {
 	ref := fairway.JobRef{Group: it.Group, ID: it.ID}
-	j := s.Jobs[ref]
+	j := s.Jobs.Get(ref)
 	if j == nil || !j.heldBy(it) {
 		return false
 	}
 	view, ok := v[ref]
 	if !ok {
-		view = attemptView{state: j.State}
+		view = attemptView{state: j.State()}
 	}
 	if view.gone || !held(view.state) {
 		return false

@@ -41,7 +41,7 @@ func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutco
 	out := make([]RetryOutcome, len(refs))
 	var ask []fairway.JobRef
 	for i, ref := range refs {
-		if l.state.Jobs[ref] != nil {
+		if l.state.Jobs.Get(ref) != nil {
 			out[i] = RetryNotEnded
 			continue
 		}

@@ -38,7 +38,7 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 		}
 	}
 	jobs := func(l *journal.Leader) (n int, lease journal.Lease, ok bool) {
-		ok = l.View(func(s *journal.State, le journal.Lease) { n, lease = len(s.Jobs), le })
+		ok = l.View(func(s *journal.State, le journal.Lease) { n, lease = s.Jobs.Len(), le })
 		return n, lease, ok
 	}
 	submit(0, 20)
@@ -68,7 +68,7 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 		n, _, ok := jobs(c1)
 		held := false
 		c1.View(func(s *journal.State, _ journal.Lease) {
-			held = s.Jobs[fairway.JobRef{Group: "g", ID: "j000"}].State == fairway.StateScheduled
+			held = s.Jobs.Get(fairway.JobRef{Group: "g", ID: "j000"}).State() == fairway.StateScheduled
 		})
 		return ok && n == 30 && held
 	}, 10*time.Second, 10*time.Millisecond, "c1 folds its claim and the new submissions")
@@ -76,7 +76,7 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 	require.False(t, c2Leads, "c2 leads while c1 holds the lease")
 	require.Eventually(t, func() bool {
 		n := 0
-		c2.Follow(func(s *journal.State) { n = len(s.Jobs) })
+		c2.Follow(func(s *journal.State) { n = s.Jobs.Len() })
 		return n == 30
 	}, 10*time.Second, 10*time.Millisecond, "c2 follows")
 
@@ -97,7 +97,7 @@ func TestALeaderTakesOverFromOneThatStops(t *testing.T) {
 	require.Eventually(t, func() bool {
 		held := false
 		c2.View(func(s *journal.State, _ journal.Lease) {
-			held = s.Jobs[fairway.JobRef{Group: "g", ID: "j001"}].State == fairway.StateScheduled
+			held = s.Jobs.Get(fairway.JobRef{Group: "g", ID: "j001"}).State() == fairway.StateScheduled
 		})
 		return held
 	}, 10*time.Second, 10*time.Millisecond, "c2 folds its claim")
@@ -222,8 +222,8 @@ func TestALeaderResolvesDependents(t *testing.T) {
 	state := func(id string) fairway.State {
 		var st fairway.State = "ended"
 		l.View(func(s *journal.State, _ journal.Lease) {
-			if j := s.Jobs[fairway.JobRef{Group: "g", ID: id}]; j != nil {
-				st = j.State
+			if j := s.Jobs.Get(fairway.JobRef{Group: "g", ID: id}); j != nil {
+				st = j.State()
 			}
 		})
 		return st
@@ -312,8 +312,8 @@ func TestANewLeaderResolvesWhatItsPredecessorLeft(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st := fairway.State("")
 		l.View(func(s *journal.State, _ journal.Lease) {
-			if j := s.Jobs[fairway.JobRef{Group: "g", ID: "p"}]; j != nil {
-				st = j.State
+			if j := s.Jobs.Get(fairway.JobRef{Group: "g", ID: "p"}); j != nil {
+				st = j.State()
 			}
 		})
 		return st == fairway.StateWaiting
@@ -467,7 +467,7 @@ func TestALeaderAppliesReports(t *testing.T) {
 			require.NoError(t, err)
 			before, err = journal.Restore(snap)
 			require.NoError(t, err)
-			for ref, j := range s.Jobs {
+			for ref, j := range s.Jobs.All() {
 				if j.Holder != nil {
 					held = append(held, ref)
 				}
@@ -480,7 +480,7 @@ func TestALeaderAppliesReports(t *testing.T) {
 		var reports []journal.Report
 		for range 1 + rng.IntN(8) {
 			ref := held[rng.IntN(len(held))]
-			j := before.Jobs[ref]
+			j := before.Jobs.Get(ref)
 			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance}
 			switch rng.IntN(8) {
 			case 0:
@@ -513,12 +513,12 @@ func TestALeaderAppliesReports(t *testing.T) {
 				}
 				ref := fairway.JobRef{Group: r.Item.Group, ID: r.Item.ID}
 				var was journal.Job
-				if j := before.Jobs[ref]; j != nil {
+				if j := before.Jobs.Get(ref); j != nil {
 					was = *j
 				}
 				apply(t, before, row(t, int64(round*100+i), kind, r.Item))
 				var is journal.Job
-				if j := before.Jobs[ref]; j != nil {
+				if j := before.Jobs.Get(ref); j != nil {
 					is = *j
 				}
 				want[i] = !reflect.DeepEqual(was, is)
@@ -544,9 +544,9 @@ func TestALeaderAppliesReports(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, recorded)
 	for _, ref := range recorded {
-		require.NotContains(t, fresh.Jobs, ref, "%s/%s has a record and lives", ref.Group, ref.ID)
+		require.Nil(t, fresh.Jobs.Get(ref), "%s/%s has a record and lives", ref.Group, ref.ID)
 	}
-	require.Equal(t, 60, len(recorded)+len(fresh.Jobs), "jobs lost or recorded twice")
+	require.Equal(t, 60, len(recorded)+fresh.Jobs.Len(), "jobs lost or recorded twice")
 
 	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Claimed}})
 	require.ErrorContains(t, err, "a report of kind")
@@ -664,7 +664,7 @@ func TestALeaderRecordsTheJobsItEnds(t *testing.T) {
 	require.Equal(t, int64(30_000), *ok.TimeoutMS)
 	require.Equal(t, started, ok.Started.UnixMicro(), "the start its executor reported")
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
-		h := s.Jobs[fairway.JobRef{Group: "g", ID: "live"}].Holder
+		h := s.Jobs.Get(fairway.JobRef{Group: "g", ID: "live"}).Holder
 		require.Equal(t, h.Scheduled, h.Started, "a start reported before the claim is kept at the claim")
 	}))
 	require.NotNil(t, ok.ScheduledAt)
@@ -784,7 +784,7 @@ func TestALeaderFailsJobsThatExpire(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond, "stale and next ended")
 	require.Equal(t, map[string]string{"stale": "failed: expired", "next": "cancelled: dependency stale failed"}, records())
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
-		require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "fresh"}].State)
+		require.Equal(t, fairway.StateWaiting, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "fresh"}).State())
 	}))
 }
 
@@ -813,16 +813,16 @@ func TestALeaderReleasesTheJobsOfAnInstance(t *testing.T) {
 	require.Equal(t, 3, n)
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
 		for _, j := range stopping {
-			got := s.Jobs[j.Ref]
-			require.Equal(t, fairway.StateWaiting, got.State, j.Ref.ID)
+			got := s.Jobs.Get(j.Ref)
+			require.Equal(t, fairway.StateWaiting, got.State(), j.Ref.ID)
 			require.EqualValues(t, 1, got.Attempt)
 			require.Zero(t, got.Retries)
 		}
 		for _, j := range lost {
-			require.NotContains(t, s.Jobs, j.Ref, "%s had no retries left: it failed", j.Ref.ID) // submitJobs gives no retries
+			require.Nil(t, s.Jobs.Get(j.Ref), "%s had no retries left: it failed", j.Ref.ID) // submitJobs gives no retries
 		}
 		for _, j := range other {
-			require.Equal(t, fairway.StateScheduled, s.Jobs[j.Ref].State)
+			require.Equal(t, fairway.StateScheduled, s.Jobs.Get(j.Ref).State())
 		}
 	}))
 	var failed int
@@ -863,7 +863,7 @@ func TestALeaderReleasesTheJobsOfLostExecutors(t *testing.T) {
 	require.Equal(t, 8, n)
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
 		for _, j := range held["live"] {
-			require.Equal(t, fairway.StateScheduled, s.Jobs[j.Ref].State, "a live executor's job")
+			require.Equal(t, fairway.StateScheduled, s.Jobs.Get(j.Ref).State(), "a live executor's job")
 		}
 	}))
 	why := map[string]string{}
@@ -976,7 +976,7 @@ func TestALeaderReleasesOverdueJobs(t *testing.T) {
 	held := func() []string {
 		var ids []string
 		l.View(func(s *journal.State, _ journal.Lease) {
-			for ref, j := range s.Jobs {
+			for ref, j := range s.Jobs.All() {
 				if j.Holder != nil {
 					ids = append(ids, ref.ID)
 				}
@@ -1147,18 +1147,18 @@ func TestALeaderRetriesByHand(t *testing.T) {
 		l.Wake() // dep's dependency is resolved from ok's record
 		st := fairway.State("")
 		l.View(func(s *journal.State, _ journal.Lease) {
-			if j := s.Jobs[ref("dep")]; j != nil {
-				st = j.State
+			if j := s.Jobs.Get(ref("dep")); j != nil {
+				st = j.State()
 			}
 		})
 		return st == fairway.StateWaiting
 	}, 10*time.Second, 5*time.Millisecond, "dep released: ok succeeded")
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
-		bad := s.Jobs[ref("bad")]
-		require.Equal(t, fairway.StateWaiting, bad.State)
+		bad := s.Jobs.Get(ref("bad"))
+		require.Equal(t, fairway.StateWaiting, bad.State())
 		require.EqualValues(t, 1, bad.Attempt, "its attempts go on counting")
 		require.Zero(t, bad.Retries)
-		require.Equal(t, "high", bad.Priority)
+		require.Equal(t, "high", bad.Priority())
 	}))
 	p.Groups, p.Limit = []string{"g"}, 1
 	jobs, err = l.Claim(ctx, p)
@@ -1245,7 +1245,7 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 				case r < 13:
 					s := view()
 					var reports []journal.Report
-					for ref, j := range s.Jobs {
+					for ref, j := range s.Jobs.All() {
 						if j.Holder == nil || rng.IntN(2) == 0 {
 							continue
 						}
@@ -1308,7 +1308,7 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, tx.Rollback(ctx))
 				for _, ref := range submitted {
-					_, live := inSnapshot.Jobs[ref]
+					live := inSnapshot.Jobs.Get(ref) != nil
 					state, has := recorded[ref]
 					switch {
 					case live && has:
@@ -1364,7 +1364,7 @@ func TestALongFoldKeepsTheLease(t *testing.T) {
 	require.Equal(t, c1Lease.Epoch, epoch, "the lease changed hands")
 	require.Eventually(t, func() bool {
 		var n int
-		ok := c1.View(func(s *journal.State, l journal.Lease) { n = len(s.Jobs); c1Lease = l })
+		ok := c1.View(func(s *journal.State, l journal.Lease) { n = s.Jobs.Len(); c1Lease = l })
 		return ok && n == 1
 	}, 10*time.Second, 10*time.Millisecond, "c1 leads on")
 	require.Equal(t, epoch, c1Lease.Epoch)

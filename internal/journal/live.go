@@ -109,14 +109,14 @@ func (r *liveRows) add(ref fairway.JobRef, j *Job, deps []string) {
 		}
 		return pgtype.Timestamptz{Time: time.UnixMicro(us), Valid: true}
 	}
-	r.groups, r.ids, r.tasks, r.states = append(r.groups, ref.Group), append(r.ids, ref.ID), append(r.tasks, j.Task), append(r.states, string(j.State))
-	priority := j.Priority
+	r.groups, r.ids, r.tasks, r.states = append(r.groups, ref.Group), append(r.ids, ref.ID), append(r.tasks, j.Task), append(r.states, string(j.State()))
+	priority := j.Priority()
 	if priority == "" {
 		priority = string(fairway.PriorityLow)
 	}
 	r.priorities = append(r.priorities, priority)
-	r.runAt, r.expiresAt = append(r.runAt, at(j.RunAt)), append(r.expiresAt, at(j.ExpiresAt))
-	r.attempts, r.retries, r.maxRetries = append(r.attempts, j.Attempt), append(r.retries, j.Retries), append(r.maxRetries, j.MaxRetries)
+	r.runAt, r.expiresAt = append(r.runAt, at(j.RunAt)), append(r.expiresAt, at(j.ExpiresAt()))
+	r.attempts, r.retries, r.maxRetries = append(r.attempts, j.Attempt), append(r.retries, int32(j.Retries)), append(r.maxRetries, int32(j.MaxRetries))
 	r.dependsOn = append(r.dependsOn, deps)
 	var executor, instance pgtype.Text
 	var scheduled, started pgtype.Timestamptz
@@ -125,7 +125,7 @@ func (r *liveRows) add(ref fairway.JobRef, j *Job, deps []string) {
 		scheduled, started = at(h.Scheduled), at(h.Started)
 	}
 	r.executors, r.instances, r.scheduled, r.started = append(r.executors, executor), append(r.instances, instance), append(r.scheduled, scheduled), append(r.started, started)
-	r.rows, r.indexes = append(r.rows, j.Row), append(r.indexes, j.Index)
+	r.rows, r.indexes = append(r.rows, j.Row()), append(r.indexes, j.Index())
 }
 
 // liveColumns are the columns an insert of liveRows writes (CopyFrom).
@@ -197,8 +197,8 @@ func (l *Leader) writeLive(ctx context.Context) error {
 		// Changes from now on are listed; the rewrite reads the jobs
 		// as they are when it reaches them (as of this fold, or later).
 		l.live.dirty = map[fairway.JobRef]liveMark{}
-		refs := make([]fairway.JobRef, 0, len(l.state.Jobs))
-		for ref := range l.state.Jobs {
+		refs := make([]fairway.JobRef, 0, l.state.Jobs.Len())
+		for ref := range l.state.Jobs.All() {
 			refs = append(refs, ref)
 		}
 		l.mu.Unlock()
@@ -214,7 +214,7 @@ func (l *Leader) writeLive(ctx context.Context) error {
 	dirty := l.live.dirty
 	l.live.dirty = make(map[fairway.JobRef]liveMark, len(dirty))
 	for ref, mark := range dirty {
-		j := l.state.Jobs[ref]
+		j := l.state.Jobs.Get(ref)
 		deps := l.state.DependsOn[ref.Group][ref.ID]
 		switch {
 		case j != nil && mark == liveAdded:
@@ -330,7 +330,7 @@ func (l *Leader) rewriteLive(ctx context.Context, epoch int64, refs []fairway.Jo
 			rows.reset()
 			l.mu.RLock()
 			for _, ref := range refs[start:min(start+liveChunk, len(refs))] {
-				if j := l.state.Jobs[ref]; j != nil {
+				if j := l.state.Jobs.Get(ref); j != nil {
 					rows.add(ref, j, l.state.DependsOn[ref.Group][ref.ID])
 				}
 			}

@@ -41,8 +41,8 @@ func liveOf(t *testing.T, l *journal.Leader) []liveRow {
 	t.Helper()
 	var out []liveRow
 	l.View(func(s *journal.State, _ journal.Lease) {
-		for ref, j := range s.Jobs {
-			r := liveRow{Group: ref.Group, ID: ref.ID, Task: j.Task, State: string(j.State), Attempt: j.Attempt, Retries: j.Retries, DependsOn: s.DependsOn[ref.Group][ref.ID]}
+		for ref, j := range s.Jobs.All() {
+			r := liveRow{Group: ref.Group, ID: ref.ID, Task: j.Task, State: string(j.State()), Attempt: j.Attempt, Retries: int32(j.Retries), DependsOn: s.DependsOn[ref.Group][ref.ID]}
 			if j.Holder != nil {
 				r.Executor = j.Holder.Executor
 			}
@@ -100,7 +100,7 @@ VALUES ('acme', 'gone', 't', 'waiting', 'low', 0, 0, 0, 0, 0)`)
 	held := func(l *journal.Leader) []journal.Item {
 		var out []journal.Item
 		l.View(func(s *journal.State, _ journal.Lease) {
-			for ref, j := range s.Jobs {
+			for ref, j := range s.Jobs.All() {
 				if j.Holder != nil {
 					out = append(out, journal.Item{Group: ref.Group, ID: ref.ID, Attempt: j.Attempt, Executor: j.Holder.Executor, Instance: j.Holder.Instance})
 				}
@@ -142,8 +142,8 @@ VALUES ('acme', 'gone', 't', 'waiting', 'low', 0, 0, 0, 0, 0)`)
 		}
 		var cancel []fairway.JobRef
 		l.View(func(s *journal.State, _ journal.Lease) {
-			for ref, j := range s.Jobs {
-				if j.State == fairway.StateWaiting && len(cancel) < 2 {
+			for ref, j := range s.Jobs.All() {
+				if j.State() == fairway.StateWaiting && len(cancel) < 2 {
 					cancel = append(cancel, ref)
 				}
 			}

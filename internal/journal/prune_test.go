@@ -65,7 +65,7 @@ func TestTheJournalKeepsWhatItNeeds(t *testing.T) {
 	fresh, _, err := journal.LoadSnapshot(ctx, db, 0)
 	require.NoError(t, err)
 	l.View(func(s *journal.State, _ journal.Lease) { require.Equal(t, s.Jobs, fresh.Jobs) })
-	require.Len(t, fresh.Jobs, 10)
+	require.Equal(t, 10, fresh.Jobs.Len())
 
 	// A follower whose last read is older than half of JournalAge
 	// restores from the snapshot before it reads.
@@ -74,7 +74,7 @@ func TestTheJournalKeepsWhatItNeeds(t *testing.T) {
 	go f.Run(ctx)
 	require.Eventually(t, func() bool { return f.Restores() >= 2 }, 10*time.Second, 5*time.Millisecond, "the follower restores again")
 	var jobs int
-	require.True(t, f.Follow(func(s *journal.State) { jobs = len(s.Jobs) }))
+	require.True(t, f.Follow(func(s *journal.State) { jobs = s.Jobs.Len() }))
 	require.Equal(t, 10, jobs)
 
 	// The follower takes over: its claim reads the jobs' submissions

@@ -60,25 +60,19 @@ type groupIndex struct {
 	lists [lists]map[string]*ageHeap
 }
 
-// entry is a job in a list: its age (row << ageIndexBits | index) and
-// its reference.
+// entry is a job in a list: its age (Job.age) and its id (its group's
+// is the list's: an entry is 24 bytes, for every waiting job).
 type entry struct {
 	age int64
-	ref fairway.JobRef
+	id  string
 }
-
-// ageIndexBits is how many bits of an age the job's index in its row
-// takes: a row holds fewer than a million items.
-const ageIndexBits = 20
-
-func (j *Job) age() int64 { return j.Row<<ageIndexBits | int64(j.Index) }
 
 // list is the list a claimable job belongs to.
 func (j *Job) list() int {
 	switch {
-	case j.State == fairway.StateStuck:
+	case j.State() == fairway.StateStuck:
 		return listStuck
-	case j.Priority == string(fairway.PriorityHigh):
+	case j.Priority() == string(fairway.PriorityHigh):
 		return listHigh
 	default:
 		return listLow
@@ -98,7 +92,7 @@ func (q *Queues) Rebuild(now int64) {
 	// Appended, then each heap made at once: linear, where a push per
 	// job is n log n (a takeover of a million waiting jobs).
 	q.bulk = true
-	for ref, j := range q.s.Jobs {
+	for ref, j := range q.s.Jobs.All() {
 		q.index(ref, j, now)
 	}
 	q.bulk = false
@@ -119,7 +113,7 @@ func (q *Queues) Rebuild(now int64) {
 // it for every job a fold changed (Change.Job) and for every job whose
 // priority a row set.
 func (q *Queues) Update(ref fairway.JobRef, now int64) {
-	if j := q.s.Jobs[ref]; j != nil {
+	if j := q.s.Jobs.Get(ref); j != nil {
 		q.index(ref, j, now)
 	}
 }
@@ -128,13 +122,13 @@ func (q *Queues) Update(ref fairway.JobRef, now int64) {
 // among the expiries if it expires and is not held, and among the
 // triggers if it is pending and releases itself.
 func (q *Queues) index(ref fairway.JobRef, j *Job, now int64) {
-	if j.ExpiresAt != 0 && !held(j.State) {
-		q.addTimer(q.expiries, timer{at: j.ExpiresAt, ref: ref})
+	if j.ExpiresAt() != 0 && !held(j.State()) {
+		q.addTimer(q.expiries, timer{at: j.ExpiresAt(), ref: ref})
 	}
-	if j.Triggered && j.State == fairway.StatePending {
+	if j.Triggered() && j.State() == fairway.StatePending {
 		q.addTimer(q.triggers, timer{at: j.RunAt, ref: ref})
 	}
-	if !claimable(j.State) {
+	if !claimable(j.State()) {
 		return
 	}
 	if j.RunAt > now {
@@ -173,10 +167,10 @@ func (q *Queues) push(ref fairway.JobRef, j *Job) {
 		(*l)[j.Task] = h
 	}
 	if q.bulk {
-		h.s = append(h.s, entry{age: j.age(), ref: ref})
+		h.s = append(h.s, entry{age: j.age(), id: ref.ID})
 		return
 	}
-	heap.Push(h, entry{age: j.age(), ref: ref})
+	heap.Push(h, entry{age: j.age(), id: ref.ID})
 }
 
 // Due moves the jobs whose time came (now, Unix µs) from the timers to
@@ -184,7 +178,7 @@ func (q *Queues) push(ref fairway.JobRef, j *Job) {
 func (q *Queues) Due(now int64) {
 	for q.timers.Len() > 0 && q.timers.s[0].at <= now {
 		t := heap.Pop(q.timers).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
-		if j := q.s.Jobs[t.ref]; j != nil && claimable(j.State) && j.RunAt == t.at {
+		if j := q.s.Jobs.Get(t.ref); j != nil && claimable(j.State()) && j.RunAt == t.at {
 			q.push(t.ref, j)
 		}
 	}
@@ -214,7 +208,7 @@ func (q *Queues) TriggerDue(now int64) bool {
 // row).
 func (q *Queues) Triggered(now int64, limit int) []fairway.JobRef {
 	return q.popDue(q.triggers, now, limit, func(j *Job, at int64) bool {
-		return j.Triggered && j.State == fairway.StatePending && j.RunAt == at
+		return j.Triggered() && j.State() == fairway.StatePending && j.RunAt == at
 	})
 }
 
@@ -227,7 +221,7 @@ func (q *Queues) ExpiryDue(now int64) bool {
 // Expired returns up to limit jobs whose expiry passed (now, Unix µs)
 // and that no executor holds: the leader fails them (an Expired row).
 func (q *Queues) Expired(now int64, limit int) []fairway.JobRef {
-	return q.popDue(q.expiries, now, limit, func(j *Job, at int64) bool { return !held(j.State) && j.ExpiresAt == at })
+	return q.popDue(q.expiries, now, limit, func(j *Job, at int64) bool { return !held(j.State()) && j.ExpiresAt() == at })
 }
 
 // popDue pops the timers of h due at now, up to limit jobs for which
@@ -237,7 +231,7 @@ func (q *Queues) popDue(h *timerHeap, now int64, limit int, valid func(j *Job, a
 	var seen map[fairway.JobRef]bool // a job indexed twice is in the heap twice; made once one is due (this runs at every catch-up)
 	for len(out) < limit && h.Len() > 0 && h.s[0].at <= now {
 		t := heap.Pop(h).(timer) //nolint:errcheck,forcetypeassert // the heap holds timers only
-		if j := q.s.Jobs[t.ref]; j != nil && valid(j, t.at) && !seen[t.ref] {
+		if j := q.s.Jobs.Get(t.ref); j != nil && valid(j, t.at) && !seen[t.ref] {
 			if seen == nil {
 				seen = map[fairway.JobRef]bool{}
 			}
@@ -248,21 +242,22 @@ func (q *Queues) popDue(h *timerHeap, now int64, limit int, valid func(j *Job, a
 	return out
 }
 
-// valid says whether e is still a job of list l of its group, due at now.
-func (q *Queues) valid(e entry, l int, now int64) bool {
-	j := q.s.Jobs[e.ref]
-	if j == nil || !claimable(j.State) || j.list() != l || j.age() != e.age || j.RunAt > now {
+// valid says whether e is still a job of list l of group, due at now.
+func (q *Queues) valid(group string, e entry, l int, now int64) bool {
+	ref := fairway.JobRef{Group: group, ID: e.id}
+	j := q.s.Jobs.Get(ref)
+	if j == nil || !claimable(j.State()) || j.list() != l || j.age() != e.age || j.RunAt > now {
 		return false
 	}
-	_, reserved := q.reserved[e.ref]
+	_, reserved := q.reserved[ref]
 	return !reserved
 }
 
-// head drops the stale entries at the top of h (list l) and returns the
-// first valid one, if any.
-func (q *Queues) head(h *ageHeap, l int, now int64) (entry, bool) {
+// head drops the stale entries at the top of h (list l of group) and
+// returns the first valid one, if any.
+func (q *Queues) head(group string, h *ageHeap, l int, now int64) (entry, bool) {
 	for h.Len() > 0 {
-		if e := h.s[0]; q.valid(e, l, now) {
+		if e := h.s[0]; q.valid(group, e, l, now) {
 			return e, true
 		}
 		heap.Pop(h)
@@ -281,7 +276,7 @@ func (q *Queues) hasDue(group string, tasks []string, now int64) (found, empty b
 	empty = true
 	for l := range g.lists {
 		for task, h := range g.lists[l] {
-			if _, ok := q.head(h, l, now); !ok {
+			if _, ok := q.head(group, h, l, now); !ok {
 				delete(g.lists[l], task)
 				continue
 			}
@@ -390,7 +385,7 @@ func (q *Queues) first(group string, g *groupIndex, l int, tasks []string, n int
 	for len(out) < n {
 		var best *ageHeap
 		for _, h := range heaps {
-			if e, ok := q.head(h, l, now); ok && (best == nil || e.age < best.s[0].age) {
+			if e, ok := q.head(group, h, l, now); ok && (best == nil || e.age < best.s[0].age) {
 				best = h
 			}
 		}
@@ -399,20 +394,20 @@ func (q *Queues) first(group string, g *groupIndex, l int, tasks []string, n int
 		}
 		e := heap.Pop(best).(entry) //nolint:errcheck,forcetypeassert // the heap holds entries only
 		back = append(back, popped{best, e})
-		if seen[e.ref.ID] {
+		if seen[e.id] {
 			continue // a second entry of one job
 		}
-		seen[e.ref.ID] = true
-		j := q.s.Jobs[e.ref]
+		seen[e.id] = true
+		j := q.s.Jobs.Get(fairway.JobRef{Group: group, ID: e.id})
 		st := fairway.StateWaiting
 		if l == listStuck {
 			st = fairway.StateStuck
 		}
 		prio := fairway.PriorityLow
-		if j.Priority == string(fairway.PriorityHigh) {
+		if j.Priority() == string(fairway.PriorityHigh) {
 			prio = fairway.PriorityHigh
 		}
-		out = append(out, fairness.Candidate{ID: e.ref.ID, Group: group, Task: j.Task, State: st, Priority: prio})
+		out = append(out, fairness.Candidate{ID: e.id, Group: group, Task: j.Task, State: st, Priority: prio})
 	}
 	for _, p := range back {
 		heap.Push(p.h, p.e)

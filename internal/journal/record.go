@@ -45,17 +45,12 @@ func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
 	c := NewState()
 	c.Paused = s.Paused // read only: batches of jobs change no group's pause
 	for ref := range refs {
-		j := s.Jobs[ref]
+		j := s.Jobs.Get(ref)
 		if j == nil {
 			continue
 		}
-		cj := *j
-		cj.Waits = slices.Clone(j.Waits) // the fold edits them in place
-		if j.Holder != nil {
-			h := *j.Holder
-			cj.Holder = &h
-		}
-		c.Jobs[ref] = &cj
+		cj := j.Copy() // the fold edits its holder and dependencies in place
+		c.Jobs.Put(ref, &cj)
 		if d := s.Dependents[ref]; d != nil {
 			c.Dependents[ref] = slices.Clone(d)
 		}
@@ -233,18 +228,18 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		args, results                                                          = make([][]byte, n), make([][]byte, n)
 	)
 	for i, e := range jobs {
-		row := submitted[e.job.Row]
-		sub, ok := row.items[e.job.Index]
+		row := submitted[e.job.Row()]
+		sub, ok := row.items[e.job.Index()]
 		if !ok {
-			return nil, fmt.Errorf("the record of %s/%s: journal row %d holds no item %d", e.ref.Group, e.ref.ID, e.job.Row, e.job.Index)
+			return nil, fmt.Errorf("the record of %s/%s: journal row %d holds no item %d", e.ref.Group, e.ref.ID, e.job.Row(), e.job.Index())
 		}
 		groups[i], ids[i], tasks[i] = e.ref.Group, e.ref.ID, e.job.Task
-		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority, sub.Tracker
-		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, e.job.MaxRetries, e.job.Retries
+		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority(), sub.Tracker
+		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, int32(e.job.MaxRetries), int32(e.job.Retries)
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
 			retries[i]++ // the attempt that failed last counts, as the row engine counts it
 		}
-		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt, submittedTime(row.at, e.job.Index, sub).UnixMicro()
+		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt(), submittedTime(row.at, e.job.Index(), sub).UnixMicro()
 		if h := e.job.Holder; h != nil {
 			scheduledAt[i], startedAt[i], workers[i], instances[i] = h.Scheduled, h.Started, h.Executor, h.Instance
 		}
@@ -258,7 +253,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 			}
 			dependsOn[i] = w
 		}
-		progress[i] = e.job.Progress
+		progress[i] = int16(e.job.Progress)
 		errs[i], traceparents[i] = e.change.Error, sub.TraceParent
 		if len(sub.Args) > 0 {
 			args[i] = sub.Args
@@ -281,15 +276,15 @@ func (l *Leader) submissions(ctx context.Context, jobs []ended) (map[int64]submi
 	for _, e := range jobs {
 		h, ok := l.heldSubs[e.ref]
 		if !ok {
-			read.add(e.job.Row, e.job.Index)
+			read.add(e.job.Row(), e.job.Index())
 			continue
 		}
-		row := out[e.job.Row]
+		row := out[e.job.Row()]
 		if row.items == nil {
 			row = submittedRow{at: h.at, items: map[int32]Item{}}
-			out[e.job.Row] = row
+			out[e.job.Row()] = row
 		}
-		row.items[e.job.Index] = h.item
+		row.items[e.job.Index()] = h.item
 	}
 	if len(read) == 0 {
 		return out, nil

@@ -52,11 +52,24 @@ var stateCodes = []fairway.State{fairway.StatePending, fairway.StateWaiting, fai
 // position: a reader that restores both and applies the rows the tail
 // reads next holds what the leader holds).
 func (s *State) Snapshot() ([]byte, error) {
+	var out []byte
+	err := s.snapshotParts(1<<62, func(part []byte) error {
+		out = append(out, part...)
+		return nil
+	})
+	return out, err
+}
+
+// snapshotParts encodes the state as Snapshot does, handing it to flush
+// in parts of about size bytes (the last one may be shorter), one buffer
+// reused: a million waiting jobs are tens of MiB, which the leader would
+// otherwise hold twice (its encoding, and pgx's) while it stores them.
+func (s *State) snapshotParts(size int, flush func([]byte) error) error {
 	e := snapshotEncoder{names: map[string]uint64{}}
-	for ref, j := range s.Jobs {
+	for ref, j := range s.Jobs.All() {
 		e.name(ref.Group)
 		e.name(j.Task)
-		e.name(j.Priority)
+		e.name(j.Priority())
 		if j.Holder != nil {
 			e.name(j.Holder.Executor)
 			e.name(j.Holder.Instance)
@@ -89,39 +102,51 @@ func (s *State) Snapshot() ([]byte, error) {
 		e.name(k[0])
 		e.name(k[1])
 	}
-	out := make([]byte, 0, 64+len(s.Jobs)*64)
+	out := make([]byte, 0, min(size+4096, 64+s.Jobs.Len()*64))
+	// full hands on a part once it reached size.
+	full := func() error {
+		if len(out) < size {
+			return nil
+		}
+		err := flush(out)
+		out = out[:0]
+		return err
+	}
 	out = append(out, snapshotVersion)
 	out = binary.AppendUvarint(out, uint64(len(e.list)))
 	for _, n := range e.list {
 		out = appendString(out, n)
 	}
-	out = binary.AppendUvarint(out, uint64(len(s.Jobs)))
-	for ref, j := range s.Jobs {
+	out = binary.AppendUvarint(out, uint64(s.Jobs.Len())) //nolint:gosec // G115: a count
+	for ref, j := range s.Jobs.All() {
 		code := -1
 		for c, st := range stateCodes {
-			if st == j.State {
+			if st == j.State() {
 				code = c
 			}
 		}
 		if code < 0 {
-			return nil, fmt.Errorf("job %s/%s is %q, which a snapshot cannot hold", ref.Group, ref.ID, j.State)
+			return fmt.Errorf("job %s/%s is %q, which a snapshot cannot hold", ref.Group, ref.ID, j.State())
+		}
+		if err := full(); err != nil {
+			return err
 		}
 		out = binary.AppendUvarint(out, e.names[ref.Group])
 		out = appendString(out, ref.ID)
 		out = binary.AppendUvarint(out, e.names[j.Task])
 		out = append(out, byte(code))
-		out = binary.AppendUvarint(out, e.names[j.Priority])
-		for _, v := range []int64{j.RunAt, j.ExpiresAt, j.Row, int64(j.Index), int64(j.Attempt), int64(j.Retries), int64(j.MaxRetries), int64(j.Progress), int64(j.TimeoutS)} {
+		out = binary.AppendUvarint(out, e.names[j.Priority()])
+		for _, v := range []int64{j.RunAt, j.ExpiresAt(), j.Row(), int64(j.Index()), int64(j.Attempt), int64(j.Retries), int64(j.MaxRetries), int64(j.Progress), int64(j.TimeoutS)} {
 			out = binary.AppendVarint(out, v)
 		}
 		var flags byte
 		if j.Holder != nil {
 			flags |= 1
 		}
-		if j.CancelRequested {
+		if j.CancelRequested() {
 			flags |= 2
 		}
-		if j.Triggered {
+		if j.Triggered() {
 			flags |= 4
 		}
 		out = append(out, flags)
@@ -132,13 +157,16 @@ func (s *State) Snapshot() ([]byte, error) {
 			out = binary.AppendVarint(out, j.Holder.Started)
 			out = appendString(out, j.Holder.Claim)
 		}
-		out = appendStrings(out, j.Waits)
+		out = appendStrings(out, j.Waits())
 	}
 	out = binary.AppendUvarint(out, uint64(len(s.Dependents)))
 	for ref, ids := range s.Dependents {
 		out = binary.AppendUvarint(out, e.names[ref.Group])
 		out = appendString(out, ref.ID)
 		out = appendStrings(out, ids)
+		if err := full(); err != nil {
+			return err
+		}
 	}
 	out = binary.AppendUvarint(out, uint64(len(s.DependsOn)))
 	for g, jobs := range s.DependsOn {
@@ -146,6 +174,9 @@ func (s *State) Snapshot() ([]byte, error) {
 		out = binary.AppendUvarint(out, uint64(len(jobs)))
 		for id, ids := range jobs {
 			out = appendStrings(appendString(out, id), ids)
+			if err := full(); err != nil {
+				return err
+			}
 		}
 	}
 	out = binary.AppendUvarint(out, uint64(len(s.Paused)))
@@ -157,6 +188,9 @@ func (s *State) Snapshot() ([]byte, error) {
 		out = binary.AppendUvarint(out, e.names[key.Group])
 		out = appendString(out, key.ID)
 		out = appendString(out, id)
+		if err := full(); err != nil {
+			return err
+		}
 	}
 	out = binary.AppendUvarint(out, e.names[s.Cursor.Group])
 	out = binary.AppendVarint(out, s.Cursor.Counter)
@@ -182,7 +216,7 @@ func (s *State) Snapshot() ([]byte, error) {
 	for k, b := range s.Rates.Buckets {
 		out = binary.AppendVarint(appendFloat(appendString(out, k), b.Tokens), b.At)
 	}
-	return out, nil
+	return flush(out)
 }
 
 // Restore reads a snapshot.
@@ -209,7 +243,6 @@ func Restore(b []byte) (*State, error) {
 	}
 	s := NewState()
 	n := d.count()
-	s.Jobs = make(map[fairway.JobRef]*Job, n)
 	for range n {
 		ref := fairway.JobRef{Group: name(), ID: d.string()}
 		j := &Job{Task: name()}
@@ -218,24 +251,32 @@ func Restore(b []byte) (*State, error) {
 			d.fail()
 			break
 		}
-		j.State = stateCodes[code]
-		j.Priority = name()
-		j.RunAt, j.ExpiresAt, j.Row = d.varint(), d.varint(), d.varint()
-		j.Index, j.Attempt, j.Retries, j.MaxRetries = d.int32(), d.int32(), d.int32(), d.int32()
-		j.Progress = int16(d.int32()) //nolint:gosec // G115: a progress is 0 to 100
+		j.state = jobStateCode(code)
+		j.SetPriority(name())
+		var expiresAt, row int64
+		j.RunAt, expiresAt, row = d.varint(), d.varint(), d.varint()
+		index := d.int32()
+		if row < 0 || index < 0 || index >= 1<<posIndexBits {
+			d.fail()
+			break
+		}
+		j.SetPlace(row, index)
+		j.SetExpiresAt(expiresAt)
+		j.Attempt, j.Retries, j.MaxRetries = d.int32(), retryCount(d.int32()), retryCount(d.int32())
+		j.Progress = int8(min(max(d.int32(), 0), 100)) //nolint:gosec // G115: clamped
 		j.TimeoutS = d.int32()
 		flags := d.byte()
 		if flags&1 != 0 {
 			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint(), Claim: d.string()}
 		}
-		j.CancelRequested = flags&2 != 0
-		j.Triggered = flags&4 != 0
-		j.Waits = d.strings()
-		s.Jobs[ref] = j
-		s.Rows[j.Row]++
+		j.SetCancelRequested(flags&2 != 0)
+		j.SetTriggered(flags&4 != 0)
+		j.SetWaits(d.strings())
+		s.Jobs.Put(ref, j)
+		s.Rows[j.Row()]++
 		count(s.Live, ref.Group, 1)
-		count(s.Counts, CountKey{ref.Group, j.Task, j.State}, 1)
-		if held(j.State) {
+		count(s.Counts, CountKey{ref.Group, j.Task, j.State()}, 1)
+		if held(j.State()) {
 			s.hold(ref, j, 1)
 		}
 	}
@@ -246,9 +287,9 @@ func Restore(b []byte) (*State, error) {
 	if b[0] == 7 {
 		// Version 7 kept no dependencies as submitted: those the pending
 		// jobs still wait for are the best it knows.
-		for ref, j := range s.Jobs {
-			if len(j.Waits) > 0 {
-				s.dependsOn(ref, slices.Clone(j.Waits))
+		for ref, j := range s.Jobs.All() {
+			if len(j.Waits()) > 0 {
+				s.dependsOn(ref, slices.Clone(j.Waits()))
 			}
 		}
 	} else {

@@ -19,7 +19,7 @@ import (
 // carry them (condition 6 of issue 31).
 type State struct {
 	// Jobs are the unfinished jobs; a job that ends leaves it.
-	Jobs map[fairway.JobRef]*Job `json:"jobs"`
+	Jobs *Jobs `json:"-"`
 	// Dependents are, per job, the ids of its group's jobs that wait
 	// for it.
 	Dependents map[fairway.JobRef][]string `json:"dependents,omitempty"`
@@ -94,39 +94,6 @@ type State struct {
 	ended func(ref fairway.JobRef, j Job, c Change, it Item)
 }
 
-// Job is an unfinished job in a State. It is laid out small (128 bytes):
-// a leader holds one for every waiting job (condition 6 of issue 31).
-type Job struct {
-	Task     string        `json:"task"`
-	State    fairway.State `json:"state"`
-	Priority string        `json:"pri,omitempty"`
-	RunAt    int64         `json:"run_at"`
-	// ExpiresAt: it fails if it has not run by then (0: never).
-	ExpiresAt int64 `json:"expires_at,omitempty"`
-	// Row and Index locate the Submitted item that carries its arguments.
-	Row int64 `json:"row"`
-	// Waits are the dependencies it waits for (it is pending while any).
-	Waits []string `json:"waits,omitempty"`
-	// Holder is the executor's instance that holds it, while scheduled or
-	// running.
-	Holder     *Holder `json:"holder,omitempty"`
-	Index      int32   `json:"index"`
-	Attempt    int32   `json:"a,omitempty"`
-	Retries    int32   `json:"retries,omitempty"`
-	MaxRetries int32   `json:"max_retries,omitempty"`
-	Progress   int16   `json:"progress,omitempty"`
-	// CancelRequested: cancelled while scheduled or running; it ends
-	// when its executor says so.
-	CancelRequested bool `json:"cancel_requested,omitempty"`
-	// Triggered: pending, it releases itself at RunAt (Item.Trigger; in
-	// the byte after CancelRequested, which the layout left free).
-	Triggered bool `json:"trigger,omitempty"`
-	// TimeoutS bounds each attempt, in seconds (0: none; Item.Timeout):
-	// the leader gives back a job held past it (Leader.ReleaseOverdue).
-	// Last, beside Progress and CancelRequested, a job fits in 128 bytes.
-	TimeoutS int32 `json:"timeout_s,omitempty"`
-}
-
 // Holder is the executor's instance that holds a job, and when: claimed
 // (the claimed row's time) and started (as the executor reported it, or
 // the started row's time; 0 until then), microseconds since the Unix
@@ -181,7 +148,7 @@ type Change struct {
 
 // NewState is an empty partition.
 func NewState() *State {
-	return &State{Jobs: map[fairway.JobRef]*Job{}, Dependents: map[fairway.JobRef][]string{}, DependsOn: map[string]map[string][]string{},
+	return &State{Jobs: NewJobs(), Dependents: map[fairway.JobRef][]string{}, DependsOn: map[string]map[string][]string{},
 		NamedBy: map[fairway.JobRef]map[string]struct{}{}, Paused: map[string]bool{},
 		HeldTasks: map[string]int{}, HeldGroups: map[string]int{}, Live: map[string]int{}, Rows: map[int64]int32{}, Counts: map[CountKey]int{}, Held: map[Instance]map[fairway.JobRef]struct{}{}, Claims: map[ClaimKey][]fairway.JobRef{}, ClaimHeld: map[ClaimKey]int{},
 		Trackers: map[fairway.JobRef]string{}, TrackerOf: map[fairway.JobRef]string{}, Shares: fairness.NewBook(), Rates: fairness.NewRateBook()}
@@ -241,7 +208,7 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 	var started []fairness.Started // the jobs a claimed row started
 	for i, it := range items {
 		ref := fairway.JobRef{Group: intern(it.Group), ID: it.ID}
-		j := s.Jobs[ref]
+		j := s.Jobs.Get(ref)
 		executor := ""
 		if j != nil && j.Holder != nil {
 			executor = j.Holder.Executor
@@ -257,7 +224,7 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 		for k := n; k < len(out); k++ {
 			c := &out[k]
 			if j == nil {
-				j = s.Jobs[ref] // a new job
+				j = s.Jobs.Get(ref) // a new job
 			}
 			if j != nil {
 				c.Task, c.Attempt = j.Task, j.Attempt
@@ -302,41 +269,42 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
 	case Priority:
-		if j != nil && it.Priority != "" && it.Priority != j.Priority {
-			j.Priority = intern(it.Priority)
-			out = append(out, Change{Job: ref, From: j.State, To: j.State})
+		if j != nil && it.Priority != "" && it.Priority != j.Priority() {
+			j.SetPriority(it.Priority)
+			out = append(out, Change{Job: ref, From: j.State(), To: j.State()})
 		}
 	case Claimed:
 		s.Cursor.Group, s.Cursor.Counter = intern(it.Group), s.Cursor.Counter+1
-		if j == nil || !claimable(j.State) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
+		if j == nil || !claimable(j.State()) || s.Paused[it.Group] || it.Attempt != j.Attempt+1 {
 			return out, nil
 		}
-		from := j.State
-		j.State, j.Attempt, j.Progress = fairway.StateScheduled, it.Attempt, 0
+		from := j.State()
+		j.SetState(fairway.StateScheduled)
+		j.Attempt, j.Progress = it.Attempt, 0
 		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro(), Claim: it.Claim}
 		s.hold(ref, j, 1)
 		if it.Charge != 0 {
 			s.Shares.Charge(ref.Group, it.Charge)
 		}
 		*started = append(*started, fairness.Started{Task: j.Task, Group: ref.Group})
-		out = append(out, Change{Job: ref, From: from, To: j.State})
+		out = append(out, Change{Job: ref, From: from, To: j.State()})
 	case Started:
-		if j == nil || j.State != fairway.StateScheduled || !j.heldBy(it) {
+		if j == nil || j.State() != fairway.StateScheduled || !j.heldBy(it) {
 			return out, nil
 		}
-		j.State = fairway.StateRunning
+		j.SetState(fairway.StateRunning)
 		// As its executor reported it, kept between its claim and
 		// this row: a skewed executor cannot move it far.
 		at := row.At.UnixMicro()
 		j.Holder.Started = min(max(cmp.Or(it.RunAt, at), j.Holder.Scheduled), at)
-		out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State})
+		out = append(out, Change{Job: ref, From: fairway.StateScheduled, To: j.State()})
 	case Progress:
-		if j == nil || !held(j.State) || !j.heldBy(it) {
+		if j == nil || !held(j.State()) || !j.heldBy(it) {
 			return out, nil
 		}
-		j.Progress = it.Progress
+		j.Progress = int8(min(max(it.Progress, 0), 100)) //nolint:gosec // G115: clamped
 	case Ended:
-		if j == nil || !held(j.State) || !j.heldBy(it) {
+		if j == nil || !held(j.State()) || !j.heldBy(it) {
 			return out, nil
 		}
 		if it.RanMS > 0 {
@@ -344,7 +312,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		out = s.end(out, ref, j, it)
 	case Released:
-		if j == nil || !held(j.State) || !j.heldBy(it) {
+		if j == nil || !held(j.State()) || !j.heldBy(it) {
 			return out, nil
 		}
 		if it.RanMS > 0 {
@@ -356,45 +324,46 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 			out = s.end(out, ref, j, it)
 			return out, nil
 		}
-		from := j.State
+		from := j.State()
 		s.hold(ref, j, -1)
-		j.State, j.Holder, j.Progress = fairway.StateWaiting, nil, 0
-		out = append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
+		j.SetState(fairway.StateWaiting)
+		j.Holder, j.Progress = nil, 0
+		out = append(out, Change{Job: ref, From: from, To: j.State(), Error: it.Error})
 	case Cancel:
 		switch {
-		case j == nil || j.CancelRequested:
-		case held(j.State):
-			j.CancelRequested = true
+		case j == nil || j.CancelRequested():
+		case held(j.State()):
+			j.SetCancelRequested(true)
 		default:
 			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 		}
 	case Resolved:
-		if j == nil || j.State != fairway.StatePending {
+		if j == nil || j.State() != fairway.StatePending {
 			return out, nil
 		}
 		if it.Error != "" {
 			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 			return out, nil
 		}
-		j.Waits = slices.DeleteFunc(j.Waits, func(w string) bool { return slices.Contains(it.Waits, w) })
-		if len(j.Waits) == 0 {
-			j.Waits = nil
-			j.State = fairway.StateWaiting
-			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+		j.SetWaits(slices.DeleteFunc(j.Waits(), func(w string) bool { return slices.Contains(it.Waits, w) }))
+		if len(j.Waits()) == 0 {
+			j.SetState(fairway.StateWaiting)
+			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State()})
 		}
 	case Release:
-		if j == nil || j.State != fairway.StatePending || len(j.Waits) > 0 {
+		if j == nil || j.State() != fairway.StatePending || len(j.Waits()) > 0 {
 			return out, nil
 		}
-		j.State = fairway.StateWaiting
-		if j.Triggered {
+		j.SetState(fairway.StateWaiting)
+		if j.Triggered() {
 			// Due now (RunAt was its trigger), as the row engine's
 			// release sets run_at = now().
-			j.Triggered, j.RunAt = false, min(j.RunAt, row.At.UnixMicro())
+			j.SetTriggered(false)
+			j.RunAt = min(j.RunAt, row.At.UnixMicro())
 		}
-		out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State})
+		out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State()})
 	case Expired:
-		if j == nil || held(j.State) {
+		if j == nil || held(j.State()) {
 			return out, nil
 		}
 		out = s.finish(out, ref, j, fairway.StateFailed, "expired", it)
@@ -414,25 +383,24 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 
 // add makes a new job of a Submitted or Retried item.
 func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index int32) Change {
-	j := &Job{Task: intern(it.Task), State: fairway.StateWaiting, Priority: intern(it.Priority), RunAt: it.RunAt,
-		ExpiresAt: it.ExpiresAt, MaxRetries: it.MaxRetries, Attempt: attempt, Waits: slices.Clone(it.Waits), Row: row, Index: index,
-		TimeoutS: timeoutSeconds(it.Timeout)}
-	if len(j.Waits) == 0 {
-		j.Waits = nil
+	j := NewJob(intern(it.Task), fairway.StateWaiting, row, index)
+	j.SetPriority(it.Priority)
+	j.RunAt, j.MaxRetries, j.Attempt, j.TimeoutS = it.RunAt, retryCount(it.MaxRetries), attempt, timeoutSeconds(it.Timeout)
+	j.SetExpiresAt(it.ExpiresAt)
+	j.SetWaits(slices.Clone(it.Waits))
+	if it.Pending || len(j.Waits()) > 0 {
+		j.SetState(fairway.StatePending)
+		j.SetTriggered(it.Trigger && len(j.Waits()) == 0)
 	}
-	if it.Pending || len(j.Waits) > 0 {
-		j.State = fairway.StatePending
-		j.Triggered = it.Trigger && len(j.Waits) == 0
-	}
-	s.Jobs[ref] = j
+	s.Jobs.Put(ref, j)
 	s.Rows[row]++
 	if len(it.Waits) > 0 {
 		s.dependsOn(ref, slices.Clone(it.Waits))
 	}
-	c := Change{Job: ref, To: j.State}
-	for _, d := range j.Waits {
+	c := Change{Job: ref, To: j.State()}
+	for _, d := range j.Waits() {
 		dep := fairway.JobRef{Group: ref.Group, ID: d}
-		if s.Jobs[dep] == nil {
+		if s.Jobs.Get(dep) == nil {
 			// Ended between the submission's check and its row (or
 			// never known here): the leader resolves it from the
 			// record (a Resolved row).
@@ -494,35 +462,37 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change 
 	switch {
 	case it.Outcome == OutcomeSuccess:
 		return s.finish(out, ref, j, fairway.StateSuccess, "", it)
-	case it.Outcome == OutcomeCancelled || j.CancelRequested:
+	case it.Outcome == OutcomeCancelled || j.CancelRequested():
 		return s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 	case it.Outcome == OutcomeSnooze:
-		from := j.State
-		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateWaiting, it.RunAt, nil, 0
-		return append(out, Change{Job: ref, From: from, To: j.State})
+		from := j.State()
+		j.SetState(fairway.StateWaiting)
+		j.RunAt, j.Holder, j.Progress = it.RunAt, nil, 0
+		return append(out, Change{Job: ref, From: from, To: j.State()})
 	case it.Permanent || j.Retries >= j.MaxRetries:
 		return s.finish(out, ref, j, fairway.StateFailed, it.Error, it)
 	default:
-		from := j.State
-		j.State, j.RunAt, j.Holder, j.Progress = fairway.StateStuck, it.RunAt, nil, 0
+		from := j.State()
+		j.SetState(fairway.StateStuck)
+		j.RunAt, j.Holder, j.Progress = it.RunAt, nil, 0
 		j.Retries++
-		return append(out, Change{Job: ref, From: from, To: j.State, Error: it.Error})
+		return append(out, Change{Job: ref, From: from, To: j.State(), Error: it.Error})
 	}
 }
 
 // finish ends a job in a final state. Its dependents wait on until the
 // leader's Resolved row (see Change.Dependents).
 func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.State, msg string, it Item) []Change {
-	c := Change{Job: ref, From: j.State, To: final, Error: msg, Dependents: s.Dependents[ref]}
+	c := Change{Job: ref, From: j.State(), To: final, Error: msg, Dependents: s.Dependents[ref]}
 	if s.ended != nil {
 		s.ended(ref, *j, c, it)
 	}
 	out = append(out, c)
-	delete(s.Jobs, ref)
-	if n := s.Rows[j.Row]; n > 1 {
-		s.Rows[j.Row] = n - 1
+	s.Jobs.Delete(ref)
+	if n := s.Rows[j.Row()]; n > 1 {
+		s.Rows[j.Row()] = n - 1
 	} else {
-		delete(s.Rows, j.Row) // (a scratch state counts none)
+		delete(s.Rows, j.Row()) // (a scratch state counts none)
 	}
 	delete(s.Dependents, ref)
 	s.dependsOn(ref, nil)
@@ -539,7 +509,7 @@ func (s *State) ClaimedBy(key ClaimKey) []fairway.JobRef {
 	var out []fairway.JobRef
 	seen := map[fairway.JobRef]bool{} // a job released and claimed again under the same id is listed twice
 	for _, ref := range s.Claims[key] {
-		if j := s.Jobs[ref]; j != nil && !seen[ref] && j.Holder != nil && j.Holder.Claim == key.Claim && j.Holder.instance() == key.Instance {
+		if j := s.Jobs.Get(ref); j != nil && !seen[ref] && j.Holder != nil && j.Holder.Claim == key.Claim && j.Holder.instance() == key.Instance {
 			out = append(out, ref)
 			seen[ref] = true
 		}

@@ -47,9 +47,9 @@ func TestFoldRules(t *testing.T) {
 	s := journal.NewState()
 	a := fairway.JobRef{Group: "g", ID: "a"}
 	apply(t, s, row(t, 1, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "t", MaxRetries: 1}))
-	require.Equal(t, fairway.StateWaiting, s.Jobs[a].State)
+	require.Equal(t, fairway.StateWaiting, s.Jobs.Get(a).State())
 	require.Empty(t, apply(t, s, row(t, 2, journal.Submitted, journal.Item{Group: "g", ID: "a", Task: "other"})), "a duplicate changed the job")
-	require.Equal(t, "t", s.Jobs[a].Task)
+	require.Equal(t, "t", s.Jobs.Get(a).Task)
 
 	e1 := func(attempt int32) journal.Item {
 		return journal.Item{Group: "g", ID: "a", Attempt: attempt, Executor: "e1", Instance: "i1"}
@@ -61,23 +61,26 @@ func TestFoldRules(t *testing.T) {
 	apply(t, s, row(t, 3, journal.Claimed, e1(1)))
 	require.Empty(t, apply(t, s, row(t, 4, journal.Claimed, e2(2))), "a held job claimed again")
 	apply(t, s, row(t, 5, journal.Released, with(e1(1), func(it *journal.Item) { it.Error = "executor is stopping" })))
-	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, Attempt: 1, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a release counts no retry and keeps the attempt")
+	want := journal.NewJob("t", fairway.StateWaiting, 1, 0)
+	want.Attempt, want.MaxRetries = 1, 1
+	require.Equal(t, *want, *s.Jobs.Get(a), "a release counts no retry and keeps the attempt")
 	require.Empty(t, apply(t, s, row(t, 6, journal.Claimed, e2(1))), "a claim reused an attempt")
 	apply(t, s, row(t, 6, journal.Claimed, e2(2)))
 	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, with(e1(2), func(it *journal.Item) { it.Outcome = journal.OutcomeSuccess }))), "another executor's report applied")
 	require.Empty(t, apply(t, s, row(t, 7, journal.Ended, with(e2(1), func(it *journal.Item) { it.Outcome = journal.OutcomeSuccess }))), "an earlier attempt's report applied")
 	apply(t, s, row(t, 8, journal.Ended, with(e2(2), func(it *journal.Item) { it.Outcome, it.RunAt = journal.OutcomeSnooze, 99 })))
-	require.Equal(t, journal.Job{Task: "t", State: fairway.StateWaiting, RunAt: 99, Attempt: 2, MaxRetries: 1, Row: 1}, *s.Jobs[a], "a snooze")
+	want.RunAt, want.Attempt = 99, 2
+	require.Equal(t, *want, *s.Jobs.Get(a), "a snooze")
 	apply(t, s, row(t, 9, journal.Claimed, e2(3)))
 	apply(t, s, row(t, 10, journal.Ended, with(e2(3), func(it *journal.Item) { it.Outcome, it.RunAt, it.Error = journal.OutcomeError, 200, "boom" })))
-	require.Equal(t, fairway.StateStuck, s.Jobs[a].State)
-	require.EqualValues(t, 1, s.Jobs[a].Retries)
+	require.Equal(t, fairway.StateStuck, s.Jobs.Get(a).State())
+	require.EqualValues(t, 1, s.Jobs.Get(a).Retries)
 	apply(t, s, row(t, 11, journal.Claimed, e2(4)))
 	require.Empty(t, apply(t, s, row(t, 12, journal.Started, e2(3))), "the third attempt's start applied to the fourth")
 	apply(t, s, row(t, 12, journal.Started, e2(4)))
 	require.Empty(t, apply(t, s, row(t, 13, journal.Expired, journal.Item{Group: "g", ID: "a"})), "a running job expired")
 	apply(t, s, row(t, 14, journal.Cancel, journal.Item{Group: "g", ID: "a"}))
-	require.True(t, s.Jobs[a].CancelRequested)
+	require.True(t, s.Jobs.Get(a).CancelRequested())
 	require.Equal(t, []journal.Change{{Job: a, From: fairway.StateRunning, To: fairway.StateCancelled, Error: "stopped", Task: "t", Attempt: 4, Executor: "e2"}},
 		apply(t, s, row(t, 15, journal.Ended, with(e2(4), func(it *journal.Item) { it.Outcome, it.Error = journal.OutcomeError, "stopped" }))),
 		"a cancelled job's error was retried")
@@ -105,13 +108,13 @@ func TestFoldRules(t *testing.T) {
 	require.Equal(t, []journal.Change{
 		{Job: fairway.JobRef{Group: "g", ID: "x"}, From: fairway.StateScheduled, To: fairway.StateSuccess, Task: "t", Attempt: 1, Executor: "e", Dependents: []string{"y", "w"}},
 	}, changes, "x's end names its dependents for the leader to resolve; the fold releases none itself")
-	require.Equal(t, fairway.StatePending, s.Jobs[fairway.JobRef{Group: "g", ID: "y"}].State)
+	require.Equal(t, fairway.StatePending, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "y"}).State())
 	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "y", Waits: []string{"x"}},
 		journal.Item{Group: "g", ID: "w", Waits: []string{"x"}}))
-	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "y"}].State, "y waited for x alone")
-	require.Equal(t, []string{"gone"}, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].Waits, "w still waits for gone")
+	require.Equal(t, fairway.StateWaiting, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "y"}).State(), "y waited for x alone")
+	require.Equal(t, []string{"gone"}, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "w"}).Waits(), "w still waits for gone")
 	apply(t, s, row(t, 19, journal.Resolved, journal.Item{Group: "g", ID: "w", Waits: []string{"gone"}}))
-	require.Equal(t, fairway.StateWaiting, s.Jobs[fairway.JobRef{Group: "g", ID: "w"}].State)
+	require.Equal(t, fairway.StateWaiting, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "w"}).State())
 	changes = apply(t, s, row(t, 20, journal.Cancel, journal.Item{Group: "g", ID: "y"}))
 	require.Equal(t, []journal.Change{
 		{Job: fairway.JobRef{Group: "g", ID: "y"}, From: fairway.StateWaiting, To: fairway.StateCancelled, Task: "t", Dependents: []string{"z"}},
@@ -271,7 +274,7 @@ func newHistory(t *testing.T, seed uint64) *history {
 // pick returns up to n live jobs, in a stable order, that match.
 func (h *history) pick(n int, match func(*journal.Job) bool) []fairway.JobRef {
 	var refs []fairway.JobRef
-	for ref, j := range h.leader.Jobs {
+	for ref, j := range h.leader.Jobs.All() {
 		if match(j) {
 			refs = append(refs, ref)
 		}
@@ -298,7 +301,7 @@ type op struct {
 // must not apply (stale attempts, duplicates).
 func (h *history) randomOp() op {
 	held := func(j *journal.Job) bool {
-		return j.State == fairway.StateScheduled || j.State == fairway.StateRunning
+		return j.State() == fairway.StateScheduled || j.State() == fairway.StateRunning
 	}
 	attempt := func(j *journal.Job) int32 {
 		if h.rng.IntN(8) == 0 {
@@ -311,7 +314,7 @@ func (h *history) randomOp() op {
 		// are appended by any coordinator (see journal.Append).
 		o := op{kind: kind, fenced: true}
 		for _, ref := range h.pick(1+h.rng.IntN(3), held) {
-			j := h.leader.Jobs[ref]
+			j := h.leader.Jobs.Get(ref)
 			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(j), Executor: j.Holder.Executor, Instance: j.Holder.Instance}
 			if h.rng.IntN(10) == 0 {
 				it.Instance = "another" // a report of another instance
@@ -323,7 +326,7 @@ func (h *history) randomOp() op {
 	}
 	anyJob := func(*journal.Job) bool { return true }
 	switch r := h.rng.IntN(100); {
-	case r < 25 || len(h.leader.Jobs) == 0:
+	case r < 25 || h.leader.Jobs.Len() == 0:
 		return h.submission(!h.inFlight)
 	case r < 45:
 		o := op{kind: journal.Claimed, fenced: true}
@@ -332,9 +335,9 @@ func (h *history) randomOp() op {
 			claim = "request-" + fmt.Sprint(h.rng.IntN(4))
 		}
 		for _, ref := range h.pick(1+h.rng.IntN(4), func(j *journal.Job) bool {
-			return j.State == fairway.StateWaiting || j.State == fairway.StateStuck || h.rng.IntN(10) == 0
+			return j.State() == fairway.StateWaiting || j.State() == fairway.StateStuck || h.rng.IntN(10) == 0
 		}) {
-			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(h.leader.Jobs[ref]) + 1,
+			it := journal.Item{Group: ref.Group, ID: ref.ID, Attempt: attempt(h.leader.Jobs.Get(ref)) + 1,
 				Executor: "e" + fmt.Sprint(h.rng.IntN(3)), Instance: "i", Claim: claim}
 			if h.rng.IntN(2) == 0 {
 				it.Charge = float64(1+h.rng.IntN(2000)) / 1000 // a claim with shares
@@ -373,7 +376,7 @@ func (h *history) randomOp() op {
 		return o
 	case r < 93:
 		o := op{kind: journal.Release, fenced: true}
-		for _, ref := range h.pick(2, func(j *journal.Job) bool { return j.State == fairway.StatePending }) {
+		for _, ref := range h.pick(2, func(j *journal.Job) bool { return j.State() == fairway.StatePending }) {
 			o.items = append(o.items, journal.Item{Group: ref.Group, ID: ref.ID})
 		}
 		return o
@@ -582,16 +585,16 @@ func (h *history) check(step int) {
 	require.Equal(h.t, claimsHeld(h.leader), claimsHeld(restored), "step %d: the snapshot and the rows after it fold to another state", step)
 
 	for ref := range h.acknowledged {
-		_, live := h.leader.Jobs[ref]
+		live := h.leader.Jobs.Get(ref) != nil
 		_, ended := h.final[ref]
 		require.True(h.t, live != ended, "step %d: acknowledged job %v is live=%v, ended=%v", step, ref, live, ended)
 	}
 	heldTasks, heldGroups, heldBy, live := map[string]int{}, map[string]int{}, map[journal.Instance]map[fairway.JobRef]struct{}{}, map[string]int{}
 	counts := map[journal.CountKey]int{}
-	for ref, j := range h.leader.Jobs {
+	for ref, j := range h.leader.Jobs.All() {
 		live[ref.Group]++
-		counts[journal.CountKey{Group: ref.Group, Task: j.Task, State: j.State}]++
-		if j.State == fairway.StateScheduled || j.State == fairway.StateRunning {
+		counts[journal.CountKey{Group: ref.Group, Task: j.Task, State: j.State()}]++
+		if j.State() == fairway.StateScheduled || j.State() == fairway.StateRunning {
 			heldTasks[j.Task]++
 			heldGroups[ref.Group]++
 			if j.Holder != nil { // else the check below fails
@@ -608,13 +611,13 @@ func (h *history) check(step int) {
 	require.Equal(h.t, heldBy, h.leader.Held, "step %d: the held jobs per instance", step)
 	require.Equal(h.t, live, h.leader.Live, "step %d: the unfinished jobs per group", step)
 	rows := map[int64]int32{}
-	for _, j := range h.leader.Jobs {
-		rows[j.Row]++
+	for _, j := range h.leader.Jobs.All() {
+		rows[j.Row()]++
 	}
 	require.Equal(h.t, rows, h.leader.Rows, "step %d: the unfinished jobs per submitted row", step)
 	require.Equal(h.t, counts, h.leader.Counts, "step %d: the unfinished jobs per group, task and state", step)
 	claimHeld := map[journal.ClaimKey]int{}
-	for _, j := range h.leader.Jobs {
+	for _, j := range h.leader.Jobs.All() {
 		if j.Holder != nil && j.Holder.Claim != "" {
 			claimHeld[journal.ClaimKey{Instance: journal.Instance{Executor: j.Holder.Executor, Instance: j.Holder.Instance}, Claim: j.Holder.Claim}]++
 		}
@@ -639,24 +642,24 @@ func (h *history) check(step int) {
 	for group, jobs := range h.leader.DependsOn {
 		require.NotEmpty(h.t, jobs, "step %d: group %s's jobs with dependencies", step, group)
 		for id, deps := range jobs {
-			require.NotNil(h.t, h.leader.Jobs[fairway.JobRef{Group: group, ID: id}], "step %d: %s/%s ended, its depends_on is kept", step, group, id)
+			require.NotNil(h.t, h.leader.Jobs.Get(fairway.JobRef{Group: group, ID: id}), "step %d: %s/%s ended, its depends_on is kept", step, group, id)
 			require.NotEmpty(h.t, deps)
 			h.withDeps++
 		}
 	}
-	for ref, j := range h.leader.Jobs {
-		require.Equal(h.t, h.known[ref], j.State, "step %d: job %v", step, ref)
-		heldNow := j.State == fairway.StateScheduled || j.State == fairway.StateRunning
-		require.Equal(h.t, heldNow, j.Holder != nil, "step %d: job %v is %s held by %+v", step, ref, j.State, j.Holder)
+	for ref, j := range h.leader.Jobs.All() {
+		require.Equal(h.t, h.known[ref], j.State(), "step %d: job %v", step, ref)
+		heldNow := j.State() == fairway.StateScheduled || j.State() == fairway.StateRunning
+		require.Equal(h.t, heldNow, j.Holder != nil, "step %d: job %v is %s held by %+v", step, ref, j.State(), j.Holder)
 		require.GreaterOrEqual(h.t, j.Attempt, int32(0))
 		require.LessOrEqual(h.t, j.Retries, j.MaxRetries, "step %d: job %v retried beyond its maximum", step, ref)
-		if len(j.Waits) > 0 {
-			require.Equal(h.t, fairway.StatePending, j.State, "step %d: job %v waits for %v", step, ref, j.Waits)
+		if len(j.Waits()) > 0 {
+			require.Equal(h.t, fairway.StatePending, j.State(), "step %d: job %v waits for %v", step, ref, j.Waits())
 		}
-		for _, d := range j.Waits {
+		for _, d := range j.Waits() {
 			require.Contains(h.t, h.leader.DependsOn[ref.Group][ref.ID], d, "step %d: %v waits for %v, not in its depends_on", step, ref, d)
 			dep := fairway.JobRef{Group: ref.Group, ID: d}
-			if _, live := h.leader.Jobs[dep]; live {
+			if live := h.leader.Jobs.Get(dep) != nil; live {
 				require.Contains(h.t, h.leader.Dependents[dep], ref.ID, "step %d: %v waits for %v, which does not know it", step, ref, dep)
 			}
 		}
@@ -670,10 +673,14 @@ func (h *history) check(step int) {
 // restarts from snapshots), written by transactions that interleave and
 // roll back; after every step the leader's state equals the fold of the
 // rows PostgreSQL holds, from scratch and from the last snapshot, no
-// acknowledged job is lost, and no job changes after its end.
+// acknowledged job is lost, and no job changes after its end. Half the
+// seeds store their snapshots in parts of 256 bytes.
 func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			if seed%2 == 1 {
+				journal.SetSnapshotPartBytes(t, 256)
+			}
 			h := newHistory(t, seed)
 			for step := range 150 {
 				h.step()
@@ -681,7 +688,7 @@ func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
 			}
 			require.NotEmpty(t, h.final, "no job ended: the histories test nothing")
 			require.Positive(t, h.withDeps, "no job had dependencies: the histories test nothing of them")
-			require.NotEmpty(t, h.leader.Jobs)
+			require.Positive(t, h.leader.Jobs.Len())
 		})
 	}
 }
@@ -690,15 +697,15 @@ func TestTheLeadersStateIsTheFoldOfPostgreSQL(t *testing.T) {
 // for the fold's part: 200,000 waiting jobs of 100 groups, with 26-byte
 // ids and 200 bytes of args, cost the state at most waitingJobBytes of
 // live heap each: no args held (they alone would be 200 bytes), names
-// shared. At that size a million waiting jobs are 244 MiB of live heap
-// (docs/journal.md says what the leader's RSS needs besides).
+// shared, a job in 64 bytes, its id in 32, its entry in its group's map
+// about 50. The queues' entries are 24 bytes (the job's age and id); a
+// heap's slice grows by doubling. docs/journal.md says what the leader's
+// RSS needs besides.
 func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	const (
 		jobs            = 200_000
-		waitingJobBytes = 256
-		// An entry is 40 bytes (its age, and the job's group and id
-		// strings); a heap's slice grows by doubling.
-		queuedJobBytes = 96
+		waitingJobBytes = 160
+		queuedJobBytes  = 40
 	)
 	args := fmt.Appendf(nil, `{"payload":"%0186d"}`, 0) // 200 bytes
 	var rows []journal.Row
@@ -722,7 +729,7 @@ func TestAWaitingJobCostsTheLeaderLittleMemory(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	require.Len(t, s.Jobs, jobs)
+	require.Equal(t, jobs, s.Jobs.Len())
 	perJob := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / jobs //nolint:gosec // G115: heap sizes are far below 2^63
 	t.Logf("%d bytes of live heap per waiting job in the state", perJob)
 	require.LessOrEqual(t, perJob, int64(waitingJobBytes), "a waiting job costs the leader's state more than it may")
@@ -756,7 +763,7 @@ func TestFoldRulesOfTrackers(t *testing.T) {
 	require.Len(t, changes, 3)
 	require.Equal(t, fairway.StateRejected, changes[0].To)
 	require.Contains(t, changes[0].Error, `tracker "mail-42" is held by job a`)
-	require.NotContains(t, s.Jobs, fairway.JobRef{Group: "g", ID: "b"}, "a rejected submission makes no job")
+	require.Nil(t, s.Jobs.Get(fairway.JobRef{Group: "g", ID: "b"}), "a rejected submission makes no job")
 	require.Equal(t, fairway.StateWaiting, changes[1].To, "another group's tracker")
 	require.Equal(t, fairway.StateWaiting, changes[2].To, "another tracker")
 	ev := journal.EventsOf(0, r, changes)[0]
@@ -810,8 +817,42 @@ func TestACorruptSnapshotIsRefused(t *testing.T) {
 	}
 }
 
-// TestAJobFitsIn128Bytes: the state holds a Job for every waiting job
+// TestAJobFitsIn64Bytes: the state holds a Job for every waiting job
 // (condition 6 of issue 31: 1,000,000 waiting jobs within 400 MiB).
-func TestAJobFitsIn128Bytes(t *testing.T) {
-	require.LessOrEqual(t, unsafe.Sizeof(journal.Job{}), uintptr(128))
+func TestAJobFitsIn64Bytes(t *testing.T) {
+	require.LessOrEqual(t, unsafe.Sizeof(journal.Job{}), uintptr(64))
+}
+
+// TestASnapshotIsStoredInParts: a snapshot larger than a part is stored
+// in several and read back whole; a smaller one after it, in one part,
+// leaves none of the first one's behind.
+func TestASnapshotIsStoredInParts(t *testing.T) {
+	ctx, db := t.Context(), pool(t)
+	journal.SetSnapshotPartBytes(t, 1024)
+	parts := func() (n int) {
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal_snapshot_part WHERE partition = 0`).Scan(&n))
+		return n
+	}
+	var items []journal.Item
+	for i := range 500 {
+		items = append(items, journal.Item{Group: fmt.Sprintf("g%d", i%7), ID: fmt.Sprintf("job-%04d", i), Task: "t", Priority: "high", MaxRetries: 3})
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	s, tail := journal.NewState(), &journal.Tail{}
+	_, err = tail.Fold(ctx, db, s)
+	require.NoError(t, err)
+	require.NoError(t, journal.SaveSnapshot(ctx, db, s, tail))
+	require.Greater(t, parts(), 5, "a snapshot of 500 jobs in parts of 1 KiB")
+	restored, _, err := journal.LoadSnapshot(ctx, db, 0)
+	require.NoError(t, err)
+	require.Equal(t, claimsHeld(s), claimsHeld(restored))
+
+	small := journal.NewState()
+	require.NoError(t, journal.SaveSnapshot(ctx, db, small, tail))
+	require.Equal(t, 1, parts(), "the larger snapshot's parts were left behind")
+	restored, _, err = journal.LoadSnapshot(ctx, db, 0)
+	require.NoError(t, err)
+	require.Zero(t, restored.Jobs.Len())
 }
