@@ -20,6 +20,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/config"
 	"github.com/fairwayhq/fairway/internal/demo"
+	"github.com/fairwayhq/fairway/internal/gcpace"
 	"github.com/fairwayhq/fairway/internal/httpedge"
 	"github.com/fairwayhq/fairway/internal/natsserver"
 	"github.com/fairwayhq/fairway/internal/pgserver"
@@ -36,7 +37,7 @@ var (
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
-		"coordinator.quota.submit-bytes-rate", "coordinator.quota.submit-bytes-burst", "coordinator.memory-limit",
+		"coordinator.quota.submit-bytes-rate", "coordinator.quota.submit-bytes-burst", "coordinator.memory-limit", "coordinator.gc-headroom",
 		"coordinator.retention.success", "coordinator.retention.failed", "coordinator.retention.cancelled",
 		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.executor-results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
 		tracingKeys...)
@@ -307,6 +308,9 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && cfg.Coordinator.MemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.Coordinator.MemoryLimit)
 	}
+	// And how far the heap may grow past what it holds (a GOGC set
+	// stays).
+	go gcpace.Keep(ctx, uint64(cfg.Coordinator.GCHeadroom), time.Second) //nolint:gosec // G115: a size, positive
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		Prefix:               cfg.NATS.Prefix,
 		Scheme:               cfg.Scheduler.CountingScheme,

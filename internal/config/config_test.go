@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		NATS:      NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
 		Database:  DatabaseConfig{URL: ""},
 		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: fairway.CountingScheme{High: 4, Low: 1}, Fairness: "jobs", Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
-		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000, QuotaSubmitBytesRate: 16 << 20, QuotaSubmitBytesBurst: 64 << 20, MemoryLimit: 1 << 30,
+		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000, QuotaSubmitBytesRate: 16 << 20, QuotaSubmitBytesBurst: 64 << 20, MemoryLimit: 1 << 30, GCHeadroom: 64 << 20,
 			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, ExecutorResultsMaxBytes: 64 << 20, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
 			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
 		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},
@@ -135,6 +135,8 @@ func TestValidation(t *testing.T) {
 		{"FAIRWAY_COORDINATOR_MAX_ARGS_SIZE=65MiB", `coordinator.max-args-size = "65MiB" (from env FAIRWAY_COORDINATOR_MAX_ARGS_SIZE): must be at most 64MiB`},
 		{"FAIRWAY_COORDINATOR_MAX_ARGS_SIZE=0", `coordinator.max-args-size = "0" (from env FAIRWAY_COORDINATOR_MAX_ARGS_SIZE): must be positive`},
 		{"FAIRWAY_COORDINATOR_MAX_ARGS_SIZE=1XB", `coordinator.max-args-size = "1XB" (from env FAIRWAY_COORDINATOR_MAX_ARGS_SIZE): not a size`},
+		{"FAIRWAY_COORDINATOR_GC_HEADROOM=-1MiB", `coordinator.gc-headroom = "-1MiB" (from env FAIRWAY_COORDINATOR_GC_HEADROOM): must not be negative (0 turns it off)`},
+		{"FAIRWAY_COORDINATOR_GC_HEADROOM=lots", `coordinator.gc-headroom = "lots" (from env FAIRWAY_COORDINATOR_GC_HEADROOM): not a size`},
 		{"FAIRWAY_COORDINATOR_LEASE=forever", `coordinator.lease = "forever" (from env FAIRWAY_COORDINATOR_LEASE): not a duration`},
 		{"FAIRWAY_COORDINATOR_RETENTION_FAILED=-1h", `coordinator.retention.failed = "-1h" (from env FAIRWAY_COORDINATOR_RETENTION_FAILED): must not be negative (examples: 24h, 720h; 0 keeps jobs for ever)`},
 		{"FAIRWAY_COORDINATOR_INGEST_BATCH=10001", `coordinator.ingest-batch = "10001" (from env FAIRWAY_COORDINATOR_INGEST_BATCH): must be at most 10000`},
@@ -171,8 +173,10 @@ func TestValidValues(t *testing.T) {
 		"FAIRWAY_SCHEDULER_RETRIES=0",
 		"FAIRWAY_TRACING_ENDPOINT=https://tempo.internal:4318/otlp/v1/traces",
 		"FAIRWAY_TRACING_SAMPLE_RATIO=0.25",
+		"FAIRWAY_COORDINATOR_GC_HEADROOM=0",
 	}, nil)
 	require.NoError(t, err)
+	require.Zero(t, c.Coordinator.GCHeadroom, "0 turns the collector's pace off")
 	require.Equal(t, TracingConfig{Endpoint: "https://tempo.internal:4318/otlp/v1/traces", SampleRatio: 0.25, ServiceName: "fairway"}, c.Tracing)
 	require.Equal(t, "", c.Executor.HTTPAddr)
 	require.Equal(t, 1500*time.Millisecond, c.Executor.Heartbeat)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -149,6 +150,8 @@ var keys = []key{
 		binding: intVar(func(c *Config) *int { return &c.Coordinator.QuotaSubmitBurst }, 1, -1)},
 	{name: "coordinator.memory-limit", flag: "memory-limit", def: "1GiB", help: "the memory budget of a process that runs a coordinator (fairway coordinator, fairway dev): Go's soft memory limit, which makes the garbage collector work harder near it; what the coordinator holds of NATS's backlogs is bounded well below it (docs/security.md)",
 		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.MemoryLimit })},
+	{name: "coordinator.gc-headroom", flag: "gc-headroom", def: "64MiB", help: "how far the garbage collector lets the heap of a process that runs a coordinator grow past its live data once that is larger (below it, by the live data: Go's GOGC=100): a journal leader holding 1,000,000 waiting jobs stays within 400 MiB; a GOGC in the environment wins (0: Go's default alone)",
+		binding: sizeOrZeroVar(func(c *Config) *int64 { return &c.Coordinator.GCHeadroom })},
 	{name: "coordinator.quota.submit-bytes-rate", flag: "quota-submit-bytes-rate", def: "16MiB", help: "bytes of submissions per second of one group through one coordinator, as coordinator.quota.submit-rate counts them: a group sending few, large submissions keeps a pace too; beyond, they wait in NATS (within the group's stream's bytes) and are stored later",
 		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.QuotaSubmitBytesRate })},
 	{name: "coordinator.quota.submit-bytes-burst", flag: "quota-submit-bytes-burst", def: "64MiB", help: "bytes of submissions one group may send at once above coordinator.quota.submit-bytes-rate (the token bucket's size)",
@@ -320,6 +323,28 @@ func streamSizeVar(p func(*Config) *int64) binding {
 	return binding{typ: "size",
 		set: func(c *Config, s string) (err error) { *p(c), err = parseStreamSize(s); return err },
 		get: func(c *Config) string { return formatByteSize(*p(c)) }}
+}
+
+// sizeOrZeroVar is streamSizeVar that also takes 0 (off).
+func sizeOrZeroVar(p func(*Config) *int64) binding {
+	return binding{typ: "size",
+		set: func(c *Config, s string) (err error) {
+			switch t := strings.TrimSpace(s); {
+			case t == "0":
+				*p(c) = 0
+				return nil
+			case strings.HasPrefix(t, "-"):
+				return errors.New("must not be negative (0 turns it off)")
+			}
+			*p(c), err = parseStreamSize(s)
+			return err
+		},
+		get: func(c *Config) string {
+			if *p(c) == 0 {
+				return "0"
+			}
+			return formatByteSize(*p(c))
+		}}
 }
 
 // retentionVar is a duration where 0 means for ever.

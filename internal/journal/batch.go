@@ -251,3 +251,16 @@ func (d *snapshotDecoder) optBytes(m, f field) []byte {
 	d.b = d.b[n:]
 	return v
 }
+
+// batchCount is how many items a body in the binary form holds (-1 for
+// another form, or none readable).
+func batchCount(body []byte) int {
+	if len(body) < 2 || body[0] != binaryBatch {
+		return -1
+	}
+	n, k := binary.Uvarint(body[1:])
+	if k <= 0 || n > math.MaxInt32 {
+		return -1
+	}
+	return int(n)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,8 +52,44 @@ type pendingEvent struct {
 	detail  *eventDetail
 	change  int32
 	attempt int32
+	// run, when not 0, makes this one entry the events of the first run
+	// changes of its row, a submitted row each of whose items made a job
+	// in state to: change k is item k's, from "", with no error, attempt
+	// or executor. Their jobs and tasks are the row's items, which publish
+	// reads again (ref and task are unset): a million submissions cost
+	// the leader a few entries, not a million, until they are published.
+	run int32
 	// from and to are the states, as their place in eventStates.
 	from, to uint8
+}
+
+// minRun is the fewest changes a row's events are held as a run for.
+const minRun = 16
+
+// pendingOf appends to dst the pending events of a row's changes: as one
+// run when they can be (a submitted row of at least minRun items in the
+// binary form, each of which made a job in one state, with no error), as
+// pendingEventsOf otherwise.
+func pendingOf(dst []pendingEvent, row Row, changes []Change) []pendingEvent {
+	if row.Kind != Submitted || len(changes) < minRun || len(changes) > math.MaxInt32 || batchCount(row.Body) != len(changes) {
+		return pendingEventsOf(dst, row, changes)
+	}
+	to := stateCode(changes[0].To)
+	for _, c := range changes {
+		if c.From != "" || stateCode(c.To) != to || to == otherState || c.Error != "" || c.Refusal != nil || c.Attempt != 0 || c.Executor != "" {
+			return pendingEventsOf(dst, row, changes)
+		}
+	}
+	return append(dst, pendingEvent{row: &pendingRow{xid: row.XID, id: row.ID, at: row.At}, run: int32(len(changes)), to: to}) //nolint:gosec // G115: checked above
+}
+
+// runEvent is event k of run p, whose row's items are items.
+func (p *pendingEvent) runEvent(partition int16, k int, items []Item) fairway.Event {
+	it := &items[k]
+	return fairway.Event{
+		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row.id, 10) + "." + strconv.Itoa(k),
+		JobID: it.ID, Group: it.Group, Task: it.Task, Time: p.row.at, State: eventStates[p.to],
+	}
 }
 
 // pendingRow is what the pending events of a row share.
@@ -248,6 +285,10 @@ type sending struct {
 	n, sent  int
 	position string
 	epoch    int64
+	// inRun are the events of the entry at sent, a run, handed on; items
+	// are its row's items, read once for the run's chunks.
+	inRun int
+	items []Item
 }
 
 // publish hands the pending events to LeaderConfig.Publish, a round of
@@ -279,26 +320,60 @@ func (l *Leader) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	evs := make([]fairway.Event, 0, min(b.n-b.sent, publishChunk))
+	evs := make([]fairway.Event, 0, publishChunk)
 	for range publishRound {
 		if b.sent == b.n {
 			break
 		}
-		end := min(b.sent+publishChunk, b.n)
+		// A chunk: the single events up to a run, or the next events of
+		// a run.
 		evs = evs[:0]
+		next, inRun := b.sent, b.inRun
+		var run pendingEvent
+		var kept []byte
 		l.mu.Lock()
 		if l.sending != b || !l.leading || l.lease.Epoch != b.epoch {
 			l.mu.Unlock()
 			return nil // no longer leading: the pending events are the next leader's
 		}
-		for _, p := range l.pending[b.sent:end] {
+		for next < b.n && len(evs) < publishChunk {
+			p := &l.pending[next]
+			if p.run > 0 {
+				if len(evs) == 0 {
+					run = *p
+					if r, ok := l.recent.get(p.row.id); ok && b.items == nil {
+						kept = r.body
+					}
+				}
+				break
+			}
 			evs = append(evs, p.event(l.cfg.Partition))
+			next++
 		}
 		l.mu.Unlock()
+		if run.run > 0 {
+			if b.items == nil {
+				items, err := l.runItems(ctx, run, kept)
+				if err != nil {
+					return err
+				}
+				b.items = items
+			}
+			end := min(int(run.run), inRun+publishChunk)
+			for k := inRun; k < end; k++ {
+				evs = append(evs, run.runEvent(l.cfg.Partition, k, b.items))
+			}
+			if inRun = end; inRun == int(run.run) {
+				next, inRun = next+1, 0
+			}
+		}
 		if err := l.cfg.Publish(ctx, evs); err != nil {
 			return fmt.Errorf("publishing the events of journal partition %d: %w", l.cfg.Partition, err)
 		}
-		b.sent = end
+		b.sent, b.inRun = next, inRun
+		if inRun == 0 {
+			b.items = nil
+		}
 	}
 	if b.sent < b.n {
 		l.Wake() // the next round at once, after the loop's other work
@@ -323,4 +398,24 @@ func (l *Leader) publish(ctx context.Context) error {
 	}
 	l.published = &v
 	return nil
+}
+
+// runItems are the items of run's row: from body when the leader kept it
+// (recentRows), else read again from PostgreSQL (a row whose events are
+// not published is never pruned: prune.go).
+func (l *Leader) runItems(ctx context.Context, run pendingEvent, body []byte) ([]Item, error) {
+	if body == nil {
+		err := l.db.QueryRow(ctx, `SELECT body FROM fairway_journal WHERE id = $1`, run.row.id).Scan(&body)
+		if err != nil {
+			return nil, fmt.Errorf("reading journal row %d again to publish its events: %w", run.row.id, err)
+		}
+	}
+	items, err := Decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("journal row %d: %w", run.row.id, err)
+	}
+	if len(items) < int(run.run) {
+		return nil, fmt.Errorf("journal row %d holds %d items, where its fold made %d jobs", run.row.id, len(items), run.run)
+	}
+	return items, nil
 }

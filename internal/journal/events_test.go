@@ -253,13 +253,7 @@ func TestABacklogOfEventsIsPublishedInChunks(t *testing.T) {
 	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Second, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond,
 		SnapshotEvery: time.Hour, Publish: rec.publish})
 	rec.folded = l.Folded
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l.Run(lctx)
-	}()
-	defer func() { cancel(); <-done }()
+	runLeader(t, l)
 	const jobs = 40_000
 	require.Greater(t, jobs, journal.PublishRound*journal.PublishChunk, "the backlog fits in one round: the test tests nothing of them")
 	items := make([]journal.Item, jobs)
@@ -308,4 +302,78 @@ func TestAnEventOfAStateOutsideTheTableKeepsIt(t *testing.T) {
 	require.Equal(t, fairway.StateFired, evs[1].PreviousState)
 	require.Equal(t, fairway.StateRunning, evs[1].State)
 	require.Equal(t, 1, evs[1].Attempt)
+}
+
+// TestASubmittedRowsEventsAreHeldAsOneEntry: the events of a submitted
+// row each of whose items made a job are held as one entry until they are
+// published (a million submissions cost the leader a few entries), read
+// again from the row when published, here from PostgreSQL (the leader
+// keeps no row's body), and published as the fold makes them, in order;
+// a row with a duplicate and a refused tracker keeps an entry per event.
+func TestASubmittedRowsEventsAreHeldAsOneEntry(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	rec := &recorder{fail: true}
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Second, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond,
+		SnapshotEvery: time.Hour, RecentBytes: 1, Publish: rec.publish})
+	runLeader(t, l)
+	const jobs = 5000
+	items := make([]journal.Item, jobs)
+	for i := range items {
+		items[i] = journal.Item{Group: fmt.Sprintf("g%d", i%7), ID: fmt.Sprintf("j%05d", i), Task: "t", Tracker: fmt.Sprintf("k%05d", i), Pending: i >= jobs/2}
+	}
+	// The first half waiting, the second pending: two states, so two
+	// rows of one state each.
+	for _, part := range [][]journal.Item{items[:jobs/2], items[jobs/2:]} {
+		body, err := journal.Encode(part)
+		require.NoError(t, err)
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	}
+	odd := []journal.Item{
+		{Group: "g0", ID: "j00000", Task: "t"},                // a duplicate: no change
+		{Group: "g0", ID: "x1", Task: "t", Tracker: "k00000"}, // refused: its tracker is held
+		{Group: "g1", ID: "x2", Task: "t"}, {Group: "g1", ID: "x3", Task: "t"},
+	}
+	body, err := journal.Encode(odd)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	require.Eventually(t, func() bool {
+		var n int
+		l.Follow(func(s *journal.State) { n = s.Jobs.Len() })
+		return n == jobs+2
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, 2+3, l.PendingEntries(), "two runs, and three events of the odd row")
+
+	rec.mu.Lock()
+	rec.fail = false
+	rec.mu.Unlock()
+	l.Wake()
+	require.Eventually(t, func() bool { return len(rec.byID()) == jobs+3 }, 30*time.Second, 10*time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.events, jobs+3, "an event was published twice")
+	want := journalEvents(t, db)
+	require.Len(t, want, jobs+3)
+	for i, ev := range rec.events {
+		if i < jobs {
+			require.Equal(t, items[i].ID, ev.JobID, "published out of the journal's order")
+		}
+		w := want[ev.ID]
+		require.True(t, w.Time.Equal(ev.Time))
+		w.Time = ev.Time
+		require.Equal(t, w, ev)
+	}
+	require.Equal(t, fairway.StatePending, rec.events[jobs-1].State)
+	require.Equal(t, fairway.StateRejected, rec.events[jobs].State)
+}
+
+// runLeader runs l until the test ends.
+func runLeader(t *testing.T, l *journal.Leader) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
 }

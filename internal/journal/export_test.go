@@ -41,3 +41,18 @@ func SetSnapshotPartBytes(t interface{ Cleanup(func()) }, n int) {
 	snapshotPartBytes = n
 	t.Cleanup(func() { snapshotPartBytes = was })
 }
+
+// PendingEntries is how many entries hold the leader's pending events (a
+// run of a submitted row's is one).
+func (l *Leader) PendingEntries() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending)
+}
+
+// SetReadBytes sets readBytes until the test ends.
+func SetReadBytes(t interface{ Cleanup(func()) }, n int) {
+	was := readBytes
+	readBytes = n
+	t.Cleanup(func() { readBytes = was })
+}

@@ -309,8 +309,9 @@ func (t *Tail) Position() string {
 const nothingSeen = "1:1:"
 
 // Next returns the rows that became readable since the last call, at
-// most limit (0: no limit); the rest come with the next calls. No rows
-// means that none are readable now. A read is one statement, which takes
+// most limit (0: no limit) and about readBytes of bodies (at least one
+// row); the rest come with the next calls. No rows means that none are
+// readable now. A read is one statement, which takes
 // its snapshot (pg_current_snapshot(), the statement's own) with the
 // rows: one round trip. A read cut by its limit goes on with the same
 // snapshot.
@@ -318,7 +319,7 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if t.reading != "" {
 		return t.goOn(ctx, q, limit)
 	}
-	rows, err := q.Query(ctx, nextSQL, t.Partition, cmp.Or(t.seen, nothingSeen), limit)
+	rows, err := q.Query(ctx, nextSQL, t.Partition, cmp.Or(t.seen, nothingSeen), limit, readBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
@@ -330,15 +331,36 @@ func (t *Tail) Next(ctx context.Context, q Querier, limit int) ([]Row, error) {
 }
 
 // nextSQL is a read of the tail ($1 partition, $2 the previous read's
-// snapshot, $3 limit): its snapshot, then its rows.
+// snapshot, $3 limit, $4 readBytes): its snapshot, then its rows.
 var nextSQL = `WITH snap AS (SELECT pg_current_snapshot() AS s)
 SELECT snap.s::text, j.* FROM snap LEFT JOIN LATERAL (
-    SELECT ` + rowColumns + ` FROM fairway_journal
-     WHERE ` + readable("snap.s") + `
-     ORDER BY id
-     LIMIT NULLIF($3, 0)
+    SELECT ` + boundedColumns + ` FROM (` + boundedRows("snap.s", "", "$3", "$4") + `) r
 ) j ON true
  ORDER BY j.id`
+
+// readBytes bounds the bodies a read of the tail returns (its rows'
+// sizes as stored, before compression; a read returns at least one row):
+// a leader that catches up on a backlog of large batches (a caller's
+// 10,000 jobs as one row: megabytes) holds a few of them at a time, not
+// thousands. A variable for the tests.
+var readBytes = 16 << 20
+
+// boundedColumns are rowColumns as boundedRows names them.
+const boundedColumns = `id, xid, partition, epoch, kind, at, body`
+
+// boundedRows selects the readable rows of a read with snapshot (after
+// and beyond the condition, when not ""), in id order, at most limit
+// (NULL or 0: no limit), up to the first whose bodies with those before
+// it reach bytes: rowColumns, then the bodies' sizes up to each.
+func boundedRows(snapshot, after, limit, bytes string) string {
+	return `SELECT * FROM (
+        SELECT ` + rowColumns + `, sum(octet_length(body)) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) AS upto
+          FROM fairway_journal
+         WHERE ` + readable(snapshot) + after + `
+         ORDER BY id
+         LIMIT NULLIF(` + limit + `, 0)
+    ) w WHERE upto - octet_length(body) < ` + bytes
+}
 
 // collectNext reads nextSQL's answer: its snapshot and its rows.
 func collectNext(rows pgx.Rows) (string, []Row, error) {
@@ -367,10 +389,23 @@ func collectNext(rows pgx.Rows) (string, []Row, error) {
 	return snapshot, out, nil
 }
 
+// cut says whether a read of limit rows that returned out may have left
+// rows for the next (its limit of rows or of bytes reached).
+func cut(out []Row, limit int) bool {
+	if limit > 0 && len(out) == limit {
+		return true
+	}
+	n := 0
+	for _, r := range out {
+		n += len(r.Body)
+	}
+	return n >= readBytes
+}
+
 // took moves the tail past a read of limit rows that returned out, with
 // snapshot, and returns out.
 func (t *Tail) took(out []Row, snapshot string, limit int) []Row {
-	if limit > 0 && len(out) == limit {
+	if cut(out, limit) {
 		t.reading, t.afterID = snapshot, out[len(out)-1].ID // the same snapshot goes on next time
 		return out
 	}
@@ -405,7 +440,7 @@ func (t *Tail) QueueLater() func(*pgx.Batch) *TailRead {
 	partition, from := t.Partition, t.seen
 	return func(b *pgx.Batch) *TailRead {
 		r := &TailRead{tail: t, from: from}
-		b.Queue(nextSQL, partition, cmp.Or(from, nothingSeen), foldBatch).Query(func(rows pgx.Rows) error {
+		b.Queue(nextSQL, partition, cmp.Or(from, nothingSeen), foldBatch, readBytes).Query(func(rows pgx.Rows) error {
 			var err error
 			r.snapshot, r.rows, err = collectNext(rows)
 			r.done = err == nil
@@ -424,8 +459,8 @@ func (t *Tail) FoldRead(ctx context.Context, q Querier, s *State, r *TailRead, c
 	}
 	rows := t.took(r.rows, r.snapshot, foldBatch)
 	n, err := apply(s, rows, changed)
-	if err != nil || len(rows) < foldBatch {
-		return n, err
+	if err != nil || t.reading == "" {
+		return n, err // an error, or the read was whole
 	}
 	more, err := t.FoldChanges(ctx, q, s, changed)
 	return n + more, err
@@ -456,11 +491,8 @@ func readable(snapshot string) string {
 
 // goOn reads on a read that its limit cut, with the same snapshot.
 func (t *Tail) goOn(ctx context.Context, q Querier, limit int) ([]Row, error) {
-	rows, err := q.Query(ctx, `SELECT `+rowColumns+` FROM fairway_journal
- WHERE `+readable("$3::pg_snapshot")+`
-   AND id > $4
- ORDER BY id
- LIMIT NULLIF($5, 0)`, t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID, limit)
+	rows, err := q.Query(ctx, `SELECT `+boundedColumns+` FROM (`+boundedRows("$3::pg_snapshot", " AND id > $4", "$5::int", "$6::bigint")+`) r ORDER BY id`,
+		t.Partition, cmp.Or(t.seen, nothingSeen), t.reading, t.afterID, limit, readBytes)
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
@@ -468,7 +500,7 @@ func (t *Tail) goOn(ctx context.Context, q Querier, limit int) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the journal: %w", err)
 	}
-	if limit > 0 && len(out) == limit {
+	if cut(out, limit) {
 		t.afterID = out[len(out)-1].ID
 		return out, nil
 	}
@@ -497,7 +529,7 @@ func (t *Tail) FoldChanges(ctx context.Context, q Querier, s *State, changed fun
 		if err != nil || len(rows) == 0 {
 			return n, err
 		}
-		complete := len(rows) < foldBatch // else the read goes on
+		complete := t.reading == "" // else the read goes on
 		k, err := apply(s, rows, changed)
 		n += k
 		if err != nil {

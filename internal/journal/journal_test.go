@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -461,4 +462,56 @@ func mustEncode(t *testing.T, items ...journal.Item) []byte {
 	body, err := journal.Encode(items)
 	require.NoError(t, err)
 	return body
+}
+
+// TestAReadOfTheTailIsBoundedInBytes: a read returns rows up to the first
+// whose bodies with those before it reach the bound (at least one, even
+// one larger than the bound), and the next reads go on with the same
+// snapshot, so that a backlog of large batches is read a few at a time,
+// each row once and in order; a fold reads it all.
+func TestAReadOfTheTailIsBoundedInBytes(t *testing.T) {
+	ctx, db := t.Context(), pool(t)
+	journal.SetReadBytes(t, 2500)
+	var want []int64
+	for i := range 7 {
+		size := 1000
+		if i == 3 {
+			size = 6000 // larger than the bound alone
+		}
+		body, err := journal.Encode([]journal.Item{{Group: "g", ID: fmt.Sprint("j", i), Task: "t", Args: []byte(`"` + strings.Repeat("x", size) + `"`)}})
+		require.NoError(t, err)
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	}
+	all, err := (&journal.Tail{}).Next(ctx, db, 1)
+	require.NoError(t, err)
+	first := all[0].ID
+	for i := range 7 {
+		want = append(want, first+int64(i))
+	}
+	tail := &journal.Tail{}
+	var sizes []int
+	var got []int64
+	for {
+		rows, err := tail.Next(ctx, db, 0)
+		require.NoError(t, err)
+		if len(rows) == 0 {
+			break
+		}
+		sizes = append(sizes, len(rows))
+		for _, r := range rows {
+			got = append(got, r.ID)
+		}
+		if len(sizes) > 10 {
+			t.Fatal("the reads never end")
+		}
+	}
+	require.Equal(t, want, got, "each row once, in order")
+	require.Equal(t, []int{3, 1, 3}, sizes, "rows of about 1 KB read until 2.5 KB is reached, the one of 6 KB alone")
+	require.NotEmpty(t, tail.Position())
+
+	s := journal.NewState()
+	n, err := (&journal.Tail{}).Fold(ctx, db, s)
+	require.NoError(t, err)
+	require.Equal(t, 7, n)
+	require.Equal(t, 7, s.Jobs.Len())
 }

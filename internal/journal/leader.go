@@ -594,7 +594,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		}
 		l.changedSince += len(changes)
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
-			l.pending = pendingEventsOf(l.pending, row, changes)
+			l.pending = pendingOf(l.pending, row, changes)
 		}
 		now := time.Now().UnixMicro()
 		for _, c := range changes {
