@@ -733,6 +733,19 @@ func submissions(n int, group func(i int) string) []fairway.Submission {
 	return subs
 }
 
+// waitingArgs are the arguments of the jobs the memory scenarios (scale,
+// failover) keep waiting: 200 bytes, as condition 6 of issue 31 counts a
+// waiting job (a leader holds 1,000,000 of them in at most 400 MiB).
+var waitingArgs = json.RawMessage(`{"payload":"` + strings.Repeat("x", 200-len(`{"payload":""}`)) + `"}`)
+
+// withArgs gives subs waitingArgs.
+func withArgs(subs []fairway.Submission) []fairway.Submission {
+	for i := range subs {
+		subs[i].Args = waitingArgs
+	}
+	return subs
+}
+
 // createDatabase creates a fresh database on the server and returns its URL
 // and a function that drops it.
 func createDatabase(ctx context.Context, serverURL string) (string, func(), error) {

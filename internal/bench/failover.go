@@ -77,7 +77,7 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 	}
 	follower := s.coordPid
 	args := []byte(`{"pad":"` + strings.Repeat("x", failoverArgs-len(`{"pad":""}`)) + `"}`)
-	subs := submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	subs := withArgs(submissions(opts.Jobs, func(i int) string { return fmt.Sprintf("g%d", i%10) }))
 	for i := range subs {
 		subs[i].Args = args
 	}

@@ -410,7 +410,7 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				if done > 0 && done%200_000 == 0 {
 					opts.Logger.Info("bench: scale: storing waiting jobs", "stored", done, "total", size)
 				}
-				batch := submissions(min(10_000, size-done), func(i int) string { return fmt.Sprintf("g%05d", (done+i)%groups) })
+				batch := withArgs(submissions(min(10_000, size-done), func(i int) string { return fmt.Sprintf("g%05d", (done+i)%groups) }))
 				if err := s.storeWaiting(ctx, batch); err != nil {
 					return err
 				}

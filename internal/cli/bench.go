@@ -63,6 +63,7 @@ Scenarios:
   short-jobs --short-jobs jobs of 5 ms, all due at once 1 s after their submission,
             on 11 slots (or --slots if given): how busy the slots were
   scale     selection time and drain rate with 10k, 100k, 1M waiting jobs in 10,000 groups
+            (200 bytes of arguments each), and the coordinator's memory
   history   the drain with --history finished jobs kept, against an empty database,
             and while the coordinator prunes them (retention)
   features  the drain plain, with concurrency limits in force, and as dependency
@@ -73,7 +74,7 @@ Scenarios:
   shares    two groups with jobs of 100 ms and 10 ms, both waiting, on 10 slots:
             each group's share of the slot-time counting jobs, sharing time,
             and sharing time with weights 3 and 1, against the arithmetic
-  failover  --jobs waiting, two coordinators in their own processes; the
+  failover  --jobs waiting (200 bytes of arguments each), two coordinators in their own processes; the
             journal's leader SIGKILLed while it dispatches: when dispatch
             resumes, and the new leader's memory (the journal only)
   all       every scenario in turn (failover only with the journal)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -55,4 +56,12 @@ func SetReadBytes(t interface{ Cleanup(func()) }, n int) {
 	was := readBytes
 	readBytes = n
 	t.Cleanup(func() { readBytes = was })
+}
+
+// RecentRows are the ids of the rows whose bodies the leader keeps, oldest
+// first.
+func (l *Leader) RecentRows() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.recent.order)
 }

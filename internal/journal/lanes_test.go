@@ -216,3 +216,45 @@ func TestAClaimTakesArgumentsFromRecentRowsOrPostgreSQL(t *testing.T) {
 		require.True(t, j.Submitted.Equal(want), "job %s: submitted %v, its row's time %v", j.Ref.ID, j.Submitted, at[r])
 	}
 }
+
+// TestARowReadForAClaimIsKeptForTheNext: a claim of jobs whose row the
+// leader no longer keeps reads it from PostgreSQL and keeps it in turn
+// (in place of the oldest kept), so that the next claims of that row's
+// jobs (a backlog in many groups is claimed oldest first, a hundred
+// groups at a time from one row) take their arguments from memory.
+func TestARowReadForAClaimIsKeptForTheNext(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var ids []int64
+	size := 0
+	for r := range 3 {
+		items := make([]journal.Item, 20)
+		for i := range items {
+			id := fmt.Sprintf("r%dj%02d", r, i)
+			items[i] = journal.Item{Group: fmt.Sprint("g", i), ID: id, Task: "t", Args: fmt.Appendf(nil, `{"job":%q}`, id)}
+		}
+		body, err := journal.Encode(items)
+		require.NoError(t, err)
+		size = max(size, len(body))
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	}
+	require.NoError(t, db.QueryRow(ctx, `SELECT array_agg(id ORDER BY id) FROM fairway_journal WHERE kind = 'submitted'`).Scan(&ids))
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour, RecentBytes: size + 1})
+	runLeader(t, l)
+	require.Eventually(t, func() bool {
+		n := 0
+		l.View(func(s *journal.State, _ journal.Lease) { n = s.Jobs.Len() })
+		return n == 60
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, ids[2:], l.RecentRows(), "the last row folded is kept, alone")
+	for range 2 {
+		jobs, err := l.Claim(ctx, claimParams("e", "i", 5))
+		require.NoError(t, err)
+		require.Len(t, jobs, 5)
+		for _, j := range jobs {
+			require.Equal(t, "r0", j.Ref.ID[:2], "oldest first")
+			require.JSONEq(t, fmt.Sprintf(`{"job":%q}`, j.Ref.ID), string(j.Args))
+		}
+		require.Equal(t, ids[:1], l.RecentRows(), "the row read for the claim is kept in place of the last folded")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -111,8 +112,11 @@ func (l *Leader) withSubmissions(ctx context.Context, views []*JobView) error {
 }
 
 // submittedRows returns the items want of the rows that submitted them,
-// decoded: those of the rows folded last from memory (recentRows), the
-// others read from PostgreSQL in one query. Called with l.mu held; it
+// decoded: those of the rows folded last or read last from memory
+// (recentRows), the others read from PostgreSQL in one query, and kept
+// there in turn: a backlog in many groups is claimed oldest first, and
+// the oldest jobs of a hundred groups' claims after another share their
+// rows (a caller's 10,000 jobs are one row). Called with l.mu held; it
 // lets go of it over the read and the decoding.
 func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64]submittedRow, error) {
 	kept := map[int64]recentRow{}
@@ -125,8 +129,12 @@ func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64
 		}
 	}
 	l.mu.Unlock()
-	defer l.mu.Lock()
-	submitted, err := readSubmitted(ctx, l.db, missing)
+	read := map[int64]recentRow{}
+	submitted, err := readSubmitted(ctx, l.db, missing, func(id int64, at time.Time, body []byte) { read[id] = recentRow{at: at, body: body} })
+	l.mu.Lock()
+	for _, id := range slices.Sorted(maps.Keys(read)) {
+		l.recent.keep(id, read[id].at, read[id].body)
+	}
 	if err != nil {
 		return nil, err
 	}

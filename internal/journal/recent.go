@@ -2,9 +2,9 @@ package journal
 
 import "time"
 
-// recentRows keeps the bodies of the submitted rows the leader folded
-// last, up to a bound of bytes, so that a claim of their jobs takes the
-// arguments from memory instead of reading the rows again from
+// recentRows keeps the bodies of the submitted rows the leader folded or
+// read last, up to a bound of bytes, so that a claim of their jobs takes
+// the arguments from memory instead of reading the rows again from
 // PostgreSQL (a round trip and a decode per claim). The oldest go first
 // when the bound is reached; a claim of a job whose row went reads it
 // (Leader.readArgs). The bound keeps the leader's memory within what

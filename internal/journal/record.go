@@ -146,8 +146,8 @@ func submittedTime(at time.Time, index int32, it Item) time.Time {
 }
 
 // readSubmitted reads the items want of the rows that submitted them, in
-// one query.
-func readSubmitted(ctx context.Context, q Querier, want wantedItems) (map[int64]submittedRow, error) {
+// one query, handing each row's body to keep (nil: none).
+func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(id int64, at time.Time, body []byte)) (map[int64]submittedRow, error) {
 	out := map[int64]submittedRow{}
 	if len(want) == 0 {
 		return out, nil
@@ -169,6 +169,9 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems) (map[int64]
 			return nil, fmt.Errorf("journal row %d: %w", id, err)
 		}
 		out[id] = r
+		if keep != nil {
+			keep(id, r.at, body)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading the rows that submitted jobs: %w", err)
@@ -289,7 +292,7 @@ func (l *Leader) submissions(ctx context.Context, jobs []ended) (map[int64]submi
 	if len(read) == 0 {
 		return out, nil
 	}
-	rows, err := readSubmitted(ctx, l.db, read)
+	rows, err := readSubmitted(ctx, l.db, read, nil)
 	if err != nil {
 		return nil, err
 	}
