@@ -320,7 +320,7 @@ func (l *Leader) publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	evs := make([]fairway.Event, 0, publishChunk)
+	evs := make([]fairway.Event, 0, min(b.n-b.sent, publishChunk)) // a run's events grow it; at low load a chunk is an event or two
 	for range publishRound {
 		if b.sent == b.n {
 			break
