@@ -77,8 +77,8 @@ const posIndexBits = 20
 // the fold makes of a Submitted item before the rest of its fields.
 func NewJob(task string, state fairway.State, row int64, index int32) *Job {
 	j := &Job{Task: task}
-	j.SetState(state)
-	j.SetPlace(row, index)
+	j.setState(state)
+	j.setPlace(row, index)
 	return j
 }
 
@@ -86,8 +86,8 @@ func NewJob(task string, state fairway.State, row int64, index int32) *Job {
 // stuck (a job that ends leaves the State).
 func (j *Job) State() fairway.State { return stateCodes[j.state] }
 
-// SetState sets the job's state, one of those State returns.
-func (j *Job) SetState(st fairway.State) {
+// setState sets the job's state, one of those State returns.
+func (j *Job) setState(st fairway.State) {
 	for c, s := range stateCodes {
 		if s == st {
 			j.state = jobStateCode(c) //nolint:gosec // G115: a handful of states
@@ -100,9 +100,9 @@ func (j *Job) SetState(st fairway.State) {
 // Priority is the job's priority ("" for none given).
 func (j *Job) Priority() string { return priorityNames[j.priority] }
 
-// SetPriority sets the job's priority; one the API does not accept (it
+// setPriority sets the job's priority; one the API does not accept (it
 // checks them before they are appended) counts as low.
-func (j *Job) SetPriority(p string) {
+func (j *Job) setPriority(p string) {
 	switch p {
 	case "":
 		j.priority = 0
@@ -120,8 +120,8 @@ func (j *Job) Row() int64 { return j.pos >> posIndexBits }
 // Index: see Row.
 func (j *Job) Index() int32 { return int32(j.pos & (1<<posIndexBits - 1)) } //nolint:gosec // G115: 20 bits
 
-// SetPlace sets Row and Index.
-func (j *Job) SetPlace(row int64, index int32) { j.pos = row<<posIndexBits | int64(index) }
+// setPlace sets Row and Index.
+func (j *Job) setPlace(row int64, index int32) { j.pos = row<<posIndexBits | int64(index) }
 
 // age orders a group's jobs, oldest first: journal order.
 func (j *Job) age() int64 { return j.pos }
@@ -134,8 +134,8 @@ func (j *Job) ExpiresAt() int64 {
 	return j.rare.expiresAt
 }
 
-// SetExpiresAt sets ExpiresAt.
-func (j *Job) SetExpiresAt(at int64) {
+// setExpiresAt sets ExpiresAt.
+func (j *Job) setExpiresAt(at int64) {
 	if at == 0 && j.rare == nil {
 		return
 	}
@@ -152,8 +152,8 @@ func (j *Job) Waits() []string {
 	return j.rare.waits
 }
 
-// SetWaits sets Waits (nil for none).
-func (j *Job) SetWaits(ids []string) {
+// setWaits sets Waits (nil for none).
+func (j *Job) setWaits(ids []string) {
 	if len(ids) == 0 {
 		ids = nil
 	}
@@ -185,11 +185,11 @@ func (j *Job) CancelRequested() bool { return j.flags&flagCancelRequested != 0 }
 // Triggered: pending, it releases itself at RunAt (Item.Trigger).
 func (j *Job) Triggered() bool { return j.flags&flagTriggered != 0 }
 
-// SetCancelRequested sets CancelRequested.
-func (j *Job) SetCancelRequested(on bool) { j.setFlag(flagCancelRequested, on) }
+// setCancelRequested sets CancelRequested.
+func (j *Job) setCancelRequested(on bool) { j.setFlag(flagCancelRequested, on) }
 
-// SetTriggered sets Triggered.
-func (j *Job) SetTriggered(on bool) { j.setFlag(flagTriggered, on) }
+// setTriggered sets Triggered.
+func (j *Job) setTriggered(on bool) { j.setFlag(flagTriggered, on) }
 
 func (j *Job) setFlag(f jobFlags, on bool) {
 	if on {

@@ -22,8 +22,8 @@ func NewJobs() *Jobs { return &Jobs{groups: map[string]map[string]*Job{}} }
 // Get is the job of ref (nil: none).
 func (js *Jobs) Get(ref fairway.JobRef) *Job { return js.groups[ref.Group][ref.ID] }
 
-// Put sets the job of ref.
-func (js *Jobs) Put(ref fairway.JobRef, j *Job) {
+// put sets the job of ref.
+func (js *Jobs) put(ref fairway.JobRef, j *Job) {
 	g := js.groups[ref.Group]
 	if g == nil {
 		g = map[string]*Job{}
@@ -35,8 +35,8 @@ func (js *Jobs) Put(ref fairway.JobRef, j *Job) {
 	g[ref.ID] = j
 }
 
-// Delete removes the job of ref, if any.
-func (js *Jobs) Delete(ref fairway.JobRef) {
+// remove removes the job of ref, if any.
+func (js *Jobs) remove(ref fairway.JobRef) {
 	g := js.groups[ref.Group]
 	if _, ok := g[ref.ID]; !ok {
 		return
@@ -63,6 +63,3 @@ func (js *Jobs) All() iter.Seq2[fairway.JobRef, *Job] {
 		}
 	}
 }
-
-// Group are a group's jobs by id (nil: none), to read only.
-func (js *Jobs) Group(group string) map[string]*Job { return js.groups[group] }

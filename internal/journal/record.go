@@ -50,7 +50,7 @@ func (s *State) scratch(refs map[fairway.JobRef]bool) *State {
 			continue
 		}
 		cj := j.Copy() // the fold edits its holder and dependencies in place
-		c.Jobs.Put(ref, &cj)
+		c.Jobs.put(ref, &cj)
 		if d := s.Dependents[ref]; d != nil {
 			c.Dependents[ref] = slices.Clone(d)
 		}

@@ -252,7 +252,7 @@ func Restore(b []byte) (*State, error) {
 			break
 		}
 		j.state = jobStateCode(code)
-		j.SetPriority(name())
+		j.setPriority(name())
 		var expiresAt, row int64
 		j.RunAt, expiresAt, row = d.varint(), d.varint(), d.varint()
 		index := d.int32()
@@ -260,8 +260,8 @@ func Restore(b []byte) (*State, error) {
 			d.fail()
 			break
 		}
-		j.SetPlace(row, index)
-		j.SetExpiresAt(expiresAt)
+		j.setPlace(row, index)
+		j.setExpiresAt(expiresAt)
 		j.Attempt, j.Retries, j.MaxRetries = d.int32(), retryCount(d.int32()), retryCount(d.int32())
 		j.Progress = int8(min(max(d.int32(), 0), 100)) //nolint:gosec // G115: clamped
 		j.TimeoutS = d.int32()
@@ -269,10 +269,10 @@ func Restore(b []byte) (*State, error) {
 		if flags&1 != 0 {
 			j.Holder = &Holder{Executor: name(), Instance: name(), Scheduled: d.varint(), Started: d.varint(), Claim: d.string()}
 		}
-		j.SetCancelRequested(flags&2 != 0)
-		j.SetTriggered(flags&4 != 0)
-		j.SetWaits(d.strings())
-		s.Jobs.Put(ref, j)
+		j.setCancelRequested(flags&2 != 0)
+		j.setTriggered(flags&4 != 0)
+		j.setWaits(d.strings())
+		s.Jobs.put(ref, j)
 		s.Rows[j.Row()]++
 		count(s.Live, ref.Group, 1)
 		count(s.Counts, CountKey{ref.Group, j.Task, j.State()}, 1)

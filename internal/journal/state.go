@@ -270,7 +270,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		out = append(out, s.add(ref, it, attempt, row.ID, int32(i))) //nolint:gosec // G115: a batch holds far fewer than 2^31 items
 	case Priority:
 		if j != nil && it.Priority != "" && it.Priority != j.Priority() {
-			j.SetPriority(it.Priority)
+			j.setPriority(it.Priority)
 			out = append(out, Change{Job: ref, From: j.State(), To: j.State()})
 		}
 	case Claimed:
@@ -279,7 +279,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 			return out, nil
 		}
 		from := j.State()
-		j.SetState(fairway.StateScheduled)
+		j.setState(fairway.StateScheduled)
 		j.Attempt, j.Progress = it.Attempt, 0
 		j.Holder = &Holder{Executor: intern(it.Executor), Instance: intern(it.Instance), Scheduled: row.At.UnixMicro(), Claim: it.Claim}
 		s.hold(ref, j, 1)
@@ -292,7 +292,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		if j == nil || j.State() != fairway.StateScheduled || !j.heldBy(it) {
 			return out, nil
 		}
-		j.SetState(fairway.StateRunning)
+		j.setState(fairway.StateRunning)
 		// As its executor reported it, kept between its claim and
 		// this row: a skewed executor cannot move it far.
 		at := row.At.UnixMicro()
@@ -326,14 +326,14 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		from := j.State()
 		s.hold(ref, j, -1)
-		j.SetState(fairway.StateWaiting)
+		j.setState(fairway.StateWaiting)
 		j.Holder, j.Progress = nil, 0
 		out = append(out, Change{Job: ref, From: from, To: j.State(), Error: it.Error})
 	case Cancel:
 		switch {
 		case j == nil || j.CancelRequested():
 		case held(j.State()):
-			j.SetCancelRequested(true)
+			j.setCancelRequested(true)
 		default:
 			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 		}
@@ -345,20 +345,20 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 			out = s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 			return out, nil
 		}
-		j.SetWaits(slices.DeleteFunc(j.Waits(), func(w string) bool { return slices.Contains(it.Waits, w) }))
+		j.setWaits(slices.DeleteFunc(j.Waits(), func(w string) bool { return slices.Contains(it.Waits, w) }))
 		if len(j.Waits()) == 0 {
-			j.SetState(fairway.StateWaiting)
+			j.setState(fairway.StateWaiting)
 			out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State()})
 		}
 	case Release:
 		if j == nil || j.State() != fairway.StatePending || len(j.Waits()) > 0 {
 			return out, nil
 		}
-		j.SetState(fairway.StateWaiting)
+		j.setState(fairway.StateWaiting)
 		if j.Triggered() {
 			// Due now (RunAt was its trigger), as the row engine's
 			// release sets run_at = now().
-			j.SetTriggered(false)
+			j.setTriggered(false)
 			j.RunAt = min(j.RunAt, row.At.UnixMicro())
 		}
 		out = append(out, Change{Job: ref, From: fairway.StatePending, To: j.State()})
@@ -384,15 +384,15 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 // add makes a new job of a Submitted or Retried item.
 func (s *State) add(ref fairway.JobRef, it Item, attempt int32, row int64, index int32) Change {
 	j := NewJob(intern(it.Task), fairway.StateWaiting, row, index)
-	j.SetPriority(it.Priority)
+	j.setPriority(it.Priority)
 	j.RunAt, j.MaxRetries, j.Attempt, j.TimeoutS = it.RunAt, retryCount(it.MaxRetries), attempt, timeoutSeconds(it.Timeout)
-	j.SetExpiresAt(it.ExpiresAt)
-	j.SetWaits(slices.Clone(it.Waits))
+	j.setExpiresAt(it.ExpiresAt)
+	j.setWaits(slices.Clone(it.Waits))
 	if it.Pending || len(j.Waits()) > 0 {
-		j.SetState(fairway.StatePending)
-		j.SetTriggered(it.Trigger && len(j.Waits()) == 0)
+		j.setState(fairway.StatePending)
+		j.setTriggered(it.Trigger && len(j.Waits()) == 0)
 	}
-	s.Jobs.Put(ref, j)
+	s.Jobs.put(ref, j)
 	s.Rows[row]++
 	if len(it.Waits) > 0 {
 		s.dependsOn(ref, slices.Clone(it.Waits))
@@ -466,14 +466,14 @@ func (s *State) end(out []Change, ref fairway.JobRef, j *Job, it Item) []Change 
 		return s.finish(out, ref, j, fairway.StateCancelled, it.Error, it)
 	case it.Outcome == OutcomeSnooze:
 		from := j.State()
-		j.SetState(fairway.StateWaiting)
+		j.setState(fairway.StateWaiting)
 		j.RunAt, j.Holder, j.Progress = it.RunAt, nil, 0
 		return append(out, Change{Job: ref, From: from, To: j.State()})
 	case it.Permanent || j.Retries >= j.MaxRetries:
 		return s.finish(out, ref, j, fairway.StateFailed, it.Error, it)
 	default:
 		from := j.State()
-		j.SetState(fairway.StateStuck)
+		j.setState(fairway.StateStuck)
 		j.RunAt, j.Holder, j.Progress = it.RunAt, nil, 0
 		j.Retries++
 		return append(out, Change{Job: ref, From: from, To: j.State(), Error: it.Error})
@@ -488,7 +488,7 @@ func (s *State) finish(out []Change, ref fairway.JobRef, j *Job, final fairway.S
 		s.ended(ref, *j, c, it)
 	}
 	out = append(out, c)
-	s.Jobs.Delete(ref)
+	s.Jobs.remove(ref)
 	if n := s.Rows[j.Row()]; n > 1 {
 		s.Rows[j.Row()] = n - 1
 	} else {
