@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 )
 
@@ -47,8 +48,18 @@ const (
 	fSubmitted
 )
 
-// Encode makes a row's body of a batch (binary).
+// maxRowItems bounds the items of a row (Encode): a Job holds its item's
+// index in posIndexBits bits, and a leader reads a whole row to publish or
+// claim from it. Submit writes more as several rows. A variable for the
+// tests.
+var maxRowItems = 100_000
+
+// Encode makes a row's body of a batch (binary), of at most maxRowItems
+// items.
 func Encode(items []Item) ([]byte, error) {
+	if len(items) > maxRowItems {
+		return nil, fmt.Errorf("a journal row holds at most %d items, not %d: append them as several rows", maxRowItems, len(items))
+	}
 	out := make([]byte, 0, 16+len(items)*48)
 	out = append(out, binaryBatch)
 	out = binary.AppendUvarint(out, uint64(len(items)))

@@ -181,6 +181,9 @@ func decodeSome(body []byte, want []int32) (map[int32]Item, error) {
 
 // EncodeJSON makes a row's body of a batch in JSON, as SQL writes it.
 func EncodeJSON(items []Item) ([]byte, error) {
+	if len(items) > maxRowItems {
+		return nil, fmt.Errorf("a journal row holds at most %d items, not %d: append them as several rows", maxRowItems, len(items))
+	}
 	b, err := json.Marshal(items)
 	if err != nil {
 		return nil, fmt.Errorf("encoding a journal batch of %d items: %w", len(items), err)

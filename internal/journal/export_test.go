@@ -65,3 +65,10 @@ func (l *Leader) RecentRows() []int64 {
 	defer l.mu.Unlock()
 	return slices.Clone(l.recent.order)
 }
+
+// SetMaxRowItems sets maxRowItems until the test ends.
+func SetMaxRowItems(t interface{ Cleanup(func()) }, n int) {
+	was := maxRowItems
+	maxRowItems = n
+	t.Cleanup(func() { maxRowItems = was })
+}

@@ -658,7 +658,7 @@ func scanRow(r pgx.CollectableRow) (Row, error) {
 // waits for) makes no second job, and a submission sent again is
 // dropped, as the row engine's primary key drops it. An id twice in items
 // is submitted once, the first. It returns the submissions appended, in
-// their order.
+// their order, as rows of at most maxRowItems (100,000).
 func Submit(ctx context.Context, tx pgx.Tx, partition int16, items []Item) ([]Item, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -688,12 +688,17 @@ SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING RETURNING gr
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	body, err := Encode(kept)
-	if err != nil {
-		return nil, err
-	}
-	if err := Append(ctx, tx, partition, Submitted, body); err != nil {
-		return nil, err
+	// In rows of at most maxRowItems, in their order.
+	for rest := kept; len(rest) > 0; {
+		chunk := rest[:min(len(rest), maxRowItems)]
+		rest = rest[len(chunk):]
+		body, err := Encode(chunk)
+		if err != nil {
+			return nil, err
+		}
+		if err := Append(ctx, tx, partition, Submitted, body); err != nil {
+			return nil, err
+		}
 	}
 	return kept, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/internal/storetest"
@@ -514,4 +515,39 @@ func TestAReadOfTheTailIsBoundedInBytes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, n)
 	require.Equal(t, 7, s.Jobs.Len())
+}
+
+// TestManySubmissionsAreSeveralRows: a row holds at most maxRowItems
+// items (a job holds its item's index in 20 bits); Submit writes more as
+// several rows, in their order, and each job reads its own item back.
+func TestManySubmissionsAreSeveralRows(t *testing.T) {
+	ctx, db := t.Context(), pool(t)
+	journal.SetMaxRowItems(t, 10)
+	items := make([]journal.Item, 25)
+	for i := range items {
+		items[i] = journal.Item{Group: "g", ID: fmt.Sprintf("j%02d", i), Task: "t", Args: fmt.Appendf(nil, `{"n":%d}`, i)}
+	}
+	_, err := journal.Encode(items)
+	require.ErrorContains(t, err, "a journal row holds at most 10 items, not 25")
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	kept, err := journal.Submit(ctx, tx, 0, items)
+	require.NoError(t, err)
+	require.Len(t, kept, 25)
+	require.NoError(t, tx.Commit(ctx))
+
+	rows, err := (&journal.Tail{}).Next(ctx, db, 0)
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "25 submissions in rows of at most 10")
+	s := journal.NewState()
+	for _, r := range rows {
+		_, err := s.Apply(r)
+		require.NoError(t, err)
+	}
+	for i, it := range items {
+		j := s.Jobs.Get(fairway.JobRef{Group: "g", ID: it.ID})
+		require.NotNil(t, j)
+		require.Equal(t, rows[i/10].ID, j.Row(), "job %d's row", i)
+		require.EqualValues(t, i%10, j.Index(), "job %d's index in its row", i)
+	}
 }
