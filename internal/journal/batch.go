@@ -54,11 +54,19 @@ const (
 // tests.
 var maxRowItems = 100_000
 
+// checkRowItems refuses a row of n items, more than maxRowItems.
+func checkRowItems(n int) error {
+	if n > maxRowItems {
+		return fmt.Errorf("a journal row holds at most %d items, not %d: append them as several rows", maxRowItems, n)
+	}
+	return nil
+}
+
 // Encode makes a row's body of a batch (binary), of at most maxRowItems
 // items.
 func Encode(items []Item) ([]byte, error) {
-	if len(items) > maxRowItems {
-		return nil, fmt.Errorf("a journal row holds at most %d items, not %d: append them as several rows", maxRowItems, len(items))
+	if err := checkRowItems(len(items)); err != nil {
+		return nil, err
 	}
 	out := make([]byte, 0, 16+len(items)*48)
 	out = append(out, binaryBatch)

@@ -181,8 +181,8 @@ func decodeSome(body []byte, want []int32) (map[int32]Item, error) {
 
 // EncodeJSON makes a row's body of a batch in JSON, as SQL writes it.
 func EncodeJSON(items []Item) ([]byte, error) {
-	if len(items) > maxRowItems {
-		return nil, fmt.Errorf("a journal row holds at most %d items, not %d: append them as several rows", maxRowItems, len(items))
+	if err := checkRowItems(len(items)); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(items)
 	if err != nil {

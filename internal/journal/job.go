@@ -203,6 +203,9 @@ func (j *Job) setFlag(f jobFlags, on bool) {
 // API allows 100).
 func retryCount(n int32) uint8 { return uint8(min(max(n, 0), 255)) } //nolint:gosec // G115: clamped
 
+// progressOf is n as a Job holds an attempt's progress: 0 to 100.
+func progressOf[T int16 | int32](n T) int8 { return int8(min(max(n, 0), 100)) } //nolint:gosec // G115: clamped
+
 // Copy is a copy of the job that shares nothing the fold edits (its
 // holder, its dependencies).
 func (j *Job) Copy() Job {

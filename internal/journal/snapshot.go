@@ -263,7 +263,7 @@ func Restore(b []byte) (*State, error) {
 		j.setPlace(row, index)
 		j.setExpiresAt(expiresAt)
 		j.Attempt, j.Retries, j.MaxRetries = d.int32(), retryCount(d.int32()), retryCount(d.int32())
-		j.Progress = int8(min(max(d.int32(), 0), 100)) //nolint:gosec // G115: clamped
+		j.Progress = progressOf(d.int32())
 		j.TimeoutS = d.int32()
 		flags := d.byte()
 		if flags&1 != 0 {

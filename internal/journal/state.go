@@ -302,7 +302,7 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		if j == nil || !held(j.State()) || !j.heldBy(it) {
 			return out, nil
 		}
-		j.Progress = int8(min(max(it.Progress, 0), 100)) //nolint:gosec // G115: clamped
+		j.Progress = progressOf(it.Progress)
 	case Ended:
 		if j == nil || !held(j.State()) || !j.heldBy(it) {
 			return out, nil
