@@ -354,7 +354,7 @@ func (c *Coordinator) runOn(engine string) {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
 	}
-	c.journal = newJournalEngine(c.store, c.lead.holder, c.cfg.Fairness, c.cfg.RetryDelay, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
+	c.journal = newJournalEngine(c.store, journalEngineConfig{Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay}, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
 	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 	c.periodic.journal, c.ingest.journal = c.journal, c.journal
 	c.lead.eligible = c.journal.leads.Load

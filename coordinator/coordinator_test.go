@@ -1032,11 +1032,9 @@ func ingestHandsJobsToAnIdleExecutor(t *testing.T, engine string) {
 			handed = f.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	if engine == coordinator.EngineRows {
-		// The journal's leader claims for the held request at once
-		// instead (there is no separate hand-over at ingest to count).
-		require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")
-	}
+	// On the journal, the leader that ingests hands over in the
+	// submission's transaction (journal.Leader.HandOver).
+	require.Equal(t, 1.0, handed, "handed over at ingest, not claimed")
 	evs := h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateScheduled })
 	require.Equal(t, []string{">waiting", "waiting>scheduled"}, transitions(filterJob(evs, id)))
 	job, err := h.client.Get(t.Context(), "g", other)

@@ -296,8 +296,8 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 		}
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
-	var hand *parkedRequest            // the journal engine hands nothing over at ingest
-	if in.journal == nil {
+	var hand *parkedRequest
+	if in.journal == nil || in.journal.leads.Load() { // on the journal, its leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
 	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
@@ -437,15 +437,11 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 			rejections = append(rejections, *it.rej)
 		}
 	}
-	var a *store.Assignment
-	if hand != nil {
-		a = assignment(hand, subs, in.cfg.Lease)
-	}
 	var res []store.Inserted
 	var handedOver []fairway.Job
 	var err error
 	if in.journal != nil {
-		res, err = in.journal.insert(ctx, subs)
+		res, handedOver, err = in.journal.insertFor(ctx, subs, hand)
 		for i, r := range res {
 			// Refused at the insert (a dependency on a job never
 			// submitted): rejected, as the row engine rejects it.
@@ -457,6 +453,10 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 			_, err = in.store.InsertJobs(ctx, nil, rejections) // their rejected events, through the outbox
 		}
 	} else {
+		var a *store.Assignment
+		if hand != nil {
+			a = assignment(hand, subs, in.cfg.Lease)
+		}
 		res, handedOver, err = in.store.InsertJobsFor(ctx, subs, rejections, a)
 	}
 	switch {

@@ -50,7 +50,9 @@ type journalEngine struct {
 	db         *pgxpool.Pool
 	store      *store.Store
 	retryDelay time.Duration
-	log        *slog.Logger
+	// scheme is the claims' counting scheme, for a hand-over's picks.
+	scheme fairway.CountingScheme
+	log    *slog.Logger
 	// leads says whether this coordinator leads the partition (told by
 	// the leader: LeaderConfig.Leading). Only the leader answers dispatch
 	// requests (serveDispatch) and fetches reports (the results' gate,
@@ -67,12 +69,24 @@ type journalEngine struct {
 // more).
 const journalPartition = 0
 
-func newJournalEngine(st *store.Store, holder, fairnessBy string, retryDelay time.Duration, log *slog.Logger,
+// journalEngineConfig is what the journal engine takes of the
+// coordinator's configuration.
+type journalEngineConfig struct {
+	// Holder names this coordinator in the lease.
+	Holder string
+	// Fairness and Scheme are the claims' (Config.Fairness, Config.Scheme).
+	Fairness string
+	Scheme   fairway.CountingScheme
+	// RetryDelay is the first retry's delay (Config.RetryDelay).
+	RetryDelay time.Duration
+}
+
+func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{db: pool, store: st, retryDelay: retryDelay, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
+	e := &journalEngine{db: pool, store: st, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
-		Partition: journalPartition, Holder: holder, Fairness: fairnessBy,
+		Partition: journalPartition, Holder: cfg.Holder, Fairness: cfg.Fairness,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
@@ -179,6 +193,12 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 		return nil, store.Interpret(err)
 	}
 	chaosAfterClaimCommit(e.log, len(claimed)) // a no-op but in the fault suite's build, see chaoshook.go
+	return claimedJobs(claimed, p.Executor), nil
+}
+
+// claimedJobs are the jobs of a claim for executor, as a dispatch reply
+// carries them.
+func claimedJobs(claimed []journal.ClaimedJob, executor string) []fairway.Job {
 	jobs := make([]fairway.Job, len(claimed))
 	for i, c := range claimed {
 		sub := c.Submission
@@ -186,13 +206,50 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 			ID: c.Ref.ID, Group: c.Ref.Group, Task: c.Task, Args: c.Args, Priority: fairway.Priority(c.Priority),
 			State: fairway.StateScheduled, Attempt: int(c.Attempt), Retries: int(c.Retries), MaxRetries: int(c.MaxRetries),
 			Subject: sub.Subject, Submitter: sub.Submitter, Tracker: sub.Tracker, Timeout: sub.Timeout, TraceParent: sub.TraceParent,
-			Submitted: c.Submitted, Executor: p.Executor,
+			Submitted: c.Submitted, Executor: executor,
 		}
 		if len(jobs[i].Args) == 0 {
 			jobs[i].Args = []byte("{}")
 		}
 	}
-	return jobs, nil
+	return jobs
+}
+
+// insertFor is insert that hands the new jobs to r's idle executor in the
+// submission's own transaction when the leader can (journal.Leader.HandOver:
+// this coordinator leads, and the picks are those a claim would make),
+// and returns the jobs handed over for r's reply; else it is insert, and
+// none are.
+func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission, r *parkedRequest) ([]store.Inserted, []fairway.Job, error) {
+	if r != nil && e.leads.Load() {
+		limits, err := e.limits.get(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		items := make([]journal.Item, len(subs))
+		for i, s := range subs {
+			items[i] = journal.ItemOf(s)
+		}
+		req := r.req
+		stored, claimed, err := e.leader.HandOver(ctx, items, journal.ClaimParams{
+			Executor: req.Executor, Instance: req.Instance, Limit: req.Slots, ClaimID: req.RequestID, MaxHeld: r.maxHeld,
+			Tasks: req.Tasks, Groups: req.Groups, Scheme: e.scheme, TaskCaps: req.TaskSlots, ConcurrencyLimits: limits,
+		})
+		switch {
+		case stored:
+			e.leader.Wake()
+			chaosAfterClaimCommit(e.log, len(claimed))
+			out := make([]store.Inserted, len(subs))
+			for i, s := range subs {
+				out[i] = store.Inserted{ID: s.ID, Created: true} // no id was taken (HandOver)
+			}
+			return out, claimedJobs(claimed, req.Executor), nil
+		case err != nil && !errors.Is(err, journal.ErrNoHandOver) && !errors.Is(err, journal.ErrNotLeading):
+			return nil, nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+		}
+	}
+	out, err := e.insert(ctx, subs)
+	return out, nil, err
 }
 
 // report has the leader append a batch of executors' reports (starts,

@@ -109,28 +109,15 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 			return l.claimed(ctx, refs, nil)
 		}
 	}
-	if p.MaxHeld > 0 {
-		p.Limit = min(p.Limit, p.MaxHeld-len(l.state.Held[Instance{Executor: p.Executor, Instance: p.Instance}]))
-	}
-	if p.Limit <= 0 {
+	if p = l.claimParams(p); p.Limit <= 0 {
 		return nil, nil
 	}
 	cur := l.state.Cursor
-	p.Limits = l.state.Limits(p.ConcurrencyLimits, p.TaskCaps)
-	p.Shares = nil
-	if byTime := l.cfg.Fairness == fairness.ByTime; byTime || l.state.Shares.Weighted() {
-		p.Shares = fairness.SharesOf(l.state.Shares, byTime)
-	}
 	picked := l.queues.Claim(p, &cur, time.Now().UnixMicro())
 	if len(picked) == 0 {
 		return nil, nil
 	}
-	refs := make([]fairway.JobRef, len(picked))
-	items := make([]Item, len(picked))
-	for i, c := range picked {
-		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
-		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: l.state.Jobs.Get(refs[i]).Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
-	}
+	refs, items := claimedItems(l.state, p, picked)
 	// Whatever happens next, the reservations end: the jobs the row made
 	// scheduled leave the queues by the fold, the others go back. (The
 	// reservations keep them from whatever folds or reads the queues
@@ -147,6 +134,33 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, err
 	}
 	return l.claimed(ctx, refs, items)
+}
+
+// claimParams completes p from the state, as a claim reads it: its limit
+// bounded by what its instance may still hold, the limits in force and
+// the shares. Called with l.mu held.
+func (l *Leader) claimParams(p ClaimParams) ClaimParams {
+	if p.MaxHeld > 0 {
+		p.Limit = min(p.Limit, p.MaxHeld-len(l.state.Held[Instance{Executor: p.Executor, Instance: p.Instance}]))
+	}
+	p.Limits = l.state.Limits(p.ConcurrencyLimits, p.TaskCaps)
+	p.Shares = nil
+	if byTime := l.cfg.Fairness == fairness.ByTime; byTime || l.state.Shares.Weighted() {
+		p.Shares = fairness.SharesOf(l.state.Shares, byTime)
+	}
+	return p
+}
+
+// claimedItems are the claimed row's items for the jobs a claim picked
+// from s (and their refs): each the next attempt of its job.
+func claimedItems(s *State, p ClaimParams, picked []fairness.Candidate) ([]fairway.JobRef, []Item) {
+	refs := make([]fairway.JobRef, len(picked))
+	items := make([]Item, len(picked))
+	for i, c := range picked {
+		refs[i] = fairway.JobRef{Group: c.Group, ID: c.ID}
+		items[i] = Item{Group: c.Group, ID: c.ID, Attempt: s.Jobs.Get(refs[i]).Attempt + 1, Executor: p.Executor, Instance: p.Instance, Charge: c.Charge, Claim: p.ClaimID}
+	}
+	return refs, items
 }
 
 // claimed are the jobs refs that the claim's items (nil: a claim sent
