@@ -157,8 +157,8 @@ type Config struct {
 	// job's row is its queue entry and its record) or EngineJournal (the
 	// waiting queue in the partition leader's memory, PostgreSQL its log;
 	// see journalEngine and docs/journal.md). Empty, the default: the
-	// engine the database recorded, store.EngineNew (the rows) on a new
-	// database. A database keeps the engine of the first coordinator that
+	// engine the database recorded, store.EngineNew (the journal) on a
+	// new database. A database keeps the engine of the first coordinator that
 	// started on it, and a coordinator that names the other is refused at
 	// Start.
 	Engine string

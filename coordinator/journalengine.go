@@ -18,12 +18,13 @@ import (
 // The values of Config.Engine.
 const (
 	// EngineRows: a job's row in fairway_job is its queue entry and its
-	// record (docs/architecture.md). The default.
+	// record (docs/architecture.md). A database that held jobs before
+	// the journal keeps it until 'fairway migrate --to-journal'.
 	EngineRows = store.EngineRows
 	// EngineJournal: the waiting queue in the leader's memory, PostgreSQL
 	// as its append-only log, a job's row written once at its end
-	// (docs/journal.md). Experimental, issue 31 in progress: see
-	// journalEngine for what it runs.
+	// (docs/journal.md): a new database's engine (store.EngineNew). Issue
+	// 31 in progress: see journalEngine for what it runs.
 	EngineJournal = store.EngineJournal
 )
 
@@ -41,8 +42,8 @@ const (
 // reads, the leader changes), the quotas of queued jobs (the state's
 // counts), the concurrency limits, rate limits and weights
 // (journallimits.go), periodic tasks, job logs (journallogs.go) and
-// graphs (journalgraph.go): the whole API. Not for production yet
-// (docs/journal.md, "The coordinator on the journal"). store.InsertTx
+// graphs (journalgraph.go): the whole API (docs/journal.md, "The
+// coordinator on the journal"). store.InsertTx
 // appends to the journal when the database's engine is the journal (the
 // first coordinator's: store.ChooseEngine).
 type journalEngine struct {

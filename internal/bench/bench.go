@@ -121,7 +121,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Engine = cmp.Or(o.Engine, coordinator.EngineRows)
+	o.Engine = cmp.Or(o.Engine, store.EngineNew)
 	if o.Jobs == 0 {
 		o.Jobs = 100_000
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fairwayhq/fairway/internal/devtest"
 	"io"
 	"net"
 	"os"
@@ -538,30 +539,14 @@ func (c *Cluster) DB(ctx context.Context) (*store.Store, error) {
 }
 
 // freePort returns a port on 127.0.0.1 that nothing listens on now and
-// that this process has not handed out before: the kernel may give a port
-// just closed again, and two executors started at once then collided
-// ("address already in use").
+// that this process has not handed out before (devtest.Port).
 func freePort() int {
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if !portsGiven[port] {
-			portsGiven[port] = true
-			return port
-		}
+	port, err := devtest.Port()
+	if err != nil {
+		panic(err)
 	}
+	return port
 }
-
-var (
-	portsMu    sync.Mutex
-	portsGiven = map[int]bool{}
-)
 
 // logLine is the part of a JSON log line the trace reads.
 type logLine struct {

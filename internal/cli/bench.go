@@ -79,8 +79,8 @@ Scenarios:
             resumes, and the new leader's memory (the journal only)
   all       every scenario in turn (failover only with the journal)
 
-The coordinators run the row engine, a new database's default, unless
---engine journal says.
+The coordinators run the journal engine, a new database's default, unless
+--engine rows says.
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
 <dev-dir>/pg if it is not running); without --nats-url an embedded NATS
@@ -170,7 +170,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
-	f.StringVar(&opts.Engine, "engine", "", "the coordinator's coordinator.engine: rows (the default) or journal (the failover scenario runs on the journal only)")
+	f.StringVar(&opts.Engine, "engine", "", "the coordinator's coordinator.engine: journal (the default) or rows (the failover scenario runs on the journal only)")
 	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
 	f.BoolVar(&opts.JournalMirror, "journal-mirror", false, "append every change of the row engine to the journal too, through triggers (issue 31's dual write, a test device: it costs PostgreSQL several times its CPU per job; see docs/journal.md)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")

@@ -12,16 +12,44 @@ import (
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+// FreePort returns a TCP port on 127.0.0.1 that nothing listens on now
+// (Port), or fails t.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := Port()
 	if err != nil {
 		t.Fatalf("devtest: finding a free port: %v", err)
 	}
-	defer func() { _ = ln.Close() }() // only listened on to learn a free port
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
+
+// Port returns a TCP port on 127.0.0.1 that nothing listens on now and
+// that this process has not handed out before: the kernel may hand a
+// port just closed out again at once, and a test that asks for two (NATS's
+// and the dashboard's, two executors') would get it twice, and one of
+// its servers would not start ("address already in use").
+func Port() (int, error) {
+	given.Lock()
+	defer given.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close() // only listened on to learn a free port
+		if !given.ports[port] {
+			given.ports[port] = true
+			return port, nil
+		}
+	}
+}
+
+// given are the ports Port returned in this process.
+var given = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // Dir returns a new directory, removed when t ends, that the postgres user
 // can reach: as root, fairway dev and the test clusters run PostgreSQL as

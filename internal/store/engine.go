@@ -27,14 +27,13 @@ const (
 	EngineRows    = "rows"
 	EngineJournal = "journal"
 	// EngineNew is the engine of a new database whose first coordinator
-	// names none: the row engine, until the journal matches its figures
-	// where it does not yet (the latency of an idle system, the waits
-	// behind a burst on few slots, short jobs, a queue of 1,000,000 in
-	// 10,000 groups: docs/performance.md, 2026-11-29, seventh session). A
-	// database that held jobs and recorded no engine was given the rows by
-	// migration 025, whatever this says. 'fairway migrate --to-journal'
-	// moves a database of rows onto the journal.
-	EngineNew = EngineRows
+	// names none: the journal, since 2026-11-30, when it measured nowhere
+	// slower than the rows (docs/performance.md, "The journal, a new
+	// database's engine"). A database that held jobs and recorded no
+	// engine was given the rows by migration 025, whatever this says, and
+	// keeps them until 'fairway migrate --to-journal' moves it onto the
+	// journal.
+	EngineNew = EngineJournal
 )
 
 // ChooseEngine records engine as the database's when none is yet (the
