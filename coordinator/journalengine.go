@@ -238,7 +238,6 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 		})
 		switch {
 		case stored:
-			e.leader.Wake()
 			chaosAfterClaimCommit(e.log, len(claimed))
 			out := make([]store.Inserted, len(subs))
 			for i, s := range subs {

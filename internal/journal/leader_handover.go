@@ -90,14 +90,18 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 		l.unsure = true
 		return false, nil, err
 	}
-	if l.cfg.Publish != nil {
-		l.Wake() // their events go at the next catch-up, at once
-	}
+	// The catch-up publishes their events, and wakes the requests for the
+	// batch's jobs not handed over.
+	l.Wake()
+	// Stored whatever follows: the submissions are acknowledged, and the
+	// claim's id finds its jobs once folded (Claim with p.ClaimID).
 	if err := l.fold(ctx, read); err != nil {
-		return true, nil, nil // stored; the claim's id finds its jobs once folded
+		l.cfg.Logger.Warn("reading the journal after a hand-over; its jobs go to the executor's next request", "partition", l.cfg.Partition, "error", err)
+		return true, nil, nil
 	}
 	claimed, err = l.claimed(ctx, refs, claimItems)
 	if err != nil {
+		l.cfg.Logger.Warn("reading the arguments of jobs handed over; they go to the executor's next request", "partition", l.cfg.Partition, "error", err)
 		return true, nil, nil
 	}
 	return true, claimed, nil
