@@ -127,6 +127,26 @@ func (e *journalEngine) insertWorkflow(ctx context.Context, subs []fairway.Submi
 }
 
 func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submission, whole bool) ([]store.Inserted, error) {
+	if !slices.ContainsFunc(subs, func(s fairway.Submission) bool { return len(s.DependsOn) > 0 }) {
+		// The usual batch, with no dependency to check and no id taken,
+		// in one round trip; else the transaction below keeps what it
+		// can.
+		items := make([]journal.Item, len(subs))
+		for i, s := range subs {
+			items[i] = journal.ItemOf(s)
+		}
+		switch err := journal.SubmitFresh(ctx, e.db, journalPartition, items); {
+		case err == nil:
+			e.leader.Wake()
+			out := make([]store.Inserted, len(subs))
+			for i, s := range subs {
+				out[i] = store.Inserted{ID: s.ID, Created: true}
+			}
+			return out, nil
+		case !errors.Is(err, journal.ErrIDTaken):
+			return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
+		}
+	}
 	tx, err := e.db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))

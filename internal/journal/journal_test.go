@@ -551,3 +551,48 @@ func TestManySubmissionsAreSeveralRows(t *testing.T) {
 		require.EqualValues(t, i%10, j.Index(), "job %d's index in its row", i)
 	}
 }
+
+// TestAFreshSubmissionIsAllOrNothing: SubmitFresh stores a batch whose
+// ids are all free, in rows of at most maxRowItems, with its ids taken;
+// a batch with one id taken, or an id twice, stores nothing (ErrIDTaken)
+// and takes no id, and Submit then keeps its free ones.
+func TestAFreshSubmissionIsAllOrNothing(t *testing.T) {
+	ctx, db := t.Context(), pool(t)
+	journal.SetMaxRowItems(t, 10)
+	batch := func(from, n int) []journal.Item {
+		items := make([]journal.Item, n)
+		for i := range items {
+			items[i] = journal.Item{Group: "g", ID: fmt.Sprintf("j%02d", from+i), Task: "t"}
+		}
+		return items
+	}
+	counts := func() (rows, ids int) {
+		require.NoError(t, db.QueryRow(ctx, `SELECT (SELECT count(*) FROM fairway_journal), (SELECT count(*) FROM fairway_job_id)`).Scan(&rows, &ids))
+		return rows, ids
+	}
+	require.NoError(t, journal.SubmitFresh(ctx, db, 0, batch(0, 25)))
+	rows, ids := counts()
+	require.Equal(t, 3, rows, "25 submissions in rows of at most 10")
+	require.Equal(t, 25, ids)
+
+	overlapping := batch(20, 10) // j20..j24 taken
+	require.ErrorIs(t, journal.SubmitFresh(ctx, db, 0, overlapping), journal.ErrIDTaken)
+	twice := append(batch(40, 2), batch(40, 1)...)
+	require.ErrorIs(t, journal.SubmitFresh(ctx, db, 0, twice), journal.ErrIDTaken)
+	rows, ids = counts()
+	require.Equal(t, 3, rows, "nothing stored")
+	require.Equal(t, 25, ids, "no id taken")
+
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	kept, err := journal.Submit(ctx, tx, 0, overlapping)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, kept, 5, "the free ones")
+	require.Equal(t, "j25", kept[0].ID)
+
+	s := journal.NewState()
+	_, err = (&journal.Tail{}).Fold(ctx, db, s)
+	require.NoError(t, err)
+	require.Equal(t, 30, s.Jobs.Len())
+}

@@ -84,7 +84,9 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 		return false, nil, err
 	case errors.Is(err, ErrFenced):
 		l.leading = false
-		l.cfg.Logger.Info("another coordinator leads journal partition now: a hand-over's claim was refused, its submissions stored", "partition", l.cfg.Partition)
+		// The same words as a claim's refused append (Leader.append): the
+		// fault suite's freeze scenario waits for them, whichever it froze.
+		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused (a hand-over's claimed row; its submissions are stored)", "partition", l.cfg.Partition)
 		return true, nil, nil
 	case err != nil:
 		l.unsure = true
@@ -164,17 +166,12 @@ func (l *Leader) handOverPicks(items []Item, p ClaimParams) ([]fairway.JobRef, [
 // is committed).
 func submitHanded(ctx context.Context, q Querier, partition int16, epoch int64, items []Item, body, claimBody []byte,
 	queue func(*pgx.Batch) *TailRead) (*TailRead, error) {
-	groups, ids := make([]string, len(items)), make([]string, len(items))
-	for i, it := range items {
-		groups[i], ids[i] = it.Group, it.ID
-	}
 	var tag pgconn.CommandTag
 	committed := false
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(takeIDsSQL, groups, ids)
 	b.Queue("SELECT pg_advisory_xact_lock_shared($1, $2)", leaseLockClass, int32(partition))
-	b.Queue(appendSQL, partition, Submitted, [][]byte{body})
+	queueFresh(b, partition, items, [][]byte{body})
 	b.Queue(appendFencedSQL, partition, epoch, Claimed, [][]byte{claimBody}).Exec(func(ct pgconn.CommandTag) error {
 		tag = ct
 		return nil
@@ -182,8 +179,7 @@ func submitHanded(ctx context.Context, q Querier, partition int16, epoch int64, 
 	b.Queue("COMMIT").Exec(func(pgconn.CommandTag) error { committed = true; return nil })
 	read := queue(b)
 	if err := q.SendBatch(ctx, b).Close(); err != nil && !committed {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.TableName == "fairway_job_id" {
+		if idTaken(err) {
 			return nil, ErrNoHandOver
 		}
 		return nil, fmt.Errorf("handing over %d submissions: %w", len(items), err)
@@ -193,7 +189,3 @@ func submitHanded(ctx context.Context, q Querier, partition int16, epoch int64, 
 	}
 	return read, nil
 }
-
-// takeIDsSQL takes the ids of new jobs, refusing one taken before (the
-// hand-over's insert: Submit takes them with ON CONFLICT DO NOTHING).
-const takeIDsSQL = `INSERT INTO fairway_job_id (group_name, id) SELECT * FROM unnest($1::text[], $2::text[])`
