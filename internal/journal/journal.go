@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Querier is what appends and reads need: a pool, a connection or a
@@ -683,13 +684,40 @@ func SubmitFresh(ctx context.Context, q Querier, partition int16, items []Item) 
 	b.Queue("BEGIN")
 	queueFresh(b, partition, items, bodies)
 	b.Queue("COMMIT")
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	if err := sendOwnTx(ctx, q, b); err != nil {
 		if idTaken(err) {
 			return ErrIDTaken
 		}
 		return fmt.Errorf("storing %d submissions: %w", len(items), err)
 	}
 	return nil
+}
+
+// sendOwnTx sends b, which begins a transaction and commits it, on one
+// connection of q (a pool's, or q itself): when a statement fails, the
+// transaction is rolled back on that connection before it goes back to
+// the pool, which would close a connection returned in a failed
+// transaction (and a new one costs PostgreSQL a process: submissions
+// sent again and again, each refused on a taken id, would churn them).
+func sendOwnTx(ctx context.Context, q Querier, b *pgx.Batch) error {
+	p, ok := q.(interface {
+		Acquire(context.Context) (*pgxpool.Conn, error)
+	})
+	if !ok {
+		return q.SendBatch(ctx, b).Close()
+	}
+	conn, err := p.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	err = conn.SendBatch(ctx, b).Close()
+	if err != nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		rollback, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(rollback, "ROLLBACK") // else Release closes it
+	}
+	return err
 }
 
 // queueFresh queues the plain insert of items' ids and the submitted rows

@@ -576,9 +576,13 @@ func TestAFreshSubmissionIsAllOrNothing(t *testing.T) {
 	require.Equal(t, 25, ids)
 
 	overlapping := batch(20, 10) // j20..j24 taken
-	require.ErrorIs(t, journal.SubmitFresh(ctx, db, 0, overlapping), journal.ErrIDTaken)
+	opened := db.Stat().NewConnsCount()
+	for range 5 {
+		require.ErrorIs(t, journal.SubmitFresh(ctx, db, 0, overlapping), journal.ErrIDTaken)
+	}
 	twice := append(batch(40, 2), batch(40, 1)...)
 	require.ErrorIs(t, journal.SubmitFresh(ctx, db, 0, twice), journal.ErrIDTaken)
+	require.Equal(t, opened, db.Stat().NewConnsCount(), "a refusal keeps its connection (rolled back, not closed)")
 	rows, ids = counts()
 	require.Equal(t, 3, rows, "nothing stored")
 	require.Equal(t, 25, ids, "no id taken")

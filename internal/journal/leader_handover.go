@@ -178,7 +178,7 @@ func submitHanded(ctx context.Context, q Querier, partition int16, epoch int64, 
 	})
 	b.Queue("COMMIT").Exec(func(pgconn.CommandTag) error { committed = true; return nil })
 	read := queue(b)
-	if err := q.SendBatch(ctx, b).Close(); err != nil && !committed {
+	if err := sendOwnTx(ctx, q, b); err != nil && !committed {
 		if idTaken(err) {
 			return nil, ErrNoHandOver
 		}
