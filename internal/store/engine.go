@@ -28,11 +28,11 @@ const (
 	EngineJournal = "journal"
 	// EngineNew is the engine of a new database whose first coordinator
 	// names none: the journal, since 2026-11-30, when it measured nowhere
-	// slower than the rows (docs/performance.md, "The journal, a new
-	// database's engine"). A database that held jobs and recorded no
-	// engine was given the rows by migration 025, whatever this says, and
-	// keeps them until 'fairway migrate --to-journal' moves it onto the
-	// journal.
+	// slower than the rows (docs/performance.md, 2026-11-30, later:
+	// "Every scenario, both engines, the same binary"). A database that
+	// held jobs and recorded no engine was given the rows by migration
+	// 025, whatever this says, and keeps them until 'fairway migrate
+	// --to-journal' moves it onto the journal.
 	EngineNew = EngineJournal
 )
 
