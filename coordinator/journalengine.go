@@ -131,18 +131,10 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 		// The usual batch, with no dependency to check and no id taken,
 		// in one round trip; else the transaction below keeps what it
 		// can.
-		items := make([]journal.Item, len(subs))
-		for i, s := range subs {
-			items[i] = journal.ItemOf(s)
-		}
-		switch err := journal.SubmitFresh(ctx, e.db, journalPartition, items); {
+		switch err := journal.SubmitFresh(ctx, e.db, journalPartition, itemsOf(subs)); {
 		case err == nil:
 			e.leader.Wake()
-			out := make([]store.Inserted, len(subs))
-			for i, s := range subs {
-				out[i] = store.Inserted{ID: s.ID, Created: true}
-			}
-			return out, nil
+			return allCreated(subs), nil
 		case !errors.Is(err, journal.ErrIDTaken):
 			return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 		}
@@ -191,6 +183,25 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 		delete(created, ref) // an id twice in subs: the first is the job
 	}
 	return out, nil
+}
+
+// itemsOf are subs as a submitted row's items.
+func itemsOf(subs []fairway.Submission) []journal.Item {
+	items := make([]journal.Item, len(subs))
+	for i, s := range subs {
+		items[i] = journal.ItemOf(s)
+	}
+	return items
+}
+
+// allCreated is the answer to subs when each made its job (no id was
+// taken).
+func allCreated(subs []fairway.Submission) []store.Inserted {
+	out := make([]store.Inserted, len(subs))
+	for i, s := range subs {
+		out[i] = store.Inserted{ID: s.ID, Created: true}
+	}
+	return out
 }
 
 // claim claims jobs for a dispatch request from the leader's memory.
@@ -247,23 +258,15 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 		if err != nil {
 			return nil, nil, err
 		}
-		items := make([]journal.Item, len(subs))
-		for i, s := range subs {
-			items[i] = journal.ItemOf(s)
-		}
 		req := r.req
-		stored, claimed, err := e.leader.HandOver(ctx, items, journal.ClaimParams{
+		stored, claimed, err := e.leader.HandOver(ctx, itemsOf(subs), journal.ClaimParams{
 			Executor: req.Executor, Instance: req.Instance, Limit: req.Slots, ClaimID: req.RequestID, MaxHeld: r.maxHeld,
 			Tasks: req.Tasks, Groups: req.Groups, Scheme: e.scheme, TaskCaps: req.TaskSlots, ConcurrencyLimits: limits,
 		})
 		switch {
 		case stored:
 			chaosAfterClaimCommit(e.log, len(claimed))
-			out := make([]store.Inserted, len(subs))
-			for i, s := range subs {
-				out[i] = store.Inserted{ID: s.ID, Created: true} // no id was taken (HandOver)
-			}
-			return out, claimedJobs(claimed, req.Executor), nil
+			return allCreated(subs), claimedJobs(claimed, req.Executor), nil // no id was taken (HandOver)
 		case err != nil && !errors.Is(err, journal.ErrNoHandOver) && !errors.Is(err, journal.ErrNotLeading):
 			return nil, nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 		}

@@ -670,15 +670,9 @@ func SubmitFresh(ctx context.Context, q Querier, partition int16, items []Item) 
 	if len(items) == 0 {
 		return nil
 	}
-	var bodies [][]byte
-	for rest := items; len(rest) > 0; {
-		chunk := rest[:min(len(rest), maxRowItems)]
-		rest = rest[len(chunk):]
-		body, err := Encode(chunk)
-		if err != nil {
-			return err
-		}
-		bodies = append(bodies, body)
+	bodies, err := encodeRows(items)
+	if err != nil {
+		return err
 	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
@@ -779,17 +773,28 @@ SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING RETURNING gr
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	// In rows of at most maxRowItems, in their order.
-	for rest := kept; len(rest) > 0; {
+	bodies, err := encodeRows(kept)
+	if err != nil {
+		return nil, err
+	}
+	if err := Append(ctx, tx, partition, Submitted, bodies...); err != nil {
+		return nil, err
+	}
+	return kept, nil
+}
+
+// encodeRows encodes items as the bodies of rows of at most maxRowItems,
+// in their order.
+func encodeRows(items []Item) ([][]byte, error) {
+	var bodies [][]byte
+	for rest := items; len(rest) > 0; {
 		chunk := rest[:min(len(rest), maxRowItems)]
 		rest = rest[len(chunk):]
 		body, err := Encode(chunk)
 		if err != nil {
 			return nil, err
 		}
-		if err := Append(ctx, tx, partition, Submitted, body); err != nil {
-			return nil, err
-		}
+		bodies = append(bodies, body)
 	}
-	return kept, nil
+	return bodies, nil
 }

@@ -814,12 +814,20 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 	}
 	switch {
 	case errors.Is(err, ErrFenced):
-		l.leading = false
-		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", n)
+		l.refused(n)
 	case err != nil:
 		l.unsure = true
 	}
 	return read, err
+}
+
+// refused is what the leader does when an append of its rows was refused
+// (ErrFenced: another took the lease): it leads no more, and says so (the
+// fault suite's freeze scenario waits for these words). Called with l.mu
+// held.
+func (l *Leader) refused(rows int) {
+	l.leading = false
+	l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", rows)
 }
 
 // send appends batches (a row each) with epoch and the records of ends,

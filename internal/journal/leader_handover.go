@@ -82,11 +82,8 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 	switch {
 	case errors.Is(err, ErrNoHandOver):
 		return false, nil, err
-	case errors.Is(err, ErrFenced):
-		l.leading = false
-		// The same words as a claim's refused append (Leader.append): the
-		// fault suite's freeze scenario waits for them, whichever it froze.
-		l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused (a hand-over's claimed row; its submissions are stored)", "partition", l.cfg.Partition)
+	case errors.Is(err, ErrFenced): // its submissions are stored all the same
+		l.refused(1)
 		return true, nil, nil
 	case err != nil:
 		l.unsure = true
