@@ -103,7 +103,11 @@ type Job struct {
 	Progress     int        `json:"progress"`
 	// Executor is the app-id of the executor running the job or that ran
 	// it last. (Its JSON name "worker" is the wire contract: it stays.)
-	Executor   string          `json:"worker,omitempty"`
+	Executor string `json:"worker,omitempty"`
+	// LeaseUntil is no longer set (since 2026-11-30, when the row engine
+	// went: the journal's leader keeps a job an executor holds while its
+	// heartbeats come); it stays in the wire format for the clients that
+	// read it.
 	LeaseUntil *time.Time      `json:"lease_until,omitempty"`
 	Submitted  time.Time       `json:"submitted"`
 	Started    *time.Time      `json:"started,omitempty"`

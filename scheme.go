@@ -8,8 +8,9 @@ import (
 )
 
 // CountingScheme is Docspell's "H,L": take H high-priority jobs, then L
-// low-priority ones, then start over. Fair selection (store.Claim) asks it
-// which priority to prefer at each step.
+// low-priority ones, then start over. Fair selection (internal/fairness,
+// in the journal leader's claims) asks it which priority to prefer at each
+// step.
 type CountingScheme struct{ High, Low int }
 
 // At returns the priority the scheme asks for at position n of the global

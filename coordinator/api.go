@@ -72,15 +72,13 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 		}
 		enqueue(msg, group, request{group: group, data: msg.Data, forwarded: forwarded}, verb)
 	}
-	if c.journal != nil {
-		// The requests followers forward (forwardToLeader), answered while
-		// this coordinator leads.
-		c.leaderAPI.setHandler(func(msg *nats.Msg) {
-			if subject, ok := c.subjects.ParseToLeader(msg.Subject); ok {
-				route(msg, subject, true)
-			}
-		})
-	}
+	// The requests followers forward (forwardToLeader), answered while
+	// this coordinator leads.
+	c.leaderAPI.setHandler(func(msg *nats.Msg) {
+		if subject, ok := c.subjects.ParseToLeader(msg.Subject); ok {
+			route(msg, subject, true)
+		}
+	})
 	if err := c.subs.subscribe(c.subjects.APIAll(), func(msg *nats.Msg) { route(msg, msg.Subject, false) }); err != nil {
 		return err
 	}
@@ -206,7 +204,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
-	case c.journal != nil && !r.forwarded && c.journal.forwards(name):
+	case !r.forwarded && c.journal.forwards(name):
 		var data []byte
 		data, err = c.forwardToLeader(ctx, msg)
 		switch {
@@ -272,42 +270,22 @@ func jobVerb(f func(c *Coordinator, ctx context.Context, group string, req event
 }
 
 func (c *Coordinator) apiGet(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		job, err := c.journalGet(ctx, group, req.ID)
-		return events.Reply{Job: job}, err
-	}
-	job, err := c.store.Get(ctx, group, req.ID)
+	job, err := c.journalGet(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 
 func (c *Coordinator) apiCancel(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		job, err := c.journalCancel(ctx, group, req.ID)
-		return events.Reply{Job: job}, err
-	}
-	job, err := c.cancelJob(ctx, group, req.ID)
+	job, err := c.journalCancel(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 
 func (c *Coordinator) apiRelease(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		job, err := c.journalRelease(ctx, group, req.ID)
-		return events.Reply{Job: job}, err
-	}
-	job, err := c.store.Release(ctx, group, req.ID)
-	if err != nil {
-		return events.Reply{}, err
-	}
-	c.afterChange([]store.Applied{{Group: job.Group, JobID: job.ID, State: job.State, RunAt: job.RunAt}})
-	return events.Reply{Job: job}, nil
+	job, err := c.journalRelease(ctx, group, req.ID)
+	return events.Reply{Job: job}, err
 }
 
 func (c *Coordinator) apiPriority(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		job, err := c.journalPriority(ctx, group, req.ID, req.Priority)
-		return events.Reply{Job: job}, err
-	}
-	job, err := c.store.SetPriority(ctx, group, req.ID, req.Priority)
+	job, err := c.journalPriority(ctx, group, req.ID, req.Priority)
 	return events.Reply{Job: job}, err
 }
 
@@ -418,74 +396,15 @@ func (c *Coordinator) submit(ctx context.Context, group string, data []byte) (*f
 		err = c.quotas.admitOne(ctx, sub)
 	}
 	if err != nil {
-		_, ierr := c.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, "", err)})
+		ierr := c.store.Reject(ctx, []store.Rejection{rejection(sub, group, "", err)})
 		if ierr == nil {
 			c.relay.kick()
 		}
 		return nil, err
 	}
-	if c.journal != nil {
-		return c.journalSubmit(ctx, sub)
-	}
-	res, err := c.store.InsertJobs(ctx, []fairway.Submission{sub}, nil)
-	if err != nil {
-		return nil, err
-	}
-	c.relay.kick()
-	if res[0].Err != nil {
-		return nil, res[0].Err
-	}
-	if res[0].Created {
-		if len(sub.DependsOn) > 0 {
-			// Answered as it stands after the resolution: released when
-			// its dependencies have all succeeded already.
-			if err := c.deps.resolve(ctx, nil, []fairway.JobRef{{Group: sub.Group, ID: sub.ID}}); err != nil {
-				c.log.Warn("resolving a job stored with dependencies; the sweep tries again", "job_id", sub.ID, "error", err)
-			}
-		}
-		c.jobsAdded(sub)
-	}
-	return c.store.Get(ctx, sub.Group, sub.ID)
+	return c.journalSubmit(ctx, sub)
 }
 
 func rejection(sub fairway.Submission, group, task string, err error) store.Rejection {
 	return store.Rejection{JobID: sub.ID, Group: group, Task: cmp.Or(task, sub.Task), Err: fairway.AsError(err)}
-}
-
-// jobsAdded wakes executors for a job that is due now, or remembers when
-// it will be.
-func (c *Coordinator) jobsAdded(subs ...fairway.Submission) {
-	now := time.Now()
-	notify := false
-	for _, s := range subs {
-		if s.Held() {
-			continue // released later: that wakes the executors
-		}
-		if s.RunAt != nil && s.RunAt.After(now) {
-			c.due.add(*s.RunAt)
-		} else {
-			notify = true
-		}
-	}
-	if notify {
-		c.dispatcher.notifyWork()
-	}
-}
-
-// cancelJob cancels a job and tells its executor when it holds it.
-func (c *Coordinator) cancelJob(ctx context.Context, group, id string) (*fairway.Job, error) {
-	res, err := c.store.Cancel(ctx, group, id)
-	if err != nil {
-		return nil, err
-	}
-	c.relay.kick()
-	if res.Signal {
-		// The claim counted the attempt it handed out: the executor holds
-		// exactly this one, scheduled or running.
-		data, _ := json.Marshal(events.CancelCommand{Group: res.Job.Group, JobID: id, Attempt: res.Job.Attempt})
-		if err := c.nc.Publish(c.subjects.Cancel(res.Job.Executor), data); err != nil {
-			return nil, fmt.Errorf("telling executor %q to cancel job %s: %w", res.Job.Executor, id, err)
-		}
-	}
-	return &res.Job, nil
 }

@@ -26,16 +26,8 @@ const (
 )
 
 func (c *Coordinator) apiRetry(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		job, err := c.journalRetry(ctx, group, req.ID)
-		return events.Reply{Job: job}, err
-	}
-	job, err := c.store.Retry(ctx, group, req.ID)
-	if err != nil {
-		return events.Reply{}, err
-	}
-	c.afterChange([]store.Applied{{Group: job.Group, JobID: job.ID, State: job.State, RunAt: job.RunAt}})
-	return events.Reply{Job: job}, nil
+	job, err := c.journalRetry(ctx, group, req.ID)
+	return events.Reply{Job: job}, err
 }
 
 // apiStats answers stats. Window and bucket are checked against their
@@ -66,13 +58,9 @@ func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, er
 	// The computation runs under the context of the request that started
 	// it (all are bounded by apiTimeout alike).
 	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) {
-		var live store.LiveStatsFunc
-		if c.journal != nil {
-			live = func(ctx context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
-				return c.journalStatsLive(ctx, p.Group, since, now, bucket)
-			}
-		}
-		return c.store.Stats(ctx, p, live)
+		return c.store.Stats(ctx, p, func(ctx context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
+			return c.journalStatsLive(ctx, p.Group, since, now, bucket)
+		})
 	})
 	return events.Reply{Stats: st}, err
 }
@@ -91,11 +79,7 @@ type statsKey struct {
 // bulkActions are the per-job verbs a bulk request may apply.
 var bulkActions = map[string]func(c *Coordinator, ctx context.Context, group, id string) error{
 	events.BulkCancel: func(c *Coordinator, ctx context.Context, group, id string) error {
-		cancel := c.cancelJob
-		if c.journal != nil {
-			cancel = c.journalCancel
-		}
-		_, err := cancel(ctx, group, id)
+		_, err := c.journalCancel(ctx, group, id)
 		return err
 	},
 	events.BulkRetry: func(c *Coordinator, ctx context.Context, group, id string) error {
@@ -136,11 +120,8 @@ func (c *Coordinator) apiBulk(ctx context.Context, r request) (events.Reply, err
 	}
 	params.Limit = limit
 	var refs []fairway.JobRef
-	list := c.store.ListJobs
-	if c.journal != nil {
-		list = c.journalList // on the leader (leaderVerbs), which changes the jobs one by one
-	}
-	next, err := list(ctx, params, func(j fairway.Job) bool {
+	// On the leader (leaderVerbs), which changes the jobs one by one.
+	next, err := c.journalList(ctx, params, func(j fairway.Job) bool {
 		refs = append(refs, fairway.JobRef{Group: j.Group, ID: j.ID})
 		return true
 	})

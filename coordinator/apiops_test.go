@@ -20,7 +20,7 @@ import (
 // journal's (a bulk goes to the partition's leader).
 func TestBulkRetryAndStats(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, bulkRetryAndStats)
+	bulkRetryAndStats(t, setupRetrying(t))
 }
 
 func bulkRetryAndStats(t *testing.T, h *harness) {

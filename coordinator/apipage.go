@@ -123,11 +123,7 @@ func (c *Coordinator) apiList(ctx context.Context, r request) (events.Reply, err
 	buf := bytes.NewBufferString(`{"jobs":[`)
 	var truncated []string
 	n := 0
-	list := c.store.ListJobs
-	if c.journal != nil {
-		list = c.journalList
-	}
-	next, err := list(ctx, params, func(j fairway.Job) bool {
+	next, err := c.journalList(ctx, params, func(j fairway.Job) bool {
 		data, err := json.Marshal(j)
 		if err != nil {
 			return false
@@ -181,11 +177,9 @@ func (c *Coordinator) apiLogs(ctx context.Context, r request) (events.Reply, err
 	if req.Limit < 0 || req.Limit > store.LogsLimitMax {
 		return events.Reply{}, fairway.Invalid("limit", "%d is not in 0..%d", req.Limit, store.LogsLimitMax)
 	}
-	live := false
-	if c.journal != nil {
-		if live, err = c.journalLogsLive(ctx, fairway.JobRef{Group: group, ID: req.ID}); err != nil {
-			return events.Reply{}, err
-		}
+	live, err := c.journalLogsLive(ctx, fairway.JobRef{Group: group, ID: req.ID})
+	if err != nil {
+		return events.Reply{}, err
 	}
 	var reply events.Reply
 	budget, size := r.maxReply-replyEnvelope, 0

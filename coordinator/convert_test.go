@@ -10,6 +10,7 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,7 @@ import (
 // with jobs in every unfinished state, a weight and a rate limit, is
 // moved onto the journal (store.ConvertToJournal, 'fairway migrate
 // --to-journal'), refused while a coordinator runs; a coordinator that
-// names no engine then runs it on the journal: the waiting job runs, the
+// refuses it until then, and runs it on the journal after: the waiting job runs, the
 // pending one once its dependency succeeded, the one an executor held
 // runs again with its attempt counted, the stuck one at its retry's time;
 // the one whose cancel was requested is cancelled; ids and log lines
@@ -27,16 +28,34 @@ import (
 func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st := storetest.OpenJournal(t) // no engine yet, no mirror
-	_, err := st.ChooseEngine(ctx, store.EngineRows)
+	st := storetest.Open(t) // no engine yet
+	// A database of the row engine, which no coordinator of this version
+	// runs: its jobs' rows, written as that engine wrote them.
+	_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_engine (engine) VALUES ('rows')`)
 	require.NoError(t, err)
-	sub := func(id string, deps ...string) fairway.Submission {
-		s := fairway.Submission{Group: "acme", ID: id, Task: "echo", Args: json.RawMessage(`{"id":"` + id + `"}`), DependsOn: deps}
+	for i, id := range []string{"done", "waiting", "blocked", "stuck", "held", "cancelling"} {
+		var deps []string
+		state := "waiting"
+		if id == "blocked" {
+			deps, state = []string{"waiting"}, "pending"
+		}
+		_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, args, priority, state, max_retries, run_at, submitted, depends_on)
+			VALUES ($1, 'echo', 'acme', $2, 'low', $3, 3, now() + $4 * interval '1 microsecond', now() + $4 * interval '1 microsecond', $5)`,
+			id, `{"id":"`+id+`"}`, state, i, deps)
+		require.NoError(t, err)
+	}
+	_, err = st.Pool().Exec(ctx, `UPDATE fairway_job SET has_dependents = true WHERE id = 'waiting'`)
+	require.NoError(t, err)
+	sub := func(id string) fairway.Submission {
+		s := fairway.Submission{Group: "acme", ID: id, Task: "echo", Args: json.RawMessage(`{"id":"` + id + `"}`)}
 		require.NoError(t, s.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
 		return s
 	}
-	_, err = st.InsertJobs(ctx, []fairway.Submission{sub("done"), sub("waiting"), sub("blocked", "waiting"), sub("stuck"), sub("held"), sub("cancelling")}, nil)
+	// Refused by a coordinator's start, with what to do.
+	_, nc := natstest.Start(t)
+	refused, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
+	require.ErrorContains(t, refused.Start(ctx), "fairway migrate --to-journal")
 	exec := func(sql string) {
 		t.Helper()
 		_, err := st.Pool().Exec(ctx, sql)
@@ -71,7 +90,7 @@ func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM fairway_job), (SELECT count(*) FROM fairway_job_id), (SELECT count(*) FROM fairway_job_log)`).Scan(&records, &ids, &lines))
 	require.Equal(t, []int{2, 6, 1}, []int{records, ids, lines}, "the records of done and cancelling; every id; the log line")
 
-	// A coordinator that names no engine runs the database on the journal.
+	// A coordinator runs the database on the journal.
 	h, _ := setupOn(t, st, coordinator.Config{Logger: testLogger(t), RetryDelay: 20 * time.Millisecond})
 	job, err := h.client.Get(ctx, "acme", "cancelling")
 	require.NoError(t, err)

@@ -109,9 +109,10 @@ type Config struct {
 	EventPerMessage bool
 	// StreamOptions tunes the JetStream streams.
 	StreamOptions events.StreamOptions
-	// QuotaJobs caps each group's queued jobs (pending, waiting, stuck: not
-	// final and not held by an executor): a submission beyond it is refused
-	// with code quota. Defaults to 100,000; negative is unlimited.
+	// QuotaJobs caps each group's unfinished jobs (pending, waiting, stuck,
+	// and those executors hold: the partition's state counts them all): a
+	// submission beyond it is refused with code quota. Defaults to 100,000;
+	// negative is unlimited.
 	QuotaJobs int
 	// QuotaSubmitRate caps each group's submissions per second through
 	// this coordinator (a token bucket of QuotaSubmitBurst). Over it, a
@@ -153,15 +154,6 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
-	// Engine is where jobs are stored and change state: EngineRows (a
-	// job's row is its queue entry and its record) or EngineJournal (the
-	// waiting queue in the partition leader's memory, PostgreSQL its log;
-	// see journalEngine and docs/journal.md). Empty, the default: the
-	// engine the database recorded, store.EngineNew (the journal) on a
-	// new database. A database keeps the engine of the first coordinator that
-	// started on it, and a coordinator that names the other is refused at
-	// Start.
-	Engine string
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). Nothing that decides when a job or
 	// a periodic task is due reads it; durations use the monotonic clock.
@@ -207,9 +199,6 @@ func (c Config) validate() error {
 	var errs []error
 	if c.Fairness != istore.FairnessJobs && c.Fairness != istore.FairnessTime {
 		errs = append(errs, fmt.Errorf("fairness %q: must be %q or %q", c.Fairness, istore.FairnessJobs, istore.FairnessTime))
-	}
-	if c.Engine != "" && c.Engine != EngineRows && c.Engine != EngineJournal {
-		errs = append(errs, fmt.Errorf("engine %q: must be %q or %q (or empty: the database's)", c.Engine, EngineRows, EngineJournal))
 	}
 	if c.Scheme.High < 0 || c.Scheme.Low < 0 || c.Scheme.High+c.Scheme.Low == 0 {
 		errs = append(errs, fmt.Errorf("counting-scheme %d,%d: both must be ≥ 0 and not both 0", c.Scheme.High, c.Scheme.Low))
@@ -278,12 +267,10 @@ type Coordinator struct {
 	relay      *relay         // the outbox → JetStream publisher
 	lead       *leadership    // the maintenance leader election
 	sweeper    *leaseSweeper  // lease expiry, timed releases, gone executors
-	due        *dueTimers     // wakes executors when delayed jobs become due
 	periodic   *periodicFirer // fires the periodic tasks
 	pruner     *pruner        // retention
-	deps       *dependents    // resolves the jobs that depend on others
-	journal    *journalEngine // Config.Engine journal: the hot path on the journal (nil: the row engine)
-	leaderAPI  *leaderOnly    // with the journal: the API requests followers forward to the leader
+	journal    *journalEngine // the hot path: the journal's leader holds the unfinished jobs
+	leaderAPI  *leaderOnly    // the API requests followers forward to the leader
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -315,40 +302,32 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 		subs:     &subscriptions{nc: nc},
 	}
 	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
-	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, cfg.QuotaSubmitBytesRate, cfg.QuotaSubmitBytesBurst, st, c.metrics.quotaRefused)
+	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, cfg.QuotaSubmitBytesRate, cfg.QuotaSubmitBytesBurst, c.metrics.quotaRefused)
 	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
 	// What every service is built on (serviceBase).
 	base := serviceBase{store: st, log: c.log, metrics: c.metrics, tracer: c.tracer, nc: nc, js: js, subjects: c.subjects}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, base, c.dead)
-	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, RetryDelay: cfg.RetryDelay, HeartbeatTimeout: cfg.HeartbeatTimeout},
-		base, c.tasks, c.afterChange, c.relay.kick, c.respond, c.replyError)
+	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, HeartbeatTimeout: cfg.HeartbeatTimeout},
+		base, c.tasks, c.respond, c.replyError)
 	c.dispatcher.ownResults = c.ownResults
-	c.results = newResults(resultsConfig{RetryDelay: cfg.RetryDelay, LearnRunTimes: cfg.Fairness == istore.FairnessTime}, base, c.dead, c.afterChange, c.relay.kick)
+	c.results = newResults(resultsConfig{}, base, c.dead)
 	c.lead = &leadership{store: st, holder: fairway.NewID(), log: c.log}
-	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease, RetryDelay: cfg.RetryDelay}, base, c.lead.answeringSince, c.afterChange)
-	c.due = newDueTimers(dueConfig{}, base, c.hostNow, c.dispatcher.notifyWork)
-	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, base, c.id, c.periodicNow, c.afterChange, c.relay.kick)
+	c.sweeper = newLeaseSweeper(sweepConfig{Lease: cfg.Lease}, base, c.lead.answeringSince)
+	c.periodic = newPeriodicFirer(periodicConfig{Retries: *cfg.Retries}, base, c.id, c.periodicNow, c.relay.kick)
 	c.pruner = newPruner(pruneConfig{Retention: cfg.Retention}, base)
 	// The leader-only services: started when this coordinator gains the
 	// maintenance lead, stopped when it loses it.
 	c.lead.services = &leaderServices{loops: []func(context.Context){c.sweeper.run, c.periodic.run, c.pruner.run}}
-	c.deps = newDependents(dependentsConfig{}, base, c.lead, c.afterChange)
-	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, Lease: cfg.Lease, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
-		base, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver,
-		c.relay.kick, c.deps.queueStored, c.jobsAdded)
+	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
+		base, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver, c.relay.kick)
+	c.onJournal()
 	return c, nil
 }
 
-// runOn puts the services on engine, the database's (Start reads it
-// before it starts them): on the journal, the hot path goes through the
-// partition's leader (journalEngine), and the API requests that need the
-// unfinished jobs are forwarded to it.
-func (c *Coordinator) runOn(engine string) {
-	c.cfg.Engine = engine
-	c.deps.off = engine == EngineJournal
-	if engine != EngineJournal {
-		return
-	}
+// onJournal puts the services on the journal engine: the hot path goes
+// through the partition's leader (journalEngine), and the API requests
+// that need the unfinished jobs are forwarded to it.
+func (c *Coordinator) onJournal() {
 	c.leaderAPI = &leaderOnly{nc: c.nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
 	serve := func(on bool) {
 		c.dispatcher.serveDispatch(on)
@@ -386,12 +365,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.log.Warn("a submission with args of coordinator.max-args-size would not fit in the NATS server's max_payload; set max_payload to at least the size needed (e.g. max_payload: 8MB)",
 			"max_args_size", c.cfg.MaxArgsSize, "max_payload", c.nc.MaxPayload(), "needed", need)
 	}
-	// The database keeps one engine: the first coordinator's.
-	engine, err := c.store.ChooseEngine(ctx, c.cfg.Engine)
-	if err != nil {
+	// A database of the row engine, which this version no longer runs, is
+	// refused until it is moved onto the journal.
+	if err := c.store.OpenJournal(ctx); err != nil {
 		return err
 	}
-	c.runOn(engine)
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
 	}
@@ -424,54 +402,39 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.journal != nil {
-		c.goLoop(runCtx, c.journal.run)
-		// Started means ready: the partition's state restored (2.6 s for
-		// 1,000,000 waiting jobs) and, on the leader, dispatch answered.
-		// Before that an executor's request finds no responder.
-		wait := time.NewTimer(startRestoreWait)
-		select {
-		case <-c.journal.leader.Restored():
-		case <-ctx.Done():
-		case <-wait.C:
-			c.log.Warn("the journal's state is not restored yet; starting anyway (reads and dispatch wait for it)", "waited", startRestoreWait.String())
-		}
-		wait.Stop()
+	c.goLoop(runCtx, c.journal.run)
+	// Started means ready: the partition's state restored (2.6 s for
+	// 1,000,000 waiting jobs) and, on the leader, dispatch answered.
+	// Before that an executor's request finds no responder.
+	wait := time.NewTimer(startRestoreWait)
+	select {
+	case <-c.journal.leader.Restored():
+	case <-ctx.Done():
+	case <-wait.C:
+		c.log.Warn("the journal's state is not restored yet; starting anyway (reads and dispatch wait for it)", "waited", startRestoreWait.String())
 	}
+	wait.Stop()
 	c.lead.try(runCtx) // a coordinator alone leads from its start
 	c.goLoop(runCtx, c.lead.run)
 	c.goLoop(runCtx, c.relay.run)
 	c.goLoop(runCtx, c.dispatcher.parkLoop)
-	c.goLoop(runCtx, c.deps.run) // off on the journal: its leader resolves dependents (its resolved rows)
-	if c.journal == nil {
-		// On the journal, the leader keeps the due times (its queues'
-		// timers).
-		c.goLoop(runCtx, c.due.run)
-	}
-	// Jobs stored in callers' transactions (store.InsertTx): their events
-	// and the executors' wake-up follow the commit, not the next poll.
+	// Jobs stored in callers' transactions (store.InsertTx): the leader
+	// reads them from the journal's tail after the commit, not at the
+	// next poll.
 	c.goLoop(runCtx, func(ctx context.Context) {
 		c.store.ListenJobs(ctx, func() {
-			if c.journal != nil {
-				c.journal.leader.Wake() // the leader reads them from the tail
-			}
+			c.journal.leader.Wake()
 			c.relay.kick()
 			c.dispatcher.notifyWork()
-			c.deps.add(nil, nil, true) // they may have dependencies
 		})
 	})
 	if err := c.periodic.clearDeadMarks(ctx); err != nil {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}
 	c.periodic.kick()
-	if c.journal == nil {
-		if err := c.due.load(ctx); err != nil {
-			c.log.Warn("reading the next due times; relying on the executors' wakeup period", "error", err)
-		}
-	}
 	c.relay.kick()
 	c.dispatcher.notifyWork()
-	c.log.Info("coordinator started", "engine", c.cfg.Engine, "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
+	c.log.Info("coordinator started", "prefix", c.cfg.Prefix, "counting_scheme", fmt.Sprintf("%d,%d", c.cfg.Scheme.High, c.cfg.Scheme.Low),
 		"retries", *c.cfg.Retries, "retry_delay", c.cfg.RetryDelay.String(), "lease", c.cfg.Lease.String())
 	return nil
 }
@@ -539,28 +502,4 @@ func (c *Coordinator) stopLocked() {
 func coordinatorID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), fairway.NewID()[24:])
-}
-
-// afterChange follows up committed changes: publish their events, wake
-// executors when jobs became eligible now, and remember later due times.
-func (c *Coordinator) afterChange(applied []istore.Applied) {
-	if len(applied) == 0 {
-		return
-	}
-	c.relay.kick()
-	c.deps.queueChanges(applied)
-	if c.store.LimitsInUse() {
-		// A job that left an executor may free a slot that a limit kept
-		// an idle executor from taking.
-		c.dispatcher.notifyWork()
-	}
-	for _, a := range applied {
-		if a.State == fairway.StateWaiting || a.State == fairway.StateStuck {
-			if a.RunAt.After(c.hostNow()) {
-				c.due.add(a.RunAt)
-			} else {
-				c.dispatcher.notifyWork()
-			}
-		}
-	}
 }

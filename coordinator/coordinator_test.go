@@ -679,7 +679,7 @@ func TestStartWaitsForJetStream(t *testing.T) {
 // engines (the journal's leader releases and expires by its own timers).
 func TestHeldDelayedAndExpiringJobs(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, heldDelayedAndExpiring)
+	heldDelayedAndExpiring(t, setupRetrying(t))
 }
 
 func heldDelayedAndExpiring(t *testing.T, h *harness) {
@@ -737,7 +737,7 @@ func heldDelayedAndExpiring(t *testing.T, h *harness) {
 // leases.
 func TestDispatchSentAgainGetsTheJobsItClaimed(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, dispatchSentAgainGetsTheJobsItClaimed)
+	dispatchSentAgainGetsTheJobsItClaimed(t, setupRetrying(t))
 }
 
 func dispatchSentAgainGetsTheJobsItClaimed(t *testing.T, h *harness) {
@@ -758,11 +758,8 @@ func dispatchSentAgainGetsTheJobsItClaimed(t *testing.T, h *harness) {
 	require.Equal(t, job.ID, again.Jobs[0].ID)
 	require.Equal(t, lost.Jobs[0].Attempt, again.Jobs[0].Attempt, "the same attempt, not a new claim")
 	require.Equal(t, fairway.StateScheduled, again.Jobs[0].State)
-	if !h.store.OnJournal() {
-		// The journal's answers carry no lease: its executors' heartbeats
-		// are the lease of every job they hold.
-		require.False(t, again.Jobs[0].LeaseUntil.Before(*lost.Jobs[0].LeaseUntil), "a renewed lease")
-	}
+	// The answers carry no lease: the executors' heartbeats are the lease
+	// of every job they hold.
 }
 
 // TestExecutorSpeaksOnlyForItself: an executor's identity is the app-id in
@@ -932,7 +929,7 @@ func TestBatchMessageIsStoredAndRefusedElementByElement(t *testing.T) {
 // few messages of arrays, one group's in their order.
 func TestSubmitManySendsBatches(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, submitManySendsBatches)
+	submitManySendsBatches(t, setupRetrying(t))
 }
 
 // submitManySendsBatches is TestSubmitManySendsBatches on h's engine.
@@ -985,17 +982,12 @@ func submitManySendsBatches(t *testing.T, h *harness) {
 // job it does not run is stored waiting.
 func TestIngestHandsJobsToAnIdleExecutor(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			ingestHandsJobsToAnIdleExecutor(t, engine)
-		})
-	}
+	ingestHandsJobsToAnIdleExecutor(t)
 }
 
-func ingestHandsJobsToAnIdleExecutor(t *testing.T, engine string) {
+func ingestHandsJobsToAnIdleExecutor(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	h, coord := setupEngine(t, engine, coordinator.Config{Metrics: reg})
+	h, coord := setupWith(t, coordinator.Config{Metrics: reg})
 	registerRaw(t, h, "i")
 	// Another executor runs task other (it never asks for work).
 	data, err := json.Marshal(events.RegisterRequest{Executor: fairway.Executor{AppID: "raw2", Instance: "j", Host: "h", Slots: 1, Tasks: []string{"other"}}})

@@ -10,8 +10,6 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -31,15 +29,7 @@ const (
 const graphTruncated = "graph truncated: it has more than %d jobs or %d edges; these are the job's nearest relatives"
 
 func (c *Coordinator) apiGraph(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	if c.journal != nil {
-		return c.journalGraph(ctx, group, req)
-	}
-	jobs, truncated, err := c.store.Graph(ctx, group, req.ID, maxGraphJobs, maxGraphEdges)
-	reply := events.Reply{Jobs: jobs}
-	if truncated {
-		reply.Warning = fmt.Sprintf(graphTruncated, maxGraphJobs, maxGraphEdges)
-	}
-	return reply, err
+	return c.journalGraph(ctx, group, req)
 }
 
 // apiWorkflow stores a workflow: all its jobs, or none.
@@ -90,41 +80,11 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	for _, j := range w.Jobs {
 		refs[j.Ref] = j.ID
 	}
-	if c.journal != nil {
-		// One submitted row: all the jobs, or none (one that depends on
-		// a job never submitted refuses the workflow, as on the row
-		// engine). The leader resolves the dependencies.
-		if err := c.journal.insertWorkflow(ctx, subs); err != nil {
-			return events.Reply{}, w.NameJob(err)
-		}
-		return events.Reply{Refs: refs}, nil
-	}
-	res, err := c.store.InsertWorkflow(ctx, subs)
-	if err != nil {
+	// One submitted row: all the jobs, or none (one that depends on a
+	// job never submitted refuses the workflow). The leader resolves the
+	// dependencies.
+	if err := c.journal.insertWorkflow(ctx, subs); err != nil {
 		return events.Reply{}, w.NameJob(err)
 	}
-	c.relay.kick()
-	var created []fairway.Submission
-	stored := map[string]bool{}
-	for i, r := range res {
-		if r.Created {
-			created = append(created, subs[i])
-			stored[subs[i].ID] = true
-		}
-	}
-	// Resolved now, the request waiting: the jobs that depend on a job
-	// stored before the workflow (it may have ended). A job whose
-	// dependencies are all jobs the workflow just stored waits for them:
-	// checking it would cost its dependencies' look-ups for nothing.
-	var blocked []fairway.JobRef
-	for _, sub := range created {
-		if slices.ContainsFunc(sub.DependsOn, func(id string) bool { return !stored[id] }) {
-			blocked = append(blocked, fairway.JobRef{Group: sub.Group, ID: sub.ID})
-		}
-	}
-	if err := c.deps.resolve(ctx, nil, blocked); err != nil {
-		c.log.Warn("resolving a workflow's jobs; the sweep tries again", "jobs", len(blocked), "error", err)
-	}
-	c.jobsAdded(created...)
 	return events.Reply{Refs: refs}, nil
 }

@@ -20,7 +20,7 @@ import (
 // second is cancelled link by link, each event naming the link at fault.
 func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, workflowRunsInDependencyOrder)
+	workflowRunsInDependencyOrder(t, setupRetrying(t))
 }
 
 // workflowRunsInDependencyOrder is TestWorkflowRunsInDependencyOrder on
@@ -172,7 +172,7 @@ func TestGraphsOfUnfinishedAndEndedJobs(t *testing.T) {
 // refused, naming the field; a refused workflow stores nothing.
 func TestDependencyRefusals(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, dependencyRefusals)
+	dependencyRefusals(t, setupRetrying(t))
 }
 
 // dependencyRefusals is TestDependencyRefusals on h's engine.

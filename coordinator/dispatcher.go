@@ -32,11 +32,6 @@ type dispatcher struct {
 	tasks    *taskCache // refreshed when an executor registers
 	parking  *parking
 	notifyID []byte // this coordinator's name in its work notifications
-	// afterChange follows up the jobs released when an executor restarts
-	// (Coordinator.afterChange), and kickOutbox publishes the events of
-	// the claims (relay.kick).
-	afterChange func([]store.Applied)
-	kickOutbox  func()
 	// respond and replyError are the request/reply API's
 	// (Coordinator.respond, Coordinator.replyError): registrations are
 	// answered as API requests are, and a dispatch reply's error is coded
@@ -44,10 +39,9 @@ type dispatcher struct {
 	respond    func(msg *nats.Msg, reply events.Reply, err error)
 	replyError func(subject string, err error) *fairway.Error
 
-	// journal, when set, claims from the journal's leader (Config.Engine).
+	// journal's leader claims the jobs (Coordinator.onJournal sets it).
 	journal *journalEngine
-	// With the journal, only the leader answers dispatch requests
-	// (serveDispatch).
+	// Only the journal's leader answers dispatch requests (serveDispatch).
 	leaderDispatch *leaderOnly
 
 	heartbeatsDropped atomic.Int64 // beyond their executor's lane (a flood)
@@ -111,11 +105,11 @@ func (c dispatchConfig) withDefaults() dispatchConfig {
 	return c
 }
 
-func newDispatcher(cfg dispatchConfig, b serviceBase, tasks *taskCache, afterChange func([]store.Applied), kickOutbox func(),
+func newDispatcher(cfg dispatchConfig, b serviceBase, tasks *taskCache,
 	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
 	return &dispatcher{cfg: cfg.withDefaults(), serviceBase: b,
 		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
-		afterChange: afterChange, kickOutbox: kickOutbox, respond: respond, replyError: replyError, refusedLog: newLogLimit(10),
+		respond: respond, replyError: replyError, refusedLog: newLogLimit(10),
 		leaderDispatch: &leaderOnly{nc: b.nc, log: b.log, subject: b.subjects.ExecAll(events.ExecDispatch), what: "dispatch requests"}}
 }
 
@@ -165,11 +159,7 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 	if err := subs.subscribe(d.subjects.ExecAll(events.ExecDeregister), lane(d.deregister, answer)); err != nil {
 		return err
 	}
-	if d.journal != nil {
-		d.leaderDispatch.setHandler(lane(d.dispatch, answerDispatch)) // served while leading: serveDispatch
-	} else if err := subs.subscribe(d.subjects.ExecAll(events.ExecDispatch), lane(d.dispatch, answerDispatch)); err != nil {
-		return err
-	}
+	d.leaderDispatch.setHandler(lane(d.dispatch, answerDispatch)) // served while leading: serveDispatch
 	// Every coordinator hears every work notification, to serve the
 	// dispatch requests it holds.
 	if err := subs.listen(d.subjects.NotifyWork(), func(msg *nats.Msg) {
@@ -280,13 +270,7 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxH
 	start := time.Now()
 	p := store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: maxHeld,
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots}
-	var jobs []fairway.Job
-	var err error
-	if d.journal != nil {
-		jobs, err = d.journal.claim(ctx, p)
-	} else {
-		jobs, err = d.store.Claim(ctx, p)
-	}
+	jobs, err := d.journal.claim(ctx, p)
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
@@ -303,7 +287,6 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxH
 	if len(jobs) > 0 {
 		observe(d.metrics.claimJobs, d.metrics.claimTime, len(jobs), start)
 		d.traceClaim(ctx, jobs, req.Executor, start)
-		d.kickOutbox()
 	}
 	return jobs, nil
 }

@@ -19,11 +19,12 @@ import (
 )
 
 // dispatcherHarness is a dispatcher on its own PostgreSQL and NATS server,
-// started: its subscriptions and its parking loop run until the test
-// ends, and stop as Coordinator.Stop stops them (subscriptions drained,
-// then the loop).
+// started, with a journal engine that leads the partition: its
+// subscriptions and its parking loop run until the test ends, and stop as
+// Coordinator.Stop stops them (subscriptions drained, then the loop).
 type dispatcherHarness struct {
 	st       *store.Store
+	e        *journalEngine
 	nc       *nats.Conn
 	subjects events.Subjects
 	f        *followUps
@@ -48,7 +49,7 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 	}
 	replyError := func(_ string, err error) *fairway.Error { return fairway.AsError(err) }
 	d := newDispatcher(cfg, serviceBase{store: st, log: log, metrics: newMetrics(prometheus.NewRegistry(), st, log), tracer: noop.NewTracerProvider().Tracer(""), nc: nc, subjects: subjects},
-		&taskCache{store: st, log: log}, f.afterChange, f.kickOutbox, respond, replyError)
+		&taskCache{store: st, log: log}, respond, replyError)
 	ctx, cancel := context.WithCancel(context.Background())
 	runService(t, d.parkLoop)
 	subs := &subscriptions{nc: nc}
@@ -66,8 +67,9 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 		wg.Wait()
 	})
 	require.NoError(t, d.start(ctx, subs, goLoop))
-	require.Len(t, subs.subs, 5, "register, deregister, dispatch, work notifications, heartbeat")
-	return &dispatcherHarness{st: st, nc: nc, subjects: subjects, f: f, d: d}
+	require.Len(t, subs.subs, 4, "register, deregister, work notifications, heartbeat (dispatch: while leading)")
+	d.journal = startJournal(t, st, f, d.serveDispatch)
+	return &dispatcherHarness{st: st, e: d.journal, nc: nc, subjects: subjects, f: f, d: d}
 }
 
 // request sends an executor protocol request under app-id appID and
@@ -112,7 +114,7 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 	require.NoError(t, h.nc.PublishRequest(h.subjects.Exec("w", events.ExecDispatch), inbox, data))
 	require.Eventually(t, func() bool { return h.d.parking.len() == 1 }, serviceWait, time.Millisecond, "no job: the request waits")
 
-	storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"})
+	storeJobs(t, h.e, fairway.Submission{Group: "g", ID: "j1"})
 	require.NoError(t, h.nc.Publish(h.subjects.NotifyWork(), []byte("another coordinator")))
 	var reply events.DispatchReply
 	select {
@@ -125,9 +127,9 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 	require.Len(t, reply.Jobs, 1)
 	require.Equal(t, "j1", reply.Jobs[0].ID)
 	require.Equal(t, "w", reply.Jobs[0].Executor)
-	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
+	require.Equal(t, fairway.StateScheduled, jobState(t, h.e, "g", "j1"))
 	require.Zero(t, h.d.parking.len())
-	require.Positive(t, h.f.kicked(), "the claim's events are published")
+	require.Eventually(t, func() bool { return h.f.state("j1") == fairway.StateScheduled }, serviceWait, 5*time.Millisecond, "the claim's event is published")
 }
 
 // TestDispatcherNotifiesWorkUnderItsName: notifyWork serves this
@@ -154,11 +156,11 @@ func TestDispatcherNotifiesWorkUnderItsName(t *testing.T) {
 func TestDispatcherRefusesAnExecutorSpeakingForAnother(t *testing.T) {
 	t.Parallel()
 	h := newDispatcherHarness(t, dispatchConfig{})
-	storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"})
+	storeJobs(t, h.e, fairway.Submission{Group: "g", ID: "j1"})
 	var reply events.DispatchReply
 	h.request(t, "mallory", events.ExecDispatch, events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, &reply)
 	require.NotNil(t, reply.Error)
 	require.Equal(t, fairway.CodeInvalid, reply.Error.Code)
 	require.Contains(t, reply.Error.Message, "an executor speaks only for itself")
-	require.Equal(t, fairway.StateWaiting, jobState(t, h.st, "g", "j1"))
+	require.Equal(t, fairway.StateWaiting, jobState(t, h.e, "g", "j1"))
 }

@@ -130,15 +130,13 @@ func (d *dispatcher) register(ctx context.Context, msg *nats.Msg) {
 			return
 		}
 	}
-	released, err := d.store.RegisterExecutor(ctx, e, d.cfg.RetryDelay, d.alive)
-	if err != nil {
+	// The jobs a previous instance of the app-id held are released by the
+	// journal's leader at its next sweep (journal.Leader.ReleaseLost: an
+	// instance replaced by a newer one is lost).
+	if err := d.store.RegisterExecutor(ctx, e, d.alive); err != nil {
 		d.log.Warn("executor refused", "executor", e.AppID, "host", e.Host, "error", err)
 		d.respond(msg, events.Reply{}, err)
 		return
-	}
-	if len(released) > 0 {
-		d.log.Warn("executor restarted: released the jobs of its previous instance", "executor", e.AppID, "jobs", len(released))
-		d.afterChange(released)
 	}
 	if err := d.tasks.refresh(ctx); err != nil {
 		d.log.Warn("refreshing the known tasks", "error", err)
@@ -211,7 +209,7 @@ func (d *dispatcher) heartbeat(ctx context.Context, msg *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if err := d.store.Heartbeat(ctx, hb.Executor, hb.Instance, hb.Jobs, d.cfg.Lease); err != nil {
+	if err := d.store.Heartbeat(ctx, hb.Executor, hb.Instance, len(hb.Jobs)); err != nil {
 		d.log.Debug("heartbeat not recorded", "executor", hb.Executor, "error", err)
 	}
 }

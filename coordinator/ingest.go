@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -44,17 +43,12 @@ type ingest struct {
 	// it (dispatcher.handedOver).
 	parking    *parking
 	handedOver func(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time)
-	// kickOutbox publishes the events of what was stored (relay.kick),
-	// queueStored has the dependencies of the jobs stored with some
-	// resolved (dependents.queueStored), and jobsAdded wakes the
-	// executors for them or remembers when they become due
-	// (Coordinator.jobsAdded).
-	kickOutbox  func()
-	queueStored func([]fairway.Submission)
-	jobsAdded   func(...fairway.Submission)
+	// kickOutbox publishes the rejected events (relay.kick).
+	kickOutbox func()
 
-	// journal, when set, stores the submissions in the journal
-	// (Config.Engine) instead of the row engine's rows.
+	// journal stores the submissions (Coordinator.onJournal sets it); its
+	// leader resolves dependencies, keeps the due times and wakes the
+	// executors.
 	journal *journalEngine
 
 	splits atomic.Int64 // batches split in halves to find a poison
@@ -80,9 +74,6 @@ type ingestConfig struct {
 	// Rate is the submission rate of a group (Config.QuotaSubmitRate):
 	// over it, a group's submissions are stored later. 0: unlimited.
 	Rate float64
-	// Lease is the lease of the jobs handed straight to an idle executor
-	// (Config.Lease). Defaults to LeaseDefault.
-	Lease time.Duration
 	// MaxArgsSize caps a job's args (Config.MaxArgsSize). Defaults to
 	// fairway.DefaultMaxArgsSize.
 	MaxArgsSize int64
@@ -99,17 +90,16 @@ func (c ingestConfig) withDefaults() ingestConfig {
 			c.Window = max(1, min(c.Window, int(c.Rate*ackWait.Seconds()/4)))
 		}
 	}
-	c.Lease = cmp.Or(c.Lease, LeaseDefault)
 	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)
 	return c
 }
 
 func newIngest(cfg ingestConfig, b serviceBase, dead *deadLetters, q *quotas, tasks *taskCache, p *parking,
 	handedOver func(context.Context, *parkedRequest, []fairway.Job, time.Time),
-	kickOutbox func(), queueStored func([]fairway.Submission), jobsAdded func(...fairway.Submission)) *ingest {
+	kickOutbox func()) *ingest {
 	return &ingest{cfg: cfg.withDefaults(), serviceBase: b,
 		dead: dead, quotas: q, tasks: tasks, parking: p, handedOver: handedOver,
-		kickOutbox: kickOutbox, queueStored: queueStored, jobsAdded: jobsAdded, rejectLog: newLogLimit(rejectLogPerSecond)}
+		kickOutbox: kickOutbox, rejectLog: newLogLimit(rejectLogPerSecond)}
 }
 
 // start reads the submit streams, each group's submissions on their own
@@ -297,7 +287,7 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
 	var hand *parkedRequest
-	if in.journal == nil || in.journal.leads.Load() { // on the journal, its leader hands over (journalEngine.insertFor)
+	if in.journal.leads.Load() { // the leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
 	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
@@ -326,35 +316,15 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			in.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
-	in.kickOutbox()
-	// The dependencies of the jobs stored with some may have ended
-	// already (the API's submit and workflow resolve theirs at once).
-	in.queueStored(added)
-	if len(handedOver) > 0 {
-		// Those are taken: wake executors only for the others.
-		taken := make(map[fairway.JobRef]bool, len(handedOver))
-		for _, j := range handedOver {
-			taken[j.Ref()] = true
-		}
-		rest := added[:0:0]
-		for _, s := range added {
-			if !taken[fairway.JobRef{Group: s.Group, ID: s.ID}] {
-				rest = append(rest, s)
-			}
-		}
-		added = rest
-	}
-	in.jobsAdded(added...)
+	in.kickOutbox() // the rejected events
 }
 
 // idleExecutorFor takes a parked dispatch request that can run a job of
 // the batch now, if one is idle for certain (see parking.takeIdle): its
-// jobs are then stored scheduled for it (see storeSubmissions). Not while
-// concurrency limits exist: a claim checks them.
+// jobs are then handed to it by the journal's leader (see
+// storeSubmissions), which declines while concurrency or rate limits
+// exist (journal.ErrNoHandOver): a claim checks them.
 func (in *ingest) idleExecutorFor(items []ingestItem) *parkedRequest {
-	if in.store.LimitsInUse() {
-		return nil
-	}
 	now := time.Now()
 	tasks := map[string]bool{}
 	for _, it := range items {
@@ -387,33 +357,6 @@ func handable(s fairway.Submission, now time.Time) bool {
 	return !s.Held() && len(s.DependsOn) == 0 && (s.RunAt == nil || !s.RunAt.After(now))
 }
 
-// assignment picks, in batch order (round-robin across groups already),
-// the submissions of subs that r's executor runs, up to its free slots and
-// its tasks' own free slots.
-func assignment(r *parkedRequest, subs []fairway.Submission, lease time.Duration) *store.Assignment {
-	now := time.Now()
-	runs := make(map[string]bool, len(r.req.Tasks))
-	for _, t := range r.req.Tasks {
-		runs[t] = true
-	}
-	a := &store.Assignment{Executor: r.req.Executor, Instance: r.req.Instance, ClaimID: r.req.RequestID, Lease: lease, MaxHeld: r.maxHeld}
-	perTask := map[string]int{}
-	for i, s := range subs {
-		if len(a.Jobs) == r.req.Slots {
-			break
-		}
-		if !runs[s.Task] || !handable(s, now) || r.req.Groups != nil && !slices.Contains(r.req.Groups, s.Group) {
-			continue
-		}
-		if limit, capped := r.req.TaskSlots[s.Task]; capped && perTask[s.Task] >= limit {
-			continue
-		}
-		perTask[s.Task]++
-		a.Jobs = append(a.Jobs, i)
-	}
-	return a
-}
-
 // storeSubmissions stores a batch in one statement and returns the jobs it
 // created, and those it handed to hand's executor (see
 // store.InsertJobsFor; hand may be nil). A batch PostgreSQL refuses costs one more, checked, statement
@@ -440,24 +383,16 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 	var res []store.Inserted
 	var handedOver []fairway.Job
 	var err error
-	if in.journal != nil {
-		res, handedOver, err = in.journal.insertFor(ctx, subs, hand)
-		for i, r := range res {
-			// Refused at the insert (a dependency on a job never
-			// submitted): rejected, as the row engine rejects it.
-			if fe := fairway.AsError(r.Err); r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
-				rejections = append(rejections, store.Rejection{JobID: r.ID, Group: subs[i].Group, Task: subs[i].Task, Err: fe})
-			}
+	res, handedOver, err = in.journal.insertFor(ctx, subs, hand)
+	for i, r := range res {
+		// Refused at the insert (a dependency on a job never submitted):
+		// rejected.
+		if fe := fairway.AsError(r.Err); r.Err != nil && !errors.Is(r.Err, fairway.ErrDuplicate) {
+			rejections = append(rejections, store.Rejection{JobID: r.ID, Group: subs[i].Group, Task: subs[i].Task, Err: fe})
 		}
-		if err == nil && len(rejections) > 0 {
-			_, err = in.store.InsertJobs(ctx, nil, rejections) // their rejected events, through the outbox
-		}
-	} else {
-		var a *store.Assignment
-		if hand != nil {
-			a = assignment(hand, subs, in.cfg.Lease)
-		}
-		res, handedOver, err = in.store.InsertJobsFor(ctx, subs, rejections, a)
+	}
+	if err == nil && len(rejections) > 0 {
+		err = in.store.Reject(ctx, rejections) // their rejected events, through the outbox
 	}
 	switch {
 	case err == nil:
@@ -467,6 +402,7 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 	case len(items) > 1:
 		in.log.Warn("PostgreSQL refused a batch of submissions; splitting it to find the one it refuses", "error", err, "batch", len(items))
 		in.splits.Add(1)
+		in.metrics.ingestSplits.Inc()
 		half := len(items) / 2
 		added, _, err := in.storeSubmissions(ctx, msgs, items[:half], handled, nil)
 		if err != nil {
@@ -491,7 +427,7 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 			"group", group, "task", task, "error", err)
 		refuse := func() {
 			refused := &fairway.Error{Code: fairway.CodeInvalid, Field: "args", Message: "PostgreSQL refused the job (a value it cannot store); request id " + id, RequestID: id}
-			if _, err := in.store.InsertJobs(ctx, nil, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
+			if err := in.store.Reject(ctx, []store.Rejection{rejection(sub, group, task, refused)}); err != nil {
 				in.log.Warn("recording the rejection of a refused submission", "error", err)
 			}
 			in.kickOutbox()

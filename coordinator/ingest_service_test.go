@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +16,11 @@ import (
 )
 
 // ingestHarness is ingest on its own PostgreSQL and NATS server, with the
-// streams created, not started, and what it hands on recorded.
+// streams created, not started, a journal engine that leads the
+// partition, and what it hands on recorded.
 type ingestHarness struct {
 	st       *store.Store
+	e        *journalEngine
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	subjects events.Subjects
@@ -27,9 +28,6 @@ type ingestHarness struct {
 	f        *followUps
 	ingest   *ingest
 
-	mu        sync.Mutex
-	added     []string            // the ids jobsAdded got
-	stored    []string            // the ids queueStored got
 	handed    chan []fairway.Job  // what handedOver got
 	handedFor chan *parkedRequest // and for which request
 }
@@ -43,42 +41,17 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 	h := &ingestHarness{st: st, nc: nc, js: js, subjects: subjects, parking: newParking(), f: newFollowUps(),
 		handed: make(chan []fairway.Job, 1), handedFor: make(chan *parkedRequest, 1)}
 	h.ingest = newIngest(cfg, w.base(metrics), dead,
-		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, QuotaSubmitBytesRateDefault, QuotaSubmitBytesBurstDefault, st, metrics.quotaRefused),
+		newQuotas(QuotaJobsDefault, QuotaSubmitRateDefault, QuotaSubmitBurstDefault, QuotaSubmitBytesRateDefault, QuotaSubmitBytesBurstDefault, metrics.quotaRefused),
 		&taskCache{store: st, log: log}, h.parking,
 		func(_ context.Context, r *parkedRequest, jobs []fairway.Job, _ time.Time) {
 			h.handedFor <- r
 			h.handed <- jobs
 		},
-		h.f.kickOutbox,
-		func(subs []fairway.Submission) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			for _, s := range subs {
-				h.stored = append(h.stored, s.ID)
-			}
-		},
-		func(subs ...fairway.Submission) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			for _, s := range subs {
-				h.added = append(h.added, s.ID)
-			}
-		})
+		h.f.kickOutbox)
+	h.e = startJournal(t, st, h.f, nil)
+	h.ingest.journal = h.e
+	h.ingest.quotas.journal = h.e
 	return h
-}
-
-// addedIDs is what jobsAdded got so far.
-func (h *ingestHarness) addedIDs() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.added...)
-}
-
-// storedIDs is what queueStored got so far.
-func (h *ingestHarness) storedIDs() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.stored...)
 }
 
 // publish publishes bodies to subject, each a message, as any client
@@ -126,7 +99,6 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 	h := newIngestHarness(t, ingestConfig{Retries: 3, SweepEvery: time.Hour})
 	require.Equal(t, IngestBatchDefault, h.ingest.cfg.Batch)
 	require.Equal(t, 2*IngestBatchDefault, h.ingest.cfg.Window, "two batches per group")
-	require.Equal(t, LeaseDefault, h.ingest.cfg.Lease)
 	// Published before ingest starts: its first sweep finds them.
 	h.publish(t, h.subjects.Submit("a", "t"), `[{"id":"a1","args":{}},{"id":"a2","args":{"n":2}}]`)
 	h.publish(t, h.subjects.Submit("b", "t"), `{"id":"b1","args":{}}`, `{"id":"b2","priority":"urgent"}`)
@@ -135,17 +107,16 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 	require.NoError(t, h.ingest.start(ctx, subs, cs))
 	require.Len(t, cs.stoppers, 1, "its fetches stop when the consumers drain")
 
-	require.Eventually(t, func() bool { return len(h.addedIDs()) == 3 }, serviceWait, 10*time.Millisecond)
-	require.ElementsMatch(t, []string{"a1", "a2", "b1"}, h.addedIDs(), "the executors are woken for the jobs stored")
-	require.ElementsMatch(t, []string{"a1", "a2", "b1"}, h.storedIDs(), "their dependencies are looked at")
-	require.Positive(t, h.f.kicked(), "the events of the batch are published")
 	for _, j := range []struct{ group, id string }{{"a", "a1"}, {"a", "a2"}, {"b", "b1"}} {
-		job, err := h.st.Get(t.Context(), j.group, j.id)
+		require.Eventually(t, func() bool { return h.f.state(j.id) == fairway.StateWaiting }, serviceWait, 5*time.Millisecond,
+			"%s stored, its event published by the leader", j.id)
+		job, err := h.e.get(t.Context(), j.group, j.id)
 		require.NoError(t, err)
 		require.Equal(t, fairway.StateWaiting, job.State)
 		require.Equal(t, 3, job.MaxRetries, "the default of ingestConfig.Retries")
 	}
-	require.Empty(t, jobState(t, h.st, "b", "b2"), "the invalid submission is refused")
+	require.Empty(t, jobState(t, h.e, "b", "b2"), "the invalid submission is refused")
+	require.Positive(t, h.f.kicked(), "its rejected event is published (the outbox)")
 
 	for _, g := range []string{"a", "b"} {
 		cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest-"+g)
@@ -155,18 +126,18 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 	}
 	// Published once ingest runs: the stream's announcement brings it.
 	h.publish(t, h.subjects.Submit("c", "t"), `{"id":"c1"}`)
-	require.Eventually(t, func() bool { return slices.Contains(h.addedIDs(), "c1") }, serviceWait, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return jobState(t, h.e, "c", "c1") == fairway.StateWaiting }, serviceWait, 10*time.Millisecond)
 }
 
 // TestIngestAloneHandsJobsToAnIdleExecutor: an executor's dispatch
-// request waits parked, idle for certain; ingest stores the job it can run
-// scheduled for it and hands it over, takes the request out of the
-// parking, and wakes the executors only for the job it could not take.
+// request waits parked, idle for certain; the journal's leader stores the
+// job it can run scheduled for it, ingest hands it over and takes the
+// request out of the parking; the other job waits.
 func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	h := newIngestHarness(t, ingestConfig{})
-	_, err := h.st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+	err := h.st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}},
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
 	parked := &parkedRequest{msg: &nats.Msg{Subject: h.subjects.Exec("w", events.ExecDispatch)},
@@ -187,10 +158,9 @@ func TestIngestAloneHandsJobsToAnIdleExecutor(t *testing.T) {
 	jobs := <-h.handed
 	require.Len(t, jobs, 1, "one free slot")
 	require.Equal(t, "j1", jobs[0].ID, "in the batch's order")
-	require.Equal(t, fairway.StateScheduled, jobState(t, h.st, "g", "j1"))
-	require.Equal(t, fairway.StateWaiting, jobState(t, h.st, "g", "j2"))
+	require.Equal(t, fairway.StateScheduled, jobState(t, h.e, "g", "j1"))
+	require.Equal(t, fairway.StateWaiting, jobState(t, h.e, "g", "j2"))
 	require.Zero(t, h.parking.len(), "the request is answered, no longer parked")
-	require.Equal(t, []string{"j2"}, h.addedIDs(), "the executors are woken for the other job only")
 	requireAllAcked(t, cons, "the message is acknowledged")
 }
 

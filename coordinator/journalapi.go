@@ -86,17 +86,23 @@ func journalError(err error) error {
 // journalGet is a job as of every row committed before the call: an
 // unfinished one from the partition's state, an ended one from its record.
 func (c *Coordinator) journalGet(ctx context.Context, group, id string) (*fairway.Job, error) {
+	return c.journal.get(ctx, group, id)
+}
+
+// get is a job as of every row committed before the call: an unfinished
+// one from the partition's state, an ended one from its record.
+func (e *journalEngine) get(ctx context.Context, group, id string) (*fairway.Job, error) {
 	ref := fairway.JobRef{Group: group, ID: id}
-	views, err := c.journal.leader.Jobs(ctx, []fairway.JobRef{ref})
+	views, err := e.leader.Jobs(ctx, []fairway.JobRef{ref})
 	if err != nil {
 		return nil, journalError(err)
 	}
 	v := views[ref]
 	if v == nil {
-		return c.store.Get(ctx, group, id) // its record, or not found
+		return e.store.Get(ctx, group, id) // its record, or not found
 	}
 	jobs := []fairway.Job{jobOfView(v)}
-	if err := c.store.MarkNoExecutor(ctx, jobs); err != nil {
+	if err := e.store.MarkNoExecutor(ctx, jobs); err != nil {
 		return nil, err
 	}
 	return &jobs[0], nil
@@ -257,8 +263,8 @@ func (c *Coordinator) awaitResolution(ctx context.Context, ref fairway.JobRef) {
 
 // journalSubmit stores one submission from the request/reply API in the
 // journal and answers the job as every coordinator now reads it: a
-// submission of an id taken before answers the job of that id, as the
-// row engine's; one whose tracker a live job holds (the fold refuses it)
+// submission of an id taken before answers the job of that id; one whose
+// tracker a live job holds (the fold refuses it)
 // is a duplicate naming that job.
 func (c *Coordinator) journalSubmit(ctx context.Context, sub fairway.Submission) (*fairway.Job, error) {
 	res, err := c.journal.insert(ctx, []fairway.Submission{sub})

@@ -15,43 +15,37 @@ import (
 )
 
 // BenchmarkAPIGet measures a get's latency through the API, over 2,000
-// waiting jobs: on the row engine (one coordinator, a read of the job's
-// row) and on the journal (two coordinators, NATS handing the request to
-// either: each read first folds the rows committed before it, one round
-// trip, then answers from the state; "journal-changing" with 20
-// submissions a second appended meanwhile, so that reads have rows to
-// fold). It reports the p50 and p99 in µs.
+// waiting jobs, with two coordinators (NATS hands the request to either:
+// each read first folds the rows committed before it, one round trip,
+// then answers from the state; "changing" with 20 submissions a second
+// appended meanwhile, so that reads have rows to fold). It reports the
+// p50 and p99 in µs.
 //
 //	go test -run '^$' -bench APIGet -benchtime 2000x ./coordinator/
 func BenchmarkAPIGet(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
-		engine   string
 		changing bool
 	}{
-		{"rows", coordinator.EngineRows, false},
-		{"journal", coordinator.EngineJournal, false},
-		{"journal-changing", coordinator.EngineJournal, true},
+		{"quiet", false},
+		{"changing", true},
 	} {
-		b.Run(bc.name, func(b *testing.B) { benchGet(b, bc.engine, bc.changing) })
+		b.Run(bc.name, func(b *testing.B) { benchGet(b, bc.changing) })
 	}
 }
 
-func benchGet(b *testing.B, engine string, changing bool) {
+func benchGet(b *testing.B, changing bool) {
 	ctx := b.Context()
 	ns, nc := natstest.Start(b)
 	st := storetest.Open(b)
-	coordinators := 1
-	if engine == coordinator.EngineJournal {
-		st, coordinators = storetest.OpenJournal(b), 2
-	}
+	const coordinators = 2
 	for i := range coordinators {
 		conn, err := natsserver.Connect(ns, fmt.Sprintf("%s-%d", b.Name(), i))
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(conn.Close)
-		c, err := coordinator.New(storetest.Public(st), conn, coordinator.Config{Engine: engine, APIRate: -1})
+		c, err := coordinator.New(storetest.Public(st), conn, coordinator.Config{APIRate: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

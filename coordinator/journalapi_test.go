@@ -23,8 +23,8 @@ func twoJournalCoordinators(t *testing.T) (*harness, *coordinator.Coordinator, *
 	t.Helper()
 	retries := 3
 	// The test's requests come as fast as they are answered: no API rate.
-	cfg := coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries, APIRate: -1}
-	st := storetest.OpenJournal(t)
+	cfg := coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries, APIRate: -1}
+	st := storetest.Open(t)
 	h, first := setupOn(t, st, cfg)
 	nc2, err := natsserver.Connect(h.ns, t.Name()+"-second")
 	require.NoError(t, err)
@@ -132,21 +132,6 @@ func TestJournalEngineForwardsThroughATakeover(t *testing.T) {
 	job, err := h.client.Cancel(ctx, "acme", "a")
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateCancelled, job.State)
-}
-
-// TestACoordinatorOfAnotherEngineIsRefused: a coordinator configured with
-// the row engine does not start on a database whose first coordinator
-// chose the journal (it would not see the journal's unfinished jobs).
-func TestACoordinatorOfAnotherEngineIsRefused(t *testing.T) {
-	t.Parallel()
-	h := setupJournal(t)
-	nc2, err := natsserver.Connect(h.ns, t.Name()+"-rows")
-	require.NoError(t, err)
-	t.Cleanup(nc2.Close)
-	rows, err := coordinator.New(storetest.Public(h.store), nc2, coordinator.Config{Logger: testLogger(t), Engine: coordinator.EngineRows})
-	require.NoError(t, err)
-	err = rows.Start(t.Context())
-	require.ErrorContains(t, err, `but this database's jobs are stored by the "journal" engine`)
 }
 
 // TestJournalEngineLimitsRatesAndWeights: on the journal, with two

@@ -15,20 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The values of Config.Engine.
-const (
-	// EngineRows: a job's row in fairway_job is its queue entry and its
-	// record (docs/architecture.md). A database that held jobs before
-	// the journal keeps it until 'fairway migrate --to-journal'.
-	EngineRows = store.EngineRows
-	// EngineJournal: the waiting queue in the leader's memory, PostgreSQL
-	// as its append-only log, a job's row written once at its end
-	// (docs/journal.md): a new database's engine (store.EngineNew). Issue
-	// 31 in progress: see journalEngine for what it runs.
-	EngineJournal = store.EngineJournal
-)
-
-// journalEngine runs the hot path on the journal (issue 31): ingest
+// journalEngine runs the hot path on the journal: ingest
 // appends submitted rows (journal.Submit), dispatch claims from the
 // partition leader's memory (journal.Leader.Claim), the executors'
 // reports are appended by the leader (Leader.Report), which writes each
@@ -43,9 +30,8 @@ const (
 // counts), the concurrency limits, rate limits and weights
 // (journallimits.go), periodic tasks, job logs (journallogs.go) and
 // graphs (journalgraph.go): the whole API (docs/journal.md, "The
-// coordinator on the journal"). store.InsertTx
-// appends to the journal when the database's engine is the journal (the
-// first coordinator's: store.ChooseEngine).
+// coordinator on the journal"). store.InsertTx appends to the journal in
+// the caller's transaction.
 type journalEngine struct {
 	leader     *journal.Leader
 	db         *pgxpool.Pool
@@ -113,8 +99,7 @@ func (e *journalEngine) run(ctx context.Context) { e.leader.Run(ctx) }
 
 // insert appends subs in one submitted row (a submission whose id was
 // taken before is a duplicate: Created false; one that depends on a job
-// never submitted is refused, its Err saying so, as the row engine refuses
-// it) and wakes the leader.
+// never submitted is refused, its Err saying so) and wakes the leader.
 func (e *journalEngine) insert(ctx context.Context, subs []fairway.Submission) ([]store.Inserted, error) {
 	return e.insertSubs(ctx, subs, false)
 }
@@ -144,7 +129,7 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	unknown, err := store.UnknownDependenciesOnJournal(ctx, tx, subs)
+	unknown, err := store.UnknownDependencies(ctx, tx, subs)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +265,7 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 // runs, so a stale or foreign report changes nothing. A coordinator that
 // does not lead returns fairway.ErrUnavailable: the batch is delivered
 // again, to the leader or once this one leads. It returns the progress
-// that applied, for its subscribers (the row engine's SetProgress).
+// that applied, for its subscribers (results.publishProgress).
 func (e *journalEngine) report(ctx context.Context, started []store.Start, progress []store.Progress, outcomes []store.Outcome) ([]fairway.Progress, error) {
 	// An outcome may bring its start: a report more.
 	reports := make([]journal.Report, 0, len(started)+len(progress)+2*len(outcomes))
@@ -310,8 +295,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 			it.Outcome, it.Result = journal.OutcomeSuccess, o.Result
 		case fairway.OutcomeError, fairway.OutcomePermanent:
 			it.Outcome, it.Error, it.Permanent = journal.OutcomeError, o.Error, o.Kind == fairway.OutcomePermanent
-			// The retry delay doubled for each failed attempt before, as
-			// the row engine's.
+			// The retry delay doubled for each failed attempt before.
 			it.RunAt = now.Add(e.retryDelay << min(retries[fairway.JobRef{Group: o.Group, ID: o.JobID}], 20)).UnixMicro()
 		case fairway.OutcomeSnoozed:
 			it.Outcome, it.RunAt = journal.OutcomeSnooze, now.Add(o.Snooze).UnixMicro()

@@ -24,7 +24,7 @@ import (
 func setupJournal(t *testing.T) *harness {
 	t.Helper()
 	retries := 3
-	h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	h, _ := setupOn(t, storetest.Open(t), coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
 	return h
 }
 
@@ -185,7 +185,7 @@ func TestJournalEngineRefusesATrackerHeldByALiveJob(t *testing.T) {
 func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
 	t.Parallel()
 	retries := 3
-	h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, Lease: time.Second,
+	h, _ := setupOn(t, storetest.Open(t), coordinator.Config{Lease: time.Second,
 		RetryDelay: 20 * time.Millisecond, Retries: &retries})
 	_, deadConn := h.startExecutorWith("dying", time.Second, "work", blockUntilDone)
 	id := submit(t, h, fairway.Submission{Group: "acme", Task: "work"})
@@ -230,8 +230,8 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	retries := 3
-	st := storetest.OpenJournal(t)
-	h, _ := setupOn(t, st, coordinator.Config{Engine: coordinator.EngineJournal, Metrics: reg, RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	st := storetest.Open(t)
+	h, _ := setupOn(t, st, coordinator.Config{Metrics: reg, RetryDelay: 20 * time.Millisecond, Retries: &retries})
 	h.executor("ex1", 1, map[string]executor.Handler{"echo": echo})
 	// A task no executor runs: the API would refuse it, a transaction
 	// of the application's stores it.
@@ -345,7 +345,7 @@ func TestStatsCountUnfinishedJobsOnBothEngines(t *testing.T) {
 	for name, open := range map[string]func(*testing.T) (*istore.Store, coordinator.Config){
 		"rows": func(t *testing.T) (*istore.Store, coordinator.Config) { return storetest.Open(t), coordinator.Config{} },
 		"journal": func(t *testing.T) (*istore.Store, coordinator.Config) {
-			return storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal}
+			return storetest.Open(t), coordinator.Config{}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

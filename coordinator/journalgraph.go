@@ -15,8 +15,8 @@ import (
 // "The API on the journal"): the walk (store.GraphNodes) reads the
 // unfinished jobs' edges from the partition's state (journal.Leader.Edges:
 // each one's depends_on as submitted, and which unfinished jobs name a
-// job) and the ended jobs' from their records, with the row engine's
-// bounds and order of visits; its first step folds every row committed
+// job) and the ended jobs' from their records, bounded (maxGraphJobs,
+// maxGraphEdges), nearest relatives first; its first step folds every row committed
 // before the request, so that a job is in its graph as soon as its
 // submission was acknowledged, whichever coordinator answers. The jobs are
 // then read as get reads them: the unfinished ones from the state, the
@@ -56,7 +56,7 @@ func (c *Coordinator) journalGraph(ctx context.Context, group string, req events
 		}
 		jobs = append(jobs, records...)
 	}
-	// In submission order, as the row engine's graph.
+	// In submission order.
 	slices.SortFunc(jobs, func(a, b fairway.Job) int {
 		if d := a.Submitted.Compare(b.Submitted); d != 0 {
 			return d

@@ -59,10 +59,9 @@ func (c *limitsCache) forget() {
 	c.mu.Unlock()
 }
 
-// journalLimitsReply is limitsReply on the journal: the held counts are
-// the partition's state's as of the request (fairway_job holds no held
-// job there), counted as the row engine's limits_list.sql counts them
-// ("*": the most any one group holds).
+// journalLimitsReply is the limits with their held counts, the partition's
+// state's as of the request (fairway_job holds no held job): a task's
+// jobs held, a group's, and for "*" the most any one group holds.
 func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, error) {
 	limits, err := c.store.Limits(ctx)
 	if err != nil {

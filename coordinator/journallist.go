@@ -18,17 +18,19 @@ import (
 // from their records (store.ListRecords). A cursor says which part a page
 // ended in: "u<row>.<index>" (the last unfinished job's submission) or
 // "e<seq>" (the last record's seq; "e" alone: the records from the
-// newest). The row engine lists every job newest submitted first: on the
-// journal, a job that ends while someone pages moves from the first part
-// to the second, and may be listed twice or not at all, as on the row
-// engine a job submitted while someone pages is not listed.
+// newest). A job that ends while someone pages moves from the first part
+// to the second, and may be listed twice or not at all, as a job
+// submitted while someone pages is not listed.
 
 // journalListChunk is how many unfinished jobs a listing asks the leader
 // for at once when filters the state cannot apply (since, until, text)
 // may leave some out.
 const journalListChunk = 200
 
-// journalList is store.ListJobs on the journal engine.
+// journalList streams the jobs p selects to yield, the unfinished ones
+// first, then the records (see above), as store.ListRecords streams
+// records: at most p.Limit, and the cursor after the last job yield took
+// ("" when nothing is left).
 func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield func(fairway.Job) bool) (string, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -61,7 +63,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 				}
 				job := jobOfView(v)
 				if !p.Full {
-					job.Args = nil // as the row engine's light listing
+					job.Args = nil // a light listing: no arguments
 				}
 				jobs = append(jobs, job)
 				positions = append(positions, before)
@@ -87,7 +89,18 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 			return "", nil
 		}
 		if taken == limit {
-			return "e", nil // the records from the newest
+			// The records from the newest, if there are any: a page that
+			// ends with the last job says so (no cursor).
+			more := false
+			probe := p
+			probe.Limit, probe.Cursor, probe.Full = 1, "", false
+			if _, err := c.store.ListRecords(ctx, probe, func(fairway.Job) bool { more = true; return false }); err != nil {
+				return "", err
+			}
+			if more {
+				return "e", nil
+			}
+			return "", nil
 		}
 	}
 	rp := p

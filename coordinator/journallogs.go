@@ -8,16 +8,15 @@ import (
 	"github.com/fairwayhq/fairway/internal/store"
 )
 
-// Job log lines on the journal engine. fairway_job_log keeps them, as on
-// the row engine, without its foreign key to fairway_job (a running job
-// has no row there: store.ChooseEngine drops it); retention deletes them
-// with their job's record.
+// Job log lines. fairway_job_log keeps them, without a foreign key to
+// fairway_job (a running job has no record there: store.OpenJournal drops
+// the key a database moved from the row engine had); retention deletes
+// them with their job's record.
 
 // appendLogs stores the log lines of a batch of reports: those of
 // attempts that the partition's state says their senders hold now, and
 // those of jobs that ended, checked against their records (a last line
-// that came after the end), as the row engine checks them against its
-// rows. Lines of an attempt that is not the job's latest, or not its
+// that came after the end). Lines of an attempt that is not the job's latest, or not its
 // sender's, are dropped.
 func (e *journalEngine) appendLogs(ctx context.Context, logs []store.AttemptLog) error {
 	if len(logs) == 0 {

@@ -42,26 +42,17 @@ type leadership struct {
 	log      *slog.Logger
 	services *leaderServices // started with the lead, stopped without it
 	// eligible, when set, says whether this coordinator may lead the
-	// maintenance now: on the journal engine, only while it leads the
-	// journal's partition, whose leader alone can release the jobs of
+	// maintenance now: only while it leads the journal's partition, whose leader alone can release the jobs of
 	// lost executors (a maintenance leader that did not lead the journal
 	// left them held for ever).
 	eligible func() bool
 
 	leads atomic.Bool
-	// tries counts the tries to take or renew the lead, and checks the
-	// times the sweep of blocked jobs asked whether it leads (leading):
-	// what a test awaits to know that a loop went round without the lead.
-	tries, checks atomic.Int64
-	mu            sync.Mutex
-	answering     time.Time // since when PostgreSQL has answered every try
-}
-
-// leading says whether this coordinator leads the maintenance now. The
-// maintenance loops ask it on each round.
-func (l *leadership) leading() bool {
-	l.checks.Add(1)
-	return l.leads.Load()
+	// tries counts the tries to take or renew the lead: what a test awaits
+	// to know that a coordinator tried.
+	tries     atomic.Int64
+	mu        sync.Mutex
+	answering time.Time // since when PostgreSQL has answered every try
 }
 
 // run takes or renews the lead every leaderRenew (Start made the first
@@ -105,7 +96,7 @@ func (l *leadership) try(ctx context.Context) {
 	was := l.leads.Swap(leads)
 	switch {
 	case leads && !was:
-		l.log.Info("this coordinator leads the maintenance now (lease expiry, timers, retention, periodic tasks)", "term", term)
+		l.log.Info("this coordinator leads the maintenance now (lost executors, retention, periodic tasks)", "term", term)
 		l.services.start(ctx)
 	case !leads && was && err != nil:
 		l.log.Warn("this coordinator stopped leading the maintenance: PostgreSQL did not answer", "error", err)

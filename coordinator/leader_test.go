@@ -18,23 +18,18 @@ import (
 // lease.
 func TestOneCoordinatorLeadsTheMaintenance(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			oneCoordinatorLeadsTheMaintenance(t, engine)
-		})
-	}
+	oneCoordinatorLeadsTheMaintenance(t)
 }
 
-func oneCoordinatorLeadsTheMaintenance(t *testing.T, engine string) {
+func oneCoordinatorLeadsTheMaintenance(t *testing.T) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
-	st := storetest.OpenEngine(t, engine)
-	first, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: engine})
+	st := storetest.Open(t)
+	first, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, first.Start(ctx))
 	require.True(t, first.LeadsMaintenance(), "a coordinator alone leads from its start")
-	second, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: engine})
+	second, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, second.Start(ctx))
 	t.Cleanup(second.Stop)
@@ -63,12 +58,12 @@ func TestOnlyTheJournalsLeaderLeadsTheMaintenance(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
-	st := storetest.OpenJournal(t)
+	st := storetest.Open(t)
 	// Another coordinator holds the journal's partition, for a minute.
 	_, ok, err := journal.Acquire(ctx, st.Pool(), 0, "another coordinator", time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
-	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Engine: coordinator.EngineJournal})
+	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(c.Stop)

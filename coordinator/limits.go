@@ -51,23 +51,11 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 
 // forgetLimits has the journal's claims read the concurrency limits
 // again (this coordinator leads when it changes them: leaderVerbs).
-func (c *Coordinator) forgetLimits() {
-	if c.journal != nil {
-		c.journal.limits.forget()
-	}
-}
+func (c *Coordinator) forgetLimits() { c.journal.limits.forget() }
 
 // limitsReply is the limits now: concurrency and rate limits.
 func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
-	if c.journal != nil {
-		return c.journalLimitsReply(ctx)
-	}
-	limits, err := c.store.Limits(ctx)
-	if err != nil {
-		return events.Reply{}, err
-	}
-	rates, err := c.store.RateLimits(ctx)
-	return events.Reply{Limits: limits, Rates: rates}, err
+	return c.journalLimitsReply(ctx)
 }
 
 // apiRates answers rate-set and rate-delete: rate limits, kept in
@@ -86,10 +74,8 @@ func (c *Coordinator) apiRates(ctx context.Context, r request) (events.Reply, er
 		if req.Rate != "" {
 			return events.Reply{}, fairway.Invalid("rate", "rate-delete takes the scope only")
 		}
-		if c.journal != nil {
-			if err := c.journalSetRate(ctx, task, group, 0, 0); err != nil {
-				return events.Reply{}, err
-			}
+		if err := c.journalSetRate(ctx, task, group, 0, 0); err != nil {
+			return events.Reply{}, err
 		}
 		if err := c.store.DeleteRateLimit(ctx, task, group); err != nil {
 			return events.Reply{}, err
@@ -98,17 +84,15 @@ func (c *Coordinator) apiRates(ctx context.Context, r request) (events.Reply, er
 		c.dispatcher.notifyWork()
 		return c.limitsReply(ctx)
 	}
-	if c.journal != nil {
-		starts, period, err := fairway.ParseRate(req.Rate)
-		if err != nil {
-			return events.Reply{}, err
-		}
-		if task == "" && group == "" {
-			return events.Reply{}, fairway.Invalid("scope", "missing: name a task, a group, or both")
-		}
-		if err := c.journalSetRate(ctx, task, group, starts, period); err != nil {
-			return events.Reply{}, err
-		}
+	starts, period, err := fairway.ParseRate(req.Rate)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	if task == "" && group == "" {
+		return events.Reply{}, fairway.Invalid("scope", "missing: name a task, a group, or both")
+	}
+	if err := c.journalSetRate(ctx, task, group, starts, period); err != nil {
+		return events.Reply{}, err
 	}
 	if err := c.store.SetRateLimit(ctx, task, group, req.Rate); err != nil {
 		return events.Reply{}, err
@@ -135,11 +119,7 @@ func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, e
 		if err := decode(r.data, &req); err != nil {
 			return events.Reply{}, err
 		}
-		set := c.store.SetWeight
-		if c.journal != nil {
-			set = c.journalSetWeight
-		}
-		if err := set(ctx, req.Group, req.Weight); err != nil {
+		if err := c.journalSetWeight(ctx, req.Group, req.Weight); err != nil {
 			return events.Reply{}, err
 		}
 		c.log.Info("group weight set", "group", req.Group, "weight", req.Weight)

@@ -59,21 +59,19 @@ type periodicFirer struct {
 	id string
 	// now is the time periodic tasks follow (Coordinator.periodicNow).
 	now func(context.Context) (time.Time, error)
-	// afterChange follows up a fired job (Coordinator.afterChange), and
 	// kickOutbox publishes the fired and skipped events (relay.kick).
-	afterChange func([]store.Applied)
-	// journal, when set, holds the unfinished jobs (Config.Engine): a
-	// task's last job is looked for in its state, a new one appended.
-	journal    *journalEngine
 	kickOutbox func()
-	kicks      chan struct{}
+	// journal holds the unfinished jobs (Coordinator.onJournal sets it):
+	// a task's last job is looked for in its state, a new one appended.
+	journal *journalEngine
+	kicks   chan struct{}
 }
 
 func newPeriodicFirer(cfg periodicConfig, b serviceBase, id string,
-	now func(context.Context) (time.Time, error), afterChange func([]store.Applied), kickOutbox func()) *periodicFirer {
+	now func(context.Context) (time.Time, error), kickOutbox func()) *periodicFirer {
 	return &periodicFirer{
 		cfg: cfg.withDefaults(), serviceBase: b, id: id, now: now,
-		afterChange: afterChange, kickOutbox: kickOutbox, kicks: make(chan struct{}, 1),
+		kickOutbox: kickOutbox, kicks: make(chan struct{}, 1),
 	}
 }
 
@@ -164,27 +162,20 @@ func (f *periodicFirer) fire(ctx context.Context) {
 			f.log.Info("periodic task skipped: its previous job has not ended", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
 		default:
 			f.log.Info("periodic task fired", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
-			if f.journal != nil {
-				f.journal.leader.Wake() // the leader reads the job from the tail
-			} else {
-				f.afterChange(fired.Applied)
-			}
+			f.journal.leader.Wake() // the leader reads the job from the tail
 		}
 		f.kickOutbox()
 	}
 }
 
-// firePeriodic fires p's job, unless its last one has not ended: on the
-// journal, that one is the partition's state's.
+// firePeriodic fires p's job, unless its last one, which the partition's
+// state holds, has not ended.
 func (f *periodicFirer) firePeriodic(ctx context.Context, p store.PeriodicTask, next time.Time) (*store.Fired, error) {
-	if f.journal == nil {
-		return f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next)
-	}
 	previous, err := f.journal.leader.TrackerHolder(ctx, p.Group, p.ID)
 	if err != nil {
 		return nil, journalError(err)
 	}
-	return f.store.FirePeriodicOnJournal(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next, previous)
+	return f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next, previous)
 }
 
 // clearDeadMarks clears the periodic task marks left by coordinators that

@@ -14,8 +14,8 @@ import (
 // TestPeriodicFirerFiresDueTasks runs the periodic firer alone with a
 // controlled clock: a task not due yet is left alone; once the clock has
 // passed its nextrun, the loop (kicked, as a change of a task does) fires
-// it: a job tracked by the task, followed up and its event published,
-// and the task's next run set.
+// it: a job tracked by the task, appended to the journal (its leader
+// folds it and publishes its event), and the task's next run set.
 func TestPeriodicFirerFiresDueTasks(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -33,15 +33,20 @@ func TestPeriodicFirerFiresDueTasks(t *testing.T) {
 	_, err = st.SavePeriodic(ctx, fairway.PeriodicTask{ID: "poll", Enabled: true, Task: "t", Group: "g", Priority: fairway.PriorityLow,
 		Timer: "*-*-* *:0/5", NextRun: nextRun})
 	require.NoError(t, err)
-	jobs := func() []fairway.Job { return storetest.Jobs(t, st, "g") }
-
 	f := newFollowUps()
+	e := startJournal(t, st, f, nil)
+	fired := func() string {
+		id, err := e.leader.TrackerHolder(ctx, "g", "poll")
+		require.NoError(t, err)
+		return id
+	}
 	// MaxSleep of an hour: the loop looks at its start and when kicked.
 	fr := newPeriodicFirer(periodicConfig{Retries: 3, MaxSleep: time.Hour}, storeBase(st, serviceLogger(t)), "host/1/test", now,
-		f.afterChange, f.kickOutbox)
+		f.kickOutbox)
+	fr.journal = e
 	require.Equal(t, periodicMarkStale, fr.cfg.MarkStale)
 	fr.fire(ctx) // what the loop does at its start: 08:01, not due
-	require.Empty(t, jobs())
+	require.Empty(t, fired())
 	runService(t, fr.run)
 
 	setClock("2026-11-23T08:05:30Z")
@@ -50,10 +55,11 @@ func TestPeriodicFirerFiresDueTasks(t *testing.T) {
 		p, err := st.GetPeriodic(ctx, "poll")
 		return err == nil && p.NextRun.UTC().Format(time.RFC3339) == "2026-11-23T08:10:00Z" && p.Marked == nil
 	}, serviceWait, 10*time.Millisecond, "the task fired and its next run is the first after now")
-	list := jobs()
-	require.Len(t, list, 1)
-	require.Equal(t, "poll", list[0].Tracker)
-	require.Equal(t, 3, list[0].MaxRetries)
-	require.Equal(t, fairway.StateWaiting, f.state(list[0].ID), "the fired job is followed up")
-	require.Equal(t, 1, f.kicked(), "its event is published")
+	require.Eventually(t, func() bool { return fired() != "" }, serviceWait, 5*time.Millisecond, "the leader folds the fired job")
+	job, err := e.get(ctx, "g", fired())
+	require.NoError(t, err)
+	require.Equal(t, "poll", job.Tracker)
+	require.Equal(t, 3, job.MaxRetries)
+	require.Eventually(t, func() bool { return f.state(job.ID) == fairway.StateWaiting }, serviceWait, 5*time.Millisecond, "the leader publishes its event")
+	require.Equal(t, 1, f.kicked(), "the fired event is published (the outbox)")
 }

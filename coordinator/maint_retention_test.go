@@ -17,18 +17,20 @@ func TestPrunerPrunesPastRetention(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.Open(t)
-	storeJobs(t, st, fairway.Submission{Group: "g", ID: "c1"}, fairway.Submission{Group: "g", ID: "c2"},
+	e := startJournal(t, st, newFollowUps(), nil)
+	storeJobs(t, e, fairway.Submission{Group: "g", ID: "c1"}, fairway.Submission{Group: "g", ID: "c2"},
 		fairway.Submission{Group: "g", ID: "waits"})
+	_, err := e.leader.Cancel(ctx, []fairway.JobRef{{Group: "g", ID: "c1"}, {Group: "g", ID: "c2"}}, "")
+	require.NoError(t, err)
 	for _, id := range []string{"c1", "c2"} {
-		_, err := st.Cancel(ctx, "g", id)
-		require.NoError(t, err)
+		require.Eventually(t, func() bool { return jobState(t, e, "g", id) == fairway.StateCancelled }, serviceWait, 5*time.Millisecond, "%s's record", id)
 	}
 	cfg := pruneConfig{Retention: Retention{Cancelled: time.Millisecond, Success: -1, Failed: -1, Interval: time.Second}, Batch: 1, Pause: time.Millisecond}
 
 	p := newPruner(cfg, storeBase(st, serviceLogger(t)))
 	runService(t, p.run)
 	require.Eventually(t, func() bool {
-		return jobState(t, st, "g", "c1") == "" && jobState(t, st, "g", "c2") == ""
+		return jobState(t, e, "g", "c1") == "" && jobState(t, e, "g", "c2") == ""
 	}, serviceWait, 10*time.Millisecond, "both cancelled jobs are pruned, one batch each")
-	require.Equal(t, fairway.StateWaiting, jobState(t, st, "g", "waits"))
+	require.Equal(t, fairway.StateWaiting, jobState(t, e, "g", "waits"))
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"strings"
 	"time"
-
-	"github.com/fairwayhq/fairway/internal/store"
 )
 
 // Defaults of sweepConfig.
 const (
 	sweepInterval = time.Second
-	sweepBatch    = 1000
 	// goneLeases is how many leases an executor may stay silent before it
 	// is marked gone: long enough that a busy executor or a short network
 	// hiccup is not taken for dead (its leases expire after one).
@@ -22,15 +19,10 @@ const (
 type sweepConfig struct {
 	// Interval is how often it sweeps. Defaults to sweepInterval.
 	Interval time.Duration
-	// Batch caps the jobs one statement releases, triggers or expires.
-	// Defaults to sweepBatch.
-	Batch int
 	// Lease is how long a job handed to an executor stays its own without
 	// a heartbeat (Config.Lease); PostgreSQL must have been reachable for
 	// as long before leases are expired. Required.
 	Lease time.Duration
-	// RetryDelay is the delay before the first retry (Config.RetryDelay).
-	RetryDelay time.Duration
 	// GoneAfter is how long an executor may stay silent before it is
 	// marked gone. Defaults to goneLeases leases.
 	GoneAfter time.Duration
@@ -40,9 +32,6 @@ func (c sweepConfig) withDefaults() sweepConfig {
 	if c.Interval <= 0 {
 		c.Interval = sweepInterval
 	}
-	if c.Batch <= 0 {
-		c.Batch = sweepBatch
-	}
 	if c.GoneAfter <= 0 {
 		c.GoneAfter = goneLeases * c.Lease
 	}
@@ -51,26 +40,24 @@ func (c sweepConfig) withDefaults() sweepConfig {
 
 // leaseSweeper recovers the jobs of executors that died or lost their
 // connection: when a lease runs out the attempt counts as failed and the
-// job is due again at once. It also releases the pending jobs whose
-// trigger time has come, fails the jobs that expired before they started,
-// and marks gone the executors silent for several leases. It sweeps on the
-// coordinator that leads the maintenance only.
+// job is due again at once (the journal's leader gives them back:
+// journalEngine.releaseLost). It also marks gone the executors silent for
+// several leases. It sweeps on the coordinator that leads the maintenance
+// only. (The journal's leader keeps the timers of pending and expiring
+// jobs itself.)
 type leaseSweeper struct {
 	cfg sweepConfig
 	serviceBase
 	// answeringSince is since when PostgreSQL has answered the lead's
 	// renewals (leadership.answeringSince).
 	answeringSince func() time.Time
-	// afterChange follows up the changes a sweep made (Coordinator.afterChange).
-	afterChange func([]store.Applied)
-	// journal, when set, gives back the jobs of lost executors that the
-	// journal's leader holds (Config.Engine), as the row engine's leases
-	// expire.
+	// journal's leader gives back the jobs of lost executors
+	// (Coordinator.onJournal sets it).
 	journal *journalEngine
 }
 
-func newLeaseSweeper(cfg sweepConfig, b serviceBase, answeringSince func() time.Time, afterChange func([]store.Applied)) *leaseSweeper {
-	return &leaseSweeper{cfg: cfg.withDefaults(), serviceBase: b, answeringSince: answeringSince, afterChange: afterChange}
+func newLeaseSweeper(cfg sweepConfig, b serviceBase, answeringSince func() time.Time) *leaseSweeper {
+	return &leaseSweeper{cfg: cfg.withDefaults(), serviceBase: b, answeringSince: answeringSince}
 }
 
 // expiryGate says when the sweeper may judge executors lost: once
@@ -146,64 +133,16 @@ func (s *leaseSweeper) run(ctx context.Context) {
 			s.log.Warn("this coordinator stood still (starved of CPU, or paused): leases are not expired until it has run for a lease, so that the heartbeats that came meanwhile are recorded first",
 				"late_by", late.Round(time.Millisecond).String(), "lease", s.cfg.Lease.String())
 		}
-		if !gate.open(time.Now()) {
-			if err := s.store.Ping(ctx); err != nil {
-				unreachable(err)
-			} else {
-				reachable()
-				if s.journal == nil {
-					s.timedChanges(ctx)
-				}
-			}
-			continue
-		}
-		if s.journal != nil {
-			// The journal's leader holds the jobs, their timers and
-			// expiries: fairway_job has records only.
-			if err := s.store.Ping(ctx); err != nil {
-				unreachable(err)
-				continue
-			}
-			reachable()
-			s.journal.releaseLost(ctx, s.cfg.Lease)
-			s.markGone(ctx)
-			continue
-		}
-		applied, err := s.store.ExpireLeases(ctx, s.cfg.Batch, s.cfg.Lease, s.cfg.RetryDelay)
-		if err != nil {
+		if err := s.store.Ping(ctx); err != nil {
 			unreachable(err)
 			continue
 		}
 		reachable()
-		s.timedChanges(ctx)
-		s.markGone(ctx)
-		if len(applied) > 0 {
-			states := map[string]int{}
-			for _, a := range applied {
-				states[string(a.State)]++
-			}
-			s.log.Warn("leases expired: jobs of lost executors released", "jobs", len(applied), "states", states)
-			s.afterChange(applied)
+		if !gate.open(time.Now()) {
+			continue
 		}
-	}
-}
-
-// timedChanges releases the pending jobs whose trigger time has come and
-// fails the jobs that expired before they started.
-func (s *leaseSweeper) timedChanges(ctx context.Context) {
-	triggered, err := s.store.TriggerPending(ctx, s.cfg.Batch)
-	if err != nil {
-		s.log.Warn("releasing triggered pending jobs", "error", err)
-	} else if len(triggered) > 0 {
-		s.log.Info("pending jobs released: their trigger time came", "jobs", len(triggered))
-		s.afterChange(triggered)
-	}
-	expired, err := s.store.ExpireJobs(ctx, s.cfg.Batch)
-	if err != nil {
-		s.log.Warn("expiring jobs", "error", err)
-	} else if len(expired) > 0 {
-		s.log.Info("jobs expired before they started", "jobs", len(expired))
-		s.afterChange(expired)
+		s.journal.releaseLost(ctx, s.cfg.Lease)
+		s.markGone(ctx)
 	}
 }
 

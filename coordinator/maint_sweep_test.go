@@ -13,40 +13,38 @@ import (
 
 // TestLeaseSweeperReleasesLostJobs runs the lease sweeper alone, with a
 // short lease, against an executor that went silent after it claimed a
-// job: the job is released (a failed attempt, due again), the executor is
-// marked gone, a pending job whose trigger time came is released and a job
-// past its expiry is failed, each followed up through afterChange.
+// job: the journal's leader releases the job (a failed attempt, due
+// again) and publishes its event, and the executor is marked gone.
 func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	st := storetest.Open(t)
+	f := newFollowUps()
+	e := startJournal(t, st, f, nil)
 	const lease = 200 * time.Millisecond
-	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+	err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}},
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
-	lost := storeJobs(t, st, fairway.Submission{Group: "g", ID: "lost"})[0]
-	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Limit: 1, Tasks: []string{"t"}, Lease: lease, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
+	lost := storeJobs(t, e, fairway.Submission{Group: "g", ID: "lost"})[0]
+	claimed, err := e.claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", ClaimID: fairway.NewID(), Limit: 1, Tasks: []string{"t"}, Lease: lease,
+		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, lost.ID, claimed[0].ID)
-	past, soon := time.Now().Add(-time.Second), time.Now().Add(lease)
-	storeJobs(t, st,
-		fairway.Submission{Group: "g", ID: "triggered", TriggerAfter: &past},
-		fairway.Submission{Group: "g", ID: "expires", Pending: true, ExpiresAt: &soon})
 
-	f := newFollowUps()
 	start := time.Now()
-	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease, RetryDelay: time.Hour}, storeBase(st, serviceLogger(t)), func() time.Time { return start }, f.afterChange)
+	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease}, storeBase(st, serviceLogger(t)), func() time.Time { return start })
+	s.journal = e
 	require.Equal(t, 3*lease, s.cfg.GoneAfter, "gone after goneLeases leases by default")
-	require.Equal(t, sweepBatch, s.cfg.Batch)
 	runService(t, s.run)
 
 	require.Eventually(t, func() bool {
-		return f.state("lost") != "" && f.state("triggered") == fairway.StateWaiting && f.state("expires") == fairway.StateFailed
-	}, serviceWait, 10*time.Millisecond, "the lost job, the triggered and the expired one are changed and followed up")
-	require.Contains(t, []fairway.State{fairway.StateWaiting, fairway.StateStuck}, jobState(t, st, "g", "lost"), "due again after a failed attempt")
-	require.Equal(t, fairway.StateWaiting, jobState(t, st, "g", "triggered"))
-	require.Equal(t, fairway.StateFailed, jobState(t, st, "g", "expires"))
+		return slices.Contains([]fairway.State{fairway.StateWaiting, fairway.StateStuck}, jobState(t, e, "g", "lost"))
+	}, serviceWait, 10*time.Millisecond, "the lost job is due again after a failed attempt")
+	require.Eventually(t, func() bool { return f.state("lost") == jobState(t, e, "g", "lost") }, serviceWait, 10*time.Millisecond, "its event is published")
+	job, err := e.get(ctx, "g", "lost")
+	require.NoError(t, err)
+	require.Equal(t, 1, job.Retries, "the attempt lost counts")
 	require.Eventually(t, func() bool {
 		execs, err := st.Executors(ctx)
 		return err == nil && slices.ContainsFunc(execs, func(e fairway.Executor) bool { return e.AppID == "w" && e.State == fairway.ExecutorGone })

@@ -26,6 +26,7 @@ type coordMetrics struct {
 	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
 	handedOver   prometheus.Counter     // jobs stored scheduled for an idle executor
 	rateDeferred prometheus.Counter     // submissions a batch passed over: their group is over its rate
+	ingestSplits prometheus.Counter     // batches PostgreSQL refused, split to find the submission it refuses
 	forwarded    prometheus.Counter     // API requests forwarded to the journal's leader
 }
 
@@ -34,11 +35,6 @@ type coordMetrics struct {
 func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *coordMetrics {
 	queues := &queueCollector{store: st, log: log.Warn}
 	metrics.Register(reg, prometheus.Collector(queues))
-	// Counted by the store, for its own statements: coordinators that
-	// share a registry in one process show the first one's store.
-	metrics.Register(reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fairway_ingest_checked_batches_total",
-		Help: "Batches of submissions (from the submit stream or the API) that PostgreSQL refused (an argument it cannot store, say) and that were stored again with every submission checked, the refused ones rejected on their own."},
-		func() float64 { return float64(st.CheckedInserts()) }))
 	hist := func(name, help string, buckets []float64) prometheus.Histogram {
 		return metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}))
 	}
@@ -61,10 +57,12 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 			Help: "Submissions refused by a group's quota, by quota (rate: a request/reply submission that would wait for its group's rate past its deadline; jobs: queued jobs)."}, []string{"quota"})),
 		rateDeferred: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_ingest_rate_deferrals_total",
 			Help: "Times ingest passed over a group over its submission rate (coordinator.quota.submit-rate): its submissions wait in NATS and are stored later."})),
+		ingestSplits: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_ingest_split_batches_total",
+			Help: "Batches of submissions from the submit stream that PostgreSQL refused (an argument it cannot store, say), split in halves until the submissions it refuses are found: those are rejected on their own, the others stored."})),
 		handedOver: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_jobs_handed_over_total",
 			Help: "Jobs that ingest stored already scheduled for an idle executor (one waiting in a long poll), without a claim."})),
 		forwarded: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "fairway_api_forwarded_total",
-			Help: "API requests that change jobs which this coordinator, following the journal's partition, forwarded to its leader (coordinator.engine journal)."})),
+			Help: "API requests that change jobs which this coordinator, following the journal's partition, forwarded to its leader."})),
 	}
 }
 

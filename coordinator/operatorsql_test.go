@@ -78,8 +78,8 @@ func TestOperatorsSQLOnBothEngines(t *testing.T) {
 			return h, queryStrings(st.Pool().Query)
 		},
 		"journal": func(t *testing.T) (*harness, func(context.Context, string) ([][]string, error)) {
-			st := storetest.OpenJournal(t)
-			h, _ := setupOn(t, st, coordinator.Config{Engine: coordinator.EngineJournal})
+			st := storetest.Open(t)
+			h, _ := setupOn(t, st, coordinator.Config{})
 			return h, queryStrings(st.Pool().Query)
 		},
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -170,11 +169,6 @@ func (d *dispatcher) parkLoop(ctx context.Context) {
 		wait := time.Hour
 		if next, ok := d.parking.nextDeadline(); ok {
 			wait = max(time.Until(next), 0)
-			if d.store.RatesInUse() {
-				// A job passed over for its rate is due when its bucket
-				// refills, which no change announces.
-				wait = min(wait, store.RateRetry)
-			}
 		}
 		timer.Reset(wait)
 		select {

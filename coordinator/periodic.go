@@ -111,14 +111,6 @@ func (c *Coordinator) periodicNow(ctx context.Context) (time.Time, error) {
 	return c.store.Now(ctx)
 }
 
-// hostNow is this coordinator's host clock (see Config.HostClock).
-func (c *Coordinator) hostNow() time.Time {
-	if c.cfg.HostClock != nil {
-		return c.cfg.HostClock()
-	}
-	return time.Now()
-}
-
 // handlePeriodic answers the periodic-* verbs of the operator API.
 func (c *Coordinator) handlePeriodic(ctx context.Context, verb string, data []byte, received time.Time) ([]fairway.PeriodicTask, error) {
 	if verb == events.VerbPeriodicList {

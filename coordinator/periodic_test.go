@@ -14,7 +14,6 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,21 +27,13 @@ import (
 // engine, which never ran).
 func TestPeriodicTaskWithRacingCoordinators(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			periodicTaskWithRacingCoordinators(t, engine)
-		})
-	}
+	periodicTaskWithRacingCoordinators(t)
 }
 
-func periodicTaskWithRacingCoordinators(t *testing.T, engine string) {
+func periodicTaskWithRacingCoordinators(t *testing.T) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
 	st := storetest.Open(t)
-	if engine == coordinator.EngineJournal {
-		st = storetest.OpenJournal(t)
-	}
 	var clock atomic.Pointer[time.Time]
 	setClock := func(s string) {
 		tm, err := time.Parse(time.RFC3339, s)
@@ -52,7 +43,7 @@ func periodicTaskWithRacingCoordinators(t *testing.T, engine string) {
 	setClock("2026-11-23T08:01:00Z")
 	var coords []*coordinator.Coordinator
 	for range 3 {
-		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }, Engine: engine})
+		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(ctx))
 		t.Cleanup(c.Stop)
@@ -81,22 +72,8 @@ func periodicTaskWithRacingCoordinators(t *testing.T, engine string) {
 		wg.Wait()
 	}
 	jobs := func() []fairway.Job {
-		if engine == coordinator.EngineRows {
-			list, err := client.List(ctx, events.ListRequest{Group: "g"})
-			require.NoError(t, err)
-			return list
-		}
-		// The journal lists no jobs yet: the ids it took, newest first.
-		rows, err := st.Pool().Query(ctx, `SELECT id FROM fairway_job_id WHERE group_name = 'g' ORDER BY id DESC`)
+		list, err := client.List(ctx, events.ListRequest{Group: "g"})
 		require.NoError(t, err)
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		var list []fairway.Job
-		for _, id := range ids {
-			job, err := client.Get(ctx, "g", id)
-			require.NoError(t, err)
-			list = append(list, *job)
-		}
 		return list
 	}
 	nextRun := func() string {

@@ -26,30 +26,15 @@ import (
 // coordinator too.
 func setupWith(t *testing.T, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {
 	t.Helper()
-	// The whole package on the row engine with FAIRWAY_TEST_ENGINE=rows
-	// (docs/journal.md, "Where the tests stand").
-	return setupEngine(t, storetest.Engine(), cfg)
+	return setupOn(t, storetest.Open(t), cfg)
 }
 
-// onBothEngines runs test on a harness of each engine (setup,
-// setupJournal), in parallel subtests named after the engines.
-func onBothEngines(t *testing.T, test func(*testing.T, *harness)) {
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			retries := 3
-			h, _ := setupEngine(t, engine, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
-			test(t, h)
-		})
-	}
-}
-
-// setupEngine is setupWith on engine (coordinator.EngineRows or
-// EngineJournal).
-func setupEngine(t *testing.T, engine string, cfg coordinator.Config) (*harness, *coordinator.Coordinator) {
+// setupRetrying is setup with 3 retries 20 ms apart.
+func setupRetrying(t *testing.T) *harness {
 	t.Helper()
-	cfg.Engine = engine
-	return setupOn(t, storetest.OpenEngine(t, engine), cfg)
+	retries := 3
+	h, _ := setupWith(t, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	return h
 }
 
 // setupOn is setupWith on a store of the test's own.
@@ -129,8 +114,7 @@ func TestPoisonSubmissionInABatch(t *testing.T) {
 	require.Equal(t, fairway.CodeInvalid, rejected[0].Code)
 	require.Equal(t, "args", rejected[0].Field)
 	require.Contains(t, rejected[0].Error, "args.x is a number out of range")
-	require.Zero(t, coord.Splits(), "no batch split to find the poison")
-	require.Zero(t, h.store.CheckedInserts(), "no batch refused by PostgreSQL")
+	require.Zero(t, coord.Splits(), "no batch split to find the poison: none refused by PostgreSQL")
 }
 
 // A report PostgreSQL refuses is tried again a bounded number of times,
@@ -143,19 +127,14 @@ func TestPoisonSubmissionInABatch(t *testing.T) {
 // and the outcomes are applied in halves until the refused one is found.
 func TestPoisonReportIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			poisonReportIsDeadLettered(t, engine)
-		})
-	}
+	poisonReportIsDeadLettered(t)
 }
 
-func poisonReportIsDeadLettered(t *testing.T, engine string) {
-	st := storetest.OpenEngine(t, engine)
+func poisonReportIsDeadLettered(t *testing.T) {
+	st := storetest.Open(t)
 	_, err := st.Pool().Exec(t.Context(), `ALTER TABLE fairway_job ADD CONSTRAINT test_refuses_poison CHECK (result IS NULL OR NOT result ? 'poison')`)
 	require.NoError(t, err)
-	h, _ := setupOn(t, st, coordinator.Config{Engine: engine, DeadLetterAfter: 2})
+	h, _ := setupOn(t, st, coordinator.Config{DeadLetterAfter: 2})
 	subjects := h.client.Subjects()
 	dead, err := h.nc.SubscribeSync(subjects.DeadAll())
 	require.NoError(t, err)
@@ -212,7 +191,7 @@ func poisonReportIsDeadLettered(t *testing.T, engine string) {
 // events still arrive, also after a coordinator restart.
 func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
 	t.Parallel()
-	cfg := coordinator.Config{Engine: storetest.Engine(), MaxArgsSize: 2 << 20, Logger: testLogger(t)}
+	cfg := coordinator.Config{MaxArgsSize: 2 << 20, Logger: testLogger(t)}
 	h, coord := setupWith(t, cfg)
 	h.executor("ex", 4, map[string]executor.Handler{"echo": echo})
 	body := `{"id":"` + strings.Repeat("<", 1_900_000) + `"}`
@@ -254,7 +233,7 @@ func TestQuotaOnNonFinalJobs(t *testing.T) {
 			return h
 		},
 		"journal": func(t *testing.T) *harness {
-			h, _ := setupOn(t, storetest.OpenJournal(t), coordinator.Config{Engine: coordinator.EngineJournal, QuotaJobs: 3, QuotaSubmitRate: -1,
+			h, _ := setupOn(t, storetest.Open(t), coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1,
 				RetryDelay: 20 * time.Millisecond, Retries: &retries})
 			return h
 		},

@@ -15,7 +15,7 @@ import (
 // job read meanwhile carries both; at its end the estimate is gone.
 func TestProgressWithAnEstimate(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, progressWithAnEstimate)
+	progressWithAnEstimate(t, setupRetrying(t))
 }
 
 // progressWithAnEstimate is TestProgressWithAnEstimate on h's engine.

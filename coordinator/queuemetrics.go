@@ -23,7 +23,7 @@ const (
 
 var (
 	queueJobsDesc = prometheus.NewDesc("fairway_jobs",
-		"Jobs not yet final, by group, task and state (pending, waiting, stuck, scheduled, running); read from PostgreSQL at most every 5 s.",
+		"Jobs not yet final, by group, task and state (pending, waiting, stuck, scheduled, running); read from the partition's state (the journal's) at most every 5 s.",
 		[]string{"group", "task", "state"}, nil)
 	queueOldestDesc = prometheus.NewDesc("fairway_oldest_due_seconds",
 		"How long the oldest due waiting or stuck job of a group and task has been due (0: none is due).",
@@ -35,16 +35,16 @@ var (
 		"Each group's weighted fair share over the last 5 minutes: its weight over the weights of the groups that ran jobs then.",
 		[]string{"group"}, nil)
 	noExecutorDesc = prometheus.NewDesc("fairway_jobs_without_executor",
-		"Jobs not started yet (pending, waiting, stuck) of a task no live executor runs, by task; read from PostgreSQL at most every 5 s.",
+		"Jobs not started yet (pending, waiting, stuck) of a task no live executor runs, by task; read from the partition's state and the executors' registry at most every 5 s.",
 		[]string{"task"}, nil)
 )
 
 // queueCollector exposes the queue gauges, read on scrape and cached.
 type queueCollector struct {
 	store *store.Store
-	// journal, when set, counts the unfinished jobs from the partition's
-	// state instead of fairway_job, where the journal engine keeps records
-	// only (Config.Engine).
+	// journal counts the unfinished jobs from the partition's state
+	// (fairway_job holds the records of ended jobs only). Set by
+	// Coordinator.onJournal; nil until then, when a scrape reads none.
 	journal *journalEngine
 	log     func(msg string, args ...any)
 
@@ -119,25 +119,20 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// queueCounts reads the unfinished jobs' counts, largest first: on the
-// journal, every count, from the partition's state (withoutExecutor reads
-// them all; Collect keeps the queueMetricsSeries largest); on the row
-// engine, the queueMetricsSeries largest, from fairway_job.
+// queueCounts reads the unfinished jobs' counts, largest first, every
+// count, from the partition's state (withoutExecutor reads them all;
+// Collect keeps the queueMetricsSeries largest).
 func (q *queueCollector) queueCounts(ctx context.Context) ([]fairway.QueueCount, error) {
-	if q.journal != nil {
-		return q.journal.leader.Counts(ctx, "", 0, time.Now())
+	if q.journal == nil {
+		return nil, errors.New("the coordinator is not started")
 	}
-	return q.store.QueueCounts(ctx, queueMetricsSeries)
+	return q.journal.leader.Counts(ctx, "", 0, time.Now())
 }
 
 // withoutExecutor counts, per task, the jobs not started yet of the tasks
-// no live executor runs: on the journal, from counts (this reading's, nil
-// if it failed) and the executors' registry; on the row engine, from
-// fairway_job.
+// no live executor runs, from counts (this reading's, nil if it failed)
+// and the executors' registry.
 func (q *queueCollector) withoutExecutor(ctx context.Context, counts []fairway.QueueCount) (map[string]int64, error) {
-	if q.journal == nil {
-		return q.store.JobsWithoutExecutor(ctx)
-	}
 	if counts == nil {
 		return nil, errors.New("the queue's counts were not read")
 	}

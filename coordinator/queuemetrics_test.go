@@ -1,7 +1,6 @@
 package coordinator
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/fairwayhq/fairway"
@@ -10,39 +9,40 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestStoreGaugesAndCounters: the metrics read from the store on scrape.
-// Jobs of a task no live executor runs are counted by task; a batch that
-// PostgreSQL refused and that was stored again checked is counted.
-func TestStoreGaugesAndCounters(t *testing.T) {
+// TestQueueGaugesReadTheLeadersState: the queue gauges are read on
+// scrape from the partition's state: the jobs of a task no live executor
+// runs are counted by task, and the waiting jobs by group, task and
+// state.
+func TestQueueGaugesReadTheLeadersState(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
 	reg := prometheus.NewRegistry()
-	newMetrics(reg, st, serviceLogger(t))
-	subs := make([]fairway.Submission, 3)
-	for i := range subs {
-		subs[i] = fairway.Submission{Group: "acme", Task: "fragile"}
-		require.NoError(t, subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 3))
-	}
-	subs[2].Args = json.RawMessage(`{"x":1e1000000}`) // PostgreSQL cannot store it
-	_, err := st.InsertJobs(t.Context(), subs, nil)
-	require.NoError(t, err)
+	metrics := newMetrics(reg, st, serviceLogger(t))
+	e := startJournal(t, st, newFollowUps(), nil)
+	metrics.queues.mu.Lock()
+	metrics.queues.journal = e
+	metrics.queues.mu.Unlock()
+	storeJobs(t, e, fairway.Submission{Group: "acme", Task: "fragile"}, fairway.Submission{Group: "acme", Task: "fragile"},
+		fairway.Submission{Group: "hooli", Task: "fragile"})
 
 	values := map[string]float64{}
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				labels += "/" + l.GetValue()
+			}
 			switch f.GetName() {
-			case "fairway_jobs_without_executor":
-				require.Equal(t, "task", m.GetLabel()[0].GetName())
-				values[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-			case "fairway_ingest_checked_batches_total":
-				values[f.GetName()] = m.GetCounter().GetValue()
+			case "fairway_jobs_without_executor", "fairway_jobs":
+				values[f.GetName()+labels] = m.GetGauge().GetValue()
 			}
 		}
 	}
 	require.Equal(t, map[string]float64{
-		"fairway_jobs_without_executor/fragile": 2, // the third was refused
-		"fairway_ingest_checked_batches_total":  1,
+		"fairway_jobs_without_executor/fragile": 3,
+		"fairway_jobs/acme/waiting/fragile":     2,
+		"fairway_jobs/hooli/waiting/fragile":    1,
 	}, values)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -37,8 +36,7 @@ type quotas struct {
 	submits      *rateLimiter
 	byteRate     float64 // bytes of submissions per second per group; <= 0: unlimited
 	submitBytes  *rateLimiter
-	store        *store.Store           // counts the queued jobs (the row engine)
-	journal      *journalEngine         // counts them instead, when set (the journal engine)
+	journal      *journalEngine         // counts the queued jobs (Coordinator.onJournal sets it)
 	refused      *prometheus.CounterVec // counts the refusals, by quota (coordMetrics.quotaRefused)
 	mu           sync.Mutex
 	open         map[string]openCount
@@ -51,9 +49,9 @@ type openCount struct {
 	at time.Time
 }
 
-func newQuotas(jobs int, rate float64, burst int, byteRate float64, byteBurst int, st *store.Store, refused *prometheus.CounterVec) *quotas {
+func newQuotas(jobs int, rate float64, burst int, byteRate float64, byteBurst int, refused *prometheus.CounterVec) *quotas {
 	return &quotas{jobs: jobs, rate: rate, submits: newRateLimiter(rate, burst), byteRate: byteRate, submitBytes: newRateLimiter(byteRate, byteBurst),
-		store: st, refused: refused, open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
+		refused: refused, open: map[string]openCount{}, now: time.Now, maxGroupsMem: 100_000}
 }
 
 // deferSubmits takes n tokens of group's bucket of submissions and bytes
@@ -212,12 +210,8 @@ func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
 	return errs[0]
 }
 
-// countQueued counts the unfinished jobs of groups: on the journal, as
-// the partition's state this coordinator folded holds them; on the row
-// engine, their rows (up to q.jobs each).
+// countQueued counts the unfinished jobs of groups, as the partition's
+// state this coordinator folded holds them.
 func (q *quotas) countQueued(ctx context.Context, groups []string) (map[string]int, error) {
-	if q.journal != nil {
-		return q.journal.leader.LiveOf(ctx, groups)
-	}
-	return q.store.CountQueuedJobs(ctx, groups, q.jobs)
+	return q.journal.leader.LiveOf(ctx, groups)
 }

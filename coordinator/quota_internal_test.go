@@ -15,7 +15,7 @@ import (
 // refill, and another group is not held by it.
 func TestSubmitPaceCountsBytes(t *testing.T) {
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "refused"}, []string{"quota"})
-	q := newQuotas(0, 1000, 5000, 4<<20, 8<<20, nil, refused)
+	q := newQuotas(0, 1000, 5000, 4<<20, 8<<20, refused)
 	now := time.Unix(1_800_000_000, 0)
 	q.now = func() time.Time { return now }
 	const big = 3 << 20
@@ -35,7 +35,7 @@ func TestSubmitPaceCountsBytes(t *testing.T) {
 	require.True(t, ok, "once refilled")
 
 	// Small submissions are paced by their count as before.
-	q = newQuotas(0, 10, 10, 4<<20, 8<<20, nil, refused)
+	q = newQuotas(0, 10, 10, 4<<20, 8<<20, refused)
 	q.now = func() time.Time { return now }
 	for range 10 {
 		ok, _ := q.deferSubmits("acme", 1, 100)

@@ -59,8 +59,19 @@ func (h *relayHarness) outboxEmpty(t *testing.T) bool {
 	return err == nil && n == 0
 }
 
+// rejectIDs writes the rejected events of submissions of ids to the
+// outbox (group g, task t), as ingest does.
+func rejectIDs(t *testing.T, st *store.Store, ids ...string) {
+	t.Helper()
+	var rs []store.Rejection
+	for _, id := range ids {
+		rs = append(rs, store.Rejection{JobID: id, Group: "g", Task: "t", Err: fairway.Invalid("args", "not an object")})
+	}
+	require.NoError(t, st.Reject(t.Context(), rs))
+}
+
 // TestRelayPublishesTheOutbox runs the events relay alone: kicked, it
-// publishes the events in the outbox (three jobs stored) in one message
+// publishes the events in the outbox (three rejections) in one message
 // of the three, or with PerMessage in one message each, counts them, and
 // empties the outbox.
 func TestRelayPublishesTheOutbox(t *testing.T) {
@@ -76,14 +87,13 @@ func TestRelayPublishesTheOutbox(t *testing.T) {
 			// An hour between polls: only the kick makes it publish in time.
 			h := newRelayHarness(t, relayConfig{PollInterval: time.Hour, PerMessage: tc.perMessage})
 			require.Equal(t, outboxBatch, h.relay.cfg.Batch)
-			subs := storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"}, fairway.Submission{Group: "g", ID: "j2"},
-				fairway.Submission{Group: "g", ID: "j3"})
+			rejectIDs(t, h.st, "j1", "j2", "j3")
 			runService(t, h.relay.run)
 			h.relay.kick()
 
 			var ids []string
 			for _, msg := range readStream(t, h.js, h.subjects.EventStream(), tc.messages) {
-				require.Equal(t, h.subjects.Event("g", "t", fairway.StateWaiting), msg.Subject())
+				require.Equal(t, h.subjects.Event("g", "t", fairway.StateRejected), msg.Subject())
 				require.Equal(t, tc.first, msg.Data()[0], "%s", msg.Data())
 				evs, err := events.DecodeEvents(msg.Data())
 				require.NoError(t, err)
@@ -91,9 +101,9 @@ func TestRelayPublishesTheOutbox(t *testing.T) {
 					ids = append(ids, ev.JobID)
 				}
 			}
-			require.Equal(t, []string{subs[0].ID, subs[1].ID, subs[2].ID}, ids, "every event once, in order")
+			require.Equal(t, []string{"j1", "j2", "j3"}, ids, "every event once, in order")
 			require.Eventually(t, func() bool { return h.outboxEmpty(t) }, serviceWait, 10*time.Millisecond)
-			require.Equal(t, 3.0, h.counter(t, "fairway_events_total", "state", string(fairway.StateWaiting)))
+			require.Equal(t, 3.0, h.counter(t, "fairway_events_total", "state", string(fairway.StateRejected)))
 		})
 	}
 }
@@ -112,13 +122,13 @@ func TestRelayDeadLettersWhatJetStreamRefuses(t *testing.T) {
 	cfg.MaxMsgSize = 64
 	_, err = h.js.UpdateStream(ctx, cfg)
 	require.NoError(t, err)
-	storeJobs(t, h.st, fairway.Submission{Group: "g", ID: "j1"})
+	rejectIDs(t, h.st, "j1")
 	runService(t, h.relay.run)
 	h.relay.kick()
 
 	dead := readStream(t, h.js, h.subjects.DeadStream(), 1)[0]
 	require.Equal(t, h.subjects.Dead(events.DeadEvent), dead.Subject())
-	require.Equal(t, h.subjects.Event("g", "t", fairway.StateWaiting), dead.Headers().Get(events.HeaderDeadSubject))
+	require.Equal(t, h.subjects.Event("g", "t", fairway.StateRejected), dead.Headers().Get(events.HeaderDeadSubject))
 	require.Contains(t, dead.Headers().Get(events.HeaderDeadReason), "JetStream refused the event")
 	require.Eventually(t, func() bool { return h.outboxEmpty(t) }, serviceWait, 10*time.Millisecond)
 	require.Equal(t, 1.0, h.counter(t, "fairway_dead_letters_total", "kind", events.DeadEvent))

@@ -34,10 +34,6 @@ const (
 type resultsConfig struct {
 	// Batch caps the reports applied in one go. Defaults to resultBatch.
 	Batch int
-	// RetryDelay is the delay before the first retry (Config.RetryDelay).
-	RetryDelay time.Duration
-	// LearnRunTimes records how long attempts ran (fairness counts time).
-	LearnRunTimes bool
 }
 
 func (c resultsConfig) withDefaults() resultsConfig {
@@ -60,18 +56,13 @@ type results struct {
 	cfg resultsConfig
 	serviceBase
 	dead *deadLetters
-	// afterChange follows up the changes applied (Coordinator.afterChange),
-	// and kickOutbox publishes the events of the starts (relay.kick).
-	afterChange func([]store.Applied)
-	kickOutbox  func()
-	// journal, when set, has the journal's leader apply the reports
-	// (Config.Engine).
+	// journal's leader applies the reports, publishes their events and
+	// follows them up (Coordinator.onJournal sets it).
 	journal *journalEngine
 }
 
-func newResults(cfg resultsConfig, b serviceBase, dead *deadLetters, afterChange func([]store.Applied), kickOutbox func()) *results {
-	return &results{cfg: cfg.withDefaults(), serviceBase: b, dead: dead,
-		afterChange: afterChange, kickOutbox: kickOutbox}
+func newResults(cfg resultsConfig, b serviceBase, dead *deadLetters) *results {
+	return &results{cfg: cfg.withDefaults(), serviceBase: b, dead: dead}
 }
 
 // start reads the executors' reports, each executor's in its order, and
@@ -86,12 +77,10 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	// an earlier version may hold messages up to max_payload.
 	fetchBytes := max(2*events.ReportMaxBytes, int(cons.nc.MaxPayload()))
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
-	if rs.journal != nil {
-		// Only the journal's leader can apply reports: a follower leaves
-		// them in JetStream for it rather than taking and refusing them.
-		sources.gate = rs.journal.leads.Load
-		rs.journal.reopenResults = sources.reopen
-	}
+	// Only the journal's leader can apply reports: a follower leaves them
+	// in JetStream for it rather than taking and refusing them.
+	sources.gate = rs.journal.leads.Load
+	rs.journal.reopenResults = sources.reopen
 	return sources.run(ctx, subs, cons, rs.cfg.Batch, rs.apply)
 }
 
@@ -202,11 +191,10 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 			rs.log.Warn("dropping an executor report of unknown type", "type", r.Type, "executor", r.Executor)
 		}
 	}
-	applied, refused, err := rs.applyParts(ctx, started, progress, logs, outcomes)
+	refused, err := rs.applyParts(ctx, started, progress, logs, outcomes)
 	if err != nil {
-		// What was applied before the error is committed: its follow-ups
-		// run now (a redelivery finds those outcomes applied already).
-		rs.afterChange(applied)
+		// What was applied before the error is committed (a redelivery
+		// finds those outcomes applied already).
 		var live []jetstream.Msg
 		for i, msg := range msgs {
 			if !dead[i] {
@@ -216,7 +204,6 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 		rs.dead.retryLater(ctx, live, err)
 		return
 	}
-	rs.learn(ctx, outcomes, applied)
 	reasons := map[int]string{}
 	for k, reason := range refused {
 		reasons[outcomeMsg[k]] = reason
@@ -230,126 +217,52 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 			_ = msg.Ack()
 		}
 	}
-	if len(started) > 0 {
-		rs.kickOutbox()
-	}
-	rs.afterChange(applied)
 }
 
-// applyParts applies the parts of a batch of reports. refused maps
-// the index of each outcome PostgreSQL refuses on its own to the reason;
-// the others are applied. With an error, applied holds the outcomes
-// committed before it.
-func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	if rs.journal != nil {
-		// Lines first, as below: their attempts are still held before
-		// the batch's ends are folded.
-		if err := rs.journal.appendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
-			return nil, nil, err
-		} else if err != nil {
-			rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
-		}
-		// The leader publishes the events and wakes the executors itself;
-		// the progress is published here, as below.
-		changed, err := rs.journal.report(ctx, started, progress, outcomes)
-		if err == nil || len(outcomes) == 0 || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
-			rs.publishProgress(changed)
-			return nil, nil, err
-		}
-		// PostgreSQL refused the batch: a record it cannot store (the
-		// leader writes each ended job's in the batch's transaction).
-		// The starts and progress go first, then the outcomes are sorted
-		// as on the rows (findRefused).
-		refusal := err
-		if changed, err = rs.journal.report(ctx, started, progress, nil); err != nil {
-			return nil, nil, err
-		}
-		rs.publishProgress(changed)
-		_, refused, err := rs.findRefused(ctx, outcomes, refusal, func(ctx context.Context, o []store.Outcome) ([]store.Applied, error) {
-			_, err := rs.journal.report(ctx, nil, nil, o)
-			return nil, err // the leader follows its changes up itself
-		})
-		return nil, refused, err
-	}
-	if err := rs.store.MarkRunning(ctx, started); err != nil {
-		return nil, nil, err
-	}
-	changed, err := rs.store.SetProgress(ctx, progress)
-	if err != nil {
-		return nil, nil, err
-	}
-	rs.publishProgress(changed)
-	if err := rs.store.AppendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
+// applyParts has the journal's leader apply the parts of a batch of
+// reports. refused maps the index of each outcome PostgreSQL refuses on
+// its own to the reason; the others are applied. The leader publishes
+// the events and wakes the executors itself; the progress is published
+// here.
+func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) (map[int]string, error) {
+	// Lines first: their attempts are still held before the batch's ends
+	// are folded.
+	if err := rs.journal.appendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
 		// PostgreSQL is away, or the coordinator is stopping (its
 		// statement was cancelled): the batch stays in JetStream, lines
 		// included, for a later try.
-		return nil, nil, err
+		return nil, err
 	} else if err != nil {
 		rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 	}
-	applied, refused, err := rs.complete(ctx, outcomes)
-	if err != nil {
-		return applied, nil, err
+	changed, err := rs.journal.report(ctx, started, progress, outcomes)
+	if err == nil || len(outcomes) == 0 || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
+		rs.publishProgress(changed)
+		return nil, err
 	}
-	if n := len(outcomes) - len(applied) - len(refused); n > 0 {
-		rs.log.Info("ignored outcomes of attempts that are no longer current (late results), or not held by their sender", "count", n)
+	// PostgreSQL refused the batch: a record it cannot store (the leader
+	// writes each ended job's in the batch's transaction). The starts and
+	// progress go first, then the outcomes are sorted (findRefused).
+	refusal := err
+	if changed, err = rs.journal.report(ctx, started, progress, nil); err != nil {
+		return nil, err
 	}
-	return applied, refused, nil
+	rs.publishProgress(changed)
+	return rs.findRefused(ctx, outcomes, refusal, func(ctx context.Context, o []store.Outcome) error {
+		_, err := rs.journal.report(ctx, nil, nil, o)
+		return err
+	})
 }
 
-// learn records how long the attempts whose outcomes were applied ran
-// (Outcome.RanMS), when fairness counts time (store.LearnRunTimes), on
-// the row engine (the journal's fold learns them from its rows). A
-// failure costs the estimates these runs, not the outcomes.
-func (rs *results) learn(ctx context.Context, outcomes []store.Outcome, applied []store.Applied) {
-	if !rs.cfg.LearnRunTimes || len(applied) == 0 {
-		return
-	}
-	done := make(map[fairway.JobRef]bool, len(applied))
-	for _, a := range applied {
-		done[fairway.JobRef{Group: a.Group, ID: a.JobID}] = true
-	}
-	var runs []store.Run
-	for _, o := range outcomes {
-		if o.RanMS > 0 && done[fairway.JobRef{Group: o.Group, ID: o.JobID}] {
-			runs = append(runs, store.Run{Group: o.Group, JobID: o.JobID, Ran: time.Duration(o.RanMS * float64(time.Millisecond))})
-		}
-	}
-	if len(runs) == 0 {
-		return
-	}
-	if err := rs.store.LearnRunTimes(ctx, runs); err != nil && ctx.Err() == nil {
-		rs.log.Warn("recording how long jobs ran (fairness by time)", "runs", len(runs), "error", err)
-	}
-}
-
-// complete applies outcomes in one statement. When PostgreSQL refuses the
-// batch, one statement finds the results it cannot store, and the rest are
-// applied: the poison costs one extra round trip. Should the rest be
-// refused too, it is split in halves until the outcomes refused on their
-// own are found (a number of statements logarithmic in the batch).
-func (rs *results) complete(ctx context.Context, outcomes []store.Outcome) ([]store.Applied, map[int]string, error) {
-	apply := func(ctx context.Context, o []store.Outcome) ([]store.Applied, error) {
-		return rs.store.Complete(ctx, o, rs.cfg.RetryDelay)
-	}
-	first, err := apply(ctx, outcomes)
-	if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
-		return first, nil, err
-	}
-	applied, refused, err := rs.findRefused(ctx, outcomes, err, apply)
-	return append(first, applied...), refused, err
-}
-
-// applyOutcomes applies a batch of outcomes in one statement: the row
-// engine's Complete, or the journal leader's report. It returns what it
-// applied (with an error, what it committed before it).
-type applyOutcomes func(context.Context, []store.Outcome) ([]store.Applied, error)
+// applyOutcomes applies a batch of outcomes in one statement (the
+// journal leader's report).
+type applyOutcomes func(context.Context, []store.Outcome) error
 
 // findRefused sorts outcomes that PostgreSQL refused as a batch (with
 // refusal): one statement finds the results it cannot store, and the rest
 // are applied with apply, in halves until those refused on their own are
 // found. refused maps the index of each refused outcome to the reason.
-func (rs *results) findRefused(ctx context.Context, outcomes []store.Outcome, refusal error, apply applyOutcomes) ([]store.Applied, map[int]string, error) {
+func (rs *results) findRefused(ctx context.Context, outcomes []store.Outcome, refusal error, apply applyOutcomes) (map[int]string, error) {
 	rs.log.Warn("PostgreSQL refused a batch of outcomes; finding the ones it cannot store", "outcomes", len(outcomes), "error", refusal)
 	results := make([][]byte, len(outcomes))
 	for i, o := range outcomes {
@@ -357,7 +270,7 @@ func (rs *results) findRefused(ctx context.Context, outcomes []store.Outcome, re
 	}
 	bad, err := rs.store.UnstorableJSON(ctx, results)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	refused := map[int]string{}
 	isBad := map[int]bool{}
@@ -372,38 +285,32 @@ func (rs *results) findRefused(ctx context.Context, outcomes []store.Outcome, re
 			rest, restAt = append(rest, o), append(restAt, i)
 		}
 	}
-	applied, err := rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0, apply)
-	return applied, refused, err
+	err = rs.completeSplit(ctx, rest, restAt, refused, len(bad) == 0, apply)
+	return refused, err
 }
 
 // completeSplit applies outcomes (at[i] is the batch index of outcomes[i]);
 // those PostgreSQL refuses on their own are added to refused. knownBad
-// says that the whole of outcomes was refused already. With an error it
-// returns what it applied before it.
-func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool, apply applyOutcomes) ([]store.Applied, error) {
+// says that the whole of outcomes was refused already.
+func (rs *results) completeSplit(ctx context.Context, outcomes []store.Outcome, at []int, refused map[int]string, knownBad bool, apply applyOutcomes) error {
 	if len(outcomes) == 0 {
-		return nil, nil
+		return nil
 	}
-	var first []store.Applied // committed by rounds before a refusal
 	if !knownBad {
-		applied, err := apply(ctx, outcomes)
+		err := apply(ctx, outcomes)
 		if err == nil || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
-			return applied, err
+			return err
 		}
 		if len(outcomes) == 1 {
 			refused[at[0]] = "PostgreSQL refused the outcome: " + fairway.TruncateBytes(err.Error(), fairway.MaxErrorTextSize)
-			return applied, nil
+			return nil
 		}
-		first = applied
 	}
 	half := len(outcomes) / 2
-	applied, err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false, apply)
-	applied = append(first, applied...)
-	if err != nil {
-		return applied, err
+	if err := rs.completeSplit(ctx, outcomes[:half], at[:half], refused, false, apply); err != nil {
+		return err
 	}
-	more, err := rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false, apply)
-	return append(applied, more...), err
+	return rs.completeSplit(ctx, outcomes[half:], at[half:], refused, false, apply)
 }
 
 // publishProgress tells subscribers of <p>.progress.<group>.<task> how far

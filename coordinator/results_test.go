@@ -18,23 +18,23 @@ import (
 )
 
 // TestResultsApplyABatchOfReports runs the results service alone on a
-// batch read from the results stream: an executor's start and end of the
-// job it holds are applied (the start folded into the end) and followed
-// up, a message that is not a report goes to the dead-letter stream, and
-// every message is acknowledged.
+// batch read from the results stream: the journal's leader applies an
+// executor's start and end of the job it holds (the start folded into the
+// end) and publishes the end's event, a message that is not a report goes
+// to the dead-letter stream, and every message is acknowledged.
 func TestResultsApplyABatchOfReports(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	w := newStreamWorld(t)
 	st, js, subjects := w.st, w.js, w.subjects
-	rs, f := w.results()
+	rs, f, e := w.results(t)
 	require.Equal(t, resultBatch, rs.cfg.Batch)
 
-	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+	err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}},
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
-	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})
-	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
+	storeJobs(t, e, fairway.Submission{Group: "g", ID: "j1"})
+	claimed, err := e.claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", ClaimID: fairway.NewID(), Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
@@ -59,8 +59,15 @@ func TestResultsApplyABatchOfReports(t *testing.T) {
 	require.JSONEq(t, `{"ok":true}`, string(job.Result))
 	require.NotNil(t, job.Started)
 	require.True(t, started.Equal(*job.Started), "started %s, not the end's time %s", started, *job.Started)
-	require.Equal(t, fairway.StateSuccess, f.state("j1"), "the end is followed up")
-	require.Zero(t, f.kicked(), "no start of its own: its event goes with the end's follow-up")
+	require.Eventually(t, func() bool { return f.state("j1") == fairway.StateSuccess }, serviceWait, 5*time.Millisecond, "the end's event is published")
+	var states []fairway.State
+	for _, ev := range f.events {
+		if ev.JobID == "j1" {
+			states = append(states, ev.State)
+		}
+	}
+	require.Equal(t, []fairway.State{fairway.StateWaiting, fairway.StateScheduled, fairway.StateRunning, fairway.StateSuccess}, states,
+		"every change once: the start's with the end's row")
 
 	deadMsgs := readStream(t, js, subjects.DeadStream(), 1)
 	require.Equal(t, subjects.Dead(events.DeadReport), deadMsgs[0].Subject())
@@ -88,14 +95,15 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 	st, nc, js, subjects := w.st, w.nc, w.js, w.subjects
 	metrics := newMetrics(prometheus.NewRegistry(), st, log)
 	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
-	f := newFollowUps()
-	rs := newResults(resultsConfig{RetryDelay: time.Hour}, serviceBase{store: st, log: log, metrics: metrics, nc: nc, js: js, subjects: subjects}, dead, f.afterChange, f.kickOutbox)
+	rs := newResults(resultsConfig{}, serviceBase{store: st, log: log, metrics: metrics, nc: nc, js: js, subjects: subjects}, dead)
+	e := startJournal(t, st, newFollowUps(), nil)
+	rs.journal = e
 
-	_, err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}}, time.Hour,
+	err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}},
 		func(fairway.Executor) bool { return false })
 	require.NoError(t, err)
-	storeJobs(t, st, fairway.Submission{Group: "g", ID: "j1"})
-	claimed, err := st.Claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
+	storeJobs(t, e, fairway.Submission{Group: "g", ID: "j1"})
+	claimed, err := e.claim(ctx, store.ClaimParams{Executor: "w", Instance: "i1", ClaimID: fairway.NewID(), Limit: 1, Tasks: []string{"t"}, Lease: time.Minute,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
@@ -107,7 +115,7 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 	cons := testConsumer(t, js, subjects.ResultStream())
 	lines := func() []string {
 		var msgs []string
-		_, err := st.LogLines(ctx, store.LogsParams{Group: "g", ID: "j1"}, func(l fairway.LogLine) bool {
+		_, err := st.LogLines(ctx, store.LogsParams{Group: "g", ID: "j1", Live: true}, func(l fairway.LogLine) bool {
 			msgs = append(msgs, l.Message)
 			return true
 		})
@@ -142,7 +150,7 @@ func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
 	ctx := t.Context()
 	w := newStreamWorld(t)
 	js, subjects := w.js, w.subjects
-	rs, _ := w.results()
+	rs, _, _ := w.results(t)
 
 	huge := bytes.Repeat([]byte(`{"type":"done","job_id":"x"},`), 3<<20/29)
 	huge = append(append([]byte("["), huge[:len(huge)-1]...), ']')
@@ -169,9 +177,12 @@ func TestResultsDeadLetterAnOversizedMessageCut(t *testing.T) {
 	requireAllAcked(t, cons, "the message is acknowledged")
 }
 
-// results is the results service alone on w, its follow-ups recorded.
-func (w streamWorld) results() (*results, *followUps) {
+// results is the results service alone on w, with a journal engine that
+// leads the partition, its follow-ups recorded.
+func (w streamWorld) results(t *testing.T) (*results, *followUps, *journalEngine) {
 	metrics := newMetrics(prometheus.NewRegistry(), w.st, w.log)
 	f := newFollowUps()
-	return newResults(resultsConfig{RetryDelay: time.Hour}, w.base(metrics), w.deadLetters(metrics), f.afterChange, f.kickOutbox), f
+	rs := newResults(resultsConfig{}, w.base(metrics), w.deadLetters(metrics))
+	rs.journal = startJournal(t, w.st, f, nil)
+	return rs, f, rs.journal
 }

@@ -56,35 +56,24 @@ func runService(t *testing.T, run func(context.Context)) {
 	})
 }
 
-// leading returns a leadership that holds the maintenance lead on st.
-func leading(t *testing.T, st *store.Store) *leadership {
-	t.Helper()
-	l := &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t)}
-	l.try(t.Context())
-	require.True(t, l.leads.Load(), "the only candidate takes the lead")
-	return l
-}
-
-// notLeading returns a leadership that does not lead (it never tried).
-func notLeading(t *testing.T, st *store.Store) *leadership {
-	return &leadership{store: st, holder: fairway.NewID(), log: serviceLogger(t)}
-}
-
-// followUps records the follow-ups a service asks for: the changes it
-// hands to afterChange, and its kicks of the outbox and of the executors.
+// followUps records the follow-ups a service asks for, or the journal's
+// leader makes: the events it publishes, and its kicks of the outbox and
+// of the executors.
 type followUps struct {
 	mu      sync.Mutex
-	applied []store.Applied
+	events  []fairway.Event
 	kicks   int
 	notices chan struct{}
 }
 
 func newFollowUps() *followUps { return &followUps{notices: make(chan struct{}, 100)} }
 
-func (f *followUps) afterChange(applied []store.Applied) {
+// publish records the events the journal's leader publishes.
+func (f *followUps) publish(_ context.Context, evs []fairway.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.applied = append(f.applied, applied...)
+	f.events = append(f.events, evs...)
+	return nil
 }
 
 func (f *followUps) kickOutbox() {
@@ -100,14 +89,15 @@ func (f *followUps) notifyWork() {
 	}
 }
 
-// state is the state afterChange last got for job id ("" if none).
+// state is the state of the last event published for job id ("" if
+// none).
 func (f *followUps) state(id string) fairway.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var s fairway.State
-	for _, a := range f.applied {
-		if a.JobID == id {
-			s = a.State
+	for _, e := range f.events {
+		if e.JobID == id {
+			s = e.State
 		}
 	}
 	return s
@@ -119,9 +109,23 @@ func (f *followUps) kicked() int {
 	return f.kicks
 }
 
-// storeJobs stores submissions of task "t" (normalized, 3 retries), and
-// returns them as stored.
-func storeJobs(t *testing.T, st *store.Store, subs ...fairway.Submission) []fairway.Submission {
+// startJournal runs a journal engine on st that leads the partition, as
+// a coordinator's does, until the test ends: f gets the events its leader
+// publishes and its wake-ups of the executors; serve, when set, is told
+// when it leads (the dispatcher's serveDispatch).
+func startJournal(t *testing.T, st *store.Store, f *followUps, serve func(bool)) *journalEngine {
+	t.Helper()
+	require.NoError(t, st.OpenJournal(t.Context()))
+	e := newJournalEngine(st, journalEngineConfig{Holder: fairway.NewID(), Fairness: store.FairnessJobs,
+		Scheme: fairway.CountingScheme{High: 4, Low: 1}, RetryDelay: time.Hour}, serviceLogger(t), f.publish, f.notifyWork, serve)
+	runService(t, e.run)
+	require.Eventually(t, e.leads.Load, serviceWait, 5*time.Millisecond, "the journal engine leads the partition")
+	return e
+}
+
+// storeJobs stores submissions of task "t" (normalized, 3 retries) in the
+// journal, and returns them once its leader has folded them.
+func storeJobs(t *testing.T, e *journalEngine, subs ...fairway.Submission) []fairway.Submission {
 	t.Helper()
 	for i := range subs {
 		if subs[i].Task == "" {
@@ -129,19 +133,22 @@ func storeJobs(t *testing.T, st *store.Store, subs ...fairway.Submission) []fair
 		}
 		require.NoError(t, subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 3))
 	}
-	res, err := st.InsertJobs(t.Context(), subs, nil)
+	res, err := e.insert(t.Context(), subs)
 	require.NoError(t, err)
 	for _, r := range res {
 		require.Nil(t, r.Err)
 	}
+	for _, s := range subs {
+		require.Eventually(t, func() bool { return jobState(t, e, s.Group, s.ID) != "" }, serviceWait, 5*time.Millisecond, "job %s folded", s.ID)
+	}
 	return subs
 }
 
-// jobState reads a job's state: "" once it is gone, the error's text when
-// it cannot be read. It may run in require.Eventually's goroutine, where
-// a test must not fail.
-func jobState(t *testing.T, st *store.Store, group, id string) fairway.State {
-	job, err := st.Get(t.Context(), group, id)
+// jobState reads a job's state (the leader's, or its record's): "" when
+// there is none, the error's text when it cannot be read. It may run in
+// require.Eventually's goroutine, where a test must not fail.
+func jobState(t *testing.T, e *journalEngine, group, id string) fairway.State {
+	job, err := e.get(t.Context(), group, id)
 	switch {
 	case errors.Is(err, fairway.ErrNotFound):
 		return ""

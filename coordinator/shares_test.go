@@ -103,10 +103,10 @@ func TestSharesOfSlotTimeEndToEnd(t *testing.T) {
 		{"equal weights", 1, 0.5},
 		{"weights 3 and 1", 3, 0.75},
 	} {
-		for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-			t.Run(engine+"/"+tc.name, func(t *testing.T) {
+		{
+			t.Run(tc.name, func(t *testing.T) {
 				retries := 0
-				h, _ := setupEngine(t, engine, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
+				h, _ := setupWith(t, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
 				if tc.weightA != 1 {
 					_, err := h.client.SetWeight(t.Context(), "a", tc.weightA)
 					require.NoError(t, err)

@@ -7,7 +7,6 @@ import (
 	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
-	istore "github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
@@ -16,28 +15,16 @@ import (
 
 // TestInsertTx: jobs stored in an application's own transaction exist only
 // if it commits (a rollback leaves no job and no event), and run at the
-// commit: the executor's own wake-up is an hour, so only the coordinators'
-// LISTEN can have woken it (on the row engine; the journal's leader reads
-// the tail every 50 ms). An invalid submission fails the call naming it.
-// Both engines: InsertTx stores the jobs as the database's engine reads
-// them (on the journal, a submitted row in the caller's transaction).
+// commit: the executor's own wake-up is an hour, so only the coordinators
+// can have woken it (the journal's leader reads the tail at the commit's
+// NOTIFY). An invalid submission fails the call naming it. InsertTx
+// stores the jobs as a submitted row of the journal, in the caller's
+// transaction.
 func TestInsertTx(t *testing.T) {
 	t.Parallel()
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			st, url := storetest.OpenURL(t)
-			if engine == coordinator.EngineJournal {
-				st, url = storetest.OpenJournalURL(t)
-			}
-			insertTx(t, st, url, engine)
-		})
-	}
-}
-
-func insertTx(t *testing.T, st *istore.Store, url, engine string) {
 	ctx := t.Context()
-	h, _ := setupOn(t, st, coordinator.Config{Engine: engine})
+	st, url := storetest.OpenURL(t)
+	h, _ := setupOn(t, st, coordinator.Config{})
 	client := h.client
 	h.executor("ex1", 2, map[string]executor.Handler{"echo": echo}) // WakeupPeriod: an hour
 

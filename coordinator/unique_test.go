@@ -16,7 +16,7 @@ import (
 // values are free again.
 func TestUniqueJobs(t *testing.T) {
 	t.Parallel()
-	onBothEngines(t, uniqueJobs)
+	uniqueJobs(t, setupRetrying(t))
 }
 
 // uniqueJobs is TestUniqueJobs on h's engine.

@@ -257,8 +257,8 @@ type DispatchRequest struct {
 	Groups []string `json:"groups,omitempty"`
 }
 
-// DispatchReply hands jobs to an executor. The jobs are scheduled for it and
-// leased until LeaseUntil; the executor must report on each.
+// DispatchReply hands jobs to an executor. The jobs are scheduled for it,
+// held while its heartbeats come; the executor must report on each.
 type DispatchReply struct {
 	Error *fairway.Error `json:"error,omitempty"`
 	Jobs  []fairway.Job  `json:"jobs,omitempty"`

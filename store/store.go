@@ -67,25 +67,21 @@ type TxOptions struct {
 }
 
 // InsertTx stores jobs in the caller's own transaction on Fairway's
-// database (River's InsertTx): they exist exactly when tx commits, their
-// events flow as any job's (the outbox rows are written in tx too), and
-// the coordinators are woken at the commit (LISTEN/NOTIFY), not at their
-// next poll. Each submission is validated as a coordinator would, but
-// without the coordinators' quotas and without the check that some
-// executor runs its task (a job of a task nobody runs waits, marked
-// no_executor). It returns the jobs' ids in order; a submission refused
-// (invalid, or its tracker held by a non-final job of its group) fails
-// the whole call with an error naming it, and the caller should roll back.
-// A job whose id its group already uses is not stored again: its id is
-// returned as for a new one, as an idempotent submit.
-//
-// The jobs are stored as the database's engine reads them (the one its
-// first coordinator chose, coordinator.engine). On the journal engine
-// (experimental) they are one submitted row of the journal, read by the
-// partition's leader once tx commits, and what the leader decides is not
-// known in tx: a tracker held by a live job rejects its submission then
-// (a rejected event says so), and a dependency on a job never submitted
-// cancels its dependent, where the row engine fails the call for both.
+// database (River's InsertTx): they exist exactly when tx commits, as one
+// submitted row of the journal, appended in tx with their ids taken for
+// good, and the coordinators are woken at the commit (LISTEN/NOTIFY), not
+// at their next poll; the partition's leader reads the row once tx
+// commits, never if it rolls back, and publishes the jobs' events. Each
+// submission is validated as a coordinator would, but without the
+// coordinators' quotas and without the check that some executor runs its
+// task (a job of a task nobody runs waits, marked no_executor). It
+// returns the jobs' ids in order; a submission refused (invalid, or
+// depending on a job never submitted in its group) fails the whole call
+// with an error naming it, and the caller should roll back. A job whose
+// id its group already uses is not stored again: its id is returned as
+// for a new one, as an idempotent submit. What the leader decides is not
+// known in tx: a submission whose tracker a live job holds is rejected
+// when the leader reads it (a rejected event says so).
 func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Submission) ([]string, error) {
 	return istore.InsertTx(ctx, tx, istore.TxOptions(opts), subs...)
 }

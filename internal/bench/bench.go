@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -84,16 +83,8 @@ type Options struct {
 	// Fairness is the coordinator's scheduler.fairness in every scenario
 	// but shares, which runs each ("": the default, jobs).
 	Fairness string
-	// Engine is the coordinator's coordinator.engine: rows (the default,
-	// as a new database's) or journal.
-	Engine string
-	// JournalMirror installs the journal mirror (store.MirrorJournal):
-	// every change of the row engine is appended to the journal as well
-	// (issue 31, step 2). A test device: its triggers cost PostgreSQL
-	// several times its CPU per job (docs/journal.md).
-	JournalMirror bool
-	JSON          bool
-	Out           io.Writer
+	JSON     bool
+	Out      io.Writer
 	// Logger receives the benchmark's progress; ComponentLogger the logs
 	// of the coordinator and executors it runs (default: Logger).
 	Logger          *slog.Logger
@@ -121,7 +112,6 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	o.Engine = cmp.Or(o.Engine, store.EngineNew)
 	if o.Jobs == 0 {
 		o.Jobs = 100_000
 	}
@@ -214,9 +204,7 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	opts = opts.withDefaults()
 	names := []string{scenario}
 	if scenario == "all" {
-		// failover measures the journal's leader: with the row engine,
-		// there is none to kill.
-		names = slices.DeleteFunc(slices.Clone(Scenarios), func(n string) bool { return n == "failover" && opts.Engine != coordinator.EngineJournal })
+		names = Scenarios
 	} else if !slices.Contains(Scenarios, scenario) {
 		return fmt.Errorf("unknown scenario %q (known: %s, all)", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -376,18 +364,6 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 	if _, err := s.store.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	// Always named: a FAIRWAY_COORDINATOR_ENGINE in the bench's own
-	// environment (the tests' switch, docs/development.md) would put the
-	// coordinator processes on another engine than the bench's reads.
-	s.coordEnv = append(s.coordEnv, "FAIRWAY_COORDINATOR_ENGINE="+opts.Engine)
-	if opts.JournalMirror {
-		if opts.Engine == coordinator.EngineJournal {
-			return nil, errors.New("the journal mirror writes the row engine's changes into the journal: not with the journal engine")
-		}
-		if err := s.store.MirrorJournal(ctx); err != nil {
-			return nil, err
-		}
-	}
 	if cfg.history > 0 {
 		if err := fillHistory(ctx, s.store, cfg.history, opts.Logger); err != nil {
 			return nil, err
@@ -445,7 +421,7 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, 
 		}
 	} else {
 		if s.coord, err = coordinator.New(storeaccess.Public(s.store).(*fstore.Store), s.nc, coordinator.Config{Logger: opts.ComponentLogger, QuotaJobs: -1, QuotaSubmitRate: -1, Retention: retention,
-			Fairness: cfg.fairness, Engine: opts.Engine}); err != nil {
+			Fairness: cfg.fairness}); err != nil {
 			return nil, err
 		}
 		if err := s.coord.Start(ctx); err != nil {
@@ -611,19 +587,10 @@ func fillHistory(ctx context.Context, st *store.Store, n int, log *slog.Logger) 
 	return st.Analyze(ctx)
 }
 
-// storeWaiting stores subs, waiting, as fast as the engine takes them:
-// on the row engine in one statement of its own, on the journal through
-// store.InsertTx (one row of the log for the batch, folded by the leader).
+// storeWaiting stores subs, waiting, as fast as the journal takes them:
+// through store.InsertTx (one row of the log for the batch, folded by the
+// leader).
 func (s *system) storeWaiting(ctx context.Context, subs []fairway.Submission) error {
-	if s.opts.Engine == coordinator.EngineRows {
-		for i := range subs {
-			if err := subs[i].Normalize("", "", fairway.DefaultMaxArgsSize, 5); err != nil {
-				return err
-			}
-		}
-		_, err := s.store.InsertJobs(ctx, subs, nil)
-		return err
-	}
 	tx, err := s.store.Pool().Begin(ctx)
 	if err != nil {
 		return err

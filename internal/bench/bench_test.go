@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/stretchr/testify/require"
@@ -49,25 +49,12 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	if os.Getenv(pgtest.EnvURL) == "" {
 		usageKeys = append(usageKeys, "cpu_us_per_job_pg")
 	}
-	// Every scenario on the default engine, the rows, and those whose
-	// journal path differs (the limits set through the API, the jobs stored
-	// through the engine) on the journal too. Not all of them twice: the
-	// bench runs beside the coordinator's timing tests in CI.
-	type run struct{ scenario, engine string }
-	var runs []run
-	for scenario := range cases {
-		runs = append(runs, run{scenario, coordinator.EngineRows})
-	}
-	runs = append(runs, run{"features", coordinator.EngineJournal}, run{"scale", coordinator.EngineJournal})
-	for _, r := range runs {
-		scenario, keys := r.scenario, cases[r.scenario]
-		if r.engine == coordinator.EngineRows && scenario == "scale" {
-			keys = append(slices.Clone(keys), "select_ms") // the row engine's claim, timed alone
-		}
+	for _, scenario := range slices.Sorted(maps.Keys(cases)) {
+		keys := cases[scenario]
 		var out bytes.Buffer
-		err := bench.Run(t.Context(), scenario, bench.Options{Engine: r.engine, ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
+		err := bench.Run(t.Context(), scenario, bench.Options{ServerURL: server, Jobs: 500, ScaleSizes: []int{5000}, History: 3000, NoisyTenants: 3, ShortJobs: 200,
 			JSON: true, Out: &out, CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}})
-		require.NoError(t, err, "%s on %s", scenario, r.engine)
+		require.NoError(t, err, scenario)
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		require.Len(t, lines, 1, scenario)
 		t.Log(lines[0])
@@ -98,10 +85,10 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 	err = bench.Run(t.Context(), "nope", bench.Options{ServerURL: server})
 	require.ErrorContains(t, err, `unknown scenario "nope"`)
 
-	// failover kills the journal's leader, so it needs the journal engine
-	// and the coordinators in processes of their own.
+	// failover kills the journal's leader, so it needs the coordinators in
+	// processes of their own.
 	var foOut bytes.Buffer
-	opts := bench.Options{ServerURL: server, Jobs: 500, JSON: true, Out: &foOut, Engine: coordinator.EngineJournal,
+	opts := bench.Options{ServerURL: server, Jobs: 500, JSON: true, Out: &foOut,
 		CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}}
 	require.NoError(t, bench.Run(t.Context(), "failover", opts))
 	t.Log(strings.TrimSpace(foOut.String()))
@@ -113,8 +100,8 @@ func TestScenariosReportTheirKeys(t *testing.T) {
 		require.Greater(t, v, 0.0, "failover: %s", k)
 	}
 	require.GreaterOrEqual(t, got["resume_ms"], got["stall_ms"], "the stall ends when dispatch resumes, after the kill")
-	opts.Engine = coordinator.EngineRows
-	require.ErrorContains(t, bench.Run(t.Context(), "failover", opts), "--engine journal")
+	opts.CoordinatorCommand = nil
+	require.ErrorContains(t, bench.Run(t.Context(), "failover", opts), "without --in-process")
 }
 
 // TestInProcessCoordinator: without a coordinator command the coordinator

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
@@ -35,9 +34,6 @@ const (
 // state as a follower (follower_rss_mib: the leader's memory for that many
 // waiting jobs).
 func failover(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Engine != coordinator.EngineJournal {
-		return nil, errors.New("failover kills the journal's leader: run it with --engine journal (the row engine has no leader that holds the queue)")
-	}
 	if len(opts.CoordinatorCommand) == 0 {
 		return nil, errors.New("failover kills a coordinator: run the coordinators in their own processes (without --in-process)")
 	}

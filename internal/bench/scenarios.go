@@ -370,12 +370,13 @@ func fairnessCase(ctx context.Context, opts Options, noisy []string, n int, d ti
 // drainSample is how many jobs the scale scenario's drain rate is timed on.
 const drainSample = 10_000
 
-// scale: the time of one fair selection and the drain rate with 10,000,
-// 100,000 and 1,000,000 waiting jobs over 10,000 groups; peak RSS.
+// scale: the drain rate with 10,000, 100,000 and 1,000,000 waiting jobs
+// over 10,000 groups, the leader's catch-up after their storing, and peak
+// RSS.
 func scale(ctx context.Context, opts Options) (*Result, error) {
 	r := &Result{Scenario: "scale"}
 	const groups = 10_000
-	var firstRate, lastRate, selectMS, peakRSS float64
+	var firstRate, lastRate, peakRSS float64
 	var rssKey string
 	var total usage
 	for _, size := range opts.ScaleSizes {
@@ -387,24 +388,19 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			defer s.close()
 			// The journal's leader folds the jobs stored and publishes
 			// their waiting events after their commits, and the drain is
-			// timed once it has caught up: the rows' path below stores
-			// without events, and the catch-up is the ingest's cost, not
-			// the queue length's (reported apart: catchup_s).
+			// timed once it has caught up: the catch-up is the ingest's
+			// cost, not the queue length's (reported apart: catchup_s).
 			var announced atomic.Int64
 			caughtUp := make(chan struct{})
-			if opts.Engine != store.EngineRows {
-				sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateWaiting}, func(events.Event) {
-					if announced.Add(1) == int64(size) {
-						close(caughtUp)
-					}
-				})
-				if err != nil {
-					return err
+			sub, err := s.client.Subscribe(ctx, events.Filter{State: fairway.StateWaiting}, func(events.Event) {
+				if announced.Add(1) == int64(size) {
+					close(caughtUp)
 				}
-				defer sub.Stop()
-			} else {
-				close(caughtUp)
+			})
+			if err != nil {
+				return err
 			}
+			defer sub.Stop()
 			opts.Logger.Info("bench: scale: storing waiting jobs", "jobs", size, "groups", groups)
 			for done := 0; done < size; done += 10_000 {
 				if done > 0 && done%200_000 == 0 {
@@ -434,43 +430,19 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 				}
 				break
 			}
-			if opts.Engine != store.EngineRows {
-				// The catch-up ends with the snapshot that covers it
-				// (taken within 10 s, once the events are published):
-				// a million jobs' snapshot would fall in the drain timed.
-				if err := s.awaitSnapshot(ctx); err != nil {
-					return err
-				}
-				r.add(fmt.Sprintf("catchup_s_%d", size), time.Since(stored).Seconds())
-				key, mib := s.rssNow("_caught_up")
-				r.add(fmt.Sprintf("%s_%d", key, size), mib)
+			// The catch-up ends with the snapshot that covers it (taken
+			// within 10 s, once the events are published): a million
+			// jobs' snapshot would fall in the drain timed.
+			if err := s.awaitSnapshot(ctx); err != nil {
+				return err
 			}
-			// Selection time (the row engine's): claims of 100 by a
-			// worker nobody runs. The journal's leader selects in its
-			// memory, inside the drain below.
-			var sel []time.Duration
-			probes := 20
-			if opts.Engine != store.EngineRows {
-				probes = 0
-			}
-			for range probes {
-				t := time.Now()
-				jobs, err := s.store.Claim(ctx, store.ClaimParams{Executor: "probe", Limit: 100, Tasks: []string{"work"}, Lease: time.Hour, Scheme: fairway.CountingScheme{High: 4, Low: 1}})
-				if err != nil {
-					return err
-				}
-				if len(jobs) != 100 {
-					return fmt.Errorf("claimed %d of 100", len(jobs))
-				}
-				sel = append(sel, time.Since(t))
-			}
+			r.add(fmt.Sprintf("catchup_s_%d", size), time.Since(stored).Seconds())
+			caughtKey, caughtMiB := s.rssNow("_caught_up")
+			r.add(fmt.Sprintf("%s_%d", caughtKey, size), caughtMiB)
 			// Drain rate: start the executors and time the first
 			// drainSample jobs to run (counted in the handler: the event
 			// stream lags behind a million waiting events here).
-			sample := min(drainSample, size-len(sel)*100)
-			if sample <= 0 {
-				return fmt.Errorf("scale size %d too small: the selection probe alone claims %d jobs", size, len(sel)*100)
-			}
+			sample := min(drainSample, size)
 			s.ranTarget.Store(int64(sample))
 			p, err := s.startPhase(ctx)
 			if err != nil {
@@ -498,10 +470,6 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 			}
 			lastRate = rate
 			r.Jobs += size
-			if len(sel) > 0 {
-				r.add(fmt.Sprintf("select_ms_%d", size), percentile(sel, 50))
-				selectMS = percentile(sel, 50)
-			}
 			r.add(fmt.Sprintf("work_jobs_per_s_%d", size), rate)
 			key, mib := s.rss()
 			r.add(fmt.Sprintf("%s_%d", key, size), mib)
@@ -511,9 +479,6 @@ func scale(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-	}
-	if selectMS > 0 {
-		r.add("select_ms", selectMS) // at the largest size, on the row engine
 	}
 	if firstRate > 0 {
 		r.add("drain_ratio_largest_to_smallest", lastRate/firstRate)

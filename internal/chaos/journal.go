@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// The journal engine's fault scenarios (issue 31, condition 4): the
-// coordinators run coordinator.engine journal, and the partition's leader
-// is hit where a claim is written. Its hooks (coordinator/chaoshook_fairwaychaos.go)
-// are armed by a file: the suite creates it, and the first claim of jobs
-// after that removes it and faults, in whichever coordinator leads.
+// The journal's own fault scenarios (issue 31, condition 4): the
+// partition's leader is hit where a claim is written. Its hooks
+// (coordinator/chaoshook_fairwaychaos.go) are armed by a file: the suite
+// creates it, and the first claim of jobs after that removes it and
+// faults, in whichever coordinator leads.
 
 const (
 	claimKillEnv   = "FAIRWAYCHAOS_KILL_AFTER_CLAIM_COMMIT"
@@ -24,54 +24,19 @@ const (
 // default): a leader frozen longer has lost it.
 const journalTTL = 1500 * time.Millisecond
 
-// journalScenarios are the journal's own faults (its leader hit where a
-// claim is written; every other scenario runs on the journal too, a new
-// database's engine), and four of the existing scenarios run again with
-// their coordinators on the row engine, which databases that held jobs
-// before the journal keep: a coordinator killed, an executor killed and
-// restarted, PostgreSQL restarted and PostgreSQL failed over. The others
-// (executors, NATS, the disks) meet either engine's coordinators through
-// the same protocol; running them all twice would take CI past its
-// budget.
+// journalScenarios are the journal's own faults: its leader hit where a
+// claim is written (every other scenario runs on the journal too).
 func journalScenarios() []Scenario {
 	base := ClusterOptions{NATSNodes: 1, Coordinators: 2, Executors: 3, PoolSize: 16}
-	out := []Scenario{journalKillAfterClaimCommit(base), journalFreezeBeforeClaimAppend(base)}
-	for _, sc := range crashScenarios() {
-		if sc.Name == "kill-coordinator" || sc.Name == "kill-restart-executor" || sc.Name == "restart-postgres" {
-			out = append(out, onRows(sc))
-		}
-	}
-	return append(out, onRows(postgresFailover(base)))
+	return []Scenario{journalKillAfterClaimCommit(base), journalFreezeBeforeClaimAppend(base)}
 }
 
-// journalEnv puts a coordinator on the journal engine (whatever the
-// default), rowsEnv on the row engine.
-const (
-	journalEnv = "FAIRWAY_COORDINATOR_ENGINE=journal"
-	rowsEnv    = "FAIRWAY_COORDINATOR_ENGINE=rows"
-)
-
-// onRows is sc with its coordinators on the row engine.
-func onRows(sc Scenario) Scenario {
-	sc.Name = "rows-" + sc.Name
-	own := sc.Cluster.Coordinator
-	sc.Cluster.Coordinator = func(i int) ProcOptions {
-		var o ProcOptions
-		if own != nil {
-			o = own(i)
-		}
-		o.Env = append(o.Env, rowsEnv)
-		return o
-	}
-	return sc
-}
-
-// journalCluster is base with every coordinator on the journal engine and
-// env's hook armed by the file at arm.
+// journalCluster is base with env's hook armed by the file at arm in
+// every coordinator.
 func journalCluster(base ClusterOptions, env, arm string) ClusterOptions {
 	opts := base
 	opts.Coordinator = func(int) ProcOptions {
-		return ProcOptions{Env: []string{journalEnv, env + "=" + arm}}
+		return ProcOptions{Env: []string{env + "=" + arm}}
 	}
 	return opts
 }

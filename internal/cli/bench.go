@@ -76,11 +76,8 @@ Scenarios:
             and sharing time with weights 3 and 1, against the arithmetic
   failover  --jobs waiting (200 bytes of arguments each), two coordinators in their own processes; the
             journal's leader SIGKILLed while it dispatches: when dispatch
-            resumes, and the new leader's memory (the journal only)
-  all       every scenario in turn (failover only with the journal)
-
-The coordinators run the journal engine, a new database's default, unless
---engine rows says.
+            resumes, and the new leader's memory
+  all       every scenario in turn
 
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
 <dev-dir>/pg if it is not running); without --nats-url an embedded NATS
@@ -157,7 +154,7 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest, shares, failover (the journal leader killed: --engine journal) or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest, shares, failover (the journal's leader killed) or all")
 	f.IntVar(&opts.Groups, "groups", 1, "groups that submit the ingest scenario's burst")
 	f.BoolVar(&opts.TenantStreams, "tenant-streams", false, "the ingest scenario gives each group a submit stream of its own, as tenants have in operator mode")
 	f.BoolVar(&opts.Single, "single", false, "the ingest scenario publishes each submission as a message of its own (as clients in other languages do), not 100 to a message")
@@ -170,9 +167,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
-	f.StringVar(&opts.Engine, "engine", "", "the coordinator's coordinator.engine: journal (the default) or rows (the failover scenario runs on the journal only)")
 	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
-	f.BoolVar(&opts.JournalMirror, "journal-mirror", false, "append every change of the row engine to the journal too, through triggers (issue 31's dual write, a test device: it costs PostgreSQL several times its CPU per job; see docs/journal.md)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")

@@ -349,7 +349,7 @@ type cluster struct {
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	ns, nc := natstest.Start(t)
-	coord, err := coordinator.New(storetest.Public(storetest.OpenEngine(t, storetest.Engine())), nc, coordinator.Config{Engine: storetest.Engine()})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, coordinator.Config{})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

@@ -44,7 +44,7 @@ func TestClientCommandAuthenticates(t *testing.T) {
 	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("fair", "pw-s3cret"))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
-	coord, err := coordinator.New(storetest.Public(storetest.OpenEngine(t, storetest.Engine())), nc, coordinator.Config{Engine: storetest.Engine()})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, coordinator.Config{})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"testing"
 
-	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
@@ -16,12 +15,13 @@ import (
 func TestMigrateToJournal(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	st, url := storetest.OpenJournalURL(t) // no engine yet
-	_, err := st.ChooseEngine(ctx, store.EngineRows)
+	st, url := storetest.OpenURL(t) // no engine yet
+	// A database of the row engine: its engine recorded, a job's row as
+	// that engine wrote it.
+	_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_engine (engine) VALUES ('rows')`)
 	require.NoError(t, err)
-	sub := fairway.Submission{Group: "acme", ID: "j1", Task: "echo"}
-	require.NoError(t, sub.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
-	_, err = st.InsertJobs(ctx, []fairway.Submission{sub}, nil)
+	_, err = st.Pool().Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, args, priority, state, max_retries, run_at, submitted)
+		VALUES ('j1', 'echo', 'acme', '{}', 'low', 'waiting', 3, now(), now())`)
 	require.NoError(t, err)
 
 	_, err = st.Pool().Exec(ctx, `UPDATE fairway_leader SET holder = 'c1', until = now() + interval '1 minute'`)
@@ -46,11 +46,10 @@ func TestMigrateToJournal(t *testing.T) {
 	require.Contains(t, errOut, "this database is on the journal engine already: nothing to move")
 
 	// A new database: the journal recorded as its engine, nothing moved.
-	fresh, freshURL := storetest.OpenJournalURL(t)
+	fresh, freshURL := storetest.OpenURL(t)
 	code, out, errOut = run(t, "migrate", "--to-journal", "--database-url", freshURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "the database is on the journal engine: 0 unfinished jobs moved")
-	engine, err = fresh.ChooseEngine(ctx, "")
-	require.NoError(t, err)
-	require.Equal(t, store.EngineJournal, engine, "a coordinator that names no engine runs the journal there")
+	require.NoError(t, fresh.Pool().QueryRow(ctx, `SELECT engine FROM fairway_engine`).Scan(&engine))
+	require.Equal(t, store.EngineJournal, engine)
 }

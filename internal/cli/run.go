@@ -321,7 +321,6 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		MaxArgsSize:          cfg.Coordinator.MaxArgsSize,
 		IngestBatch:          cfg.Coordinator.IngestBatch,
 		EventPerMessage:      cfg.Coordinator.EventPerMessage,
-		Engine:               cfg.Coordinator.Engine,
 		APIWorkers:           cfg.Coordinator.APIWorkers,
 		APIGroupWorkers:      cfg.Coordinator.APIGroupWorkers,
 		APIQueue:             cfg.Coordinator.APIQueue,
@@ -616,13 +615,15 @@ func newMigrateCmd(e *env) *cobra.Command {
 	var toJournal bool
 	cmd := e.withConfig(&cobra.Command{
 		Use:   "migrate",
-		Short: "Apply the database migrations (coordinators also do this at start); --to-journal moves a database of the row engine onto the journal",
+		Short: "Apply the database migrations (coordinators also do this at start); --to-journal moves a database of the row engine (before 2026-11-30) onto the journal",
 		Long: `Apply the database migrations that the database lacks. Coordinators also do
 this at their start.
 
-With --to-journal, then move a database of the row engine (a new database's
-default) onto the journal engine, in one transaction (on a new database, it
-records the journal as its engine): its unfinished jobs go into the journal
+With --to-journal, then move a database of the row engine, where Fairway
+before 2026-11-30 stored jobs and which this version no longer runs (its
+coordinators refuse such a database and say so), onto the journal engine, in
+one transaction (on a new database, it records the journal as its engine):
+its unfinished jobs go into the journal
 (each keeps its attempts and its submission time), the groups' weights and the
 rate limits too, and the records of ended jobs, their log lines and every id
 stay. Stop every
@@ -630,8 +631,8 @@ coordinator first (the move is refused while one runs); executors may keep
 running. A job an executor held runs again (its executor's report is refused);
 a job whose cancel was requested while it ran ends cancelled; a job waiting for
 its retry waits until the retry's time as a waiting job; the retries counted
-so far start afresh, as after a retry by hand. Then start the coordinators
-(coordinator.engine empty, or journal).`,
+so far start afresh, as after a retry by hand. Then start the coordinators of
+this version.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if e.cfg.Database.URL == "" {

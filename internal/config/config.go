@@ -87,7 +87,6 @@ type CoordinatorConfig struct {
 	IngestBatch int
 	// EventPerMessage publishes one event per message instead of batches.
 	EventPerMessage bool
-	Engine          string // "rows" or "journal" (experimental)
 	MetricsAddr     string // host:port of /metrics and /healthz; empty disables it
 
 	APIWorkers      int // API requests answered at once

@@ -230,8 +230,7 @@ func NewRateBook() *RateBook {
 }
 
 // Set sets a rate limit, or removes it (Starts 0). Its buckets are left as
-// they are (a lower limit caps them when they are next read), as the row
-// engine's rates_set.sql leaves them.
+// they are: a lower limit caps them when they are next read.
 func (b *RateBook) Set(l RateLimit) {
 	if l.Starts <= 0 || l.Period <= 0 {
 		delete(b.Limits, [2]string{l.Task, l.Group})

@@ -58,9 +58,8 @@ const RunWeight = 0.2
 // tag of the last job taken), the virtual time of each group charged or
 // weighted so far (absent: it competes from the clock), the weights
 // (absent: 1) and the average run times per group and task (group "": a
-// task's over every group). The row engine keeps it in tables and reads a
-// claim's part of it into the claim's Shares; the journal's leader keeps
-// all of it in its state, moved by the rows it folds: a claimed job's
+// task's over every group). The journal's leader keeps all of it in its
+// state, moved by the rows it folds: a claimed job's
 // charge (Charge), a weight set (SetWeight) and the run times of ended
 // attempts (Learn), so that every reader of the journal holds the same.
 type Book struct {
@@ -145,8 +144,8 @@ type Ran struct {
 // ran beyond the cost they were charged (the averages before the batch),
 // over its weight (credited what they ran less); then each group's and
 // task's average, and each task's over every group, move towards the
-// batch's average of its runs, by RunWeight per run. The row engine's
-// learn_run_times.sql does the same in SQL.
+// batch's average of its runs, by RunWeight per run (the journal's fold
+// calls it with the ends it folds).
 func (b *Book) Learn(runs []Ran) {
 	if len(runs) == 0 {
 		return
@@ -197,9 +196,9 @@ func (b *Book) Learn(runs []Ran) {
 	}
 }
 
-// Shares is what a claim with shares reads and moves: a book (the row
-// engine's, read for the claim; the journal's state, which the claim does
-// not write: the fold of its row does), the clock and the virtual times
+// Shares is what a claim with shares reads and moves: a book (the
+// journal's state, which the claim does not write: the fold of its row
+// does), the clock and the virtual times
 // the claim's picks moved, and whether the cost is time or jobs.
 type Shares struct {
 	book   *Book

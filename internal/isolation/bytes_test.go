@@ -411,8 +411,10 @@ func TestTenantByteFloodIsBounded(t *testing.T) {
 	globexTook := victims(t, e.globexClient, "globex", stop)
 	st := <-flooded
 	elapsed := time.Since(start)
-	stored, err := e.store.CountQueuedJobs(ctx, []string{"acme"}, 1_000_000)
-	require.NoError(t, err)
+	stored := map[string]int{}
+	var acmeStored int
+	require.NoError(t, e.store.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_job_id WHERE group_name = 'acme'`).Scan(&acmeStored)) // every id its submissions took
+	stored["acme"] = acmeStored
 	peak, maxAcme := heap.end(), acmeBytes()
 	g50, gMax := durationStats(globexTook)
 	// What the byte pace allows: the burst and the rate over the flood,

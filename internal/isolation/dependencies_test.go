@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	fstore "github.com/fairwayhq/fairway/store"
 	"github.com/jackc/pgx/v5"
@@ -98,14 +97,11 @@ func acmeStep(t *testing.T, e *env, ch <-chan events.Event, name string) (resolv
 // logged), and nothing of globex's is lost: once all 256 have succeeded,
 // its 4,000 jobs are released.
 //
-// On both engines: on the journal, the leader's fold of such a resolution
-// once copied every dependent's 256 dependencies per end and held its
-// lease's renewal back until the lease ran out (a release refused:
-// "another leads it").
+// The leader's fold of such a resolution once copied every dependent's
+// 256 dependencies per end and held its lease's renewal back until the
+// lease ran out (a release refused: "another leads it").
 func TestDependencyBacklogDelaysNoOtherTenant(t *testing.T) {
-	for _, engine := range []string{coordinator.EngineRows, coordinator.EngineJournal} {
-		t.Run(engine, func(t *testing.T) { dependencyBacklog(t, setupEngine(t, engine)) })
-	}
+	dependencyBacklog(t, setup(t))
 }
 
 func dependencyBacklog(t *testing.T, e *env) {

@@ -143,13 +143,6 @@ func setup(t *testing.T) *env { return setupWith(t) }
 // setupWith is setup with executor accounts besides w1 and rogue.
 func setupWith(t *testing.T, executors ...string) *env {
 	t.Helper()
-	return setupEngine(t, storetest.Engine(), executors...)
-}
-
-// setupEngine is setupWith on engine (coordinator.EngineRows or
-// EngineJournal), whatever FAIRWAY_TEST_ENGINE says.
-func setupEngine(t *testing.T, engine string, executors ...string) *env {
-	t.Helper()
 	dir := t.TempDir()
 	k, err := natsauth.Open(filepath.Join(dir, "keys"), "fairway", true)
 	require.NoError(t, err)
@@ -166,11 +159,11 @@ func setupEngine(t *testing.T, engine string, executors ...string) *env {
 	ctx := t.Context()
 
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, dbURL := storetest.OpenEngineURL(t, engine)
+	st, dbURL := storetest.OpenURL(t)
 	e.store, e.dbURL = st, dbURL
 	retries := 0
 	e.coordNC = e.connectAs(natsauth.KindCoordinator, "c")
-	coord, err := coordinator.New(storetest.Public(st), e.coordNC, coordinator.Config{Engine: engine,
+	coord, err := coordinator.New(storetest.Public(st), e.coordNC, coordinator.Config{
 		RetryDelay: 20 * time.Millisecond, Retries: &retries, Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))

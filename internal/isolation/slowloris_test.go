@@ -46,8 +46,8 @@ func setupSlowloris(t *testing.T) string {
 	e := &env{t: t, dir: dir, keys: k}
 	e.url = startNATS(t, k, dir)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	coord, err := coordinator.New(storetest.Public(storetest.OpenEngine(t, storetest.Engine())), e.connectAs(natsauth.KindCoordinator, "c"),
-		coordinator.Config{Engine: storetest.Engine(), Logger: logger.With("component", "coordinator")})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), e.connectAs(natsauth.KindCoordinator, "c"),
+		coordinator.Config{Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

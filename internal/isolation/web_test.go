@@ -63,9 +63,9 @@ func setupWeb(t *testing.T) *webEnv {
 	ctx := t.Context()
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	st, dbURL := storetest.OpenEngineURL(t, storetest.Engine())
+	st, dbURL := storetest.OpenURL(t)
 	seedFinished(t, dbURL, finishedJobs)
-	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{Engine: storetest.Engine(), Logger: logger.With("component", "coordinator")})
+	coord, err := coordinator.New(storetest.Public(st), e.connectAs(natsauth.KindCoordinator, "c"), coordinator.Config{Logger: logger.With("component", "coordinator")})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(ctx))
 	t.Cleanup(coord.Stop)

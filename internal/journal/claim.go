@@ -14,14 +14,12 @@ type ClaimParams struct {
 	Limit int
 	// ClaimID is the dispatch request's id ("": none). A request sent
 	// again under the same id (its answer was lost) gets the jobs it
-	// claimed that its instance still holds, and claims no more, as the
-	// row engine's claim does; the id is in the claimed row, so a new
-	// leader answers it the same.
+	// claimed that its instance still holds, and claims no more; the id
+	// is in the claimed row, so a new leader answers it the same.
 	ClaimID string
 	// MaxHeld bounds the jobs the instance holds at once, these included
-	// (0: no bound): Leader.Claim takes at most what it has room for, as
-	// the row engine's claim does (the dispatcher's bound: ten jobs a
-	// registered slot).
+	// (0: no bound): Leader.Claim takes at most what it has room for
+	// (the dispatcher's bound: ten jobs a registered slot).
 	MaxHeld int
 	// Tasks are the tasks the executor runs.
 	Tasks []string
@@ -44,20 +42,18 @@ type ClaimParams struct {
 	TaskCaps          map[string]int
 }
 
-// sharesWalk is how many groups a claim with shares walks at least, as
-// the row engine's: the next job goes to the least virtual time among
-// them.
+// sharesWalk is how many groups a claim with shares walks at least: the
+// next job goes to the least virtual time among them.
 const sharesWalk = 32
 
-// maxClaimRounds bounds the rounds of one claim, as the row engine's:
-// a round picks from the candidates it read, and another reads on when
-// the next pick depends on jobs it did not read.
+// maxClaimRounds bounds the rounds of one claim: a round picks from the
+// candidates it read, and another reads on when the next pick depends on
+// jobs it did not read.
 const maxClaimRounds = 8
 
 // Claim picks up to p.Limit jobs by the fair-selection rules
-// (internal/fairness), moving cur on, in rounds as the row engine's claim
-// takes them (docs/journal.md, step 3: the same picks from the same
-// jobs). The jobs picked are reserved: no claim picks them again until
+// (internal/fairness), moving cur on, in rounds (docs/journal.md,
+// step 3). The jobs picked are reserved: no claim picks them again until
 // Release, or until the fold of the leader's claimed row makes them
 // scheduled. With p.Shares, each job picked carries its charge
 // (fairness.Candidate.Charge), which p.Shares counts for the rest of the
@@ -86,7 +82,7 @@ func (q *Queues) Claim(p ClaimParams, cur *fairness.Cursor, now int64) []fairnes
 		}
 		if lim != nil && !lim.Rates.Empty() {
 			// The buckets the walked groups' jobs count against, as of
-			// now, as the row engine's round reads them.
+			// now, read once a round.
 			q.s.Rates.Fill(lim.Rates, lim.Rates.Unread(groups, p.Tasks), now)
 		}
 		var got []fairness.Candidate

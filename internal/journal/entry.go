@@ -90,7 +90,7 @@ type Item struct {
 	MaxRetries int32  `json:"max_retries,omitempty"`
 	Pending    bool   `json:"pending,omitempty"`
 	// Trigger: a pending job that releases itself at RunAt (a
-	// submission's trigger_after), as the row engine's timed release.
+	// submission's trigger_after), and is due at once when released.
 	Trigger     bool            `json:"trigger,omitempty"`
 	Waits       []string        `json:"waits,omitempty"` // dependencies that had not succeeded when it was stored
 	ExpiresAt   int64           `json:"expires_at,omitempty"`
@@ -137,8 +137,8 @@ type Item struct {
 	PeriodMS int64   `json:"period_ms,omitempty"`
 }
 
-// The first byte of a body says its format: JSON (what SQL writes: the
-// mirror's triggers) or binary (what Encode writes, batch.go).
+// The first byte of a body says its format: JSON (what EncodeJSON writes,
+// as SQL can) or binary (what Encode writes, batch.go).
 const (
 	jsonBatch   = 1
 	binaryBatch = 2
@@ -204,7 +204,7 @@ func ItemOf(s fairway.Submission) Item {
 		it.RunAt = s.RunAt.UnixMicro()
 	}
 	if s.TriggerAfter != nil {
-		// Released then, due at once (the row engine's run_at = now()).
+		// Released then, and due at once: its due time is its release.
 		it.Trigger, it.RunAt = true, s.TriggerAfter.UnixMicro()
 	}
 	if s.ExpiresAt != nil {

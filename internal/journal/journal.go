@@ -741,9 +741,9 @@ func idTaken(err error) bool {
 // same transaction, so that an id submitted before (its job live, ended
 // or being submitted by a transaction not yet ended, which this one then
 // waits for) makes no second job, and a submission sent again is
-// dropped, as the row engine's primary key drops it. An id twice in items
-// is submitted once, the first. It returns the submissions appended, in
-// their order, as rows of at most maxRowItems (100,000).
+// dropped. An id twice in items is submitted once: the first one counts.
+// It returns the submissions appended, in their order, as rows of at most
+// maxRowItems (100,000).
 func Submit(ctx context.Context, tx pgx.Tx, partition int16, items []Item) ([]Item, error) {
 	if len(items) == 0 {
 		return nil, nil

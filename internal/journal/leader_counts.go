@@ -16,16 +16,15 @@ import (
 // and state, the limit largest counts (all with limit 0), of one group or
 // of every group (""), each with how long the oldest due waiting or stuck
 // job of its group and task has been due at now (0: none is due). They
-// are what the row engine's queue_counts.sql reads from fairway_job, for
-// the gauges (fairway_jobs) and the stats, read from the state
+// are for the gauges (fairway_jobs) and the stats, read from the state
 // (State.Counts, kept by the fold) after a fold of every row committed
 // before the call, with no walk of the jobs: the oldest due job of a
 // group and task is the first of its lists in the leader's queues (the
 // next its claims would take), and its due time is the later of its
 // submission's (its row's, read from PostgreSQL) and the time it was
-// delayed or retried to. (The row engine takes the earliest due time of
-// them all: a job delayed to an earlier time than an older job's own may
-// be due longer; the queues keep them in the claims' order.)
+// delayed or retried to. (So the oldest is the first in the claims'
+// order, not always the one due longest: a job delayed to an earlier time
+// than an older job's own may be due longer.)
 func (l *Leader) Counts(ctx context.Context, group string, limit int, now time.Time) ([]fairway.QueueCount, error) {
 	type key struct {
 		group, task string
@@ -138,13 +137,13 @@ func (l *Leader) HeldCounts(ctx context.Context) (tasks, groups map[string]int, 
 	return maps.Clone(l.state.HeldTasks), maps.Clone(l.state.HeldGroups), nil
 }
 
-// StatsSet is a set of unfinished jobs' intervals for the stats' series,
-// summed as the row engine's stats_groups.sql sums its rows' (its sets):
-// N intervals of Group's jobs, running (from their start) or waiting
-// (from their due time: submitted, or the time they were delayed or
-// retried to), to their start or now, clipped to the window, whose starts
-// fall in bucket BS and ends in bucket BE; SumS and SumE are the sums of
-// their starts and ends, in seconds from the window's start.
+// StatsSet is a set of unfinished jobs' intervals for the stats' series
+// (store.StatsLive), summed together: N intervals of Group's jobs,
+// running (from their start) or waiting (from their due time: submitted,
+// or the time they were delayed or retried to), to their start or now,
+// clipped to the window, whose starts fall in bucket BS and ends in
+// bucket BE; SumS and SumE are the sums of their starts and ends, in
+// seconds from the window's start.
 type StatsSet struct {
 	Group      string
 	Running    bool
@@ -161,15 +160,15 @@ type HeldStart struct {
 }
 
 // LiveStats returns what the stats add of the partition's unfinished
-// jobs (of group, or of every group: ""), as the row engine's stats read
-// them from fairway_job: the sets of the intervals of the jobs waiting
-// (waiting, stuck, or scheduled and not started) and running (started),
-// over the window from since to now in buckets of bucket, and the started
-// jobs held. A due time since a job's submission is its row's time, which
-// the state does not keep: a first walk of the jobs under the state's
-// lock (after a fold) gathers their rows, their times are read without
-// the lock, and a second walk sums the intervals (a job submitted in
-// between is due now: it waited no time yet).
+// jobs (of group, or of every group: ""), which fairway_job does not
+// hold: the sets of the intervals of the jobs waiting (waiting, stuck, or
+// scheduled and not started) and running (started), over the window from
+// since to now in buckets of bucket, and the started jobs held. A due
+// time since a job's submission is its row's time, which the state does
+// not keep: a first walk of the jobs under the state's lock (after a
+// fold) gathers their rows, their times are read without the lock, and a
+// second walk sums the intervals (a job submitted in between is due now:
+// it waited no time yet).
 func (l *Leader) LiveStats(ctx context.Context, group string, since, now time.Time, bucket time.Duration) ([]StatsSet, []HeldStart, error) {
 	if err := l.lockFolded(ctx); err != nil {
 		return nil, nil, err

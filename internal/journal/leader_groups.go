@@ -35,8 +35,8 @@ func (l *Leader) Pause(ctx context.Context, group string, pause bool) (bool, err
 // SetPriority sets the priority of the unfinished jobs of refs, as the
 // partition's leader: one priority row of those it changes (a held job's
 // counts when it waits again). It returns, per job, whether it changed
-// (false: not found, ended, or already of that priority; the row engine
-// also rewrites an ended job's record, which this does not).
+// (false: not found, ended, or already of that priority: an ended job's
+// record keeps the priority it ended with).
 func (l *Leader) SetPriority(ctx context.Context, refs []fairway.JobRef, priority fairway.Priority) ([]bool, error) {
 	if priority != fairway.PriorityHigh && priority != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "%q: high or low", priority)

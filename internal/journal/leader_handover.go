@@ -22,8 +22,7 @@ var ErrNoHandOver = errors.New("journal: no hand-over")
 // Claim would pick once that row is folded, with one commit: the way an
 // idle system starts a job in one round trip to PostgreSQL where the
 // usual way takes three (the submission's commit, the leader's read of
-// it, the claim's commit). The rows engine does the same in its insert
-// (store.InsertJobsFor).
+// it, the claim's commit).
 //
 // It hands over only what Claim would take: when no job of the state is
 // claimable for p (its executor is idle for certain, whatever ingest

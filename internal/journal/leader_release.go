@@ -68,7 +68,8 @@ func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (s
 	return len(items), l.fold(ctx, read)
 }
 
-// The reasons ReleaseLost gives, as the row engine's.
+// The reasons ReleaseLost and ReleaseOverdue give: each is the error of
+// the attempt they fail, as users read it in the job's attempts.
 const (
 	lostSilent     = "executor lost: its lease expired without a heartbeat"
 	lostRestarted  = "executor lost: it restarted"
@@ -153,9 +154,9 @@ const MaxHold = time.Hour
 // ReleaseOverdue gives back, counted, the jobs held past what any attempt
 // may take, whatever their executors say (a rogue, or a broken one): a
 // started job past its start + its timeout (fairway.MaxTimeout without
-// one) + twice lease, one never started past its hand-over + MaxHold, as
-// the row engine stops renewing their leases then, at time at (the
-// caller's clock: time.Now()). It returns how many jobs it gave back.
+// one) + twice lease, one never started past its hand-over + MaxHold, at
+// time at (the caller's clock: time.Now()). It returns how many jobs it
+// gave back.
 func (l *Leader) ReleaseOverdue(ctx context.Context, lease time.Duration, at time.Time) (int, error) {
 	if err := l.lockLeading(ctx); err != nil {
 		return 0, err

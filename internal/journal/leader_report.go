@@ -62,7 +62,7 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 		for k, i := range idx {
 			items[k] = reports[i].Item
 			if l.cfg.Fairness != fairness.ByTime {
-				items[k].RanMS = 0 // learned only when shares count time, as the row engine learns them
+				items[k].RanMS = 0 // learned only when shares count time
 			}
 			applied[i] = views.apply(l.state, kind, items[k])
 		}

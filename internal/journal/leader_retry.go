@@ -26,11 +26,11 @@ const (
 // Retry retries by hand jobs that failed or were cancelled, as the
 // partition's leader: one retried row of them, made from their records
 // (their submission's task, priority, arguments and other fields; their
-// attempts go on counting, their retries start afresh, as the row
-// engine's retry_job.sql does). A job's record stays until its next end
-// replaces it: a job live in the leader's state is live, whatever its
-// record says (a read of an unfinished job goes to the leader: docs/
-// journal.md, "Read your writes"), and its log lines stay with it.
+// attempts go on counting, their retries start afresh). A job's record
+// stays until its next end replaces it: a job live in the leader's state
+// is live, whatever its record says (a read of an unfinished job goes to
+// the leader: docs/journal.md, "Read your writes"), and its log lines
+// stay with it.
 // ErrNotLeading when this coordinator does not lead; ErrFenced when
 // another took the lease.
 func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutcome, error) {

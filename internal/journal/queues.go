@@ -17,11 +17,11 @@ import (
 // state, and Update keeps it up to date with the changes of each fold.
 //
 // Oldest first is journal order: the row that submitted a job, then its
-// place in the row. The row engine orders by the time of the submitting
-// transaction and then by id; the two agree for jobs submitted by
-// separate transactions, and for those of one statement when its items
-// are in id order (as the mirror writes them). A job retried by hand is
-// submitted again, and goes to the back.
+// place in the row. It is the order of the jobs' submission times for
+// jobs submitted by separate transactions, and for those of one batch
+// (their times are the row's plus their place in it: submittedTime). A
+// job retried by hand is submitted again, and goes to the back, though
+// it keeps its first submission time.
 //
 // Entries are not removed when their job changes: an entry is checked
 // against the job when it is read (the job claimable, in that list, due,
@@ -290,8 +290,7 @@ func (q *Queues) hasDue(group string, tasks []string, now int64) (found, empty b
 // Walk returns the groups with a due job of one of tasks, in round-robin
 // order from the cursor (after it, then from the first name up to the
 // cursor itself), at most n, leaving out capped and paused groups and,
-// when granted is not nil, the groups not in it: what claim_walk.sql and
-// claim_walk_groups.sql return for the row engine.
+// when granted is not nil, the groups not in it.
 func (q *Queues) Walk(cursor string, n int, tasks, capped, granted []string, now int64) []string {
 	var out, empty []string
 	take := func(g string) bool {
@@ -339,7 +338,7 @@ func (q *Queues) Walk(cursor string, n int, tasks, capped, granted []string, now
 // Candidates returns, for each of groups, up to share[i] of its due
 // stuck jobs and of its due waiting jobs of each priority, of tasks,
 // oldest first, each list marked as maybe longer when it filled its
-// share: what the row engine's fetch of candidates returns.
+// share: what the fair selection picks from.
 func (q *Queues) Candidates(groups []string, share []int32, tasks []string, now int64) []*fairness.Queue {
 	out := make([]*fairness.Queue, len(groups))
 	for i, name := range groups {

@@ -135,9 +135,8 @@ func (w wantedItems) add(row int64, index int32) { w[row] = append(w[row], index
 
 // submittedTime is when the job of item it, at index of a submitted row
 // of time at, was submitted: at plus index microseconds, so that a
-// batch's jobs are submitted in their order, as the row engine stamps them
-// (insert_jobs.sql); a job retried by hand keeps its first submission's
-// (Item.Submitted), as on the row engine.
+// batch's jobs are submitted in their order; a job retried by hand keeps
+// its first submission's (Item.Submitted).
 func submittedTime(at time.Time, index int32, it Item) time.Time {
 	if it.Submitted != 0 {
 		return time.UnixMicro(it.Submitted).UTC()
@@ -240,7 +239,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority(), sub.Tracker
 		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, int32(e.job.MaxRetries), int32(e.job.Retries)
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
-			retries[i]++ // the attempt that failed last counts, as the row engine counts it
+			retries[i]++ // the attempt that failed last counts
 		}
 		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt(), submittedTime(row.at, e.job.Index(), sub).UnixMicro()
 		if h := e.job.Holder; h != nil {

@@ -45,10 +45,10 @@ type State struct {
 	// zero entries). Kept by the fold, counted anew by Restore.
 	HeldTasks  map[string]int `json:"-"`
 	HeldGroups map[string]int `json:"-"`
-	// Live counts each group's unfinished jobs, for the quota of jobs a
-	// group may have queued (coordinator.Config.QuotaJobs), as the row
-	// engine counts its rows (no zero entries): Counts summed per group,
-	// kept with it so that a quota's check costs no sum.
+	// Live counts each group's unfinished jobs (no zero entries), for the
+	// quota of jobs a group may have queued (coordinator.Config.QuotaJobs):
+	// Counts summed per group, kept with it so that a quota's check costs
+	// no sum.
 	Live map[string]int `json:"-"`
 	// Rows counts the unfinished jobs each submitted row carries (no zero
 	// entries): the rows the journal's retention keeps (PruneJournal),
@@ -77,8 +77,8 @@ type State struct {
 	// Trackers are the live jobs that hold a tracker (a key of the
 	// submitter's, or UniqueBy's): tracker, by group, to the job's id.
 	// While one holds it, a submission of the same tracker in its group
-	// is rejected by the fold, naming the holder, as the row engine's
-	// unique index refuses it. TrackerOf is the other way.
+	// is rejected by the fold, naming the holder: one live job a tracker
+	// in a group. TrackerOf is the other way.
 	Trackers  map[fairway.JobRef]string `json:"trackers,omitempty"`
 	TrackerOf map[fairway.JobRef]string `json:"-"`
 	// Shares are the fair shares' book: the groups' weights (Weight rows),
@@ -141,8 +141,7 @@ type Change struct {
 	// appends what").
 	Dependents []string
 	// Refusal is, for a submission the fold rejected (To
-	// StateRejected), why: its tracker is held (fairway.Duplicate, the
-	// row engine's refusal).
+	// StateRejected), why: its tracker is held (fairway.Duplicate).
 	Refusal *fairway.Error
 }
 
@@ -236,11 +235,10 @@ func (s *State) apply(row Row, items []Item) ([]Change, error) {
 			s.countChange(c)
 		}
 	}
-	// The run times as one batch, as the row engine learns a batch of
-	// reports' (fairness.Book.Learn).
+	// The row's run times, learned as one batch (fairness.Book.Learn).
 	s.Shares.Learn(runs)
-	// The rate limits' buckets, at the row's time, as the row engine's
-	// claim takes from them at its own.
+	// The rate limits' buckets, taken from at the row's time (stamped by
+	// PostgreSQL).
 	s.Rates.Take(started, row.At.UnixMicro())
 	return out, nil
 }
@@ -356,8 +354,8 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		}
 		j.setState(fairway.StateWaiting)
 		if j.Triggered() {
-			// Due now (RunAt was its trigger), as the row engine's
-			// release sets run_at = now().
+			// Due now, at the release row's time (RunAt was its
+			// trigger), unless it was due earlier.
 			j.setTriggered(false)
 			j.RunAt = min(j.RunAt, row.At.UnixMicro())
 		}
@@ -562,8 +560,7 @@ func count[K comparable](m map[K]int, key K, d int) {
 // cluster's concurrency limits, as operators set them), with the jobs
 // held now by the state's counts, the state's rate limits (their buckets
 // read by the claim as it needs them: Queues.Claim), and the executor's
-// own task caps; nil when there are none (as the row engine's claim reads
-// them).
+// own task caps; nil when there are none.
 func (s *State) Limits(limits []fairway.Limit, executorCaps map[string]int) *fairness.Limits {
 	if len(limits) == 0 && s.Rates.Empty() {
 		return fairness.ExecutorLimits(executorCaps)

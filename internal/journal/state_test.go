@@ -524,6 +524,7 @@ func (h *history) catchUp() {
 			require.NoError(h.t, err)
 			for _, c := range changes {
 				require.Equal(h.t, h.known[c.Job], c.From, "job %v changed from %s, but was %s", c.Job, c.From, h.known[c.Job])
+				require.True(h.t, allowed(c.From, c.To), "job %v: %s → %s is no allowed transition (transitions_test.go)", c.Job, c.From, c.To)
 				require.NotContains(h.t, h.final, c.Job, "job %v changed after its end", c.Job)
 				h.known[c.Job] = c.To
 				if c.To == fairway.StateSuccess || c.To == fairway.StateFailed || c.To == fairway.StateCancelled {

@@ -88,7 +88,7 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 	case engine == "":
 		// A new database: nothing to move, the journal recorded as its
 		// engine (its coordinators that name none run it).
-		if _, err := s.ChooseEngine(ctx, EngineJournal); err != nil {
+		if err := s.OpenJournal(ctx); err != nil {
 			return out, err
 		}
 		out.Took = time.Since(began)

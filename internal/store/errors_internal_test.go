@@ -36,35 +36,3 @@ func TestConnectionLostIsUnavailable(t *testing.T) {
 		require.NotErrorIs(t, interpretError(err), fairway.ErrUnavailable, name)
 	}
 }
-
-// TestCompleteRoundsKeepWhatEarlierRoundsApplied: a round that fails after
-// others committed returns, with its error, what those applied: their
-// follow-ups (dependents, due times) must still run.
-func TestCompleteRoundsKeepWhatEarlierRoundsApplied(t *testing.T) {
-	outcomes := []Outcome{{Attempt: Attempt{JobID: "a"}}, {Attempt: Attempt{JobID: "b"}}}
-	broken := errors.New("connection lost")
-	round := 0
-	applied, err := completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
-		round++
-		if round == 1 {
-			return []Applied{{JobID: "a"}}, []int{1}, nil // b raced
-		}
-		return nil, nil, broken
-	})
-	if !errors.Is(err, broken) {
-		t.Fatalf("error %v, want the second round's", err)
-	}
-	if len(applied) != 1 || applied[0].JobID != "a" {
-		t.Fatalf("applied %v with the error, want a's (committed by the first round)", applied)
-	}
-	// Rounds that never settle: unavailable, with what did apply.
-	applied, err = completeRounds(outcomes, func(left []Outcome) ([]Applied, []int, error) {
-		if len(left) == 2 {
-			return []Applied{{JobID: "a"}}, []int{1}, nil
-		}
-		return nil, []int{0}, nil
-	})
-	if !errors.Is(err, fairway.ErrUnavailable) || len(applied) != 1 {
-		t.Fatalf("never settling: %v, applied %v; want unavailable with a's", err, applied)
-	}
-}

@@ -19,20 +19,14 @@ var (
 	executorDeregisterSQL string
 	//go:embed sql/executor_heartbeat.sql
 	executorHeartbeatSQL string
-	//go:embed sql/executor_held_jobs.sql
-	executorHeldJobsSQL string
 	//go:embed sql/executor_previous.sql
 	executorPreviousSQL string
-	//go:embed sql/executor_claims_wait.sql
-	executorClaimsWaitSQL string
 	//go:embed sql/executor_register.sql
 	executorRegisterSQL string
 	//go:embed sql/executors_gone.sql
 	executorsGoneSQL string
 	//go:embed sql/executors_list.sql
 	executorsListSQL string
-	//go:embed sql/jobs_without_executor.sql
-	jobsWithoutExecutorSQL string
 	//go:embed sql/known_tasks.sql
 	knownTasksSQL string
 	//go:embed sql/live_tasks.sql
@@ -42,15 +36,12 @@ var (
 // RegisterExecutor records an executor that is starting. If the app-id is
 // already registered by another instance, alive decides whether that one
 // still runs: if so the registration is refused with a conflict; if not,
-// the new instance takes over and the old instance's jobs are released as
-// lost (returned). alive is called inside the transaction, with the row
-// locked, so two executors starting together cannot both win.
-func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryDelay time.Duration, alive func(prev fairway.Executor) bool) ([]Applied, error) {
-	var released []Applied
+// the new instance takes over (the journal's leader releases the old
+// instance's jobs as lost at its next sweep). alive is called inside the
+// transaction, with the row locked, so two executors starting together
+// cannot both win.
+func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, alive func(prev fairway.Executor) bool) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, executorClaimsWaitSQL); err != nil {
-			return err
-		}
 		var prev fairway.Executor
 		err := tx.QueryRow(ctx, executorPreviousSQL, e.AppID).
 			Scan(&prev.AppID, &prev.Instance, &prev.Host, &prev.Slots, &prev.Tasks, &prev.Started, &prev.LastHeartbeat, &prev.State)
@@ -62,39 +53,32 @@ func (s *Store) RegisterExecutor(ctx context.Context, e fairway.Executor, retryD
 			return &fairway.Error{Code: fairway.CodeConflict, Field: "app-id", Message: fmt.Sprintf(
 				"executor app-id %q is already in use by a running executor on host %q (started %s, last heartbeat %s): give each executor its own --app-id",
 				e.AppID, prev.Host, prev.Started.Format(time.RFC3339), prev.LastHeartbeat.Format(time.RFC3339))}
-		case prev.Instance != e.Instance && !s.OnJournal():
-			released, err = loseAttempts(ctx, tx, executorHeldJobsSQL, retryDelay, "executor lost: it restarted", e.AppID)
-			if err != nil {
-				return err
-			}
 		}
 		_, err = tx.Exec(ctx, executorRegisterSQL,
 			e.AppID, e.Instance, e.Host, e.Slots, e.Tasks)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registering executor %q: %w", e.AppID, err)
+		return fmt.Errorf("registering executor %q: %w", e.AppID, err)
 	}
-	return released, nil
+	return nil
 }
 
-// Heartbeat records that an executor instance is alive and renews the
-// leases of the jobs it holds (those held by another instance keep theirs).
-// It returns a not-found error when the instance is not the registered one
-// (it was replaced or never registered) or is not live (marked gone or
+// Heartbeat records that an executor instance is alive, holding held
+// jobs (the journal's leader keeps their holds: journal.Leader.ReleaseLost
+// judges the instances this registry says are lost). It returns a
+// not-found error when the instance is not the registered one (it was
+// replaced or never registered) or is not live (marked gone or
 // deregistered: it must register again, as its dispatch requests tell it).
-func (s *Store) Heartbeat(ctx context.Context, appID, instance string, jobs []fairway.JobRef, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, executorHeartbeatSQL, appID, instance, len(jobs))
+func (s *Store) Heartbeat(ctx context.Context, appID, instance string, held int) error {
+	tag, err := s.pool.Exec(ctx, executorHeartbeatSQL, appID, instance, held)
 	if err != nil {
 		return fmt.Errorf("recording the heartbeat of %q: %w", appID, interpretError(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return &fairway.Error{Code: fairway.CodeNotFound, Message: fmt.Sprintf("executor %q instance %s is not registered", appID, instance)}
 	}
-	if s.OnJournal() {
-		return nil // the journal's leader keeps the holds (journal.Leader.ReleaseLost)
-	}
-	return s.extendLeases(ctx, appID, instance, jobs, lease)
+	return nil
 }
 
 // Executors lists the registered executors, live ones first, then most
@@ -198,28 +182,6 @@ func (s *Store) MarkExecutorsGone(ctx context.Context, silentFor time.Duration) 
 	return gone, nil
 }
 
-// JobsWithoutExecutor counts, per task, the jobs that wait (pending,
-// waiting or stuck) for a task that no live executor runs. It reads every
-// waiting job's task: meant for metrics scraped now and then, not for a
-// hot path.
-func (s *Store) JobsWithoutExecutor(ctx context.Context) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, jobsWithoutExecutorSQL)
-	if err != nil {
-		return nil, fmt.Errorf("counting jobs without an executor: %w", interpretError(err))
-	}
-	counts := map[string]int64{}
-	var task string
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&task, &n}, func() error {
-		counts[task] = n
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("counting jobs without an executor: %w", interpretError(err))
-	}
-	return counts, nil
-}
-
 // MarkNoExecutor sets NoExecutor on the jobs that wait for a task no live
 // executor runs.
 func (s *Store) MarkNoExecutor(ctx context.Context, jobs []fairway.Job) error {
@@ -244,21 +206,6 @@ func (s *Store) MarkNoExecutor(ctx context.Context, jobs []fairway.Job) error {
 // take it: not final, and not held by one.
 func waitsForExecutor(state fairway.State) bool {
 	return state == fairway.StatePending || state == fairway.StateWaiting || state == fairway.StateStuck
-}
-
-// QueueCounts returns the limit largest counts of jobs not yet final, by
-// group, task and state. It reads every such job: meant for metrics
-// scraped now and then (and cached), not for a hot path.
-func (s *Store) QueueCounts(ctx context.Context, limit int) ([]fairway.QueueCount, error) {
-	rows, err := s.pool.Query(ctx, queueCountsSQL, limit, "")
-	if err != nil {
-		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
-	}
-	out, err := pgx.CollectRows(rows, scanQueueCount)
-	if err != nil {
-		return nil, fmt.Errorf("counting queued jobs: %w", interpretError(err))
-	}
-	return out, nil
 }
 
 // scanQueueCount reads a row of queue_counts.sql.

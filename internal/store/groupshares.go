@@ -19,9 +19,6 @@ var (
 	groupSharesSQL string
 )
 
-// MaxWeight bounds a group's weight.
-const MaxWeight = fairness.MaxWeight
-
 // SetWeight sets a group's weight: its share of the executors against the
 // other groups' (1 by default; 3 gets three times the share of a group of
 // weight 1), by jobs or by time as scheduler.fairness says.
@@ -40,9 +37,8 @@ func (s *Store) SetWeight(ctx context.Context, group string, weight float64) err
 
 // GroupShares returns each group's share of the slot-time over the last
 // window, and its weighted fair share; groups with a weight of their own
-// are listed even if they ran nothing. running are the journal engine's
-// running jobs (from its state: fairway_job has none of them; nil on the
-// row engine).
+// are listed even if they ran nothing. running are the running jobs, from
+// the partition's state (fairway_job has none of them).
 func (s *Store) GroupShares(ctx context.Context, window time.Duration, running []journal.Running) ([]fairway.GroupShare, error) {
 	groups, started := make([]string, len(running)), make([]time.Time, len(running))
 	for i, r := range running {

@@ -34,33 +34,6 @@ const (
 	AnyGroup = fairness.AnyGroup
 )
 
-// readLimits reads claim_limits.sql's rows, with the executor's own task
-// caps; nil when there are none of either.
-func readLimits(rows pgx.Rows, executorCaps map[string]int) (*fairness.Limits, error) {
-	l := fairness.NewLimits()
-	var kind, name string
-	var maxRunning, held int
-	if _, err := pgx.ForEachRow(rows, []any{&kind, &name, &maxRunning, &held}, func() error {
-		switch kind {
-		case LimitTask:
-			l.SetTask(name, maxRunning, held)
-		case LimitGroup:
-			l.SetGroup(name, maxRunning)
-		case "held":
-			l.SetHeld(name, held)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return l.WithExecutorCaps(executorCaps), nil
-}
-
-// LimitsInUse says whether the last claim found concurrency limits in
-// force: then a job that ends may free a slot that an idle executor is
-// waiting for, and the coordinators wake the executors.
-func (s *Store) LimitsInUse() bool { return s.limitsInUse.Load() }
-
 // Limits returns the concurrency limits, with how many jobs each limit's
 // task or group holds now.
 func (s *Store) Limits(ctx context.Context) ([]fairway.Limit, error) {

@@ -78,27 +78,18 @@ func parseCursor(cursor string) (int64, error) {
 	return n, nil
 }
 
-// ListJobs streams the jobs p selects, newest first, to yield, at most
-// p.Limit of them (ListLimitDefault when 0). Without p.Full the jobs come
-// without args and result, which are never read. yield returns false to
-// refuse a job and stop; ListJobs then returns the cursor after the last
-// job yield took, and also when more jobs exist beyond p.Limit. The cursor
-// is "" when nothing is left. Memory stays bounded: rows are read one at a
-// time, and a full listing reads a few rows per query (see fullChunkMax).
-func (s *Store) ListJobs(ctx context.Context, p ListParams, yield func(fairway.Job) bool) (next string, err error) {
-	return s.listJobs(ctx, p, yield, false)
-}
-
-// ListRecords is ListJobs over the records of the journal engine's ended
-// jobs (its fairway_job holds no other row), newest ended first: by their
-// seq, which a record takes when it is written, through the indexes that
-// a journal database has instead of fairway_job_order
-// (journal_sheds_row_engine.sql). The cursor is the last record's seq.
+// ListRecords streams the records of ended jobs that p selects (the
+// journal's fairway_job holds no other row), newest ended first: by their
+// seq, which a record takes when it is written, through the indexes of
+// journal_sheds_row_engine.sql. At most p.Limit of them (ListLimitDefault
+// when 0); without p.Full they come without args and result, which are
+// never read. yield returns false to refuse a job and stop; ListRecords
+// then returns the cursor after the last job yield took (the last
+// record's seq), and also when more records exist beyond p.Limit. The
+// cursor is "" when nothing is left. Memory stays bounded: rows are read
+// one at a time, and a full listing reads a few rows per query (see
+// fullChunkMax).
 func (s *Store) ListRecords(ctx context.Context, p ListParams, yield func(fairway.Job) bool) (next string, err error) {
-	return s.listJobs(ctx, p, yield, true)
-}
-
-func (s *Store) listJobs(ctx context.Context, p ListParams, yield func(fairway.Job) bool, records bool) (next string, err error) {
 	before, err := parseCursor(p.Cursor)
 	if err != nil {
 		return "", err
@@ -111,21 +102,11 @@ func (s *Store) listJobs(ctx context.Context, p ListParams, yield func(fairway.J
 	if p.Full {
 		cols = jobColumns
 	}
-	// Newest first is the order of fairway_job_order (013_job_order.sql),
-	// each job found by its key.
-	query := "SELECT o.seq, j.* FROM fairway_job_order o CROSS JOIN LATERAL (SELECT " + cols + ` FROM fairway_job
-		WHERE group_name = o.group_name AND id = o.id AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3)
-		  AND ($6 = '' OR priority = $6) AND ($7::timestamptz IS NULL OR submitted >= $7) AND ($8::timestamptz IS NULL OR submitted < $8)
-		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')) j
-		WHERE ($1 = '' OR o.group_name = $1) AND ($4 = 0 OR o.seq < $4)
-		ORDER BY o.seq DESC LIMIT $5`
-	if records {
-		query = "SELECT seq, " + cols + ` FROM fairway_job
+	query := "SELECT seq, " + cols + ` FROM fairway_job
 		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
 		  AND ($6 = '' OR priority = $6) AND ($7::timestamptz IS NULL OR submitted >= $7) AND ($8::timestamptz IS NULL OR submitted < $8)
 		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')
 		ORDER BY seq DESC LIMIT $5`
-	}
 	var since, until *time.Time
 	if !p.Since.IsZero() {
 		since = &p.Since

@@ -19,8 +19,6 @@ var (
 	periodicAdvanceSQL string
 	//go:embed sql/periodic_delete.sql
 	periodicDeleteSQL string
-	//go:embed sql/periodic_live_job.sql
-	periodicLiveJobSQL string
 	//go:embed sql/periodic_next_run.sql
 	periodicNextRunSQL string
 	//go:embed sql/periodic_owned.sql
@@ -149,59 +147,20 @@ type Fired struct {
 	// skip.
 	JobID   string
 	Skipped bool
-	// Applied is the submitted job, for the coordinator's follow-up.
-	Applied []Applied
 }
 
-// FirePeriodic fires a periodic task that worker has marked: it submits
-// the task's job (its tracker is the task's id) unless a non-final job of
-// the task exists (then this run is skipped), sets nextrun and unmarks the
-// task, all in one transaction with the fired or skipped event. A mark
-// lost to another worker (it went stale) changes nothing.
-// The job gets retries retries.
-func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time) (*Fired, error) {
-	live := func(tx pgx.Tx) (string, error) {
-		var previous string
-		err := tx.QueryRow(ctx, periodicLiveJobSQL, p.ID, p.Group).Scan(&previous)
-		return previous, err
-	}
-	insert := func(tx pgx.Tx, sub fairway.Submission) error {
-		res, _, err := insertJobs(ctx, tx, []fairway.Submission{sub}, nil, false, nil)
-		if err == nil && !res[0].Created {
-			err = fmt.Errorf("job %s of periodic task %s was not created", sub.ID, p.ID)
-		}
-		return err
-	}
-	return s.firePeriodic(ctx, coordinator, p, jobID, retries, nextRun, live, insert)
-}
-
-// FirePeriodicOnJournal is FirePeriodic on the journal engine, where
-// fairway_job holds no unfinished job: previous is the unfinished job
-// that holds the task's tracker in its group, as the partition's state
-// holds it ("" for none: journal.Leader.TrackerHolder), and the job is
-// appended to the journal (a submitted row) in the transaction that
-// advances the task. A job submitted with the task's id as its tracker
+// FirePeriodic fires p's due time, marked by coordinator: unless its
+// previous job has not ended (previous: the unfinished job that holds the
+// task's tracker in its group, as the partition's state holds it, "" for
+// none: journal.Leader.TrackerHolder), job jobID is appended to the
+// journal (a submitted row) in the transaction that advances the task,
+// with its fired event; else the run is skipped, with a skipped event
+// naming previous. A job submitted with the task's id as its tracker
 // between the read of previous and the fold of the new job's row (by a
 // client, not by a firing: those are marked) has the fold reject the new
-// one, saying so in its rejected event.
-func (s *Store) FirePeriodicOnJournal(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time, previous string) (*Fired, error) {
-	live := func(pgx.Tx) (string, error) {
-		if previous == "" {
-			return "", pgx.ErrNoRows
-		}
-		return previous, nil
-	}
-	insert := func(tx pgx.Tx, sub fairway.Submission) error {
-		_, err := insertJournalTx(ctx, tx, []fairway.Submission{sub})
-		return err
-	}
-	return s.firePeriodic(ctx, coordinator, p, jobID, retries, nextRun, live, insert)
-}
-
-// firePeriodic is FirePeriodic with the engine's reading of the task's
-// unfinished job (live: pgx.ErrNoRows for none) and its insert of a job.
-func (s *Store) firePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time,
-	live func(pgx.Tx) (string, error), insert func(pgx.Tx, fairway.Submission) error) (*Fired, error) {
+// one, saying so in its rejected event. It returns nil when another
+// coordinator holds the task's mark.
+func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time, previous string) (*Fired, error) {
 	var out Fired
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var mine bool
@@ -212,32 +171,28 @@ func (s *Store) firePeriodic(ctx context.Context, coordinator string, p Periodic
 		if err != nil {
 			return err
 		}
-		previous, err := live(tx)
 		switch {
-		case err == nil:
+		case previous != "":
 			out.JobID, out.Skipped = previous, true
 			_, err = tx.Exec(ctx, periodicEventSQL, previous, p.Task, p.Group, string(fairway.StateSkipped), p.ID,
 				fmt.Sprintf("periodic task %s: its previous job %s has not ended; this run is skipped", p.ID, previous))
 			if err != nil {
 				return err
 			}
-		case errors.Is(err, pgx.ErrNoRows):
+		default:
 			sub := fairway.Submission{ID: jobID, Task: p.Task, Group: p.Group, Args: p.Args, Subject: p.Subject,
 				Submitter: p.Submitter, Priority: p.Priority, Tracker: p.ID, MaxRetries: &retries}
 			if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
 				return err
 			}
-			if err := insert(tx, sub); err != nil {
+			if _, err := insertJournalTx(ctx, tx, []fairway.Submission{sub}); err != nil {
 				return err
 			}
 			out.JobID = jobID
-			out.Applied = []Applied{{Group: p.Group, JobID: jobID, State: fairway.StateWaiting, RunAt: time.Now()}}
 			_, err = tx.Exec(ctx, periodicEventSQL, jobID, p.Task, p.Group, string(fairway.StateFired), p.ID, nil)
 			if err != nil {
 				return err
 			}
-		default:
-			return err
 		}
 		_, err = tx.Exec(ctx, periodicAdvanceSQL, p.ID, nextRun)
 		return err

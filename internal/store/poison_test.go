@@ -3,12 +3,14 @@ package store_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/store"
-	"github.com/fairwayhq/fairway/internal/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,50 +25,6 @@ func outbox(t *testing.T, s *store.Store) []store.Event {
 			return all
 		}
 	}
-}
-
-// A value PostgreSQL refuses, in one submission of a batch, costs one
-// checked statement: the others are stored, the poison alone is rejected.
-func TestInsertJobsIsolatesPoison(t *testing.T) {
-	t.Parallel()
-	s, ctx := setup(t)
-	subs := normalized(500)
-	subs[137].Args = json.RawMessage(`{"x":1e1000000}`) // past validation, as if it had not checked
-	rejections := []store.Rejection{{JobID: "bad-id", Group: "g0", Task: "t", Err: fairway.Invalid("id", "nope")}}
-	res, err := s.InsertJobs(ctx, subs, rejections)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), s.CheckedInserts(), "one checked statement, no per-row fallback")
-	for i, r := range res {
-		if i == 137 {
-			require.ErrorIs(t, r.Err, fairway.ErrInvalid)
-			require.Equal(t, "args", r.Err.Field)
-			require.False(t, r.Created)
-			continue
-		}
-		require.Nil(t, r.Err, i)
-		require.True(t, r.Created, i)
-	}
-	_, err = s.Get(ctx, subs[137].Group, subs[137].ID)
-	require.ErrorIs(t, err, fairway.ErrNotFound)
-	var rejected []store.Event
-	created := 0
-	for _, e := range outbox(t, s) {
-		switch e.State {
-		case "rejected":
-			rejected = append(rejected, e)
-		case fairway.StateWaiting:
-			created++
-		}
-	}
-	require.Equal(t, 499, created)
-	require.Len(t, rejected, 2)
-	ids := []string{rejected[0].JobID, rejected[1].JobID}
-	require.ElementsMatch(t, []string{"bad-id", subs[137].ID}, ids)
-
-	// A clean batch takes the one statement.
-	_, err = s.InsertJobs(ctx, normalized(10), nil)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), s.CheckedInserts())
 }
 
 // The numeric range that validation assumes is PostgreSQL's.
@@ -89,64 +47,90 @@ func TestNumericRangeMatchesPostgreSQL(t *testing.T) {
 	require.Equal(t, []int{1, 3, 6}, bad)
 }
 
-func TestCountQueuedJobs(t *testing.T) {
-	t.Parallel()
-	s, ctx := setup(t)
-	insert(t, s, normalized(30)...) // g0..g9, 3 each, waiting
-	held := sub("g0", fairway.PriorityLow)
-	held.Pending = true
-	insert(t, s, held)
-	counts, err := s.CountQueuedJobs(ctx, []string{"g0", "g1", "nobody"}, 2)
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{"g0": 3, "g1": 2}, counts, "at most the limit per state")
-	counts, err = s.CountQueuedJobs(ctx, []string{"g0"}, 100)
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{"g0": 4}, counts)
-	// Claimed jobs are not queued any more.
-	claim(t, s, "w", 5)
-	counts, err = s.CountQueuedJobs(ctx, []string{"g0", "g1"}, 100)
-	require.NoError(t, err)
-	require.Less(t, counts["g0"]+counts["g1"], 7)
-	// Each state is counted through its partial index.
-	plan := s.ExplainCountQueued(t, "g0")
-	require.Contains(t, plan, "fairway_job_eligible", plan)
-	require.Contains(t, plan, "fairway_job_pending", plan)
+// reject records a rejected submission of each group.
+func reject(t *testing.T, s *store.Store, groups ...string) {
+	t.Helper()
+	var rs []store.Rejection
+	for _, g := range groups {
+		rs = append(rs, store.Rejection{JobID: fairway.NewID(), Group: g, Task: "t", Err: fairway.Invalid("args", "not an object")})
+	}
+	require.NoError(t, s.Reject(t.Context(), rs))
 }
 
-// BenchmarkInsertPoison compares batches of 500 submissions, clean and
-// with one value in 500 (0.2%) that PostgreSQL refuses (past validation,
-// as if it had not checked), alternating in the same run.
-//
-//	go test -run '^$' -bench InsertPoison -count 3 ./internal/store/
-func BenchmarkInsertPoison(b *testing.B) {
-	s := storetest.Open(b)
-	var clean, poison time.Duration
-	n := 0
-	for b.Loop() {
-		for _, bad := range []bool{false, true} {
-			b.StopTimer()
-			subs := normalized(500)
-			for i := range subs {
-				subs[i].Group = fmt.Sprintf("%s-%d", subs[i].Group, n)
-			}
-			if bad {
-				subs[250].Args = json.RawMessage(`{"x":1e1000000}`)
-			}
-			b.StartTimer()
-			start := time.Now()
-			if _, err := s.InsertJobs(b.Context(), subs, nil); err != nil {
-				b.Fatal(err)
-			}
-			if bad {
-				poison += time.Since(start)
-			} else {
-				clean += time.Since(start)
-			}
-			n++
-		}
+// TestRejectionsAreEventsCappedAndCleaned: a rejection is a rejected
+// event in the outbox, in order, its fields cut to their bounds (a
+// rejected id may be megabytes long: it never passed validation).
+func TestRejectionsAreEventsCappedAndCleaned(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	long := strings.Repeat("x", 10*fairway.MaxIDLength)
+	require.NoError(t, s.Reject(ctx, []store.Rejection{
+		{JobID: "a1", Group: "a", Task: "t", Err: fairway.Invalid("args", "not an object")},
+		{JobID: long, Group: "b", Task: "t", Err: &fairway.Error{Code: fairway.CodeInvalid, Field: "priority", Message: strings.Repeat("e", 2*fairway.MaxErrorTextSize)}},
+	}))
+	require.NoError(t, s.Reject(ctx, nil))
+	evs := outbox(t, s)
+	require.Len(t, evs, 2)
+	require.Equal(t, "a1", evs[0].JobID)
+	require.Equal(t, fairway.StateRejected, evs[0].State)
+	require.Equal(t, "args", evs[0].Field)
+	require.Equal(t, "not an object", evs[0].Error)
+	require.True(t, strings.HasPrefix(evs[1].JobID, "xxxx"), evs[1].JobID)
+	require.LessOrEqual(t, utf8.RuneCountInString(evs[1].JobID), fairway.MaxIDLength)
+	require.Equal(t, "priority", evs[1].Field)
+	require.LessOrEqual(t, len(evs[1].Error), fairway.MaxErrorTextSize)
+}
+
+// TestOneOutboxPublisherAtATime: a second publisher finds nothing while
+// the first holds the outbox's events, and they are gone once it is done.
+func TestOneOutboxPublisherAtATime(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	reject(t, s, "a", "b")
+	inside, release := make(chan int), make(chan struct{})
+	// Released when the test ends too, failed or not: the store's
+	// connection pool closes after.
+	let := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(let)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+			inside <- len(evs)
+			<-release
+			return nil
+		})
+		first <- err
+	}()
+	select {
+	case n := <-inside:
+		require.Equal(t, 2, n, "the first publisher has both events")
+	case err := <-first:
+		t.Fatalf("the first publisher returned without publishing: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first publisher never published")
 	}
-	batches := float64(n / 2 * 500)
-	b.ReportMetric(batches/clean.Seconds(), "clean_subs/s")
-	b.ReportMetric(batches/poison.Seconds(), "poison_subs/s")
-	b.ReportMetric(clean.Seconds()/poison.Seconds(), "poison/clean")
+	n, err := s.PublishEvents(ctx, 100, func(evs []store.Event) error {
+		t.Errorf("a second publisher got %d events while the first held the outbox", len(evs))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Zero(t, n)
+	let()
+	require.NoError(t, <-first)
+	n, err = s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
+	require.NoError(t, err)
+	require.Zero(t, n, "the first publisher's events are gone")
+}
+
+// TestFailedPublishKeepsEvents: events whose publishing failed stay in
+// the outbox for the next try.
+func TestFailedPublishKeepsEvents(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	reject(t, s, "a")
+	_, err := s.PublishEvents(ctx, 100, func([]store.Event) error { return fmt.Errorf("nats down") })
+	require.ErrorContains(t, err, "nats down")
+	n, err := s.PublishEvents(ctx, 100, func([]store.Event) error { return nil })
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 }

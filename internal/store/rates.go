@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
-	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,12 +17,6 @@ import (
 // limits.
 
 var (
-	//go:embed sql/claim_rates.sql
-	claimRatesSQL string
-	//go:embed sql/claim_rate_buckets.sql
-	claimRateBucketsSQL string
-	//go:embed sql/claim_rate_save.sql
-	claimRateSaveSQL string
 	//go:embed sql/rates_list.sql
 	ratesListSQL string
 	//go:embed sql/rates_set.sql
@@ -31,56 +24,6 @@ var (
 	//go:embed sql/rates_delete.sql
 	ratesDeleteSQL string
 )
-
-// RatesInUse says whether the last claim found rate limits in force: then
-// a job passed over for its rate becomes eligible as its bucket refills,
-// which no change announces, and the coordinators try their waiting
-// dispatch requests again now and then (RateRetry).
-func (s *Store) RatesInUse() bool { return s.ratesInUse.Load() }
-
-// RateRetry is how often the coordinators try their waiting dispatch
-// requests again while rate limits are in force.
-const RateRetry = 50 * time.Millisecond
-
-// readRates reads claim_rates.sql's rows.
-func readRates(rows pgx.Rows) (*fairness.Rates, error) {
-	r := fairness.NewRates()
-	var l fairness.RateLimit
-	var starts int
-	var periodMS int64
-	_, err := pgx.ForEachRow(rows, []any{&l.Task, &l.Group, &starts, &periodMS}, func() error {
-		l.Starts, l.Period = float64(starts), time.Duration(periodMS)*time.Millisecond
-		r.Add(l)
-		return nil
-	})
-	return r, err
-}
-
-// readBuckets reads claim_rate_buckets.sql's rows into r: each bucket's
-// tokens refilled to the time of the read; a bucket never taken from is
-// full.
-func readBuckets(r *fairness.Rates) func(pgx.Rows) error {
-	return func(rows pgx.Rows) error {
-		var key string
-		var tokens *float64
-		var elapsed *float64
-		var asof time.Time
-		_, err := pgx.ForEachRow(rows, []any{&key, &tokens, &elapsed, &asof}, func() error {
-			r.Read(key, tokens, elapsed, asof)
-			return nil
-		})
-		return err
-	}
-}
-
-// saveRates queues the write of the buckets taken from (r may be nil).
-func saveRates(b *pgx.Batch, r *fairness.Rates) {
-	keys, tokens, asof := r.Taken()
-	if len(keys) == 0 {
-		return
-	}
-	b.Queue(claimRateSaveSQL, keys, tokens, asof)
-}
 
 // RateLimits lists the rate limits.
 func (s *Store) RateLimits(ctx context.Context) ([]fairway.RateLimit, error) {

@@ -16,10 +16,6 @@ import (
 var (
 	//go:embed sql/analyze_jobs.sql
 	analyzeJobsSQL string
-	//go:embed sql/future_due_times.sql
-	futureDueTimesSQL string
-	//go:embed sql/job_logs.sql
-	jobLogsSQL string
 )
 
 // Get returns the job id of group. Ids are unique per group only: a job of
@@ -60,16 +56,6 @@ type ListParams struct {
 	// take at most (ListJobs, Full): queries read about that much. 0: no
 	// hint.
 	MaxBytes int
-}
-
-// FutureDueTimes returns the distinct times at which waiting or stuck jobs
-// that are not due yet become due, earliest first, at most limit of them.
-func (s *Store) FutureDueTimes(ctx context.Context, limit int) ([]time.Time, error) {
-	rows, err := s.pool.Query(ctx, futureDueTimesSQL, limit)
-	if err != nil {
-		return nil, fmt.Errorf("reading due times: %w", interpretError(err))
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[time.Time])
 }
 
 // Analyze refreshes the planner statistics of the job table (used after

@@ -1,5 +1,5 @@
 // What executors report about the attempts they hold, besides their
-// ends (complete.go): log lines, progress, and results PostgreSQL refuses.
+// ends (attempt.go: Outcome): log lines, progress, and results PostgreSQL refuses.
 
 package store
 
@@ -83,45 +83,6 @@ type Progress struct {
 // statistics that expect few held jobs, the planner would otherwise scan an
 // executor's held jobs once per report. Only the instance holding the
 // attempt sets its progress.
-var (
-	//go:embed sql/set_progress.sql
-	setProgressSQL string
-)
-
-// SetProgress records progress of running attempts.
-func (s *Store) SetProgress(ctx context.Context, ps []Progress) ([]fairway.Progress, error) {
-	if len(ps) == 0 {
-		return nil, nil
-	}
-	atts := make([]Attempt, len(ps))
-	values := make([]int32, len(ps))
-	for i, p := range ps {
-		atts[i], values[i] = p.Attempt, int32(min(max(p.Progress, 0), 100))
-	}
-	a := attemptArrays(atts)
-	now := time.Now().UTC()
-	var out []fairway.Progress
-	err := againOnConflict(func() error {
-		rows, err := s.pool.Query(ctx, setProgressSQL, a.ids, a.attempts, a.executors, values, a.groups, a.instances)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (fairway.Progress, error) {
-			var p fairway.Progress
-			err := row.Scan(&p.Group, &p.JobID, &p.Task, &p.Attempt, &p.Progress, &p.Started)
-			p.Time = now
-			if p.Started != nil {
-				p.EstimatedEnd = fairway.EstimateEnd(*p.Started, p.Progress, now)
-			}
-			return p, err
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storing progress: %w", interpretError(err))
-	}
-	return out, nil
-}
 
 // UnstorableJSON returns the indexes of the documents PostgreSQL cannot
 // store as jsonb, checked in one statement: after a batch was refused, it

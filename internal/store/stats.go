@@ -59,9 +59,9 @@ type StatsLive struct {
 	Queue []fairway.QueueCount
 }
 
-// LiveStatsFunc gives Stats the journal engine's StatsLive for a window
-// from since to now (PostgreSQL's clock) in buckets of bucket; nil on the
-// row engine.
+// LiveStatsFunc gives Stats the unfinished jobs' StatsLive, the
+// partition's state's, for a window from since to now (PostgreSQL's
+// clock) in buckets of bucket.
 type LiveStatsFunc func(ctx context.Context, since, now time.Time, bucket time.Duration) (*StatsLive, error)
 
 // withDefaults fills p's gaps and checks it.

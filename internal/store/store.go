@@ -21,7 +21,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -35,19 +34,6 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
-	// checkedInserts counts the batches InsertJobs sent again checked.
-	checkedInserts atomic.Int64
-	// limitsInUse: the last claim found concurrency limits (LimitsInUse).
-	limitsInUse atomic.Bool
-	// ratesInUse: the last claim found rate limits (RatesInUse).
-	ratesInUse atomic.Bool
-	// handWritten: a test wrote job states by hand, past the engine
-	// (CheckJournalMirror has nothing to compare).
-	handWritten atomic.Bool
-	// maxHold is MaxHold (shorter in tests).
-	maxHold time.Duration
-	// journal: ChooseEngine found the journal engine (OnJournal).
-	journal atomic.Bool
 }
 
 // Options configures Open.
@@ -80,7 +66,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{pool: pool, log: log, maxHold: MaxHold}, nil
+	return &Store{pool: pool, log: log}, nil
 }
 
 func redact(cfg *pgxpool.Config) string {
@@ -96,28 +82,6 @@ func (s *Store) Ping(ctx context.Context) error { return interpretError(s.pool.P
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return interpretError(pgx.BeginFunc(ctx, s.pool, fn))
-}
-
-// batchTx runs the statements fill queues in one transaction and one
-// round trip: BEGIN, them, COMMIT, pipelined. On an error nothing is
-// committed and the connection is left without a transaction.
-func (s *Store) batchTx(ctx context.Context, fill func(*pgx.Batch)) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return interpretError(err)
-	}
-	defer conn.Release()
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	fill(b)
-	b.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		// A statement failed: the rest of the batch was skipped, the
-		// transaction is aborted.
-		abandonTx(ctx, conn)
-		return interpretError(err)
-	}
-	return nil
 }
 
 // abandonTx leaves no transaction open on a pooled connection after a
@@ -138,43 +102,6 @@ func Interpret(err error) error { return interpretError(err) }
 
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a
 // connection failure is unavailable, the rest keep their text.
-// PostgreSQL's codes of a statement that lost a race with another
-// writer: nothing of it is committed, and run again it goes through.
-const (
-	pgDeadlock      = "40P01"
-	pgSerialization = "40001"
-)
-
-// conflictError is a deadlock or a serialization failure, as
-// interpretError says it.
-type conflictError string
-
-func (e conflictError) Error() string { return string(e) }
-
-// conflicted says whether err is a deadlock or a serialization failure.
-func conflicted(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, new(conflictError)) || (errors.As(err, &pgErr) && (pgErr.Code == pgDeadlock || pgErr.Code == pgSerialization))
-}
-
-// conflictTries bounds how many times againOnConflict runs a statement.
-const conflictTries = 4
-
-// againOnConflict runs fn, again at once while it fails with a deadlock or
-// a serialization failure, conflictTries times at most. Reports lost such
-// a race with the lease sweep now and then: handed back to JetStream, they
-// came again seconds later, past their jobs' leases (fault scenario
-// kill-restart-executor).
-func againOnConflict(fn func() error) error {
-	var err error
-	for range conflictTries {
-		if err = fn(); !conflicted(err) {
-			return err
-		}
-	}
-	return err
-}
-
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -193,8 +120,6 @@ func interpretError(err error) error {
 		// too: the statement was fine, the server cannot take it now.
 		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "53"), pgErr.Code == "57P01", pgErr.Code == "57P03":
 			return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL: " + pgErr.Message}
-		case pgErr.Code == pgDeadlock || pgErr.Code == pgSerialization:
-			return conflictError(fmt.Sprintf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code))
 		}
 		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)
 	}
@@ -220,8 +145,6 @@ var jobColumns string
 
 func init() {
 	jobColumns = strings.TrimSpace(stripComments(jobColumns))
-	claimMarkSQL = strings.ReplaceAll(claimMarkSQL, "{{job_columns}}", jobColumns)
-	reclaimSQL = strings.ReplaceAll(reclaimSQL, "{{job_columns}}", jobColumns)
 	jobGraphSQL = strings.ReplaceAll(jobGraphSQL, "{{job_columns}}", jobColumns)
 }
 

@@ -32,18 +32,9 @@ type TxOptions struct {
 	Retries int
 }
 
-// InsertTx is the public store.InsertTx. It stores jobs in the caller's
-// own transaction on Fairway's database (River's InsertTx): they exist exactly when tx commits, their
-// events flow as any job's (the outbox rows are written in tx too), and
-// the coordinators are woken at the commit (LISTEN/NOTIFY), not at their
-// next poll. Each submission is validated as a coordinator would, but
-// without the coordinators' quotas and without the check that some
-// executor runs its task (a job of a task nobody runs waits, marked
-// no_executor). It returns the jobs' ids in order; a submission refused
-// (invalid, or its tracker held by a non-final job of its group) fails
-// the whole call with an error naming it, and the caller should roll back.
-// A job whose id its group already uses is not stored again: its id is
-// returned as for a new one, as an idempotent submit.
+// InsertTx is the public store.InsertTx (see there). A database of the
+// row engine (before 2026-11-30) is refused: errRowEngine says what to
+// do.
 func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Submission) ([]string, error) {
 	if opts.MaxArgsSize <= 0 {
 		opts.MaxArgsSize = fairway.DefaultMaxArgsSize
@@ -56,54 +47,19 @@ func InsertTx(ctx context.Context, tx pgx.Tx, opts TxOptions, subs ...fairway.Su
 			return nil, fmt.Errorf("submission %d: %w", i, err)
 		}
 	}
-	engine, err := engineOf(ctx, tx)
-	if err != nil {
+	if err := onJournalTx(ctx, tx); err != nil {
 		return nil, fmt.Errorf("reading the database's engine: %w", interpretError(err))
 	}
-	if engine == EngineJournal {
-		return insertJournalTx(ctx, tx, subs)
-	}
-	unknown, err := unknownDependencies(ctx, tx, subs)
-	if err != nil {
-		return nil, fmt.Errorf("checking the jobs these depend on: %w", interpretError(err))
-	}
-	for i := range subs {
-		if unknown[i] != nil {
-			return nil, fmt.Errorf("submission %d: %w", i, unknown[i])
-		}
-	}
-	res, _, err := insertJobs(ctx, tx, subs, nil, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
-	}
-	ids := make([]string, len(res))
-	for i, r := range res {
-		if r.Err != nil {
-			return nil, fmt.Errorf("submission %d: %w", i, r.Err)
-		}
-		ids[i] = r.ID
-	}
-	if err := markDependencies(ctx, tx, subs, res); err != nil {
-		return nil, fmt.Errorf("marking the jobs these depend on: %w", interpretError(err))
-	}
-	if _, err := tx.Exec(ctx, notifyJobsSQL); err != nil {
-		return nil, fmt.Errorf("notifying the coordinators: %w", interpretError(err))
-	}
-	return ids, nil
+	return insertJournalTx(ctx, tx, subs)
 }
 
-// insertJournalTx is InsertTx on a database of the journal engine: the
-// submissions are one submitted row of the journal, appended in tx with
-// their ids taken for good (journal.Submit), read by the partition's
-// leader once tx commits and never if it rolls back (the tail reads each
-// transaction's rows once it has ended: docs/journal.md, "The tail and
-// the order of rows"). What the fold decides is not known in tx: a
-// submission whose tracker a live job holds is rejected when the leader
-// folds it (its rejected event says so), where the row engine refuses it
-// here. A dependency on a job never submitted is refused here, as on the
-// row engine.
+// insertJournalTx appends the submissions as one submitted row of the
+// journal in tx, their ids taken for good (journal.Submit); the tail
+// reads each transaction's rows once it has ended (docs/journal.md, "The
+// tail and the order of rows"). A dependency on a job never submitted is
+// refused here.
 func insertJournalTx(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) ([]string, error) {
-	unknown, err := UnknownDependenciesOnJournal(ctx, tx, subs)
+	unknown, err := UnknownDependencies(ctx, tx, subs)
 	if err != nil {
 		return nil, err
 	}

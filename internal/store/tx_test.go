@@ -45,35 +45,3 @@ func TestListenJobsHearsCommits(t *testing.T) {
 		}
 	}
 }
-
-// TestInsertTxWithDependencies: InsertTx checks depends_on as any
-// submission (an unknown id fails the call, naming it), stores the job
-// pending, and marks the job it depends on, whose completion then says so.
-func TestInsertTxWithDependencies(t *testing.T) {
-	t.Parallel()
-	s, url := storetest.OpenURL(t)
-	ctx := t.Context()
-	insert(t, s, job("g", "first"))
-	app, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer app.Close(context.Background())
-
-	tx, err := app.Begin(ctx)
-	require.NoError(t, err)
-	_, err = store.InsertTx(ctx, tx, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t", DependsOn: []string{"nowhere"}})
-	require.ErrorIs(t, err, fairway.ErrInvalid)
-	require.ErrorContains(t, err, "job nowhere does not exist in group g")
-	require.NoError(t, tx.Rollback(ctx))
-
-	tx, err = app.Begin(ctx)
-	require.NoError(t, err)
-	ids, err := store.InsertTx(ctx, tx, store.TxOptions{}, fairway.Submission{Group: "g", Task: "t", DependsOn: []string{"first"}})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, fairway.StatePending, state(t, s, "g", ids[0]))
-	ends := finish(t, s, "g", "first", fairway.OutcomeSuccess)
-	require.False(t, ends[0].NoDependents)
-	applied, err := s.ResolveDependents(ctx, ended("g", "first"), nil)
-	require.NoError(t, err)
-	require.Equal(t, ids, appliedIDs(applied))
-}

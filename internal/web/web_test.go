@@ -45,7 +45,7 @@ func setup(t *testing.T, group string) *bundle {
 	t.Helper()
 	ns, nc := natstest.Start(t)
 	retries := 0
-	coord, err := coordinator.New(storetest.Public(storetest.OpenEngine(t, storetest.Engine())), nc, coordinator.Config{Engine: storetest.Engine(), Retries: &retries})
+	coord, err := coordinator.New(storetest.Public(storetest.Open(t)), nc, coordinator.Config{Retries: &retries})
 	require.NoError(t, err)
 	require.NoError(t, coord.Start(t.Context()))
 	t.Cleanup(coord.Stop)

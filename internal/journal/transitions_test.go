@@ -1,17 +1,19 @@
-package store
+package journal_test
 
 import (
 	"slices"
+	"testing"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/stretchr/testify/require"
 )
 
-// Transitions is every state change a job may make: from the state before
+// transitions is every state change a job may make: from the state before
 // (no state: the first event of a submission) to the states after. Each is
-// one event. The store's statements (SQL in sql/ and the few inline ones)
-// make these and no others: TestEveryEventIsAnAllowedTransition drives
-// each of them and checks every event it wrote against this table.
-var Transitions = map[fairway.State][]fairway.State{
+// one event. The fold makes these and no others: the random histories of
+// TestTheLeadersStateIsTheFoldOfPostgreSQL check every change it makes
+// against this table (history.catchUp).
+var transitions = map[fairway.State][]fairway.State{
 	// A submission: stored held or eligible, or refused (an event, no job);
 	// a periodic task's due time: fired (its new job), or skipped (the
 	// event names the previous job, which has not ended).
@@ -35,8 +37,31 @@ var Transitions = map[fairway.State][]fairway.State{
 	fairway.StateCancelled: {fairway.StateWaiting, fairway.StatePending},
 }
 
-// Allowed says whether a job may go from one state to another (from "":
+// allowed says whether a job may go from one state to another (from "":
 // its first event).
-func Allowed(from, to fairway.State) bool {
-	return slices.Contains(Transitions[from], to)
+func allowed(from, to fairway.State) bool {
+	return slices.Contains(transitions[from], to)
+}
+
+// TestTransitionsAreClosed: every state a transition reaches is a job
+// state with its own entry (or final, or an event-only state), and a final
+// state is left only by a retry by hand (failed or cancelled → waiting,
+// or pending for a job with dependencies).
+func TestTransitionsAreClosed(t *testing.T) {
+	for from, tos := range transitions {
+		if from.Final() {
+			require.NotEqual(t, fairway.StateSuccess, from, "a success is never retried")
+			require.Equal(t, []fairway.State{fairway.StateWaiting, fairway.StatePending}, tos, "%s is final: only a retry by hand leaves it", from)
+			continue
+		}
+		for _, to := range tos {
+			_, has := transitions[to]
+			require.True(t, has || to.Final() || to.EventOnly(), "%s → %s: %s has no transitions of its own", from, to, to)
+		}
+	}
+	for _, st := range fairway.States {
+		_, has := transitions[st]
+		require.True(t, has || st.Final(), "state %s is missing from transitions", st)
+	}
+	require.False(t, allowed(fairway.StateSuccess, fairway.StateWaiting))
 }
