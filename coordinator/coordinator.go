@@ -155,8 +155,11 @@ type Config struct {
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
 	// HostClock, when set, replaces time.Now as this coordinator's host
-	// clock (the fault suite skews it). Nothing that decides when a job or
-	// a periodic task is due reads it; durations use the monotonic clock.
+	// clock (the fault suite skews it). What decides when a job is due,
+	// expired or held too long reads it corrected by PostgreSQL's clock
+	// (journal.Leader.Now: the offset measured at each renewal of the
+	// journal's lease); periodic tasks follow PostgreSQL's now() (Clock);
+	// durations use the monotonic clock.
 	HostClock func() time.Time
 }
 
@@ -333,7 +336,7 @@ func (c *Coordinator) onJournal() {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
 	}
-	c.journal = newJournalEngine(c.store, journalEngineConfig{Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay}, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
+	c.journal = newJournalEngine(c.store, journalEngineConfig{Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock}, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
 	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 	c.periodic.journal, c.ingest.journal = c.journal, c.journal
 	c.lead.eligible = c.journal.leads.Load

@@ -51,7 +51,6 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 	d := newDispatcher(cfg, serviceBase{store: st, log: log, metrics: newMetrics(prometheus.NewRegistry(), st, log), tracer: noop.NewTracerProvider().Tracer(""), nc: nc, subjects: subjects},
 		&taskCache{store: st, log: log}, respond, replyError)
 	ctx, cancel := context.WithCancel(context.Background())
-	runService(t, d.parkLoop)
 	subs := &subscriptions{nc: nc}
 	var wg sync.WaitGroup
 	goLoop := func(ctx context.Context, loop func(context.Context)) {
@@ -69,6 +68,7 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 	require.NoError(t, d.start(ctx, subs, goLoop))
 	require.Len(t, subs.subs, 4, "register, deregister, work notifications, heartbeat (dispatch: while leading)")
 	d.journal = startJournal(t, st, f, d.serveDispatch)
+	runService(t, d.parkLoop)
 	return &dispatcherHarness{st: st, e: d.journal, nc: nc, subjects: subjects, f: f, d: d}
 }
 

@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
+	"github.com/fairwayhq/fairway"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +17,37 @@ func (c *Coordinator) FirePeriodic(ctx context.Context) { c.periodic.fire(ctx) }
 // Ingest stores a batch of submission messages, as the ingest consumer
 // does with each batch it gets.
 func (c *Coordinator) Ingest(ctx context.Context, msgs []jetstream.Msg) { c.ingest.handle(ctx, msgs) }
+
+// RunJournal runs the coordinator's journal engine alone, without Start
+// (no consumer, no API), until ctx ends, and returns once it leads the
+// partition: for a test that hands the coordinator deliveries itself
+// (Ingest).
+func (c *Coordinator) RunJournal(ctx context.Context) error {
+	if err := c.store.OpenJournal(ctx); err != nil {
+		return err
+	}
+	go c.journal.run(ctx)
+	for !c.journal.leads.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Job reads a job as the API's get does (the partition's state, or its
+// record).
+func (c *Coordinator) Job(ctx context.Context, group, id string) (*fairway.Job, error) {
+	return c.journal.get(ctx, group, id)
+}
+
+// Unfinished counts group's unfinished jobs (the partition's state).
+func (c *Coordinator) Unfinished(ctx context.Context, group string) (int, error) {
+	n, err := c.journal.leader.LiveOf(ctx, []string{group})
+	return n[group], err
+}
 
 // SetAPIHook makes every API request call hook (with its subject's group,
 // "" on the operator API, and its verb) on its worker before it is

@@ -205,13 +205,9 @@ func TestRedeliveredSubmissionMakesOneJob(t *testing.T) {
 	st := storetest.Open(t)
 	coord, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
 	require.NoError(t, err)
-	// Started, for the journal's leader; the test hands it the deliveries
-	// of a consumer of its own as well (its ingest may store them first:
-	// the same ids).
-	require.NoError(t, coord.Start(ctx))
-	t.Cleanup(coord.Stop)
-	client, err := events.NewClient(nc, events.ClientOptions{})
-	require.NoError(t, err)
+	// Not started (the test hands it the deliveries): its journal engine
+	// alone runs.
+	require.NoError(t, coord.RunJournal(ctx))
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	subjects := events.NewSubjects("")
@@ -252,10 +248,10 @@ func TestRedeliveredSubmissionMakesOneJob(t *testing.T) {
 	coord.Ingest(ctx, first)
 	coord.Ingest(ctx, again)
 
-	jobs, err := client.List(ctx, events.ListRequest{Group: "acme"})
+	jobs, err := coord.Unfinished(ctx, "acme")
 	require.NoError(t, err)
-	require.Len(t, jobs, 2, "one job per message, whatever the deliveries")
-	job, err := client.Get(ctx, "acme", "client-42")
+	require.Equal(t, 2, jobs, "one job per message, whatever the deliveries")
+	job, err := coord.Job(ctx, "acme", "client-42")
 	require.NoError(t, err, "the job id is the Nats-Msg-Id")
 	require.JSONEq(t, `{"with":"header"}`, string(job.Args))
 }

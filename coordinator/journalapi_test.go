@@ -301,3 +301,41 @@ func TestJournalEngineListsUnfinishedJobsThenRecords(t *testing.T) {
 	_, _, err = c.ListPage(ctx, events.ListRequest{Group: "a", Cursor: "x1"})
 	require.ErrorIs(t, err, fairway.ErrInvalid)
 }
+
+// TestARateLimitedJobStartsWhenItsBucketRefills: under a rate limit of one
+// start a second, four jobs start about a second apart. A job passed over
+// for its rate is due when its bucket refills, which no row announces: the
+// executor's dispatch request, held a second at most (its long poll),
+// asks again, and is answered then.
+func TestARateLimitedJobStartsWhenItsBucketRefills(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	ctx := t.Context()
+	_, err := h.client.SetRateLimit(ctx, "task:mail", "1/s")
+	require.NoError(t, err)
+	var ids []string
+	for range 4 {
+		ids = append(ids, submit(t, h, fairway.Submission{Group: "g", Task: "mail"}))
+	}
+	// Its own wake-up an hour, its heartbeats 10 s apart: neither asks
+	// for work in the test's time.
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 4, Heartbeat: 10 * time.Second})
+	ex.Handle("mail", echo)
+	require.NoError(t, ex.Start(ctx))
+	started := map[string]time.Time{}
+	h.until(func(ev events.Event) bool {
+		if slices.Contains(ids, ev.JobID) && ev.State == fairway.StateRunning {
+			started[ev.JobID] = time.Now()
+		}
+		return len(started) == len(ids)
+	})
+	var times []time.Time
+	for _, at := range started {
+		times = append(times, at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	span := times[len(times)-1].Sub(times[0])
+	t.Logf("four starts of a task limited to 1/s over %s", span.Round(time.Millisecond))
+	require.GreaterOrEqual(t, span, 2500*time.Millisecond, "the rate held: four starts need three refills")
+	require.Less(t, span, 6*time.Second, "each start follows its bucket's refill, not a long poll's end (three of them: 9 s)")
+}

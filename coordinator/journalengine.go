@@ -66,6 +66,9 @@ type journalEngineConfig struct {
 	Scheme   fairway.CountingScheme
 	// RetryDelay is the first retry's delay (Config.RetryDelay).
 	RetryDelay time.Duration
+	// Clock is the host clock (Config.HostClock; nil: time.Now), which
+	// the leader corrects by PostgreSQL's (journal.Leader.Now).
+	Clock func() time.Time
 }
 
 func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger,
@@ -74,7 +77,7 @@ func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger
 	e := &journalEngine{db: pool, store: st, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: cfg.Holder, Fairness: cfg.Fairness,
-		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log,
+		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log, Clock: cfg.Clock,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
 	return e
@@ -285,7 +288,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 		it.Progress = int16(min(max(p.Progress, 0), 100)) //nolint:gosec // G115: 0..100
 		reports = append(reports, journal.Report{Kind: journal.Progress, Item: it})
 	}
-	now := time.Now()
+	now := e.leader.Now() // PostgreSQL's clock, as the jobs' times
 	retries := e.retries(outcomes)
 	for _, o := range outcomes {
 		it := item(o.Attempt)
@@ -334,7 +337,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	now = time.Now().UTC()
+	now = e.leader.Now().UTC()
 	held := e.leader.HeldJobs(refs)
 	out := make([]fairway.Progress, 0, len(refs))
 	for _, ref := range refs {
@@ -383,7 +386,7 @@ func (e *journalEngine) releaseLost(ctx context.Context, lease time.Duration) {
 	lost, err := e.leader.ReleaseLost(ctx, lease)
 	if err == nil {
 		var overdue int
-		overdue, err = e.leader.ReleaseOverdue(ctx, lease, time.Now())
+		overdue, err = e.leader.ReleaseOverdue(ctx, lease, e.leader.Now())
 		lost += overdue
 	}
 	switch {

@@ -790,8 +790,11 @@ const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
 // fault hook FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call, of the
 // fairwaychaos build: internal/cli/chaosclock_fairwaychaos.go) jumps
 // one hour ahead under load, and jumps again at each further fault.
-// Leases and periodic tasks use PostgreSQL's now(), so jobs must be
-// unaffected and the periodic task must keep its 2 s cadence.
+// The journal's leader times the jobs by PostgreSQL's clock (its host
+// clock corrected at each renewal of its lease: journal.Leader.Now) and
+// periodic tasks follow PostgreSQL's now(), so jobs must be unaffected
+// (none runs early, none waits an hour after a takeover) and the periodic
+// task must keep its 2 s cadence.
 func clockStep(base ClusterOptions) Scenario {
 	var file string
 	// The periodic task's next run and PostgreSQL's now() at the end of the

@@ -205,6 +205,8 @@ type Lease struct {
 	Holder    string
 	Epoch     int64
 	Until     time.Time
+	// At is PostgreSQL's clock when the lease was taken or renewed.
+	At time.Time
 }
 
 // Acquire takes the lease of partition for holder for ttl, if it is free
@@ -226,7 +228,7 @@ func Acquire(ctx context.Context, q Querier, partition int16, holder string, ttl
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2::int) FROM fairway_journal_lease
  WHERE partition = $3 AND until <= now()`, leaseLockClass, int32(partition), partition)
 	b.Queue(acquireSQL, partition, holder, ttl.String()).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&l.Holder, &l.Epoch, &l.Until)
+		err := row.Scan(&l.Holder, &l.Epoch, &l.Until, &l.At)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -265,7 +267,7 @@ ON CONFLICT (partition) DO UPDATE
        epoch  = CASE WHEN l.holder = EXCLUDED.holder AND l.until > now() THEN l.epoch ELSE l.epoch + 1 END,
        until  = EXCLUDED.until
  WHERE l.holder = EXCLUDED.holder OR l.until <= now()
-RETURNING holder, epoch, until`
+RETURNING holder, epoch, until, now()`
 
 // Tail reads a partition's rows, each once, never before its commit, in
 // an order that respects causality. Each read takes a snapshot of the

@@ -78,6 +78,11 @@ type LeaderConfig struct {
 	// fairway_live, the operators' view of the unfinished jobs, that waits
 	// for it to write them (live.go; 100 ms by default).
 	LivePoll time.Duration
+	// Clock is this coordinator's host clock (nil: time.Now; the fault
+	// suite skews it). The leader times the jobs by PostgreSQL's clock,
+	// as the rows' times are (Leader.Now): the host clock corrected by
+	// the offset measured at each renewal of the lease.
+	Clock func() time.Time
 	// JournalAge is how long the journal keeps its rows at least (an hour
 	// by default): the leader deletes older ones, every PruneEvery (a
 	// minute), but those that carry an unfinished job's arguments
@@ -99,6 +104,9 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
 	return c
 }
 
@@ -115,6 +123,9 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
+	// offset is PostgreSQL's clock less the host clock, in nanoseconds,
+	// as the last renewal of the lease measured it (Now).
+	offset atomic.Int64
 	// restored is closed once the state is restored (it is never
 	// dropped after).
 	restored chan struct{}
@@ -209,6 +220,18 @@ func NewLeader(db Querier, cfg LeaderConfig) *Leader {
 	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), restored: make(chan struct{}), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
 }
 
+// Now is PostgreSQL's clock, as this coordinator reads it: its host clock
+// (LeaderConfig.Clock) corrected by the offset the last renewal of the
+// lease measured, within half a round trip. The jobs' times are
+// PostgreSQL's (the rows', stamped by now()), and so is every decision the
+// leader takes on them (a job due, expired, held too long), so that a host
+// clock that is wrong or jumps (a bad RTC, NTP stepping it) neither runs
+// delayed jobs early nor holds retried ones back: a coordinator that takes
+// over, with a right clock, finds the times it expects.
+func (l *Leader) Now() time.Time {
+	return l.cfg.Clock().Add(time.Duration(l.offset.Load()))
+}
+
 // Wake makes the leader read the tail now (rows were appended).
 func (l *Leader) Wake() {
 	select {
@@ -290,7 +313,7 @@ func (l *Leader) Run(ctx context.Context) {
 			// timers (the next timer is then the next wait).
 			l.mu.Lock()
 			if l.queues != nil {
-				l.queues.Due(time.Now().UnixMicro())
+				l.queues.Due(l.Now().UnixMicro())
 			}
 			l.claimable = true
 			l.mu.Unlock()
@@ -363,9 +386,16 @@ type renewal struct {
 	err   error
 }
 
-// acquire tries to take or renew the lease.
+// acquire tries to take or renew the lease, and measures the offset of
+// PostgreSQL's clock from the host's (Now) when it gets it.
 func (l *Leader) acquire(ctx context.Context) renewal {
+	sent := l.cfg.Clock()
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	if err == nil && ok {
+		got := l.cfg.Clock()
+		mid := sent.Add(got.Sub(sent) / 2)
+		l.offset.Store(int64(lease.At.Sub(mid)))
+	}
 	return renewal{lease: lease, ok: ok, err: err}
 }
 
@@ -438,7 +468,7 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 			l.cfg.Logger.Warn("renewing the journal lease: PostgreSQL did not answer", "partition", l.cfg.Partition, "error", err)
 		}
 		// The lease may run out meanwhile: lead no longer than it lasts.
-		if l.leading && time.Until(l.lease.Until) <= 0 {
+		if l.leading && l.Now().After(l.lease.Until) {
 			l.leading = false
 		}
 	case !ok && l.leading:
@@ -474,7 +504,7 @@ func (l *Leader) restore(ctx context.Context) error {
 		}
 	}
 	l.state, l.tail = state, tail
-	l.queues = NewQueues(state, time.Now().UnixMicro())
+	l.queues = NewQueues(state, l.Now().UnixMicro())
 	if l.restores == 0 {
 		close(l.restored)
 	}
@@ -503,7 +533,7 @@ func (l *Leader) catchUp(ctx context.Context) error {
 		// the same lock (View sees both or neither).
 		err = l.snapshotIfDue(ctx)
 	}
-	now := time.Now().UnixMicro()
+	now := l.Now().UnixMicro()
 	owes := err == nil && l.leading && (l.owed || len(l.resolve) > 0 || l.queues.ExpiryDue(now) || l.queues.TriggerDue(now))
 	l.mu.Unlock()
 	if err != nil {
@@ -596,7 +626,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		if l.cfg.Publish != nil && (l.published == nil || !l.published.ended(row.XID)) {
 			l.pending = pendingOf(l.pending, row, changes)
 		}
-		now := time.Now().UnixMicro()
+		now := l.Now().UnixMicro()
 		for _, c := range changes {
 			if claimable(c.To) || held(c.From) {
 				l.claimable = true
@@ -892,7 +922,7 @@ func (l *Leader) expire(ctx context.Context) error {
 // timed appends rows of kind for the jobs due pops, a batch at a time.
 func (l *Leader) timed(ctx context.Context, kind Kind, due func(now int64, limit int) []fairway.JobRef) error {
 	for {
-		refs := due(time.Now().UnixMicro(), expireBatch)
+		refs := due(l.Now().UnixMicro(), expireBatch)
 		if len(refs) == 0 {
 			return nil
 		}
@@ -904,7 +934,7 @@ func (l *Leader) timed(ctx context.Context, kind Kind, due func(now int64, limit
 		if err != nil {
 			if !errors.Is(err, ErrFenced) {
 				// Tried again at the next catch-up: they are indexed anew.
-				now := time.Now().UnixMicro()
+				now := l.Now().UnixMicro()
 				for _, ref := range refs {
 					l.queues.Update(ref, now)
 				}

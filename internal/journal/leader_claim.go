@@ -113,7 +113,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 		return nil, nil
 	}
 	cur := l.state.Cursor
-	picked := l.queues.Claim(p, &cur, time.Now().UnixMicro())
+	picked := l.queues.Claim(p, &cur, l.Now().UnixMicro())
 	if len(picked) == 0 {
 		return nil, nil
 	}
@@ -122,7 +122,7 @@ func (l *Leader) Claim(ctx context.Context, p ClaimParams) ([]ClaimedJob, error)
 	// scheduled leave the queues by the fold, the others go back. (The
 	// reservations keep them from whatever folds or reads the queues
 	// while the lock is let go over the append's round trip.)
-	defer func() { l.queues.Release(time.Now().UnixMicro(), refs...) }()
+	defer func() { l.queues.Release(l.Now().UnixMicro(), refs...) }()
 	if l.cfg.BeforeClaimAppend != nil {
 		l.cfg.BeforeClaimAppend()
 	}

@@ -121,7 +121,7 @@ func (l *Leader) handOverPicks(items []Item, p ClaimParams) ([]fairway.JobRef, [
 	if p = l.claimParams(p); p.Limit <= 0 {
 		return nil, nil, false
 	}
-	now := time.Now().UnixMicro()
+	now := l.Now().UnixMicro()
 	tasks, capped := p.Tasks, []string(nil)
 	if p.Limits != nil {
 		tasks, capped = p.Limits.Open(tasks)

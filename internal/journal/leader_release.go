@@ -38,7 +38,7 @@ func (l *Leader) Release(ctx context.Context, instances map[Instance]bool, count
 // the waiting ones. Called with l.mu held, while leading, the state
 // folded.
 func (l *Leader) release(ctx context.Context, counted bool, reason func(*Job) (string, bool)) (int, error) {
-	now := time.Now().UnixMicro()
+	now := l.Now().UnixMicro()
 	var items []Item
 	for _, held := range l.state.Held {
 		for ref := range held {
@@ -155,7 +155,7 @@ const MaxHold = time.Hour
 // may take, whatever their executors say (a rogue, or a broken one): a
 // started job past its start + its timeout (fairway.MaxTimeout without
 // one) + twice lease, one never started past its hand-over + MaxHold, at
-// time at (the caller's clock: time.Now()). It returns how many jobs it
+// time at (PostgreSQL's clock: Leader.Now). It returns how many jobs it
 // gave back.
 func (l *Leader) ReleaseOverdue(ctx context.Context, lease time.Duration, at time.Time) (int, error) {
 	if err := l.lockLeading(ctx); err != nil {

@@ -68,7 +68,7 @@ func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutco
 			if !seen[ref] {
 				seen[ref] = true
 				it.Outcome = ""
-				it.RunAt = time.Now().UnixMicro()
+				it.RunAt = l.Now().UnixMicro()
 				items = append(items, it)
 			}
 		}
