@@ -155,11 +155,11 @@ type Config struct {
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
 	// HostClock, when set, replaces time.Now as this coordinator's host
-	// clock (the fault suite skews it). What decides when a job is due,
-	// expired or held too long reads it corrected by PostgreSQL's clock
-	// (journal.Leader.Now: the offset measured at each renewal of the
-	// journal's lease); periodic tasks follow PostgreSQL's now() (Clock);
-	// durations use the monotonic clock.
+	// clock (the fault suite skews it). The journal's leader reads it only
+	// until its first renewal of the lease: what decides when a job is
+	// due, expired or held too long follows PostgreSQL's clock
+	// (journal.Leader.Now); periodic tasks follow PostgreSQL's now()
+	// (Clock); durations use the monotonic clock.
 	HostClock func() time.Time
 }
 

@@ -98,16 +98,15 @@ func workflowRunsInDependencyOrder(t *testing.T, h *harness) {
 
 // TestGraphsOfUnfinishedAndEndedJobs: a job's graph holds its ancestors
 // and descendants whether they ended or not, and a job submitted a moment
-// ago, on both engines; on the journal's, with two coordinators answering
-// as NATS hands the requests out (the unfinished jobs are the state's, the
-// ended ones records). On the journal it fails without the state's jobs
-// that name an ended one (State.NamedBy): a's graph would lose b, c, d and
-// f once a ended.
+// ago, with one coordinator and with two answering as NATS hands the
+// requests out (the unfinished jobs are the state's, the ended ones
+// records). It fails without the state's jobs that name an ended one
+// (State.NamedBy): a's graph would lose b, c, d and f once a ended.
 func TestGraphsOfUnfinishedAndEndedJobs(t *testing.T) {
 	t.Parallel()
 	engines := map[string]func(*testing.T) *harness{
-		"rows":    setup,
-		"journal": func(t *testing.T) *harness { h, _, _ := twoJournalCoordinators(t); return h },
+		"one coordinator":  setup,
+		"two coordinators": func(t *testing.T) *harness { h, _, _ := twoJournalCoordinators(t); return h },
 	}
 	for name, setup := range engines {
 		t.Run(name, func(t *testing.T) {

@@ -116,7 +116,7 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 		require.Equal(t, 3, job.MaxRetries, "the default of ingestConfig.Retries")
 	}
 	require.Empty(t, jobState(t, h.e, "b", "b2"), "the invalid submission is refused")
-	require.Positive(t, h.f.kicked(), "its rejected event is published (the outbox)")
+	require.Eventually(t, func() bool { return h.f.kicked() > 0 }, serviceWait, 5*time.Millisecond, "its rejected event is published (the outbox)")
 
 	for _, g := range []string{"a", "b"} {
 		cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest-"+g)

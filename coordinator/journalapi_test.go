@@ -88,7 +88,7 @@ func TestJournalEngineAPIReadsYourWritesOnEitherCoordinator(t *testing.T) {
 	}
 	require.Positive(t, first.Forwarded()+second.Forwarded(), "the follower forwarded changes to the leader")
 
-	// The rules of the row engine's verbs hold.
+	// The verbs' rules hold.
 	_, err := c.Get(ctx, "acme", "nope")
 	require.ErrorIs(t, err, fairway.ErrNotFound)
 	_, err = c.Cancel(ctx, "acme", "nope")

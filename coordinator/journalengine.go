@@ -67,7 +67,7 @@ type journalEngineConfig struct {
 	// RetryDelay is the first retry's delay (Config.RetryDelay).
 	RetryDelay time.Duration
 	// Clock is the host clock (Config.HostClock; nil: time.Now), which
-	// the leader corrects by PostgreSQL's (journal.Leader.Now).
+	// the leader reads until it has read PostgreSQL's (journal.Leader.Now).
 	Clock func() time.Time
 }
 

@@ -45,7 +45,7 @@ func TestJournalEngineRunsAJobWithItsEvents(t *testing.T) {
 
 // TestJournalEngineRetriesAndFails: a failed attempt is retried after the
 // retry delay, a job out of retries and a permanent error fail, with the
-// row engine's events (TestRetriesThenSuccessAndExhaustion).
+// events TestRetriesThenSuccessAndExhaustion expects.
 func TestJournalEngineRetriesAndFails(t *testing.T) {
 	t.Parallel()
 	h := setupJournal(t)
@@ -150,8 +150,8 @@ func TestJournalEngineRunsADependentAfterItsDependency(t *testing.T) {
 }
 
 // TestJournalEngineRefusesATrackerHeldByALiveJob: a submission whose
-// tracker a live job of its group holds is rejected, naming the field,
-// as the row engine's unique index refuses it; once that job ended, the
+// tracker a live job of its group holds is rejected, naming the field;
+// once that job ended, the
 // tracker is free again.
 func TestJournalEngineRefusesATrackerHeldByALiveJob(t *testing.T) {
 	t.Parallel()
@@ -281,7 +281,7 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 // TestJournalEngineKeepsJobLogs: on the journal, a job's log lines are
 // kept while it runs (read then from the partition's state, with no record
 // yet) and after it ended; pruning the job deletes them, and frees its id
-// (a submission of it is a new job again, as on the row engine). Before,
+// (a submission of it is a new job again). Before,
 // the journal dropped every line.
 func TestJournalEngineKeepsJobLogs(t *testing.T) {
 	t.Parallel()
@@ -334,27 +334,13 @@ func TestJournalEngineKeepsJobLogs(t *testing.T) {
 	require.Equal(t, fairway.StatePending, job.State, "its id is free again")
 }
 
-// TestStatsCountUnfinishedJobsOnBothEngines: the same jobs give the same
-// stats on both engines: two that ended, one running, three waiting for a
-// task no executor runs. On the journal the unfinished ones are the
-// partition's state's (the queue, the running job's start, the groups'
-// series), the ended ones their records'; before, the journal's stats
-// were refused.
-func TestStatsCountUnfinishedJobsOnBothEngines(t *testing.T) {
+// TestStatsCountUnfinishedJobs: stats count two jobs that ended, one
+// running, three waiting for a task no executor runs: the unfinished ones
+// from the partition's state (the queue, the running job's start, the
+// groups' series), the ended ones from their records.
+func TestStatsCountUnfinishedJobs(t *testing.T) {
 	t.Parallel()
-	for name, open := range map[string]func(*testing.T) (*istore.Store, coordinator.Config){
-		"rows": func(t *testing.T) (*istore.Store, coordinator.Config) { return storetest.Open(t), coordinator.Config{} },
-		"journal": func(t *testing.T) (*istore.Store, coordinator.Config) {
-			return storetest.Open(t), coordinator.Config{}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			st, cfg := open(t)
-			h, _ := setupOn(t, st, cfg)
-			statsCountUnfinishedJobs(t, h)
-		})
-	}
+	statsCountUnfinishedJobs(t, setup(t))
 }
 
 func statsCountUnfinishedJobs(t *testing.T, h *harness) {
@@ -381,8 +367,8 @@ func statsCountUnfinishedJobs(t *testing.T, h *harness) {
 	}
 	require.NoError(t, tx.Commit(ctx))
 
-	// On the journal the stats fold what was committed before them: the
-	// transaction's jobs are counted at once, as the row engine's rows.
+	// The stats fold what was committed before them: the transaction's
+	// jobs are counted at once.
 	stats, err := h.client.Stats(ctx, "", events.StatsRequest{Window: "10m", Bucket: "1m"})
 	require.NoError(t, err)
 	queue := map[string]int64{}

@@ -38,12 +38,12 @@ func operatorQueries(t *testing.T) map[string]string {
 	return out
 }
 
-// TestOperatorsSQLOnBothEngines runs every query of operations.md's "SQL
-// for operators" on both engines, with jobs in every kind of state, and
-// checks their answers (condition 3 of issue 31), each read right after
-// the changes it must see: on the journal's the unfinished jobs are what
-// the leader writes to fairway_live_job when a read asks for them.
-func TestOperatorsSQLOnBothEngines(t *testing.T) {
+// TestOperatorsSQL runs every query of operations.md's "SQL for
+// operators", with jobs in every kind of state, and checks their answers
+// (condition 3 of issue 31), each read right after the changes it must
+// see: the unfinished jobs are what the leader writes to fairway_live_job
+// when a read asks for them.
+func TestOperatorsSQL(t *testing.T) {
 	t.Parallel()
 	queries := operatorQueries(t)
 	type check func(t *testing.T, rows [][]string)
@@ -71,79 +71,64 @@ func TestOperatorsSQLOnBothEngines(t *testing.T) {
 	}
 	require.Len(t, queries, len(checks), "a query this test runs is not in operations.md")
 
-	engines := map[string]func(*testing.T) (*harness, func(ctx context.Context, sql string) ([][]string, error)){
-		"rows": func(t *testing.T) (*harness, func(context.Context, string) ([][]string, error)) {
-			st := storetest.Open(t)
-			h, _ := setupOn(t, st, coordinator.Config{})
-			return h, queryStrings(st.Pool().Query)
+	st := storetest.Open(t)
+	h, _ := setupOn(t, st, coordinator.Config{})
+	query := queryStrings(st.Pool().Query)
+	ctx := t.Context()
+	_, err := h.client.SetLimit(ctx, "task", "later", 0)
+	require.NoError(t, err)
+	hold := make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	h.executor("mailer", 4, map[string]executor.Handler{
+		"done":  echo,
+		"later": echo,
+		"hold": func(ctx context.Context, _ *executor.Job) error {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+			}
+			return nil
 		},
-		"journal": func(t *testing.T) (*harness, func(context.Context, string) ([][]string, error)) {
-			st := storetest.Open(t)
-			h, _ := setupOn(t, st, coordinator.Config{})
-			return h, queryStrings(st.Pool().Query)
-		},
+	})
+	for _, sub := range []fairway.Submission{
+		{Group: "acme", ID: "d1", Task: "done"}, {Group: "acme", ID: "d2", Task: "done"}, {Group: "acme", ID: "h1", Task: "hold"},
+		{Group: "acme", ID: "w1", Task: "later"}, {Group: "acme", ID: "w2", Task: "later"}, {Group: "globex", ID: "w3", Task: "later"},
+		{Group: "acme", ID: "p1", Task: "later", Pending: true},
+	} {
+		_, err := h.client.SubmitWait(ctx, sub)
+		require.NoError(t, err)
 	}
-	for engine, setup := range engines {
-		t.Run(engine, func(t *testing.T) {
-			t.Parallel()
-			h, query := setup(t)
-			ctx := t.Context()
-			_, err := h.client.SetLimit(ctx, "task", "later", 0)
-			require.NoError(t, err)
-			hold := make(chan struct{})
-			t.Cleanup(func() { close(hold) })
-			h.executor("mailer", 4, map[string]executor.Handler{
-				"done":  echo,
-				"later": echo,
-				"hold": func(ctx context.Context, _ *executor.Job) error {
-					select {
-					case <-hold:
-					case <-ctx.Done():
-					}
-					return nil
-				},
-			})
-			for _, sub := range []fairway.Submission{
-				{Group: "acme", ID: "d1", Task: "done"}, {Group: "acme", ID: "d2", Task: "done"}, {Group: "acme", ID: "h1", Task: "hold"},
-				{Group: "acme", ID: "w1", Task: "later"}, {Group: "acme", ID: "w2", Task: "later"}, {Group: "globex", ID: "w3", Task: "later"},
-				{Group: "acme", ID: "p1", Task: "later", Pending: true},
-			} {
-				_, err := h.client.SubmitWait(ctx, sub)
-				require.NoError(t, err)
-			}
-			seen := map[string]bool{}
-			h.until(func(ev events.Event) bool {
-				if ev.State == fairway.StateSuccess || ev.State == fairway.StateRunning {
-					seen[ev.JobID+" "+string(ev.State)] = true
-				}
-				return seen["d1 success"] && seen["d2 success"] && seen["h1 running"]
-			})
-			// Every change acknowledged before a read is in it: on the
-			// journal's, the read waits for the leader to write them.
-			for name, check := range checks {
-				if check == nil {
-					continue
-				}
-				rows, err := query(ctx, queries[name])
-				require.NoError(t, err, name)
-				check(t, rows)
-			}
-			one := strings.ReplaceAll(queries["One job, unfinished or ended"], "JOB-ID", "%[1]s")
-			for id, want := range map[string][]string{"d1": {"acme", "d1", "success", "1"}, "h1": {"acme", "h1", "running", "1"}, "w2": {"acme", "w2", "waiting", "0"}} {
-				rows, err := query(ctx, fmt.Sprintf(one, id))
-				require.NoError(t, err, id)
-				require.Equal(t, [][]string{want}, rows, id)
-			}
-			// A job submitted and one cancelled a moment before a read.
-			_, err = h.client.SubmitWait(ctx, fairway.Submission{Group: "globex", ID: "w4", Task: "later"})
-			require.NoError(t, err)
-			_, err = h.client.Cancel(ctx, "acme", "w1")
-			require.NoError(t, err)
-			rows, err := query(ctx, queries["Unfinished jobs by group and state"])
-			require.NoError(t, err)
-			require.Equal(t, [][]string{{"acme", "pending", "1"}, {"acme", "running", "1"}, {"acme", "waiting", "1"}, {"globex", "waiting", "2"}}, rows)
-		})
+	seen := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess || ev.State == fairway.StateRunning {
+			seen[ev.JobID+" "+string(ev.State)] = true
+		}
+		return seen["d1 success"] && seen["d2 success"] && seen["h1 running"]
+	})
+	// Every change acknowledged before a read is in it: on the
+	// journal's, the read waits for the leader to write them.
+	for name, check := range checks {
+		if check == nil {
+			continue
+		}
+		rows, err := query(ctx, queries[name])
+		require.NoError(t, err, name)
+		check(t, rows)
 	}
+	one := strings.ReplaceAll(queries["One job, unfinished or ended"], "JOB-ID", "%[1]s")
+	for id, want := range map[string][]string{"d1": {"acme", "d1", "success", "1"}, "h1": {"acme", "h1", "running", "1"}, "w2": {"acme", "w2", "waiting", "0"}} {
+		rows, err := query(ctx, fmt.Sprintf(one, id))
+		require.NoError(t, err, id)
+		require.Equal(t, [][]string{want}, rows, id)
+	}
+	// A job submitted and one cancelled a moment before a read.
+	_, err = h.client.SubmitWait(ctx, fairway.Submission{Group: "globex", ID: "w4", Task: "later"})
+	require.NoError(t, err)
+	_, err = h.client.Cancel(ctx, "acme", "w1")
+	require.NoError(t, err)
+	rows, err := query(ctx, queries["Unfinished jobs by group and state"])
+	require.NoError(t, err)
+	require.Equal(t, [][]string{{"acme", "pending", "1"}, {"acme", "running", "1"}, {"acme", "waiting", "1"}, {"globex", "waiting", "2"}}, rows)
 }
 
 // queryStrings runs SQL through query and returns its rows, each value

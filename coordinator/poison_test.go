@@ -227,22 +227,8 @@ func TestOversizedRejectionDoesNotWedgeTheOutbox(t *testing.T) {
 func TestQuotaOnNonFinalJobs(t *testing.T) {
 	t.Parallel()
 	retries := 0
-	for name, setup := range map[string]func(*testing.T) *harness{
-		"rows": func(t *testing.T) *harness {
-			h, _ := setupWith(t, coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1})
-			return h
-		},
-		"journal": func(t *testing.T) *harness {
-			h, _ := setupOn(t, storetest.Open(t), coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1,
-				RetryDelay: 20 * time.Millisecond, Retries: &retries})
-			return h
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			quotaOnNonFinalJobs(t, setup(t))
-		})
-	}
+	h, _ := setupWith(t, coordinator.Config{QuotaJobs: 3, QuotaSubmitRate: -1, RetryDelay: 20 * time.Millisecond, Retries: &retries})
+	quotaOnNonFinalJobs(t, h)
 }
 
 func quotaOnNonFinalJobs(t *testing.T, h *harness) {

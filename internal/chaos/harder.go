@@ -790,8 +790,9 @@ const clockFileEnv = "FAIRWAYCHAOS_CLOCK_OFFSET_FILE"
 // fault hook FAIRWAYCHAOS_CLOCK_OFFSET_FILE, read at every call, of the
 // fairwaychaos build: internal/cli/chaosclock_fairwaychaos.go) jumps
 // one hour ahead under load, and jumps again at each further fault.
-// The journal's leader times the jobs by PostgreSQL's clock (its host
-// clock corrected at each renewal of its lease: journal.Leader.Now) and
+// The journal's leader times the jobs by PostgreSQL's clock (each renewal
+// of its lease reads now(), and the monotonic clock, which no step moves,
+// counts from there: journal.Leader.Now) and
 // periodic tasks follow PostgreSQL's now(), so jobs must be unaffected
 // (none runs early, none waits an hour after a takeover) and the periodic
 // task must keep its 2 s cadence.

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,21 +11,26 @@ import (
 )
 
 // TestALeaderTimesJobsByPostgreSQLsClock: a leader whose host clock is an
-// hour ahead (a bad RTC, NTP stepping it) reads PostgreSQL's clock
-// (Leader.Now, corrected at each renewal of the lease): a job delayed by
-// half an hour is not claimed, one due now is; an hour behind, the same.
-// With the host clock uncorrected, the delayed job ran half an hour early
-// (ahead), and a job retried by a leader whose clock was behind waited an
-// hour longer once a coordinator with a right clock took over.
+// hour ahead (a bad RTC) reads PostgreSQL's clock (Leader.Now: the last
+// renewal's now() plus the monotonic time since): a job delayed by half an
+// hour is not claimed, one due now is; an hour behind, the same; and a
+// host clock that steps while it leads (NTP) changes nothing, at once.
+// With the host clock, the delayed job ran half an hour early (ahead),
+// and a job retried by a leader whose clock was behind waited an hour
+// longer once a coordinator with a right clock took over; with the host
+// clock corrected at each renewal, a job that failed in the half second
+// after a step was retried an hour late (the fault suite's clock-step).
 func TestALeaderTimesJobsByPostgreSQLsClock(t *testing.T) {
 	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skew.String(), func(t *testing.T) {
 			ctx := t.Context()
 			db := pool(t)
+			var step atomic.Int64 // the host clock's, after the leader took the lease
 			l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: time.Hour,
-				Clock: func() time.Time { return time.Now().Add(skew) }})
+				Clock: func() time.Time { return time.Now().Add(skew + time.Duration(step.Load())) }})
 			go l.Run(ctx)
 			require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
+			step.Store(int64(skew)) // it steps as far again
 			var pgNow time.Time
 			require.NoError(t, db.QueryRow(ctx, `SELECT now()`).Scan(&pgNow))
 

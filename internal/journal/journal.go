@@ -205,7 +205,8 @@ type Lease struct {
 	Holder    string
 	Epoch     int64
 	Until     time.Time
-	// At is PostgreSQL's clock when the lease was taken or renewed.
+	// At is PostgreSQL's clock when the lease was taken or renewed
+	// (clock_timestamp(): the statement's moment, not its transaction's).
 	At time.Time
 }
 
@@ -267,7 +268,7 @@ ON CONFLICT (partition) DO UPDATE
        epoch  = CASE WHEN l.holder = EXCLUDED.holder AND l.until > now() THEN l.epoch ELSE l.epoch + 1 END,
        until  = EXCLUDED.until
  WHERE l.holder = EXCLUDED.holder OR l.until <= now()
-RETURNING holder, epoch, until, now()`
+RETURNING holder, epoch, until, clock_timestamp()`
 
 // Tail reads a partition's rows, each once, never before its commit, in
 // an order that respects causality. Each read takes a snapshot of the

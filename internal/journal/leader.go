@@ -79,9 +79,9 @@ type LeaderConfig struct {
 	// for it to write them (live.go; 100 ms by default).
 	LivePoll time.Duration
 	// Clock is this coordinator's host clock (nil: time.Now; the fault
-	// suite skews it). The leader times the jobs by PostgreSQL's clock,
-	// as the rows' times are (Leader.Now): the host clock corrected by
-	// the offset measured at each renewal of the lease.
+	// suite skews it), read until the first renewal of the lease: the
+	// leader times the jobs by PostgreSQL's clock, as the rows' times are
+	// (Leader.Now).
 	Clock func() time.Time
 	// JournalAge is how long the journal keeps its rows at least (an hour
 	// by default): the leader deletes older ones, every PruneEvery (a
@@ -123,9 +123,11 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
-	// offset is PostgreSQL's clock less the host clock, in nanoseconds,
-	// as the last renewal of the lease measured it (Now).
-	offset atomic.Int64
+	// pgClock is PostgreSQL's clock as the last renewal of the lease read
+	// it (Now); nil before the first. floor is the latest time Now gave
+	// or a folded row bears (Unix µs): Now never goes below it.
+	pgClock atomic.Pointer[pgReading]
+	floor   atomic.Int64
 	// restored is closed once the state is restored (it is never
 	// dropped after).
 	restored chan struct{}
@@ -220,16 +222,42 @@ func NewLeader(db Querier, cfg LeaderConfig) *Leader {
 	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), restored: make(chan struct{}), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
 }
 
-// Now is PostgreSQL's clock, as this coordinator reads it: its host clock
-// (LeaderConfig.Clock) corrected by the offset the last renewal of the
-// lease measured, within half a round trip. The jobs' times are
-// PostgreSQL's (the rows', stamped by now()), and so is every decision the
-// leader takes on them (a job due, expired, held too long), so that a host
-// clock that is wrong or jumps (a bad RTC, NTP stepping it) neither runs
-// delayed jobs early nor holds retried ones back: a coordinator that takes
-// over, with a right clock, finds the times it expects.
+// pgReading is PostgreSQL's clock (at) read at an instant of this
+// process's monotonic clock (mono: the middle of the round trip).
+type pgReading struct{ at, mono time.Time }
+
+// Now is PostgreSQL's clock, as this coordinator reads it: the time the
+// last renewal of the lease read (clock_timestamp(), every
+// LeaderConfig.Renew) plus the monotonic time since, within half a round
+// trip, never going back nor below the time of a row the fold read;
+// before the first renewal, the host clock (LeaderConfig.Clock). The
+// jobs' times are PostgreSQL's (the rows', stamped by now()), and so is
+// every decision the leader takes on them (a job due, expired, held too
+// long, a retry's time, a rate bucket's refill), so that a host clock that
+// is wrong or steps (a bad RTC, NTP) — the monotonic clock never steps —
+// neither runs delayed jobs early nor holds retried ones back, a
+// coordinator that takes over finds the times it expects, and a clock
+// behind the rows' does not starve a rate-limited task (a bucket refilled
+// to a time before its last take refills nothing).
 func (l *Leader) Now() time.Time {
-	return l.cfg.Clock().Add(time.Duration(l.offset.Load()))
+	r := l.pgClock.Load()
+	if r == nil {
+		return l.cfg.Clock() // a follower's: it raises no floor
+	}
+	return time.UnixMicro(l.raiseFloor(r.at.Add(time.Since(r.mono)).UnixMicro()))
+}
+
+// raiseFloor raises the floor of Now to at, and returns the floor.
+func (l *Leader) raiseFloor(at int64) int64 {
+	for {
+		f := l.floor.Load()
+		if at <= f {
+			return f
+		}
+		if l.floor.CompareAndSwap(f, at) {
+			return at
+		}
+	}
 }
 
 // Wake makes the leader read the tail now (rows were appended).
@@ -386,15 +414,13 @@ type renewal struct {
 	err   error
 }
 
-// acquire tries to take or renew the lease, and measures the offset of
-// PostgreSQL's clock from the host's (Now) when it gets it.
+// acquire tries to take or renew the lease, and reads PostgreSQL's clock
+// (Now) when it gets it.
 func (l *Leader) acquire(ctx context.Context) renewal {
-	sent := l.cfg.Clock()
+	sent := time.Now()
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
 	if err == nil && ok {
-		got := l.cfg.Clock()
-		mid := sent.Add(got.Sub(sent) / 2)
-		l.offset.Store(int64(lease.At.Sub(mid)))
+		l.pgClock.Store(&pgReading{at: lease.At, mono: sent.Add(time.Since(sent) / 2)})
 	}
 	return renewal{lease: lease, ok: ok, err: err}
 }
@@ -619,6 +645,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		}
 	}
 	n, err := l.tail.FoldRead(ctx, l.db, l.state, read, func(row Row, changes []Change) {
+		l.raiseFloor(row.At.UnixMicro())
 		if row.Kind == Submitted && len(changes) > 0 {
 			l.recent.keep(row.ID, row.At, row.Body)
 		}
