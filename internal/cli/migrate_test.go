@@ -24,16 +24,20 @@ func TestMigrateToJournal(t *testing.T) {
 		VALUES ('j1', 'echo', 'acme', '{}', 'low', 'waiting', 3, now(), now())`)
 	require.NoError(t, err)
 
+	code, out, errOut := run(t, "migrate", "--database-url", url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "this database's jobs are stored by the row engine, which this version no longer runs: stop every coordinator and run 'fairway migrate --to-journal'")
+
 	_, err = st.Pool().Exec(ctx, `UPDATE fairway_leader SET holder = 'c1', until = now() + interval '1 minute'`)
 	require.NoError(t, err)
-	code, _, errOut := run(t, "migrate", "--to-journal", "--database-url", url)
+	code, _, errOut = run(t, "migrate", "--to-journal", "--database-url", url)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "a coordinator runs on this database (coordinator c1 leads its maintenance until")
 	require.Contains(t, errOut, "stop every coordinator first")
 	_, err = st.Pool().Exec(ctx, `UPDATE fairway_leader SET until = now() - interval '1 second'`)
 	require.NoError(t, err)
 
-	code, out, errOut := run(t, "migrate", "--to-journal", "--database-url", url)
+	code, out, errOut = run(t, "migrate", "--to-journal", "--database-url", url)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "1 unfinished jobs written to the journal")
 	require.Contains(t, out, "the database is on the journal engine: 1 unfinished jobs moved (0 held by executors, which run again), 0 cancelled")

@@ -653,6 +653,14 @@ this version.`,
 				fmt.Fprintf(e.stdout, "applied migrations %v\n", applied)
 			}
 			if !toJournal {
+				rows, err := storeaccess.Engine(st).OnRowEngine(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if rows {
+					fmt.Fprintln(e.stdout, "this database's jobs are stored by the row engine, which this version no longer runs: "+
+						"stop every coordinator and run 'fairway migrate --to-journal' (see 'fairway migrate --help')")
+				}
 				return nil
 			}
 			fmt.Fprintln(e.stdout, "moving the database onto the journal engine (one transaction: nothing changes unless it all does)")

@@ -68,6 +68,17 @@ func (s *Store) OpenJournal(ctx context.Context) error {
 	return nil
 }
 
+// OnRowEngine says whether the database recorded the row engine (a
+// version before 2026-11-30 filled it): coordinators refuse it until
+// ConvertToJournal moves it.
+func (s *Store) OnRowEngine(ctx context.Context) (bool, error) {
+	engine, err := readEngine(ctx, s.pool)
+	if err != nil {
+		return false, fmt.Errorf("reading the database's engine: %w", interpretError(err))
+	}
+	return engine == EngineRows, nil
+}
+
 // onJournalTx makes sure, in q (a caller's transaction), that the
 // database is on the journal: one without an engine (no coordinator has
 // started on it yet) records it in q; one of the row engine is refused
