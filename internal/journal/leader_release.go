@@ -146,9 +146,10 @@ FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 	})
 }
 
-// MaxHold bounds how long an executor may hold a job it has not started
-// (store.MaxHold): an executor holds jobs beyond its slots only when they
-// are short, so a job held this long is held by one that does not run it.
+// MaxHold bounds how long an executor may hold a job it has not started,
+// whatever it heartbeats: an executor holds jobs beyond its slots only
+// when they are short (executor.Config.Prefetch), so a job held this long
+// is held by one that does not run it.
 const MaxHold = time.Hour
 
 // ReleaseOverdue gives back, counted, the jobs held past what any attempt

@@ -61,9 +61,3 @@ func attemptArrays(as []Attempt) attemptColumns {
 	}
 	return c
 }
-
-// MaxHold bounds how long an executor holds a job handed to it before it
-// starts it, whatever it heartbeats: an executor holds jobs beyond its
-// slots only when they are short (executor.Config.Prefetch), so a job held
-// this long is held by an executor that does not run it.
-const MaxHold = time.Hour
