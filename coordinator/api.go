@@ -270,7 +270,7 @@ func jobVerb(f func(c *Coordinator, ctx context.Context, group string, req event
 }
 
 func (c *Coordinator) apiGet(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	job, err := c.journalGet(ctx, group, req.ID)
+	job, err := c.journal.get(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 

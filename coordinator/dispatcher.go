@@ -85,10 +85,6 @@ type dispatchConfig struct {
 	Scheme fairway.CountingScheme
 	// Fairness is what a group's turn is worth (Config.Fairness).
 	Fairness string
-	// RetryDelay is the delay before the first retry (Config.RetryDelay),
-	// of the jobs of an executor's previous instance. Defaults to
-	// RetryDelayDefault.
-	RetryDelay time.Duration
 	// HeartbeatTimeout is how long an executor may stay silent before
 	// another instance may take over its app-id (Config.HeartbeatTimeout).
 	// Defaults to HeartbeatTimeoutDefault.
@@ -100,7 +96,6 @@ func (c dispatchConfig) withDefaults() dispatchConfig {
 		c.Scheme = fairway.CountingScheme{High: 4, Low: 1}
 	}
 	c.Lease = cmp.Or(c.Lease, LeaseDefault)
-	c.RetryDelay = cmp.Or(c.RetryDelay, RetryDelayDefault)
 	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, HeartbeatTimeoutDefault)
 	return c
 }

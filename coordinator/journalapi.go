@@ -83,12 +83,6 @@ func journalError(err error) error {
 	return err
 }
 
-// journalGet is a job as of every row committed before the call: an
-// unfinished one from the partition's state, an ended one from its record.
-func (c *Coordinator) journalGet(ctx context.Context, group, id string) (*fairway.Job, error) {
-	return c.journal.get(ctx, group, id)
-}
-
 // get is a job as of every row committed before the call: an unfinished
 // one from the partition's state, an ended one from its record.
 func (e *journalEngine) get(ctx context.Context, group, id string) (*fairway.Job, error) {
@@ -149,7 +143,7 @@ func (c *Coordinator) journalCancel(ctx context.Context, group, id string) (*fai
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journalGet(ctx, group, id)
+	job, err := c.journal.get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +170,7 @@ func (c *Coordinator) journalRelease(ctx context.Context, group, id string) (*fa
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journalGet(ctx, group, id)
+	job, err := c.journal.get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +191,7 @@ func (c *Coordinator) journalPriority(ctx context.Context, group, id string, pri
 	if prio != fairway.PriorityHigh && prio != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "unknown priority %q: use \"high\" or \"low\"", prio)
 	}
-	job, err := c.journalGet(ctx, group, id)
+	job, err := c.journal.get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +204,7 @@ func (c *Coordinator) journalPriority(ctx context.Context, group, id string, pri
 	if _, err := c.journal.leader.SetPriority(ctx, []fairway.JobRef{ref}, prio); err != nil {
 		return nil, journalError(err)
 	}
-	return c.journalGet(ctx, group, id)
+	return c.journal.get(ctx, group, id)
 }
 
 // journalRetry runs a failed or cancelled job again, as the partition's
@@ -221,7 +215,7 @@ func (c *Coordinator) journalRetry(ctx context.Context, group, id string) (*fair
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journalGet(ctx, group, id)
+	job, err := c.journal.get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +271,7 @@ func (c *Coordinator) journalSubmit(ctx context.Context, sub fairway.Submission)
 	if res[0].Created && len(sub.DependsOn) > 0 {
 		c.awaitResolution(ctx, fairway.JobRef{Group: sub.Group, ID: sub.ID})
 	}
-	job, err := c.journalGet(ctx, sub.Group, sub.ID)
+	job, err := c.journal.get(ctx, sub.Group, sub.ID)
 	if errors.Is(err, fairway.ErrNotFound) && sub.Tracker != "" && res[0].Created {
 		var holder string
 		c.journal.leader.Follow(func(s *journal.State) { holder = s.Trackers[fairway.JobRef{Group: sub.Group, ID: sub.Tracker}] })

@@ -59,10 +59,10 @@ func (c *limitsCache) forget() {
 	c.mu.Unlock()
 }
 
-// journalLimitsReply is the limits with their held counts, the partition's
+// limitsReply is the concurrency and rate limits, with their held counts, the partition's
 // state's as of the request (fairway_job holds no held job): a task's
 // jobs held, a group's, and for "*" the most any one group holds.
-func (c *Coordinator) journalLimitsReply(ctx context.Context) (events.Reply, error) {
+func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
 	limits, err := c.store.Limits(ctx)
 	if err != nil {
 		return events.Reply{}, err

@@ -27,7 +27,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.SetLimit(ctx, req.Kind, req.Name, *req.Max); err != nil {
 			return events.Reply{}, err
 		}
-		c.forgetLimits()
+		c.journal.limits.forget() // the claims read them again (this coordinator leads: leaderVerbs)
 		c.log.Info("concurrency limit set", "kind", req.Kind, "name", req.Name, "max", *req.Max)
 		// A raised limit frees slots now.
 		c.dispatcher.notifyWork()
@@ -38,7 +38,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.DeleteLimit(ctx, req.Kind, req.Name); err != nil {
 			return events.Reply{}, err
 		}
-		c.forgetLimits()
+		c.journal.limits.forget() // the claims read them again (this coordinator leads: leaderVerbs)
 		c.log.Info("concurrency limit removed", "kind", req.Kind, "name", req.Name)
 		c.dispatcher.notifyWork()
 	default:
@@ -49,18 +49,9 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 	return c.limitsReply(ctx)
 }
 
-// forgetLimits has the journal's claims read the concurrency limits
-// again (this coordinator leads when it changes them: leaderVerbs).
-func (c *Coordinator) forgetLimits() { c.journal.limits.forget() }
-
-// limitsReply is the limits now: concurrency and rate limits.
-func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
-	return c.journalLimitsReply(ctx)
-}
-
-// apiRates answers rate-set and rate-delete: rate limits, kept in
-// PostgreSQL and counted under the fairness lock, so that every
-// coordinator's claims count the same starts.
+// apiRates answers rate-set and rate-delete: rate limits, rows of the
+// journal that its leader's claims count (and kept in fairway_rate_limit
+// for the listing).
 func (c *Coordinator) apiRates(ctx context.Context, r request) (events.Reply, error) {
 	var req events.RateRequest
 	if err := decode(r.data, &req); err != nil {
@@ -110,8 +101,8 @@ const (
 
 // apiGroups answers groups and weight-set: each group's share of the
 // executors' slot-time over a window, against its weighted fair share;
-// weight-set first sets a group's weight, kept in PostgreSQL, so that
-// every coordinator's claims follow it from their next claim on.
+// weight-set first sets a group's weight, a row of the journal that the
+// leader's claims follow from the next claim on.
 func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, error) {
 	window := groupsWindowDefault
 	if r.verb == events.VerbWeightSet {
