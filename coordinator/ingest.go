@@ -43,7 +43,8 @@ type ingest struct {
 	// it (dispatcher.handedOver).
 	parking    *parking
 	handedOver func(ctx context.Context, r *parkedRequest, jobs []fairway.Job, start time.Time)
-	// kickOutbox publishes the rejected events (relay.kick).
+	// kickOutbox publishes the rejected events (relay.kick), called once
+	// they are stored.
 	kickOutbox func()
 
 	// journal stores the submissions (Coordinator.onJournal sets it); its
@@ -316,7 +317,6 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			in.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
-	in.kickOutbox() // the rejected events
 }
 
 // idleExecutorFor takes a parked dispatch request that can run a job of
@@ -392,7 +392,13 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 		}
 	}
 	if err == nil && len(rejections) > 0 {
-		err = in.store.Reject(ctx, rejections) // their rejected events, through the outbox
+		// Their rejected events, through the outbox: the relay reads it
+		// when kicked, so only a batch that stored some kicks it (every
+		// batch did, and the relay's read of an empty outbox, a
+		// transaction, came with every batch stored).
+		if err = in.store.Reject(ctx, rejections); err == nil {
+			in.kickOutbox()
+		}
 	}
 	switch {
 	case err == nil:

@@ -125,8 +125,15 @@ func TestIngestStoresTheSubmitStream(t *testing.T) {
 		requireAllAcked(t, cons, "every message is acknowledged")
 	}
 	// Published once ingest runs: the stream's announcement brings it.
+	// A batch with nothing refused leaves the outbox alone (the relay's
+	// read of it is a transaction).
+	kicks := h.f.kicked()
 	h.publish(t, h.subjects.Submit("c", "t"), `{"id":"c1"}`)
 	require.Eventually(t, func() bool { return jobState(t, h.e, "c", "c1") == fairway.StateWaiting }, serviceWait, 10*time.Millisecond)
+	cons, err := h.js.Consumer(t.Context(), h.subjects.SubmitStream(), "ingest-c")
+	require.NoError(t, err)
+	requireAllAcked(t, cons, "c1's message is acknowledged, its batch handled")
+	require.Equal(t, kicks, h.f.kicked(), "no kick of the outbox for a batch that refused nothing")
 }
 
 // TestIngestAloneHandsJobsToAnIdleExecutor: an executor's dispatch

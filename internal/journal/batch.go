@@ -185,6 +185,44 @@ func decodeBinarySome(b []byte, want []int32) (map[int32]Item, error) {
 	return out, nil
 }
 
+// itemOffsets returns where each item of a binary batch (after its first
+// byte) begins, stepping over every item once without making its strings:
+// decodeBinaryAt then reads any of them without the ones before it.
+func itemOffsets(b []byte) ([]uint32, error) {
+	d := snapshotDecoder{b: b, skip: true}
+	n := d.count()
+	offsets := make([]uint32, n)
+	var skipped Item
+	for i := range offsets {
+		offsets[i] = uint32(len(b) - len(d.b)) //nolint:gosec // G115: a body is far below 4 GiB (maxRowItems, the row's bound)
+		decodeItem(&d, &skipped)
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, errors.New("decoding a journal batch: it is cut short or corrupt")
+	}
+	return offsets, nil
+}
+
+// decodeBinaryAt reads the items at the indexes want of a binary batch
+// (after its first byte) whose items begin at offsets (itemOffsets); an
+// index past the batch is left out.
+func decodeBinaryAt(b []byte, offsets []uint32, want []int32) (map[int32]Item, error) {
+	out := make(map[int32]Item, len(want))
+	for _, i := range want {
+		if i < 0 || int(i) >= len(offsets) {
+			continue
+		}
+		d := snapshotDecoder{b: b[offsets[i]:]}
+		var it Item
+		decodeItem(&d, &it)
+		if d.err != nil {
+			return nil, errors.New("decoding a journal batch: it is cut short or corrupt")
+		}
+		out[i] = it
+	}
+	return out, nil
+}
+
 // decodeItem reads one item of a binary batch into it (its strings empty
 // while d.skip).
 func decodeItem(d *snapshotDecoder, it *Item) {

@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -42,18 +43,48 @@ func TestABatchReadsAsItWasWritten(t *testing.T) {
 				}
 			}
 			require.LessOrEqual(t, len(some), len(want))
+			// The same from a row the leader keeps, read through the
+			// offsets of its items the first read found.
+			kept, _, err := journal.KeptDecodeSome(body, want, 1<<20)
+			require.NoError(t, err, name)
+			require.Equal(t, some, kept, "%s: %v from a kept row", name, want)
 		}
 		for n := range len(body) - 1 {
 			_, err := journal.Decode(body[:n])
 			require.Error(t, err, "%s: a body cut at %d of %d bytes was read", name, n, len(body))
 			_, err = journal.DecodeSome(body[:n], []int32{1})
 			require.Error(t, err, "%s: a body cut at %d of %d bytes was read in part", name, n, len(body))
+			if n > 0 {
+				_, _, err = journal.KeptDecodeSome(body[:n], []int32{1}, 1<<20)
+				require.Error(t, err, "%s: a kept body cut at %d of %d bytes was read in part", name, n, len(body))
+			}
 		}
 		for i := range body {
 			bad := slices.Clone(body)
 			bad[i] ^= 0xff
 			_, _ = journal.Decode(bad)                    // an error or some batch; not a panic
 			_, _ = journal.DecodeSome(bad, []int32{0, 2}) // the same
+			_, _, _ = journal.KeptDecodeSome(bad, []int32{0, 2}, 1<<20)
 		}
 	}
+}
+
+// TestKeptRowsCountTheirOffsets: the offsets a kept row's first read
+// finds count in the bound of the rows kept, and leave with their row.
+func TestKeptRowsCountTheirOffsets(t *testing.T) {
+	items := make([]journal.Item, 100)
+	for i := range items {
+		items[i] = journal.Item{Group: "g", ID: fmt.Sprint("job-", i), Task: "t", Args: []byte(`{"n":1}`)}
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	row := len(body) + 4*len(items)
+	bytes, kept := journal.KeptRowsBytes([][]byte{body}, 1<<20)
+	require.Equal(t, row, bytes, "a row and its offsets")
+	require.Equal(t, []int64{1}, kept)
+	// Room for two bodies with their offsets: the first goes when the
+	// third comes, and takes its offsets with it.
+	bytes, kept = journal.KeptRowsBytes([][]byte{body, body, body}, 2*row+len(body)-1)
+	require.Equal(t, []int64{2, 3}, kept)
+	require.Equal(t, 2*row, bytes)
 }

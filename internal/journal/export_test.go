@@ -72,3 +72,29 @@ func SetMaxRowItems(t interface{ Cleanup(func()) }, n int) {
 	maxRowItems = n
 	t.Cleanup(func() { maxRowItems = was })
 }
+
+// KeptDecodeSome keeps body as a submitted row (recentRows, bounded to
+// max bytes) and reads the items want of it twice, as two claims do (the
+// second through the offsets the first found), returning what the second
+// read and the bytes the rows count then.
+func KeptDecodeSome(body []byte, want []int32, max int) (map[int32]Item, int, error) {
+	r := newRecentRows(max)
+	r.keep(1, time.Time{}, body)
+	if _, _, err := r.decodeSome(1, want); err != nil {
+		return nil, r.bytes, err
+	}
+	items, _, err := r.decodeSome(1, want)
+	return items, r.bytes, err
+}
+
+// KeptRowsBytes keeps bodies in turn as rows 1, 2, … of a recentRows
+// bounded to max bytes, reading item 0 of each once kept, and returns the
+// bytes it counts and the rows it keeps at the end.
+func KeptRowsBytes(bodies [][]byte, max int) (int, []int64) {
+	r := newRecentRows(max)
+	for i, b := range bodies {
+		r.keep(int64(i+1), time.Time{}, b)
+		_, _, _ = r.decodeSome(int64(i+1), []int32{0})
+	}
+	return r.bytes, r.order
+}

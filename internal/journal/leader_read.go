@@ -117,14 +117,20 @@ func (l *Leader) withSubmissions(ctx context.Context, views []*JobView) error {
 // there in turn: a backlog in many groups is claimed oldest first, and
 // the oldest jobs of a hundred groups' claims after another share their
 // rows (a caller's 10,000 jobs are one row). Called with l.mu held; it
-// lets go of it over the read and the decoding.
+// lets go of it over the read (the kept rows' items are decoded under it,
+// through their offsets: recentRows.decodeSome).
 func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64]submittedRow, error) {
-	kept := map[int64]recentRow{}
+	submittedKept := map[int64]submittedRow{}
 	missing := wantedItems{}
 	for id, indexes := range want {
-		if row, ok := l.recent.get(id); ok {
-			kept[id] = row
-		} else {
+		items, ok, err := l.recent.decodeSome(id, indexes)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("journal row %d: %w", id, err)
+		case ok:
+			row, _ := l.recent.get(id)
+			submittedKept[id] = submittedRow{at: row.at, items: items}
+		default:
 			missing[id] = indexes
 		}
 	}
@@ -138,13 +144,7 @@ func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64
 	if err != nil {
 		return nil, err
 	}
-	for id, row := range kept {
-		items, err := decodeSome(row.body, want[id])
-		if err != nil {
-			return nil, fmt.Errorf("journal row %d: %w", id, err)
-		}
-		submitted[id] = submittedRow{at: row.at, items: items}
-	}
+	maps.Copy(submitted, submittedKept)
 	return submitted, nil
 }
 

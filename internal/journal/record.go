@@ -194,7 +194,7 @@ const recordsInsertSQL = `INSERT INTO fairway_job AS j (group_name, id, task, ar
     submitted, scheduled_at, started, finished, result, error, traceparent, timeout_ms)
 SELECT r.group_name, r.id, r.task, coalesce(r.args, '{}'), r.subject, r.submitter, coalesce(nullif(r.priority, ''), 'low'), nullif(r.tracker, ''), r.state,
        r.retries, r.max_retries, r.attempt, to_timestamp(r.run_at / 1e6), to_timestamp(nullif(r.expires_at, 0) / 1e6),
-       nullif(ARRAY(SELECT jsonb_array_elements_text(r.depends_on)), '{}'), r.progress, nullif(r.worker, ''), r.worker_instance,
+       CASE WHEN r.depends_on IS NOT NULL THEN nullif(ARRAY(SELECT jsonb_array_elements_text(r.depends_on)), '{}') END, r.progress, nullif(r.worker, ''), r.worker_instance,
        to_timestamp(r.submitted / 1e6), to_timestamp(nullif(r.scheduled, 0) / 1e6), to_timestamp(nullif(r.started, 0) / 1e6), now(),
        r.result, nullif(r.error, ''), nullif(r.traceparent, ''), nullif(r.timeout_ms, 0)
   FROM unnest($3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
