@@ -39,12 +39,12 @@ func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 		if id == "blocked" {
 			deps, state = []string{"waiting"}, "pending"
 		}
-		_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, args, priority, state, max_retries, run_at, submitted, depends_on)
+		_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_job_row (id, task, group_name, args, priority, state, max_retries, run_at, submitted, depends_on)
 			VALUES ($1, 'echo', 'acme', $2, 'low', $3, 3, now() + $4 * interval '1 microsecond', now() + $4 * interval '1 microsecond', $5)`,
 			id, `{"id":"`+id+`"}`, state, i, deps)
 		require.NoError(t, err)
 	}
-	_, err = st.Pool().Exec(ctx, `UPDATE fairway_job SET has_dependents = true WHERE id = 'waiting'`)
+	_, err = st.Pool().Exec(ctx, `UPDATE fairway_job_row SET has_dependents = true WHERE id = 'waiting'`)
 	require.NoError(t, err)
 	sub := func(id string) fairway.Submission {
 		s := fairway.Submission{Group: "acme", ID: id, Task: "echo", Args: json.RawMessage(`{"id":"` + id + `"}`)}
@@ -62,15 +62,15 @@ func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// The states an engine's run leaves, set by hand.
-	exec(`UPDATE fairway_job SET state = 'success', attempt = 1, finished = now(), result = '{"ok":1}' WHERE id = 'done'`)
-	exec(`UPDATE fairway_job SET state = 'stuck', attempt = 1, retries = 1, run_at = now() + interval '1 second', error = 'disk full' WHERE id = 'stuck'`)
-	exec(`UPDATE fairway_job SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', started = now() WHERE id = 'held'`)
-	exec(`UPDATE fairway_job SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', cancel_requested = true WHERE id = 'cancelling'`)
+	exec(`UPDATE fairway_job_row SET state = 'success', attempt = 1, finished = now(), result = '{"ok":1}' WHERE id = 'done'`)
+	exec(`UPDATE fairway_job_row SET state = 'stuck', attempt = 1, retries = 1, run_at = now() + interval '1 second', error = 'disk full' WHERE id = 'stuck'`)
+	exec(`UPDATE fairway_job_row SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', started = now() WHERE id = 'held'`)
+	exec(`UPDATE fairway_job_row SET state = 'running', attempt = 1, worker = 'gone', lease_until = now() + interval '1 hour', cancel_requested = true WHERE id = 'cancelling'`)
 	exec(`INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message) VALUES ('acme', 'held', 1, now(), 'info', 'before the move')`)
 	require.NoError(t, st.SetWeight(ctx, "acme", 3))
 	require.NoError(t, st.SetRateLimit(ctx, "echo", "", "600/m"))
 	var submitted time.Time
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT submitted FROM fairway_job WHERE id = 'held'`).Scan(&submitted))
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT submitted FROM fairway_job_row WHERE id = 'held'`).Scan(&submitted))
 
 	// A coordinator runs (it leads the maintenance): refused, nothing moved.
 	exec(`UPDATE fairway_leader SET holder = 'another', until = now() + interval '1 minute'`)

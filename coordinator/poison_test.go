@@ -132,7 +132,7 @@ func TestPoisonReportIsDeadLettered(t *testing.T) {
 
 func poisonReportIsDeadLettered(t *testing.T) {
 	st := storetest.Open(t)
-	_, err := st.Pool().Exec(t.Context(), `ALTER TABLE fairway_job ADD CONSTRAINT test_refuses_poison CHECK (result IS NULL OR NOT result ? 'poison')`)
+	_, err := st.Pool().Exec(t.Context(), `ALTER TABLE fairway_record ADD CONSTRAINT test_refuses_poison CHECK (jobs::text NOT LIKE '%"poison"%')`)
 	require.NoError(t, err)
 	h, _ := setupOn(t, st, coordinator.Config{DeadLetterAfter: 2})
 	subjects := h.client.Subjects()

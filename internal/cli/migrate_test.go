@@ -20,7 +20,7 @@ func TestMigrateToJournal(t *testing.T) {
 	// that engine wrote it.
 	_, err := st.Pool().Exec(ctx, `INSERT INTO fairway_engine (engine) VALUES ('rows')`)
 	require.NoError(t, err)
-	_, err = st.Pool().Exec(ctx, `INSERT INTO fairway_job (id, task, group_name, args, priority, state, max_retries, run_at, submitted)
+	_, err = st.Pool().Exec(ctx, `INSERT INTO fairway_job_row (id, task, group_name, args, priority, state, max_retries, run_at, submitted)
 		VALUES ('j1', 'echo', 'acme', '{}', 'low', 'waiting', 3, now(), now())`)
 	require.NoError(t, err)
 

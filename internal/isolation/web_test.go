@@ -94,14 +94,15 @@ func seedFinished(t *testing.T, dbURL string, n int) {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(t.Context(), `
 		WITH s AS (SELECT i, now() - (i::float8 / $1 * interval '744 hours') AS fin FROM generate_series(1, $1) AS i)
-		INSERT INTO fairway_job (id, task, group_name, priority, state, max_retries, attempt, run_at, submitted, started, finished)
+		INSERT INTO fairway_job_row (id, task, group_name, priority, state, max_retries, attempt, run_at, submitted, started, finished)
 		SELECT 'seed-' || i, 'task-' || (i % 20), 'acme', 'low', CASE WHEN i % 10 = 0 THEN 'failed' ELSE 'success' END, 0, 1,
 		       fin - interval '3 seconds', fin - interval '3 seconds', fin - interval '2 seconds', fin
 		  FROM s`, n)
 	require.NoError(t, err)
-	_, err = conn.Exec(t.Context(), `INSERT INTO fairway_job_order (seq, group_name, id) SELECT seq, group_name, id FROM fairway_job`)
+	// Into batches of records, as the journal's leader writes them.
+	_, err = conn.Exec(t.Context(), `SELECT fairway_move_job_rows()`)
 	require.NoError(t, err)
-	_, err = conn.Exec(t.Context(), "ANALYZE fairway_job")
+	_, err = conn.Exec(t.Context(), "ANALYZE fairway_record")
 	require.NoError(t, err)
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // LeaderConfig configures a Leader.
@@ -911,25 +910,23 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		if args, err = recordsArgs(l.cfg.Partition, epoch, ends, submitted); err != nil {
 			return nil, 0, err
 		}
-		also = func(b *pgx.Batch) { b.Queue(recordsInsertSQL, args...) }
+		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+	}
+	if groups, ids := retriedRefs(batches); len(ids) > 0 {
+		// Jobs retried by hand leave their records, in the transaction
+		// that makes them live again: a job has one record at most.
+		records := also
+		also = func(b *pgx.Batch) {
+			if records != nil {
+				records(b)
+			}
+			b.Queue(forgetRecordsSQL, l.cfg.Partition, epoch, groups, ids)
+		}
 	}
 	var read *TailRead
 	then := func(b *pgx.Batch) { read = queue(b) }
 	err := appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, then)
-	if recordTaken(err) {
-		// A job retried by hand ended again (nothing was committed): its
-		// record is replaced.
-		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
-		err = appendFencedRowsThen(ctx, l.db, l.cfg.Partition, epoch, 0, rows, also, then)
-	}
 	return read, len(rows), err
-}
-
-// recordTaken says whether err is a record's insert refused on its key
-// (recordsInsertSQL).
-func recordTaken(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "fairway_job_pkey"
 }
 
 // expireBatch is how many jobs one expired row fails at most.
@@ -977,8 +974,7 @@ func (l *Leader) timed(ctx context.Context, kind Kind, due func(now int64, limit
 // readFinals reads the final states of group's jobs ids from their
 // records (the leader writes them at each job's end: record.go).
 func (l *Leader) readFinals(ctx context.Context, group string, ids []string) (map[string]fairway.State, error) {
-	rows, err := l.db.Query(ctx, `SELECT id, state FROM fairway_job
- WHERE group_name = $1 AND id = ANY ($2) AND state IN ('success', 'failed', 'cancelled')`, group, ids)
+	rows, err := l.db.Query(ctx, `SELECT id, state FROM fairway_records_of($1, $2)`, group, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -993,7 +989,7 @@ func (l *Leader) readFinals(ctx context.Context, group string, ids []string) (ma
 const stateUnknown fairway.State = "unknown"
 
 // records reads the final states of the dependencies owed whose end the
-// fold did not see (Records, or the leader's own records in fairway_job);
+// fold did not see (Records, or the leader's own records in fairway_record);
 // one that has no record is stateUnknown.
 func (l *Leader) records(ctx context.Context) (map[fairway.JobRef]fairway.State, error) {
 	byGroup := map[string][]string{}

@@ -27,10 +27,9 @@ const (
 // partition's leader: one retried row of them, made from their records
 // (their submission's task, priority, arguments and other fields; their
 // attempts go on counting, their retries start afresh). A job's record
-// stays until its next end replaces it: a job live in the leader's state
-// is live, whatever its record says (a read of an unfinished job goes to
-// the leader: docs/journal.md, "Read your writes"), and its log lines
-// stay with it.
+// leaves its batch in the retried row's transaction (a job live in the
+// leader's state has no record: its next end records it anew), and its
+// log lines stay with it.
 // ErrNotLeading when this coordinator does not lead; ErrFenced when
 // another took the lease.
 func (l *Leader) Retry(ctx context.Context, refs []fairway.JobRef) ([]RetryOutcome, error) {
@@ -99,7 +98,7 @@ func (l *Leader) readRecords(ctx context.Context, refs []fairway.JobRef) (map[fa
        coalesce(j.depends_on, '{}'), coalesce((extract(epoch FROM j.expires_at) * 1e6)::bigint, 0),
        (extract(epoch FROM j.submitted) * 1e6)::bigint
   FROM unnest($1::text[], $2::text[]) AS r (group_name, id)
-  JOIN fairway_job j ON j.group_name = r.group_name AND j.id = r.id`, groups, ids)
+ CROSS JOIN LATERAL fairway_records_of(r.group_name, ARRAY[r.id]) j`, groups, ids)
 	if err != nil {
 		return nil, fmt.Errorf("reading the records of %d jobs to retry: %w", len(refs), err)
 	}

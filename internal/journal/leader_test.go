@@ -1134,8 +1134,13 @@ func TestALeaderRetriesByHand(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{true}, applied)
 	}
-	end("ok", 1, journal.OutcomeSuccess)
-	end("bad", 1, journal.OutcomeError)
+	// Both in one batch of reports: their records are one batch.
+	applied, err := l.Report(ctx, []journal.Report{
+		{Kind: journal.Ended, Item: journal.Item{Group: "g", ID: "ok", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}},
+		{Kind: journal.Ended, Item: journal.Item{Group: "g", ID: "bad", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeError, Error: "e1"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, applied)
 	var submitted time.Time
 	require.NoError(t, db.QueryRow(ctx, `SELECT submitted FROM fairway_job WHERE id = 'bad'`).Scan(&submitted))
 
@@ -1143,6 +1148,12 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	out, err := l.Retry(ctx, []fairway.JobRef{ref("bad"), ref("dep"), ref("ok"), ref("nope"), ref("live")})
 	require.NoError(t, err)
 	require.Equal(t, []journal.RetryOutcome{journal.RetryDone, journal.RetryDone, journal.RetryNotEnded, journal.RetryNotFound, journal.RetryNotEnded}, out)
+	records := func(id string) (n int) {
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = $1`, id).Scan(&n))
+		return n
+	}
+	require.Zero(t, records("bad"), "a job retried by hand is live again: its record left its batch")
+	require.Equal(t, 1, records("ok"), "the other record of its batch stays")
 	require.Eventually(t, func() bool {
 		l.Wake() // dep's dependency is resolved from ok's record
 		st := fairway.State("")
@@ -1174,6 +1185,7 @@ func TestALeaderRetriesByHand(t *testing.T) {
 	var resubmitted time.Time
 	require.NoError(t, db.QueryRow(ctx, `SELECT attempt, retries, tracker, error, submitted FROM fairway_job WHERE id = 'bad'`).Scan(&attempt, &retries, &tracker, &why, &resubmitted))
 	require.Equal(t, []any{2, 1, "tr", "e2"}, []any{attempt, retries, tracker, why}, "the record of its second end")
+	require.Equal(t, 1, records("bad"), "one record, of its second end")
 	require.True(t, submitted.Equal(resubmitted), "the record keeps the first submission's time")
 }
 

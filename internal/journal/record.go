@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 )
 
-// A job's record is its row in fairway_job, written once, at its end, in
+// A job's record is in a batch of records (fairway_record, read through
+// the view fairway_job), written once, at its end, in
 // the transaction that appends the row that ends it (docs/journal.md,
 // step 4): a job ended in the journal has its record, and a job with a
 // record has ended, whatever fails in between. The leader works out
@@ -178,95 +180,132 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(i
 	return out, nil
 }
 
-// recordsInsertSQL writes ended jobs' records, if the leader's epoch is
-// still the partition's ($1 partition, $2 epoch: the check of
-// appendFencedSQL, under the same lock and at the same now(), so that the
-// records are written exactly when the rows that end the jobs are
-// appended). A job has no record before its end but when it was retried
-// by hand (Leader.Retry: it ended before): then the insert fails on the
-// key, nothing of the append commits, and the append is sent again with
-// recordsSQL, which replaces that record. A plain insert costs
-// PostgreSQL less than one that may update (the speculative insertion
-// of ON CONFLICT: about 4 µs of 18 per record in a loop of batches of
-// 2,300, docs/performance.md).
-const recordsInsertSQL = `INSERT INTO fairway_job AS j (group_name, id, task, args, subject, submitter, priority, tracker, state,
-    retries, max_retries, attempt, run_at, expires_at, depends_on, progress, worker, worker_instance,
-    submitted, scheduled_at, started, finished, result, error, traceparent, timeout_ms)
-SELECT r.group_name, r.id, r.task, coalesce(r.args, '{}'), r.subject, r.submitter, coalesce(nullif(r.priority, ''), 'low'), nullif(r.tracker, ''), r.state,
-       r.retries, r.max_retries, r.attempt, to_timestamp(r.run_at / 1e6), to_timestamp(nullif(r.expires_at, 0) / 1e6),
-       CASE WHEN r.depends_on IS NOT NULL THEN nullif(ARRAY(SELECT jsonb_array_elements_text(r.depends_on)), '{}') END, r.progress, nullif(r.worker, ''), r.worker_instance,
-       to_timestamp(r.submitted / 1e6), to_timestamp(nullif(r.scheduled, 0) / 1e6), to_timestamp(nullif(r.started, 0) / 1e6), now(),
-       r.result, nullif(r.error, ''), nullif(r.traceparent, ''), nullif(r.timeout_ms, 0)
-  FROM unnest($3::text[], $4::text[], $5::text[], $6::jsonb[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-              $12::int[], $13::int[], $14::int[], $15::bigint[], $16::bigint[], $17::jsonb[], $18::smallint[], $19::text[], $20::text[],
-              $21::bigint[], $22::bigint[], $23::bigint[], $24::jsonb[], $25::text[], $26::text[], $27::bigint[])
-       AS r (group_name, id, task, args, subject, submitter, priority, tracker, state,
-             retries, max_retries, attempt, run_at, expires_at, depends_on, progress, worker, worker_instance,
-             submitted, scheduled, started, result, error, traceparent, timeout_ms)
+// recordsSQL writes ended jobs' records as one batch (fairway_record,
+// migration 027), if the leader's epoch is still the partition's ($1
+// partition, $2 epoch: the check of appendFencedSQL, under the same lock
+// and at the same now(), so that the records are written exactly when the
+// rows that end the jobs are appended); $3 and $4 are the jobs' groups
+// and ids (their keys, computed here), $5 the ids they depended on, $6
+// the records, $7 to $10 their tasks, states, starts and due times (what
+// the stats read: fairway_record_stat). One row per batch where a row per job cost PostgreSQL
+// about 16 µs of CPU and 590 bytes of WAL a job (docs/performance.md, "The
+// records, measured apart").
+const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, jobs)
+SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i)),
+       ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::jsonb
  WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
 
-// recordsSQL is recordsInsertSQL that replaces a record written before
-// (a job retried by hand that ends again).
-const recordsSQL = recordsInsertSQL + `
-    ON CONFLICT (group_name, id) DO UPDATE SET task = excluded.task, args = excluded.args, subject = excluded.subject,
-       submitter = excluded.submitter, priority = excluded.priority, tracker = excluded.tracker, state = excluded.state,
-       retries = excluded.retries, max_retries = excluded.max_retries, attempt = excluded.attempt, run_at = excluded.run_at,
-       expires_at = excluded.expires_at, depends_on = excluded.depends_on, progress = excluded.progress, worker = excluded.worker,
-       worker_instance = excluded.worker_instance, submitted = excluded.submitted, scheduled_at = excluded.scheduled_at,
-       started = excluded.started, finished = excluded.finished, result = excluded.result, error = excluded.error,
-       traceparent = excluded.traceparent, timeout_ms = excluded.timeout_ms, lease_until = NULL, cancel_requested = false`
+// forgetRecordsSQL takes the records of jobs ($3 groups, $4 ids) out of
+// their batches, under the epoch check of recordsSQL ($1, $2): a job
+// retried by hand is live again, and its next end records it anew.
+const forgetRecordsSQL = `UPDATE fairway_record b
+   SET jobs = (SELECT coalesce(jsonb_agg(x.e ORDER BY x.o), '[]'::jsonb) FROM jsonb_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
+                WHERE (x.e->>'group_name', x.e->>'id') NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))
+ WHERE b.keys && ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i))
+   AND EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
 
-// recordsArgs are recordsInsertSQL's (and recordsSQL's) arguments for the records of jobs (the
-// rows that submitted them read in submitted).
+// retriedRefs are the groups and ids of the jobs that batches retry by
+// hand.
+func retriedRefs(batches []batch) (groups, ids []string) {
+	for _, b := range batches {
+		if b.kind != Retried {
+			continue
+		}
+		for _, it := range b.items {
+			groups, ids = append(groups, it.Group), append(ids, it.ID)
+		}
+	}
+	return groups, ids
+}
+
+// record is a job's record in a batch's jobs (fairway_record_job's
+// columns; times in microseconds since the Unix epoch, absent when zero).
+type record struct {
+	N           int             `json:"n"`
+	Group       string          `json:"group_name"`
+	ID          string          `json:"id"`
+	Task        string          `json:"task"`
+	Args        json.RawMessage `json:"args,omitempty"`
+	Subject     string          `json:"subject,omitempty"`
+	Submitter   string          `json:"submitter,omitempty"`
+	Priority    string          `json:"priority,omitempty"`
+	Tracker     string          `json:"tracker,omitempty"`
+	State       fairway.State   `json:"state"`
+	Retries     int32           `json:"retries,omitempty"`
+	MaxRetries  int32           `json:"max_retries"`
+	Attempt     int32           `json:"attempt,omitempty"`
+	RunAt       int64           `json:"run_at"`
+	ExpiresAt   int64           `json:"expires_at,omitempty"`
+	DependsOn   []string        `json:"depends_on,omitempty"`
+	Progress    int16           `json:"progress,omitempty"`
+	Worker      string          `json:"worker,omitempty"`
+	Instance    string          `json:"worker_instance,omitempty"`
+	Submitted   int64           `json:"submitted"`
+	Scheduled   int64           `json:"scheduled_at,omitempty"`
+	Started     int64           `json:"started,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	TraceParent string          `json:"traceparent,omitempty"`
+	TimeoutMS   int64           `json:"timeout_ms,omitempty"`
+}
+
+// recordsArgs are recordsSQL's arguments for the records of jobs (the rows
+// that submitted them read in submitted).
 func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64]submittedRow) ([]any, error) {
 	n := len(jobs)
-	var (
-		groups, ids, tasks, subjects, submitters, priorities, trackers, states = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		retries, maxRetries, attempts                                          = make([]int32, n), make([]int32, n), make([]int32, n)
-		runAt, expiresAt, submittedAt, scheduledAt, startedAt, timeouts        = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		workers, instances, errs, traceparents                                 = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		dependsOn                                                              = make([][]byte, n)
-		progress                                                               = make([]int16, n)
-		args, results                                                          = make([][]byte, n), make([][]byte, n)
-	)
+	groups, ids, tasks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	started, due := make([]int64, n), make([]int64, n)
+	records := make([]record, n)
+	var waits []string
 	for i, e := range jobs {
 		row := submitted[e.job.Row()]
 		sub, ok := row.items[e.job.Index()]
 		if !ok {
 			return nil, fmt.Errorf("the record of %s/%s: journal row %d holds no item %d", e.ref.Group, e.ref.ID, e.job.Row(), e.job.Index())
 		}
-		groups[i], ids[i], tasks[i] = e.ref.Group, e.ref.ID, e.job.Task
-		subjects[i], submitters[i], priorities[i], trackers[i] = sub.Subject, sub.Submitter, e.job.Priority(), sub.Tracker
-		states[i], attempts[i], maxRetries[i], retries[i] = string(e.change.To), e.job.Attempt, int32(e.job.MaxRetries), int32(e.job.Retries)
+		groups[i], ids[i] = e.ref.Group, e.ref.ID
+		r := record{N: i, Group: e.ref.Group, ID: e.ref.ID, Task: e.job.Task, Subject: sub.Subject, Submitter: sub.Submitter,
+			Priority: e.job.Priority(), Tracker: sub.Tracker, State: e.change.To, Attempt: e.job.Attempt,
+			MaxRetries: int32(e.job.MaxRetries), Retries: int32(e.job.Retries), RunAt: e.job.RunAt, ExpiresAt: e.job.ExpiresAt(),
+			Submitted: submittedTime(row.at, e.job.Index(), sub).UnixMicro(), DependsOn: sub.Waits, Progress: int16(e.job.Progress),
+			Error: dropNUL(e.change.Error), TraceParent: sub.TraceParent}
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
-			retries[i]++ // the attempt that failed last counts
+			r.Retries++ // the attempt that failed last counts
 		}
-		runAt[i], expiresAt[i], submittedAt[i] = e.job.RunAt, e.job.ExpiresAt(), submittedTime(row.at, e.job.Index(), sub).UnixMicro()
 		if h := e.job.Holder; h != nil {
-			scheduledAt[i], startedAt[i], workers[i], instances[i] = h.Scheduled, h.Started, h.Executor, h.Instance
+			r.Scheduled, r.Started, r.Worker, r.Instance = h.Scheduled, h.Started, h.Executor, h.Instance
 		}
 		if d, err := time.ParseDuration(sub.Timeout); err == nil {
-			timeouts[i] = d.Milliseconds()
+			r.TimeoutMS = d.Milliseconds()
 		}
-		if len(sub.Waits) > 0 {
-			w, err := json.Marshal(sub.Waits)
-			if err != nil {
-				return nil, err
-			}
-			dependsOn[i] = w
-		}
-		progress[i] = int16(e.job.Progress)
-		errs[i], traceparents[i] = e.change.Error, sub.TraceParent
 		if len(sub.Args) > 0 {
-			args[i] = sub.Args
+			r.Args = sub.Args
 		}
 		if e.kind == Ended && e.change.To == fairway.StateSuccess && len(e.item.Result) > 0 {
-			results[i] = e.item.Result
+			r.Result = e.item.Result
 		}
+		waits = append(waits, sub.Waits...)
+		records[i] = r
+		tasks[i], states[i], started[i], due[i] = r.Task, string(r.State), r.Started, max(r.Submitted, r.RunAt)
 	}
-	return []any{partition, epoch, groups, ids, tasks, args, subjects, submitters, priorities, trackers, states,
-		retries, maxRetries, attempts, runAt, expiresAt, dependsOn, progress, workers, instances,
-		submittedAt, scheduledAt, startedAt, results, errs, traceparents, timeouts}, nil
+	body, err := json.Marshal(records)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the records of %d jobs: %w", n, err)
+	}
+	if len(waits) > 0 {
+		slices.Sort(waits)
+		waits = slices.Compact(waits)
+	}
+	return []any{partition, epoch, groups, ids, waits, body, tasks, states, started, due}, nil
+}
+
+// dropNUL is s without NUL characters, which PostgreSQL's text cannot
+// hold (a record's JSON would take one, and its reads then fail).
+func dropNUL(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "")
 }
 
 // submissions returns the rows that submitted the jobs, as far as their

@@ -60,8 +60,9 @@ var ErrCoordinatorRunning = errors.New("a coordinator runs on this database")
 // journal (retried rows, so that each keeps its attempts so far and its
 // submission time; the journal's leader queues them as any job), the
 // groups' weights and the rate limits become the journal's weight and
-// rate rows, the unfinished rows leave fairway_job (which keeps the
-// records of ended jobs, their log lines, and every id taken), and the
+// rate rows, the unfinished rows leave fairway_job_row and the ended ones
+// become records (fairway_record; their log lines and every id taken
+// stay), and the
 // database's engine is the journal. On a new database (no engine
 // recorded) it records the journal, and moves nothing. Every coordinator
 // must be stopped (ErrCoordinatorRunning otherwise). What changes for the
@@ -122,11 +123,8 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 		}
 	}()
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		// The foreign key of the log lines goes first: the unfinished
-		// rows leave, their lines stay for the journal's jobs.
-		if _, err := tx.Exec(ctx, journalShedsRowEngineSQL); err != nil {
-			return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", err)
-		}
+		// (The foreign key of the log lines went with migration 027: the
+		// unfinished rows leave, their lines stay for the journal's jobs.)
 		tag, err := tx.Exec(ctx, convertCancelRequestedSQL)
 		if err != nil {
 			return fmt.Errorf("cancelling the jobs whose cancel was requested: %w", err)
@@ -161,6 +159,9 @@ func (s *Store) ConvertToJournal(ctx context.Context, progress func(jobs int)) (
 		}
 		if _, err := tx.Exec(ctx, convertFinishSQL); err != nil {
 			return fmt.Errorf("recording the journal as the database's engine: %w", err)
+		}
+		if _, err := tx.Exec(ctx, moveJobRowsSQL); err != nil {
+			return fmt.Errorf("moving the ended jobs into the records: %w", err)
 		}
 		return nil
 	})

@@ -16,10 +16,6 @@ var (
 	chooseEngineSQL string
 	//go:embed sql/engine.sql
 	engineSQL string
-	//go:embed sql/journal_sheds_row_engine.sql
-	journalShedsRowEngineSQL string
-	//go:embed sql/journal_shed_needed.sql
-	journalShedNeededSQL string
 )
 
 // The engines a database may have recorded (migration 021). Fairway runs
@@ -43,11 +39,7 @@ func errRowEngine(at time.Time) error {
 }
 
 // OpenJournal records the journal as a new database's engine, and refuses
-// a database of the row engine (errRowEngine). On the journal, fairway_job
-// holds the records of ended jobs only: the row engine's indexes of
-// unfinished jobs index nothing there, every record's insert would
-// evaluate their predicates, and a running job's log lines have no record
-// to refer to yet, so a database moved from the rows loses them here.
+// a database of the row engine (errRowEngine).
 func (s *Store) OpenJournal(ctx context.Context) error {
 	chosen, at, err := recordEngine(ctx, s.pool, EngineJournal)
 	if err != nil {
@@ -55,15 +47,6 @@ func (s *Store) OpenJournal(ctx context.Context) error {
 	}
 	if chosen != EngineJournal {
 		return errRowEngine(at)
-	}
-	var needed bool
-	if err := s.pool.QueryRow(ctx, journalShedNeededSQL).Scan(&needed); err != nil {
-		return fmt.Errorf("reading the journal database's indexes: %w", interpretError(err))
-	}
-	if needed {
-		if _, err := s.pool.Exec(ctx, journalShedsRowEngineSQL); err != nil {
-			return fmt.Errorf("dropping the row engine's indexes of unfinished jobs: %w", interpretError(err))
-		}
 	}
 	return nil
 }

@@ -1,14 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -91,43 +88,12 @@ func TestADatabaseOfTheRowEngineIsRefused(t *testing.T) {
 	require.Zero(t, rows)
 }
 
-// TestTheJournalShedsTheRowEnginesIndexes: on the journal, fairway_job
-// (its records) keeps the primary key, the finished and dependents
-// indexes, and one empty index of the unfinished states, instead of the
-// row engine's eight (a database moved from the rows had them). Opening
-// again changes nothing, and takes no lock once they are shed: a reader
-// of the log (or of the records) does not hold a start back.
-func TestTheJournalShedsTheRowEnginesIndexes(t *testing.T) {
-	t.Parallel()
-	s := storetest.Open(t)
-	indexes := func() []string {
-		rows, err := s.Pool().Query(t.Context(), `SELECT indexname FROM pg_indexes WHERE tablename = 'fairway_job' ORDER BY 1`)
-		require.NoError(t, err)
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		return names
-	}
-	require.Contains(t, indexes(), "fairway_job_eligible", "the migrations make the row engine's indexes")
-	for range 2 {
-		require.NoError(t, s.OpenJournal(t.Context()))
-		require.Equal(t, []string{"fairway_job_dependents", "fairway_job_finished", "fairway_job_group_seq", "fairway_job_live", "fairway_job_pkey", "fairway_job_seq"}, indexes())
-	}
-	tx, err := s.Pool().Begin(t.Context())
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(t.Context()) }()
-	_, err = tx.Exec(t.Context(), `LOCK TABLE fairway_job_log, fairway_job IN ACCESS SHARE MODE`)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-	defer cancel()
-	require.NoError(t, s.OpenJournal(ctx), "a start waited for a lock it did not need")
-}
-
-// TestCoordinatorsStartingTogetherShedTogether: two coordinators that
-// start on a new database at the same moment both shed the row engine's
-// indexes without error. Their DDL deadlocked now and then (fault
-// scenario journal-kill-leader-mid-claim: a coordinator exited at its
-// start), before the shedding took a lock of its own.
-func TestCoordinatorsStartingTogetherShedTogether(t *testing.T) {
+// TestCoordinatorsStartingTogetherOpenTogether: two coordinators that
+// start on a new database at the same moment both open it on the journal
+// without error. (Until migration 027 they also shed the row engine's
+// indexes, whose DDL deadlocked now and then before it took a lock of its
+// own: fault scenario journal-kill-leader-mid-claim.)
+func TestCoordinatorsStartingTogetherOpenTogether(t *testing.T) {
 	t.Parallel()
 	for range 8 {
 		first, url := storetest.OpenURL(t)

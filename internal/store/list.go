@@ -78,10 +78,9 @@ func parseCursor(cursor string) (int64, error) {
 	return n, nil
 }
 
-// ListRecords streams the records of ended jobs that p selects (the
-// journal's fairway_job holds no other row), newest ended first: by their
-// seq, which a record takes when it is written, through the indexes of
-// journal_sheds_row_engine.sql. At most p.Limit of them (ListLimitDefault
+// ListRecords streams the records of ended jobs that p selects, newest
+// ended first: by their seq, the batch's id and the record's place in it
+// (fairway_record_job, migration 027). At most p.Limit of them (ListLimitDefault
 // when 0); without p.Full they come without args and result, which are
 // never read. yield returns false to refuse a job and stop; ListRecords
 // then returns the cursor after the last job yield took (the last
@@ -102,11 +101,18 @@ func (s *Store) ListRecords(ctx context.Context, p ListParams, yield func(fairwa
 	if p.Full {
 		cols = jobColumns
 	}
-	query := "SELECT seq, " + cols + ` FROM fairway_job
-		WHERE ($1 = '' OR group_name = $1) AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR seq < $4)
+	// Batch by batch, newest first (the batches' key), each batch's
+	// records newest first; one group's through the batches that hold it
+	// (fairway_record_groups).
+	group := "$1 = ''"
+	if p.Group != "" {
+		group = "groups @> ARRAY[$1::text] AND group_name = $1"
+	}
+	query := "SELECT seq, " + cols + ` FROM fairway_record_job
+		WHERE ` + group + ` AND ($2 = '' OR task = $2) AND ($3 = '' OR state = $3) AND ($4 = 0 OR (batch <= $4 / 1048576 AND seq < $4))
 		  AND ($6 = '' OR priority = $6) AND ($7::timestamptz IS NULL OR submitted >= $7) AND ($8::timestamptz IS NULL OR submitted < $8)
 		  AND ($9 = '' OR args::text ILIKE $9 ESCAPE '\' OR error ILIKE $9 ESCAPE '\')
-		ORDER BY seq DESC LIMIT $5`
+		ORDER BY batch DESC, seq DESC LIMIT $5`
 	var since, until *time.Time
 	if !p.Since.IsZero() {
 		since = &p.Since

@@ -7,10 +7,15 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/jackc/pgx/v5"
 )
 
-//go:embed sql/prune.sql
-var pruneSQL string
+var (
+	//go:embed sql/prune.sql
+	pruneSQL string
+	//go:embed sql/prune_lock.sql
+	pruneLockSQL string
+)
 
 // PruneBatchDefault is how many jobs one Prune call removes at most.
 const PruneBatchDefault = 1000
@@ -31,7 +36,15 @@ func (s *Store) Prune(ctx context.Context, state fairway.State, olderThan time.D
 		limit = PruneBatchDefault
 	}
 	var n int
-	if err := s.pool.QueryRow(ctx, pruneSQL, string(state), interval(olderThan), group, limit).Scan(&n); err != nil {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, pruneLockSQL); err != nil {
+			return err
+		}
+		// A statement of its own, after the lock: it sees what the prune
+		// before it wrote.
+		return tx.QueryRow(ctx, pruneSQL, string(state), interval(olderThan), group, limit).Scan(&n)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("pruning %s jobs: %w", state, interpretError(err))
 	}
 	return n, nil

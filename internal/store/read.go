@@ -21,7 +21,7 @@ var (
 // Get returns the job id of group. Ids are unique per group only: a job of
 // another group is not found, whatever its id.
 func (s *Store) Get(ctx context.Context, group, id string) (*fairway.Job, error) {
-	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_job WHERE group_name = $2 AND id = $1", id, group))
+	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobColumns+" FROM fairway_records_of($2, ARRAY[$1::text])", id, group))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fairway.NotFound(id)
 	}
@@ -62,7 +62,7 @@ type ListParams struct {
 // bulk loads, such as the scale benchmark's).
 func (s *Store) Analyze(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, analyzeJobsSQL); err != nil {
-		return fmt.Errorf("analyzing fairway_job: %w", interpretError(err))
+		return fmt.Errorf("analyzing the records: %w", interpretError(err))
 	}
 	return nil
 }

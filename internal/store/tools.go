@@ -18,6 +18,8 @@ import (
 var (
 	//go:embed sql/tools_fill_history.sql
 	toolsFillHistorySQL string
+	//go:embed sql/move_job_rows.sql
+	moveJobRowsSQL string
 	//go:embed sql/tools_count_id_prefix.sql
 	toolsCountIDPrefixSQL string
 	//go:embed sql/tools_count_final.sql
@@ -37,10 +39,17 @@ const HistoryPrefix = "h"
 
 // FillHistory stores the finished jobs from..to (ids HistoryPrefix + i:
 // successes of task "work" that ended two hours ago, in 1,000 groups
-// named HistoryPrefix + i % 1000) straight into the job table, without
+// named HistoryPrefix + i % 1000) as batches of records, without
 // events, as years of use would leave them: the benchmark's history.
 func (s *Store) FillHistory(ctx context.Context, from, to int64) error {
-	if _, err := s.pool.Exec(ctx, toolsFillHistorySQL, from, to, HistoryPrefix); err != nil {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, toolsFillHistorySQL, from, to, HistoryPrefix); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, moveJobRowsSQL)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("storing finished jobs: %w", interpretError(err))
 	}
 	return nil

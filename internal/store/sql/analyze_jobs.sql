@@ -1,2 +1,2 @@
--- Refreshes the planner statistics of the job table.
-ANALYZE fairway_job
+-- Refreshes the planner statistics of the records' batches.
+ANALYZE fairway_record

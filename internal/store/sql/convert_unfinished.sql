@@ -9,5 +9,5 @@ SELECT j.group_name, j.id, j.task, j.priority, j.args::text, j.subject, j.submit
        coalesce((extract(epoch FROM j.trigger_after) * 1e6)::bigint, 0),
        (extract(epoch FROM j.submitted) * 1e6)::bigint
   FROM unnest($1::text[], $2::text[]) AS r (group_name, id)
-  JOIN fairway_job j ON j.group_name = r.group_name AND j.id = r.id
+  JOIN fairway_job_row j ON j.group_name = r.group_name AND j.id = r.id
  WHERE j.state NOT IN ('success', 'failed', 'cancelled')

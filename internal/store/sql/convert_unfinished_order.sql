@@ -2,6 +2,6 @@
 -- and what they depend on, oldest first, for the order in which the
 -- journal receives them (a job after the jobs it depends on).
 SELECT group_name, id, coalesce(depends_on, '{}')
-  FROM fairway_job
+  FROM fairway_job_row
  WHERE state NOT IN ('success', 'failed', 'cancelled')
  ORDER BY submitted, seq

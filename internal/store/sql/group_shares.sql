@@ -7,9 +7,9 @@ WITH used AS (
     SELECT group_name,
            sum(extract(epoch FROM least(coalesce(finished, now()), now()) - greatest(started, now() - $1::interval)))::float8 AS seconds
       FROM (SELECT group_name, started, finished
-              FROM fairway_job
+              FROM fairway_record_stat
              WHERE started IS NOT NULL
-               AND ((state IN ('success', 'failed', 'cancelled') AND finished >= now() - $1::interval) OR state = 'running')
+               AND batch_finished >= now() - $1::interval AND finished >= now() - $1::interval
             UNION ALL
             -- The journal engine's running jobs, from its state: group,
             -- started ($2, $3; empty on the row engine).

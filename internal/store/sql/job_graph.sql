@@ -1,6 +1,5 @@
 -- The jobs $2 of group $1 (a graph's nodes, found by Store.Graph's walk),
--- in submission order. Key look-ups in fairway_job_pkey.
+-- in submission order, from their records through the batches' keys.
 SELECT {{job_columns}}
-  FROM fairway_job
- WHERE group_name = $1 AND id = ANY ($2::text[])
+  FROM fairway_records_of($1, $2::text[])
  ORDER BY submitted, id

@@ -1,7 +1,7 @@
 -- The concurrency limits, each with the jobs its task or group holds now
 -- (scheduled or running; for '*', the most any one group holds).
 WITH held AS MATERIALIZED (
-    SELECT task, group_name FROM fairway_job WHERE state IN ('scheduled', 'running')
+    SELECT task, group_name FROM fairway_job_row WHERE state IN ('scheduled', 'running')
 )
 SELECT l.kind, l.name, l.max_running,
        CASE

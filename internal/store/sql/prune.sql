@@ -1,31 +1,37 @@
 -- Removes one batch of finished jobs: state $1, ended more than $2 ago
--- (PostgreSQL's clock), of group $3 ('' for every group), oldest first, at
--- most $4. Their log lines go with them (deleted here: on the journal
--- engine they have no foreign key), and on the journal engine the ids they
--- took (fairway_job_id), so that an id is free again once its job is
--- gone, as on the row engine. Rows another
--- transaction holds are skipped, and batches are small, so pruning never
--- holds long locks. A job that a blocked job (pending, with depends_on)
--- names stays: its end decides that job's fate. Returns how many jobs it
--- removed. Their rows in fairway_job_order go too.
-WITH doomed AS (
-    SELECT group_name, id, seq FROM fairway_job
-     WHERE state = $1 AND finished < now() - $2::interval AND ($3 = '' OR group_name = $3)
-       AND NOT EXISTS (SELECT 1 FROM fairway_job d
-                        WHERE d.depends_on @> ARRAY[fairway_job.id] AND d.depends_on IS NOT NULL
-                          AND d.group_name = fairway_job.group_name AND d.state = 'pending')
-     ORDER BY finished
+-- (PostgreSQL's clock), of group $3 ('' for every group), the oldest
+-- first, at most $4. Their records leave their batches (fairway_record: a
+-- batch whose records all go is deleted, another is written again without
+-- them), their log lines go with them, and so do the ids they took
+-- (fairway_job_id), so that an id is free again once its job is gone.
+-- Run after prune_lock.sql, in its transaction: one prune at a time, so
+-- that a batch is not written by two. Returns how many jobs it removed.
+WITH candidates AS (
+    SELECT b.id AS batch, x.o
+      FROM fairway_record b
+     CROSS JOIN LATERAL jsonb_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
+     WHERE b.finished < now() - $2::interval AND ($3 = '' OR b.groups @> ARRAY[$3::text])
+       AND x.e->>'state' = $1 AND ($3 = '' OR x.e->>'group_name' = $3)
+     ORDER BY b.finished, b.id, x.o
      LIMIT $4
-       FOR UPDATE SKIP LOCKED
-), gone AS (
-    DELETE FROM fairway_job j USING doomed d
-     WHERE j.group_name = d.group_name AND j.id = d.id
-    RETURNING 1
-), unlisted AS (
-    DELETE FROM fairway_job_order o USING doomed d WHERE o.seq = d.seq
+), jobs AS (
+    SELECT b.id AS batch, x.e, x.o, EXISTS (SELECT 1 FROM candidates c WHERE c.batch = b.id AND c.o = x.o) AS gone
+      FROM fairway_record b
+     CROSS JOIN LATERAL jsonb_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
+     WHERE b.id IN (SELECT batch FROM candidates)
+), emptied AS (
+    DELETE FROM fairway_record b
+     USING (SELECT batch FROM jobs GROUP BY batch HAVING bool_and(gone)) k
+     WHERE b.id = k.batch
+), rewritten AS (
+    UPDATE fairway_record b SET jobs = k.jobs
+      FROM (SELECT batch, jsonb_agg(e ORDER BY o) FILTER (WHERE NOT gone) AS jobs FROM jobs GROUP BY batch HAVING NOT bool_and(gone)) k
+     WHERE b.id = k.batch
+), removed AS (
+    SELECT e->>'group_name' AS group_name, e->>'id' AS id FROM jobs WHERE gone
 ), unlogged AS (
-    DELETE FROM fairway_job_log l USING doomed d WHERE l.group_name = d.group_name AND l.job_id = d.id
+    DELETE FROM fairway_job_log l USING removed r WHERE l.group_name = r.group_name AND l.job_id = r.id
 ), freed AS (
-    DELETE FROM fairway_job_id i USING doomed d WHERE i.group_name = d.group_name AND i.id = d.id
+    DELETE FROM fairway_job_id i USING removed r WHERE i.group_name = r.group_name AND i.id = r.id
 )
-SELECT count(*) FROM gone
+SELECT count(*) FROM removed

@@ -15,11 +15,10 @@
 -- last the sum of ends less n times its start bound, and the buckets
 -- between n whole buckets each.
 WITH j AS (
-    SELECT group_name, state, started, finished, greatest(submitted, run_at) AS due
-      FROM fairway_job
+    SELECT group_name, state, started, finished, due
+      FROM fairway_record_stat
      WHERE ($4::text = '' OR group_name = $4::text)
-       AND ((state IN ('success', 'failed', 'cancelled') AND finished >= $1::timestamptz)
-            OR state IN ('scheduled', 'running', 'waiting', 'stuck'))
+       AND batch_finished >= $1::timestamptz AND finished >= $1::timestamptz
 ), iv AS (
     SELECT group_name, v.running,
            date_part('epoch', greatest(v.s, $1::timestamptz) - $1::timestamptz) AS s,

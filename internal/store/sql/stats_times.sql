@@ -5,13 +5,9 @@
 -- its start to its end. Columns: task, started, ended, wait p50, wait p99,
 -- run p50, run p99.
 WITH j AS (
-    SELECT task, started, finished, greatest(submitted, run_at) AS due
-      FROM fairway_job
-     WHERE state IN ('success', 'failed', 'cancelled') AND finished >= $1::timestamptz AND ($2::text = '' OR group_name = $2::text)
-    UNION ALL
-    SELECT task, started, NULL, greatest(submitted, run_at)
-      FROM fairway_job
-     WHERE state IN ('scheduled', 'running') AND started IS NOT NULL AND ($2::text = '' OR group_name = $2::text)
+    SELECT task, started, finished, due
+      FROM fairway_record_stat
+     WHERE batch_finished >= $1::timestamptz AND finished >= $1::timestamptz AND ($2::text = '' OR group_name = $2::text)
     UNION ALL
     -- The journal engine's started held jobs, from its state: task,
     -- started, due ($3..$5; empty on the row engine).
