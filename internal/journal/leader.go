@@ -920,6 +920,7 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 			if records != nil {
 				records(b)
 			}
+			b.Queue(RecordsLockSQL)
 			b.Queue(forgetRecordsSQL, l.cfg.Partition, epoch, groups, ids)
 		}
 	}

@@ -187,17 +187,26 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(i
 // rows that end the jobs are appended); $3 and $4 are the jobs' groups
 // and ids (their keys, computed here), $5 the ids they depended on, $6
 // the records, $7 to $10 their tasks, states, starts and due times (what
-// the stats read: fairway_record_stat). One row per batch where a row per job cost PostgreSQL
-// about 16 µs of CPU and 590 bytes of WAL a job (docs/performance.md, "The
-// records, measured apart").
+// the stats read: fairway_record_stat). One row per batch, where a row
+// per job cost PostgreSQL about 16 µs of CPU and 590 bytes of WAL a job
+// (docs/performance.md, "The records, measured apart"). A record's place
+// in its batch (n) is below 2^20, which its seq counts on
+// (fairway_record_job): no batch ends that many jobs.
 const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, jobs)
 SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i)),
        ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::jsonb
  WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
 
+// RecordsLockSQL is taken, until its transaction ends, by whatever writes
+// a batch of records again (retention's prune, forgetRecordsSQL): two
+// writers of one batch would each write it from what it read before the
+// other's change, and undo that change.
+const RecordsLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fairway: records written again'))`
+
 // forgetRecordsSQL takes the records of jobs ($3 groups, $4 ids) out of
 // their batches, under the epoch check of recordsSQL ($1, $2): a job
-// retried by hand is live again, and its next end records it anew.
+// retried by hand is live again, and its next end records it anew. Sent
+// after RecordsLockSQL, in its transaction.
 const forgetRecordsSQL = `UPDATE fairway_record b
    SET jobs = (SELECT coalesce(jsonb_agg(x.e ORDER BY x.o), '[]'::jsonb) FROM jsonb_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
                 WHERE (x.e->>'group_name', x.e->>'id') NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))
@@ -219,7 +228,8 @@ func retriedRefs(batches []batch) (groups, ids []string) {
 }
 
 // record is a job's record in a batch's jobs (fairway_record_job's
-// columns; times in microseconds since the Unix epoch, absent when zero).
+// columns; times in microseconds since the Unix epoch, those that may be
+// unset absent when zero).
 type record struct {
 	N           int             `json:"n"`
 	Group       string          `json:"group_name"`

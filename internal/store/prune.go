@@ -7,15 +7,12 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/jackc/pgx/v5"
 )
 
-var (
-	//go:embed sql/prune.sql
-	pruneSQL string
-	//go:embed sql/prune_lock.sql
-	pruneLockSQL string
-)
+//go:embed sql/prune.sql
+var pruneSQL string
 
 // PruneBatchDefault is how many jobs one Prune call removes at most.
 const PruneBatchDefault = 1000
@@ -37,11 +34,11 @@ func (s *Store) Prune(ctx context.Context, state fairway.State, olderThan time.D
 	}
 	var n int
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, pruneLockSQL); err != nil {
+		if _, err := tx.Exec(ctx, journal.RecordsLockSQL); err != nil {
 			return err
 		}
-		// A statement of its own, after the lock: it sees what the prune
-		// before it wrote.
+		// A statement of its own, after the lock: it sees what the writer
+		// before it wrote (another prune, a retry by hand).
 		return tx.QueryRow(ctx, pruneSQL, string(state), interval(olderThan), group, limit).Scan(&n)
 	})
 	if err != nil {

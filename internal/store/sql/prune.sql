@@ -4,8 +4,9 @@
 -- batch whose records all go is deleted, another is written again without
 -- them), their log lines go with them, and so do the ids they took
 -- (fairway_job_id), so that an id is free again once its job is gone.
--- Run after prune_lock.sql, in its transaction: one prune at a time, so
--- that a batch is not written by two. Returns how many jobs it removed.
+-- Run after journal.RecordsLockSQL, in its transaction: one writer of
+-- the batches at a time (another prune, a retry by hand taking a job's
+-- record out). Returns how many jobs it removed.
 WITH candidates AS (
     SELECT b.id AS batch, x.o
       FROM fairway_record b
