@@ -211,5 +211,10 @@ func (d *dispatcher) heartbeat(ctx context.Context, msg *nats.Msg) {
 	defer cancel()
 	if err := d.store.Heartbeat(ctx, hb.Executor, hb.Instance, len(hb.Jobs)); err != nil {
 		d.log.Debug("heartbeat not recorded", "executor", hb.Executor, "error", err)
+		return // no answer: the executor sends it again, to any coordinator
+	}
+	if msg.Reply != "" {
+		// Recorded: the executor stops sending this one again.
+		_ = msg.Respond(nil)
 	}
 }

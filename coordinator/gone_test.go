@@ -6,6 +6,7 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"testing"
@@ -268,4 +269,22 @@ func TestGoneExecutorRegistersAgain(t *testing.T) {
 	evs := h.final(reply.ID)
 	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
 	require.Equal(t, "partitioned", evs[len(evs)-1].Executor)
+}
+
+// TestAHeartbeatIsAnsweredOnceRecorded: a heartbeat sent as a request is
+// answered by the coordinator that recorded it (the executor sends it
+// again otherwise, so that a coordinator cut off from PostgreSQL cannot
+// swallow it), and the registry's last heartbeat moves. Without the
+// answer, the request runs out.
+func TestAHeartbeatIsAnsweredOnceRecorded(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	_, nc := h.startExecutorWith("hb", time.Hour, "work", echo)
+	before := h.executorState("hb")
+	subject := h.client.Subjects().Exec("hb", events.ExecHeartbeat)
+	data, err := json.Marshal(events.Heartbeat{Executor: "hb", Instance: before.Instance, Slots: 2})
+	require.NoError(t, err)
+	_, err = nc.Request(subject, data, waitTimeout)
+	require.NoError(t, err, "a recorded heartbeat is answered")
+	require.True(t, h.executorState("hb").LastHeartbeat.After(before.LastHeartbeat), "and recorded")
 }

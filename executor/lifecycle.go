@@ -387,10 +387,27 @@ func (e *Executor) heartbeat() {
 	e.mu.Unlock()
 	slices.SortFunc(ids, compareRefs)
 	data, err := json.Marshal(events.Heartbeat{Executor: e.cfg.AppID, Instance: e.instance, Jobs: ids, Slots: pool})
-	if err == nil {
-		err = e.nc.Publish(e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat), data)
-	}
 	if err != nil {
 		e.logger.Warn("sending a heartbeat", "error", err)
+		return
+	}
+	// A request, sent again until a coordinator says it recorded it: the
+	// coordinators share the subject as a queue group, and one cut off
+	// (from PostgreSQL, or from NATS before the server notices) would
+	// swallow it, and this executor's jobs would be released as lost
+	// while they run. Each try may reach another coordinator.
+	subject := e.subjects.Exec(e.cfg.AppID, events.ExecHeartbeat)
+	wait := min(e.cfg.Heartbeat/(heartbeatTries+1), time.Second)
+	for try := 1; ; try++ {
+		_, err = e.nc.Request(subject, data, wait)
+		if err == nil || try == heartbeatTries {
+			break
+		}
+	}
+	if err != nil {
+		e.logger.Debug("no coordinator acknowledged a heartbeat", "tries", heartbeatTries, "error", err)
 	}
 }
+
+// heartbeatTries bounds the tries of one heartbeat (heartbeat).
+const heartbeatTries = 3
