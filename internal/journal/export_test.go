@@ -83,8 +83,8 @@ func KeptDecodeSome(body []byte, want []int32, max int) (map[int32]Item, int, er
 	if _, _, err := r.decodeSome(1, want); err != nil {
 		return nil, r.bytes, err
 	}
-	items, _, err := r.decodeSome(1, want)
-	return items, r.bytes, err
+	sub, _, err := r.decodeSome(1, want)
+	return sub.items, r.bytes, err
 }
 
 // KeptRowsBytes keeps bodies in turn as rows 1, 2, … of a recentRows

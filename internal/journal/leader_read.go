@@ -123,13 +123,12 @@ func (l *Leader) submittedRows(ctx context.Context, want wantedItems) (map[int64
 	submittedKept := map[int64]submittedRow{}
 	missing := wantedItems{}
 	for id, indexes := range want {
-		items, ok, err := l.recent.decodeSome(id, indexes)
+		sub, ok, err := l.recent.decodeSome(id, indexes)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("journal row %d: %w", id, err)
 		case ok:
-			row, _ := l.recent.get(id)
-			submittedKept[id] = submittedRow{at: row.at, items: items}
+			submittedKept[id] = sub
 		default:
 			missing[id] = indexes
 		}

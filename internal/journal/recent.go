@@ -61,25 +61,26 @@ func (r *recentRows) get(id int64) (recentRow, bool) {
 }
 
 // decodeSome reads the items at the indexes want of row id, if kept
-// (ok false when not), through its items' offsets, found at the first
-// call and counted in the bound from then on.
-func (r *recentRows) decodeSome(id int64, want []int32) (items map[int32]Item, ok bool, err error) {
+// (ok false when not), with the row's time, through its items' offsets,
+// found at the first call and counted in the bound from then on.
+func (r *recentRows) decodeSome(id int64, want []int32) (sub submittedRow, ok bool, err error) {
 	row, ok := r.rows[id]
 	if !ok {
-		return nil, false, nil
+		return submittedRow{}, false, nil
 	}
+	sub.at = row.at
 	if len(row.body) == 0 || row.body[0] != binaryBatch {
-		items, err := decodeSome(row.body, want)
-		return items, true, err
+		sub.items, err = decodeSome(row.body, want)
+		return sub, true, err
 	}
 	if row.offsets == nil {
 		if row.offsets, err = itemOffsets(row.body[1:]); err != nil {
-			return nil, true, err
+			return sub, true, err
 		}
 		r.bytes += 4 * len(row.offsets)
 	}
-	items, err = decodeBinaryAt(row.body[1:], row.offsets, want)
-	return items, true, err
+	sub.items, err = decodeBinaryAt(row.body[1:], row.offsets, want)
+	return sub, true, err
 }
 
 // size is what row counts in the bound: its body, and its offsets once
