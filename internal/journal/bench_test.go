@@ -183,12 +183,6 @@ func BenchmarkLeaderDrain(b *testing.B) {
 		b.StopTimer()
 		ctx := b.Context()
 		db := pool(b)
-		// The tests' databases mirror the row engine into the journal
-		// (storetest): a test device, not production's, and not this
-		// engine's to pay for its records.
-		if _, err := db.Exec(ctx, `ALTER TABLE fairway_job DISABLE TRIGGER USER`); err != nil {
-			b.Fatal(err)
-		}
 		for n := 0; n < jobs; n += batch {
 			items := make([]journal.Item, batch)
 			for k := range items {

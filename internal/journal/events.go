@@ -300,21 +300,39 @@ type sending struct {
 // position is where the published events reach. Called while leading;
 // events published whose position could not be recorded stay pending, and
 // go again (under their ids): at least once.
+//
+// The position is recorded (notePublished, a commit) once per
+// LeaderConfig.PublishedNote at most, not after every round: with short
+// jobs a round is a claim's or a report's few events, and the records of
+// the position were a third of the commits (1,000 jobs of 5 ms: 201 of
+// 560). Recorded later, it only makes a successor, or a leader that
+// restores, publish again up to that much more (at least once, as after
+// any failure), and a prune waits as long; a snapshot, which covers no row
+// whose events are not recorded as published, has it recorded as soon as
+// it is due. Run's poll brings publish round to record it.
 func (l *Leader) publish(ctx context.Context) error {
 	l.mu.Lock()
 	if l.cfg.Publish == nil || !l.leading || len(l.pending) == 0 {
 		l.mu.Unlock()
 		return nil
 	}
-	if b := l.sending; b == nil || b.epoch != l.lease.Epoch || len(l.pending) < b.n {
+	if b := l.sending; b == nil || b.epoch != l.lease.Epoch || len(l.pending) < b.n || (b.sent == b.n && len(l.pending) > b.n) {
 		position := l.tail.Position()
 		if position == "" {
 			l.mu.Unlock()
 			return nil // a read cut by its limit: after the next fold
 		}
-		l.sending = &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch}
+		next := &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch}
+		if b != nil && b.epoch == next.epoch && b.sent == b.n && len(l.pending) > b.n {
+			// Handed on, its position not yet recorded (PublishedNote):
+			// the new batch goes on from it, and its position covers
+			// both.
+			next.sent = b.n
+		}
+		l.sending = next
 	}
 	b := l.sending
+	noteNow := time.Since(l.notedAt) >= l.cfg.PublishedNote || l.state == nil || snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, l.state.Jobs.Len(), time.Since(l.snapshotAt))
 	l.mu.Unlock()
 	v, err := parseSnapshot(b.position)
 	if err != nil {
@@ -379,9 +397,13 @@ func (l *Leader) publish(ctx context.Context) error {
 		l.Wake() // the next round at once, after the loop's other work
 		return nil
 	}
+	if !noteNow {
+		return nil // at a later call (Run polls), within PublishedNote
+	}
 	if err := notePublished(ctx, l.db, l.cfg.Partition, b.epoch, b.position); err != nil {
 		return err
 	}
+	l.notedAt = time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sending != b {

@@ -377,3 +377,61 @@ func runLeader(t *testing.T, l *journal.Leader) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }
+
+// TestThePublishedPositionIsRecordedNowAndThen: the leader records where
+// its published events reach once per PublishedNote, not after every
+// round of events (a commit each); the events it published since the
+// last record are published again by its successor (at least once), none
+// lost; and a snapshot that is due has the position recorded at once.
+func TestThePublishedPositionIsRecordedNowAndThen(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	cfg := journal.LeaderConfig{TTL: time.Second, Renew: 50 * time.Millisecond, Poll: 10 * time.Millisecond,
+		SnapshotEvery: time.Hour, SnapshotRows: 1_000_000, PublishedNote: time.Hour}
+	unrecorded := func() (n int) {
+		t.Helper()
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal j, fairway_journal_lease l
+ WHERE l.partition = 0 AND (l.published IS NULL OR NOT pg_visible_in_snapshot(j.xid, l.published))`).Scan(&n))
+		return n
+	}
+	submit := func(l *journal.Leader, i int) {
+		t.Helper()
+		body, err := journal.Encode([]journal.Item{{Group: "g", ID: fmt.Sprintf("j%02d", i), Task: "t"}})
+		require.NoError(t, err)
+		require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+		l.Wake()
+	}
+
+	rec1 := &recorder{}
+	c1 := cfg
+	c1.Holder, c1.Publish = "c1", rec1.publish
+	l1 := journal.NewLeader(db, c1)
+	l1ctx, stop1 := context.WithCancel(ctx)
+	done1 := make(chan struct{})
+	go func() {
+		defer close(done1)
+		l1.Run(l1ctx)
+	}()
+	submit(l1, 0)
+	require.Eventually(t, func() bool { return len(rec1.byID()) == 1 && unrecorded() == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the first round's position is recorded")
+	for i := 1; i <= 5; i++ {
+		submit(l1, i)
+		require.Eventually(t, func() bool { return len(rec1.byID()) == i+1 }, 10*time.Second, 5*time.Millisecond, "round %d is published", i)
+	}
+	require.Equal(t, 5, unrecorded(), "five rounds published, their position not recorded: no commit each")
+	stop1()
+	<-done1
+
+	// The successor publishes again what the position does not cover.
+	expireLease(t, db)
+	rec2 := &recorder{}
+	c2 := cfg
+	c2.Holder, c2.Publish, c2.PublishedNote = "c2", rec2.publish, time.Millisecond
+	runLeader(t, journal.NewLeader(db, c2))
+	require.Eventually(t, func() bool { return len(rec2.byID()) == 5 && unrecorded() == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the successor publishes again the five rounds whose position was not recorded, and records it")
+	for id := range rec2.byID() {
+		require.Contains(t, rec1.byID(), id, "published again, not anew")
+	}
+}

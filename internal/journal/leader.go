@@ -27,6 +27,9 @@ type LeaderConfig struct {
 	// Poll is how often the leader reads the tail (default 50 ms); Wake
 	// reads it at once.
 	Poll time.Duration
+	// PublishedNote is how often at most the leader records where its
+	// published events reach (default 50 ms; Leader.publish).
+	PublishedNote time.Duration
 	// RecentBytes bounds the bodies of the submitted rows folded last
 	// that the leader keeps, so that claims take their jobs' arguments
 	// from memory (default 16 MiB; recentRows): a million waiting jobs of
@@ -94,6 +97,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.TTL = cmp.Or(c.TTL, 1500*time.Millisecond)
 	c.Renew = cmp.Or(c.Renew, 500*time.Millisecond)
 	c.Poll = cmp.Or(c.Poll, 50*time.Millisecond)
+	c.PublishedNote = cmp.Or(c.PublishedNote, 50*time.Millisecond)
 	c.SnapshotRows = cmp.Or(c.SnapshotRows, 100_000)
 	c.RecentBytes = cmp.Or(c.RecentBytes, 16<<20)
 	c.SnapshotEvery = cmp.Or(c.SnapshotEvery, 10*time.Second)
@@ -184,8 +188,11 @@ type Leader struct {
 	// pending are the events of the rows folded that published does not
 	// cover (LeaderConfig.Publish): the leader publishes them, the others
 	// keep them until the leader's position says they are published.
-	pending   []pendingEvent
-	sending   *sending // the batch of them publish is handing on
+	pending []pendingEvent
+	sending *sending // the batch of them publish is handing on
+	// notedAt is when publish last recorded where the published events
+	// reach (publishedNote; Run's goroutine only).
+	notedAt   time.Time
 	published *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).

@@ -193,8 +193,8 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(i
 // in its batch (n) is below 2^20, which its seq counts on
 // (fairway_record_job): no batch ends that many jobs.
 const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, jobs)
-SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i)),
-       ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::jsonb
+SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS k (g, i, o) ORDER BY k.o),
+       ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::json
  WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
 
 // RecordsLockSQL is taken, until its transaction ends, by whatever writes
@@ -207,11 +207,15 @@ const RecordsLockSQL = `SELECT pg_advisory_xact_lock(hashtext('fairway: records 
 // their batches, under the epoch check of recordsSQL ($1, $2): a job
 // retried by hand is live again, and its next end records it anew. Sent
 // after RecordsLockSQL, in its transaction.
-const forgetRecordsSQL = `UPDATE fairway_record b
-   SET jobs = (SELECT coalesce(jsonb_agg(x.e ORDER BY x.o), '[]'::jsonb) FROM jsonb_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
-                WHERE (x.e->>'group_name', x.e->>'id') NOT IN (SELECT * FROM unnest($3::text[], $4::text[])))
- WHERE b.keys && ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i))
-   AND EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
+const forgetRecordsSQL = `SELECT count(*)
+  FROM (SELECT b.id AS batch, array_agg(x.o) AS gone
+          FROM fairway_record b
+         CROSS JOIN LATERAL json_array_elements(b.jobs) WITH ORDINALITY AS x (e, o)
+         WHERE b.keys && ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) AS k (g, i))
+           AND (x.e->>'group_name', x.e->>'id') IN (SELECT * FROM unnest($3::text[], $4::text[]))
+           AND EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())
+         GROUP BY b.id) c
+ CROSS JOIN LATERAL fairway_records_drop(c.batch, c.gone)`
 
 // retriedRefs are the groups and ids of the jobs that batches retry by
 // hand.

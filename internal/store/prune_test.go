@@ -66,6 +66,16 @@ SELECT 'j' || i, 't', 'g', 'low', CASE WHEN i % 5 = 0 THEN 'failed' ELSE 'succes
 	require.Equal(t, 2000, count(`SELECT count(*) FROM fairway_job_id`), "the failed jobs' ids are free")
 	require.Equal(t, 1, count(`SELECT count(*) FROM fairway_job_log`), "j5's line went with it, j6's stays")
 	require.Equal(t, 0, count(`SELECT count(*) FROM (SELECT seq FROM fairway_job GROUP BY seq HAVING count(*) > 1) d`), "each record keeps its place")
+	require.Equal(t, 0, count(`SELECT count(*) FROM fairway_record_stat WHERE state = 'failed'`), "the stats count no pruned job")
+	require.Equal(t, 2000, count(`SELECT count(*) FROM fairway_record_stat WHERE state = 'success'`))
+	require.Equal(t, 0, count(`SELECT count(*) FROM fairway_record WHERE cardinality(keys) <> json_array_length(jobs)
+   OR cardinality(s_states) <> json_array_length(jobs) OR cardinality(s_finished) <> json_array_length(jobs)`),
+		"a batch written again keeps its arrays in line with its records")
+	for _, id := range []string{"j1", "j999", "j1001", "j2499"} {
+		job, err := s.Get(ctx, "g", id)
+		require.NoError(t, err, "%s, found at its new place in its batch", id)
+		require.Equal(t, id, job.ID)
+	}
 	job, err := s.Get(ctx, "g", "j6")
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateSuccess, job.State, "a kept record reads as before")
@@ -76,4 +86,43 @@ SELECT 'j' || i, 't', 'g', 'low', CASE WHEN i % 5 = 0 THEN 'failed' ELSE 'succes
 	require.NoError(t, err)
 	require.Equal(t, 2000, n)
 	require.Equal(t, 0, count(`SELECT count(*) FROM fairway_record`), "the emptied batches went")
+}
+
+// TestMigration028PutsTheArraysBackInLine: a batch that a prune or a retry
+// by hand wrote again before migration 028 kept the keys and stats of the
+// records it lost; the migration writes its arrays from its records, so
+// that the stats count only these and a record is found at its place.
+// (Applied again here, on a batch made as such a prune left it.)
+func TestMigration028PutsTheArraysBackInLine(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	exec := func(sql string) {
+		t.Helper()
+		_, err := s.Pool().Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	exec(`INSERT INTO fairway_job_row (id, task, group_name, priority, state, max_retries, attempt, run_at, submitted, started, finished)
+SELECT 'j' || i, 't', CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END, 'low', CASE WHEN i % 3 = 0 THEN 'failed' ELSE 'success' END,
+       3, 1, now(), now(), now(), now() - interval '1 day' + i * interval '1 millisecond'
+  FROM generate_series(1, 10) AS i`)
+	exec(`SELECT fairway_move_job_rows()`)
+	// What migration 027's prune did to the failed jobs j3, j6, j9: out of
+	// the records alone.
+	exec(`UPDATE fairway_record SET jobs = (SELECT json_agg(e ORDER BY o) FROM json_array_elements(jobs) WITH ORDINALITY AS x (e, o)
+ WHERE e->>'state' <> 'failed')`)
+	exec(`DELETE FROM fairway_migration WHERE version = 28`)
+	applied, err := s.Migrate(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{28}, applied)
+
+	var states, groups []string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT s_states, groups FROM fairway_record`).Scan(&states, &groups))
+	require.Equal(t, []string{"success", "success", "success", "success", "success", "success", "success"}, states)
+	require.ElementsMatch(t, []string{"even", "odd"}, groups)
+	for _, id := range []string{"j1", "j5", "j10"} {
+		group := map[bool]string{true: "even", false: "odd"}[id == "j10"]
+		job, err := s.Get(ctx, group, id)
+		require.NoError(t, err, "%s is found at its place", id)
+		require.Equal(t, id, job.ID)
+	}
 }
