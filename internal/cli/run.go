@@ -37,7 +37,7 @@ var (
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
-		"coordinator.quota.submit-bytes-rate", "coordinator.quota.submit-bytes-burst", "coordinator.memory-limit", "coordinator.gc-headroom",
+		"coordinator.quota.submit-bytes-rate", "coordinator.quota.submit-bytes-burst", "coordinator.memory-limit", "coordinator.gc-headroom", "coordinator.gc-heap-floor",
 		"coordinator.retention.success", "coordinator.retention.failed", "coordinator.retention.cancelled",
 		"nats.submit-max-bytes", "nats.submit-max-msgs", "nats.results-max-bytes", "nats.executor-results-max-bytes", "nats.events-max-bytes", "nats.dead-max-bytes", "nats.dead-max-age"},
 		tracingKeys...)
@@ -310,7 +310,7 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	}
 	// And how far the heap may grow past what it holds (a GOGC set
 	// stays).
-	go gcpace.Keep(ctx, uint64(cfg.Coordinator.GCHeadroom), time.Second) //nolint:gosec // G115: a size, positive
+	go gcpace.Keep(ctx, uint64(cfg.Coordinator.GCHeadroom), uint64(cfg.Coordinator.GCHeapFloor), time.Second) //nolint:gosec // G115: sizes, positive
 	coord, err := coordinator.New(st, nc, coordinator.Config{
 		Prefix:               cfg.NATS.Prefix,
 		Scheme:               cfg.Scheduler.CountingScheme,

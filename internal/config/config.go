@@ -99,6 +99,7 @@ type CoordinatorConfig struct {
 	QuotaSubmitBytesRate, QuotaSubmitBytesBurst  int64
 	MemoryLimit                                  int64
 	GCHeadroom                                   int64 // 0: Go's GOGC alone (gcpace)
+	GCHeapFloor                                  int64 // 0: none (gcpace)
 	// Limits of the JetStream streams the coordinators create (the
 	// nats.*-max-* keys).
 	SubmitMaxBytes, SubmitMaxMsgs, ResultsMaxBytes, EventsMaxBytes, DeadMaxBytes int64

@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 		NATS:      NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
 		Database:  DatabaseConfig{URL: ""},
 		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: fairway.CountingScheme{High: 4, Low: 1}, Fairness: "jobs", Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
-		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000, QuotaSubmitBytesRate: 16 << 20, QuotaSubmitBytesBurst: 64 << 20, MemoryLimit: 1 << 30, GCHeadroom: 64 << 20,
+		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000, QuotaSubmitBytesRate: 16 << 20, QuotaSubmitBytesBurst: 64 << 20, MemoryLimit: 1 << 30, GCHeadroom: 64 << 20, GCHeapFloor: 256 << 20,
 			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, ExecutorResultsMaxBytes: 64 << 20, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
 			RetentionSuccess: 24 * time.Hour, RetentionFailed: 720 * time.Hour, RetentionCancelled: 720 * time.Hour},
 		Executor: ExecutorConfig{AppID: "", Heartbeat: 5 * time.Second, HTTPAddr: "127.0.0.1:7878", DrainTimeout: 30 * time.Second},

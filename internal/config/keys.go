@@ -150,6 +150,8 @@ var keys = []key{
 		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.MemoryLimit })},
 	{name: "coordinator.gc-headroom", flag: "gc-headroom", def: "64MiB", help: "how far the garbage collector lets the heap of a process that runs a coordinator grow past its live data once that is larger (below it, by the live data: Go's GOGC=100): a journal leader holding 1,000,000 waiting jobs stays within 400 MiB; a GOGC in the environment wins (0: Go's default alone)",
 		binding: sizeOrZeroVar(func(c *Config) *int64 { return &c.Coordinator.GCHeadroom })},
+	{name: "coordinator.gc-heap-floor", flag: "gc-heap-floor", def: "256MiB", help: "the heap the garbage collector lets a process that runs a coordinator grow to before collecting, however little it holds (at most ten times its live data): a drain's coordinator spent a third of its CPU collecting a heap of 30–60 MiB at Go's GOGC=100; a GOGC in the environment wins (0: none)",
+		binding: sizeOrZeroVar(func(c *Config) *int64 { return &c.Coordinator.GCHeapFloor })},
 	{name: "coordinator.quota.submit-bytes-rate", flag: "quota-submit-bytes-rate", def: "16MiB", help: "bytes of submissions per second of one group through one coordinator, as coordinator.quota.submit-rate counts them: a group sending few, large submissions keeps a pace too; beyond, they wait in NATS (within the group's stream's bytes) and are stored later",
 		binding: streamSizeVar(func(c *Config) *int64 { return &c.Coordinator.QuotaSubmitBytesRate })},
 	{name: "coordinator.quota.submit-bytes-burst", flag: "quota-submit-bytes-burst", def: "64MiB", help: "bytes of submissions one group may send at once above coordinator.quota.submit-bytes-rate (the token bucket's size)",
