@@ -20,6 +20,7 @@ type eventBatch struct {
 	subject string
 	events  []int // indexes into the events read from the outbox
 	data    []byte
+	size    int // of data, once made
 }
 
 // id is the batch's Nats-Msg-Id: made of the ids of its events, so a
@@ -66,7 +67,11 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 	}
 	subjects := map[subjectKey]string{}
 	maxLevel := 0
-	var data []byte // one event's encoding, the buffer reused
+	// The events' encodings, one after the other (spans: where each is),
+	// and then each message made at its size: appended to as they came,
+	// the messages grew by copies (4% of a drain's coordinator).
+	all := make([]byte, 0, 256*len(evs))
+	spans := make([][2]int, len(evs))
 	for i, e := range evs {
 		sk := subjectKey{e.Group, e.Task, e.State}
 		subj, ok := subjects[sk]
@@ -87,32 +92,41 @@ func batchEvents(evs []store.Event, subject func(store.Event) string, encode fun
 		}
 		levelOf[i] = level
 		maxLevel = max(maxLevel, level)
+		start := len(all)
 		var err error
-		if data, err = encode(data[:0], e); err != nil {
+		if all, err = encode(all, e); err != nil {
 			return nil, err
 		}
+		spans[i] = [2]int{start, len(all)}
+		size := len(all) - start + 1 // and a comma, or the closing bracket
 		k := key{subj, level}
 		b := open[k]
-		if b != nil && len(b.data)+len(data)+2 > eventBatchBytes {
+		if b != nil && b.size+size > eventBatchBytes {
 			b = nil // full: a new message follows it on the same level
 		}
 		if b == nil {
-			b = &eventBatch{subject: subj, data: append(make([]byte, 0, 512), '[')}
+			b = &eventBatch{subject: subj, size: 1} // the opening bracket
 			open[k] = b
 			order = append(order, b)
-		} else {
-			b.data = append(b.data, ',')
 		}
-		b.data = append(b.data, data...)
+		b.size += size
 		b.events = append(b.events, i)
 	}
 	out := make([]*eventBatch, 0, len(order))
 	for level := 0; level <= maxLevel; level++ {
 		for _, b := range order {
-			if levelOf[b.events[0]] == level {
-				b.data = append(b.data, ']')
-				out = append(out, b)
+			if levelOf[b.events[0]] != level {
+				continue
 			}
+			b.data = append(make([]byte, 0, b.size), '[')
+			for n, i := range b.events {
+				if n > 0 {
+					b.data = append(b.data, ',')
+				}
+				b.data = append(b.data, all[spans[i][0]:spans[i][1]]...)
+			}
+			b.data = append(b.data, ']')
+			out = append(out, b)
 		}
 	}
 	return out, nil

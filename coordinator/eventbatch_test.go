@@ -130,6 +130,9 @@ func TestBatchEventsSplitsLargeBatches(t *testing.T) {
 		if len(b.data) > eventBatchBytes {
 			t.Fatalf("a message of %d bytes, over %d", len(b.data), eventBatchBytes)
 		}
+		if len(b.data) != b.size || cap(b.data) != b.size {
+			t.Fatalf("a message of %d bytes (room for %d) made for %d", len(b.data), cap(b.data), b.size)
+		}
 		var raw []json.RawMessage
 		if err := json.Unmarshal(b.data, &raw); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/wirejson"
 )
 
 // A job's record is in a batch of records (fairway_record, read through
@@ -302,7 +303,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		records[i] = r
 		tasks[i], states[i], started[i], due[i] = r.Task, string(r.State), r.Started, max(r.Submitted, r.RunAt)
 	}
-	body, err := json.Marshal(records)
+	body, err := wirejson.Marshal(records) // segmentio's encoder: the stdlib's reflection was 2% of a drain's leader
 	if err != nil {
 		return nil, fmt.Errorf("encoding the records of %d jobs: %w", n, err)
 	}
