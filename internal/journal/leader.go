@@ -126,6 +126,9 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
+	// readWanted: a Wake since the last catch-up asked for a read of the
+	// tail (wakeToPublish does not).
+	readWanted atomic.Bool
 	// pgClock is PostgreSQL's clock as the last renewal of the lease read
 	// it (Now); nil before the first. floor is the latest time Now gave
 	// or a folded row bears (Unix µs): Now never goes below it.
@@ -268,6 +271,17 @@ func (l *Leader) raiseFloor(at int64) int64 {
 
 // Wake makes the leader read the tail now (rows were appended).
 func (l *Leader) Wake() {
+	l.readWanted.Store(true)
+	l.wakeToPublish()
+}
+
+// wakeToPublish makes Run's loop come round now without reading the tail
+// for it: the leader appended rows and folded the read of the tail that
+// went with them, whose events the loop publishes. A read for that alone
+// found nothing new, or what a Wake or the poll reads anyway: it was half
+// of the reads of the tail, at 125 µs of PostgreSQL's time each under
+// steady load (docs/performance.md, "2026-11-30, fifth session").
+func (l *Leader) wakeToPublish() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -325,10 +339,13 @@ func (l *Leader) Run(ctx context.Context) {
 	background.Go(func() { every(ctx, l.cfg.Renew, func(ctx context.Context) { l.renewBeside(ctx, renewals) }) })
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
+	read := true
 	for {
 		l.looped.Store(time.Now().UnixNano())
-		// Restored and caught up at once, then at each tick or wake.
-		if err := l.catchUp(ctx); err != nil && ctx.Err() == nil {
+		// Restored and caught up at once, then at each tick or wake (a
+		// wake to publish reads nothing: wakeToPublish).
+		wanted := l.readWanted.Swap(false)
+		if err := l.catchUp(ctx, read || wanted); err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
 		}
 		l.tellClaimable()
@@ -340,9 +357,13 @@ func (l *Leader) Run(ctx context.Context) {
 			return
 		case r := <-renewals:
 			l.renewed(ctx, r)
+			read = true
 		case <-poll.C:
+			read = true
 		case <-l.wake:
+			read = false // unless a Wake asked for it (readWanted)
 		case <-due.C:
+			read = false
 			// A delayed job's time came: into its list, out of the
 			// timers (the next timer is then the next wait).
 			l.mu.Lock()
@@ -553,11 +574,11 @@ func (l *Leader) restore(ctx context.Context) error {
 // a leader that lost the lease without knowing is still a state and its
 // position, only older than its successor's: restoring it replays more
 // rows, never wrong ones.
-func (l *Leader) catchUp(ctx context.Context) error {
+func (l *Leader) catchUp(ctx context.Context, read bool) error {
 	l.tellLeading()
 	l.mu.Lock()
 	err := l.restore(ctx)
-	if err == nil {
+	if err == nil && (read || l.unsure || l.tail.Position() == "") {
 		err = l.fold(ctx, nil)
 	}
 	if err == nil {
@@ -873,7 +894,7 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 		l.mu.Lock()
 	}
 	if err == nil && l.cfg.Publish != nil {
-		l.Wake() // their events go at the next catch-up, at once
+		l.wakeToPublish() // their events go at the next catch-up, at once
 	}
 	switch {
 	case errors.Is(err, ErrFenced):

@@ -88,15 +88,17 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 		l.unsure = true
 		return false, nil, err
 	}
-	// The catch-up publishes their events, and wakes the requests for the
-	// batch's jobs not handed over.
-	l.Wake()
 	// Stored whatever follows: the submissions are acknowledged, and the
-	// claim's id finds its jobs once folded (Claim with p.ClaimID).
+	// claim's id finds its jobs once folded (Claim with p.ClaimID). The
+	// catch-up publishes their events, and wakes the requests for the
+	// batch's jobs not handed over (and reads the tail, if this fold
+	// could not).
 	if err := l.fold(ctx, read); err != nil {
+		l.Wake()
 		l.cfg.Logger.Warn("reading the journal after a hand-over; its jobs go to the executor's next request", "partition", l.cfg.Partition, "error", err)
 		return true, nil, nil
 	}
+	l.wakeToPublish()
 	claimed, err = l.claimed(ctx, refs, claimItems)
 	if err != nil {
 		l.cfg.Logger.Warn("reading the arguments of jobs handed over; they go to the executor's next request", "partition", l.cfg.Partition, "error", err)
