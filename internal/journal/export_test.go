@@ -98,3 +98,6 @@ func KeptRowsBytes(bodies [][]byte, max int) (int, []int64) {
 	}
 	return r.bytes, r.order
 }
+
+// RecordsPerBatch is recordsPerBatch, for the tests.
+const RecordsPerBatch = recordsPerBatch

@@ -932,13 +932,20 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 	}
 	var also func(*pgx.Batch)
-	var args []any
-	if len(ends) > 0 {
-		var err error
-		if args, err = recordsArgs(l.cfg.Partition, epoch, ends, submitted); err != nil {
+	var records [][]any
+	for chunk := range slices.Chunk(ends, recordsPerBatch) {
+		args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted)
+		if err != nil {
 			return nil, 0, err
 		}
-		also = func(b *pgx.Batch) { b.Queue(recordsSQL, args...) }
+		records = append(records, args)
+	}
+	if len(records) > 0 {
+		also = func(b *pgx.Batch) {
+			for _, args := range records {
+				b.Queue(recordsSQL, args...)
+			}
+		}
 	}
 	if groups, ids := retriedRefs(batches); len(ids) > 0 {
 		// Jobs retried by hand leave their records, in the transaction

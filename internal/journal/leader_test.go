@@ -1404,3 +1404,40 @@ func TestASnapshotIsWorthItsSize(t *testing.T) {
 		require.Equal(t, c.due, journal.SnapshotDue(c.rows, c.changes, c.jobs, c.elapsed), "%+v", c)
 	}
 }
+
+// TestManyEndsAreRecordedInSeveralBatches: an append that ends more jobs
+// than a batch of records holds (5,000 cancelled at once) writes their
+// records in several rows of at most RecordsPerBatch, each record found
+// at its place: one row would have placed records past 2^20 into the
+// next row's sequence numbers, and made a read of one parse megabytes.
+func TestManyEndsAreRecordedInSeveralBatches(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	const jobs = 5000
+	require.Greater(t, jobs, journal.RecordsPerBatch, "one batch holds them all: the test tests nothing")
+	items := make([]journal.Item, jobs)
+	refs := make([]fairway.JobRef, jobs)
+	for i := range items {
+		items[i] = journal.Item{Group: "g", ID: fmt.Sprintf("j%05d", i), Task: "t"}
+		refs[i] = fairway.JobRef{Group: "g", ID: items[i].ID}
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	_, err = l.Cancel(ctx, refs, "all at once")
+	require.NoError(t, err)
+
+	var rows, most, records, seqs int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*), max(json_array_length(jobs)), sum(json_array_length(jobs)) FROM fairway_record`).Scan(&rows, &most, &records))
+	require.Equal(t, jobs, records)
+	require.Equal(t, (jobs+journal.RecordsPerBatch-1)/journal.RecordsPerBatch, rows)
+	require.LessOrEqual(t, most, journal.RecordsPerBatch)
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(DISTINCT seq) FROM fairway_record_job`).Scan(&seqs))
+	require.Equal(t, jobs, seqs)
+	for _, id := range []string{"j00000", "j04095", "j04096", "j04999"} {
+		var state string
+		require.NoError(t, db.QueryRow(ctx, `SELECT state FROM fairway_records_of('g', ARRAY[$1])`, id).Scan(&state), id)
+		require.Equal(t, "cancelled", state, id)
+	}
+}

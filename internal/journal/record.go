@@ -192,11 +192,19 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(i
 // per job cost PostgreSQL about 16 µs of CPU and 590 bytes of WAL a job
 // (docs/performance.md, "The records, measured apart"). A record's place
 // in its batch (n) is below 2^20, which its seq counts on
-// (fairway_record_job): no batch ends that many jobs.
+// (fairway_record_job): an append that ends more jobs than recordsPerBatch
+// writes their records in several rows.
 const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, jobs)
 SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS k (g, i, o) ORDER BY k.o),
        ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::json
  WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
+
+// recordsPerBatch bounds the records of one row of fairway_record: an
+// append may end any number of jobs (a group's cancelled at once), and a
+// record's place in its row (n) must stay below 2^20 (seq), and a read of
+// one record parses its row up to it (a row of 4,096 records of 300 bytes:
+// about 1.2 MB, 15 ms at worst).
+const recordsPerBatch = 4096
 
 // RecordsLockSQL is taken, until its transaction ends, by whatever writes
 // a batch of records again (retention's prune, forgetRecordsSQL): two
