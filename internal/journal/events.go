@@ -394,7 +394,7 @@ func (l *Leader) publish(ctx context.Context) error {
 		}
 	}
 	if b.sent < b.n {
-		l.wakeToPublish() // the next round at once, after the loop's other work
+		l.Wake() // the next round at once, after the loop's other work (a fold of what came meanwhile among it)
 		return nil
 	}
 	if !noteNow {
