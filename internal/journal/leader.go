@@ -194,7 +194,7 @@ type Leader struct {
 	pending []pendingEvent
 	sending *sending // the batch of them publish is handing on
 	// notedAt is when publish last recorded where the published events
-	// reach (publishedNote; Run's goroutine only).
+	// reach (LeaderConfig.PublishedNote; Run's goroutine only).
 	notedAt   time.Time
 	published *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
@@ -278,9 +278,9 @@ func (l *Leader) Wake() {
 // wakeToPublish makes Run's loop come round now without reading the tail
 // for it: the leader appended rows and folded the read of the tail that
 // went with them, whose events the loop publishes. A read for that alone
-// found nothing new, or what a Wake or the poll reads anyway: it was half
-// of the reads of the tail, at 125 µs of PostgreSQL's time each under
-// steady load (docs/performance.md, "2026-11-30, fifth session").
+// found nothing new, or what a Wake or the poll reads anyway: 40% of the
+// reads of the tail with short jobs (docs/performance.md, "2026-11-30,
+// fifth session").
 func (l *Leader) wakeToPublish() {
 	select {
 	case l.wake <- struct{}{}:
