@@ -7,7 +7,7 @@
 // allows 400 (condition 6). Past the headroom a collection comes sooner,
 // costing CPU in proportion to the allocations, not to the state held. A
 // drain holds 30–60 MiB and allocates fast: at GOGC=100 it collected so
-// often that the collector cost the coordinator a third of its CPU
+// often that the collector cost the coordinator a fifth to a quarter of its CPU
 // (docs/performance.md, "2026-11-30, fifth session"); up to the floor, a
 // collection comes only once the heap reaches it.
 package gcpace
