@@ -16,7 +16,10 @@ import (
 func TestRetentionPrunesFinishedJobs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	h, _ := setupWith(t, coordinator.Config{Retention: coordinator.Retention{Cancelled: time.Millisecond, Success: -1, Interval: time.Second}})
+	// Cancelled jobs are kept 300 ms: the cancel's answer reads the job
+	// back after its record is written, and a retention of 1 ms let a
+	// prune take it first once in CI ("job not found").
+	h, _ := setupWith(t, coordinator.Config{Retention: coordinator.Retention{Cancelled: 300 * time.Millisecond, Success: -1, Interval: time.Second}})
 	client := h.client
 
 	cancelled, err := client.SubmitWait(ctx, fairway.Submission{Group: "g", Task: "echo", ID: "cancelled"})
