@@ -332,7 +332,7 @@ func (l *Leader) publish(ctx context.Context) error {
 		l.sending = next
 	}
 	b := l.sending
-	noteNow := time.Since(l.notedAt) >= l.cfg.PublishedNote || l.state == nil || snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, l.state.Jobs.Len(), time.Since(l.snapshotAt))
+	noteNow := time.Since(l.notedAt) >= l.cfg.PublishedNote || l.state == nil || l.snapshotWanted()
 	l.mu.Unlock()
 	v, err := parseSnapshot(b.position)
 	if err != nil {

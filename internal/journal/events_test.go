@@ -368,21 +368,23 @@ func TestASubmittedRowsEventsAreHeldAsOneEntry(t *testing.T) {
 }
 
 // runLeader runs l until the test ends.
-func runLeader(t *testing.T, l *journal.Leader) {
+func runLeader(t *testing.T, l *journal.Leader) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		l.Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return stop
 }
 
 // TestThePublishedPositionIsRecordedNowAndThen: the leader records where
 // its published events reach once per PublishedNote, not after every
 // round of events (a commit each); the events it published since the
 // last record are published again by its successor (at least once), none
-// lost; and a snapshot that is due has the position recorded at once.
+// lost.
 func TestThePublishedPositionIsRecordedNowAndThen(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
@@ -406,12 +408,7 @@ func TestThePublishedPositionIsRecordedNowAndThen(t *testing.T) {
 	c1 := cfg
 	c1.Holder, c1.Publish = "c1", rec1.publish
 	l1 := journal.NewLeader(db, c1)
-	l1ctx, stop1 := context.WithCancel(ctx)
-	done1 := make(chan struct{})
-	go func() {
-		defer close(done1)
-		l1.Run(l1ctx)
-	}()
+	stop1 := runLeader(t, l1)
 	submit(l1, 0)
 	require.Eventually(t, func() bool { return len(rec1.byID()) == 1 && unrecorded() == 0 }, 10*time.Second, 5*time.Millisecond,
 		"the first round's position is recorded")
@@ -421,7 +418,6 @@ func TestThePublishedPositionIsRecordedNowAndThen(t *testing.T) {
 	}
 	require.Equal(t, 5, unrecorded(), "five rounds published, their position not recorded: no commit each")
 	stop1()
-	<-done1
 
 	// The successor publishes again what the position does not cover.
 	expireLease(t, db)

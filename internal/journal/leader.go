@@ -625,8 +625,7 @@ func (l *Leader) catchUp(ctx context.Context, read bool) error {
 // successor restoring it makes the events of the rows after it. Called
 // with l.mu held.
 func (l *Leader) snapshotIfDue(ctx context.Context) error {
-	due := snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, l.state.Jobs.Len(), time.Since(l.snapshotAt))
-	if !l.leading || !due || len(l.pending) > 0 {
+	if !l.leading || !l.snapshotWanted() || len(l.pending) > 0 {
 		return nil
 	}
 	if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
@@ -634,6 +633,12 @@ func (l *Leader) snapshotIfDue(ctx context.Context) error {
 	}
 	l.sinceSnapshot, l.changedSince, l.snapshotAt = 0, 0, time.Now()
 	return nil
+}
+
+// snapshotWanted says whether a snapshot is due (snapshotDue). Called
+// with l.mu held, the state restored.
+func (l *Leader) snapshotWanted() bool {
+	return snapshotDue(l.cfg, l.sinceSnapshot, l.changedSince, l.state.Jobs.Len(), time.Since(l.snapshotAt))
 }
 
 // snapshotShare is the part of the state's jobs that the changes folded
@@ -931,8 +936,7 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		}
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 	}
-	var also func(*pgx.Batch)
-	var records [][]any
+	var records [][]any // recordsSQL's arguments, a batch of records each
 	for chunk := range slices.Chunk(ends, recordsPerBatch) {
 		args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted)
 		if err != nil {
@@ -940,23 +944,20 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		}
 		records = append(records, args)
 	}
-	if len(records) > 0 {
+	groups, ids := retriedRefs(batches)
+	var also func(*pgx.Batch)
+	if len(records) > 0 || len(ids) > 0 {
 		also = func(b *pgx.Batch) {
 			for _, args := range records {
 				b.Queue(recordsSQL, args...)
 			}
-		}
-	}
-	if groups, ids := retriedRefs(batches); len(ids) > 0 {
-		// Jobs retried by hand leave their records, in the transaction
-		// that makes them live again: a job has one record at most.
-		records := also
-		also = func(b *pgx.Batch) {
-			if records != nil {
-				records(b)
+			if len(ids) > 0 {
+				// Jobs retried by hand leave their records, in the
+				// transaction that makes them live again: a job has one
+				// record at most.
+				b.Queue(RecordsLockSQL)
+				b.Queue(forgetRecordsSQL, l.cfg.Partition, epoch, groups, ids)
 			}
-			b.Queue(RecordsLockSQL)
-			b.Queue(forgetRecordsSQL, l.cfg.Partition, epoch, groups, ids)
 		}
 	}
 	var read *TailRead

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,11 +31,7 @@ SELECT now() - i * interval '1 second', '{}', '{g}', '{}', '{}', '{}', '{}', '{}
 func TestPruneTakesRecordsOutOfTheirBatches(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	exec := func(sql string) {
-		t.Helper()
-		_, err := s.Pool().Exec(ctx, sql)
-		require.NoError(t, err)
-	}
+	exec := execer(t, s)
 	// 2,500 jobs that ended two days ago, one in five failed: three
 	// batches (of 1,000, 1,000 and 500), as the row engine's rows move.
 	exec(`INSERT INTO fairway_job_row (id, task, group_name, priority, state, max_retries, attempt, run_at, submitted, started, finished, error)
@@ -96,11 +93,7 @@ SELECT 'j' || i, 't', 'g', 'low', CASE WHEN i % 5 = 0 THEN 'failed' ELSE 'succes
 func TestMigration028PutsTheArraysBackInLine(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	exec := func(sql string) {
-		t.Helper()
-		_, err := s.Pool().Exec(ctx, sql)
-		require.NoError(t, err)
-	}
+	exec := execer(t, s)
 	exec(`INSERT INTO fairway_job_row (id, task, group_name, priority, state, max_retries, attempt, run_at, submitted, started, finished)
 SELECT 'j' || i, 't', CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END, 'low', CASE WHEN i % 3 = 0 THEN 'failed' ELSE 'success' END,
        3, 1, now(), now(), now(), now() - interval '1 day' + i * interval '1 millisecond'
@@ -124,5 +117,14 @@ SELECT 'j' || i, 't', CASE WHEN i % 2 = 0 THEN 'even' ELSE 'odd' END, 'low', CAS
 		job, err := s.Get(ctx, group, id)
 		require.NoError(t, err, "%s is found at its place", id)
 		require.Equal(t, id, job.ID)
+	}
+}
+
+// execer runs statements on s's database, failing t on an error.
+func execer(t *testing.T, s *store.Store) func(sql string) {
+	return func(sql string) {
+		t.Helper()
+		_, err := s.Pool().Exec(t.Context(), sql)
+		require.NoError(t, err)
 	}
 }
