@@ -20,22 +20,55 @@ var errConsumerGone = errors.New("the consumer does not exist")
 // with the batch, the bytes, or a status).
 const pullTimeout = 5 * time.Second
 
-// pullNoWait asks a consumer for up to batch messages and maxBytes of them,
+// puller pulls from consumers for one fetcher, one pull at a time, through
+// one subscription that it keeps: a pull's replies come to an inbox of its
+// own under the puller's prefix. A subscription made and dropped for each
+// pull cost the server a SUB and an UNSUB for every pull, about one a job
+// with short jobs, and the pull a channel of a thousand messages.
+type puller struct {
+	nc     *nats.Conn
+	sub    *nats.Subscription
+	ch     chan *nats.Msg
+	prefix string
+	n      uint64
+}
+
+// pullerBuffer is how many messages a puller's channel holds: a pull's
+// batch of up to 1,024 and its status message, which the fetcher takes
+// out as they come (a larger batch relies on that, as it did with a
+// channel per pull of this size).
+const pullerBuffer = 1024 + 8
+
+// newPuller subscribes to a new inbox prefix of nc's.
+func newPuller(nc *nats.Conn) (*puller, error) {
+	p := &puller{nc: nc, ch: make(chan *nats.Msg, pullerBuffer), prefix: nc.NewInbox()}
+	var err error
+	if p.sub, err = nc.ChanSubscribe(p.prefix+".*", p.ch); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// close drops the puller's subscription.
+func (p *puller) close() { _ = p.sub.Unsubscribe() }
+
+// pull asks a consumer for up to batch messages and maxBytes of them,
 // without waiting for more than it has (JetStream's no_wait), and hands
 // each to deliver as it arrives; it returns how many came. With wait, a
 // consumer that has none waits up to that long for a first one (no_wait
 // with expires: JetStream ends the pull as soon as it has delivered some). nats.go's
 // FetchNoWait cannot bound bytes and its Fetch waits until its expiry
 // once the consumer has nothing left: a fetcher taking groups in turn
-// would spend that wait on every group.
-func pullNoWait(ctx context.Context, nc *nats.Conn, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (int, error) {
-	inbox := nc.NewInbox()
-	ch := make(chan *nats.Msg, min(batch, 1024)+8)
-	sub, err := nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
+// would spend that wait on every group. What comes for an earlier pull
+// (one cut by pullTimeout, or by ctx) from another consumer is dropped:
+// JetStream delivers those messages again after their ack wait, as it
+// would have had that pull's subscription gone; from the same consumer it
+// is this pull's (a message does not come on the pull's inbox but on its
+// own subject, its consumer named in its reply, the ack subject; a
+// status comes on the inbox).
+func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (int, error) {
+	p.n++
+	inbox := p.prefix + "." + strconv.FormatUint(p.n, 36)
 	req, err := json.Marshal(struct {
 		Batch    int           `json:"batch"`
 		MaxBytes int           `json:"max_bytes"`
@@ -45,7 +78,7 @@ func pullNoWait(ctx context.Context, nc *nats.Conn, stream, consumer string, bat
 	if err != nil {
 		return 0, err
 	}
-	if err := nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+consumer, inbox, req); err != nil {
+	if err := p.nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+consumer, inbox, req); err != nil {
 		return 0, err
 	}
 	timeout := time.NewTimer(pullTimeout)
@@ -53,8 +86,11 @@ func pullNoWait(ctx context.Context, nc *nats.Conn, stream, consumer string, bat
 	n, bytes := 0, 0
 	for {
 		select {
-		case m := <-ch:
+		case m := <-p.ch:
 			if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
+				if m.Subject != inbox {
+					continue // an earlier pull's
+				}
 				switch status {
 				case "100": // a heartbeat
 					continue
@@ -70,7 +106,12 @@ func pullNoWait(ctx context.Context, nc *nats.Conn, stream, consumer string, bat
 				}
 				return n, fmt.Errorf("pulling from %s/%s: status %s %s", stream, consumer, status, m.Header.Get("Description"))
 			}
-			deliver(pulledMsg{m: m, nc: nc})
+			// A message comes on its own subject; its consumer is named
+			// in its reply (the ack subject).
+			if md, err := m.Metadata(); err != nil || md.Stream != stream || md.Consumer != consumer {
+				continue // an earlier pull's, from another consumer
+			}
+			deliver(pulledMsg{m: m, nc: p.nc})
 			n++
 			bytes += m.Size()
 			if n == batch || bytes >= maxBytes {

@@ -236,11 +236,23 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 			s.log.Warn("removing a stream's consumer of an earlier version", "stream", s.layout.shared, "error", err)
 		}
 	}
-	for range s.fetchers {
+	pullers := make([]*puller, s.fetchers)
+	for i := range pullers {
+		p, err := newPuller(s.nc)
+		if err != nil {
+			for _, p := range pullers[:i] {
+				p.close()
+			}
+			return err
+		}
+		pullers[i] = p
+	}
+	for _, p := range pullers {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.fetchLoop(ctx)
+			defer p.close()
+			s.fetchLoop(ctx, p)
 		}()
 	}
 	// The first sweep runs on the loop too: a start does not wait for the
@@ -408,7 +420,7 @@ func (s *streamSources) roomFor(group string) {
 }
 
 // fetchLoop fetches from the sources in turn until stop.
-func (s *streamSources) fetchLoop(ctx context.Context) {
+func (s *streamSources) fetchLoop(ctx context.Context, p *puller) {
 	for {
 		s.mu.Lock()
 		for (len(s.ready)+len(s.fresh) == 0 || (s.gate != nil && !s.gate())) && !s.stopping {
@@ -445,7 +457,7 @@ func (s *streamSources) fetchLoop(ctx context.Context) {
 		}
 		s.mu.Unlock()
 
-		got, err := s.fetch(ctx, src, batch, wait)
+		got, err := s.fetch(ctx, p, src, batch, wait)
 
 		s.mu.Lock()
 		src.fetching = false
@@ -482,7 +494,7 @@ func (s *streamSources) fetchLoop(ctx context.Context) {
 
 // fetch fetches up to batch messages of src into the inbox and says how
 // many came.
-func (s *streamSources) fetch(ctx context.Context, src *source, batch int, wait time.Duration) (int, error) {
+func (s *streamSources) fetch(ctx context.Context, p *puller, src *source, batch int, wait time.Duration) (int, error) {
 	if src.cons == nil {
 		cfg := s.consumerConfig
 		cfg.Durable = src.name
@@ -495,7 +507,7 @@ func (s *streamSources) fetch(ctx context.Context, src *source, batch int, wait 
 	}
 	first := true
 	var last jetstream.Msg
-	n, err := pullNoWait(ctx, s.nc, src.key.stream, src.name, batch, s.fetchBytes, wait, func(msg jetstream.Msg) {
+	n, err := p.pull(ctx, src.key.stream, src.name, batch, s.fetchBytes, wait, func(msg jetstream.Msg) {
 		w := s.inbox.add(src.key.group, msg)
 		if first {
 			src.weight, first = w, false

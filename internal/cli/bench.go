@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"time"
 
@@ -34,7 +35,7 @@ func natsEnv(n config.NATSConfig) []string {
 
 func newBenchCmd(e *env) *cobra.Command {
 	var opts bench.Options
-	var scenario, cpuProfile string
+	var scenario, cpuProfile, memProfile string
 	var inProcess bool
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -125,6 +126,13 @@ server. Durability stays on; the output names the server's settings.`,
 					}
 				}()
 			}
+			if memProfile != "" {
+				defer func() {
+					if err := writeAllocsProfile(memProfile); err != nil && rerr == nil {
+						rerr = fmt.Errorf("--memprofile: %w", err)
+					}
+				}()
+			}
 			if !inProcess {
 				exe, err := os.Executable()
 				if err != nil {
@@ -167,6 +175,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a Go CPU profile of the whole run to this file (read it with 'go tool pprof')")
+	f.StringVar(&memProfile, "memprofile", "", "write a Go profile of the whole run's allocations (by place and bytes) to this file at its end; with --in-process it includes the coordinator's and the NATS server's")
 	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
@@ -215,4 +224,20 @@ func newBenchNATSCmd(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&dir, "store-dir", "", "JetStream's directory")
 	cmd.Flags().IntVar(&port, "port", -1, "client port on 127.0.0.1 (-1: a free one)")
 	return cmd
+}
+
+// writeAllocsProfile writes the allocations made since the process began
+// (pprof's allocs profile: alloc_space, alloc_objects) to path: after a
+// collection, which brings the profile up to date.
+func writeAllocsProfile(path string) error {
+	runtime.GC()
+	f, err := os.Create(path) //nolint:gosec // G304: the file the user named
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close() // the error to report is the profile's
+		return err
+	}
+	return f.Close()
 }
