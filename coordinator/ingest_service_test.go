@@ -2,7 +2,9 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,4 +192,35 @@ func TestSubmitSourcesForgetIdleGroups(t *testing.T) {
 	require.NotContains(t, s.byGroup, "a")
 	require.Contains(t, s.sources, b)
 	require.Len(t, s.byGroup["b"], 1)
+}
+
+// TestIngestPullsOnceForASubmissionAtLowLoad: submissions published one
+// at a time, each stored before the next, are fetched with one pull each.
+// A pull that JetStream ends for want of more, with every announced
+// message fetched, ends the group's turn; before, every pull that brought
+// a message was followed by another that brought none (a pull request and
+// a 404 status more for every submission at low load).
+func TestIngestPullsOnceForASubmissionAtLowLoad(t *testing.T) {
+	t.Parallel()
+	h := newIngestHarness(t, ingestConfig{Retries: 3, SweepEvery: time.Hour})
+	var pulls atomic.Int64
+	_, err := h.nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT.>", func(*nats.Msg) { pulls.Add(1) })
+	require.NoError(t, err)
+	require.NoError(t, h.nc.Flush())
+	ctx, cs, subs := startServices(t, h.js, h.nc)
+	require.NoError(t, h.ingest.start(ctx, subs, cs))
+
+	const n = 20
+	// The first makes the group's consumer; its pulls are not counted.
+	h.publish(t, h.subjects.Submit("a", "t"), `{"id":"warm","args":{}}`)
+	require.Eventually(t, func() bool { return h.f.state("warm") == fairway.StateWaiting }, serviceWait, time.Millisecond)
+	before := pulls.Load()
+	for i := range n {
+		id := fmt.Sprintf("s%d", i)
+		h.publish(t, h.subjects.Submit("a", "t"), `{"id":"`+id+`","args":{}}`)
+		require.Eventually(t, func() bool { return h.f.state(id) == fairway.StateWaiting }, serviceWait, time.Millisecond, "%s stored", id)
+	}
+	got := pulls.Load() - before
+	require.GreaterOrEqual(t, got, int64(n), "a pull for each submission")
+	require.LessOrEqual(t, got, int64(n+n/4), "%d pulls for %d submissions, one at a time: the ones that found nothing came back", got, n)
 }

@@ -54,7 +54,9 @@ func (p *puller) close() { _ = p.sub.Unsubscribe() }
 
 // pull asks a consumer for up to batch messages and maxBytes of them,
 // without waiting for more than it has (JetStream's no_wait), and hands
-// each to deliver as it arrives; it returns how many came. With wait, a
+// each to deliver as it arrives; it returns how many came, and drained
+// when JetStream ended the pull for want of more (it had no more then,
+// rather than the pull reaching its batch or bytes). With wait, a
 // consumer that has none waits up to that long for a first one (no_wait
 // with expires: JetStream ends the pull as soon as it has delivered some). nats.go's
 // FetchNoWait cannot bound bytes and its Fetch waits until its expiry
@@ -66,7 +68,7 @@ func (p *puller) close() { _ = p.sub.Unsubscribe() }
 // is this pull's (a message does not come on the pull's inbox but on its
 // own subject, its consumer named in its reply, the ack subject; a
 // status comes on the inbox).
-func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (int, error) {
+func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (n int, drained bool, err error) {
 	p.n++
 	inbox := p.prefix + "." + strconv.FormatUint(p.n, 36)
 	req, err := json.Marshal(struct {
@@ -76,14 +78,14 @@ func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBy
 		Expires  time.Duration `json:"expires,omitempty"`
 	}{batch, maxBytes, true, wait})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := p.nc.PublishRequest("$JS.API.CONSUMER.MSG.NEXT."+stream+"."+consumer, inbox, req); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	timeout := time.NewTimer(pullTimeout)
 	defer timeout.Stop()
-	n, bytes := 0, 0
+	bytes := 0
 	for {
 		select {
 		case m := <-p.ch:
@@ -95,16 +97,16 @@ func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBy
 				case "100": // a heartbeat
 					continue
 				case "404", "408": // no more messages; the request ended
-					return n, nil
+					return n, true, nil
 				case "409":
 					if desc := m.Header.Get("Description"); desc == "Consumer Deleted" {
-						return n, errConsumerGone
+						return n, false, errConsumerGone
 					}
-					return n, nil // max bytes, max waiting: this pull is over
+					return n, false, nil // max bytes, max waiting: this pull is over
 				case "503": // no responders: no such consumer
-					return n, errConsumerGone
+					return n, false, errConsumerGone
 				}
-				return n, fmt.Errorf("pulling from %s/%s: status %s %s", stream, consumer, status, m.Header.Get("Description"))
+				return n, false, fmt.Errorf("pulling from %s/%s: status %s %s", stream, consumer, status, m.Header.Get("Description"))
 			}
 			// A message comes on its own subject; its consumer is named
 			// in its reply (the ack subject).
@@ -115,12 +117,12 @@ func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBy
 			n++
 			bytes += m.Size()
 			if n == batch || bytes >= maxBytes {
-				return n, nil
+				return n, false, nil
 			}
 		case <-timeout.C:
-			return n, nil
+			return n, false, nil
 		case <-ctx.Done():
-			return n, ctx.Err()
+			return n, false, ctx.Err()
 		}
 	}
 }

@@ -457,7 +457,7 @@ func (s *streamSources) fetchLoop(ctx context.Context, p *puller) {
 		}
 		s.mu.Unlock()
 
-		got, err := s.fetch(ctx, p, src, batch, wait)
+		got, drained, err := s.fetch(ctx, p, src, batch, wait)
 
 		s.mu.Lock()
 		src.fetching = false
@@ -484,7 +484,16 @@ func (s *streamSources) fetchLoop(ctx context.Context, p *puller) {
 				s.log.Info("fetching "+s.layout.what+" works again", s.layout.keyName, src.key.group, "stream", src.key.stream, "failures", src.failures)
 				src.failures = 0
 			}
-			if got > 0 || src.announced != seen {
+			// Fetched again when this fetch may have left messages
+			// behind: it stopped at its batch or bytes, or messages
+			// announced are not fetched yet (JetStream may tell the
+			// consumer of them after the pull ended), or announcements
+			// came meanwhile. A pull that JetStream ended for want of
+			// more, with all that was announced fetched, ends the
+			// source's turn: another pull would only bring the same
+			// answer (two more messages each way for every message at
+			// low load).
+			if (got > 0 && (!drained || src.storedSeq > src.fetchedSeq)) || src.announced != seen {
 				s.enqueueLocked(src)
 			}
 		}
@@ -493,21 +502,21 @@ func (s *streamSources) fetchLoop(ctx context.Context, p *puller) {
 }
 
 // fetch fetches up to batch messages of src into the inbox and says how
-// many came.
-func (s *streamSources) fetch(ctx context.Context, p *puller, src *source, batch int, wait time.Duration) (int, error) {
+// many came, and whether the consumer had no more (puller.pull).
+func (s *streamSources) fetch(ctx context.Context, p *puller, src *source, batch int, wait time.Duration) (n int, drained bool, err error) {
 	if src.cons == nil {
 		cfg := s.consumerConfig
 		cfg.Durable = src.name
 		cfg.FilterSubject = src.filter
 		cons, err := s.js.CreateOrUpdateConsumer(ctx, src.key.stream, cfg)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		src.cons = cons
 	}
 	first := true
 	var last jetstream.Msg
-	n, err := p.pull(ctx, src.key.stream, src.name, batch, s.fetchBytes, wait, func(msg jetstream.Msg) {
+	n, drained, err = p.pull(ctx, src.key.stream, src.name, batch, s.fetchBytes, wait, func(msg jetstream.Msg) {
 		w := s.inbox.add(src.key.group, msg)
 		if first {
 			src.weight, first = w, false
@@ -524,7 +533,7 @@ func (s *streamSources) fetch(ctx context.Context, p *puller, src *source, batch
 	if errors.Is(err, errConsumerGone) {
 		src.cons = nil // removed after sourceInactive: made again
 	}
-	return n, err
+	return n, drained, err
 }
 
 // sweep finds the keys with messages waiting in the streams and rings
