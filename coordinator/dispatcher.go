@@ -32,6 +32,8 @@ type dispatcher struct {
 	tasks    *taskCache // refreshed when an executor registers
 	parking  *parking
 	notifyID []byte // this coordinator's name in its work notifications
+	// notes spaces the work notifications published (notifyWork).
+	notes trailingLimit
 	// respond and replyError are the request/reply API's
 	// (Coordinator.respond, Coordinator.replyError): registrations are
 	// answered as API requests are, and a dispatch reply's error is coded
@@ -187,14 +189,63 @@ const (
 // when it stops are answered (drained).
 func (d *dispatcher) serveDispatch(on bool) { d.leaderDispatch.serve(on) }
 
-// notifyWork wakes idle executors: new work may be eligible.
+// notifyWork wakes idle executors: new work may be eligible. This
+// coordinator's parked requests are served at once; the notification,
+// which every executor and coordinator hears, is published at most every
+// notifyEvery (the last call within one is published at its end). The
+// requests that wait are parked at the leader, which the signal serves:
+// the notification wakes the executors that wait for one (no leader
+// answered them, or one answered empty at once), which also ask every
+// WakeupPeriod. Published for every job that came or ended, it cost two
+// messages a job at low load, delivered to every executor.
 func (d *dispatcher) notifyWork() {
 	d.parking.signal()
-	// Named, so that this coordinator, which signalled its own parked
-	// requests above, does not serve them again when it hears itself.
-	if err := d.nc.Publish(d.subjects.NotifyWork(), d.notifyID); err != nil {
-		d.log.Debug("publishing a work notification", "error", err)
+	d.notes.do(notifyEvery, func() {
+		// Named, so that this coordinator, which signalled its own
+		// parked requests above, does not serve them again when it
+		// hears itself.
+		if err := d.nc.Publish(d.subjects.NotifyWork(), d.notifyID); err != nil {
+			d.log.Debug("publishing a work notification", "error", err)
+		}
+	})
+}
+
+// notifyEvery is how often a coordinator publishes a work notification at
+// most.
+const notifyEvery = 50 * time.Millisecond
+
+// trailingLimit runs what it is given at most once every period: a call
+// within the period after the last run is run at its end, once for all
+// the calls meanwhile.
+type trailingLimit struct {
+	mu      sync.Mutex
+	last    time.Time
+	pending bool
+}
+
+// do runs f now, or at the end of the period that began with the last
+// run (once, whatever the calls meanwhile).
+func (l *trailingLimit) do(period time.Duration, f func()) {
+	l.mu.Lock()
+	if l.pending {
+		l.mu.Unlock()
+		return
 	}
+	wait := period - time.Since(l.last)
+	if wait <= 0 {
+		l.last = time.Now()
+		l.mu.Unlock()
+		f()
+		return
+	}
+	l.pending = true
+	l.mu.Unlock()
+	time.AfterFunc(wait, func() {
+		l.mu.Lock()
+		l.pending, l.last = false, time.Now()
+		l.mu.Unlock()
+		f()
+	})
 }
 
 func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {

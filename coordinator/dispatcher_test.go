@@ -138,16 +138,85 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 // own notification from theirs when it hears it back.
 func TestDispatcherNotifiesWorkUnderItsName(t *testing.T) {
 	t.Parallel()
+	h, notes := notesHarness(t)
+	gen := h.d.parking.generation()
+	h.d.notifyWork()
+	require.Equal(t, gen+1, h.d.parking.generation())
+	requireNote(t, h, notes)
+}
+
+// notesHarness is a dispatcher's harness and a subscription to the work
+// notifications.
+func notesHarness(t *testing.T) (*dispatcherHarness, *nats.Subscription) {
 	h := newDispatcherHarness(t, dispatchConfig{})
 	notes, err := h.nc.SubscribeSync(h.subjects.NotifyWork())
 	require.NoError(t, err)
 	require.NoError(t, h.nc.Flush())
-	gen := h.d.parking.generation()
-	h.d.notifyWork()
-	require.Equal(t, gen+1, h.d.parking.generation())
+	return h, notes
+}
+
+// requireNote waits for a work notification of h's dispatcher.
+func requireNote(t *testing.T, h *dispatcherHarness, notes *nats.Subscription) {
 	msg, err := notes.NextMsg(serviceWait)
 	require.NoError(t, err)
 	require.Equal(t, h.d.notifyID, msg.Data)
+}
+
+// TestDispatcherSpacesItsWorkNotifications: a burst of notifyWork calls
+// (jobs that came and ended) signals the parking every time, but
+// publishes one notification at once and one at the end of notifyEvery,
+// not one a call: every executor hears each.
+func TestDispatcherSpacesItsWorkNotifications(t *testing.T) {
+	t.Parallel()
+	h, notes := notesHarness(t)
+	gen := h.d.parking.generation()
+	for range 100 {
+		h.d.notifyWork()
+	}
+	require.Equal(t, gen+100, h.d.parking.generation(), "its own parked requests are served at every call")
+	for range 2 { // the first call's, then the rest's at the period's end
+		requireNote(t, h, notes)
+	}
+	// A call after the trailing one's period is published again: the
+	// limit spaces the notifications, it does not stop them.
+	require.Eventually(t, func() bool {
+		h.d.notifyWork()
+		_, err := notes.NextMsg(time.Millisecond)
+		return err == nil
+	}, serviceWait, notifyEvery/5)
+	n, _, err := notes.Pending()
+	require.NoError(t, err)
+	require.LessOrEqual(t, n, 1, "at most the trailing notification of the calls above is still on its way")
+}
+
+func TestTrailingLimitRunsOnceAtOnceAndOnceAtTheEnd(t *testing.T) {
+	t.Parallel()
+	var l trailingLimit
+	runs := make(chan time.Time, 10)
+	start := time.Now()
+	for range 5 {
+		l.do(time.Hour, func() { runs <- time.Now() })
+	}
+	require.Len(t, runs, 1, "the first at once; the others wait for the hour's end")
+	// A period that has passed: the next call runs at once.
+	var m trailingLimit
+	m.do(time.Millisecond, func() { runs <- time.Now() })
+	m.do(time.Millisecond, func() { runs <- time.Now() })
+	m.do(time.Millisecond, func() { runs <- time.Now() })
+	<-runs
+	<-runs // m's first
+	select {
+	case at := <-runs: // m's trailing run, once for both calls
+		require.GreaterOrEqual(t, at.Sub(start), time.Millisecond)
+	case <-time.After(serviceWait):
+		t.Fatal("the calls within the period were not run at its end")
+	}
+	require.Eventually(t, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return !m.pending
+	}, serviceWait, time.Millisecond)
+	require.Empty(t, runs, "two calls within the period ran once at its end")
 }
 
 // TestDispatcherRefusesAnExecutorSpeakingForAnother: an executor speaks
