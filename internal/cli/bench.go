@@ -127,8 +127,14 @@ server. Durability stays on; the output names the server's settings.`,
 				}()
 			}
 			if memProfile != "" {
+				// Made now, so that a path that cannot be written says so
+				// before the run, not after it.
+				f, err := os.Create(memProfile) //nolint:gosec // G304: the file the user named
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
 				defer func() {
-					if err := writeAllocsProfile(memProfile); err != nil && rerr == nil {
+					if err := writeAllocsProfile(f); err != nil && rerr == nil {
 						rerr = fmt.Errorf("--memprofile: %w", err)
 					}
 				}()
@@ -227,14 +233,10 @@ func newBenchNATSCmd(e *env) *cobra.Command {
 }
 
 // writeAllocsProfile writes the allocations made since the process began
-// (pprof's allocs profile: alloc_space, alloc_objects) to path: after a
-// collection, which brings the profile up to date.
-func writeAllocsProfile(path string) error {
+// (pprof's allocs profile: alloc_space, alloc_objects) to f, and closes
+// it: after a collection, which brings the profile up to date.
+func writeAllocsProfile(f *os.File) error {
 	runtime.GC()
-	f, err := os.Create(path) //nolint:gosec // G304: the file the user named
-	if err != nil {
-		return err
-	}
 	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
 		_ = f.Close() // the error to report is the profile's
 		return err
