@@ -87,7 +87,7 @@ func pendingOf(dst []pendingEvent, row Row, changes []Change) []pendingEvent {
 func (p *pendingEvent) runEvent(partition int16, k int, items []Item) fairway.Event {
 	it := &items[k]
 	return fairway.Event{
-		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row.id, 10) + "." + strconv.Itoa(k),
+		ID:    p.row.eventID(partition, k),
 		JobID: it.ID, Group: it.Group, Task: it.Task, Time: p.row.at, State: eventStates[p.to],
 	}
 }
@@ -97,6 +97,28 @@ type pendingRow struct {
 	xid uint64
 	id  int64
 	at  time.Time
+}
+
+// eventID is the id of the event of the k-th change of the row, in
+// partition: "j<partition>.<row id>.<k>.<the row's time, µs, base 36>".
+// The same for whichever leader publishes it (a successor publishes
+// again what its predecessor may have, under the same ids, and
+// JetStream's duplicate window and subscribers drop the repeats), and
+// unique beyond one database: a row's id alone comes again in a database
+// made anew, restored to an earlier point or promoted from a replica that
+// missed the last commits, and its events would then be dropped as
+// repeats of the old ones; its transaction's time does not come again.
+func (r *pendingRow) eventID(partition int16, k int) string {
+	b := make([]byte, 0, 32)
+	b = append(b, 'j')
+	b = strconv.AppendInt(b, int64(partition), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, r.id, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(k), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, r.at.UnixMicro(), 36)
+	return string(b)
 }
 
 // handleOf is s as a handle ("" as the zero handle), and nameOf the other
@@ -168,7 +190,7 @@ func pendingEventsOf(dst []pendingEvent, row Row, changes []Change) []pendingEve
 // partition.
 func (p pendingEvent) event(partition int16) fairway.Event {
 	ev := fairway.Event{
-		ID:    "j" + strconv.Itoa(int(partition)) + "." + strconv.FormatInt(p.row.id, 10) + "." + strconv.Itoa(int(p.change)),
+		ID:    p.row.eventID(partition, int(p.change)),
 		JobID: p.ref.ID, Group: p.ref.Group, Task: nameOf(p.task), Attempt: int(p.attempt), Executor: nameOf(p.executor), Time: p.row.at,
 	}
 	if p.from < otherState {

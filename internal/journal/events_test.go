@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -41,8 +42,9 @@ func TestEventsOfAJobsLife(t *testing.T) {
 	step(16, journal.Ended, again)
 
 	ev := func(id string, sec int, from, to fairway.State, attempt int, executor, msg string) fairway.Event {
-		return fairway.Event{ID: id, JobID: "a", Group: "g", Task: "mail", State: to, PreviousState: from, Attempt: attempt,
-			Executor: executor, Error: msg, Time: at.Add(time.Duration(sec) * time.Second)}
+		t := at.Add(time.Duration(sec) * time.Second)
+		return fairway.Event{ID: id + "." + strconv.FormatInt(t.UnixMicro(), 36), JobID: "a", Group: "g", Task: "mail", State: to, PreviousState: from, Attempt: attempt,
+			Executor: executor, Error: msg, Time: t}
 	}
 	require.Equal(t, []fairway.Event{
 		ev("j3.10.0", 10, "", fairway.StateWaiting, 0, "", ""),
@@ -286,6 +288,23 @@ func TestABacklogOfEventsIsPublishedInChunks(t *testing.T) {
 	}
 }
 
+// TestEventIDsAreStableAndDoNotComeAgain: a row's events have the same
+// ids whenever they are made (a successor publishes again under them), and
+// a row of the same id and changes in another database (made anew,
+// restored to an earlier point, a replica promoted that missed the last
+// commits) makes other ids: its transaction's time differs. Without the
+// time in them, JetStream's duplicate window and the subscribers would
+// drop the second database's events as repeats.
+func TestEventIDsAreStableAndDoNotComeAgain(t *testing.T) {
+	changes := []journal.Change{{Job: fairway.JobRef{Group: "g", ID: "a"}, To: fairway.StateWaiting, Task: "t"}}
+	first := journal.Row{ID: 7, At: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	again := journal.EventsOf(0, first, changes)
+	require.Equal(t, journal.EventsOf(0, first, changes)[0].ID, again[0].ID, "the same row, the same id")
+	anew := first
+	anew.At = first.At.Add(time.Microsecond)
+	require.NotEqual(t, again[0].ID, journal.EventsOf(0, anew, changes)[0].ID, "the same row id at another time")
+}
+
 // TestAnEventOfAStateOutsideTheTableKeepsIt: a pending event holds its
 // states by their place in a table of the job states; a state outside it
 // (none the fold makes today) is published as it was, not as another.
@@ -296,7 +315,7 @@ func TestAnEventOfAStateOutsideTheTableKeepsIt(t *testing.T) {
 		{Job: fairway.JobRef{Group: "g", ID: "b"}, From: fairway.StateFired, To: fairway.StateRunning, Task: "t", Attempt: 1},
 	})
 	require.Len(t, evs, 2)
-	require.Equal(t, "j2.7.0", evs[0].ID)
+	require.Equal(t, "j2.7.0."+strconv.FormatInt(r.At.UnixMicro(), 36), evs[0].ID)
 	require.Equal(t, fairway.StateWaiting, evs[0].PreviousState)
 	require.Equal(t, fairway.StateSkipped, evs[0].State)
 	require.Equal(t, fairway.StateFired, evs[1].PreviousState)

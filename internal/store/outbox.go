@@ -121,18 +121,23 @@ type outboxRow struct {
 	times      []time.Time
 }
 
-// expand appends the row's events to evs. A pack's events have the ids
-// "<row id>.<index>": stable, and unique like the rows'.
+// expand appends the row's events to evs. An event's id is
+// "<row id>.<the row's time, µs, base 36>", a pack's events'
+// "<row id>.<index>.<time>": stable, and unique beyond one database (a
+// row's id alone comes again in a database made anew or restored to an
+// earlier point, and its events would be dropped as repeats of the old
+// ones; see journal's pendingRow.eventID).
 func (r *outboxRow) expand(evs []Event) []Event {
 	id := strconv.FormatInt(r.id, 10)
+	at := "." + strconv.FormatInt(r.ev.Time.UnixMicro(), 36)
 	if r.jobIDs == nil {
 		e := r.ev
-		e.ID = id
+		e.ID = id + at
 		return append(evs, e)
 	}
 	for i := range r.jobIDs {
 		e := r.ev
-		e.ID = id + "." + strconv.Itoa(i)
+		e.ID = id + "." + strconv.Itoa(i) + at
 		e.JobID = r.jobIDs[i]
 		packed(&e.Task, r.tasks, i)
 		packed(&e.Group, r.groups, i)
