@@ -161,6 +161,13 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 	// dispatch requests it holds.
 	if err := subs.listen(d.subjects.NotifyWork(), func(msg *nats.Msg) {
 		if !bytes.Equal(msg.Data, d.notifyID) { // another coordinator's
+			// It may have stored jobs (its ingest, an API call): the
+			// leader reads the journal's tail now rather than at its next
+			// poll (50 ms), and its fold signals the parked requests if
+			// they made work.
+			if e := d.journal; e != nil && e.leads.Load() {
+				e.leader.Wake()
+			}
 			d.parking.signal()
 		}
 	}); err != nil {
@@ -196,7 +203,9 @@ func (d *dispatcher) serveDispatch(on bool) { d.leaderDispatch.serve(on) }
 // requests that wait are parked at the leader, which the signal serves:
 // the notification wakes the executors that wait for one (no leader
 // answered them, or one answered empty at once), which also ask every
-// WakeupPeriod. Published for every job that came or ended, it cost two
+// WakeupPeriod, and, from a follower, the leader, which then reads the
+// journal's tail (the follower may have stored jobs) rather than at its
+// next poll. Published for every job that came or ended, it cost two
 // messages a job at low load, delivered to every executor.
 func (d *dispatcher) notifyWork() {
 	d.parking.signal()

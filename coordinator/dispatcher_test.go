@@ -9,6 +9,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
@@ -32,6 +33,13 @@ type dispatcherHarness struct {
 }
 
 func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
+	t.Helper()
+	return newDispatcherHarnessPolling(t, cfg, 0)
+}
+
+// newDispatcherHarnessPolling is newDispatcherHarness with a journal
+// leader that reads the tail unwoken every poll (0: the default).
+func newDispatcherHarnessPolling(t *testing.T, cfg dispatchConfig, poll time.Duration) *dispatcherHarness {
 	t.Helper()
 	st := storetest.Open(t)
 	_, nc := natstest.Start(t)
@@ -67,7 +75,7 @@ func newDispatcherHarness(t *testing.T, cfg dispatchConfig) *dispatcherHarness {
 	})
 	require.NoError(t, d.start(ctx, subs, goLoop))
 	require.Len(t, subs.subs, 4, "register, deregister, work notifications, heartbeat (dispatch: while leading)")
-	d.journal = startJournal(t, st, f, d.serveDispatch)
+	d.journal = startJournalPolling(t, st, f, d.serveDispatch, poll)
 	runService(t, d.parkLoop)
 	return &dispatcherHarness{st: st, e: d.journal, nc: nc, subjects: subjects, f: f, d: d}
 }
@@ -83,6 +91,53 @@ func (h *dispatcherHarness) request(t *testing.T, appID, verb string, req, reply
 	require.NoError(t, json.Unmarshal(msg.Data, reply))
 }
 
+// parkRequest registers executor "w" (task "t", one slot) and sends a
+// dispatch request that waits parked, there being no job; its reply
+// comes on the channel returned.
+func parkRequest(t *testing.T, h *dispatcherHarness) chan *nats.Msg {
+	t.Helper()
+	var reg events.Reply
+	h.request(t, "w", events.ExecRegister, events.RegisterRequest{Executor: fairway.Executor{AppID: "w", Instance: "i1", Host: "h",
+		Slots: 1, Tasks: []string{"t"}}}, &reg)
+	require.Nil(t, reg.Error)
+	replies := make(chan *nats.Msg, 1)
+	data, err := json.Marshal(events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"},
+		WaitMS: int(maxParkWait / time.Millisecond), RequestID: fairway.NewID()})
+	require.NoError(t, err)
+	inbox := nats.NewInbox()
+	sub, err := h.nc.ChanSubscribe(inbox, replies)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, h.nc.PublishRequest(h.subjects.Exec("w", events.ExecDispatch), inbox, data))
+	require.Eventually(t, func() bool { return h.d.parking.len() == 1 }, serviceWait, time.Millisecond, "no job: the request waits")
+	return replies
+}
+
+// TestALeaderReadsTheJournalWhenAnotherCoordinatorStores: a job stored
+// by another coordinator (its ingest, behind this leader's back) is read
+// by the leader when that coordinator's work notification comes, not at
+// its next unwoken read of the journal (here an hour away, renewals too;
+// by default up to 50 ms): the parked request gets it.
+func TestALeaderReadsTheJournalWhenAnotherCoordinatorStores(t *testing.T) {
+	t.Parallel()
+	h := newDispatcherHarnessPolling(t, dispatchConfig{}, time.Hour)
+	replies := parkRequest(t, h)
+	sub := fairway.Submission{Group: "g", ID: "j1", Task: "t"}
+	require.NoError(t, sub.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
+	require.NoError(t, journal.SubmitFresh(t.Context(), h.e.db, journalPartition, itemsOf([]fairway.Submission{sub})))
+	require.NoError(t, h.nc.Publish(h.subjects.NotifyWork(), []byte("another coordinator")))
+	select {
+	case msg := <-replies:
+		var reply events.DispatchReply
+		require.NoError(t, json.Unmarshal(msg.Data, &reply))
+		require.Nil(t, reply.Error)
+		require.Len(t, reply.Jobs, 1, "answered empty at its deadline: the leader did not read what another coordinator stored")
+		require.Equal(t, "j1", reply.Jobs[0].ID)
+	case <-time.After(serviceWait):
+		t.Fatal("the parked request got no answer")
+	}
+}
+
 // TestDispatcherParksARequestUntilWorkArrives runs the dispatcher alone:
 // an executor registers (the task cache learns its task), asks for work
 // when there is none and waits parked; a job is stored and another
@@ -94,25 +149,11 @@ func TestDispatcherParksARequestUntilWorkArrives(t *testing.T) {
 	require.Equal(t, LeaseDefault, h.d.cfg.Lease)
 	require.Equal(t, fairway.CountingScheme{High: 4, Low: 1}, h.d.cfg.Scheme)
 
-	var reg events.Reply
-	h.request(t, "w", events.ExecRegister, events.RegisterRequest{Executor: fairway.Executor{AppID: "w", Instance: "i1", Host: "h",
-		Slots: 1, Tasks: []string{"t"}}}, &reg)
-	require.Nil(t, reg.Error)
+	replies := parkRequest(t, h)
 	_, err := h.d.tasks.lookup("t", time.Time{})
 	require.NoError(t, err, "registration refreshes the task cache")
 	_, err = h.d.tasks.lookup("other", time.Time{})
 	require.ErrorContains(t, err, `unknown task "other"`)
-
-	replies := make(chan *nats.Msg, 1)
-	data, err := json.Marshal(events.DispatchRequest{Executor: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"},
-		WaitMS: int(maxParkWait / time.Millisecond), RequestID: fairway.NewID()})
-	require.NoError(t, err)
-	inbox := nats.NewInbox()
-	sub, err := h.nc.ChanSubscribe(inbox, replies)
-	require.NoError(t, err)
-	defer func() { _ = sub.Unsubscribe() }()
-	require.NoError(t, h.nc.PublishRequest(h.subjects.Exec("w", events.ExecDispatch), inbox, data))
-	require.Eventually(t, func() bool { return h.d.parking.len() == 1 }, serviceWait, time.Millisecond, "no job: the request waits")
 
 	storeJobs(t, h.e, fairway.Submission{Group: "g", ID: "j1"})
 	require.NoError(t, h.nc.Publish(h.subjects.NotifyWork(), []byte("another coordinator")))

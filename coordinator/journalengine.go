@@ -69,6 +69,11 @@ type journalEngineConfig struct {
 	// Clock is the host clock (Config.HostClock; nil: time.Now), which
 	// the leader reads until it has read PostgreSQL's (journal.Leader.Now).
 	Clock func() time.Time
+	// Poll is how often the leader reads the journal's tail unwoken, and
+	// Renew and TTL its lease's renewal and length (0: the defaults of
+	// journal.LeaderConfig; a renewal reads the tail too): tests make them
+	// long, to see what wakes the leader.
+	Poll, Renew, TTL time.Duration
 }
 
 func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger,
@@ -77,7 +82,7 @@ func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger
 	e := &journalEngine{db: pool, store: st, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: journalPartition, Holder: cfg.Holder, Fairness: cfg.Fairness,
-		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log, Clock: cfg.Clock,
+		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log, Clock: cfg.Clock, Poll: cfg.Poll, Renew: cfg.Renew, TTL: cfg.TTL,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
 	return e

@@ -115,9 +115,17 @@ func (f *followUps) kicked() int {
 // when it leads (the dispatcher's serveDispatch).
 func startJournal(t *testing.T, st *store.Store, f *followUps, serve func(bool)) *journalEngine {
 	t.Helper()
+	return startJournalPolling(t, st, f, serve, 0)
+}
+
+// startJournalPolling is startJournal with a leader that reads the
+// journal's tail unwoken every poll, and renews its lease as often (0: the
+// defaults).
+func startJournalPolling(t *testing.T, st *store.Store, f *followUps, serve func(bool), poll time.Duration) *journalEngine {
+	t.Helper()
 	require.NoError(t, st.OpenJournal(t.Context()))
 	e := newJournalEngine(st, journalEngineConfig{Holder: fairway.NewID(), Fairness: store.FairnessJobs,
-		Scheme: fairway.CountingScheme{High: 4, Low: 1}, RetryDelay: time.Hour}, serviceLogger(t), f.publish, f.notifyWork, serve)
+		Scheme: fairway.CountingScheme{High: 4, Low: 1}, RetryDelay: time.Hour, Poll: poll, Renew: poll, TTL: 3 * poll}, serviceLogger(t), f.publish, f.notifyWork, serve)
 	runService(t, e.run)
 	require.Eventually(t, e.leads.Load, serviceWait, 5*time.Millisecond, "the journal engine leads the partition")
 	return e
