@@ -161,10 +161,12 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 	// dispatch requests it holds.
 	if err := subs.listen(d.subjects.NotifyWork(), func(msg *nats.Msg) {
 		if !bytes.Equal(msg.Data, d.notifyID) { // another coordinator's
-			// It may have stored jobs (its ingest, an API call): the
-			// leader reads the journal's tail now rather than at its next
-			// poll (50 ms), and its fold signals the parked requests if
-			// they made work.
+			// It may have stored jobs: a follower's fold of a batch its
+			// ingest stored makes them claimable in its state, and its
+			// journal.LeaderConfig.Claimable is notifyWork. The leader
+			// reads the journal's tail now rather than at its next poll
+			// (50 ms), and its fold signals the parked requests if they
+			// made work.
 			if e := d.journal; e != nil && e.leads.Load() {
 				e.leader.Wake()
 			}

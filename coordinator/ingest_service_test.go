@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -223,4 +225,33 @@ func TestIngestPullsOnceForASubmissionAtLowLoad(t *testing.T) {
 	got := pulls.Load() - before
 	require.GreaterOrEqual(t, got, int64(n), "a pull for each submission")
 	require.LessOrEqual(t, got, int64(n+n/4), "%d pulls for %d submissions, one at a time: the ones that found nothing came back", got, n)
+}
+
+// TestAPullCutByItsTimeoutLeavesNoInterestInItsInbox: a pull that
+// JetStream never ends (here a responder that keeps the request) gives up
+// after pullTimeout and renews the puller's subscription, so that a late
+// answer to it (its request held through a reconnect, say) goes nowhere,
+// as it did when each pull had a subscription of its own, rather than to
+// a later pull of another consumer, which would drop it.
+func TestAPullCutByItsTimeoutLeavesNoInterestInItsInbox(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	reqs := make(chan *nats.Msg, 1)
+	sub, err := nc.ChanSubscribe("$JS.API.CONSUMER.MSG.NEXT.S.C", reqs)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	p, err := newPuller(nc)
+	require.NoError(t, err)
+	defer p.close()
+	prefix := p.prefix
+	n, drained, err := p.pull(t.Context(), "S", "C", 10, 1<<20, 0, func(jetstream.Msg) { t.Error("nothing was to come") })
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.False(t, drained, "cut by its timeout, not ended for want of messages")
+	require.NotEqual(t, prefix, p.prefix, "the subscription is renewed under a new prefix")
+	req := <-reqs
+	require.True(t, strings.HasPrefix(req.Reply, prefix+"."), "the pull's inbox is under the old prefix")
+	require.NoError(t, nc.Publish(req.Reply, []byte("late")))
+	require.NoError(t, nc.Flush()) // the server delivers before it answers the flush
+	require.Empty(t, p.ch, "a late answer to the cut pull came to the puller")
 }

@@ -50,7 +50,34 @@ func newPuller(nc *nats.Conn) (*puller, error) {
 }
 
 // close drops the puller's subscription.
-func (p *puller) close() { _ = p.sub.Unsubscribe() }
+func (p *puller) close() {
+	if p.sub != nil {
+		_ = p.sub.Unsubscribe()
+	}
+}
+
+// renew drops the puller's subscription for one under a new prefix, after
+// a pull that JetStream did not end: its request may still reach the
+// server (held in nats.go's buffer through a reconnect), and with no
+// interest in its inbox any more JetStream delivers nothing to it, as
+// before a subscription outlived its pull. Otherwise its messages would
+// come to a later pull of another consumer, be dropped there and wait
+// unannounced for their ack wait and a sweep. What the channel holds is
+// an earlier pull's: it goes too.
+func (p *puller) renew() error {
+	p.close()
+	p.sub = nil
+	for len(p.ch) > 0 {
+		<-p.ch
+	}
+	p.prefix = p.nc.NewInbox()
+	sub, err := p.nc.ChanSubscribe(p.prefix+".*", p.ch)
+	if err != nil {
+		return err
+	}
+	p.sub = sub
+	return nil
+}
 
 // pull asks a consumer for up to batch messages and maxBytes of them,
 // without waiting for more than it has (JetStream's no_wait), and hands
@@ -61,14 +88,19 @@ func (p *puller) close() { _ = p.sub.Unsubscribe() }
 // with expires: JetStream ends the pull as soon as it has delivered some). nats.go's
 // FetchNoWait cannot bound bytes and its Fetch waits until its expiry
 // once the consumer has nothing left: a fetcher taking groups in turn
-// would spend that wait on every group. What comes for an earlier pull
-// (one cut by pullTimeout, or by ctx) from another consumer is dropped:
-// JetStream delivers those messages again after their ack wait, as it
-// would have had that pull's subscription gone; from the same consumer it
-// is this pull's (a message does not come on the pull's inbox but on its
-// own subject, its consumer named in its reply, the ack subject; a
-// status comes on the inbox).
+// would spend that wait on every group. A pull cut by pullTimeout renews
+// the subscription (renew); what still comes for an earlier pull from
+// another consumer is dropped (JetStream delivers those messages again
+// after their ack wait), from the same consumer it is this pull's (a
+// message does not come on the pull's inbox but on its own subject, its
+// consumer named in its reply, the ack subject; a status comes on the
+// inbox).
 func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBytes int, wait time.Duration, deliver func(jetstream.Msg)) (n int, drained bool, err error) {
+	if p.sub == nil { // a renewal failed (the connection closed): again
+		if err := p.renew(); err != nil {
+			return 0, false, err
+		}
+	}
 	p.n++
 	inbox := p.prefix + "." + strconv.FormatUint(p.n, 36)
 	req, err := json.Marshal(struct {
@@ -120,7 +152,7 @@ func (p *puller) pull(ctx context.Context, stream, consumer string, batch, maxBy
 				return n, false, nil
 			}
 		case <-timeout.C:
-			return n, false, nil
+			return n, false, p.renew()
 		case <-ctx.Done():
 			return n, false, ctx.Err()
 		}
