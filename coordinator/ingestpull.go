@@ -60,10 +60,11 @@ func (p *puller) close() {
 // a pull that JetStream did not end: its request may still reach the
 // server (held in nats.go's buffer through a reconnect), and with no
 // interest in its inbox any more JetStream delivers nothing to it, as
-// before a subscription outlived its pull. Otherwise its messages would
-// come to a later pull of another consumer, be dropped there and wait
-// unannounced for their ack wait and a sweep. What the channel holds is
-// an earlier pull's: it goes too.
+// when each pull had a subscription of its own. Otherwise its messages
+// would come to a later pull of another consumer, be dropped there and
+// wait unannounced for their ack wait and a sweep. What the channel
+// holds is an earlier pull's: it goes too (what comes after is told
+// apart by pull).
 func (p *puller) renew() error {
 	p.close()
 	p.sub = nil
