@@ -41,9 +41,8 @@ const pullerBuffer = 1024 + 8
 
 // newPuller subscribes to a new inbox prefix of nc's.
 func newPuller(nc *nats.Conn) (*puller, error) {
-	p := &puller{nc: nc, ch: make(chan *nats.Msg, pullerBuffer), prefix: nc.NewInbox()}
-	var err error
-	if p.sub, err = nc.ChanSubscribe(p.prefix+".*", p.ch); err != nil {
+	p := &puller{nc: nc, ch: make(chan *nats.Msg, pullerBuffer)}
+	if err := p.renew(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -56,8 +55,8 @@ func (p *puller) close() {
 	}
 }
 
-// renew drops the puller's subscription for one under a new prefix, after
-// a pull that JetStream did not end: its request may still reach the
+// renew drops the puller's subscription, if any, for one under a new
+// prefix: its first, and after a pull that JetStream did not end: its request may still reach the
 // server (held in nats.go's buffer through a reconnect), and with no
 // interest in its inbox any more JetStream delivers nothing to it, as
 // when each pull had a subscription of its own. Otherwise its messages
