@@ -7,11 +7,15 @@ import (
 	"github.com/fairwayhq/fairway/internal/store"
 )
 
-// prunePause separates the batches of the retention loop, so that a large
-// backlog of expired jobs (after a retention is lowered, say) is pruned at
-// most about 10,000 jobs/s rather than at the expense of the work: at full
-// speed pruning 1M jobs cost a drain 17% of its rate.
-const prunePause = 100 * time.Millisecond
+// prunePause is the least time between the batches of the retention
+// loop. Each pause also lasts at least as long as the batch before it
+// took, so that a large backlog of expired jobs (after a retention is
+// lowered, say) takes at most half of one PostgreSQL connection's time
+// rather than the work's: a batch of 1,000 took 10–20 ms on the 2-core
+// machine (docs/performance.md "Retention at the size of its batch"),
+// about 30,000 jobs/s, where a fixed 100 ms held it to 10,000 below the
+// drain's rate.
+const prunePause = 10 * time.Millisecond
 
 // pruneConfig configures the pruner.
 type pruneConfig struct {
@@ -21,7 +25,8 @@ type pruneConfig struct {
 	// Batch caps the jobs one statement removes. Defaults to
 	// store.PruneBatchDefault.
 	Batch int
-	// Pause separates the batches. Defaults to prunePause.
+	// Pause is the least time between batches; a pause also lasts as
+	// long as the batch before it took. Defaults to prunePause.
 	Pause time.Duration
 }
 
@@ -74,7 +79,9 @@ func (p *pruner) pruneExpired(ctx context.Context) {
 		total := 0
 		began := time.Now()
 		for ctx.Err() == nil {
+			batchBegan := time.Now()
 			n, err := p.store.Prune(ctx, a.state, a.age, "", p.cfg.Batch)
+			took := time.Since(batchBegan)
 			total += n
 			if err != nil {
 				if ctx.Err() == nil {
@@ -87,7 +94,7 @@ func (p *pruner) pruneExpired(ctx context.Context) {
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(p.cfg.Pause):
+			case <-time.After(max(p.cfg.Pause, took)):
 			}
 		}
 		if total > 0 {

@@ -937,12 +937,14 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 	}
 	var records [][]any // recordsSQL's arguments, a batch of records each
-	for chunk := range slices.Chunk(ends, recordsPerBatch) {
-		args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted)
-		if err != nil {
-			return nil, 0, err
+	for _, same := range byOutcome(ends) {
+		for chunk := range slices.Chunk(same, recordsPerBatch) {
+			args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted)
+			if err != nil {
+				return nil, 0, err
+			}
+			records = append(records, args)
 		}
-		records = append(records, args)
 	}
 	groups, ids := retriedRefs(batches)
 	var also func(*pgx.Batch)

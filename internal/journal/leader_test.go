@@ -1441,3 +1441,53 @@ func TestManyEndsAreRecordedInSeveralBatches(t *testing.T) {
 		require.Equal(t, "cancelled", state, id)
 	}
 }
+
+// TestABatchOfRecordsHoldsOneOutcome: an append that ends jobs with
+// different outcomes writes a batch of records for each, so that
+// retention, which keeps successes and failures for different times,
+// deletes whole batches (a mixed batch was written again without its
+// successes, every record of it parsed twice).
+func TestABatchOfRecordsHoldsOneOutcome(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	var items []journal.Item
+	for i := range 6 {
+		items = append(items, journal.Item{Group: "g", ID: fmt.Sprint("j", i), Task: "t"})
+	}
+	body, err := journal.Encode(items)
+	require.NoError(t, err)
+	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 10))
+	require.NoError(t, err)
+	require.Len(t, jobs, 6)
+	var reports []journal.Report
+	for i := range 6 {
+		it := journal.Item{Group: "g", ID: fmt.Sprint("j", i), Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}
+		if i%2 == 1 {
+			it.Outcome, it.Error = journal.OutcomeError, "boom" // no retries left
+		}
+		reports = append(reports, journal.Report{Kind: journal.Ended, Item: it})
+	}
+	applied, err := l.Report(ctx, reports)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, true, true, true}, applied)
+
+	rows, err := db.Query(ctx, `SELECT s_states, finished FROM fairway_record ORDER BY id`)
+	require.NoError(t, err)
+	type batch struct {
+		States   []string
+		Finished time.Time
+	}
+	batches, err := pgx.CollectRows(rows, pgx.RowToStructByPos[batch])
+	require.NoError(t, err)
+	require.Len(t, batches, 2, "one batch an outcome: %v", batches)
+	require.Equal(t, batches[0].Finished, batches[1].Finished, "written by one append")
+	require.Equal(t, []string{"success", "success", "success"}, batches[0].States)
+	require.Equal(t, []string{"failed", "failed", "failed"}, batches[1].States)
+	for i := range 6 {
+		var state string
+		require.NoError(t, db.QueryRow(ctx, `SELECT state FROM fairway_records_of('g', ARRAY[$1])`, fmt.Sprint("j", i)).Scan(&state))
+		require.Equal(t, map[bool]string{true: "failed", false: "success"}[i%2 == 1], state)
+	}
+}

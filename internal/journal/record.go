@@ -206,6 +206,40 @@ SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnes
 // about 1.2 MB, 15 ms at worst).
 const recordsPerBatch = 4096
 
+// byOutcome splits ends by their final state, in the order of each
+// state's first end: a batch of records holds one outcome, so that
+// retention, which keeps each outcome for a time of its own (successes a
+// day, failures a month by default), deletes whole batches rather than
+// writing the failures again without the successes around them.
+func byOutcome(ends []ended) [][]ended {
+	if len(ends) == 0 {
+		return nil
+	}
+	first, mixed := ends[0].change.To, false
+	for _, e := range ends[1:] {
+		if e.change.To != first {
+			mixed = true
+			break
+		}
+	}
+	if !mixed {
+		return [][]ended{ends}
+	}
+	var order []fairway.State
+	by := map[fairway.State][]ended{}
+	for _, e := range ends {
+		if _, seen := by[e.change.To]; !seen {
+			order = append(order, e.change.To)
+		}
+		by[e.change.To] = append(by[e.change.To], e)
+	}
+	out := make([][]ended, len(order))
+	for i, st := range order {
+		out[i] = by[st]
+	}
+	return out
+}
+
 // RecordsLockSQL is taken, until its transaction ends, by whatever writes
 // a batch of records again (retention's prune, forgetRecordsSQL): two
 // writers of one batch would each write it from what it read before the

@@ -3,9 +3,10 @@ package store
 // Test hooks: the internals the tests read.
 
 import (
-	"strings"
 	"testing"
+	"time"
 
+	"github.com/fairwayhq/fairway"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -13,11 +14,26 @@ import (
 // CheckMigrationNames exposes checkMigrationNames.
 var CheckMigrationNames = checkMigrationNames
 
-// PrunePlan is the plan of the prune statement.
-func (s *Store) PrunePlan(t testing.TB) string {
-	rows, err := s.pool.Query(t.Context(), "EXPLAIN "+pruneSQL, "success", "1 day", "", 1000)
+// PruneReads prunes as Prune does, in a transaction rolled back, and
+// returns the rows its statements read of fairway_record and of
+// fairway_job_id: sequentially and through indexes.
+func (s *Store) PruneReads(t testing.TB, state fairway.State, olderThan time.Duration, limit int) (pruned int, reads map[string][2]int64) {
+	ctx := t.Context()
+	tx, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	pruned, err = prune(ctx, tx, state, olderThan, "", limit)
 	require.NoError(t, err)
-	return strings.Join(lines, "\n")
+	rows, err := tx.Query(ctx, `SELECT relname, coalesce(seq_tup_read, 0), coalesce(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables
+ WHERE relname IN ('fairway_record', 'fairway_job_id', 'fairway_job_log')`)
+	require.NoError(t, err)
+	reads = map[string][2]int64{}
+	var name string
+	var seq, idx int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &seq, &idx}, func() error {
+		reads[name] = [2]int64{seq, idx}
+		return nil
+	})
+	require.NoError(t, err)
+	return pruned, reads
 }

@@ -14,6 +14,9 @@ import (
 //go:embed sql/prune.sql
 var pruneSQL string
 
+//go:embed sql/prune_ids.sql
+var pruneIDsSQL string
+
 // PruneBatchDefault is how many jobs one Prune call removes at most.
 const PruneBatchDefault = 1000
 
@@ -33,16 +36,39 @@ func (s *Store) Prune(ctx context.Context, state fairway.State, olderThan time.D
 		limit = PruneBatchDefault
 	}
 	var n int
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, journal.RecordsLockSQL); err != nil {
-			return err
-		}
-		// A statement of its own, after the lock: it sees what the writer
-		// before it wrote (another prune, a retry by hand).
-		return tx.QueryRow(ctx, pruneSQL, string(state), interval(olderThan), group, limit).Scan(&n)
+	err := s.inTx(ctx, func(tx pgx.Tx) (err error) {
+		n, err = prune(ctx, tx, state, olderThan, group, limit)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("pruning %s jobs: %w", state, interpretError(err))
 	}
 	return n, nil
+}
+
+// prune is Prune's work in tx.
+func prune(ctx context.Context, tx pgx.Tx, state fairway.State, olderThan time.Duration, group string, limit int) (int, error) {
+	if _, err := tx.Exec(ctx, journal.RecordsLockSQL); err != nil {
+		return 0, err
+	}
+	// A statement of its own, after the lock: it sees what the writer
+	// before it wrote (another prune, a retry by hand).
+	rows, err := tx.Query(ctx, pruneSQL, string(state), interval(olderThan), group, limit)
+	if err != nil {
+		return 0, err
+	}
+	var groups, ids []string
+	var g, id string
+	if _, err := pgx.ForEachRow(rows, []any{&g, &id}, func() error {
+		groups, ids = append(groups, g), append(ids, id)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(ids) > 0 {
+		if _, err := tx.Exec(ctx, pruneIDsSQL, groups, ids); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
 }

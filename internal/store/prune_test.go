@@ -9,18 +9,38 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPruneUsesItsIndex: the prune statement finds the batches of records
-// old enough through their index of end times, not by reading every
-// batch.
-func TestPruneUsesItsIndex(t *testing.T) {
+// TestPruneReadsWhatItPrunes: a prune reads the batches of records it
+// takes records from, through its state's index of end times, and not
+// every expired batch (it read them all, and the successes pruned after
+// a day walked the failed jobs kept for a month); it frees the pruned
+// jobs' ids and log lines one index probe each, not by reading every id
+// kept.
+func TestPruneReadsWhatItPrunes(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)
-	_, err := s.Pool().Exec(t.Context(), `INSERT INTO fairway_record (finished, keys, groups, s_groups, s_tasks, s_states, s_started, s_due, jobs)
-SELECT now() - i * interval '1 second', '{}', '{g}', '{}', '{}', '{}', '{}', '{}', '[]' FROM generate_series(1, 5000) AS i`)
-	require.NoError(t, err)
-	_, err = s.Pool().Exec(t.Context(), `ANALYZE fairway_record`)
-	require.NoError(t, err)
-	require.Contains(t, s.PrunePlan(t), "fairway_record_finished")
+	exec := execer(t, s)
+	// 20,000 batches of one record each, ended two days ago or more, one
+	// in ten a success.
+	exec(`INSERT INTO fairway_record (finished, keys, groups, s_groups, s_tasks, s_states, s_started, s_due, jobs)
+SELECT now() - interval '2 days' - i * interval '1 second', '{0}', '{g}', '{g}', '{t}',
+       ARRAY[CASE WHEN i % 10 = 0 THEN 'success' ELSE 'failed' END], '{0}', '{0}',
+       json_build_array(json_build_object('group_name', 'g', 'id', 'j' || i))
+  FROM generate_series(1, 20000) AS i`)
+	exec(`INSERT INTO fairway_job_id (group_name, id) SELECT 'g', 'j' || i FROM generate_series(1, 300000) AS i`)
+	exec(`INSERT INTO fairway_job_log (group_name, job_id, attempt, time, level, message)
+SELECT 'g', 'j' || i, 1, now(), 'info', 'line' FROM generate_series(1, 300000) AS i`)
+	exec(`ANALYZE fairway_record, fairway_job_id, fairway_job_log`)
+
+	pruned, reads := s.PruneReads(t, fairway.StateSuccess, 24*time.Hour, 100)
+	require.Equal(t, 100, pruned)
+	t.Logf("rows read (sequentially, through an index): %v", reads)
+	require.Zero(t, reads["fairway_record"][0], "no batch read by a sequential scan")
+	require.LessOrEqual(t, reads["fairway_record"][1], int64(4*100+16),
+		"a few index reads for each of the 100 batches taken, not the 20,000 expired")
+	for _, table := range []string{"fairway_job_id", "fairway_job_log"} {
+		require.Zero(t, reads[table][0], "%s: not read by a sequential scan", table)
+		require.LessOrEqual(t, reads[table][1], int64(100), "%s: one probe a pruned job", table)
+	}
 }
 
 // TestPruneTakesRecordsOutOfTheirBatches: a batch holds records of every
