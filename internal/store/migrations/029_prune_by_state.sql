@@ -12,10 +12,11 @@ CREATE INDEX fairway_record_success ON fairway_record (finished, id) WHERE 'succ
 CREATE INDEX fairway_record_failed ON fairway_record (finished, id) WHERE 'failed' = ANY (s_states);
 CREATE INDEX fairway_record_cancelled ON fairway_record (finished, id) WHERE 'cancelled' = ANY (s_states);
 
--- fairway_records_drop parses a batch's records once: it parsed them
--- three times (the records taken, whether any was left, the records
--- kept) and compared each place with each record taken, and a batch whose records all go is deleted without writing
--- the others again.
+-- fairway_records_drop parses a batch's records once when they all go
+-- (the batch is deleted) and twice when some stay (the batch is written
+-- again without the others), where it parsed them three times (the
+-- records taken, whether any was left, the records kept); and it no
+-- longer compares every place with every record taken.
 CREATE OR REPLACE FUNCTION fairway_records_drop(b bigint, gone bigint[]) RETURNS TABLE (group_name text, id text)
     LANGUAGE plpgsql AS $$
 #variable_conflict use_column
