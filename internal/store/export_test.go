@@ -15,8 +15,8 @@ import (
 var CheckMigrationNames = checkMigrationNames
 
 // PruneReads prunes as Prune does, in a transaction rolled back, and
-// returns the rows its statements read of fairway_record and of
-// fairway_job_id: sequentially and through indexes.
+// returns the rows its statements read of fairway_record, fairway_job_id
+// and fairway_job_log, each [sequentially, through indexes].
 func (s *Store) PruneReads(t testing.TB, state fairway.State, olderThan time.Duration, limit int) (pruned int, reads map[string][2]int64) {
 	ctx := t.Context()
 	tx, err := s.pool.Begin(ctx)
