@@ -429,17 +429,39 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	if rd.failed > 0 {
 		run.note("%d reads got no answer (outages); they say nothing", rd.failed)
 	}
-	jobs, outbox, err := readJobs(ctx, db)
-	if err != nil {
-		return res, run.notes, err
-	}
+	// Events follow their changes' commits, published at least once by a
+	// leader that may still be trying again when the last job ends (a
+	// NATS node killed: no ack for 10 s, then the events sent again): the
+	// stream is read again until every committed change has its event,
+	// or for two minutes, after which the missing ones count.
 	readCtx, cancelRead := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelRead()
-	evs, err := readEvents(readCtx, c.NATSURL(""))
-	if err != nil {
-		return res, run.notes, fmt.Errorf("reading the event stream: %w", err)
+	checked := res // what the reads found; account adds the rest
+	for again := false; ; again = true {
+		jobs, outbox, err := readJobs(ctx, db)
+		if err != nil {
+			return res, run.notes, err
+		}
+		evs, err := readEvents(readCtx, c.NATSURL(""))
+		if err != nil {
+			return res, run.notes, fmt.Errorf("reading the event stream: %w", err)
+		}
+		res = checked
+		account(&res, submitted, jobs, outbox, evs, c.Trace, run.faults)
+		if res.WithoutEvent == 0 {
+			break
+		}
+		select {
+		case <-readCtx.Done():
+		case <-time.After(time.Second): // the publisher's catch-up tells no one
+		}
+		if readCtx.Err() != nil {
+			break
+		}
+		if !again {
+			run.note("%d committed changes without their event yet: reading the stream again until they come", res.WithoutEvent)
+		}
 	}
-	account(&res, submitted, jobs, outbox, evs, c.Trace, run.faults)
 	res.Duration = time.Since(start)
 	if w.attempts > 0 {
 		run.note("submissions retried %d times during the fault (last error: %v)", w.attempts, w.lastErr)
