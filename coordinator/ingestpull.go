@@ -56,14 +56,14 @@ func (p *puller) close() {
 }
 
 // renew drops the puller's subscription, if any, for one under a new
-// prefix: its first, and after a pull that JetStream did not end: its request may still reach the
-// server (held in nats.go's buffer through a reconnect), and with no
-// interest in its inbox any more JetStream delivers nothing to it, as
-// when each pull had a subscription of its own. Otherwise its messages
-// would come to a later pull of another consumer, be dropped there and
-// wait unannounced for their ack wait and a sweep. What the channel
-// holds is an earlier pull's: it goes too (what comes after is told
-// apart by pull).
+// prefix: its first, and after a pull that JetStream did not end. That
+// pull's request may still reach the server (held in nats.go's buffer
+// through a reconnect), and with no interest in its inbox any more
+// JetStream delivers nothing to it, as when each pull had a subscription
+// of its own; otherwise its messages would come to a later pull of
+// another consumer, be dropped there and wait unannounced for their ack
+// wait and a sweep. What the channel holds is an earlier pull's: it goes
+// too (what comes after is told apart by pull).
 func (p *puller) renew() error {
 	p.close()
 	p.sub = nil

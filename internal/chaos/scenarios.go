@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/fairwayhq/fairway/events"
+	"github.com/nats-io/nats.go"
 )
 
 // Size scales a run: the short one runs in CI, the long one with `task
@@ -432,10 +435,22 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	// Events follow their changes' commits, published at least once by a
 	// leader that may still be trying again when the last job ends (a
 	// NATS node killed: no ack for 10 s, then the events sent again): the
-	// stream is read again until every committed change has its event,
-	// or for two minutes, after which the missing ones count.
+	// stream is read again, each time events are published after a read
+	// that missed some, until every committed change has its event, or
+	// for two minutes, after which the missing ones count.
 	readCtx, cancelRead := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelRead()
+	published := make(chan struct{}, 1)
+	evSub, err := nc.Subscribe(events.NewSubjects("").EventsAll(), func(*nats.Msg) {
+		select {
+		case published <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return res, run.notes, fmt.Errorf("subscribing to the events: %w", err)
+	}
+	defer func() { _ = evSub.Unsubscribe() }()
 	checked := res // what the reads found; account adds the rest
 	for again := false; ; again = true {
 		jobs, outbox, err := readJobs(ctx, db)
@@ -453,7 +468,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 		}
 		select {
 		case <-readCtx.Done():
-		case <-time.After(time.Second): // the publisher's catch-up tells no one
+		case <-published:
 		}
 		if readCtx.Err() != nil {
 			break

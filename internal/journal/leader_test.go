@@ -1454,9 +1454,7 @@ func TestABatchOfRecordsHoldsOneOutcome(t *testing.T) {
 	for i := range 6 {
 		items = append(items, journal.Item{Group: "g", ID: fmt.Sprint("j", i), Task: "t"})
 	}
-	body, err := journal.Encode(items)
-	require.NoError(t, err)
-	require.NoError(t, journal.Append(ctx, db, 0, journal.Submitted, body))
+	submit(t, db, items)
 	l := leading(t, db, "c1")
 	jobs, err := l.Claim(ctx, claimParams("e", "i", 10))
 	require.NoError(t, err)

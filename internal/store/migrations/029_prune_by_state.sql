@@ -7,7 +7,7 @@
 -- growing with it), and the successes pruned after a day walked the
 -- failed jobs kept for thirty. Now an index of end times per final state
 -- finds the batches that hold the state, oldest first, and fairway_prune
--- walks them one at a time until it has taken its limit.
+-- walks them batch by batch until it has taken its limit.
 CREATE INDEX fairway_record_success ON fairway_record (finished, id) WHERE 'success' = ANY (s_states);
 CREATE INDEX fairway_record_failed ON fairway_record (finished, id) WHERE 'failed' = ANY (s_states);
 CREATE INDEX fairway_record_cancelled ON fairway_record (finished, id) WHERE 'cancelled' = ANY (s_states);
