@@ -54,6 +54,10 @@ type dispatcher struct {
 	regMu sync.Mutex
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
 
+	// stopping are the instances that said they stop: they get no job,
+	// and what they release gives its attempt back.
+	stopping stoppingInstances
+
 	grants grants // what each executor credential may run
 	// ownResults makes sure that an executor that reached the
 	// coordinators through its account (operator mode) has its own
@@ -275,6 +279,15 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 			narrow(&req, grant)
 		}
 	}
+	if err == nil && req.Stopping {
+		d.stop(msg, req)
+		return
+	}
+	if err == nil && d.stopping.has(req.Executor, req.Instance) {
+		// Sent before its instance said it stops, and come after.
+		d.respondDispatch(msg, events.DispatchReply{})
+		return
+	}
 	if err != nil {
 		if errors.Is(err, fairway.ErrNotRegistered) && d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
 			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
@@ -294,9 +307,33 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 		if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
 			d.respondDispatch(old.msg, events.DispatchReply{})
 		}
+		if d.stopping.has(req.Executor, req.Instance) {
+			// Its instance said it stops while this request was claimed for.
+			if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
+				d.respondDispatch(r.msg, events.DispatchReply{})
+			}
+		}
 		return
 	}
 	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+}
+
+// stop records that an executor instance stops (a dispatch request with
+// Stopping, sent before it releases the jobs it holds): its parked request
+// is answered empty, it gets no job from now on, and the jobs it releases
+// give their attempt back (journal.Item.GiveBack). The answer tells it
+// that the leader knows, before it releases anything.
+func (d *dispatcher) stop(msg *nats.Msg, req events.DispatchRequest) {
+	if req.Instance == "" {
+		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, fairway.Invalid("instance", "missing: name the instance that stops"))})
+		return
+	}
+	d.stopping.mark(req.Executor, req.Instance)
+	if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
+		d.respondDispatch(r.msg, events.DispatchReply{})
+	}
+	d.log.Info("executor stopping: it gets no more jobs", "executor", req.Executor, "instance", req.Instance)
+	d.respondDispatch(msg, events.DispatchReply{})
 }
 
 // maxHeldPerSlot bounds how many jobs an instance may hold at once, as the

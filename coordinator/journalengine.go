@@ -50,6 +50,9 @@ type journalEngine struct {
 	// limits are the operators' concurrency limits, as the leader's
 	// claims read them.
 	limits limitsCache
+	// stopping says whether an executor instance said it stops
+	// (dispatcher.stopping): what it releases gives its attempt back.
+	stopping func(app, instance string) bool
 }
 
 // journalPartition is the one partition (issue 34 spreads groups over
@@ -311,6 +314,7 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 			it.Outcome, it.Error = journal.OutcomeCancelled, o.Error
 		case fairway.OutcomeReleased:
 			kind, it.Error = journal.Released, o.Error
+			it.GiveBack = e.stopping != nil && e.stopping(o.Executor, o.Instance)
 		default:
 			continue
 		}

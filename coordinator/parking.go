@@ -101,6 +101,20 @@ func (p *parking) take() []*parkedRequest {
 	return reqs
 }
 
+// takeInstance removes and returns the request parked by an executor
+// instance, if any.
+func (p *parking) takeInstance(app, instance string) *parkedRequest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, r := range p.reqs {
+		if r.req.Executor == app && r.req.Instance == instance {
+			p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
+			return r
+		}
+	}
+	return nil
+}
+
 // takeIdle removes and returns the oldest parked request that match
 // accepts and that is idle for certain: no wake signal came since its
 // claim found nothing, so no job it could run has become eligible since

@@ -255,6 +255,12 @@ type DispatchRequest struct {
 	// that serves some tenants). The executor credential's grant narrows
 	// it (Grant.Groups); an empty list gets no job.
 	Groups []string `json:"groups,omitempty"`
+	// Stopping says the instance stops: the leader answers its parked
+	// request empty, hands it no job from now on, and the jobs it then
+	// releases give their attempt back (they count none). An executor
+	// sends it, and waits for the answer, before it releases the jobs it
+	// holds; Slots and Tasks are then ignored.
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 // DispatchReply hands jobs to an executor. The jobs are scheduled for it,

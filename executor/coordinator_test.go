@@ -29,6 +29,7 @@ type coordinator struct {
 
 	registers  chan events.RegisterRequest
 	dispatches chan events.DispatchRequest
+	stops      chan events.DispatchRequest // the dispatch requests that say the instance stops
 	heartbeats chan events.Heartbeat
 	reports    chan events.Report
 	backlog    []events.Report // reports read but not asked for yet; test goroutine only
@@ -73,6 +74,7 @@ func setup(t *testing.T) *bundle {
 		subjects:   subjects,
 		registers:  make(chan events.RegisterRequest, 16),
 		dispatches: make(chan events.DispatchRequest, 1000),
+		stops:      make(chan events.DispatchRequest, 16),
 		heartbeats: make(chan events.Heartbeat, 1000),
 		reports:    make(chan events.Report, 10000),
 	}
@@ -134,6 +136,11 @@ func (c *coordinator) onDispatch(msg *nats.Msg) {
 	var req events.DispatchRequest
 	if err := json.Unmarshal(msg.Data, &req); err != nil {
 		c.t.Errorf("undecodable dispatch request: %v", err)
+		return
+	}
+	if req.Stopping {
+		c.stops <- req
+		c.respond(msg, events.DispatchReply{})
 		return
 	}
 	c.mu.Lock()

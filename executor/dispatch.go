@@ -241,27 +241,28 @@ func (e *Executor) accept(jobs []fairway.Job) {
 			e.logger.Warn("dispatch handed out a job this executor already holds; ignoring it", "job_id", fj.ID, "attempt", fj.Attempt)
 			continue
 		}
-		mode := modeRun
+		mode, reason := modeRun, ""
 		switch {
 		case e.life.stopping():
-			mode = modeRelease
+			mode, reason = modeRelease, releasedUnrun
 		case len(e.jobs) >= e.pool+e.prefetchMax:
 			// Also after SetConcurrency lowered the pool meanwhile.
 			e.logger.Warn("dispatch handed out more jobs than there are slots; releasing the extra job", "job_id", fj.ID)
-			mode = modeRelease
+			mode, reason = modeRelease, "released before it started: the executor had no slot for it"
 		case e.maxConcurrent[fj.Task] > 0 && running[fj.Task] >= e.maxConcurrent[fj.Task]:
 			// Its cap was lowered meanwhile.
 			e.logger.Info("releasing a job of a task at its max-concurrent", "job_id", fj.ID, "task", fj.Task)
-			mode = modeRelease
+			mode, reason = modeRelease, "released before it started: its task is at its max-concurrent on this executor"
 		case e.dropped[fj.Task] || e.paused[fj.Task]:
 			// Asked for before the task was dropped or paused: back to
 			// waiting, for an executor that runs it.
 			e.logger.Info("releasing a job of a task this executor no longer takes", "job_id", fj.ID, "task", fj.Task)
-			mode = modeRelease
+			mode, reason = modeRelease, "released before it started: this executor no longer takes its task"
 		case e.cancels.take(fj.Ref(), fj.Attempt, time.Now()):
 			mode = modeCancelled
 		}
 		rj := e.newRunningJob(fj)
+		rj.releaseReason = reason
 		rj.handler = e.chained[fj.Task]
 		if mode == modeRun {
 			e.takeSlot(rj)

@@ -67,6 +67,7 @@ const (
 	releaseGrace       = 5 * time.Second                  // how long a cancelled handler may take to return at shutdown
 	reportFlushTimeout = 5 * time.Second                  // how long Shutdown waits for JetStream to acknowledge reports
 	deregisterTimeout  = 2 * time.Second                  // how long Shutdown waits for a coordinator to take note that it left
+	stoppingTimeout    = 2 * time.Second                  // how long Shutdown waits for the leader to take note that it stops, before releasing jobs
 	earlyCancelTTL     = time.Minute                      // how long a cancel for an unknown job is remembered
 	earlyCancelMax     = 10000                            // how many such cancels are remembered
 )

@@ -482,6 +482,7 @@ func TestShutdownWithExpiredContextReleasesJobs(t *testing.T) {
 	for _, id := range []string{j1.ID, j2.ID} {
 		reports := requireStarted(t, b.coord.reportsUntilDone(id))
 		require.Equal(t, events.OutcomeReleased, reports[len(reports)-1].Outcome)
+		require.Equal(t, "released while it ran: the executor shut down before the job finished", reports[len(reports)-1].Error)
 	}
 	e.Stop() // safe after Shutdown
 }
@@ -973,6 +974,14 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 	reports = b.coord.reportsUntilDone(j4.ID)
 	require.Equal(t, []string{events.ReportDone}, types(reports))
 	require.Equal(t, events.OutcomeReleased, reports[0].Outcome)
+	require.Equal(t, "released before it started: the executor is shutting down", reports[0].Error)
+	// The leader heard that the instance stops before the release (the
+	// stand-in records it before answering), so it could not hand the job
+	// straight back.
+	require.Len(t, b.coord.stops, 1, "the executor said it stops before it released the held job")
+	stop := <-b.coord.stops
+	require.Equal(t, "worker-1", stop.Executor)
+	require.NotEmpty(t, stop.Instance)
 	tokens <- struct{}{}
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(j2.ID).Outcome)
 	require.NoError(t, recv(t, stopped, "the shutdown"))

@@ -122,6 +122,9 @@ type runningJob struct {
 	reported atomic.Bool   // the done report has been sent
 	timeout  time.Duration // how long an attempt may run; 0: no bound
 	handler  Handler       // its task's handler, wrapped, when it was accepted
+	// releaseReason is the error of its release report when a dispatch
+	// reply handed it over only to be released (modeRelease).
+	releaseReason string
 	// startedNS is when the handler started (Unix ns; 0: not started);
 	// startReport says whether its start was reported on its own
 	// (startSent), goes with the done report (startFolded), or neither yet
@@ -160,6 +163,10 @@ const (
 	modeRelease           // the executor is stopping, or full
 )
 
+// releasedUnrun is the error of a job an executor held and released
+// without running it, as it stops.
+const releasedUnrun = "released before it started: the executor is shutting down"
+
 // outcome is how a job ended, for its done report.
 type outcome struct {
 	kind   fairway.Outcome
@@ -184,7 +191,7 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	job := rj.job
 	switch mode {
 	case modeRelease:
-		e.complete(rj, outcome{kind: events.OutcomeReleased, err: "executor is shutting down"})
+		e.complete(rj, outcome{kind: events.OutcomeReleased, err: rj.releaseReason})
 		return
 	case modeCancelled:
 		rj.logger.Info("job cancelled before it arrived; not running it")
@@ -200,8 +207,11 @@ func (e *Executor) run(rj *runningJob, mode runMode) {
 	}
 	if !e.waitForSlot(rj) || rj.ctx.Err() != nil { // cancelled or released before it ran
 		out := e.outcome(rj, rj.ctx.Err(), nil)
-		if out.kind == events.OutcomeCancelled {
+		switch {
+		case out.kind == events.OutcomeCancelled:
 			out.err = "cancelled before it started"
+		case errors.Is(context.Cause(rj.ctx), errShutdown):
+			out.err = releasedUnrun
 		}
 		e.complete(rj, out)
 		return
@@ -302,7 +312,7 @@ func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 	case errors.Is(cause, errCancelRequested):
 		return outcome{kind: events.OutcomeCancelled, err: "cancelled while running"}
 	case errors.Is(cause, errShutdown):
-		return outcome{kind: events.OutcomeReleased, err: "executor shut down before the job finished"}
+		return outcome{kind: events.OutcomeReleased, err: "released while it ran: the executor shut down before the job finished"}
 	case errors.Is(cause, errPaused):
 		return outcome{kind: events.OutcomeReleased, err: "task paused on this executor before the job started"}
 	case panicked != nil:

@@ -217,13 +217,19 @@ func (e *Executor) register(ctx context.Context) error {
 func (e *Executor) Shutdown(ctx context.Context) error {
 	e.shutdownOnce.Do(func() {
 		e.mu.Lock()
-		if e.life == lifeRunning {
+		ran := e.life == lifeRunning
+		if ran {
 			e.life = lifeDraining
 		} else {
 			e.life = lifeStopped // it never ran: a Start in progress gives up
 		}
 		e.mu.Unlock()
 		close(e.stopCh)
+		if ran {
+			// Before any job is released: else the leader could hand it
+			// straight back to this instance's parked request.
+			e.tellStopping()
+		}
 		// Jobs held beyond the pool never started: back to waiting at once.
 		e.releaseQueued(func(*runningJob) bool { return true }, errShutdown)
 		go e.shutdown()
@@ -323,22 +329,50 @@ func (e *Executor) shutdown() {
 	e.logger.Info("executor stopped")
 }
 
+// tellStopping tells the journal's leader that this instance stops (a
+// dispatch request with Stopping): it answers the instance's parked
+// request empty, hands it no job from now on, and the jobs it releases
+// count no attempt. Best effort, at most stoppingTimeout: without the
+// leader's answer the jobs are released all the same, and one may be
+// handed back once, and released again, with an attempt counted.
+func (e *Executor) tellStopping() {
+	subject := e.subjects.Exec(e.cfg.AppID, events.ExecDispatch)
+	err := e.ask(subject, events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Stopping: true}, stoppingTimeout)
+	if err != nil {
+		e.logger.Info("could not tell the coordinators that this executor stops; its jobs are released all the same",
+			"subject", subject, "error", err)
+	}
+}
+
+// ask sends a request of the executor protocol whose reply only says
+// whether it was refused (an error), and waits for it.
+func (e *Executor) ask(subject string, req any, timeout time.Duration) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg, err := e.nc.Request(subject, data, timeout)
+	if err != nil {
+		return err
+	}
+	var reply struct {
+		Error *fairway.Error `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &reply); err != nil {
+		return fmt.Errorf("decoding the reply on %s: %w", subject, err)
+	}
+	if reply.Error != nil {
+		return reply.Error
+	}
+	return nil
+}
+
 // deregister tells the coordinators that this instance shut down. It is
 // best effort: an executor that could not say so is marked gone after a
 // few leases without a heartbeat.
 func (e *Executor) deregister() {
 	subject := e.subjects.Exec(e.cfg.AppID, events.ExecDeregister)
-	data, err := json.Marshal(events.DeregisterRequest{Executor: e.cfg.AppID, Instance: e.instance})
-	if err != nil {
-		return
-	}
-	msg, err := e.nc.Request(subject, data, deregisterTimeout)
-	if err == nil {
-		var reply events.Reply
-		if err = json.Unmarshal(msg.Data, &reply); err == nil && reply.Error != nil {
-			err = reply.Error
-		}
-	}
+	err := e.ask(subject, events.DeregisterRequest{Executor: e.cfg.AppID, Instance: e.instance}, deregisterTimeout)
 	if err != nil {
 		e.logger.Info("could not deregister; the coordinators mark this executor gone once it has been silent for a few leases",
 			"subject", subject, "error", err)

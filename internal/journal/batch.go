@@ -46,6 +46,7 @@ const (
 	fClaim
 	fTrigger
 	fSubmitted
+	fGiveBack
 )
 
 // maxRowItems bounds the items of a row (Encode): a Job holds its item's
@@ -123,6 +124,7 @@ func Encode(items []Item) ([]byte, error) {
 		str(fOutcome, it.Outcome)
 		flag(fPermanent, it.Permanent)
 		flag(fCounted, it.Counted)
+		flag(fGiveBack, it.GiveBack)
 		str(fResult, string(it.Result))
 		str(fError, it.Error)
 		float(fCharge, it.Charge)
@@ -256,6 +258,7 @@ func decodeItem(d *snapshotDecoder, it *Item) {
 	it.Outcome = d.optString(m, fOutcome)
 	it.Permanent = m&fPermanent != 0
 	it.Counted = m&fCounted != 0
+	it.GiveBack = m&fGiveBack != 0
 	it.Result = d.optBytes(m, fResult)
 	it.Error = d.optString(m, fError)
 	it.Charge = d.optFloat(m, fCharge)

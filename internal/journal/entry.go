@@ -22,10 +22,11 @@ const (
 	// Claimed: jobs handed to an executor (Attempt, the attempt they now
 	// run; Executor, Instance; Charge, with fair shares). Applies to a waiting or stuck job of a
 	// group that is not paused whose attempt is Attempt-1. A job's attempt
-	// counts its claims and never goes back (a release or a snooze counts
-	// no retry but keeps it): with the executor's instance it is what a
-	// report names, so that a report of an earlier claim never applies to
-	// a later one. Retries count the failed attempts.
+	// counts its claims and goes back only when a stopping instance gives
+	// it back (a Released item's GiveBack; another release or a snooze
+	// counts no retry but keeps it): with the executor's instance it is
+	// what a report names, so that a report of an earlier claim never
+	// applies to a later one. Retries count the failed attempts.
 	Claimed Kind = "claimed"
 	// Started: the executor began the attempt (Attempt; RunAt, when its
 	// handler started as the executor reported it, which the fold keeps
@@ -37,7 +38,8 @@ const (
 	// snooze; Result, Error; RanMS, when fair shares count time).
 	Ended Kind = "ended"
 	// Released: the attempt handed back without running to its end
-	// (Attempt; Error; RanMS, as Ended): the job waits again, no retry counted; or, Counted,
+	// (Attempt; Error; RanMS, as Ended): the job waits again, no retry counted, and with
+	// GiveBack its attempt goes back to the one before; or, Counted,
 	// the attempt was lost with its executor and counts as one that
 	// failed (retried now, at RunAt, unless out of retries).
 	Released Kind = "released"
@@ -128,6 +130,14 @@ type Item struct {
 	// executor reported it: learned by the fair shares of time (0: not
 	// learned).
 	RanMS float64 `json:"ran_ms,omitempty"`
+	// GiveBack, on a Released item that is not Counted: the attempt is
+	// given back, the job's attempt goes back to the one before it. Set
+	// when the releasing instance stops (its executor told the leader
+	// before releasing, events.DispatchRequest.Stopping): an instance
+	// never claims again once it stops, so no report of the attempt
+	// given back can match the next claim, which reuses its number (a
+	// report names the instance).
+	GiveBack bool `json:"give_back,omitempty"`
 
 	// Weight.
 	Weight float64 `json:"weight,omitempty"`

@@ -498,6 +498,7 @@ func TestALeaderAppliesReports(t *testing.T) {
 				it.RunAt = 1
 			case journal.Released:
 				it.Counted = rng.IntN(2) == 0
+				it.GiveBack = !it.Counted && rng.IntN(2) == 0
 			}
 			reports = append(reports, journal.Report{Kind: kind, Item: it})
 		}
@@ -1265,6 +1266,7 @@ func TestTheLeadersVerbsKeepEveryJobLiveOrRecorded(t *testing.T) {
 						kind := []journal.Kind{journal.Started, journal.Ended, journal.Ended, journal.Released}[rng.IntN(4)]
 						it.Outcome = []string{journal.OutcomeSuccess, journal.OutcomeError, journal.OutcomeSnooze, journal.OutcomeCancelled}[rng.IntN(4)]
 						it.Counted = rng.IntN(2) == 0
+						it.GiveBack = kind == journal.Released && !it.Counted && rng.IntN(2) == 0
 						reports = append(reports, journal.Report{Kind: kind, Item: it})
 					}
 					_, err := l.Report(ctx, reports)
@@ -1488,4 +1490,48 @@ func TestABatchOfRecordsHoldsOneOutcome(t *testing.T) {
 		require.NoError(t, db.QueryRow(ctx, `SELECT state FROM fairway_records_of('g', ARRAY[$1])`, fmt.Sprint("j", i)).Scan(&state))
 		require.Equal(t, map[bool]string{true: "failed", false: "success"}[i%2 == 1], state)
 	}
+}
+
+// TestAStoppingInstanceGivesItsAttemptsBack: the jobs an instance releases
+// as it stops (GiveBack) go back to waiting under the attempt before, so
+// the next claim runs them under the number the released claim had; a
+// report of the released claim, sent again, changes nothing; a release
+// without GiveBack keeps the attempt.
+func TestAStoppingInstanceGivesItsAttemptsBack(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 4, "acme")
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, claimParams("e", "stopping", 4))
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+	released := func(j journal.ClaimedJob, instance string, giveBack bool) journal.Report {
+		return journal.Report{Kind: journal.Released, Item: journal.Item{Group: j.Ref.Group, ID: j.Ref.ID, Attempt: j.Attempt,
+			Executor: "e", Instance: instance, Error: "released", GiveBack: giveBack}}
+	}
+	reports := []journal.Report{released(jobs[0], "stopping", true), released(jobs[1], "stopping", true), released(jobs[2], "stopping", false)}
+	applied, err := l.Report(ctx, reports)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true}, applied)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		require.Zero(t, s.Jobs.Get(jobs[0].Ref).Attempt)
+		require.Zero(t, s.Jobs.Get(jobs[1].Ref).Attempt)
+		require.EqualValues(t, 1, s.Jobs.Get(jobs[2].Ref).Attempt, "released without giving it back")
+	}))
+
+	again, err := l.Claim(ctx, claimParams("e", "next", 4))
+	require.NoError(t, err)
+	attempts := map[string]int32{}
+	for _, j := range again {
+		attempts[j.Ref.ID] = j.Attempt
+	}
+	require.Equal(t, map[string]int32{jobs[0].Ref.ID: 1, jobs[1].Ref.ID: 1, jobs[2].Ref.ID: 2}, attempts)
+
+	// The stopping instance's release, sent again: not the next claim's.
+	applied, err = l.Report(ctx, reports[:1])
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, applied)
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
+		require.Equal(t, fairway.StateScheduled, s.Jobs.Get(jobs[0].Ref).State())
+	}))
 }

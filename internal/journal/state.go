@@ -326,6 +326,9 @@ func (s *State) applyItem(row Row, i int, it Item, ref fairway.JobRef, j *Job, o
 		s.hold(ref, j, -1)
 		j.setState(fairway.StateWaiting)
 		j.Holder, j.Progress = nil, 0
+		if it.GiveBack {
+			j.Attempt = it.Attempt - 1 // its instance stops: the next claim runs it under this number
+		}
 		out = append(out, Change{Job: ref, From: from, To: j.State(), Error: it.Error})
 	case Cancel:
 		switch {
