@@ -322,7 +322,7 @@ function accept(job) {
   earlyCancels.delete(k);
   if (stopping || held.size > SLOTS) {
     // "released" puts it back to waiting without counting a failure.
-    finish(job, { outcome: "released", error: "executor is shutting down" });
+    finish(job, { outcome: "released", error: "released before it started: the executor is shutting down" });
   } else if (early && early.attempt === job.attempt && Date.now() - early.at < 60_000) {
     finish(job, { outcome: "cancelled", error: "cancelled before it started" });
   } else if (!handlers[job.task]) {
@@ -355,7 +355,7 @@ async function run(job, signal) {
     done = { outcome: "success", result: result ?? null };
   } catch (err) {
     if (signal.reason === CANCELLED) done = { outcome: "cancelled", error: "cancelled while running" };
-    else if (signal.reason === SHUTDOWN) done = { outcome: "released", error: "executor shut down before the job finished" };
+    else if (signal.reason === SHUTDOWN) done = { outcome: "released", error: "released while it ran: the executor shut down before the job finished" };
     else if (signal.reason === TIMEOUT) done = { outcome: "error", error: `timeout: the attempt ran longer than ${job.timeout}` };
     else done = { outcome: err?.permanent ? "permanent" : "error", error: String(err?.message ?? err) };
   } finally {
@@ -391,6 +391,16 @@ function shutdown(why) {
   stopping = true;
   wake();
   shuttingDown = (async () => {
+    // "Stop: before you release the jobs you hold as you shut down, request
+    // fairway.exec.<app-id>.dispatch with {"executor","instance","stopping":true}
+    // and wait for its (empty) reply": the leader hands this instance
+    // nothing more, and what it releases counts no attempt.
+    try {
+      const reply = (await nc.request(subject.dispatch, enc({ executor: APP_ID, instance: INSTANCE, stopping: true }), { timeout: 2000 })).json();
+      if (reply.error) throw new Error(`${reply.error.code}: ${reply.error.message}`);
+    } catch (err) {
+      log(`could not tell the coordinators that this executor stops (${err.message}); its jobs are released all the same`);
+    }
     await dispatching; // a reply in flight: its jobs are released at once
     while (held.size > 0) await nextWakeup(1000);
     await reportChain;
