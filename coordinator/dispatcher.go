@@ -297,25 +297,41 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 		return
 	}
 	gen := d.parking.generation()
+	if req.Idle != nil && *req.Idle == 0 && req.WaitMS > 0 && req.Slots > 0 &&
+		d.parking.idleFor(&parkedRequest{req: req}) {
+		// It would only hold what it gets, while an executor with a free
+		// slot waits for work: it waits its turn, after that one (the
+		// parked requests are served at once, those with a free slot
+		// first).
+		d.park(msg, req, maxHeld, gen)
+		d.parking.signal()
+		return
+	}
 	jobs, err := d.claim(ctx, req, maxHeld)
 	if err != nil {
 		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, err)})
 		return
 	}
 	if len(jobs) == 0 && req.WaitMS > 0 && req.Slots > 0 && ctx.Err() == nil {
-		wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
-		if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
-			d.respondDispatch(old.msg, events.DispatchReply{})
-		}
-		if d.stopping.has(req.Executor, req.Instance) {
-			// Its instance said it stops while this request was claimed for.
-			if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
-				d.respondDispatch(r.msg, events.DispatchReply{})
-			}
-		}
+		d.park(msg, req, maxHeld, gen)
 		return
 	}
 	d.respondDispatch(msg, events.DispatchReply{Jobs: jobs})
+}
+
+// park holds a dispatch request until work is eligible (parking.park; gen
+// is the generation read before its claim), at most its wait_ms.
+func (d *dispatcher) park(msg *nats.Msg, req events.DispatchRequest, maxHeld int, gen uint64) {
+	wait := min(time.Duration(req.WaitMS)*time.Millisecond, maxParkWait)
+	if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
+		d.respondDispatch(old.msg, events.DispatchReply{})
+	}
+	if d.stopping.has(req.Executor, req.Instance) {
+		// Its instance said it stops while this request was claimed for.
+		if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
+			d.respondDispatch(r.msg, events.DispatchReply{})
+		}
+	}
 }
 
 // stop records that an executor instance stops (a dispatch request with

@@ -27,6 +27,10 @@ type parkedRequest struct {
 	maxHeld int
 }
 
+// idle says whether the request would start a job at once: its executor
+// has a free slot (or did not say: events.DispatchRequest.Idle).
+func (r *parkedRequest) idle() bool { return r.req.Idle == nil || *r.req.Idle > 0 }
+
 // parking holds the dispatch requests of idle executors.
 type parking struct {
 	mu   sync.Mutex
@@ -92,13 +96,40 @@ func sameInstance(a, b *parkedRequest) bool {
 	return a.req.Executor == b.req.Executor && a.req.Instance == b.req.Instance
 }
 
-// take removes and returns every parked request, oldest first.
+// take removes and returns every parked request, those of executors with
+// a free slot first (idle), oldest first within each: a job goes to an
+// executor that starts it at once before one that would hold it behind a
+// running job.
 func (p *parking) take() []*parkedRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	reqs := p.reqs
 	p.reqs = nil
+	slices.SortStableFunc(reqs, func(a, b *parkedRequest) int {
+		switch {
+		case a.idle() == b.idle():
+			return 0
+		case a.idle():
+			return -1
+		default:
+			return 1
+		}
+	})
 	return reqs
+}
+
+// idleFor says whether a request of an executor with a free slot for one
+// of tasks is parked (another instance's than r's): r, which would only
+// hold what it gets, then waits its turn among the parked requests.
+func (p *parking) idleFor(r *parkedRequest) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, o := range p.reqs {
+		if o.idle() && !sameInstance(o, r) && slices.ContainsFunc(o.req.Tasks, func(t string) bool { return slices.Contains(r.req.Tasks, t) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // takeInstance removes and returns the request parked by an executor
@@ -122,10 +153,12 @@ func (p *parking) takeInstance(app, instance string) *parkedRequest {
 func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, r := range p.reqs {
-		if r.gen == p.gen && match(r) {
-			p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
-			return r
+	for _, freeSlot := range []bool{true, false} { // an executor that starts the jobs at once first
+		for i, r := range p.reqs {
+			if r.gen == p.gen && r.idle() == freeSlot && match(r) {
+				p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
+				return r
+			}
 		}
 	}
 	return nil

@@ -255,6 +255,11 @@ type DispatchRequest struct {
 	// that serves some tenants). The executor credential's grant narrows
 	// it (Grant.Groups); an empty list gets no job.
 	Groups []string `json:"groups,omitempty"`
+	// Idle, when set, says how many of Slots would start a job at once
+	// (free slots); the rest would be held until a slot frees (prefetch).
+	// While an executor with an idle slot waits for a job, the leader
+	// hands none to one that would only hold it. Unset: all of them.
+	Idle *int `json:"idle,omitempty"`
 	// Stopping says the instance stops: the leader answers its parked
 	// request empty, hands it no job from now on, and the jobs it then
 	// releases give their attempt back (they count none). An executor

@@ -189,8 +189,18 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 	if e.dispatchID == "" {
 		e.dispatchID = uuid.NewString()
 	}
-	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Tasks: tasks, TaskSlots: taskSlots,
-		WaitMS: int(longPoll / time.Millisecond), RequestID: e.dispatchID})
+	e.mu.Lock()
+	idle := min(max(e.pool-e.runningN-len(e.queued), 0), free)
+	wait := longPoll
+	if idle == 0 {
+		// Only to hold jobs: for as long as a slot may free soon, no
+		// longer (a request held past it would bring a job to wait
+		// behind jobs that run long).
+		wait = min(wait, e.untilSlotsRunLong(time.Now()))
+	}
+	e.mu.Unlock()
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Idle: &idle, Tasks: tasks, TaskSlots: taskSlots,
+		WaitMS: int(wait / time.Millisecond), RequestID: e.dispatchID})
 	if err != nil {
 		return 0, err
 	}

@@ -91,6 +91,7 @@ var (
 	errJobDone         = errors.New("job finished")
 	errTimeout         = errors.New("job timed out")
 	errPaused          = errors.New("task paused")
+	errHeldTooLong     = errors.New("held too long for a slot")
 )
 
 // Executor runs jobs that the coordinators hand it. Create it with New,

@@ -164,8 +164,9 @@ func TestSuccessWithResult(t *testing.T) {
 
 	req := b.coord.nextDispatch()
 	require.NotEmpty(t, req.RequestID)
-	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Tasks: []string{"double", "noop"}, WaitMS: 1000,
-		RequestID: req.RequestID}, req, "a long poll of a second")
+	idle := 2
+	require.Equal(t, events.DispatchRequest{Executor: "worker-1", Instance: reg.Executor.Instance, Slots: 2, Idle: &idle, Tasks: []string{"double", "noop"}, WaitMS: 1000,
+		RequestID: req.RequestID}, req, "a long poll of a second, its two slots free")
 
 	reports := requireStarted(t, b.coord.reportsUntilDone(job.ID))
 	done := reports[len(reports)-1]
@@ -954,9 +955,11 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 
 	// j4 is held behind j2; shutdown hands it back unrun, and j2 finishes.
 	// j1 ran for as long as the steps above took: on a loaded machine that
-	// makes jobs look long, and an executor holds none of long jobs. The
-	// estimates are set back to short ones.
-	e.SetPrefetchEstimates(time.Microsecond, time.Millisecond)
+	// makes jobs look long, and an executor holds none of long jobs; and
+	// j2 runs until the test lets it, which a short estimate would take for
+	// a job that runs long, behind which it holds none. The estimates are
+	// set to jobs and round trips of a minute: j2 is young.
+	e.SetPrefetchEstimates(time.Minute, time.Minute)
 	j4 := newJob("work", `{}`)
 	b.coord.add(j4)
 	b.coord.notify()
@@ -1009,4 +1012,55 @@ func TestHeldJobThatEndsUnrunLeavesTheLine(t *testing.T) {
 	require.Equal(t, next.ID, recv(t, started, "the job behind it, once the slot frees"))
 	tokens <- struct{}{}
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(next.ID).Outcome)
+}
+
+// TestNoJobIsHeldBehindAJobThatRunsLong: after short jobs an executor
+// holds jobs beyond its pool, but not behind a job that has run far longer
+// than jobs do: while it runs, the executor asks for nothing (a job held
+// there would wait behind it while another executor may be idle), and the
+// next job comes once its slot is free.
+func TestNoJobIsHeldBehindAJobThatRunsLong(t *testing.T) {
+	t.Parallel()
+	b, _, started, tokens := prefetchingExecutor(t)
+	long := newJob("work", `{}`)
+	b.coord.add(long)
+	b.coord.notify()
+	require.Equal(t, long.ID, recv(t, started, "the long job"))
+
+	next := newJob("work", `{}`)
+	b.coord.add(next)
+	b.coord.notify()
+	tokens <- struct{}{} // the long job ends
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(long.ID).Outcome)
+	require.Equal(t, next.ID, recv(t, started, "the next job"))
+	b.coord.mu.Lock()
+	req := b.coord.handedBy[next.ID]
+	b.coord.mu.Unlock()
+	require.NotNil(t, req.Idle)
+	require.Equal(t, 1, *req.Idle, "the next job was asked for once the slot was free, not to be held behind the long one")
+	tokens <- struct{}{}
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(next.ID).Outcome)
+}
+
+// TestAHeldJobWhoseSlotDoesNotFreeGoesBack: a job held beyond the pool
+// whose slot does not free within its expected wait (four times a job's
+// average run, a second at least) goes back to waiting, for another
+// executor, saying why; the running job goes on.
+func TestAHeldJobWhoseSlotDoesNotFreeGoesBack(t *testing.T) {
+	t.Parallel()
+	b, e, started, tokens := prefetchingExecutor(t)
+	// Jobs of half a second, round trips as long: one job held, for two
+	// seconds at most.
+	e.SetPrefetchEstimates(500*time.Millisecond, 500*time.Millisecond)
+	running, held := newJob("work", `{}`), newJob("work", `{}`)
+	b.coord.add(running, held)
+	b.coord.notify()
+	require.Equal(t, running.ID, recv(t, started, "the first job"))
+	reports := b.coord.reportsUntilDone(held.ID)
+	require.Equal(t, []string{events.ReportDone}, types(reports), "the held job never started")
+	require.Equal(t, events.OutcomeReleased, reports[0].Outcome)
+	require.Equal(t, "released before it started: no slot of this executor freed within 2s (its running jobs run long); back to waiting for another executor", reports[0].Error)
+	require.Equal(t, 1, e.Running())
+	tokens <- struct{}{}
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(running.ID).Outcome)
 }

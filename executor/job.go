@@ -125,6 +125,9 @@ type runningJob struct {
 	// releaseReason is the error of its release report when a dispatch
 	// reply handed it over only to be released (modeRelease).
 	releaseReason string
+	// heldFor is how long it may wait for a slot when held beyond the
+	// pool (heldWait), set as it starts waiting.
+	heldFor time.Duration
 	// startedNS is when the handler started (Unix ns; 0: not started);
 	// startReport says whether its start was reported on its own
 	// (startSent), goes with the done report (startFolded), or neither yet
@@ -313,6 +316,9 @@ func (e *Executor) outcome(rj *runningJob, err error, panicked any) outcome {
 		return outcome{kind: events.OutcomeCancelled, err: "cancelled while running"}
 	case errors.Is(cause, errShutdown):
 		return outcome{kind: events.OutcomeReleased, err: "released while it ran: the executor shut down before the job finished"}
+	case errors.Is(cause, errHeldTooLong):
+		return outcome{kind: events.OutcomeReleased, err: fmt.Sprintf(
+			"released before it started: no slot of this executor freed within %s (its running jobs run long); back to waiting for another executor", rj.heldFor)}
 	case errors.Is(cause, errPaused):
 		return outcome{kind: events.OutcomeReleased, err: "task paused on this executor before the job started"}
 	case panicked != nil:

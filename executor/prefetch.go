@@ -14,25 +14,81 @@ const ewmaWeight = 0.2
 
 // prefetchTarget is how many jobs to hold beyond the pool now: enough to
 // keep every slot busy until the next dispatch reply, sized from the
-// measured run time of jobs and dispatch round trip, at most prefetchMax.
-// Long jobs (or no measurement yet) get none: a job held here waits for a
-// slot that will not free soon, while another executor may be idle.
+// measured run time of jobs and dispatch round trip and from how long the
+// running jobs have run, at most prefetchMax. Long jobs (or no measurement
+// yet) get none: a job held here waits for a slot that will not free
+// soon, while another executor may be idle; and a slot whose job has run
+// more than twice as long as jobs do counts as one that will not free
+// soon (after many short jobs, a long one is not followed by held jobs).
 // Called with e.mu held.
 func (e *Executor) prefetchTarget() int {
 	if e.prefetchMax <= 0 || e.avgRun <= 0 || e.avgRTT <= 0 {
 		return 0
 	}
-	// What the slots finish during two round trips (a request asks for
+	soon := e.slotsFreeingSoon(time.Now())
+	// What those slots finish during two round trips (a request asks for
 	// what was free when it left, and its reply comes a round trip later,
 	// while the next request is on its way). Less than half a job: none,
 	// so jobs that run much longer than a round trip are taken one per
 	// free slot, in the claims' fair order.
-	want := 2 * float64(e.pool) * e.avgRTT / e.avgRun
+	want := 2 * float64(soon) * e.avgRTT / e.avgRun
 	if want < 0.5 {
 		return 0
 	}
 	return int(min(math.Ceil(want), float64(e.prefetchMax)))
 }
+
+// slotsFreeingSoon counts the pool's slots that are free or whose job has
+// run no longer than twice the average run time: those a held job may
+// expect to start in. Called with e.mu held.
+func (e *Executor) slotsFreeingSoon(now time.Time) int {
+	soon := max(e.pool-e.runningN, 0)
+	if e.runningN == 0 {
+		return soon
+	}
+	long := int64(2 * e.avgRun)
+	for _, rj := range e.jobs {
+		if !rj.holdsSlot {
+			continue
+		}
+		if ns := rj.startedNS.Load(); ns == 0 || now.UnixNano()-ns <= long {
+			soon++
+		}
+	}
+	return min(soon, e.pool)
+}
+
+// untilSlotsRunLong is how long until every running job has run more than
+// twice the average run time (slotsFreeingSoon then counts none of them).
+// Called with e.mu held.
+func (e *Executor) untilSlotsRunLong(now time.Time) time.Duration {
+	long := int64(2 * e.avgRun)
+	var until int64
+	for _, rj := range e.jobs {
+		if !rj.holdsSlot {
+			continue
+		}
+		left := long
+		if ns := rj.startedNS.Load(); ns != 0 {
+			left = long - (now.UnixNano() - ns)
+		}
+		until = max(until, left)
+	}
+	return time.Duration(until)
+}
+
+// heldWait is how long a job held beyond the pool waits for a slot before
+// it is handed back for another executor: four times the average run
+// time (two round trips at least), and at least heldWaitMin. Called with
+// e.mu held.
+func (e *Executor) heldWait() time.Duration {
+	return max(time.Duration(4*e.avgRun), time.Duration(2*e.avgRTT), heldWaitMin)
+}
+
+// heldWaitMin is the least a held job waits for a slot before it goes
+// back (heldWait): far beyond a short job's run, so that only a slot held
+// by a job that runs long makes it go.
+const heldWaitMin = time.Second
 
 // observeRun adds the run time of a handler to the average.
 func (e *Executor) observeRun(d time.Duration) {
@@ -81,11 +137,17 @@ func (e *Executor) waitForSlot(rj *runningJob) bool {
 		return true
 	}
 	gate := rj.gate
+	rj.heldFor = e.heldWait()
 	e.mu.Unlock()
+	held := time.NewTimer(rj.heldFor)
+	defer held.Stop()
 	select {
 	case <-gate:
 		return true
 	case <-rj.ctx.Done():
+	case <-held.C:
+		// Its slot does not free: back to waiting, for another executor.
+		rj.cancel(errHeldTooLong)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,0 +1,50 @@
+package coordinator
+
+import (
+	"testing"
+
+	"github.com/fairwayhq/fairway/events"
+	"github.com/stretchr/testify/require"
+)
+
+// parkedOf is a parked request of instance with tasks and idle free slots
+// (nil: it did not say).
+func parkedOf(instance string, idle *int, tasks ...string) *parkedRequest {
+	return &parkedRequest{req: events.DispatchRequest{Executor: "e-" + instance, Instance: instance, Slots: 2, Idle: idle, Tasks: tasks}}
+}
+
+func names(reqs []*parkedRequest) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = r.req.Instance
+	}
+	return out
+}
+
+// TestParkedRequestsWithAFreeSlotComeFirst: a job goes to an executor that
+// starts it at once before one that would hold it behind a running job
+// (prefetch), whichever asked first; an executor that did not say how many
+// slots are free counts as free; among the same kind, oldest first. The
+// hand-over at ingest (takeIdle) prefers them the same way, and a request
+// that would only hold jobs sees that one with a free slot waits (idleFor).
+func TestParkedRequestsWithAFreeSlotComeFirst(t *testing.T) {
+	zero, one := 0, 1
+	p := newParking()
+	for _, r := range []*parkedRequest{parkedOf("holds", &zero, "ocr"), parkedOf("free", &one, "ocr"), parkedOf("old", nil, "mail"), parkedOf("holds-too", &zero, "mail")} {
+		p.park(r, p.generation())
+	}
+	require.True(t, p.idleFor(parkedOf("asks", &zero, "ocr")))
+	require.True(t, p.idleFor(parkedOf("asks", &zero, "mail")))
+	require.False(t, p.idleFor(parkedOf("asks", &zero, "pdf")), "no free executor runs its task")
+	require.False(t, p.idleFor(parkedOf("free", &zero, "ocr")), "its own request does not count")
+
+	reqs := p.take()
+	require.Equal(t, []string{"free", "old", "holds", "holds-too"}, names(reqs))
+	p.putBack(reqs)
+	all := func(*parkedRequest) bool { return true }
+	var taken []string
+	for r := p.takeIdle(all); r != nil; r = p.takeIdle(all) {
+		taken = append(taken, r.req.Instance)
+	}
+	require.Equal(t, []string{"free", "old", "holds", "holds-too"}, taken)
+}
