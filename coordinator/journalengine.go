@@ -319,6 +319,9 @@ func (e *journalEngine) report(ctx context.Context, started []store.Start, progr
 			continue
 		}
 		it.RanMS = o.RanMS
+		if !o.EndedAt.IsZero() && kind == journal.Ended {
+			it.EndedAt = o.EndedAt.UnixMicro()
+		}
 		if o.StartedAt != nil {
 			// A start reported with its end: its own row first.
 			s := item(o.Attempt)

@@ -170,7 +170,7 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 					"executor", r.Executor, "job_id", fairway.TruncateRunes(r.JobID, fairway.MaxIDLength))
 				continue
 			}
-			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error, RanMS: max(r.RanMS, 0)}
+			o := store.Outcome{Attempt: a, Kind: r.Outcome, Result: r.Result, Error: r.Error, RanMS: max(r.RanMS, 0), EndedAt: r.Time}
 			if r.Outcome == fairway.OutcomeSnoozed {
 				d, err := time.ParseDuration(r.Snooze)
 				if err != nil || d < time.Second || d > fairway.MaxDelay {

@@ -59,3 +59,64 @@ func TestALeaderTimesJobsByPostgreSQLsClock(t *testing.T) {
 		})
 	}
 }
+
+// TestARecordKeepsWhenItsHandlerEnded: a job's finished time is when its
+// handler returned, as its executor reported it, not when the leader
+// appended the end, however late its report came. A time from a skewed
+// clock is kept within the attempt's start and the leader's now: one an
+// hour ahead is now, one before the start is the start; one not said is
+// now. The stats read the same times (fairway_record_stat).
+func TestARecordKeepsWhenItsHandlerEnded(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 4, "g")
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+	var start int64 // when the claim handed them out: their handlers start then
+	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { start = s.Jobs.Get(jobs[0].Ref).Holder.Scheduled }))
+	end := l.Now().UnixMicro() // a handler that ended just now
+	exact, ahead, early, unsaid := jobs[0].Ref.ID, jobs[1].Ref.ID, jobs[2].Ref.ID, jobs[3].Ref.ID
+	ended := map[string]int64{exact: end, ahead: end + time.Hour.Microseconds(), early: start - time.Minute.Microseconds()}
+	var reports []journal.Report
+	for _, j := range jobs {
+		it := journal.Item{Group: j.Ref.Group, ID: j.Ref.ID, Attempt: j.Attempt, Executor: "e", Instance: "i"}
+		started, end := it, it
+		started.RunAt = start
+		end.Outcome, end.EndedAt = journal.OutcomeSuccess, ended[j.Ref.ID]
+		reports = append(reports, journal.Report{Kind: journal.Started, Item: started}, journal.Report{Kind: journal.Ended, Item: end})
+	}
+	_, err = l.Report(ctx, reports)
+	require.NoError(t, err)
+	after := time.Now()
+
+	took := map[string]time.Duration{}
+	rows, err := db.Query(ctx, `SELECT id, started, finished FROM fairway_job`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		var started, finished time.Time
+		require.NoError(t, rows.Scan(&id, &started, &finished))
+		require.Equal(t, start, started.UnixMicro(), "%s: its start as reported", id)
+		require.False(t, finished.After(after), "%s: not after the leader's now", id)
+		took[id] = finished.Sub(started)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, took, 4)
+	require.Equal(t, time.Duration(end-start)*time.Microsecond, took[exact], "as its executor reported it")
+	require.Less(t, took[ahead], time.Minute, "an hour ahead: now")
+	require.Zero(t, took[early], "before its start: its start")
+	require.Less(t, took[unsaid], time.Minute, "not said: now")
+
+	var stats []time.Duration
+	rows, err = db.Query(ctx, `SELECT finished - started FROM fairway_record_stat`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var d time.Duration
+		require.NoError(t, rows.Scan(&d))
+		stats = append(stats, d)
+	}
+	require.NoError(t, rows.Err())
+	require.ElementsMatch(t, []time.Duration{took[exact], took[ahead], took[early], took[unsaid]}, stats, "the stats read the same times")
+}

@@ -138,6 +138,11 @@ type Item struct {
 	// given back can match the next claim, which reuses its number (a
 	// report names the instance).
 	GiveBack bool `json:"give_back,omitempty"`
+	// EndedAt (µs), on an Ended item: when the attempt ended, as its
+	// executor reported it (0: not said). A final state's record keeps it
+	// as the job's finished time, within the attempt's start and the
+	// record's write: a skewed executor cannot move it far.
+	EndedAt int64 `json:"ended_at,omitempty"`
 
 	// Weight.
 	Weight float64 `json:"weight,omitempty"`

@@ -937,9 +937,10 @@ func (l *Leader) send(ctx context.Context, epoch int64, batches []batch, ends []
 		rows = append(rows, Rows{Kind: b.kind, Bodies: [][]byte{body}})
 	}
 	var records [][]any // recordsSQL's arguments, a batch of records each
+	now := l.Now().UnixMicro()
 	for _, same := range byOutcome(ends) {
 		for chunk := range slices.Chunk(same, recordsPerBatch) {
-			args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted)
+			args, err := recordsArgs(l.cfg.Partition, epoch, chunk, submitted, now)
 			if err != nil {
 				return nil, 0, err
 			}

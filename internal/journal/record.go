@@ -187,16 +187,18 @@ func readSubmitted(ctx context.Context, q Querier, want wantedItems, keep func(i
 // and at the same now(), so that the records are written exactly when the
 // rows that end the jobs are appended); $3 and $4 are the jobs' groups
 // and ids (their keys, computed here), $5 the ids they depended on, $6
-// the records, $7 to $10 their tasks, states, starts and due times (what
-// the stats read: fairway_record_stat). One row per batch, where a row
+// the records, $7 to $11 their tasks, states, starts, due times and
+// finished times (what the stats read: fairway_record_stat; a record's
+// finished time is when its handler returned, as its executor said,
+// within its start and now, else the leader's now). One row per batch, where a row
 // per job cost PostgreSQL about 16 µs of CPU and 590 bytes of WAL a job
 // (docs/performance.md, "The records, measured apart"). A record's place
 // in its batch (n) is below 2^20, which its seq counts on
 // (fairway_record_job): an append that ends more jobs than recordsPerBatch
 // writes their records in several rows.
-const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, jobs)
+const recordsSQL = `INSERT INTO fairway_record (partition, finished, keys, groups, waits, s_groups, s_tasks, s_states, s_started, s_due, s_finished, jobs)
 SELECT $1, now(), ARRAY(SELECT hashtextextended(g || E'\x1f' || i, 0) FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS k (g, i, o) ORDER BY k.o),
-       ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $6::json
+       ARRAY(SELECT DISTINCT unnest($3::text[])), $5::text[], $3::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $6::json
  WHERE EXISTS (SELECT 1 FROM fairway_journal_lease l WHERE l.partition = $1 AND l.epoch = $2 AND l.until > now())`
 
 // recordsPerBatch bounds the records of one row of fairway_record: an
@@ -300,6 +302,7 @@ type record struct {
 	Submitted   int64           `json:"submitted"`
 	Scheduled   int64           `json:"scheduled_at,omitempty"`
 	Started     int64           `json:"started,omitempty"`
+	Finished    int64           `json:"finished,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       string          `json:"error,omitempty"`
 	TraceParent string          `json:"traceparent,omitempty"`
@@ -308,10 +311,10 @@ type record struct {
 
 // recordsArgs are recordsSQL's arguments for the records of jobs (the rows
 // that submitted them read in submitted).
-func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64]submittedRow) ([]any, error) {
+func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64]submittedRow, now int64) ([]any, error) {
 	n := len(jobs)
 	groups, ids, tasks, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	started, due := make([]int64, n), make([]int64, n)
+	started, due, finished := make([]int64, n), make([]int64, n), make([]int64, n)
 	records := make([]record, n)
 	var waits []string
 	for i, e := range jobs {
@@ -329,8 +332,14 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		if e.change.To == fairway.StateFailed && (e.kind == Ended || e.kind == Released) {
 			r.Retries++ // the attempt that failed last counts
 		}
+		r.Finished = now
 		if h := e.job.Holder; h != nil {
 			r.Scheduled, r.Started, r.Worker, r.Instance = h.Scheduled, h.Started, h.Executor, h.Instance
+			if e.item.EndedAt != 0 {
+				// When its handler returned, as its executor said, kept
+				// after its start (or hand-over) and before now.
+				r.Finished = min(max(e.item.EndedAt, h.Started, h.Scheduled), now)
+			}
 		}
 		if d, err := time.ParseDuration(sub.Timeout); err == nil {
 			r.TimeoutMS = d.Milliseconds()
@@ -343,7 +352,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		}
 		waits = append(waits, sub.Waits...)
 		records[i] = r
-		tasks[i], states[i], started[i], due[i] = r.Task, string(r.State), r.Started, max(r.Submitted, r.RunAt)
+		tasks[i], states[i], started[i], due[i], finished[i] = r.Task, string(r.State), r.Started, max(r.Submitted, r.RunAt), r.Finished
 	}
 	body, err := wirejson.Marshal(records) // segmentio's encoder: the stdlib's reflection was 2% of a drain's leader
 	if err != nil {
@@ -353,7 +362,7 @@ func recordsArgs(partition int16, epoch int64, jobs []ended, submitted map[int64
 		slices.Sort(waits)
 		waits = slices.Compact(waits)
 	}
-	return []any{partition, epoch, groups, ids, waits, body, tasks, states, started, due}, nil
+	return []any{partition, epoch, groups, ids, waits, body, tasks, states, started, due, finished}, nil
 }
 
 // dropNUL is s without NUL characters, which PostgreSQL's text cannot

@@ -27,6 +27,11 @@ type Outcome struct {
 	// StartedAt, when set, is when the attempt started: its start was
 	// reported along with its end, and is recorded with it.
 	StartedAt *time.Time
+	// EndedAt is when the attempt ended, by the executor's clock (its
+	// report's time; zero: not said), which a final state records as the
+	// job's finished time, kept within the attempt's start and the
+	// record's write.
+	EndedAt time.Time
 	// Snooze is how long a snoozed job waits before it is due again.
 	Snooze time.Duration
 	// RanMS is how long the attempt ran, as its executor measured it (0:
