@@ -54,33 +54,19 @@ func Example() {
 		}
 	}()
 
-	// Submit, with validation errors at once (SubmitWait), and follow the
-	// job's events from the submission on.
+	// Submit, with validation errors at once (SubmitWait), and wait for
+	// the job to end (Wait: its result, or its error).
 	client, err := events.NewClient(nc, events.ClientOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	since := time.Now()
 	job, err := client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "resize", Args: json.RawMessage(`{"w":100}`)})
 	if err != nil {
 		log.Fatal(err) // a *fairway.Error names the field at fault
 	}
-	final := make(chan events.Event, 1)
-	sub, err := client.Subscribe(ctx, events.Filter{Group: "acme", Since: since}, func(ev events.Event) {
-		if ev.JobID == job.ID && ev.State.Final() {
-			select {
-			case final <- ev:
-			default:
-			}
-		}
-	})
+	job, err = client.Wait(ctx, "acme", job.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer sub.Stop()
-	select {
-	case ev := <-final:
-		fmt.Println("job", job.ID, ev.State)
-	case <-ctx.Done():
-	}
+	fmt.Println("job", job.ID, job.State, string(job.Result))
 }

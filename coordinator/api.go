@@ -56,7 +56,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 	// the group's rate already).
 	route := func(msg *nats.Msg, subject string, forwarded bool) {
 		if verb, ok := c.subjects.ParseAdmin(subject); ok {
-			enqueue(msg, operatorLane(msg), request{admin: true, data: msg.Data, forwarded: forwarded}, verb)
+			enqueue(msg, operatorLane(msg), request{admin: true, data: msg.Data, forwarded: forwarded, msg: msg}, verb)
 			return
 		}
 		group, verb, _ := c.subjects.ParseAPI(subject)
@@ -70,7 +70,7 @@ func (c *Coordinator) startAPI(ctx context.Context) error {
 				return
 			}
 		}
-		enqueue(msg, group, request{group: group, data: msg.Data, forwarded: forwarded}, verb)
+		enqueue(msg, group, request{group: group, data: msg.Data, forwarded: forwarded, msg: msg}, verb)
 	}
 	// The requests followers forward (forwardToLeader), answered while
 	// this coordinator leads.
@@ -121,6 +121,9 @@ type request struct {
 	// forwarded: a follower of the journal's partition forwarded it to
 	// this coordinator, its leader (forwardToLeader).
 	forwarded bool
+	// msg is the request's message, for a handler that answers it later
+	// (wait: errRepliedLater).
+	msg *nats.Msg
 }
 
 // scope says on which API a verb is offered.
@@ -143,6 +146,7 @@ type apiVerb struct {
 var apiVerbs = map[string]apiVerb{
 	events.VerbSubmit:          {tenantOnly, (*Coordinator).apiSubmit},
 	events.VerbGet:             {tenantAndAdmin, jobVerb((*Coordinator).apiGet)},
+	events.VerbWait:            {tenantAndAdmin, (*Coordinator).apiWait},
 	events.VerbCancel:          {tenantAndAdmin, jobVerb((*Coordinator).apiCancel)},
 	events.VerbLogs:            {tenantAndAdmin, (*Coordinator).apiLogs},
 	events.VerbRelease:         {tenantAndAdmin, jobVerb((*Coordinator).apiRelease)},
@@ -228,6 +232,9 @@ func (c *Coordinator) handleVerb(ctx context.Context, msg *nats.Msg, r request, 
 	var encoded []byte
 	r.maxReply, r.encoded, r.verb = c.maxReply(), &encoded, name
 	reply, err := v.handle(c, ctx, r)
+	if errors.Is(err, errRepliedLater) {
+		return nil
+	}
 	if err == nil && encoded != nil {
 		c.send(msg, encoded)
 		return nil

@@ -268,6 +268,7 @@ type Coordinator struct {
 	dispatcher *dispatcher    // the executor protocol: dispatch, long polls, registrations, heartbeats
 	results    *results       // applies the executors' reports
 	relay      *relay         // the outbox → JetStream publisher
+	waits      *waits         // the wait requests held until their jobs end
 	lead       *leadership    // the maintenance leader election
 	sweeper    *leaseSweeper  // lease expiry, timed releases, gone executors
 	periodic   *periodicFirer // fires the periodic tasks
@@ -310,6 +311,7 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	// What every service is built on (serviceBase).
 	base := serviceBase{store: st, log: c.log, metrics: c.metrics, tracer: c.tracer, nc: nc, js: js, subjects: c.subjects}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, base, c.dead)
+	c.waits = newWaits(c)
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		base, c.tasks, c.respond, c.replyError)
 	c.dispatcher.ownResults = c.ownResults
@@ -499,6 +501,7 @@ func (c *Coordinator) stopLocked() {
 	c.consumers.drain()
 	c.cancel()
 	c.wg.Wait()
+	c.waits.stop()
 	c.log.Info("coordinator stopped")
 }
 

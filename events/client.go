@@ -1,10 +1,12 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -196,6 +198,79 @@ func (c *Client) SubmitReply(ctx context.Context, sub fairway.Submission) (*Repl
 	}
 	return c.request(ctx, c.subjects.API(sub.Group, VerbSubmit), sub)
 }
+
+// Wait waits until the job id of group ends and returns it, final: with
+// its result when it succeeded, its error when it failed or was
+// cancelled (a job that failed is returned, not an error). A submission
+// that was rejected returns its rejection (a *fairway.Error with its code
+// and field). It asks a coordinator to hold the request until the job
+// ends (the wait verb, MaxWaitMS at a time), and again until ctx ends,
+// when it returns the job as it was last seen with ctx's error. It may be
+// called at once after Submit: a job not stored yet is waited for, and
+// one that ended before the call is returned at once; a job never
+// submitted is not found (after a wait of MaxWaitMS).
+func (c *Client) Wait(ctx context.Context, group, id string) (*fairway.Job, error) {
+	if err := fairway.CheckName("group", group); err != nil {
+		return nil, err
+	}
+	var last *fairway.Job
+	for {
+		wait := time.Duration(MaxWaitMS) * time.Millisecond
+		if deadline, ok := ctx.Deadline(); ok {
+			// The coordinator answers before ctx ends: with the job as it
+			// is then, or not found.
+			left := time.Until(deadline)
+			wait = min(wait, left-min(left/5, time.Second))
+		}
+		if wait < time.Millisecond || ctx.Err() != nil {
+			return last, cmp.Or(ctx.Err(), context.DeadlineExceeded)
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait+TimeoutDefault)
+		reply, err := c.request(rctx, c.subjects.API(group, VerbWait), WaitRequest{ID: id, WaitMS: int(wait / time.Millisecond)})
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return last, ctx.Err()
+		case err != nil:
+			return last, err
+		case reply.Job != nil && reply.Job.State.Final():
+			return reply.Job, nil
+		}
+		if reply.Job != nil {
+			last = reply.Job
+		}
+	}
+}
+
+// WaitMany waits until the jobs ids of group end (see Wait), at most
+// waitManyAtOnce at a time, and returns them in the order of ids. The
+// first error (a rejection, ctx's end) is returned with the jobs that
+// ended before it.
+func (c *Client) WaitMany(ctx context.Context, group string, ids []string) ([]*fairway.Job, error) {
+	jobs := make([]*fairway.Job, len(ids))
+	errs := make([]error, len(ids))
+	sem := make(chan struct{}, waitManyAtOnce)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			jobs[i], errs[i] = c.Wait(ctx, group, id)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return jobs, fmt.Errorf("job %s: %w", ids[i], err)
+		}
+	}
+	return jobs, nil
+}
+
+// waitManyAtOnce bounds the wait requests WaitMany has in flight (a
+// coordinator holds at most 1,000 of a group's).
+const waitManyAtOnce = 64
 
 // Cancel cancels the job id of group: a job that has not started ends
 // cancelled at once; a running job's handler sees its context cancelled and

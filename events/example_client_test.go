@@ -68,6 +68,29 @@ func ExampleClient_SubmitMany() {
 	fmt.Println(len(ids), "jobs stored")
 }
 
+// Wait, right after Submit, returns the job once it ended: its result,
+// or its error; many jobs at once with WaitMany.
+func ExampleClient_Wait() {
+	client, nc := connect()
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	id, err := client.Submit(ctx, fairway.Submission{Group: "acme", Task: "echo", Args: json.RawMessage(`{"invoice":42}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	job, err := client.Wait(ctx, "acme", id)
+	switch {
+	case err != nil:
+		log.Fatal(err) // rejected (a *fairway.Error naming the field), or ctx ended first
+	case job.State == fairway.StateSuccess:
+		fmt.Println("result", string(job.Result))
+	default:
+		fmt.Println(job.State, job.Error) // failed or cancelled
+	}
+}
+
 // SubmitWait goes through the request/reply API: the job is in PostgreSQL
 // when it returns, and a refusal says why at once.
 func ExampleClient_SubmitWait() {

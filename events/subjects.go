@@ -15,6 +15,7 @@ const (
 	VerbSubmit      = "submit"
 	VerbCancel      = "cancel"
 	VerbGet         = "get"
+	VerbWait        = "wait" // body: WaitRequest; answered when the job ends, or its wait runs out
 	VerbList        = "list"
 	VerbLogs        = "logs"
 	VerbRelease     = "release"      // a pending job becomes waiting

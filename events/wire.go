@@ -198,6 +198,22 @@ type JobRequest struct {
 	Priority fairway.Priority `json:"priority,omitempty"`
 }
 
+// WaitRequest is the body of wait: the job (as JobRequest names it) and
+// how long to hold the request for it to end.
+type WaitRequest struct {
+	Group string `json:"group,omitempty"`
+	ID    string `json:"id"`
+	// WaitMS is how long the coordinator holds the request for the job to
+	// end, at most MaxWaitMS (0: MaxWaitMS). The reply's job is final, or
+	// the wait ran out first: ask again. Give the request a timeout a few
+	// seconds longer.
+	WaitMS int `json:"wait_ms,omitempty"`
+}
+
+// MaxWaitMS bounds a wait request's wait_ms: a longer wait is several
+// requests.
+const MaxWaitMS = 30_000
+
 // ListRequest is the body of list. Empty fields match everything.
 type ListRequest struct {
 	Group    string           `json:"group,omitempty"` // admin only; the tenant API uses the subject's group

@@ -53,6 +53,7 @@ var bodies = []struct {
 	{"stats.json", typeOf[fairway.Stats](), written},
 	{"api-reply.json", typeOf[events.Reply](), written},
 	{"api-job-request.json", typeOf[events.JobRequest](), strict},
+	{"api-wait-request.json", typeOf[events.WaitRequest](), strict},
 	{"api-list-request.json", typeOf[events.ListRequest](), strict},
 	{"api-logs-request.json", typeOf[events.LogsRequest](), strict},
 	{"api-bulk-request.json", typeOf[events.BulkRequest](), strict},

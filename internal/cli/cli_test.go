@@ -112,6 +112,33 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, id)
 
+	// submit --wait: the id, then the result, and the job's outcome as the
+	// exit code (0 succeeded, 3 failed, 4 cancelled); with --async too.
+	code, out, errOut = run(t, "submit", "echo", "--group", "acme", "--args", `{"hello":"wait"}`, "--wait", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	require.JSONEq(t, `{"hello":"wait"}`, lines[1], "the result, after the id")
+	code, out, errOut = run(t, "submit", "fail", "--group", "acme", "--args", `{"times":5}`, "--max-retries", "0", "--async", "--wait", "--nats-url", natsURL)
+	require.Equal(t, 3, code, "failed: %s", errOut)
+	require.Contains(t, errOut, "failed: ")
+	require.Contains(t, errOut, strings.TrimSpace(out))
+	sleeping := make(chan struct{})
+	go func() {
+		defer close(sleeping)
+		code, _, errOut := run(t, "submit", "sleep", "--group", "acme", "--id", "waited-sleep", "--args", `{"seconds":60}`, "--wait", "--nats-url", natsURL)
+		if code != 4 {
+			t.Errorf("a cancelled job's submit --wait exits %d, not 4: %s", code, errOut)
+		}
+	}()
+	eventOf := func(state fairway.State) func(events.Event) bool {
+		return func(ev events.Event) bool { return ev.JobID == "waited-sleep" && ev.State == state }
+	}
+	awaitEvent(t, client, "acme", eventOf(fairway.StateRunning))
+	code, _, errOut = run(t, "jobs", "cancel", "waited-sleep", "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	<-sleeping
+
 	// A bad submission gets an error naming the field, and a non-zero exit.
 	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--priority", "urgent", "--nats-url", natsURL)
 	require.Equal(t, 1, code)
@@ -294,6 +321,26 @@ func TestDevEndToEnd(t *testing.T) {
 
 // finalEvent waits for the final event of job id of group, replaying the
 // stream from its start.
+// awaitEvent waits for an event of group that match accepts, replaying
+// the stream from its start.
+func awaitEvent(t *testing.T, client *events.Client, group string, match func(events.Event) bool) {
+	t.Helper()
+	found := make(chan struct{})
+	var once sync.Once
+	sub, err := client.Subscribe(t.Context(), events.Filter{Group: group, Since: time.Unix(0, 0)}, func(ev events.Event) {
+		if match(ev) {
+			once.Do(func() { close(found) })
+		}
+	})
+	require.NoError(t, err)
+	defer sub.Stop()
+	select {
+	case <-found:
+	case <-time.After(waitTimeout):
+		t.Fatalf("no matching event of group %s within %s", group, waitTimeout)
+	}
+}
+
 func finalEvent(t *testing.T, client *events.Client, group, id string) events.Event {
 	t.Helper()
 	return devtest.FinalEvent(t, client, group, id, time.Unix(0, 0), 30*time.Second)

@@ -20,7 +20,7 @@ func newSubmitCmd(e *env) *cobra.Command {
 	var sub fairway.Submission
 	var args, priority, runAt, triggerAfter, expiresAt string
 	var maxRetries int
-	var async bool
+	var async, wait bool
 	cmd := &cobra.Command{
 		Use:   "submit TASK --group GROUP [--args JSON]",
 		Short: "Submit a job",
@@ -38,10 +38,16 @@ With --async the job is published to JetStream (fairway.submit.<group>.<task>)
 and its id printed at once: it is stored even while no coordinator runs, but
 nothing is checked first. A problem the coordinators find when they store
 it, an unknown task included, is then only a "rejected" event:
-'fairway events tail --state rejected' shows it.`,
+'fairway events tail --state rejected' shows it.
+
+With --wait it then waits until the job ends: it prints the job's result
+after its id and exits 0 when it succeeded, 3 when it failed and 4 when it
+was cancelled (its error on stderr); with --async a rejection found when it
+is stored is the error (exit 1).`,
 		Example: `  fairway submit echo --group acme --args '{"hello":"world"}'
   fairway submit sleep --group acme --args '{"seconds":10}' --priority high
-  fairway submit fail --group acme --args '{"times":2}' --max-retries 3`,
+  fairway submit fail --group acme --args '{"times":2}' --max-retries 3
+  fairway submit echo --group acme --args '{"n":1}' --wait`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			if sub.Group == "" {
@@ -73,23 +79,26 @@ it, an unknown task included, is then only a "rejected" event:
 				return err
 			}
 			defer closeConn()
+			var id string
 			if async {
-				id, err := c.Submit(cmd.Context(), sub)
-				if err != nil {
+				if id, err = c.Submit(cmd.Context(), sub); err != nil {
 					return describe(err)
 				}
-				fmt.Fprintln(e.stdout, id)
+			} else {
+				reply, err := c.SubmitReply(cmd.Context(), sub)
+				if err != nil {
+					return rejected(err)
+				}
+				if reply.Warning != "" {
+					fmt.Fprintln(e.stderr, "fairway: warning:", reply.Warning)
+				}
+				id = reply.Job.ID
+			}
+			fmt.Fprintln(e.stdout, id)
+			if !wait {
 				return nil
 			}
-			reply, err := c.SubmitReply(cmd.Context(), sub)
-			if err != nil {
-				return rejected(err)
-			}
-			if reply.Warning != "" {
-				fmt.Fprintln(e.stderr, "fairway: warning:", reply.Warning)
-			}
-			fmt.Fprintln(e.stdout, reply.Job.ID)
-			return nil
+			return e.waitFor(cmd.Context(), c, sub.Group, id)
 		},
 	}
 	f := cmd.Flags()
@@ -110,7 +119,26 @@ it, an unknown task included, is then only a "rejected" event:
 	f.StringVar(&sub.Timeout, "timeout", "", "fail an attempt that runs longer than this (30s, 15m, 2h; at least 1s), retried as usual (default: the executor's for the task, if any)")
 	f.StringVar(&expiresAt, "expires-at", "", "fail the job as expired if it has not started by this time: RFC 3339, or a delay such as 30m")
 	f.BoolVar(&async, "async", false, "publish to JetStream instead of waiting for the coordinator's answer")
+	f.BoolVar(&wait, "wait", false, "wait until the job ends, print its result and exit with its outcome (0 succeeded, 3 failed, 4 cancelled)")
 	return e.withConfig(cmd, clientKeys...)
+}
+
+// waitFor waits until the job id of group ends (Client.Wait) and prints
+// its result (stdout); a job that failed or was cancelled is a jobEndError.
+func (e *env) waitFor(ctx context.Context, c *events.Client, group, id string) error {
+	job, err := c.Wait(ctx, group, id)
+	switch {
+	case err != nil && job != nil:
+		return fmt.Errorf("waiting for job %s (last seen %s): %w", id, job.State, describe(err))
+	case err != nil:
+		return fmt.Errorf("waiting for job %s: %w", id, rejected(err))
+	case job.State != fairway.StateSuccess:
+		return jobEndError{job: job}
+	}
+	if len(job.Result) > 0 {
+		fmt.Fprintln(e.stdout, string(job.Result))
+	}
+	return nil
 }
 
 // rejected renders the coordinators' refusal of a submission as its

@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,27 @@ const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	// submit --wait: the job ended failed, or cancelled.
+	exitJobFailed    = 3
+	exitJobCancelled = 4
 )
+
+// jobEndError is the end of a job that submit --wait waited for and that
+// did not succeed: its exit code says how it ended.
+type jobEndError struct {
+	job *fairway.Job
+}
+
+func (e jobEndError) Error() string {
+	return fmt.Sprintf("job %s %s: %s", e.job.ID, e.job.State, cmp.Or(e.job.Error, "(no error given)"))
+}
+
+func (e jobEndError) code() int {
+	if e.job.State == fairway.StateCancelled {
+		return exitJobCancelled
+	}
+	return exitJobFailed
+}
 
 // Main runs the fairway command with args and returns the exit code. ctx
 // ending asks the command to stop gracefully; force closing, after that,
@@ -54,6 +75,10 @@ func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, std
 	var usage usageError
 	if errors.As(err, &usage) {
 		return exitUsage
+	}
+	var ended jobEndError
+	if errors.As(err, &ended) {
+		return ended.code()
 	}
 	return exitError
 }
@@ -185,7 +210,7 @@ variables < flags. See 'fairway config print' and the README.
 Exit codes: 0 success; 1 an error, or Fairway's refusal (an invalid job, an
 unknown task, a bad configuration value); 2 a usage error: an unknown
 command or flag, a missing argument or required flag, a value that does not
-parse.`,
+parse; with 'submit --wait', 3 the job failed and 4 it was cancelled.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version(),

@@ -1,0 +1,252 @@
+package coordinator
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/nats-io/nats.go"
+)
+
+// The wait verb: an API request held until its job ends (Celery's
+// AsyncResult.get, Temporal's Get), answered with the final job. The
+// request does not hold a worker of the API's pool while it waits: it is
+// parked here, and answered when the job's final event comes by (every
+// coordinator hears the events the leader publishes, on core NATS), or
+// when its wait runs out, with the job as it is then.
+
+// Bounds of the waits a coordinator holds: a tenant that asks for many
+// gets a quota error past its share, never this process's memory.
+const (
+	maxWaits         = 10_000
+	maxWaitsPerGroup = 1_000
+)
+
+// waitEnds are the final states, and the rejection, that end a wait.
+var waitEnds = []fairway.State{fairway.StateSuccess, fairway.StateFailed, fairway.StateCancelled, fairway.StateRejected}
+
+// waits are the wait requests this coordinator holds, by group and job.
+type waits struct {
+	c  *Coordinator
+	mu sync.Mutex
+	n  int
+	// groups: the waits of a group, and its subscriptions to the final
+	// events of its jobs (made with its first wait, dropped with its last).
+	groups map[string]*groupWaits
+}
+
+type groupWaits struct {
+	subs []*nats.Subscription
+	jobs map[string][]*waitRequest
+	n    int
+}
+
+// waitRequest is one wait request held.
+type waitRequest struct {
+	msg   *nats.Msg
+	group string
+	id    string
+	once  sync.Once
+	// timer ends the wait; answered, it is answered (both under waits.mu).
+	timer    *time.Timer
+	answered bool
+}
+
+func newWaits(c *Coordinator) *waits {
+	return &waits{c: c, groups: map[string]*groupWaits{}}
+}
+
+// apiWait holds the request until the job ends or its wait runs out. It
+// answers at once when the job has ended already; errRepliedLater
+// otherwise (handleVerb then sends nothing: the wait answers).
+func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, error) {
+	var req events.WaitRequest
+	if err := decode(r.data, &req); err != nil {
+		return events.Reply{}, err
+	}
+	if req.ID == "" {
+		return events.Reply{}, fairway.Invalid("id", "missing: name the job")
+	}
+	if req.WaitMS < 0 || req.WaitMS > events.MaxWaitMS {
+		return events.Reply{}, fairway.Invalid("wait_ms", "%d: between 0 and %d (ask again for longer)", req.WaitMS, events.MaxWaitMS)
+	}
+	group, err := jobGroup(r.group, req.Group, r.admin)
+	if err != nil {
+		return events.Reply{}, err
+	}
+	wait := time.Duration(cmp.Or(req.WaitMS, events.MaxWaitMS)) * time.Millisecond
+	w := &waitRequest{msg: r.msg, group: group, id: req.ID}
+	// Heard before read: an end committed after the read below comes by
+	// as an event, and one committed before is in the read.
+	if err := c.waits.add(w); err != nil {
+		return events.Reply{}, err
+	}
+	job, err := c.journal.get(ctx, group, req.ID)
+	switch {
+	case err == nil && job.State.Final():
+		c.waits.answer(w, job, nil)
+	case err != nil && !errors.Is(err, fairway.ErrNotFound):
+		// Not found: not stored yet (a submission still on its way), or
+		// never: the wait tells at its end.
+		c.waits.answer(w, nil, err)
+	default:
+		c.waits.arm(w, wait)
+	}
+	return events.Reply{}, errRepliedLater
+}
+
+// errRepliedLater: the handler answers the request itself, later.
+var errRepliedLater = errors.New("answered later")
+
+// add holds w, subscribing to its group's final events if it is the
+// group's first.
+func (ws *waits) add(w *waitRequest) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	g := ws.groups[w.group]
+	switch {
+	case ws.n >= maxWaits:
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("this coordinator holds %d waits, its most: ask again later", maxWaits)}
+	case g != nil && g.n >= maxWaitsPerGroup:
+		return &fairway.Error{Code: fairway.CodeQuota, Message: fmt.Sprintf("group %s has %d waits held on this coordinator, its most: wait for fewer jobs at once", w.group, maxWaitsPerGroup)}
+	}
+	if g == nil {
+		g = &groupWaits{jobs: map[string][]*waitRequest{}}
+		for _, st := range waitEnds {
+			sub, err := ws.c.nc.Subscribe(ws.c.subjects.EventFilter(w.group, "", st), ws.heard)
+			if err != nil {
+				for _, s := range g.subs {
+					_ = s.Unsubscribe()
+				}
+				return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
+			}
+			g.subs = append(g.subs, sub)
+		}
+		// The server has the interest before the job is read.
+		if err := ws.c.nc.Flush(); err != nil {
+			for _, s := range g.subs {
+				_ = s.Unsubscribe()
+			}
+			return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
+		}
+		ws.groups[w.group] = g
+	}
+	g.jobs[w.id] = append(g.jobs[w.id], w)
+	g.n++
+	ws.n++
+	return nil
+}
+
+// heard answers the waits of the jobs whose final event (or rejection)
+// a message carries.
+func (ws *waits) heard(msg *nats.Msg) {
+	evs, err := events.DecodeEvents(msg.Data)
+	if err != nil {
+		return
+	}
+	for _, ev := range evs {
+		if !ev.State.Final() && ev.State != fairway.StateRejected {
+			continue
+		}
+		ws.mu.Lock()
+		var held []*waitRequest
+		if g := ws.groups[ev.Group]; g != nil {
+			held = g.jobs[ev.JobID]
+		}
+		ws.mu.Unlock()
+		for _, w := range held {
+			if ev.State == fairway.StateRejected {
+				go ws.answer(w, nil, &fairway.Error{Code: cmp.Or(ev.Code, fairway.CodeInvalid), Field: ev.Field, JobID: ev.JobID, Message: ev.Error})
+			} else {
+				go ws.end(w)
+			}
+		}
+	}
+}
+
+// end answers w with its job as it is now: final when its end was heard,
+// else what its wait ran out on (not found: never stored).
+func (ws *waits) end(w *waitRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	job, err := ws.c.journal.get(ctx, w.group, w.id)
+	ws.answer(w, job, err)
+}
+
+// arm ends w's wait after wait, unless it is answered already.
+func (ws *waits) arm(w *waitRequest, wait time.Duration) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if !w.answered {
+		w.timer = time.AfterFunc(wait, func() { ws.end(w) })
+	}
+}
+
+// answer sends w's reply, once, and lets it go.
+func (ws *waits) answer(w *waitRequest, job *fairway.Job, err error) {
+	w.once.Do(func() {
+		ws.mu.Lock()
+		w.answered = true
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		ws.mu.Unlock()
+		ws.drop(w)
+		reply := events.Reply{Job: job}
+		if err == nil && job != nil {
+			fitJob(&reply, ws.c.maxReply())
+		}
+		ws.c.respond(w.msg, reply, err)
+	})
+}
+
+// drop forgets w, and its group's subscriptions with its group's last wait.
+func (ws *waits) drop(w *waitRequest) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	g := ws.groups[w.group]
+	if g == nil {
+		return
+	}
+	held := g.jobs[w.id]
+	for i, o := range held {
+		if o == w {
+			held = append(held[:i], held[i+1:]...)
+			g.n--
+			ws.n--
+			break
+		}
+	}
+	if len(held) == 0 {
+		delete(g.jobs, w.id)
+	} else {
+		g.jobs[w.id] = held
+	}
+	if g.n == 0 {
+		for _, s := range g.subs {
+			_ = s.Unsubscribe()
+		}
+		delete(ws.groups, w.group)
+	}
+}
+
+// stop answers every wait held with its job as it is (the coordinator
+// stops: the client asks again, another coordinator answers).
+func (ws *waits) stop() {
+	ws.mu.Lock()
+	var all []*waitRequest
+	for _, g := range ws.groups {
+		for _, held := range g.jobs {
+			all = append(all, held...)
+		}
+	}
+	ws.mu.Unlock()
+	for _, w := range all {
+		ws.answer(w, nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: "coordinator stopping: ask again"})
+	}
+}
