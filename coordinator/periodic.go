@@ -67,17 +67,18 @@ func (c *Coordinator) setPeriodic(ctx context.Context, id string, enabled, runNo
 	return saved, nil
 }
 
-// nextRun parses a timer and returns its first time after after.
-func nextRun(timer string, after time.Time) (*calendar.Event, time.Time, error) {
-	ev, err := calendar.Parse(timer)
+// nextRun parses a timer (a calendar event or a cron expression) and
+// returns its first time after after.
+func nextRun(timer string, after time.Time) (calendar.Timer, time.Time, error) {
+	t, err := calendar.ParseTimer(timer)
 	if err != nil {
 		return nil, time.Time{}, fairway.Invalid("timer", "%v", err)
 	}
-	next, ok := ev.Next(after)
+	next, ok := t.Next(after)
 	if !ok {
-		return nil, time.Time{}, fairway.Invalid("timer", "calendar event %q has no time after %s", timer, after.Format(time.RFC3339))
+		return nil, time.Time{}, fairway.Invalid("timer", "timer %q has no time after %s", timer, after.Format(time.RFC3339))
 	}
-	return ev, next, nil
+	return t, next, nil
 }
 
 // periodicChanged wakes the periodic loops of every coordinator.
@@ -95,7 +96,7 @@ func decodePeriodic(data []byte) (fairway.PeriodicTask, error) {
 		return p, err
 	}
 	if p.Timer == "" {
-		return p, fairway.Invalid("timer", "missing: a calendar event such as \"*-*-* 08:00\"")
+		return p, fairway.Invalid("timer", "missing: a calendar event such as \"*-*-* 08:00\" or a cron expression such as \"0 8 * * 1-5\"")
 	}
 	return p, nil
 }

@@ -34,16 +34,11 @@ func periodicTaskWithRacingCoordinators(t *testing.T) {
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
 	st := storetest.Open(t)
-	var clock atomic.Pointer[time.Time]
-	setClock := func(s string) {
-		tm, err := time.Parse(time.RFC3339, s)
-		require.NoError(t, err)
-		clock.Store(&tm)
-	}
+	clock, setClock := testClock(t)
 	setClock("2026-11-23T08:01:00Z")
 	var coords []*coordinator.Coordinator
 	for range 3 {
-		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: func() time.Time { return *clock.Load() }})
+		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: clock})
 		require.NoError(t, err)
 		require.NoError(t, c.Start(ctx))
 		t.Cleanup(c.Stop)
@@ -199,4 +194,62 @@ func TestPeriodicTasksFollowPostgreSQLsClock(t *testing.T) {
 	require.False(t, p.NextRun.After(after.Add(5*time.Minute)), "next run %s is at most 5 minutes after PostgreSQL's now() %s, not an hour ahead", p.NextRun, after)
 	require.Zero(t, p.NextRun.Minute()%5)
 	require.Zero(t, p.NextRun.Second())
+}
+
+// TestPeriodicTasksTakeCronExpressions: a periodic task's timer may be a
+// standard cron expression, in a time zone: it is kept as written (its
+// fields single-spaced), its next run is the expression's, it fires then,
+// and its next run moves to the expression's next time; one that does not
+// parse is refused, naming the timer.
+func TestPeriodicTasksTakeCronExpressions(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	clock, setClock := testClock(t)
+	setClock("2026-11-27T06:00:00+01:00") // a Friday, in Berlin
+	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t), Clock: clock})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(c.Stop)
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	fired := make(chan events.Event, 10)
+	sub, err := client.Subscribe(ctx, events.Filter{State: fairway.StateFired}, func(ev events.Event) { fired <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+
+	p, err := client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "standup", Enabled: true, Task: "echo", Group: "g", Timer: "CRON_TZ=Europe/Berlin  15 6 * * 1-5"})
+	require.NoError(t, err)
+	require.Equal(t, "CRON_TZ=Europe/Berlin 15 6 * * 1-5", p.Timer, "as written")
+	require.Equal(t, "2026-11-27T05:15:00Z", p.NextRun.UTC().Format(time.RFC3339), "06:15 in Berlin")
+
+	setClock("2026-11-27T06:15:00+01:00")
+	c.FirePeriodic(ctx)
+	select {
+	case ev := <-fired:
+		require.Equal(t, "standup", ev.Periodic)
+	case <-time.After(waitTimeout):
+		t.Fatal("the cron timer did not fire")
+	}
+	p, err = st.GetPeriodic(ctx, "standup")
+	require.NoError(t, err)
+	require.Equal(t, "2026-11-30T05:15:00Z", p.NextRun.UTC().Format(time.RFC3339), "the next weekday, Monday")
+
+	_, err = client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "bad", Enabled: true, Task: "echo", Group: "g", Timer: "15 6 * *"})
+	var fe *fairway.Error
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "timer", fe.Field)
+	require.Contains(t, fe.Message, "5 fields")
+}
+
+// testClock is a clock the test sets (RFC 3339 times), for the
+// coordinators' Config.Clock.
+func testClock(t *testing.T) (clock func() time.Time, set func(string)) {
+	var at atomic.Pointer[time.Time]
+	return func() time.Time { return *at.Load() }, func(s string) {
+		tm, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		at.Store(&tm)
+	}
 }

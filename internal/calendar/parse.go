@@ -12,9 +12,15 @@ import (
 type ParseError struct {
 	Expr string // the expression, as given
 	Err  error  // what is wrong with it
+	Cron bool   // read as a cron expression (ParseTimer)
 }
 
-func (e *ParseError) Error() string { return fmt.Sprintf("calendar event %q: %v", e.Expr, e.Err) }
+func (e *ParseError) Error() string {
+	if e.Cron {
+		return fmt.Sprintf("cron expression %q: %v", e.Expr, e.Err)
+	}
+	return fmt.Sprintf("calendar event %q: %v", e.Expr, e.Err)
+}
 
 func (e *ParseError) Unwrap() error { return e.Err }
 

@@ -16,23 +16,33 @@ func newCalendarCmd(e *env) *cobra.Command {
 	var after string
 	cmd := &cobra.Command{
 		Use:   "calendar EXPR [--next N] [--after TIME]",
-		Short: "Show when a calendar event, the timer of a periodic task, fires next",
-		Long: `Parse the calendar event EXPR, a systemd-style timer as Docspell's periodic
-tasks use, and print the next N times it fires, one RFC 3339 time a line in
-the event's time zone:
+		Short: "Show when a timer of a periodic task (calendar event or cron) fires next",
+		Long: `Parse EXPR, the timer of a periodic task, and print the next N times it
+fires, one RFC 3339 time a line in the timer's time zone. A timer is either a
+systemd-style calendar event, as Docspell's periodic tasks use:
 
   [WEEKDAYS ]YEAR-MONTH-DAY HOUR:MINUTE[:SECOND][ TIME-ZONE]
 
-Each date and time part is * or a comma list of values: n, n/r (n and every
-r-th value after it), a..b or a..b/r. Weekdays are Mon..Sun or Monday..Sunday.
-The time zone is an IANA name; the default is UTC. A wall time that a
-daylight-saving change skips does not fire; one that it repeats fires once.`,
+where each date and time part is * or a comma list of values: n, n/r (n and
+every r-th value after it), a..b or a..b/r; weekdays are Mon..Sun or
+Monday..Sunday; the time zone is an IANA name (default UTC); a wall time that
+a daylight-saving change skips does not fire, one that it repeats fires once.
+
+Or a standard cron expression, read by robfig/cron (as River's and many
+schedulers' are): 5 fields (minute hour day-of-month month day-of-week), 6
+with the seconds first, or @yearly, @monthly, @weekly, @daily, @hourly,
+@every DURATION; in a time zone with a 'CRON_TZ=Europe/Berlin ' prefix
+(default UTC). A calendar event always has a time with a colon, a cron
+expression never does: that tells them apart.`,
 		Example: `  fairway calendar '*-*-* 00:00'
   fairway calendar 'Mon..Fri *-*-* 08:00 Europe/Berlin' --next 10
-  fairway calendar '*-*-* *:0/15' --after 2026-03-29T00:00:00Z`,
+  fairway calendar '*-*-* *:0/15' --after 2026-03-29T00:00:00Z
+  fairway calendar '0 8 * * 1-5'
+  fairway calendar 'CRON_TZ=America/New_York 30 2 * * *' --next 3
+  fairway calendar '@every 90s'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ev, err := calendar.Parse(args[0])
+			ev, err := calendar.ParseTimer(args[0])
 			if err != nil {
 				return usageError{err}
 			}
@@ -50,10 +60,10 @@ daylight-saving change skips does not fire; one that it repeats fires once.`,
 				t, ok := ev.Next(at)
 				if !ok {
 					if i == 0 {
-						return fmt.Errorf("calendar event %q does not fire after %s (Fairway looks until the end of %d)",
+						return fmt.Errorf("timer %q does not fire after %s (Fairway looks until the end of %d for a calendar event, five years for cron)",
 							ev, from.Format(time.RFC3339), calendar.MaxYear)
 					}
-					fmt.Fprintf(e.stderr, "fairway: calendar event %q does not fire again\n", ev)
+					fmt.Fprintf(e.stderr, "fairway: timer %q does not fire again\n", ev)
 					return nil
 				}
 				fmt.Fprintln(e.stdout, t.Format(time.RFC3339))

@@ -174,10 +174,14 @@ func TestDevEndToEnd(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "trigger_after: give run_at (or run_in) or trigger_after, not both")
 
-	// Periodic tasks: a bad timer is refused naming the part; run-now fires.
+	// Periodic tasks: a bad timer is refused naming the part, before any
+	// connection (a value that does not parse: exit 2); run-now fires.
 	code, _, errOut = run(t, "periodic", "add", "nightly", "echo", "--group", "acme", "--timer", "*-*-* 88:00", "--nats-url", natsURL)
-	require.Equal(t, 1, code)
+	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "hour value 88 not in range 0..23")
+	code, _, errOut = run(t, "periodic", "add", "nightly", "echo", "--group", "acme", "--timer", "0 3 * *", "--nats-url", natsURL)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "5 fields")
 	code, out, errOut = run(t, "periodic", "add", "nightly", "echo", "--group", "acme", "--timer", "*-*-* 03:00", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "periodic task nightly saved; next run")
@@ -194,10 +198,19 @@ func TestDevEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run-now did not fire the periodic task")
 	}
+	// A cron expression: listed as written, with its next three runs in
+	// its zone.
+	code, _, errOut = run(t, "periodic", "add", "cron-nightly", "echo", "--group", "acme", "--timer", "CRON_TZ=Asia/Tokyo 30 3 * * *", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
 	code, out, errOut = run(t, "periodic", "list", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "nightly")
 	require.Contains(t, out, "*-*-* 03:00")
+	require.Contains(t, out, "NEXT RUNS")
+	require.Contains(t, out, "CRON_TZ=Asia/Tokyo 30 3 * * *")
+	require.Regexp(t, `cron-nightly .*T03:30:00\+09:00, \S+T03:30:00\+09:00, \S+T03:30:00\+09:00`, out)
+	code, _, errOut = run(t, "periodic", "delete", "cron-nightly", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
 	code, _, errOut = run(t, "periodic", "delete", "nightly", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	code, _, errOut = run(t, "periodic", "disable", "nightly", "--nats-url", natsURL)

@@ -4,22 +4,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/calendar"
 	"github.com/spf13/cobra"
 )
 
 func newPeriodicCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "periodic",
-		Short: "Manage periodic tasks: jobs submitted on calendar events",
-		Long: `A periodic task submits a job each time its calendar event comes round, e.g.
-'Mon..Fri *-*-* 08:00' (see 'fairway calendar'). The coordinators fire it; one
-coordinator fires each due time. While the task's previous job has not ended
-a due time is skipped; runs missed while no coordinator ran collapse into one.`,
+		Short: "Manage periodic tasks: jobs submitted on a calendar event or a cron schedule",
+		Long: `A periodic task submits a job each time its timer comes round: a systemd
+calendar event such as 'Mon..Fri *-*-* 08:00', or a standard cron expression
+such as '0 8 * * 1-5' (5 fields, 6 with the seconds first, or @hourly, @daily,
+@every 30s; in a time zone with a 'CRON_TZ=Europe/Berlin ' prefix; see
+'fairway calendar'). The coordinators fire it; one coordinator fires each due
+time. While the task's previous job has not ended a due time is skipped; runs
+missed while no coordinator ran collapse into one.`,
 	}
 	var p fairway.PeriodicTask
 	var args, priority string
@@ -28,14 +33,19 @@ a due time is skipped; runs missed while no coordinator ran collapse into one.`,
 		Use:   "add ID TASK --group GROUP --timer EXPR",
 		Short: "Create a periodic task, or replace the one with this id",
 		Example: `  fairway periodic add poll-mail poll --group acme --timer '*-*-* *:0/15'
-  fairway periodic add report echo --group acme --timer 'Mon *-*-* 07:00 Europe/Berlin' --args '{"kind":"weekly"}'`,
+  fairway periodic add report echo --group acme --timer 'Mon *-*-* 07:00 Europe/Berlin' --args '{"kind":"weekly"}'
+  fairway periodic add nightly echo --group acme --timer 'CRON_TZ=Europe/Berlin 30 2 * * *'
+  fairway periodic add heartbeat echo --group acme --timer '@every 30s'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, pos []string) error {
 			switch {
 			case p.Group == "":
 				return usageError{errors.New("--group is required: the group (tenant) of the periodic task's jobs (see 'fairway periodic add --help')")}
 			case p.Timer == "":
-				return usageError{errors.New("--timer is required: the calendar event, e.g. '*-*-* 08:00' (see 'fairway periodic add --help' and 'fairway calendar')")}
+				return usageError{errors.New("--timer is required: a calendar event such as '*-*-* 08:00' or a cron expression such as '0 8 * * *' (see 'fairway periodic add --help' and 'fairway calendar')")}
+			}
+			if _, err := calendar.ParseTimer(p.Timer); err != nil {
+				return usageError{fmt.Errorf("--timer: %w (see 'fairway calendar --help')", err)}
 			}
 			p.ID, p.Task, p.Enabled, p.Priority = pos[0], pos[1], !disabled, fairway.Priority(priority)
 			if args != "" {
@@ -53,7 +63,7 @@ a due time is skipped; runs missed while no coordinator ran collapse into one.`,
 	}, clientKeys...)
 	f := add.Flags()
 	f.StringVar(&p.Group, "group", "", "the group (tenant) of its jobs (required)")
-	f.StringVar(&p.Timer, "timer", "", "calendar event, e.g. '*-*-* 08:00' or 'Mon..Fri *-*-1/7 8:00 Europe/Berlin' (required)")
+	f.StringVar(&p.Timer, "timer", "", "calendar event ('*-*-* 08:00', 'Mon..Fri *-*-1/7 8:00 Europe/Berlin') or cron expression ('0 8 * * 1-5', 'CRON_TZ=Europe/Berlin 30 2 * * *', '@every 30s') (required)")
 	f.StringVar(&args, "args", "", "the jobs' arguments: a JSON object")
 	f.StringVar(&priority, "priority", "", "high or low (default low)")
 	f.StringVar(&p.Subject, "subject", "", "a human description of its jobs")
@@ -69,9 +79,9 @@ a due time is skipped; runs missed while no coordinator ran collapse into one.`,
 					return err
 				}
 				w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "ID\tENABLED\tTASK\tGROUP\tTIMER\tNEXT RUN")
+				fmt.Fprintln(w, "ID\tENABLED\tTASK\tGROUP\tTIMER\tNEXT RUNS")
 				for _, p := range ps {
-					fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\t%s\n", p.ID, p.Enabled, p.Task, p.Group, p.Timer, p.NextRun.Local().Format(time.RFC3339))
+					fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%s\t%s\n", p.ID, p.Enabled, p.Task, p.Group, p.Timer, nextRuns(p))
 				}
 				return w.Flush()
 			})
@@ -120,4 +130,24 @@ func (e *env) withClient(fn func(c *events.Client) error) error {
 	}
 	defer closeConn()
 	return describe(fn(c))
+}
+
+// nextRunsListed is how many coming runs 'periodic list' shows a task.
+const nextRunsListed = 3
+
+// nextRuns are the coming runs of an enabled periodic task, in its timer's
+// time zone; "-" for a disabled one.
+func nextRuns(p fairway.PeriodicTask) string {
+	if !p.Enabled {
+		return "-"
+	}
+	timer, err := calendar.ParseTimer(p.Timer)
+	if err != nil {
+		return p.NextRun.Format(time.RFC3339)
+	}
+	var out []string
+	for _, t := range calendar.Upcoming(timer, p.NextRun, nextRunsListed) {
+		out = append(out, t.Format(time.RFC3339))
+	}
+	return strings.Join(out, ", ")
 }

@@ -785,20 +785,12 @@ func (s *Server) periodic(w http.ResponseWriter, r *http.Request, c caller) erro
 			p.Args = nil
 		}
 		row := periodicRow{PeriodicTask: p, NextRuns: []time.Time{}}
-		ev, err := calendar.Parse(p.Timer)
+		timer, err := calendar.ParseTimer(p.Timer)
 		if err == nil {
-			row.Zone = ev.Location().String()
+			row.Zone = timer.Location().String()
 		}
 		if err == nil && p.Enabled {
-			t := p.NextRun.In(ev.Location())
-			row.NextRuns = append(row.NextRuns, t)
-			for len(row.NextRuns) < nextRunsShown {
-				next, ok := ev.Next(t)
-				if !ok {
-					break
-				}
-				row.NextRuns, t = append(row.NextRuns, next), next
-			}
+			row.NextRuns = calendar.Upcoming(timer, p.NextRun, nextRunsShown)
 		}
 		rows = append(rows, row)
 	}

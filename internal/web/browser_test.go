@@ -392,6 +392,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "standup", Enabled: true, Task: "echo", Group: "acme", Timer: "Mon..Fri *-*-* 09:30 America/New_York"})
 	require.NoError(t, err)
+	// A cron expression, in a zone (issue 32): shown as written, its runs
+	// in its zone.
+	_, err = d.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "cron-standup", Enabled: true, Task: "echo", Group: "acme", Timer: "CRON_TZ=Europe/Berlin 15 6 * * 1-5"})
+	require.NoError(t, err)
 	open(t, b, "#/periodic")
 	require.Equal(t, 5, count(t, b, `#periodic-table tr[data-id="nightly"] li`), "the next five runs")
 	// Each run says its zone (issue 22): the timer's, UTC unless it names one.
@@ -406,6 +410,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	for _, run := range standup {
 		require.Regexp(t, `\b09:30:00 America/New_York$`, run)
 	}
+	cronRuns := runs("cron-standup")
+	require.Len(t, cronRuns, 5)
+	for _, run := range cronRuns {
+		require.Regexp(t, `\b06:15:00 Europe/Berlin$`, run)
+	}
+	require.Contains(t, text(t, b, `#periodic-table tr[data-id="cron-standup"]`), "CRON_TZ=Europe/Berlin 15 6 * * 1-5", "the expression as written")
 	var periodic struct {
 		Periodic []struct {
 			ID       string      `json:"id"`
@@ -418,10 +428,10 @@ func TestDashboardInABrowser(t *testing.T) {
 	for _, p := range periodic.Periodic {
 		zones[p.ID] = p.Zone
 		for _, run := range p.NextRuns {
-			require.Equal(t, map[string]string{"nightly": "02:00", "standup": "09:30"}[p.ID], run.Format("15:04"), "%s: the API's times are in the timer's zone", p.ID)
+			require.Equal(t, map[string]string{"nightly": "02:00", "standup": "09:30", "cron-standup": "06:15"}[p.ID], run.Format("15:04"), "%s: the API's times are in the timer's zone", p.ID)
 		}
 	}
-	require.Equal(t, map[string]string{"nightly": "UTC", "standup": "America/New_York"}, zones)
+	require.Equal(t, map[string]string{"nightly": "UTC", "standup": "America/New_York", "cron-standup": "Europe/Berlin"}, zones)
 
 	// Limits: the form refuses a negative max next to the field; a limit
 	// of two sleeps at once holds the other two of four back, the table
