@@ -8,12 +8,17 @@
 # "Configuration"); deploy/compose and deploy/kubernetes use it.
 
 FROM golang:1.26 AS build
+# The commit 'fairway version' shows: .git stays out of the build context
+# (.dockerignore), so pass it:
+#   docker build --build-arg COMMIT=$(git rev-parse HEAD) --build-arg COMMIT_TIME=$(git log -1 --format=%cI) -t fairway .
+ARG COMMIT=""
+ARG COMMIT_TIME=""
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # /healthcheck is compose's health check: the final image has no curl.
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/fairway ./cmd/fairway \
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/fairwayhq/fairway/internal/cli.commit=${COMMIT} -X github.com/fairwayhq/fairway/internal/cli.commitTime=${COMMIT_TIME}" -o /out/fairway ./cmd/fairway \
  && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/healthcheck ./deploy/healthcheck
 
 FROM gcr.io/distroless/static:nonroot

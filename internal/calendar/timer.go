@@ -22,6 +22,14 @@ type Timer interface {
 	String() string
 }
 
+// KindOf names the kind of a timer: "calendar event" or "cron expression".
+func KindOf(t Timer) string {
+	if _, ok := t.(*Event); ok {
+		return "calendar event"
+	}
+	return "cron expression"
+}
+
 // Upcoming returns the n times a timer fires from first (its next run,
 // which comes first) on, in the timer's zone: fewer when it stops firing.
 func Upcoming(t Timer, first time.Time, n int) []time.Time {

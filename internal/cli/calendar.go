@@ -60,10 +60,10 @@ expression never does: that tells them apart.`,
 				t, ok := ev.Next(at)
 				if !ok {
 					if i == 0 {
-						return fmt.Errorf("timer %q does not fire after %s (Fairway looks until the end of %d for a calendar event, five years for cron)",
-							ev, from.Format(time.RFC3339), calendar.MaxYear)
+						return fmt.Errorf("%s %q does not fire after %s (Fairway looks until the end of %d for a calendar event, five years ahead for cron)",
+							calendar.KindOf(ev), ev, from.Format(time.RFC3339), calendar.MaxYear)
 					}
-					fmt.Fprintf(e.stderr, "fairway: timer %q does not fire again\n", ev)
+					fmt.Fprintf(e.stderr, "fairway: %s %q does not fire again\n", calendar.KindOf(ev), ev)
 					return nil
 				}
 				fmt.Fprintln(e.stdout, t.Format(time.RFC3339))

@@ -122,7 +122,15 @@ func TestDevEndToEnd(t *testing.T) {
 	code, out, errOut = run(t, "submit", "fail", "--group", "acme", "--args", `{"times":5}`, "--max-retries", "0", "--async", "--wait", "--nats-url", natsURL)
 	require.Equal(t, 3, code, "failed: %s", errOut)
 	require.Contains(t, errOut, "failed: ")
-	require.Contains(t, errOut, strings.TrimSpace(out))
+	failedID := strings.TrimSpace(out)
+	require.Contains(t, errOut, failedID)
+	// jobs retry runs it again: a new attempt, which fails as well.
+	code, out, errOut = run(t, "jobs", "retry", failedID, "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "job "+failedID+" retried: waiting\n", out)
+	awaitEvent(t, client, "acme", func(ev events.Event) bool {
+		return ev.JobID == failedID && ev.State == fairway.StateFailed && ev.Attempt == 2
+	})
 	sleeping := make(chan struct{})
 	go func() {
 		defer close(sleeping)
@@ -138,6 +146,18 @@ func TestDevEndToEnd(t *testing.T) {
 	code, _, errOut = run(t, "jobs", "cancel", "waited-sleep", "--group", "acme", "--nats-url", natsURL)
 	require.Equal(t, 0, code, errOut)
 	<-sleeping
+
+	// jobs list says when a delayed job is due, and that a held one waits
+	// for its release.
+	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--id", "delayed-1", "--run-at", "2h", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--id", "held-1", "--pending", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	code, out, errOut = run(t, "jobs", "list", "--group", "acme", "--nats-url", natsURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "DUE")
+	require.Regexp(t, `delayed-1 .*\(in (1h59m\d+s|2h0m0s)\)`, out)
+	require.Regexp(t, `held-1 .* on release`, out)
 
 	// A bad submission gets an error naming the field, and a non-zero exit.
 	code, _, errOut = run(t, "submit", "echo", "--group", "acme", "--priority", "urgent", "--nats-url", natsURL)
@@ -374,7 +394,7 @@ func TestUsageAndConfigErrors(t *testing.T) {
 	// A command with subcommands, alone, shows its help; it lists them all.
 	code, out, _ := run(t, "jobs")
 	require.Equal(t, 0, code)
-	for _, sub := range []string{"list", "show", "cancel", "logs", "release", "priority", "prune"} {
+	for _, sub := range []string{"list", "show", "cancel", "logs", "release", "priority", "retry", "prune"} {
 		require.Contains(t, out, "\n  "+sub+" ", "jobs --help lists %s", sub)
 	}
 

@@ -47,16 +47,19 @@ is stored is the error (exit 1).`,
 		Example: `  fairway submit echo --group acme --args '{"hello":"world"}'
   fairway submit sleep --group acme --args '{"seconds":10}' --priority high
   fairway submit fail --group acme --args '{"times":2}' --max-retries 3
-  fairway submit echo --group acme --args '{"n":1}' --wait`,
+  fairway submit echo --group acme --args '{"n":1}' --wait
+  fairway submit ocr --group acme --args @page-17.json     # the arguments from a file
+  produce-args | fairway submit ocr --group acme --args -  # from stdin`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, pos []string) error {
-			if sub.Group == "" {
-				return usageError{errors.New("--group is required: the group (tenant) the job belongs to (see 'fairway submit --help')")}
+			if err := e.groupOrTenant(cmd, "the group (tenant) the job belongs to (see 'fairway submit --help')"); err != nil {
+				return err
 			}
 			sub.Task = pos[0]
 			sub.Priority = fairway.Priority(priority)
-			if args != "" {
-				sub.Args = json.RawMessage(args)
+			var err error
+			if sub.Args, err = jsonArgs(cmd, "args", args); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("max-retries") {
 				sub.MaxRetries = &maxRetries
@@ -103,7 +106,7 @@ is stored is the error (exit 1).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&sub.Group, "group", "", "the group (tenant) the job belongs to (required)")
-	f.StringVar(&args, "args", "", "the task's arguments: a JSON object")
+	f.StringVar(&args, "args", "", "the task's arguments: a JSON object, @FILE to read it from a file, - from stdin")
 	f.StringVar(&priority, "priority", "", "high or low (default low)")
 	f.StringVar(&sub.ID, "id", "", "job id, for an idempotent submit (default: a new UUIDv7)")
 	f.StringVar(&sub.Tracker, "tracker", "", "refuse the job while a non-final job with this tracker exists")
@@ -167,7 +170,7 @@ func parseTimeOrDelay(s string) (time.Time, error) {
 }
 
 func newJobsCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel, release, re-prioritise and prune jobs; read their logs"}
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel, release, re-prioritise, retry and prune jobs; read their logs"}
 	var group string
 	var list events.ListRequest
 	var state string
@@ -178,6 +181,9 @@ func newJobsCmd(e *env) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := e.groupOrTenant(cmd, ""); err != nil {
+				return err
+			}
 			c, closeConn, err := e.client()
 			if err != nil {
 				return err
@@ -211,10 +217,11 @@ func newJobsCmd(e *env) *cobra.Command {
 				return writeJSON(e.stdout, jobs)
 			}
 			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tGROUP\tTASK\tSTATE\tPRIO\tATTEMPT\tPROGRESS\tSUBMITTED\tERROR")
+			fmt.Fprintln(w, "ID\tGROUP\tTASK\tSTATE\tPRIO\tATTEMPT\tPROGRESS\tSUBMITTED\tDUE\tERROR")
+			now := time.Now()
 			for _, j := range jobs {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d%%\t%s\t%s\n", j.ID, j.Group, j.Task, j.State, j.Priority,
-					j.Attempt, j.MaxRetries+1, j.Progress, j.Submitted.Local().Format(time.DateTime), firstLine(j.Error))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d%%\t%s\t%s\t%s\n", j.ID, j.Group, j.Task, j.State, j.Priority,
+					j.Attempt, j.MaxRetries+1, j.Progress, j.Submitted.Local().Format(time.DateTime), due(j, now), firstLine(j.Error))
 			}
 			return w.Flush()
 		},
@@ -231,8 +238,8 @@ func newJobsCmd(e *env) *cobra.Command {
 		sub := e.withConfig(&cobra.Command{
 			Use: use + " ID --group GROUP", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if group == "" {
-					return usageError{errors.New("--group is required: job ids are unique per group only")}
+				if err := e.groupOrTenant(cmd, "job ids are unique per group only"); err != nil {
+					return err
 				}
 				c, closeConn, err := e.client()
 				if err != nil {
@@ -313,7 +320,15 @@ func newJobsCmd(e *env) *cobra.Command {
 		return nil
 	})
 	priority.Flags().StringVar(&newPriority, "set", "", "the new priority: high or low")
-	cmd.AddCommand(listCmd, show, logs, cancel, release, priority, graphCmd(e, jobCmd), newPruneCmd(e))
+	retry := jobCmd("retry", "Run a failed or cancelled job again, as a new attempt with its retries reset (its dependents wait for it again)", func(cmd *cobra.Command, c *events.Client, id string) error {
+		job, err := c.Retry(cmd.Context(), group, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "job %s retried: %s\n", id, job.State)
+		return nil
+	})
+	cmd.AddCommand(listCmd, show, logs, cancel, release, priority, retry, graphCmd(e, jobCmd), newPruneCmd(e))
 	return cmd
 }
 
@@ -334,13 +349,24 @@ transaction: it can run while Fairway works. Coordinators also prune on
 their own by age (coordinator.retention.*); this is for a one-off, e.g.
 before lowering those. A pruned job's id may be used again.
 
---older-than takes days, hours and minutes: 7d, 1d12h, 36h, 30m.
+--older-than takes days, hours and minutes: 7d, 1d12h, 36h, 30m; 0s prunes
+every finished job of the states given.
 
 Example: fairway jobs prune --older-than 7d --state failed,cancelled`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if olderThan <= 0 {
-				return usageError{errors.New("--older-than is required: a duration such as 30d, 1d12h or 30m")}
+			switch {
+			case !cmd.Flags().Changed("older-than"):
+				return usageError{errors.New("--older-than is required: a duration such as 30d, 1d12h or 30m (0s: every finished job)")}
+			case olderThan < 0:
+				return usageError{fmt.Errorf("--older-than %s: must not be negative", olderThanFlag)}
+			}
+			for _, state := range states {
+				if !fairway.State(state).Final() {
+					// Checked before any is pruned: a typo must not leave
+					// the states before it pruned and the rest not.
+					return usageError{fmt.Errorf("--state %q: not a final state (success, failed, cancelled)", state)}
+				}
 			}
 			if batch < 1 || batch > 10000 {
 				return usageError{fmt.Errorf("--batch %d: must be in 1..10000", batch)}
@@ -585,4 +611,21 @@ func writeJSON(w io.Writer, v any) error {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// due says when a job that waits for a time runs: a delayed job (run_at),
+// a retry's delay (stuck), a pending job's trigger; "on release" for a
+// pending job only a release starts; "-" for one that is due, or past it.
+func due(j fairway.Job, now time.Time) string {
+	switch {
+	case j.State == fairway.StatePending && j.TriggerAfter != nil:
+		return "trigger " + j.TriggerAfter.Local().Format(time.DateTime)
+	case j.State == fairway.StatePending && len(j.DependsOn) == 0:
+		return "on release"
+	case j.State == fairway.StatePending:
+		return "after its dependencies"
+	case (j.State == fairway.StateWaiting || j.State == fairway.StateStuck) && j.RunAt.After(now):
+		return j.RunAt.Local().Format(time.DateTime) + " (in " + j.RunAt.Sub(now).Round(time.Second).String() + ")"
+	}
+	return "-"
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -133,4 +134,34 @@ func TestUsageErrorsSuggestAndRequire(t *testing.T) {
 	code, out, _ := run(t, "--help")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "Exit codes: 0 success; 1 an error")
+}
+
+// TestDevHelpGroupsItsFlags: fairway dev's --help lists its seventy flags
+// in sections, the common ones first (where its data lives, its ports,
+// tenants, external servers), then by what they configure; each flag once.
+func TestDevHelpGroupsItsFlags(t *testing.T) {
+	code, out, errOut := run(t, "dev", "--help")
+	require.Equal(t, 0, code, errOut)
+	var sections []string
+	seen := map[string]int{}
+	flag := regexp.MustCompile(`^\s+(?:-\w, )?--([a-z0-9-]+)`)
+	for line := range strings.Lines(out) {
+		if strings.HasSuffix(line, ":\n") && !strings.HasPrefix(line, " ") {
+			sections = append(sections, strings.TrimSuffix(line, ":\n"))
+		}
+		if m := flag.FindStringSubmatch(line); m != nil {
+			seen[m[1]]++
+		}
+	}
+	require.Equal(t, []string{"Usage", "Common flags", "Scheduling (scheduler.*)", "Executor (executor.*)",
+		"Coordinator: quotas, limits, retention (coordinator.*)", "NATS: connection and streams (nats.*)",
+		"Dashboard and HTTP (web.*)", "Logs and tracing (log.*, tracing.*)", "Other flags", "Global flags"}, sections)
+	common := out[strings.Index(out, "Common flags:"):strings.Index(out, "Scheduling (scheduler.*):")]
+	for _, name := range []string{"dev-dir", "nats-addr", "pg-port", "web-addr", "tenants", "database-url", "nats-url"} {
+		require.Contains(t, common, "--"+name+" ", "a common flag")
+	}
+	require.Greater(t, len(seen), 60)
+	for name, n := range seen {
+		require.Equal(t, 1, n, "--%s is listed once", name)
+	}
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -48,8 +47,9 @@ missed while no coordinator ran collapse into one.`,
 				return usageError{fmt.Errorf("--timer: %w (see 'fairway calendar --help')", err)}
 			}
 			p.ID, p.Task, p.Enabled, p.Priority = pos[0], pos[1], !disabled, fairway.Priority(priority)
-			if args != "" {
-				p.Args = json.RawMessage(args)
+			var err error
+			if p.Args, err = jsonArgs(cmd, "args", args); err != nil {
+				return err
 			}
 			return e.withClient(func(c *events.Client) error {
 				saved, err := c.SavePeriodic(cmd.Context(), p)
@@ -64,7 +64,7 @@ missed while no coordinator ran collapse into one.`,
 	f := add.Flags()
 	f.StringVar(&p.Group, "group", "", "the group (tenant) of its jobs (required)")
 	f.StringVar(&p.Timer, "timer", "", "calendar event ('*-*-* 08:00', 'Mon..Fri *-*-1/7 8:00 Europe/Berlin') or cron expression ('0 8 * * 1-5', 'CRON_TZ=Europe/Berlin 30 2 * * *', '@every 30s') (required)")
-	f.StringVar(&args, "args", "", "the jobs' arguments: a JSON object")
+	f.StringVar(&args, "args", "", "the jobs' arguments: a JSON object, @FILE to read it from a file, - from stdin")
 	f.StringVar(&priority, "priority", "", "high or low (default low)")
 	f.StringVar(&p.Subject, "subject", "", "a human description of its jobs")
 	f.StringVar(&p.Submitter, "submitter", "", "who submits its jobs")

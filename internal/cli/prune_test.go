@@ -49,6 +49,24 @@ func TestJobsPrune(t *testing.T) {
 	require.Contains(t, errOut, `"7x" is not a duration (examples: 7d, 1d12h, 36h, 30m)`)
 
 	code, _, errOut = run(t, "jobs", "prune", "--older-than", "1h", "--state", "waiting", "--nats-url", c.url)
-	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `"waiting" is not a final state`)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--state "waiting": not a final state`)
+
+	// 0s: every finished job of the states given, even one that ended
+	// just now; a state that is not final is refused before any state is
+	// pruned (success, before bogus, was pruned first).
+	done, err := c.client.SubmitWait(ctx, fairway.Submission{Group: "acme", Task: "echo", ID: "just-ended"})
+	require.NoError(t, err)
+	_, err = c.client.Cancel(ctx, "acme", done.ID)
+	require.NoError(t, err)
+	code, _, errOut = run(t, "jobs", "prune", "--older-than", "0s", "--state", "cancelled,bogus", "--nats-url", c.url)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `--state "bogus": not a final state`)
+	_, err = c.client.Get(ctx, "acme", "just-ended")
+	require.NoError(t, err, "nothing was pruned")
+	code, out, errOut = run(t, "jobs", "prune", "--older-than", "0s", "--state", "cancelled", "--nats-url", c.url)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "cancelled: pruned 1 jobs that ended more than 0s ago")
+	_, err = c.client.Get(ctx, "acme", "just-ended")
+	require.ErrorContains(t, err, "not found")
 }

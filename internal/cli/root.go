@@ -63,7 +63,13 @@ func (e jobEndError) code() int {
 // ending asks the command to stop gracefully; force closing, after that,
 // asks an executor to cancel its running jobs at once. force may be nil.
 func Main(ctx context.Context, force <-chan struct{}, args []string, stdout, stderr io.Writer) int {
+	return MainWithInput(ctx, force, args, os.Stdin, stdout, stderr)
+}
+
+// MainWithInput is Main reading stdin from stdin (--args -).
+func MainWithInput(ctx context.Context, force <-chan struct{}, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr, force)
+	root.SetIn(stdin)
 	root.SetArgs(negativesAsArgs(root, args))
 	err := root.ExecuteContext(ctx)
 	if err == nil {

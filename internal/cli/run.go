@@ -54,7 +54,7 @@ var (
 
 func newDevCmd(e *env) *cobra.Command {
 	keys := append(append(append([]string{"dev.dir", "dev.nats-addr", "dev.pg-port", "dev.tenants"}, coordinatorKeys...), executorKeys[2:]...), webKeys[2:]...)
-	return e.withConfig(&cobra.Command{
+	return groupedFlags(e.withConfig(&cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole system in one process, for development",
 		Long: `Run Fairway in one process: an embedded NATS server with JetStream (data in
@@ -83,7 +83,7 @@ anything, and a second one on the same directory exits at once, naming the
 process that holds it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return e.runDev(cmd.Context()) },
-	}, keys...)
+	}, keys...))
 }
 
 // demoTasks lists the demo tasks for the help: "echo, sleep, … and snooze".
@@ -366,7 +366,7 @@ func keepIfZero(d time.Duration) time.Duration {
 }
 
 func newCoordinatorCmd(e *env) *cobra.Command {
-	return e.withConfig(&cobra.Command{
+	return groupedFlags(e.withConfig(&cobra.Command{
 		Use:   "coordinator",
 		Short: "Run a coordinator: ingest, fair selection, recovery, events",
 		Long: `Run a coordinator against PostgreSQL (--database-url) and NATS (--nats-url).
@@ -392,7 +392,7 @@ applies database migrations at start (under an advisory lock).`,
 			stop()
 			return nil
 		},
-	}, append(coordinatorKeys, coordinatorOnlyKeys...)...)
+	}, append(coordinatorKeys, coordinatorOnlyKeys...)...))
 }
 
 func newExecutorCmd(e *env) *cobra.Command {

@@ -1,11 +1,15 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/cli"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,6 +48,48 @@ func TestSubmitUnknownTask(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, `rejected: unknown task "x": no executor has registered it`)
 	require.Contains(t, out, `only a "rejected" event`)
+
+	cancel()
+	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())
+}
+
+// TestSubmitArgsFromAFileOrStdin: --args @FILE reads the arguments from a
+// file (half a MiB, more than a shell takes on a command line) and
+// --args - from stdin; arguments that are not a JSON object are a usage
+// error found before any connection (exit 2, against a NATS URL where
+// nothing listens), naming where the JSON breaks.
+func TestSubmitArgsFromAFileOrStdin(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done, stderr := c.startExecutor(t, ctx, make(chan struct{}), "ex-args")
+	stderr.Wait(t, "executor started", waitTimeout)
+
+	big := `{"text":"` + strings.Repeat("x", 512<<10) + `"}`
+	file := filepath.Join(t.TempDir(), "args.json")
+	require.NoError(t, os.WriteFile(file, []byte(big+"\n"), 0o600))
+	code, out, errOut := run(t, "submit", "echo", "--group", "acme", "--args", "@"+file, "--wait", "--nats-url", c.url)
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2)
+	require.JSONEq(t, big, lines[1], "echo returns its arguments, read from the file")
+
+	var stdout, stdErr bytes.Buffer
+	code = cli.MainWithInput(t.Context(), nil, []string{"submit", "echo", "--group", "acme", "--args", "-", "--wait", "--nats-url", c.url},
+		strings.NewReader(`{"from":"stdin"}`), &stdout, &stdErr)
+	require.Equal(t, 0, code, stdErr.String())
+	require.Contains(t, stdout.String(), `{"from":"stdin"}`)
+
+	nowhere := "nats://127.0.0.1:1"
+	for args, says := range map[string]string{
+		`{"n": 1,}`:     "--args: not valid JSON at byte 9",
+		`"just a text"`: "--args: a JSON object such as",
+		"@" + filepath.Join(t.TempDir(), "missing.json"): "no such file",
+	} {
+		code, _, errOut := run(t, "submit", "echo", "--group", "acme", "--args", args, "--nats-url", nowhere)
+		require.Equal(t, 2, code, "%s: %s", args, errOut)
+		require.Contains(t, errOut, says, args)
+	}
 
 	cancel()
 	require.Equal(t, 0, exitCode(t, done, stderr), stderr.String())

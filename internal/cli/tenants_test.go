@@ -55,8 +55,26 @@ func TestDevWithTenants(t *testing.T) {
 	require.Contains(t, errOut, "only its own group")
 	code, _, _ = run(t, "jobs", "show", id, "--group", "acme", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
 	require.Equal(t, 1, code)
-	code, _, _ = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
-	require.Equal(t, 1, code)
+	// Without --group, a tenant's credential means its own group: globex
+	// lists its own jobs (none), not acme's, and the operator API is not
+	// asked (it would answer "no responders").
+	code, out, errOut = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("tenant-globex"))
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, id)
+	code, out, errOut = run(t, "submit", "echo", "--args", `{"n":2}`, "--nats-url", natsURL, "--creds", creds("tenant-acme"))
+	require.Equal(t, 0, code, "acme submits without --group: %s", errOut)
+	second := strings.TrimSpace(out)
+	code, out, errOut = run(t, "jobs", "show", second, "--nats-url", natsURL, "--creds", creds("tenant-acme"))
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"group": "acme"`)
+	code, out, errOut = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("tenant-acme"))
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, id)
+	require.Contains(t, out, second)
+	// The operator's credential names no group: a job command says so.
+	code, _, errOut = run(t, "jobs", "show", second, "--nats-url", natsURL, "--creds", creds("operator"))
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--group is required: job ids are unique per group only")
 
 	// The operator sees every group's jobs; the job ran.
 	code, out, errOut = run(t, "jobs", "list", "--nats-url", natsURL, "--creds", creds("operator"))

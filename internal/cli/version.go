@@ -9,6 +9,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// commit and commitTime are the build's commit and its time when the
+// build stamps them with -ldflags (Taskfile's build, the Dockerfile): a
+// build without the repository's .git (a container build) records no VCS
+// data of its own.
+//
+//	go build -ldflags "-X github.com/fairwayhq/fairway/internal/cli.commit=$(git rev-parse HEAD)" ./cmd/fairway
+var commit, commitTime string
+
 // version describes this build: the module's version, the VCS revision and
 // its time when the build recorded them, and the Go version.
 func version() string {
@@ -16,11 +24,13 @@ func version() string {
 	if !ok {
 		info = nil
 	}
-	return formatVersion(info, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	return formatVersion(info, commit, commitTime, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
 }
 
-// formatVersion writes what version says, from info (nil: none recorded).
-func formatVersion(info *debug.BuildInfo, goVersion, platform string) string {
+// formatVersion writes what version says, from info (nil: none recorded)
+// and the commit and its time stamped with -ldflags (used when info has
+// none).
+func formatVersion(info *debug.BuildInfo, stampedCommit, stampedTime, goVersion, platform string) string {
 	var b strings.Builder
 	mod := "(unknown)"
 	if info != nil && info.Main.Version != "" {
@@ -36,14 +46,21 @@ func formatVersion(info *debug.BuildInfo, goVersion, platform string) string {
 			goVersion = info.GoVersion
 		}
 	}
-	if rev := settings["vcs.revision"]; rev != "" {
+	rev, at := settings["vcs.revision"], settings["vcs.time"]
+	switch {
+	case rev != "":
 		if settings["vcs.modified"] == "true" {
 			rev += " (modified)"
 		}
-		fmt.Fprintf(&b, "revision %s\n", rev)
+	case stampedCommit != "":
+		rev, at = stampedCommit, stampedTime
+	default:
+		rev = "unknown: built without the repository's VCS data (a container build, or from an archive); " +
+			"'task build' stamps it, as does -ldflags \"-X github.com/fairwayhq/fairway/internal/cli.commit=$(git rev-parse HEAD)\""
 	}
-	if t := settings["vcs.time"]; t != "" {
-		fmt.Fprintf(&b, "time     %s\n", t)
+	fmt.Fprintf(&b, "revision %s\n", rev)
+	if at != "" {
+		fmt.Fprintf(&b, "time     %s\n", at)
 	}
 	fmt.Fprintf(&b, "go       %s %s\n", goVersion, platform)
 	return b.String()

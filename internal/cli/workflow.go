@@ -28,8 +28,8 @@ it was stored under.`,
     fairway workflow submit - --group acme`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if group == "" {
-				return usageError{fmt.Errorf("--group is required: a workflow's jobs belong to one group")}
+			if err := e.groupOrTenant(cmd, "a workflow's jobs belong to one group"); err != nil {
+				return err
 			}
 			var data []byte
 			var err error
