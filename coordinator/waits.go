@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,7 +157,7 @@ func (ws *waits) heard(msg *nats.Msg) {
 		ws.mu.Lock()
 		var held []*waitRequest
 		if g := ws.groups[ev.Group]; g != nil {
-			held = g.jobs[ev.JobID]
+			held = slices.Clone(g.jobs[ev.JobID]) // drop changes the group's slice in place
 		}
 		ws.mu.Unlock()
 		for _, w := range held {

@@ -19,7 +19,9 @@ func TestABatchReadsAsItWasWritten(t *testing.T) {
 			Pending: true, Waits: []string{"a", "b"}, ExpiresAt: -7, Timeout: "30s", Tracker: "t", Subject: "s", Submitter: "u",
 			TraceParent: "00-abc-def-01", Args: []byte(`{"n":1}`), Executor: "w1", Instance: "i1", Progress: 42,
 			Outcome: journal.OutcomeError, Permanent: true, Counted: true, Result: []byte(`[1]`), Error: "boom",
-			Charge: 0.25, RanMS: 12.5, Weight: 3, Starts: 10, PeriodMS: 60_000, Claim: "request-1", Submitted: 1_700_000_000_000_000},
+			Charge: 0.25, RanMS: 12.5, Weight: 3, Starts: 10, PeriodMS: 60_000, Claim: "request-1", Submitted: 1_700_000_000_000_000,
+			GiveBack: true, EndedAt: 1_700_000_000_654_321},
+		{Group: "acme", ID: "j3", EndedAt: -5}, // an extension of one field
 		{Group: "globex"},
 		{Group: "acme", ID: "j2", Attempt: -1, Progress: -3},
 	}
