@@ -339,7 +339,7 @@ func (c *Coordinator) onJournal() {
 		c.leaderAPI.serve(on)
 	}
 	c.journal = newJournalEngine(c.store, journalEngineConfig{Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock}, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
-	c.journal.stopping = c.dispatcher.stopping.has
+	c.journal.stopping = c.dispatcher.parking.stopping.has
 	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
 	c.periodic.journal, c.ingest.journal = c.journal, c.journal
 	c.lead.eligible = c.journal.leads.Load

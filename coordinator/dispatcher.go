@@ -54,10 +54,6 @@ type dispatcher struct {
 	regMu sync.Mutex
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
 
-	// stopping are the instances that said they stop: they get no job,
-	// and what they release gives its attempt back.
-	stopping stoppingInstances
-
 	grants grants // what each executor credential may run
 	// ownResults makes sure that an executor that reached the
 	// coordinators through its account (operator mode) has its own
@@ -283,7 +279,7 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 		d.stop(msg, req)
 		return
 	}
-	if err == nil && d.stopping.has(req.Executor, req.Instance) {
+	if err == nil && d.parking.stopping.has(req.Executor, req.Instance) {
 		// Sent before its instance said it stops, and come after.
 		d.respondDispatch(msg, events.DispatchReply{})
 		return
@@ -300,11 +296,10 @@ func (d *dispatcher) dispatch(ctx context.Context, msg *nats.Msg) {
 	if req.Idle != nil && *req.Idle == 0 && req.WaitMS > 0 && req.Slots > 0 &&
 		d.parking.idleFor(&parkedRequest{req: req}) {
 		// It would only hold what it gets, while an executor with a free
-		// slot waits for work: it waits its turn, after that one (the
-		// parked requests are served at once, those with a free slot
-		// first).
+		// slot waits for work that came (a wake is pending): it waits its
+		// turn, after that one (the parked requests are served then, those
+		// with a free slot first).
 		d.park(msg, req, maxHeld, gen)
-		d.parking.signal()
 		return
 	}
 	jobs, err := d.claim(ctx, req, maxHeld)
@@ -326,7 +321,7 @@ func (d *dispatcher) park(msg *nats.Msg, req events.DispatchRequest, maxHeld int
 	if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
 		d.respondDispatch(old.msg, events.DispatchReply{})
 	}
-	if d.stopping.has(req.Executor, req.Instance) {
+	if d.parking.stopping.has(req.Executor, req.Instance) {
 		// Its instance said it stops while this request was claimed for.
 		if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
 			d.respondDispatch(r.msg, events.DispatchReply{})
@@ -344,7 +339,7 @@ func (d *dispatcher) stop(msg *nats.Msg, req events.DispatchRequest) {
 		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, fairway.Invalid("instance", "missing: name the instance that stops"))})
 		return
 	}
-	d.stopping.mark(req.Executor, req.Instance)
+	d.parking.stopping.mark(req.Executor, req.Instance)
 	if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
 		d.respondDispatch(r.msg, events.DispatchReply{})
 	}

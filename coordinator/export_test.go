@@ -90,3 +90,6 @@ func (c *Coordinator) Forwarded() float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// WaitsHeld counts the wait requests the coordinator holds.
+func (c *Coordinator) WaitsHeld() int { return c.waits.held() }

@@ -15,6 +15,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	istore "github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -186,7 +187,17 @@ func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
 	retries := 3
 	h, _ := setupOn(t, storetest.Open(t), coordinator.Config{Lease: time.Second,
 		RetryDelay: 20 * time.Millisecond, Retries: &retries})
-	_, deadConn := h.startExecutorWith("dying", time.Second, "work", blockUntilDone)
+	// One slot, which the job takes: no dispatch request of the dying
+	// executor is left parked at the leader (its long poll lasts as long
+	// as the lease here) to be handed the job once it is given back.
+	deadConn, err := nats.Connect(h.ns.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(deadConn.Close)
+	dying, err := executor.New(deadConn, executor.Config{AppID: "dying", PoolSize: 1, WakeupPeriod: time.Hour, Heartbeat: time.Second, Logger: testLogger(t)})
+	require.NoError(t, err)
+	dying.Handle("work", blockUntilDone)
+	require.NoError(t, dying.Start(t.Context()))
+	t.Cleanup(dying.Stop)
 	id := submit(t, h, fairway.Submission{Group: "acme", Task: "work"})
 	h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateRunning })
 	deadConn.Close() // silent from now on: no heartbeat, no report, no deregistration

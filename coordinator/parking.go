@@ -40,6 +40,10 @@ type parking struct {
 	// parked tells the loop a request arrived, so it sets its timer to the
 	// earliest deadline.
 	parked chan struct{}
+	// stopping are the executor instances that said they stop: their
+	// requests get no job (the dispatcher's and the hand-over's), and what
+	// they release gives its attempt back (journalEngine.report).
+	stopping stoppingInstances
 }
 
 func newParking() *parking {
@@ -125,7 +129,9 @@ func (p *parking) idleFor(r *parkedRequest) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, o := range p.reqs {
-		if o.idle() && !sameInstance(o, r) && slices.ContainsFunc(o.req.Tasks, func(t string) bool { return slices.Contains(r.req.Tasks, t) }) {
+		// One whose claim found nothing since the last wake (o.gen ==
+		// p.gen) would find nothing now either: r claims at once.
+		if o.idle() && o.gen != p.gen && !sameInstance(o, r) && slices.ContainsFunc(o.req.Tasks, func(t string) bool { return slices.Contains(r.req.Tasks, t) }) {
 			return true
 		}
 	}
@@ -155,7 +161,7 @@ func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
 	defer p.mu.Unlock()
 	for _, freeSlot := range []bool{true, false} { // an executor that starts the jobs at once first
 		for i, r := range p.reqs {
-			if r.gen == p.gen && r.idle() == freeSlot && match(r) {
+			if r.gen == p.gen && r.idle() == freeSlot && !p.stopping.has(r.req.Executor, r.req.Instance) && match(r) {
 				p.reqs = append(p.reqs[:i], p.reqs[i+1:]...)
 				return r
 			}
@@ -240,6 +246,10 @@ func (d *dispatcher) serveParked(ctx context.Context, expire bool) {
 	now := time.Now()
 	gen := d.parking.generation()
 	for _, r := range d.parking.take() {
+		if d.parking.stopping.has(r.req.Executor, r.req.Instance) {
+			d.respondDispatch(r.msg, events.DispatchReply{}) // its instance said it stops meanwhile
+			continue
+		}
 		jobs, err := d.claim(ctx, r.req, r.maxHeld)
 		switch {
 		case err != nil:

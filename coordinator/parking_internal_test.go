@@ -33,6 +33,8 @@ func TestParkedRequestsWithAFreeSlotComeFirst(t *testing.T) {
 	for _, r := range []*parkedRequest{parkedOf("holds", &zero, "ocr"), parkedOf("free", &one, "ocr"), parkedOf("old", nil, "mail"), parkedOf("holds-too", &zero, "mail")} {
 		p.park(r, p.generation())
 	}
+	require.False(t, p.idleFor(parkedOf("asks", &zero, "ocr")), "the free one found nothing, and no work came since: the other claims at once")
+	p.signal() // work came
 	require.True(t, p.idleFor(parkedOf("asks", &zero, "ocr")))
 	require.True(t, p.idleFor(parkedOf("asks", &zero, "mail")))
 	require.False(t, p.idleFor(parkedOf("asks", &zero, "pdf")), "no free executor runs its task")
@@ -40,11 +42,16 @@ func TestParkedRequestsWithAFreeSlotComeFirst(t *testing.T) {
 
 	reqs := p.take()
 	require.Equal(t, []string{"free", "old", "holds", "holds-too"}, names(reqs))
+	for _, r := range reqs {
+		r.gen = p.generation() // their claims found nothing after the wake
+	}
 	p.putBack(reqs)
+	p.stopping.mark("e-old", "old") // said it stops: handed nothing
 	all := func(*parkedRequest) bool { return true }
 	var taken []string
 	for r := p.takeIdle(all); r != nil; r = p.takeIdle(all) {
 		taken = append(taken, r.req.Instance)
 	}
-	require.Equal(t, []string{"free", "old", "holds", "holds-too"}, taken)
+	require.Equal(t, []string{"free", "holds", "holds-too"}, taken)
+	require.Equal(t, []string{"old"}, names(p.take()), "the stopping one, left for its answer")
 }

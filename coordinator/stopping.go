@@ -11,8 +11,9 @@ import (
 // releases as it stops (sent again for seconds at most).
 const stoppingTTL = 10 * time.Minute
 
-// stoppingCap bounds the instances remembered; beyond it the oldest are
-// forgotten (their jobs' releases then keep their attempt, as before).
+// stoppingCap bounds the instances remembered; beyond it the expired ones
+// are forgotten, then any (their jobs' releases then keep their attempt,
+// as an executor's that did not say it stops).
 const stoppingCap = 10_000
 
 // stoppingInstances are the executor instances that said they stop

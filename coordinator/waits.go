@@ -22,11 +22,19 @@ import (
 // when its wait runs out, with the job as it is then.
 
 // Bounds of the waits a coordinator holds: a tenant that asks for many
-// gets a quota error past its share, never this process's memory.
+// gets a quota error past its share, never this process's memory (a wait
+// held keeps its reply subject, its group and job id, a few hundred
+// bytes; a body larger than maxWaitBody is refused).
 const (
 	maxWaits         = 10_000
 	maxWaitsPerGroup = 1_000
+	maxWaitBody      = 4 << 10
 )
+
+// waitLinger is how long a group's subscriptions to its final events stay
+// after its last wait is answered: a client that submits and waits, job
+// after job, does not subscribe anew each time.
+const waitLinger = 30 * time.Second
 
 // waitEnds are the final states, and the rejection, that end a wait.
 var waitEnds = []fairway.State{fairway.StateSuccess, fairway.StateFailed, fairway.StateCancelled, fairway.StateRejected}
@@ -45,6 +53,8 @@ type groupWaits struct {
 	subs []*nats.Subscription
 	jobs map[string][]*waitRequest
 	n    int
+	// linger drops the subscriptions waitLinger after the last wait.
+	linger *time.Timer
 }
 
 // waitRequest is one wait request held.
@@ -66,12 +76,18 @@ func newWaits(c *Coordinator) *waits {
 // answers at once when the job has ended already; errRepliedLater
 // otherwise (handleVerb then sends nothing: the wait answers).
 func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, error) {
+	if len(r.data) > maxWaitBody {
+		return events.Reply{}, fairway.Invalid("body", "a wait request of %d bytes: at most %d", len(r.data), maxWaitBody)
+	}
 	var req events.WaitRequest
 	if err := decode(r.data, &req); err != nil {
 		return events.Reply{}, err
 	}
 	if req.ID == "" {
 		return events.Reply{}, fairway.Invalid("id", "missing: name the job")
+	}
+	if len(req.ID) > fairway.MaxIDLength {
+		return events.Reply{}, fairway.Invalid("id", "%d bytes: at most %d", len(req.ID), fairway.MaxIDLength)
 	}
 	if req.WaitMS < 0 || req.WaitMS > events.MaxWaitMS {
 		return events.Reply{}, fairway.Invalid("wait_ms", "%d: between 0 and %d (ask again for longer)", req.WaitMS, events.MaxWaitMS)
@@ -81,11 +97,19 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 		return events.Reply{}, err
 	}
 	wait := time.Duration(cmp.Or(req.WaitMS, events.MaxWaitMS)) * time.Millisecond
-	w := &waitRequest{msg: r.msg, group: group, id: req.ID}
+	// Only what the reply needs is kept: not the request's body and
+	// headers, for as long as the wait is held.
+	w := &waitRequest{msg: &nats.Msg{Subject: r.msg.Subject, Reply: r.msg.Reply, Sub: r.msg.Sub}, group: group, id: req.ID}
 	// Heard before read: an end committed after the read below comes by
 	// as an event, and one committed before is in the read.
 	if err := c.waits.add(w); err != nil {
 		return events.Reply{}, err
+	}
+	// The server has the subscriptions' interest before the job is read
+	// (a round trip, without the waits' lock).
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		c.waits.answer(w, nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", group, err)})
+		return events.Reply{}, errRepliedLater
 	}
 	job, err := c.journal.get(ctx, group, req.ID)
 	switch {
@@ -117,25 +141,22 @@ func (ws *waits) add(w *waitRequest) error {
 		return &fairway.Error{Code: fairway.CodeQuota, Message: fmt.Sprintf("group %s has %d waits held on this coordinator, its most: wait for fewer jobs at once", w.group, maxWaitsPerGroup)}
 	}
 	if g == nil {
+		// Subscribing only queues the interest for the server (apiWait
+		// flushes it, without this lock).
 		g = &groupWaits{jobs: map[string][]*waitRequest{}}
 		for _, st := range waitEnds {
 			sub, err := ws.c.nc.Subscribe(ws.c.subjects.EventFilter(w.group, "", st), ws.heard)
 			if err != nil {
-				for _, s := range g.subs {
-					_ = s.Unsubscribe()
-				}
+				g.unsubscribe()
 				return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
 			}
 			g.subs = append(g.subs, sub)
 		}
-		// The server has the interest before the job is read.
-		if err := ws.c.nc.Flush(); err != nil {
-			for _, s := range g.subs {
-				_ = s.Unsubscribe()
-			}
-			return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
-		}
 		ws.groups[w.group] = g
+	}
+	if g.linger != nil {
+		g.linger.Stop()
+		g.linger = nil
 	}
 	g.jobs[w.id] = append(g.jobs[w.id], w)
 	g.n++
@@ -228,12 +249,33 @@ func (ws *waits) drop(w *waitRequest) {
 	} else {
 		g.jobs[w.id] = held
 	}
-	if g.n == 0 {
-		for _, s := range g.subs {
-			_ = s.Unsubscribe()
-		}
-		delete(ws.groups, w.group)
+	if g.n == 0 && g.linger == nil {
+		g.linger = time.AfterFunc(waitLinger, func() { ws.unlinger(w.group, g) })
 	}
+}
+
+// unlinger drops a group's subscriptions if it has had no wait since its
+// linger began.
+func (ws *waits) unlinger(group string, g *groupWaits) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.groups[group] == g && g.n == 0 {
+		g.unsubscribe()
+		delete(ws.groups, group)
+	}
+}
+
+func (g *groupWaits) unsubscribe() {
+	for _, s := range g.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// held counts the waits held (tests).
+func (ws *waits) held() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.n
 }
 
 // stop answers every wait held with its job as it is (the coordinator

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,8 @@ import (
 // is refused.
 func TestWaitReturnsTheEndedJob(t *testing.T) {
 	t.Parallel()
-	h := setup(t)
+	retries := 3
+	h, coord := setupWith(t, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries})
 	// Well within the wait a coordinator holds (events.MaxWaitMS): the
 	// waits below end because the jobs' ends were heard, not because
 	// their waits ran out.
@@ -54,6 +56,9 @@ func TestWaitReturnsTheEndedJob(t *testing.T) {
 		waited <- reply
 	}()
 	h.until(func(ev events.Event) bool { return ev.JobID == id && ev.State == fairway.StateRunning })
+	// Held (its read found the job running) before the job ends: the end
+	// reaches it as an event.
+	require.Eventually(t, func() bool { return coord.WaitsHeld() == 1 }, 10*time.Second, 5*time.Millisecond)
 	close(release)
 	reply := <-waited
 	require.Nil(t, reply.Error)

@@ -243,9 +243,10 @@ func (c *Client) Wait(ctx context.Context, group, id string) (*fairway.Job, erro
 }
 
 // WaitMany waits until the jobs ids of group end (see Wait), at most
-// waitManyAtOnce at a time, and returns them in the order of ids. The
-// first error (a rejection, ctx's end) is returned with the jobs that
-// ended before it.
+// waitManyAtOnce at a time, and returns them in the order of ids, once
+// every wait has returned. When some failed (a rejection, ctx's end), it
+// returns the error of the first of them in the order of ids, with the
+// jobs of the others.
 func (c *Client) WaitMany(ctx context.Context, group string, ids []string) ([]*fairway.Job, error) {
 	jobs := make([]*fairway.Job, len(ids))
 	errs := make([]error, len(ids))

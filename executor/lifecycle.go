@@ -203,8 +203,11 @@ func (e *Executor) register(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops the executor gracefully: it stops taking jobs and waits
-// for the running ones to finish. If ctx ends first, it cancels the running
+// Shutdown stops the executor gracefully: it stops taking jobs (first
+// telling the journal's leader that this instance stops, so that nothing
+// is handed to it again and what it releases counts no attempt; that
+// request waits at most 2 s, whatever ctx) and waits for the running ones
+// to finish. If ctx ends first, it cancels the running
 // jobs' contexts, reports them released (the coordinator hands them out
 // again) and returns ctx's error (its cause, when it has one); a handler
 // that has not returned 5 s after its context was cancelled is reported

@@ -317,7 +317,7 @@ func appendExt(b []byte, it Item) []byte {
 // decodeExt reads an item's extension; bits it does not know (a newer
 // writer's fields, after the known ones) are left unread.
 func decodeExt(d *snapshotDecoder, it *Item) {
-	m := field(min(d.uvarint(), math.MaxUint32))
+	m := field(d.uvarint() & math.MaxUint32) // bits past 32: fields of a later version, after these
 	it.GiveBack = m&eGiveBack != 0
 	it.EndedAt = d.optVarint(m, eEndedAt)
 }
