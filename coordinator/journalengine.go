@@ -51,7 +51,7 @@ type journalEngine struct {
 	// claims read them.
 	limits limitsCache
 	// stopping says whether an executor instance said it stops
-	// (dispatcher.stopping): what it releases gives its attempt back.
+	// (parking.stopping): what it releases gives its attempt back.
 	stopping func(app, instance string) bool
 }
 
