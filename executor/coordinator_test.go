@@ -40,8 +40,7 @@ type coordinator struct {
 	dropNext    bool           // leave the next dispatch request unanswered
 	queue       []fairway.Job
 	handedOut   int
-	handedBy    map[string]events.DispatchRequest // job id: the request that got it
-	violations  []string                          // dispatch requests that asked for more slots than free
+	violations  []string // dispatch requests that asked for more slots than free
 	// finished, when set, returns how many handlers have returned; it lets
 	// the coordinator check that a dispatch request never asks for more
 	// slots than the executor can have free.
@@ -171,12 +170,6 @@ func (c *coordinator) onDispatch(msg *nats.Msg) {
 	jobs := c.queue[:n:n]
 	c.queue = c.queue[n:]
 	c.handedOut += n
-	for _, j := range jobs {
-		if c.handedBy == nil {
-			c.handedBy = map[string]events.DispatchRequest{}
-		}
-		c.handedBy[j.ID] = req
-	}
 	latency := c.latency
 	c.mu.Unlock()
 	c.dispatches <- req

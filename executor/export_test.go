@@ -12,3 +12,11 @@ func (e *Executor) SetPrefetchEstimates(run, rtt time.Duration) {
 	e.avgRun, e.avgRTT = float64(run), float64(rtt)
 	e.mu.Unlock()
 }
+
+// PrefetchTarget is how many jobs the executor would hold beyond its pool
+// now (prefetchTarget).
+func (e *Executor) PrefetchTarget() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.prefetchTarget()
+}
