@@ -321,12 +321,6 @@ func (d *dispatcher) park(msg *nats.Msg, req events.DispatchRequest, maxHeld int
 	if old := d.parking.park(&parkedRequest{msg: msg, req: req, deadline: time.Now().Add(wait), maxHeld: maxHeld}, gen); old != nil {
 		d.respondDispatch(old.msg, events.DispatchReply{})
 	}
-	if d.parking.stopping.has(req.Executor, req.Instance) {
-		// Its instance said it stops while this request was claimed for.
-		if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
-			d.respondDispatch(r.msg, events.DispatchReply{})
-		}
-	}
 }
 
 // stop records that an executor instance stops (a dispatch request with
@@ -339,8 +333,7 @@ func (d *dispatcher) stop(msg *nats.Msg, req events.DispatchRequest) {
 		d.respondDispatch(msg, events.DispatchReply{Error: d.replyError(msg.Subject, fairway.Invalid("instance", "missing: name the instance that stops"))})
 		return
 	}
-	d.parking.stopping.mark(req.Executor, req.Instance)
-	if r := d.parking.takeInstance(req.Executor, req.Instance); r != nil {
+	if r := d.parking.stop(req.Executor, req.Instance); r != nil {
 		d.respondDispatch(r.msg, events.DispatchReply{})
 	}
 	d.log.Info("executor stopping: it gets no more jobs", "executor", req.Executor, "instance", req.Instance)

@@ -71,9 +71,15 @@ func (p *parking) generation() uint64 {
 // the claim that found nothing), it is tried again at once. An executor
 // instance has one request parked at most: an older one of r's instance
 // is returned, to be answered empty (each parked request may be handed
-// jobs, so many of them would hold more than the instance's slots).
+// jobs, so many of them would hold more than the instance's slots). A
+// request of an instance that said it stops is not held but returned, to
+// be answered empty.
 func (p *parking) park(r *parkedRequest, gen uint64) (replaced *parkedRequest) {
 	p.mu.Lock()
+	if p.stopping.has(r.req.Executor, r.req.Instance) {
+		p.mu.Unlock()
+		return r // sent before its instance said it stops, and come after
+	}
 	r.gen = gen
 	for i, old := range p.reqs {
 		if sameInstance(old, r) {
@@ -138,9 +144,11 @@ func (p *parking) idleFor(r *parkedRequest) bool {
 	return false
 }
 
-// takeInstance removes and returns the request parked by an executor
-// instance, if any.
-func (p *parking) takeInstance(app, instance string) *parkedRequest {
+// stop records that an executor instance stops, and removes and returns
+// its parked request, if any: from now on none of its requests is held
+// (park, putBack) or handed jobs at ingest (takeIdle).
+func (p *parking) stop(app, instance string) *parkedRequest {
+	p.stopping.mark(app, instance) // before the lock: a park after it sees it, one before is taken here
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i, r := range p.reqs {
@@ -174,7 +182,8 @@ func (p *parking) takeIdle(match func(*parkedRequest) bool) *parkedRequest {
 // A wake signal that came while they were out (a request ingest took to
 // hand jobs to, or one being served) is not lost: as in park, they are
 // tried again at once. A request whose instance parked a newer one
-// meanwhile is not put back but returned, to be answered empty.
+// meanwhile, or said it stops, is not put back but returned, to be
+// answered empty.
 func (p *parking) putBack(reqs []*parkedRequest) (dropped []*parkedRequest) {
 	if len(reqs) == 0 {
 		return nil
@@ -182,7 +191,7 @@ func (p *parking) putBack(reqs []*parkedRequest) (dropped []*parkedRequest) {
 	p.mu.Lock()
 	kept := reqs[:0:0]
 	for _, r := range reqs {
-		if slices.ContainsFunc(p.reqs, func(newer *parkedRequest) bool { return sameInstance(newer, r) }) {
+		if p.stopping.has(r.req.Executor, r.req.Instance) || slices.ContainsFunc(p.reqs, func(newer *parkedRequest) bool { return sameInstance(newer, r) }) {
 			dropped = append(dropped, r)
 		} else {
 			kept = append(kept, r)

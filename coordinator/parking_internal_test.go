@@ -55,3 +55,18 @@ func TestParkedRequestsWithAFreeSlotComeFirst(t *testing.T) {
 	require.Equal(t, []string{"free", "holds", "holds-too"}, taken)
 	require.Equal(t, []string{"old"}, names(p.take()), "the stopping one, left for its answer")
 }
+
+// TestAStoppingInstanceIsNotParked: once an instance said it stops, stop
+// returns its parked request (to be answered empty), and none of its
+// requests is held again: one that comes after, or one a serving round
+// had out meanwhile, is returned instead, for an empty answer.
+func TestAStoppingInstanceIsNotParked(t *testing.T) {
+	one := 1
+	p := newParking()
+	first, late, out := parkedOf("leaving", &one, "ocr"), parkedOf("leaving", &one, "ocr"), parkedOf("leaving", &one, "ocr")
+	require.Nil(t, p.park(first, p.generation()))
+	require.Same(t, first, p.stop("e-leaving", "leaving"))
+	require.Same(t, late, p.park(late, p.generation()), "sent before it said it stops, come after")
+	require.Equal(t, []*parkedRequest{out}, p.putBack([]*parkedRequest{out}), "out in a serving round while it said so")
+	require.Empty(t, p.take())
+}

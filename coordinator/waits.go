@@ -51,8 +51,12 @@ type waits struct {
 
 type groupWaits struct {
 	subs []*nats.Subscription
-	jobs map[string][]*waitRequest
-	n    int
+	// ready is closed once the server has the subscriptions' interest
+	// (their first wait flushed them); subscribed says whether it did.
+	ready      chan struct{}
+	subscribed error
+	jobs       map[string][]*waitRequest
+	n          int
 	// linger drops the subscriptions waitLinger after the last wait.
 	linger *time.Timer
 }
@@ -102,14 +106,8 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 	w := &waitRequest{msg: &nats.Msg{Subject: r.msg.Subject, Reply: r.msg.Reply, Sub: r.msg.Sub}, group: group, id: req.ID}
 	// Heard before read: an end committed after the read below comes by
 	// as an event, and one committed before is in the read.
-	if err := c.waits.add(w); err != nil {
+	if err := c.waits.add(ctx, w); err != nil {
 		return events.Reply{}, err
-	}
-	// The server has the subscriptions' interest before the job is read
-	// (a round trip, without the waits' lock).
-	if err := c.nc.FlushWithContext(ctx); err != nil {
-		c.waits.answer(w, nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", group, err)})
-		return events.Reply{}, errRepliedLater
 	}
 	job, err := c.journal.get(ctx, group, req.ID)
 	switch {
@@ -129,26 +127,55 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 var errRepliedLater = errors.New("answered later")
 
 // add holds w, subscribing to its group's final events if it is the
-// group's first.
-func (ws *waits) add(w *waitRequest) error {
+// group's first, and returns once the server has their interest: the
+// first wait of a group flushes the subscriptions (a round trip, without
+// the lock), the others wait for it.
+func (ws *waits) add(ctx context.Context, w *waitRequest) error {
+	g, fresh, err := ws.hold(w)
+	if err != nil {
+		return err
+	}
+	if fresh {
+		err = ws.c.nc.FlushWithContext(ctx)
+		g.subscribed = err // written once, read after ready is closed
+		close(g.ready)
+	} else {
+		select {
+		case <-g.ready:
+			if g.subscribed != nil {
+				err = ws.c.nc.FlushWithContext(ctx) // the first flush failed: this wait's own
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		ws.answer(w, nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)})
+		return errRepliedLater
+	}
+	return nil
+}
+
+// hold holds w, making its group's subscriptions if it has none (fresh).
+func (ws *waits) hold(w *waitRequest) (g *groupWaits, fresh bool, err error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	g := ws.groups[w.group]
+	g = ws.groups[w.group]
 	switch {
 	case ws.n >= maxWaits:
-		return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("this coordinator holds %d waits, its most: ask again later", maxWaits)}
+		return nil, false, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("this coordinator holds %d waits, its most: ask again later", maxWaits)}
 	case g != nil && g.n >= maxWaitsPerGroup:
-		return &fairway.Error{Code: fairway.CodeQuota, Message: fmt.Sprintf("group %s has %d waits held on this coordinator, its most: wait for fewer jobs at once", w.group, maxWaitsPerGroup)}
+		return nil, false, &fairway.Error{Code: fairway.CodeQuota, Message: fmt.Sprintf("group %s has %d waits held on this coordinator, its most: wait for fewer jobs at once", w.group, maxWaitsPerGroup)}
 	}
 	if g == nil {
-		// Subscribing only queues the interest for the server (apiWait
+		// Subscribing only queues the interest for the server (add
 		// flushes it, without this lock).
-		g = &groupWaits{jobs: map[string][]*waitRequest{}}
+		g, fresh = &groupWaits{jobs: map[string][]*waitRequest{}, ready: make(chan struct{})}, true
 		for _, st := range waitEnds {
 			sub, err := ws.c.nc.Subscribe(ws.c.subjects.EventFilter(w.group, "", st), ws.heard)
 			if err != nil {
 				g.unsubscribe()
-				return &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
+				return nil, false, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("subscribing to the events of group %s: %v", w.group, err)}
 			}
 			g.subs = append(g.subs, sub)
 		}
@@ -161,7 +188,7 @@ func (ws *waits) add(w *waitRequest) error {
 	g.jobs[w.id] = append(g.jobs[w.id], w)
 	g.n++
 	ws.n++
-	return nil
+	return g, fresh, nil
 }
 
 // heard answers the waits of the jobs whose final event (or rejection)

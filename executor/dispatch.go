@@ -37,9 +37,9 @@ func (e *Executor) dispatchLoop() {
 		default:
 		}
 		idle := true
-		if free, tasks, taskSlots := e.free(); free > 0 {
+		if a := e.free(); a.free > 0 {
 			asked := time.Now()
-			got, err := e.dispatch(free, tasks, taskSlots)
+			got, err := e.dispatch(a)
 			switch {
 			case err == nil:
 				// A long poll that ran its course found nothing: ask again at
@@ -135,43 +135,59 @@ func (e *Executor) registerAgain() bool {
 	}
 }
 
-// free returns how many slots are free, the tasks to ask jobs for, and
-// the free slots of the tasks with a max-concurrent below that (tasks at
-// their cap are left out): none while the executor stops or is paused.
-func (e *Executor) free() (int, []string, map[string]int) {
+// ask is what a dispatch request asks for: how many jobs (Slots), how many
+// of them would start at once (Idle: the free slots; the rest would be
+// held), how long it may wait at the leader, which tasks, and the free
+// slots of the tasks with a max-concurrent below that.
+type ask struct {
+	free, idle int
+	wait       time.Duration
+	tasks      []string
+	taskSlots  map[string]int
+}
+
+// free says what to ask for now: nothing (free 0) while the executor stops
+// or is paused, and tasks at their cap are left out. A request that would
+// only hold jobs (idle 0) waits as long as a slot may free soon, others a
+// long poll.
+func (e *Executor) free() ask {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.life.stopping() || e.pausedAll || len(e.tasks) == 0 {
-		return 0, nil, nil
+		return ask{}
 	}
-	free := e.pool + e.prefetchTarget() - len(e.jobs)
-	if len(e.maxConcurrent) == 0 || free <= 0 {
-		return free, e.tasks, nil
+	target, soon := e.prefetch(time.Now())
+	a := ask{free: e.pool + target - len(e.jobs), tasks: e.tasks, wait: longPoll}
+	a.idle = min(max(e.pool-e.runningN-len(e.queued), 0), a.free)
+	if a.idle == 0 {
+		a.wait = min(a.wait, soon)
+	}
+	if len(e.maxConcurrent) == 0 || a.free <= 0 {
+		return a
 	}
 	running := e.runningByTask()
-	tasks := make([]string, 0, len(e.tasks))
-	var taskSlots map[string]int
+	a.tasks = make([]string, 0, len(e.tasks))
 	for _, t := range e.tasks {
 		limit, capped := e.maxConcurrent[t]
 		switch {
 		case !capped:
-			tasks = append(tasks, t)
+			a.tasks = append(a.tasks, t)
 		case limit-running[t] <= 0:
 			// At its cap: not asked for.
 		default:
-			tasks = append(tasks, t)
-			if left := limit - running[t]; left < free {
-				if taskSlots == nil {
-					taskSlots = map[string]int{}
+			a.tasks = append(a.tasks, t)
+			if left := limit - running[t]; left < a.free {
+				if a.taskSlots == nil {
+					a.taskSlots = map[string]int{}
 				}
-				taskSlots[t] = left
+				a.taskSlots[t] = left
 			}
 		}
 	}
-	if len(tasks) == 0 {
-		return 0, nil, nil
+	if len(a.tasks) == 0 {
+		return ask{}
 	}
-	return free, tasks, taskSlots
+	return a
 }
 
 // runningByTask counts the jobs held, by task. Called with e.mu held.
@@ -183,24 +199,14 @@ func (e *Executor) runningByTask() map[string]int {
 	return n
 }
 
-// dispatch asks for up to free jobs of tasks and starts them; it returns
-// how many it got.
-func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) (int, error) {
+// dispatch asks for the jobs a says and starts them; it returns how many
+// it got.
+func (e *Executor) dispatch(a ask) (int, error) {
 	if e.dispatchID == "" {
 		e.dispatchID = uuid.NewString()
 	}
-	e.mu.Lock()
-	idle := min(max(e.pool-e.runningN-len(e.queued), 0), free)
-	wait := longPoll
-	if idle == 0 {
-		// Only to hold jobs: for as long as a slot may free soon, no
-		// longer (a request held past it would bring a job to wait
-		// behind jobs that run long).
-		wait = min(wait, e.untilSlotsRunLong(time.Now()))
-	}
-	e.mu.Unlock()
-	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: free, Idle: &idle, Tasks: tasks, TaskSlots: taskSlots,
-		WaitMS: int(wait / time.Millisecond), RequestID: e.dispatchID})
+	data, err := json.Marshal(events.DispatchRequest{Executor: e.cfg.AppID, Instance: e.instance, Slots: a.free, Idle: &a.idle, Tasks: a.tasks, TaskSlots: a.taskSlots,
+		WaitMS: int(a.wait / time.Millisecond), RequestID: e.dispatchID})
 	if err != nil {
 		return 0, err
 	}
@@ -234,7 +240,7 @@ func (e *Executor) dispatch(free int, tasks []string, taskSlots map[string]int) 
 		// Work was waiting when it left: answered at once, a round trip.
 		e.observeRTT(rtt)
 	}
-	e.lastFull = len(reply.Jobs) == free
+	e.lastFull = len(reply.Jobs) == a.free
 	e.accept(reply.Jobs)
 	return len(reply.Jobs), nil
 }

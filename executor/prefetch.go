@@ -12,69 +12,56 @@ import (
 // ewmaWeight is the weight of a new sample in the running averages.
 const ewmaWeight = 0.2
 
-// prefetchTarget is how many jobs to hold beyond the pool now: enough to
-// keep every slot busy until the next dispatch reply, sized from the
-// measured run time of jobs and dispatch round trip and from how long the
-// running jobs have run, at most prefetchMax. Long jobs (or no measurement
-// yet) get none: a job held here waits for a slot that will not free
-// soon, while another executor may be idle; and a slot whose job has run
-// more than twice as long as jobs do counts as one that will not free
-// soon (after many short jobs, a long one is not followed by held jobs).
-// Called with e.mu held.
+// prefetchTarget is how many jobs to hold beyond the pool now (see
+// prefetchFor). Called with e.mu held.
 func (e *Executor) prefetchTarget() int {
+	target, _ := e.prefetch(time.Now())
+	return target
+}
+
+// prefetch is how many jobs to hold beyond the pool now, and how long a
+// request for them may wait at the leader: enough to keep every slot busy
+// until the next dispatch reply, sized from the measured run time of jobs
+// and dispatch round trip and from how long the running jobs have run, at
+// most prefetchMax. Long jobs (or no measurement yet) get none: a job held
+// here waits for a slot that will not free soon, while another executor
+// may be idle; and a slot whose job has run more than twice as long as
+// jobs do counts as one that will not free soon (after many short jobs, a
+// long one is not followed by held jobs). The wait is until the last
+// running job turns long so: a request held past it would bring a job to
+// wait behind jobs that run long. Called with e.mu held.
+func (e *Executor) prefetch(now time.Time) (int, time.Duration) {
 	if e.prefetchMax <= 0 || e.avgRun <= 0 || e.avgRTT <= 0 {
-		return 0
+		return 0, 0
 	}
-	soon := e.slotsFreeingSoon(time.Now())
-	// What those slots finish during two round trips (a request asks for
-	// what was free when it left, and its reply comes a round trip later,
-	// while the next request is on its way). Less than half a job: none,
-	// so jobs that run much longer than a round trip are taken one per
-	// free slot, in the claims' fair order.
-	want := 2 * float64(soon) * e.avgRTT / e.avgRun
-	if want < 0.5 {
-		return 0
-	}
-	return int(min(math.Ceil(want), float64(e.prefetchMax)))
-}
-
-// slotsFreeingSoon counts the pool's slots that are free or whose job has
-// run no longer than twice the average run time: those a held job may
-// expect to start in. Called with e.mu held.
-func (e *Executor) slotsFreeingSoon(now time.Time) int {
+	// The slots free, and those whose job has run no longer than twice the
+	// average run time: those a held job may expect to start in.
 	soon := max(e.pool-e.runningN, 0)
-	if e.runningN == 0 {
-		return soon
-	}
-	long := int64(2 * e.avgRun)
-	for _, rj := range e.jobs {
-		if !rj.holdsSlot {
-			continue
-		}
-		if ns := rj.startedNS.Load(); ns == 0 || now.UnixNano()-ns <= long {
-			soon++
-		}
-	}
-	return min(soon, e.pool)
-}
-
-// untilSlotsRunLong is how long until every running job has run more than
-// twice the average run time (slotsFreeingSoon then counts none of them).
-// Called with e.mu held.
-func (e *Executor) untilSlotsRunLong(now time.Time) time.Duration {
 	long := int64(2 * e.avgRun)
 	var until int64
 	for _, rj := range e.jobs {
 		if !rj.holdsSlot {
 			continue
 		}
-		left := long
+		left := long // not started yet: it starts now
 		if ns := rj.startedNS.Load(); ns != 0 {
 			left = long - (now.UnixNano() - ns)
 		}
+		if left >= 0 {
+			soon++
+		}
 		until = max(until, left)
 	}
-	return time.Duration(until)
+	// What those slots finish during two round trips (a request asks for
+	// what was free when it left, and its reply comes a round trip later,
+	// while the next request is on its way). Less than half a job: none,
+	// so jobs that run much longer than a round trip are taken one per
+	// free slot, in the claims' fair order.
+	want := 2 * float64(min(soon, e.pool)) * e.avgRTT / e.avgRun
+	if want < 0.5 {
+		return 0, 0
+	}
+	return int(min(math.Ceil(want), float64(e.prefetchMax))), time.Duration(until)
 }
 
 // heldWait is how long a job held beyond the pool waits for a slot before

@@ -16,22 +16,21 @@ import (
 // of flagSections.
 
 // flagSection is a heading of a grouped --help, and the configuration key
-// prefix its flags have ("": the named common flags).
+// prefixes its flags have (none: the named common flags).
 type flagSection struct {
-	title  string
-	prefix string
+	title    string
+	prefixes []string
 }
 
 var flagSections = []flagSection{
-	{"Common flags", ""},
-	{"Scheduling (scheduler.*)", "scheduler"},
-	{"Executor (executor.*)", "executor"},
-	{"Coordinator: quotas, limits, retention (coordinator.*)", "coordinator"},
-	{"NATS: connection and streams (nats.*)", "nats"},
-	{"PostgreSQL (database.*)", "database"},
-	{"Dashboard and HTTP (web.*)", "web"},
-	{"Logs and tracing (log.*, tracing.*)", "log"},
-	{"Logs and tracing (log.*, tracing.*)", "tracing"},
+	{"Common flags", nil},
+	{"Scheduling (scheduler.*)", []string{"scheduler"}},
+	{"Executor (executor.*)", []string{"executor"}},
+	{"Coordinator: quotas, limits, retention (coordinator.*)", []string{"coordinator"}},
+	{"NATS: connection and streams (nats.*)", []string{"nats"}},
+	{"PostgreSQL (database.*)", []string{"database"}},
+	{"Dashboard and HTTP (web.*)", []string{"web"}},
+	{"Logs and tracing (log.*, tracing.*)", []string{"log", "tracing"}},
 }
 
 // commonFlags are the flags shown first, in this order.
@@ -79,10 +78,12 @@ func groupedFlags(cmd *cobra.Command) *cobra.Command {
 			rest[prefix] = append(rest[prefix], f)
 		})
 		for _, s := range flagSections[1:] {
-			for _, f := range rest[s.prefix] {
-				add(s.title, f)
+			for _, prefix := range s.prefixes {
+				for _, f := range rest[prefix] {
+					add(s.title, f)
+				}
+				delete(rest, prefix)
 			}
-			delete(rest, s.prefix)
 		}
 		for _, prefix := range slices.Sorted(maps.Keys(rest)) { // no section of its own: help, keys of no section yet
 			for _, f := range rest[prefix] {

@@ -68,12 +68,7 @@ func TestALeaderTimesJobsByPostgreSQLsClock(t *testing.T) {
 // now. The stats read the same times (fairway_record_stat).
 func TestARecordKeepsWhenItsHandlerEnded(t *testing.T) {
 	ctx := t.Context()
-	db := pool(t)
-	submitJobs(t, db, 4, "g")
-	l := leading(t, db, "c1")
-	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
-	require.NoError(t, err)
-	require.Len(t, jobs, 4)
+	db, l, jobs := claimedJobs(t, "g", "i", 4)
 	var start int64 // when the claim handed them out: their handlers start then
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) { start = s.Jobs.Get(jobs[0].Ref).Holder.Scheduled }))
 	end := l.Now().UnixMicro() // a handler that ended just now
@@ -87,7 +82,7 @@ func TestARecordKeepsWhenItsHandlerEnded(t *testing.T) {
 		end.Outcome, end.EndedAt = journal.OutcomeSuccess, ended[j.Ref.ID]
 		reports = append(reports, journal.Report{Kind: journal.Started, Item: started}, journal.Report{Kind: journal.Ended, Item: end})
 	}
-	_, err = l.Report(ctx, reports)
+	_, err := l.Report(ctx, reports)
 	require.NoError(t, err)
 	after := time.Now()
 

@@ -1499,12 +1499,7 @@ func TestABatchOfRecordsHoldsOneOutcome(t *testing.T) {
 // without GiveBack keeps the attempt.
 func TestAStoppingInstanceGivesItsAttemptsBack(t *testing.T) {
 	ctx := t.Context()
-	db := pool(t)
-	submitJobs(t, db, 4, "acme")
-	l := leading(t, db, "c1")
-	jobs, err := l.Claim(ctx, claimParams("e", "stopping", 4))
-	require.NoError(t, err)
-	require.Len(t, jobs, 4)
+	_, l, jobs := claimedJobs(t, "acme", "stopping", 4)
 	released := func(j journal.ClaimedJob, instance string, giveBack bool) journal.Report {
 		return journal.Report{Kind: journal.Released, Item: journal.Item{Group: j.Ref.Group, ID: j.Ref.ID, Attempt: j.Attempt,
 			Executor: "e", Instance: instance, Error: "released", GiveBack: giveBack}}
@@ -1534,4 +1529,18 @@ func TestAStoppingInstanceGivesItsAttemptsBack(t *testing.T) {
 	require.True(t, l.View(func(s *journal.State, _ journal.Lease) {
 		require.Equal(t, fairway.StateScheduled, s.Jobs.Get(jobs[0].Ref).State())
 	}))
+}
+
+// claimedJobs submits n jobs of group, has a leader claim them all for
+// instance i of executor "e", and returns the database, the leader and
+// the jobs.
+func claimedJobs(t *testing.T, group, instance string, n int) (*pgxpool.Pool, *journal.Leader, []journal.ClaimedJob) {
+	t.Helper()
+	db := pool(t)
+	submitJobs(t, db, n, group)
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(t.Context(), claimParams("e", instance, n))
+	require.NoError(t, err)
+	require.Len(t, jobs, n)
+	return db, l, jobs
 }
