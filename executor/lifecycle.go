@@ -152,6 +152,15 @@ func (e *Executor) start(ctx context.Context) error {
 // it is.
 func (e *Executor) Registered() bool { return e.registered.Load() }
 
+// Instance is this run's instance id (a new one at each Start; empty
+// before): the id the coordinators, its heartbeats and its reports know
+// it by, and what a ping names.
+func (e *Executor) Instance() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.instance
+}
+
 // register announces the executor, retrying while no coordinator answers.
 func (e *Executor) register(ctx context.Context) error {
 	subject := e.subjects.Exec(e.cfg.AppID, events.ExecRegister)

@@ -1,0 +1,628 @@
+// Package conformance_test runs the executor conformance suite
+// (README.md) against the Go, Python and TypeScript executors, and the
+// Python and TypeScript packages' own tests, on two real `fairway dev`
+// clusters: one without authentication, one with isolated tenants.
+package conformance_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/devtest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+)
+
+// waitTimeout bounds every wait: generous, since the machine is shared.
+const waitTimeout = 2 * time.Minute
+
+// root is the repository's root, from this package's directory.
+var root = filepath.Join("..", "..")
+
+// TestClients builds fairway, nats-server and the Go conformance
+// executor, starts the two clusters once, and runs the packages' tests
+// and the conformance suite against them.
+func TestClients(t *testing.T) {
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+string(filepath.Separator),
+		"github.com/fairwayhq/fairway/cmd/fairway",
+		"github.com/nats-io/nats-server/v2",
+		"github.com/fairwayhq/fairway/clients/conformance/goexecutor")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	fairwayBin := filepath.Join(bin, "fairway")
+
+	python := pythonPath(t)
+	node, npm := lookPath(t, "node"), lookPath(t, "npm")
+	tsDir := filepath.Join(root, "clients", "typescript")
+	// npm ci, then the package's build (its dist/ is what users install,
+	// and what its conformance program imports): once, for the subtests
+	// that need it.
+	var tsBuild struct {
+		sync.Once
+		err error
+	}
+	buildTS := func(t *testing.T) {
+		tsBuild.Do(func() {
+			for _, args := range [][]string{{"ci", "--no-audit", "--no-fund"}, {"run", "build"}} {
+				cmd := exec.Command(npm, args...)
+				cmd.Dir = tsDir
+				if out, err := cmd.CombinedOutput(); err != nil {
+					tsBuild.err = fmt.Errorf("npm %s in clients/typescript: %v\n%s", strings.Join(args, " "), err, out)
+					return
+				}
+			}
+		})
+		require.NoError(t, tsBuild.err)
+	}
+
+	plain := startDev(t, fairwayBin)
+	tenants := startDev(t, fairwayBin, "--tenants", "acme,globex")
+	// The packages' own tests' executor credentials (their READMEs).
+	addExecutorCreds(t, fairwayBin, tenants, "ts", "ts-echo")
+	addExecutorCreds(t, fairwayBin, tenants, "py", "py-echo")
+
+	testEnv := append(os.Environ(),
+		"FAIRWAY_TEST_NATS_URL="+plain.natsURL,
+		"FAIRWAY_TEST_TENANTS_NATS_URL="+tenants.natsURL,
+		"FAIRWAY_TEST_CREDS_DIR="+filepath.Join(tenants.dir, "creds"),
+		"NATS_SERVER_BIN="+filepath.Join(bin, "nats-server"),
+		"FAIRWAY_BIN="+fairwayBin,
+	)
+	pyDir := filepath.Join(root, "clients", "python")
+	t.Run("python-package", func(t *testing.T) {
+		runTests(t, testEnv, pyDir, python, "-m", "unittest", "discover", "-s", "tests", "-v")
+	})
+	t.Run("typescript-package", func(t *testing.T) {
+		buildTS(t)
+		runTests(t, testEnv, tsDir, npm, "test")
+	})
+
+	executors := []executorProgram{
+		{lang: "go", cmd: []string{filepath.Join(bin, "goexecutor")}},
+		{lang: "python", cmd: []string{python, filepath.Join(pyDir, "conformance_executor.py")},
+			env: []string{"PYTHONPATH=" + filepath.Join(pyDir, "src")}},
+		{lang: "typescript", cmd: []string{node, filepath.Join(tsDir, "conformance-executor.mjs")}, setup: buildTS},
+	}
+	for _, ex := range executors {
+		t.Run("conformance/"+ex.lang, func(t *testing.T) {
+			if ex.setup != nil {
+				ex.setup(t)
+			}
+			t.Run("plain", func(t *testing.T) { conformance(t, plain, ex) })
+			t.Run("tenants", func(t *testing.T) { conformanceTenants(t, fairwayBin, tenants, ex) })
+		})
+	}
+}
+
+// runTests runs a package's test command in dir and fails t with its
+// output when it fails; the output is logged either way.
+func runTests(t *testing.T, env []string, dir, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s in %s:\n%s", filepath.Base(name), strings.Join(args, " "), dir, out)
+	require.NoError(t, err, "the tests in %s failed (output above)", dir)
+}
+
+// executorProgram is one language's conformance executor: the command
+// that runs it, before the suite's flags.
+type executorProgram struct {
+	lang  string
+	cmd   []string
+	env   []string
+	setup func(*testing.T) // before it runs, if set
+}
+
+// runningExecutor is a started conformance executor.
+type runningExecutor struct {
+	cmd      *exec.Cmd
+	out      *devtest.Output
+	exited   chan error
+	instance string
+}
+
+// start runs the executor with the suite's flags and waits until it has
+// registered.
+func (p executorProgram) start(t *testing.T, args ...string) *runningExecutor {
+	t.Helper()
+	r := p.launch(t, args...)
+	select {
+	case <-r.out.Seen("conformance: registered "):
+	case err := <-r.exited:
+		t.Fatalf("the %s executor exited (%v) before it registered:\n%s", p.lang, err, r.out)
+	case <-time.After(waitTimeout):
+		t.Fatalf("the %s executor did not register within %s:\n%s", p.lang, waitTimeout, r.out)
+	}
+	// Its line may still be arriving: wait for its end.
+	r.out.Wait(t, "\n", waitTimeout)
+	m := regexp.MustCompile(`conformance: registered \S+ (\S+)\n`).FindStringSubmatch(r.out.String())
+	require.NotNil(t, m, "the registered line names the instance:\n%s", r.out)
+	r.instance = m[1]
+	return r
+}
+
+// launch starts the executor without waiting for anything.
+func (p executorProgram) launch(t *testing.T, args ...string) *runningExecutor {
+	t.Helper()
+	r := &runningExecutor{out: &devtest.Output{}, exited: make(chan error, 1)}
+	r.cmd = exec.Command(p.cmd[0], append(slices.Clone(p.cmd[1:]), args...)...)
+	r.cmd.Env = append(os.Environ(), p.env...)
+	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
+	require.NoError(t, r.cmd.Start())
+	go func() { r.exited <- r.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill() // a no-op once it exited
+		if t.Failed() {
+			t.Logf("the %s executor's output:\n%s", p.lang, r.out)
+		}
+	})
+	return r
+}
+
+// signal sends sig to the executor.
+func (r *runningExecutor) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	require.NoError(t, r.cmd.Process.Signal(sig))
+}
+
+// waitExit waits for the executor to exit and returns its status.
+func (r *runningExecutor) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case err := <-r.exited:
+		r.exited <- err // for the next waitExit
+		if err == nil {
+			return 0
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		t.Fatalf("waiting for the executor: %v", err)
+	case <-time.After(waitTimeout):
+		t.Fatalf("the executor did not exit within %s:\n%s", waitTimeout, r.out)
+	}
+	return -1
+}
+
+// dev is a running `fairway dev`.
+type dev struct {
+	dir, natsURL string
+}
+
+// startDev runs `fairway dev` on free ports in a fresh directory (retries
+// 1 s after a failure: the suite's failing jobs retry within it), waits
+// until it runs, and stops it when the test ends.
+func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
+	t.Helper()
+	dir := devtest.Dir(t, "fairway-clients-")
+	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
+	out := &devtest.Output{}
+	args := append([]string{"dev", "--dev-dir", dir,
+		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort), "--pg-port", fmt.Sprint(pgPort),
+		"--http-addr", "", "--web-addr", "", "--retry-delay", "1s", "--log-format", "json"}, extra...)
+	cmd := exec.Command(fairwayBin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT) // fairway dev stops its PostgreSQL too
+		select {
+		case <-exited:
+		case <-time.After(waitTimeout):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	select {
+	case <-out.Seen("Fairway is running"):
+	case err := <-exited:
+		t.Fatalf("fairway dev exited (%v):\n%s", err, out)
+	case <-time.After(waitTimeout):
+		t.Fatalf("fairway dev did not start within %s:\n%s", waitTimeout, out)
+	}
+	return &dev{dir: dir, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort)}
+}
+
+// creds is the path of a credential of d.
+func (d *dev) creds(name string) string { return filepath.Join(d.dir, "creds", name+".creds") }
+
+// client connects a Go client to d, with a credential of its when name is
+// not empty.
+func (d *dev) client(t *testing.T, credsName string) (*events.Client, *nats.Conn) {
+	t.Helper()
+	var opts []nats.Option
+	if credsName != "" {
+		opts = append(opts, nats.UserCredentials(d.creds(credsName)))
+	}
+	nc, err := nats.Connect(d.natsURL, opts...)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	c, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	return c, nc
+}
+
+// addExecutorCreds issues the executor credential <name> of d, granted
+// tasks of group acme.
+func addExecutorCreds(t *testing.T, fairwayBin string, d *dev, name, tasks string) {
+	t.Helper()
+	out, err := exec.Command(fairwayBin, "creds", "add", "executor", name, "--tasks", tasks,
+		"--groups", "acme", "--dev-dir", d.dir).CombinedOutput()
+	require.NoError(t, err, "creds add executor %s: %s", name, out)
+}
+
+// pythonPath is Debian's python3 (with PyNaCl, python3-nacl) when the
+// machine has it, else the python3 on PATH.
+func pythonPath(t *testing.T) string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return lookPath(t, "python3")
+}
+
+// lookPath finds a program the suite needs, or fails saying how to get it.
+func lookPath(t *testing.T, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("the clients' tests need %s on PATH: install Debian's python3, python3-nacl, nodejs and npm", name)
+	}
+	return path
+}
+
+// submit submits one job and returns its id.
+func submit(t *testing.T, c *events.Client, sub fairway.Submission) string {
+	t.Helper()
+	if sub.ID == "" {
+		sub.ID = sub.Task + "-" + fairway.NewID()
+	}
+	id, err := c.Submit(t.Context(), sub)
+	require.NoError(t, err)
+	return id
+}
+
+// final waits for the job to end and returns it.
+func final(t *testing.T, c *events.Client, group, id string) *fairway.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	job, err := c.Wait(ctx, group, id)
+	require.NoError(t, err, "waiting for job %s", id)
+	return job
+}
+
+// until polls the job until cond holds, and returns it then.
+func until(t *testing.T, c *events.Client, group, id, what string, cond func(*fairway.Job) bool) *fairway.Job {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		job, err := c.Get(t.Context(), group, id)
+		if !errors.Is(err, fairway.ErrNotFound) { // submitted, not stored yet
+			require.NoError(t, err)
+			if cond(job) {
+				return job
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not %s within %s: %+v", id, what, waitTimeout, job)
+		}
+		time.Sleep(50 * time.Millisecond) // a poll of state (within the group's API quota); no event says "running on this instance"
+	}
+}
+
+func running(j *fairway.Job) bool { return j.State == fairway.StateRunning }
+
+// conformance runs the suite's checks against one executor on the dev
+// without authentication. The languages run one after the other: they
+// register the same tasks.
+func conformance(t *testing.T, d *dev, p executorProgram) {
+	c, nc := d.client(t, "")
+	group, appID := "conf-"+p.lang, "conf-"+p.lang
+	ex := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "4")
+
+	t.Run("registration", func(t *testing.T) {
+		list, err := c.Executors(t.Context())
+		require.NoError(t, err)
+		i := slices.IndexFunc(list, func(e fairway.Executor) bool { return e.AppID == appID && e.Instance == ex.instance })
+		require.GreaterOrEqual(t, i, 0, "instance %s of %s in %+v", ex.instance, appID, list)
+		require.Equal(t, 4, list[i].Slots)
+		require.ElementsMatch(t, []string{"conf-echo", "conf-sleep", "conf-fail", "conf-snooze", "conf-big", "conf-trace", "conf-one"}, list[i].Tasks)
+	})
+
+	t.Run("result-logs-progress", func(t *testing.T) {
+		args := `{"n":1,"text":"héllo","list":[1,2,{"a":null}]}`
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-echo", Args: json.RawMessage(args)})
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateSuccess, job.State, "%+v", job)
+		require.JSONEq(t, args, string(job.Result))
+		require.Equal(t, appID, job.Executor)
+		require.Equal(t, 100, job.Progress)
+		logs, err := c.Logs(t.Context(), group, id)
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(logs, func(l fairway.LogLine) bool {
+			return l.Level == "info" && l.Message == "echo attempt 1" && l.Attempt == 1
+		}), "the handler's log line in %+v", logs)
+	})
+
+	t.Run("errors-and-retries", func(t *testing.T) {
+		retried := submit(t, c, fairway.Submission{Group: group, Task: "conf-fail", MaxRetries: new(1),
+			Args: json.RawMessage(`{"message":"boom: disk full"}`)})
+		permanent := submit(t, c, fairway.Submission{Group: group, Task: "conf-fail", MaxRetries: new(3),
+			Args: json.RawMessage(`{"message":"bad input","permanent":true}`)})
+		job := final(t, c, group, retried)
+		require.Equal(t, fairway.StateFailed, job.State)
+		require.Equal(t, 2, job.Attempt, "retried once: %+v", job)
+		require.Contains(t, job.Error, "boom: disk full")
+		job = final(t, c, group, permanent)
+		require.Equal(t, fairway.StateFailed, job.State)
+		require.Equal(t, 1, job.Attempt, "a permanent error is not retried: %+v", job)
+		require.Contains(t, job.Error, "bad input")
+
+		before := time.Now()
+		snoozed := submit(t, c, fairway.Submission{Group: group, Task: "conf-snooze", Args: json.RawMessage(`{"seconds":60}`)})
+		job = until(t, c, group, snoozed, "snoozed", func(j *fairway.Job) bool {
+			return j.State == fairway.StateWaiting && j.RunAt.After(before.Add(30*time.Second))
+		})
+		require.Equal(t, fairway.StateWaiting, job.State, "%+v", job)
+		require.Zero(t, job.Retries, "a snooze counts no failure: %+v", job)
+		require.True(t, job.RunAt.After(before.Add(50*time.Second)), "due a minute later: %+v", job)
+		_, err := c.Cancel(t.Context(), group, snoozed)
+		require.NoError(t, err)
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":600000}`)})
+		until(t, c, group, id, "running", running)
+		start := time.Now()
+		_, err := c.Cancel(t.Context(), group, id)
+		require.NoError(t, err)
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateCancelled, job.State, "%+v", job)
+		require.Less(t, time.Since(start), time.Minute, "the handler was interrupted, not waited for")
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Timeout: "1s", MaxRetries: new(0),
+			Args: json.RawMessage(`{"ms":600000}`)})
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateFailed, job.State, "%+v", job)
+		require.True(t, strings.HasPrefix(job.Error, "timeout"), "error %q", job.Error)
+		require.Less(t, job.Finished.Sub(*job.Started), 30*time.Second, "%+v", job)
+	})
+
+	t.Run("per-task-concurrency", func(t *testing.T) {
+		var ids []string
+		for range 3 {
+			ids = append(ids, submit(t, c, fairway.Submission{Group: group, Task: "conf-one", Args: json.RawMessage(`{"ms":300}`)}))
+		}
+		jobs, err := c.WaitMany(t.Context(), group, ids)
+		require.NoError(t, err)
+		for i, a := range jobs {
+			require.Equal(t, fairway.StateSuccess, a.State, "%+v", a)
+			for _, b := range jobs[i+1:] {
+				overlap := a.Started.Before(*b.Finished) && b.Started.Before(*a.Finished)
+				require.False(t, overlap, "conf-one runs one at a time: %s ran %s–%s, %s ran %s–%s",
+					a.ID, a.Started, a.Finished, b.ID, b.Started, b.Finished)
+			}
+		}
+	})
+
+	t.Run("prefetch-bound", func(t *testing.T) {
+		subs := make([]fairway.Submission, 60)
+		for i := range subs {
+			subs[i] = fairway.Submission{Group: group, Task: "conf-sleep", ID: fmt.Sprintf("held-%d-%s", i, fairway.NewID()), Args: json.RawMessage(`{"ms":30}`)}
+		}
+		ids, err := c.SubmitMany(t.Context(), subs)
+		require.NoError(t, err)
+		// Sample the jobs handed to the executor (scheduled or running)
+		// until every job ended: never more than 2 × its 4 slots.
+		most := 0
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			jobs, err := c.List(t.Context(), events.ListRequest{Group: group, Task: "conf-sleep", Limit: 100})
+			require.NoError(t, err)
+			var held []string
+			ended := 0
+			for _, j := range jobs {
+				switch j.State {
+				case fairway.StateScheduled, fairway.StateRunning:
+					held = append(held, fmt.Sprintf("%s %s attempt %d on %s", j.ID, j.State, j.Attempt, j.Executor))
+				case fairway.StateSuccess:
+					ended++
+				}
+			}
+			most = max(most, len(held))
+			require.LessOrEqual(t, len(held), 8, "jobs held by an executor of 4 slots:\n%s", strings.Join(held, "\n"))
+			if ended >= len(ids) {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "60 jobs of 30 ms not done within %s", waitTimeout)
+			time.Sleep(25 * time.Millisecond) // a sample (within the group's API quota of 100 requests a second)
+		}
+		require.Positive(t, most)
+	})
+
+	t.Run("reports-sent-again", func(t *testing.T) {
+		js, err := jetstream.New(nc)
+		require.NoError(t, err)
+		stream, err := js.Stream(t.Context(), "FAIRWAY_RESULTS")
+		require.NoError(t, err)
+		cfg := stream.CachedInfo().Config
+		// Every publish to the executor's results subject, seen on core
+		// NATS whether the stream takes it or not.
+		published := make(chan string, 100)
+		sub, err := nc.Subscribe("fairway.results."+appID, func(m *nats.Msg) { published <- string(m.Data) })
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+		require.NoError(t, nc.Flush())
+
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":1500}`)})
+		until(t, c, group, id, "running", running)
+		refusing := cfg
+		refusing.MaxBytes = 1 // the stream full: every report refused, as when its share is
+		_, err = js.UpdateStream(t.Context(), refusing)
+		require.NoError(t, err)
+		restored := false
+		defer func() {
+			if !restored {
+				_, _ = js.UpdateStream(context.Background(), cfg)
+			}
+		}()
+		doneReports := 0
+		for doneReports < 2 { // its done report, refused, then sent again
+			select {
+			case body := <-published:
+				if strings.Contains(body, id) && strings.Contains(body, `"done"`) {
+					doneReports++
+				}
+			case <-time.After(waitTimeout):
+				t.Fatalf("the done report of job %s was not sent again within %s", id, waitTimeout)
+			}
+		}
+		job, err := c.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateRunning, job.State, "no report stored yet")
+		_, err = js.UpdateStream(t.Context(), cfg)
+		require.NoError(t, err)
+		restored = true
+		job = final(t, c, group, id)
+		require.Equal(t, fairway.StateSuccess, job.State, "%+v", job)
+	})
+
+	t.Run("poison-result", func(t *testing.T) {
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-big", MaxRetries: new(3), Args: json.RawMessage(`{"bytes":2097152}`)})
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateFailed, job.State, "%+v", job)
+		require.Equal(t, 1, job.Attempt, "a result over the limit is not retried")
+		require.Contains(t, job.Error, "1 MiB")
+		next := submit(t, c, fairway.Submission{Group: group, Task: "conf-echo", Args: json.RawMessage(`{"after":"big"}`)})
+		require.Equal(t, fairway.StateSuccess, final(t, c, group, next).State, "the reports after it go on")
+	})
+
+	t.Run("tracing", func(t *testing.T) {
+		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		ctx := events.WithTraceParent(t.Context(), "00-"+traceID+"-00f067aa0ba902b7-01")
+		id, err := c.Submit(ctx, fairway.Submission{Group: group, Task: "conf-trace", ID: "trace-" + fairway.NewID()})
+		require.NoError(t, err)
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateSuccess, job.State, "%+v", job)
+		var res struct {
+			TraceParent string `json:"traceparent"`
+		}
+		require.NoError(t, json.Unmarshal(job.Result, &res))
+		require.Regexp(t, `^00-`+traceID+`-[0-9a-f]{16}-0[01]$`, res.TraceParent, "the handler's trace context is the submitter's trace")
+	})
+
+	t.Run("pause-resume", func(t *testing.T) {
+		require.NoError(t, c.Pause(t.Context(), events.PauseCommand{Executor: appID, Task: "conf-echo"}))
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-echo", Args: json.RawMessage(`{}`)})
+		// Nothing to await for a job that must not run: a second's look.
+		time.Sleep(time.Second)
+		job, err := c.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateWaiting, job.State, "a paused task's job waits: %+v", job)
+		require.NoError(t, c.Pause(t.Context(), events.PauseCommand{Executor: appID, Task: "conf-echo", Resume: true}))
+		require.Equal(t, fairway.StateSuccess, final(t, c, group, id).State)
+	})
+
+	t.Run("graceful-stop", func(t *testing.T) {
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":2000}`)})
+		until(t, c, group, id, "running", running)
+		ex.signal(t, syscall.SIGTERM)
+		require.Equal(t, 0, ex.waitExit(t), "exit status after SIGTERM:\n%s", ex.out)
+		require.Contains(t, ex.out.String(), "conformance: stopped")
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateSuccess, job.State, "the running job finished: %+v", job)
+		list, err := c.Executors(t.Context())
+		require.NoError(t, err)
+		i := slices.IndexFunc(list, func(e fairway.Executor) bool { return e.Instance == ex.instance })
+		require.GreaterOrEqual(t, i, 0)
+		require.Equal(t, fairway.ExecutorDeregistered, list[i].State)
+	})
+
+	t.Run("forced-stop-gives-attempts-back", func(t *testing.T) {
+		ex2 := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "2")
+		ids := []string{
+			submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":600000}`)}),
+			submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":600000}`)}),
+		}
+		for _, id := range ids {
+			until(t, c, group, id, "running", running)
+		}
+		ex2.signal(t, syscall.SIGINT)
+		ex2.out.Wait(t, "conformance: stopping", waitTimeout) // it took the first signal
+		ex2.signal(t, syscall.SIGINT)
+		require.Equal(t, 0, ex2.waitExit(t), "exit status after two signals:\n%s", ex2.out)
+		for _, id := range ids {
+			job := until(t, c, group, id, "released", func(j *fairway.Job) bool { return j.State == fairway.StateWaiting })
+			require.Zero(t, job.Retries, "released, not failed: %+v", job)
+		}
+		ex3 := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "2")
+		for _, id := range ids {
+			job := until(t, c, group, id, "running again", running)
+			require.Equal(t, 1, job.Attempt, "the next instance runs it as the attempt given back: %+v", job)
+			require.Equal(t, appID, job.Executor)
+			_, err := c.Cancel(t.Context(), group, id)
+			require.NoError(t, err)
+			require.Equal(t, fairway.StateCancelled, final(t, c, group, id).State)
+		}
+
+		// An operator's drain stops it as a signal does.
+		require.NoError(t, c.Drain(t.Context(), appID))
+		require.Equal(t, 0, ex3.waitExit(t), "exit status after a drain:\n%s", ex3.out)
+		require.Contains(t, ex3.out.String(), "conformance: stopped")
+	})
+}
+
+// conformanceTenants checks an executor on the dev with isolated
+// tenants: it logs in with its credential, is refused a task its
+// credential does not grant, and runs its group's jobs only.
+func conformanceTenants(t *testing.T, fairwayBin string, d *dev, p executorProgram) {
+	appID := "conf-" + p.lang
+	addExecutorCreds(t, fairwayBin, d, appID, "conf-echo")
+	flags := []string{"--nats-url", d.natsURL, "--creds", d.creds("executor-" + appID), "--app-id", appID}
+
+	refused := p.launch(t, append(flags, "--tasks", "conf-echo,conf-fail")...)
+	require.Equal(t, 2, refused.waitExit(t), "a task the credential does not grant:\n%s", refused.out)
+	require.Regexp(t, `conformance: refused: \w+: .*conf-fail`, refused.out.String())
+
+	ex := p.start(t, append(flags, "--tasks", "conf-echo")...)
+	acme, _ := d.client(t, "tenant-acme")
+	globex, _ := d.client(t, "tenant-globex")
+	theirs := submit(t, globex, fairway.Submission{Group: "globex", Task: "conf-echo", Args: json.RawMessage(`{"who":"globex"}`)})
+	ours := submit(t, acme, fairway.Submission{Group: "acme", Task: "conf-echo", Args: json.RawMessage(`{"who":"acme"}`)})
+	job := final(t, acme, "acme", ours)
+	require.Equal(t, fairway.StateSuccess, job.State, "%+v", job)
+	require.Equal(t, appID, job.Executor)
+	require.JSONEq(t, `{"who":"acme"}`, string(job.Result))
+	// The acme job ran after globex's was stored: had the executor been
+	// handed globex's, it would have run it first.
+	other, err := globex.Get(t.Context(), "globex", theirs)
+	require.NoError(t, err)
+	require.Equal(t, fairway.StateWaiting, other.State, "another group's job is not handed to this executor: %+v", other)
+	_, err = globex.Cancel(t.Context(), "globex", theirs)
+	require.NoError(t, err)
+
+	ex.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, ex.waitExit(t), "exit status after SIGTERM:\n%s", ex.out)
+}
