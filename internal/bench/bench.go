@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -105,6 +106,15 @@ type Options struct {
 	// closes. Its CPU time is then the figure cpu_us_per_job_nats. Empty:
 	// the NATS server runs in this process.
 	NATSCommand []string
+	// ExecutorCommand, when set, runs the executor of the drain and
+	// short-jobs scenarios as this command: another language's
+	// conformance program (clients/conformance/README.md; fairway bench
+	// --executor python|node), given --nats-url, --app-id, --slots and
+	// --tasks conf-sleep, in a process of its own whose CPU time is the
+	// figure cpu_us_per_job_executor. Empty: the Go executor, in this
+	// process. ExecutorEnv is added to its environment.
+	ExecutorCommand []string
+	ExecutorEnv     []string
 
 	// postmaster is the pid of the PostgreSQL server when it runs on this
 	// machine (found by Run), else 0.
@@ -247,6 +257,9 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 }
 
 func runScenario(ctx context.Context, name string, opts Options) (*Result, error) {
+	if opts.external() && name != "drain" && name != "short-jobs" {
+		return nil, fmt.Errorf("scenario %s runs the Go executor only: an executor in another language (--executor) runs the drain and short-jobs scenarios", name)
+	}
 	switch name {
 	case "drain":
 		return drain(ctx, opts)
@@ -307,6 +320,7 @@ type system struct {
 	// process, when it runs in its own.
 	coordPid int
 	natsPid  int
+	execPid  int // the external executor's (ExecutorCommand)
 	// natsURL is where the coordinators connect; killed is a coordinator
 	// process the scenario killed (failover), which its cleanup leaves be.
 	natsURL  string
@@ -562,6 +576,10 @@ func cpuProcesses(opts Options) string {
 		}
 	}
 	in := "executors, clients"
+	if opts.external() {
+		own = append(own, "cpu_us_per_job_executor: the executor process ("+filepath.Base(opts.ExecutorCommand[len(opts.ExecutorCommand)-1])+")")
+		in = "clients"
+	}
 	if len(opts.CoordinatorCommand) == 0 {
 		in += ", the coordinator"
 	}
@@ -625,6 +643,9 @@ func (s *system) rssKey() string {
 }
 
 func (s *system) startExecutors(ctx context.Context, cfg systemConfig) error {
+	if s.opts.external() {
+		return s.startExecutorProcess(ctx, cfg)
+	}
 	handler := cfg.handler
 	for i := range max(cfg.executors, 1) {
 		nc, err := s.connect(fmt.Sprintf("fairway-bench-executor-%d", i))

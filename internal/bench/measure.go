@@ -34,10 +34,11 @@ func (u *usage) add(o usage) {
 
 // cpuFigures are the processes whose CPU time is measured, in the order
 // of their keys (cpu_us_per_job_<name>): PostgreSQL (the postmaster and
-// its children), the coordinator process, the NATS server process, and
+// its children), the coordinator process, the NATS server process, the
+// executor process (another language's, --executor), and
 // the bench process (executors, submitters, event subscribers, and the
 // coordinator and NATS server when they run in it).
-var cpuFigures = []string{"pg", "coordinator", "nats", "bench"}
+var cpuFigures = []string{"pg", "coordinator", "nats", "executor", "bench"}
 
 // addUsage adds the per-job figures of u: cpu_us_per_job_<process> for
 // each process measured and their total, wal_bytes_per_job and
@@ -103,6 +104,9 @@ func (s *system) startPhase(ctx context.Context) (*phase, error) {
 	}
 	if s.natsPid != 0 {
 		p.cpu.add("nats", processCPU(s.natsPid))
+	}
+	if s.execPid != 0 {
+		p.cpu.add("executor", processCPU(s.execPid))
 	}
 	p.cpu.add("bench", selfCPU)
 	var err error

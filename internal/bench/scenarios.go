@@ -47,7 +47,7 @@ func drain(ctx context.Context, opts Options) (*Result, error) {
 // succeeded: how long the submitting and the whole took, and what the
 // whole cost.
 func (s *system) drain(ctx context.Context, n int) (submitted, worked time.Duration, u usage, err error) {
-	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	subs := s.jobs(n, func(i int) string { return fmt.Sprintf("g%d", i%10) }, 0)
 	p, err := s.startPhase(ctx)
 	if err != nil {
 		return 0, 0, u, err
@@ -663,7 +663,7 @@ func shortJobs(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer stored.stop()
-	subs := submissions(n, func(i int) string { return fmt.Sprintf("g%d", i%10) })
+	subs := s.jobs(n, func(i int) string { return fmt.Sprintf("g%d", i%10) }, int(shortJobLength/time.Millisecond))
 	p, err := s.startPhase(ctx)
 	if err != nil {
 		return nil, err
@@ -695,6 +695,24 @@ func shortJobs(ctx context.Context, opts Options) (*Result, error) {
 	u, err := p.stop(ctx, n)
 	if err != nil {
 		return nil, err
+	}
+	if opts.external() {
+		// The handlers ran in another process: their times are in the
+		// records.
+		groups := make([]string, 10)
+		for i := range groups {
+			groups[i] = fmt.Sprintf("g%d", i)
+		}
+		first, last, sum, read, err := s.handlerTimes(ctx, groups)
+		if err != nil {
+			return nil, err
+		}
+		if read != n {
+			return nil, fmt.Errorf("read %d records of the %d jobs", read, n)
+		}
+		mu.Lock()
+		firstStart, lastEnd, ran = first, last, sum
+		mu.Unlock()
 	}
 	mu.Lock()
 	makespan, firstWait, handlers := lastEnd.Sub(due), firstStart.Sub(due), ran

@@ -5,9 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/bench"
@@ -37,6 +39,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var opts bench.Options
 	var scenario, cpuProfile, memProfile string
 	var inProcess bool
+	var executorKind, clientsDir string
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency, fairness and scale",
@@ -80,6 +83,13 @@ Scenarios:
             resumes, and the new leader's memory
   all       every scenario in turn
 
+--executor python or node runs the drain and short-jobs scenarios on the
+Python or TypeScript package's executor (their conformance program, in
+<clients-dir>/python and <clients-dir>/typescript: run from the repository's
+root, the TypeScript package built with npm ci && npm run build), in a
+process of its own: cpu_us_per_job_executor is its CPU time, and the
+drain's jobs sleep 0 ms (a no-op task), short-jobs' 5 ms.
+
 Without --database-url it uses the PostgreSQL of 'fairway dev' (started from
 <dev-dir>/pg if it is not running); without --nats-url an embedded NATS
 server. Durability stays on; the output names the server's settings.`,
@@ -89,6 +99,11 @@ server. Durability stays on; the output names the server's settings.`,
   fairway bench --scenario all --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
+			// The executor first: a wrong one is said before PostgreSQL starts.
+			var err error
+			if opts.ExecutorCommand, opts.ExecutorEnv, err = benchExecutor(executorKind, clientsDir); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			opts.ServerURL = e.cfg.Database.URL
 			if opts.ServerURL == "" {
@@ -184,6 +199,8 @@ server. Durability stays on; the output names the server's settings.`,
 	f.StringVar(&memProfile, "memprofile", "", "write a Go profile of the whole run's allocations (by place and bytes) to this file at its end; with --in-process it includes the coordinator's and the NATS server's")
 	f.StringVar(&opts.Fairness, "fairness", "", "the coordinator's scheduler.fairness (jobs or time) in every scenario but shares, which runs both (default: jobs)")
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
+	f.StringVar(&executorKind, "executor", "go", "the executor of the drain and short-jobs scenarios: go (in this process), python or node (the package's conformance program, a process of its own)")
+	f.StringVar(&clientsDir, "clients-dir", "clients", "the directory of the Python and TypeScript packages, for --executor python|node")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
 }
@@ -242,4 +259,44 @@ func writeAllocsProfile(f *os.File) error {
 		return err
 	}
 	return f.Close()
+}
+
+// benchExecutor is the command (and environment) of the executor that
+// --executor names: none for go (the bench's own, in its process), else
+// the conformance program of the Python or TypeScript package under dir.
+func benchExecutor(kind, dir string) ([]string, []string, error) {
+	var program, interp string
+	var env []string
+	switch kind {
+	case "go", "":
+		return nil, nil, nil
+	case "python":
+		program, interp = filepath.Join(dir, "python", "conformance_executor.py"), "python3"
+		env = []string{"PYTHONPATH=" + filepath.Join(dir, "python", "src")}
+	case "node":
+		program, interp = filepath.Join(dir, "typescript", "conformance-executor.mjs"), "node"
+		if _, err := os.Stat(filepath.Join(dir, "typescript", "dist", "index.js")); err != nil {
+			return nil, nil, fmt.Errorf("--executor node: the TypeScript package is not built (%v): run npm ci && npm run build in %s", err, filepath.Join(dir, "typescript"))
+		}
+	default:
+		return nil, nil, fmt.Errorf("--executor %q: use go, python or node", kind)
+	}
+	if _, err := os.Stat(program); err != nil {
+		return nil, nil, fmt.Errorf("--executor %s: %v: run fairway bench from the repository's root, or give --clients-dir", kind, err)
+	}
+	path, err := exec.LookPath(interp)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--executor %s needs %s on PATH: %w", kind, interp, err)
+	}
+	abs, err := filepath.Abs(program)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		if a, err := filepath.Abs(v); err == nil {
+			env[i] = k + "=" + a
+		}
+	}
+	return []string{path, abs}, env, nil
 }

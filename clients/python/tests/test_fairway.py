@@ -58,6 +58,17 @@ async def py_progress(job: fairway.Job) -> Any:
     return {"ok": True}
 
 
+SPANS: list[tuple[str, float, float]] = []
+
+
+@registry.task("py-one", concurrency=1)
+async def py_one(job: fairway.Job) -> Any:
+    t0 = time.monotonic()
+    await asyncio.sleep(job.args.get("ms", 0) / 1000)
+    SPANS.append((job.id, t0, time.monotonic()))
+    return None
+
+
 @registry.task("py-trace")
 async def py_trace(job: fairway.Job) -> Any:
     return {"traceparent": job.traceparent}
@@ -284,6 +295,57 @@ class DevTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(job.result["traceparent"].split("-")[1], "0af7651916cd43dd8448eb211c80319c")
         job = await self.client.submit_and_wait("py-trace", {}, wait_timeout=30)
         self.assertEqual(job.result, {"traceparent": ""})
+
+
+    async def test_concurrency_limit(self) -> None:
+        ids = await self.client.submit_many([{"task": "py-one", "args": {"ms": 200}} for _ in range(3)])
+        jobs = await self.client.wait_many(self.group, ids, timeout=30)
+        self.assertEqual([j.state for j in jobs], ["success"] * 3)
+        spans = sorted((t0, t1) for jid, t0, t1 in SPANS if jid in ids)
+        self.assertEqual(len(spans), 3)
+        for (_, end), (start, _) in zip(spans, spans[1:]):
+            self.assertGreaterEqual(start, end, "two py-one ran at once")
+
+    async def test_prefetch_bound(self) -> None:
+        peak = 0
+        sampling = True
+
+        async def sample() -> None:
+            nonlocal peak
+            while sampling:
+                peak = max(peak, self.worker.held)
+                await asyncio.sleep(0)
+
+        sampler = asyncio.get_running_loop().create_task(sample())
+        ids = await self.client.submit_many([{"task": "py-trace", "args": {}} for _ in range(400)])
+        jobs = await self.client.wait_many(self.group, ids, timeout=60)
+        sampling = False
+        await sampler
+        self.assertEqual({j.state for j in jobs}, {"success"})
+        print("PEAK", peak) if __import__("os").environ.get("PY_DEBUG_PEAK") else None
+        self.assertLessEqual(peak, 2 * self.worker.slots)
+        self.assertGreaterEqual(peak, 1)
+
+    async def test_pause_resume_drain(self) -> None:
+        app = self.worker.app_id
+        await self.client.admin("pause", {"executor": app, "task": "py-echo"})
+        await self.client.transport.flush()
+        jid = await self.client.submit("py-echo", {"paused": True})
+        # A bounded look: while paused, the job is never taken.
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            try:
+                self.assertEqual((await self.client.get(self.group, jid)).state, "waiting")
+            except fairway.NotFoundError:
+                pass
+            await asyncio.sleep(0.1)
+        # Other tasks still run.
+        self.assertEqual((await self.client.submit_and_wait("py-trace", {}, wait_timeout=30)).state, "success")
+        await self.client.admin("pause", {"executor": app, "task": "py-echo", "resume": True})
+        self.assertEqual((await self.client.wait(self.group, jid, timeout=30)).state, "success")
+        await self.client.admin("drain", {"executor": app})
+        await asyncio.wait_for(self.worker.wait_stopped(), 30)
+        self.assertTrue(self.worker.drain_requested)
 
 
 class GracefulStopTest(unittest.IsolatedAsyncioTestCase):

@@ -304,3 +304,60 @@ class CredsTest(unittest.IsolatedAsyncioTestCase):
         # Without credentials the operator-mode server refuses.
         with self.assertRaises(AuthorizationError):
             await connect_nats(url, connect_timeout=2)
+
+
+class ReporterTest(ServerTest):
+    """The worker's report sender against a real results stream that refuses, then takes, messages."""
+
+    jetstream = True
+
+    async def test_refused_reports_are_sent_again_in_order(self) -> None:
+        from fairway.worker import _Reporter
+
+        nc = await self.connect()
+        await nc.js_api("STREAM.CREATE.FAIRWAY_RESULTS", {
+            "name": "FAIRWAY_RESULTS", "subjects": ["fairway.results.>"], "max_msgs": 1, "discard": "new", "duplicate_window": int(60e9),
+        })
+        await nc.js_publish("fairway.results.other", b"[]")  # the stream is full: every publish is refused
+        rep = _Reporter(nc, "fairway.results.py-rep")
+        task = asyncio.get_running_loop().create_task(rep.run())
+        self.addCleanup(task.cancel)
+        for i in range(3):
+            rep.put(json.dumps({"n": i}).encode())
+        await asyncio.sleep(0.3)
+        self.assertFalse(rep.idle.is_set())
+        self.assertEqual(rep.pending, 3)
+        self.assertGreater(rep._delay, 0.01)  # backing off
+        for i in range(3, 500):  # queued meanwhile: they go after, in as few messages as fit
+            rep.put(json.dumps({"n": i, "pad": "x" * 1000}).encode())
+        await nc.js_api("STREAM.UPDATE.FAIRWAY_RESULTS", {
+            "name": "FAIRWAY_RESULTS", "subjects": ["fairway.results.>"], "max_msgs": -1, "discard": "new", "duplicate_window": int(60e9),
+        })
+        self.assertTrue(await rep.flush(10))
+        info = await nc.create_consumer("FAIRWAY_RESULTS", {"ack_policy": "none", "deliver_policy": "all", "filter_subject": "fairway.results.py-rep"})
+        pull = await nc.pull("FAIRWAY_RESULTS", info["name"])
+        msgs = await collect(pull, rep.sent_messages, batch=100)
+        got = [r["n"] for m in msgs for r in json.loads(m.data)]
+        self.assertEqual(got, list(range(500)))
+        self.assertLessEqual(len(msgs), 4)  # 256 KiB to a message at most: ~500 KB in 2 or 3
+        ids = [m.header("Nats-Msg-Id") for m in msgs]
+        self.assertEqual(len(set(ids)), len(ids))
+        self.assertTrue(all(len(m.data) <= 256 * 1024 + 2 for m in msgs))
+
+    async def test_too_large_messages_split_and_single_dropped(self) -> None:
+        from fairway.worker import _Reporter
+
+        nc = await self.connect()
+        await nc.js_api("STREAM.CREATE.FAIRWAY_RESULTS", {"name": "FAIRWAY_RESULTS", "subjects": ["fairway.results.>"], "max_msg_size": 4000})
+        rep = _Reporter(nc, "fairway.results.py-rep")
+        rep.put(b'{"n":0,"big":"' + b"x" * 5000 + b'"}')  # alone too large: dropped, said
+        for i in range(1, 11):
+            rep.put(json.dumps({"n": i, "pad": "y" * 900}).encode())  # together too large: split
+        task = asyncio.get_running_loop().create_task(rep.run())
+        self.addCleanup(task.cancel)
+        rep._kick.set()
+        self.assertTrue(await rep.flush(10))
+        info = await nc.create_consumer("FAIRWAY_RESULTS", {"ack_policy": "none", "deliver_policy": "all"})
+        pull = await nc.pull("FAIRWAY_RESULTS", info["name"])
+        msgs = await collect(pull, rep.sent_messages, batch=100)
+        self.assertEqual([r["n"] for m in msgs for r in json.loads(m.data)], list(range(1, 11)))

@@ -192,7 +192,7 @@ class _Held:
     """A job the worker holds, from its dispatch to its done report."""
 
     __slots__ = (
-        "key", "raw", "job", "spec", "task", "holds_slot", "started", "start_wall", "start_sent", "start_timer",
+        "key", "raw", "job", "spec", "task", "holds_slot", "started", "start_wall", "start_sent",
         "cause", "reported", "timers", "timeout", "held_for",
     )
 
@@ -204,9 +204,8 @@ class _Held:
         self.task: Optional[asyncio.Task[None]] = None
         self.holds_slot = False
         self.started = 0.0  # monotonic; 0: not started
-        self.start_wall = ""
+        self.start_wall = 0.0  # time.time() when it started
         self.start_sent = False
-        self.start_timer: Optional[asyncio.TimerHandle] = None
         self.cause: Optional[str] = None
         self.reported = False
         self.timers: list[asyncio.TimerHandle] = []
@@ -418,6 +417,7 @@ class Worker:
         self._progress: dict[tuple[str, str], tuple[_Held, int]] = {}
         self._progress_at: dict[tuple[str, str], float] = {}
         self._flush_handle: Optional[asyncio.TimerHandle] = None
+        self._start_sweep: Optional[asyncio.TimerHandle] = None
         self.drain_requested = False
         self.stop_reason = ""
 
@@ -780,6 +780,10 @@ class Worker:
                 try:
                     got = await self._dispatch(subject, body, asked)
                     idle = got == 0 and time.monotonic() - asked < LONG_POLL / 2
+                    if got:
+                        # Let the handlers just started run a step: short ones
+                        # end now, and the next request asks for their slots.
+                        await asyncio.sleep(0)
                 except NotRegisteredError:
                     await self._register_again()
                     continue
@@ -892,8 +896,12 @@ class Worker:
     def _start(self, h: _Held) -> None:
         loop = asyncio.get_running_loop()
         h.started = time.monotonic()
-        h.start_wall = now_text()
-        h.start_timer = loop.call_later(START_REPORT_DELAY, self._send_started, h)
+        h.start_wall = time.time()
+        # Its start is reported on its own only if it still runs after
+        # START_REPORT_DELAY (one sweep for every job started meanwhile); a
+        # shorter job's start goes with its end: one report instead of two.
+        if self._start_sweep is None:
+            self._start_sweep = loop.call_later(START_REPORT_DELAY, self._sweep_starts)
         timeout = 0.0
         if h.job.timeout:
             try:
@@ -908,11 +916,20 @@ class Worker:
             h.timers.append(loop.call_later(timeout + self.timeout_grace, self._abandon, h))
         h.task = loop.create_task(self._run(h))
 
-    def _send_started(self, h: _Held) -> None:
-        h.start_timer = None
-        if not h.reported and not h.start_sent:
-            h.start_sent = True
-            self._report(h, "started", time=h.start_wall)
+    def _sweep_starts(self) -> None:
+        """Reports the start of the jobs that have run START_REPORT_DELAY, and comes again while others run."""
+        self._start_sweep = None
+        now = time.monotonic()
+        again = False
+        for h in self._jobs.values():
+            if h.started and not h.start_sent and not h.reported:
+                if now - h.started >= START_REPORT_DELAY:
+                    h.start_sent = True
+                    self._report(h, "started", time=_rfc3339(h.start_wall))
+                else:
+                    again = True
+        if again:
+            self._start_sweep = asyncio.get_running_loop().call_later(START_REPORT_DELAY, self._sweep_starts)
 
     def _abandon(self, h: _Held) -> None:
         if h.reported:
@@ -1009,12 +1026,9 @@ class Worker:
             if ran is None:
                 ran = time.monotonic() - h.started
             fields["ran_ms"] = round(ran * 1000, 3)
-            if h.start_timer is not None:
-                h.start_timer.cancel()
-                h.start_timer = None
             if not h.start_sent:
                 h.start_sent = True
-                fields["started"] = h.start_wall
+                fields["started"] = _rfc3339(h.start_wall)
         self._flush_job_logs(h)
         self._report(h, "done", result_json=result_json, **fields)
         del self._jobs[h.key]
@@ -1169,6 +1183,10 @@ class Worker:
             self.drain_requested = True
             log.info("an operator asked this worker to drain: no new jobs; running ones finish, then it stops")
             self.stop(reason="drain")
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
 
 
 def _ewma(avg: float, sample: float) -> float:
