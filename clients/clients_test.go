@@ -153,7 +153,7 @@ func quickstart(t *testing.T, doc, lang, readme string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "docs", doc))
 	require.NoError(t, err)
-	m := regexp.MustCompile("(?s)\n## Quickstart\n.*?```"+lang+"\n(.*?)```").FindSubmatch(data)
+	m := regexp.MustCompile("(?s)\n## Quickstart\n.*?```" + lang + "\n(.*?)```").FindSubmatch(data)
 	require.NotNil(t, m, "docs/%s has a ```%s block under ## Quickstart", doc, lang)
 	code := string(m[1])
 	require.Contains(t, code, devURL, "the quickstart connects to fairway dev's NATS")
@@ -361,4 +361,3 @@ func lookPath(t *testing.T, name string) string {
 	}
 	return path
 }
-
