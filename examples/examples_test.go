@@ -86,10 +86,19 @@ func testNode(t *testing.T, client *events.Client, natsURL string) {
 	// machine without them fails here rather than skip the example.
 	node, npm := lookPath(t, "node"), lookPath(t, "npm")
 	dir := "node"
-	install := exec.CommandContext(t.Context(), npm, "ci", "--no-audit", "--no-fund")
-	install.Dir = dir
-	out, err := install.CombinedOutput()
-	require.NoError(t, err, "npm ci in examples/node: %s", out)
+	// The examples use @fairway/client from the repository (a file:
+	// dependency, linked): npm installs neither its dependencies nor,
+	// everywhere, its build, so install and build clients/typescript first.
+	for _, step := range []struct{ dir, what string }{
+		{filepath.Join("..", "clients", "typescript"), "ci"},
+		{filepath.Join("..", "clients", "typescript"), "run build"},
+		{dir, "ci"},
+	} {
+		install := exec.CommandContext(t.Context(), npm, append(strings.Fields(step.what), "--no-audit", "--no-fund")...)
+		install.Dir = step.dir
+		out, err := install.CombinedOutput()
+		require.NoError(t, err, "npm %s in %s: %s", step.what, step.dir, out)
+	}
 
 	const appID, group = "node-tests", "examples"
 	execOut := &devtest.Output{}
