@@ -5,9 +5,10 @@
 
 It registers the suite's conf-* tasks on a fairway.Worker, prints
 ``conformance: registered <app-id> <instance>`` once registered (or
-``conformance: refused: <code>: <message>`` and exits 2), and stops
-gracefully on SIGTERM/SIGINT or an operator's drain (a second signal
-releases the running jobs), printing ``conformance: stopped``.
+``conformance: refused: <code>: <message>`` and exits 2), and on
+SIGTERM/SIGINT or an operator's drain prints ``conformance: stopping`` and
+stops gracefully (a second signal releases the running jobs), printing
+``conformance: stopped``.
 """
 
 from __future__ import annotations
@@ -83,10 +84,19 @@ async def main() -> int:
     worker = fairway.Worker(client, a.app_id, slots=a.slots, registry=registry, tasks=only)
     loop = asyncio.get_running_loop()
     signals = 0
+    said = False
+
+    def say_stopping() -> None:
+        nonlocal said
+        if not said:
+            said = True
+            print("conformance: stopping", flush=True)
 
     def on_signal() -> None:
         nonlocal signals
         signals += 1
+        if signals == 1:
+            say_stopping()  # the suite waits for this line before a second signal
         worker.stop(force=signals > 1, reason="signal")
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,8 +108,8 @@ async def main() -> int:
             print(f"conformance: refused: {e.code}: {e.message}", flush=True)
             return 2
         print(f"conformance: registered {a.app_id} {worker.instance}", flush=True)
-        if signals:  # a signal while registering
-            worker.stop(force=signals > 1)
+        await worker.wait_stopping()  # a signal (one while registering too) or an operator's drain
+        say_stopping()
         await worker.wait_stopped()
         print("conformance: stopped", flush=True)
         return 0

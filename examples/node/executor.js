@@ -32,16 +32,11 @@ const { values: opts } = parseArgs({
 });
 
 const now = () => new Date().toISOString();
-// The worker's own messages (registered, paused, stopping, …), timestamped.
-// Whether the last step of a stop, deregistering, failed is known from its
-// message only.
-let deregisterFailed = false;
+// The worker's own messages (registered, paused, stopping, deregistered
+// instance …), timestamped.
 const logger = {
   debug() {},
-  info: (m) => {
-    if (m.startsWith("could not deregister")) deregisterFailed = true;
-    console.log(`[${now()}] ${m}`);
-  },
+  info: (m) => console.log(`[${now()}] ${m}`),
   warn: (m) => console.error(`[${now()}] warning: ${m}`),
   error: (m) => console.error(`[${now()}] error: ${m}`),
 };
@@ -88,7 +83,6 @@ try {
   await fw.close();
   process.exit(1);
 }
-if (!deregisterFailed) console.log(`[${now()}] deregistered instance ${worker.instance}`);
 await fw.close();
 console.log(`[${now()}] executor stopped`);
 process.exit(0);

@@ -501,6 +501,7 @@ export class Worker {
     this.#reporter.close();
     try {
       await this.#ask("deregister", { executor: this.appId, instance: this.instance }, DEREGISTER_TIMEOUT_MS);
+      this.#log.info(`deregistered instance ${this.instance}`);
     } catch (err) {
       this.#log.info(`could not deregister (${(err as Error).message}); the coordinators mark this worker gone after a few silent leases`);
     }

@@ -9,9 +9,9 @@ import ssl
 import time
 from collections import deque
 from datetime import datetime
-from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._util import Duration, check_name, duration_text, time_text, uuid7
+from ._util import check_name, duration_text, time_text, uuid7
 from .errors import (
     FairwayError,
     InvalidError,

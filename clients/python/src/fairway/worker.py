@@ -420,6 +420,9 @@ class Worker:
         self._start_sweep: Optional[asyncio.TimerHandle] = None
         self.drain_requested = False
         self.stop_reason = ""
+        self._live = False  # registered and running its loops
+        self._signals = 0
+        self._stop_pending: Optional[tuple[str, bool]] = None
 
     # ------------------------------------------------------------------
     # Tasks
@@ -488,6 +491,12 @@ class Worker:
         self._bg = [loop.create_task(self._reporter.run()), loop.create_task(self._heartbeat_loop())]
         self._dispatch_task = loop.create_task(self._dispatch_loop())
         log.info("worker %s registered: instance %s, tasks %s, slots %d", self.app_id, self.instance, ",".join(self._task_names), self.slots)
+        self._live = True
+        if self._stop_pending:
+            reason, force = self._stop_pending
+            self.stop(reason=reason)
+            if force:
+                self.stop(force=True)
 
     async def run(self, *, handle_signals: bool = True) -> None:
         """Starts the worker and returns once it stopped gracefully (:meth:`stop`, a drain, a signal).
@@ -515,7 +524,8 @@ class Worker:
 
     def _on_signal(self, sig: int) -> None:
         name = signal.Signals(sig).name
-        if self._stopping:
+        self._signals += 1
+        if self._signals > 1:
             log.info("%s again: cancelling the running jobs (released)", name)
             self.stop(force=True)
         else:
@@ -529,6 +539,10 @@ class Worker:
         """
         if not self._started or self._stop_event is None:
             return
+        if not self._live:
+            # Still registering: stop once registered (a refusal ends start() first).
+            self._stop_pending = (reason, self._stop_pending[1] or force) if self._stop_pending else (reason, force)
+            return
         if force and self._force_event is not None:
             self._force_event.set()
         if self._shutdown_task is None:
@@ -537,6 +551,16 @@ class Worker:
             self._signal()
             self._stop_event.set()
             self._shutdown_task = asyncio.get_running_loop().create_task(self._shutdown())
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop began (:meth:`stop`, a signal, an operator's drain)."""
+        return self._stopping or self._stop_pending is not None
+
+    async def wait_stopping(self) -> None:
+        """Returns once a stop began (the worker still finishes its running jobs then)."""
+        assert self._stop_event is not None, "the worker has not started"
+        await self._stop_event.wait()
 
     async def wait_stopped(self) -> None:
         """Returns once the worker stopped."""
