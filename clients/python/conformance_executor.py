@@ -65,6 +65,12 @@ async def conf_trace(job: fairway.Job) -> object:
     return {"traceparent": job.traceparent}
 
 
+def say(line: str) -> None:
+    """Prints a line in one write (print() writes the text and its newline apart: a reader could see half a line)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 async def main() -> int:
     p = argparse.ArgumentParser(description="the Python executor of the Fairway conformance suite")
     p.add_argument("--nats-url", required=True, help="the NATS server")
@@ -90,7 +96,7 @@ async def main() -> int:
         nonlocal said
         if not said:
             said = True
-            print("conformance: stopping", flush=True)
+            say("conformance: stopping")
 
     def on_signal() -> None:
         nonlocal signals
@@ -105,13 +111,13 @@ async def main() -> int:
         try:
             await worker.start()
         except fairway.FairwayError as e:
-            print(f"conformance: refused: {e.code}: {e.message}", flush=True)
+            say(f"conformance: refused: {e.code}: {e.message}")
             return 2
-        print(f"conformance: registered {a.app_id} {worker.instance}", flush=True)
+        say(f"conformance: registered {a.app_id} {worker.instance}")
         await worker.wait_stopping()  # a signal (one while registering too) or an operator's drain
         say_stopping()
         await worker.wait_stopped()
-        print("conformance: stopped", flush=True)
+        say("conformance: stopped")
         return 0
     finally:
         await client.close()

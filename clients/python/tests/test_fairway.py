@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import _path  # noqa: F401  (src on sys.path)
+
 import asyncio
 import os
 import time
@@ -397,8 +399,20 @@ class TenantsTest(unittest.IsolatedAsyncioTestCase):
         await asyncio.wait_for(worker.start(), 30)
         try:
             async with await fairway.connect(url, creds=os.path.join(creds, "tenant-acme.creds"), group="acme") as acme:
+                stream = acme.events(group="acme", task="py-echo", state="success")  # the tenant's own events stream
+                await stream.start()
                 job = await acme.submit_and_wait("py-echo", {"tenant": "acme"}, wait_timeout=30)
                 self.assertEqual((job.state, job.result, job.worker), ("success", {"tenant": "acme"}, "py"))
+
+                async def success_event() -> fairway.Event:
+                    async for ev in stream:
+                        if ev.job_id == job.id:
+                            return ev
+                    raise AssertionError("the events stream ended")
+
+                ev = await asyncio.wait_for(success_event(), 30)
+                await stream.close()
+                self.assertEqual((ev.group, ev.state, ev.previous_state), ("acme", "success", "running"))
                 jid = await acme.submit("py-echo", {"via": "jetstream"})
                 self.assertEqual((await acme.wait("acme", jid, timeout=30)).state, "success")
                 # Another tenant's group is out of reach of acme's credential.

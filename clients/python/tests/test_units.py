@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import _path  # noqa: F401  (src on sys.path)
+
 import base64
 import os
 import unittest

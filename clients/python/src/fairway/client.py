@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import ssl
 import time
 from collections import deque
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Optional, Union
 
-from ._util import check_name, duration_text, time_text, uuid7
+from ._util import check_name, duration_text, parse_duration, time_text, uuid7
 from .errors import (
     FairwayError,
     InvalidError,
@@ -61,6 +62,23 @@ def current_traceparent() -> str:
     if not ctx.is_valid:
         return ""
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
+
+
+_RETRY_IN = re.compile(r"retry in ([0-9.]+(?:ns|us|µs|ms|s|m|h)+)")
+
+
+def _rate_retry(err: FairwayError) -> Optional[float]:
+    """The pause an API-rate refusal asks for, or None for any other refusal."""
+    if err.code != "quota" or "api-rate" not in err.message:
+        return None
+    m = _RETRY_IN.search(err.message)
+    delay = 0.01
+    if m:
+        try:
+            delay = parse_duration(m.group(1))
+        except ValueError:
+            pass
+    return min(max(delay, 0.005), 1.0) * (1 + random.random() / 4)
 
 
 def _trace_headers(traceparent: Optional[str]) -> Optional[dict[str, str]]:
@@ -135,18 +153,27 @@ class Client:
     ) -> dict[str, Any]:
         timeout = self.timeout if timeout is None else timeout
         data = json.dumps(body, separators=(",", ":")).encode()
-        try:
-            msg = await self.transport.request(subject, data, headers=headers, timeout=timeout)
-        except NoRespondersError:
-            raise NoRespondersError(subject) from None
-        try:
-            reply: dict[str, Any] = json.loads(msg.data)
-        except ValueError:
-            raise TransportError(f"undecodable reply on {subject}: {msg.data[:200]!r}") from None
-        err = reply.get("error")
-        if err:
-            raise FairwayError.from_reply(err)
-        return reply
+        give_up = time.monotonic() + timeout
+        while True:
+            try:
+                msg = await self.transport.request(subject, data, headers=headers, timeout=timeout)
+            except NoRespondersError:
+                raise NoRespondersError(subject) from None
+            try:
+                reply: dict[str, Any] = json.loads(msg.data)
+            except ValueError:
+                raise TransportError(f"undecodable reply on {subject}: {msg.data[:200]!r}") from None
+            err = reply.get("error")
+            if not err:
+                return reply
+            fe = FairwayError.from_reply(err)
+            # Over the group's API rate (coordinator.quota.api-rate): the
+            # coordinator says when to ask again; asked again within the
+            # call's timeout. Other refusals, other quotas included, raise.
+            delay = _rate_retry(fe)
+            if delay is None or time.monotonic() + delay > give_up:
+                raise fe
+            await asyncio.sleep(delay)
 
     async def api(
         self, group: Optional[str], verb: str, body: Optional[Mapping[str, Any]] = None, *, timeout: Optional[float] = None

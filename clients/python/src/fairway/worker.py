@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from collections import deque
-from typing import Any, Awaitable, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Union
 
 from ._util import check_name, format_duration, now_text, parse_duration
 from .errors import (
@@ -36,6 +36,9 @@ from .errors import (
     TransportError,
 )
 from .transport import Msg, Subscription, Transport
+
+if TYPE_CHECKING:
+    from .client import Client
 
 __all__ = ["Job", "Worker", "Registry", "TaskSpec", "task", "default_registry"]
 
@@ -352,7 +355,7 @@ class Worker:
 
     def __init__(
         self,
-        client: Any,
+        client: "Client",
         app_id: str,
         *,
         slots: int = 4,
