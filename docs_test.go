@@ -320,6 +320,9 @@ func fairwayInvocations(line string) [][]string {
 		if w != "fairway" && !strings.HasSuffix(w, "/fairway") {
 			continue
 		}
+		if i > 0 && words[i-1] == "-m" {
+			continue // python -m fairway: the Python package's command line
+		}
 		var inv []string
 		for _, a := range words[i+1:] {
 			if a == "|" || a == ";" || a == "&&" || a == "||" || a == "&" || strings.HasPrefix(a, "#") || strings.HasPrefix(a, ">") || strings.HasPrefix(a, "2>") {
