@@ -6,7 +6,9 @@ package clients_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,6 +128,30 @@ func TestClients(t *testing.T) {
 		require.Contains(t, out, "success", "the quickstart's job succeeded")
 		require.Contains(t, out, "hello, ada")
 	})
+
+	// fairway bench runs the short-jobs scenario on each package's
+	// executor (a small run: the figures are performance.md's).
+	for _, kind := range []string{"python", "node"} {
+		t.Run("bench-"+kind, func(t *testing.T) {
+			if kind == "node" {
+				buildTS(t)
+			}
+			out := runProgram(t, root, []string{"PATH=" + filepath.Dir(python) + string(os.PathListSeparator) + os.Getenv("PATH")},
+				fairwayBin, "bench", "--database-url", plain.databaseURL(t), "--scenario", "short-jobs", "--short-jobs", "300", "--executor", kind, "--json")
+			var res struct {
+				Scenario string  `json:"scenario"`
+				Jobs     int     `json:"jobs"`
+				Busy     float64 `json:"busy_share"`
+				Executor float64 `json:"cpu_us_per_job_executor"`
+			}
+			line := lastLine(out)
+			require.NoError(t, json.Unmarshal([]byte(line), &res), "the bench's last line: %s", out)
+			require.Equal(t, "short-jobs", res.Scenario)
+			require.Equal(t, 300, res.Jobs)
+			require.Positive(t, res.Busy, "%s", line)
+			require.Positive(t, res.Executor, "the executor's own process is measured: %s", line)
+		})
+	}
 
 	executors := []executorProgram{
 		{lang: "go", cmd: []string{filepath.Join(bin, "goexecutor")}},
@@ -280,6 +306,7 @@ func (r *runningExecutor) waitExit(t *testing.T) int {
 // dev is a running `fairway dev`.
 type dev struct {
 	dir, natsURL string
+	pgPort       int
 }
 
 // startDev runs `fairway dev` on free ports in a fresh directory (retries
@@ -314,7 +341,18 @@ func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
 	case <-time.After(waitTimeout):
 		t.Fatalf("fairway dev did not start within %s:\n%s", waitTimeout, out)
 	}
-	return &dev{dir: dir, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort)}
+	return &dev{dir: dir, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), pgPort: pgPort}
+}
+
+// databaseURL is the URL of d's PostgreSQL, as its superuser (whose
+// password fairway dev keeps in <dev-dir>/pg.password).
+func (d *dev) databaseURL(t *testing.T) string {
+	t.Helper()
+	pw, err := os.ReadFile(filepath.Join(d.dir, "pg.password"))
+	require.NoError(t, err)
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("fairway", strings.TrimSpace(string(pw))),
+		Host: fmt.Sprintf("127.0.0.1:%d", d.pgPort), Path: "/postgres", RawQuery: "sslmode=disable"}
+	return u.String()
 }
 
 // creds is the path of a credential of d.
