@@ -327,11 +327,15 @@ func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGINT) // fairway dev stops its PostgreSQL too
+		var err error
 		select {
-		case <-exited:
+		case err = <-exited:
 		case <-time.After(waitTimeout):
 			_ = cmd.Process.Kill()
-			<-exited
+			err = <-exited
+		}
+		if err != nil {
+			t.Logf("fairway dev did not stop cleanly: %v", err)
 		}
 	})
 	select {
