@@ -2,12 +2,16 @@ package coordinator_test
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,4 +108,69 @@ func TestLimitsNeverStrandSlots(t *testing.T) {
 	requireInvalid(t, err, "kind", `unknown kind "queue"`)
 	_, err = h.client.DeleteLimit(t.Context(), "task", "slow")
 	require.ErrorIs(t, err, fairway.ErrNotFound)
+}
+
+// TestARequestLeavingACappedTaskOutDoesNotWait: while the executor's task
+// "slow" is at its max-concurrent, its dispatch requests leave the task
+// out and do not long-poll (wait_ms 0): a request parked for the other
+// tasks would hold the loop a second after the slow job ends, and the
+// next slow job would start that much later. Once the slow job ended, the
+// next request asks for "slow" again and gets its next job.
+func TestARequestLeavingACappedTaskOutDoesNotWait(t *testing.T) {
+	t.Parallel()
+	h := setup(t)
+	// The executor's requests, as the coordinators receive them.
+	requests := make(chan events.DispatchRequest, 1000)
+	sub, err := h.nc.Subscribe("fairway.exec.ex1.dispatch", func(m *nats.Msg) {
+		var req events.DispatchRequest
+		if json.Unmarshal(m.Data, &req) == nil && !req.Stopping {
+			select {
+			case requests <- req:
+			default:
+			}
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, h.nc.Flush())
+
+	gate := make(chan struct{})
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 4})
+	ex.Handle("slow", func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, executor.MaxConcurrent(1))
+	ex.Handle("quick", echo)
+	require.NoError(t, ex.Start(t.Context()))
+	first := submit(t, h, fairway.Submission{Group: "g", Task: "slow"})
+	second := submit(t, h, fairway.Submission{Group: "g", Task: "slow"})
+	h.until(func(ev events.Event) bool { return ev.JobID == first && ev.State == fairway.StateRunning })
+
+	// A request sent while "slow" runs at its cap leaves it out, without
+	// waiting at the leader.
+	deadline := time.After(time.Minute)
+	for capped := false; !capped; {
+		select {
+		case req := <-requests:
+			if !slices.Contains(req.Tasks, "slow") {
+				require.Zero(t, req.WaitMS, "a request that leaves the capped task out does not long-poll: %+v", req)
+				capped = true
+			}
+		case <-deadline:
+			t.Fatal("no dispatch request left the capped task out")
+		}
+	}
+	gate <- struct{}{}
+	h.until(func(ev events.Event) bool { return ev.JobID == second && ev.State == fairway.StateRunning })
+	close(gate)
+	require.NoError(t, sub.Unsubscribe())
+	for len(requests) > 0 {
+		req := <-requests
+		if !slices.Contains(req.Tasks, "slow") {
+			require.Zero(t, req.WaitMS, "%+v", req)
+		}
+	}
 }

@@ -148,8 +148,8 @@ type ask struct {
 
 // free says what to ask for now: nothing (free 0) while the executor stops
 // or is paused, and tasks at their cap are left out. A request that would
-// only hold jobs (idle 0) waits as long as a slot may free soon, others a
-// long poll.
+// only hold jobs (idle 0) waits as long as a slot may free soon, one that
+// leaves a task at its cap out does not wait, others a long poll.
 func (e *Executor) free() ask {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -173,7 +173,14 @@ func (e *Executor) free() ask {
 		case !capped:
 			a.tasks = append(a.tasks, t)
 		case limit-running[t] <= 0:
-			// At its cap: not asked for.
+			// At its cap: not asked for, and the request does not wait
+			// at the leader. A long poll for the other tasks would hold
+			// the loop until it ends (a second), while the capped task's
+			// job that ends meanwhile only wakes the loop after it: the
+			// next of its jobs would start that much later. Without the
+			// poll, the loop waits for its wakeups (a job's end, a
+			// notification of work, the wakeup period) and asks at once.
+			a.wait = 0
 		default:
 			a.tasks = append(a.tasks, t)
 			if left := limit - running[t]; left < a.free {
