@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,7 @@ func TestExamples(t *testing.T) {
 	})
 
 	t.Run("node", func(t *testing.T) { testNode(t, client, natsURL) })
+	t.Run("python", func(t *testing.T) { testPython(t, client, natsURL) })
 }
 
 // testNode runs the Node.js examples: executor.js registers the task
@@ -192,6 +194,73 @@ func testNode(t *testing.T, client *events.Client, natsURL string) {
 	i := slices.IndexFunc(executors, func(e fairway.Executor) bool { return e.AppID == appID })
 	require.GreaterOrEqual(t, i, 0, "executor %s in %+v", appID, executors)
 	require.Equal(t, fairway.ExecutorDeregistered, executors[i].State)
+}
+
+// testPython runs the Python examples on the package in clients/python:
+// worker.py registers py-hello and runs its jobs, submit.py submits them
+// in one message and waits for each; the Go client checks what the worker
+// reported, and sees it deregister after SIGTERM.
+func testPython(t *testing.T, client *events.Client, natsURL string) {
+	python := "/usr/bin/python3" // Debian's, as the clients' tests
+	if _, err := exec.LookPath(python); err != nil {
+		python = lookPath(t, "python3")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "clients", "python", "src"))
+	require.NoError(t, err)
+	env := append(os.Environ(), "PYTHONPATH="+src)
+
+	const appID, group = "py-tests", "examples"
+	out := &devtest.Output{}
+	worker := exec.Command(python, filepath.Join("python", "worker.py"), "--nats-url", natsURL, "--app-id", appID)
+	worker.Env, worker.Stdout, worker.Stderr = env, out, out
+	require.NoError(t, worker.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- worker.Wait() }()
+	t.Cleanup(func() {
+		_ = worker.Process.Kill() // a no-op once it exited
+		t.Logf("worker.py output:\n%s", out)
+	})
+	select {
+	case <-out.Seen("worker " + appID + " registered"):
+	case err := <-exited:
+		t.Fatalf("worker.py exited (%v):\n%s", err, out)
+	case <-time.After(waitTimeout):
+		t.Fatalf("worker.py did not register within %s:\n%s", waitTimeout, out)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	submit := exec.CommandContext(ctx, python, filepath.Join("python", "submit.py"), "--nats-url", natsURL, "--group", group,
+		"--task", "py-hello", "--count", "3", "--args", `{"name":"fairway"}`)
+	submit.Env = env
+	submitted, err := submit.CombinedOutput()
+	require.NoError(t, err, "submit.py: %s", submitted)
+	ids := regexp.MustCompile(`submitted job (\S+)`).FindAllStringSubmatch(string(submitted), -1)
+	require.Len(t, ids, 3, "submit.py output:\n%s", submitted)
+	for _, m := range ids {
+		id := m[1]
+		require.Contains(t, string(submitted), fmt.Sprintf("job %s final state: success", id))
+		job, err := client.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		require.Equal(t, appID, job.Executor, "job %s ran on the Python worker", id)
+		require.JSONEq(t, `{"greeting":"hello, fairway","chars":7,"from":"python"}`, string(job.Result), "job %s", id)
+		require.Equal(t, 100, job.Progress, "job %s", id)
+		logs, err := client.Logs(t.Context(), group, id)
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(logs, func(l fairway.LogLine) bool {
+			return l.Level == "info" && l.Message == "hello from python, fairway (attempt 1)"
+		}), "job %s: the handler's log line; got %+v", id, logs)
+	}
+
+	// SIGTERM: it finishes, deregisters and exits 0.
+	require.NoError(t, worker.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "worker.py must exit 0 after SIGTERM:\n%s", out)
+	case <-time.After(waitTimeout):
+		t.Fatalf("worker.py did not stop within %s after SIGTERM:\n%s", waitTimeout, out)
+	}
+	require.Contains(t, out.String(), "worker "+appID+" deregistered")
 }
 
 // lookPath finds a program the examples need, or fails saying how to
