@@ -269,6 +269,7 @@ type Coordinator struct {
 	results    *results       // applies the executors' reports
 	relay      *relay         // the outbox → JetStream publisher
 	waits      *waits         // the wait requests held until their jobs end
+	rejections *rejections    // the recent rejections, for waits that come after them
 	lead       *leadership    // the maintenance leader election
 	sweeper    *leaseSweeper  // lease expiry, timed releases, gone executors
 	periodic   *periodicFirer // fires the periodic tasks
@@ -312,6 +313,7 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	base := serviceBase{store: st, log: c.log, metrics: c.metrics, tracer: c.tracer, nc: nc, js: js, subjects: c.subjects}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, base, c.dead)
 	c.waits = newWaits(c)
+	c.rejections = newRejections()
 	c.dispatcher = newDispatcher(dispatchConfig{Lease: cfg.Lease, Scheme: cfg.Scheme, Fairness: cfg.Fairness, HeartbeatTimeout: cfg.HeartbeatTimeout},
 		base, c.tasks, c.respond, c.replyError)
 	c.dispatcher.ownResults = c.ownResults
@@ -398,6 +400,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		// that leads the maintenance fires it when it is due.
 		func(context.Context) error {
 			return c.subs.listen(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
+		},
+		// Every coordinator hears every rejection, for the waits that
+		// come after it (rejections.go).
+		func(context.Context) error {
+			return c.subs.listen(c.subjects.EventFilter("", "", fairway.StateRejected), c.rejections.heard)
 		},
 		func(ctx context.Context) error { return c.ingest.start(ctx, c.subs, c.consumers) },
 		func(ctx context.Context) error { return c.results.start(ctx, c.subs, c.consumers) },

@@ -113,6 +113,9 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 	switch {
 	case err == nil && job.State.Final():
 		c.waits.answer(w, job, nil)
+	case errors.Is(err, fairway.ErrNotFound) && c.rejections.of(group, req.ID) != nil:
+		// Rejected before the wait came.
+		c.waits.answer(w, nil, c.rejections.of(group, req.ID))
 	case err != nil && !errors.Is(err, fairway.ErrNotFound):
 		// Not found: not stored yet (a submission still on its way), or
 		// never: the wait tells at its end.
@@ -224,6 +227,9 @@ func (ws *waits) end(w *waitRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	job, err := ws.c.journal.get(ctx, w.group, w.id)
+	if rej := ws.c.rejections.of(w.group, w.id); errors.Is(err, fairway.ErrNotFound) && rej != nil {
+		err = rej // its rejection heard, but not by the wait's own subscriptions
+	}
 	ws.answer(w, job, err)
 }
 

@@ -86,6 +86,23 @@ func TestWaitReturnsTheEndedJob(t *testing.T) {
 	require.Equal(t, fairway.CodeInvalid, fe.Code)
 	require.Equal(t, "args", fe.Field)
 
+	// Rejected before the wait came (the client published, the ingest
+	// refused it, then the client waited): its rejection all the same,
+	// at once, not a wait that runs out not found.
+	publishRaw(t, h.nc, h.client.Subjects().Submit("acme", "echo"), []byte(`{"id":"bad-early","priority":"urgent"}`))
+	h.until(func(ev events.Event) bool { return ev.JobID == "bad-early" && ev.State == fairway.StateRejected })
+	_, err = h.client.Wait(ctx, "acme", "bad-early")
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, fairway.CodeInvalid, fe.Code)
+	require.Equal(t, "priority", fe.Field)
+	// At once: a request timeout of 25 s against a wait of 30.
+	msg, err := h.nc.Request(h.client.Subjects().API("acme", events.VerbWait), []byte(`{"id":"bad-early","wait_ms":30000}`), 25*time.Second)
+	require.NoError(t, err)
+	var early events.Reply
+	require.NoError(t, json.Unmarshal(msg.Data, &early))
+	require.NotNil(t, early.Error)
+	require.Equal(t, "priority", early.Error.Field)
+
 	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
 	defer cancelShort()
 	_, err = h.client.Wait(short, "acme", "never-submitted")
