@@ -268,7 +268,9 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 		time.Sleep(time.Second)
 		job, err := c.Get(t.Context(), group, id)
 		require.NoError(t, err)
-		require.Equal(t, fairway.StateWaiting, job.State, "a paused task's job waits: %+v", job)
+		// (Handed over once to a request that left before the pause came,
+		// it is released at once: scheduled, then waiting again.)
+		require.Contains(t, []fairway.State{fairway.StateWaiting, fairway.StateScheduled}, job.State, "a paused task's job does not run: %+v", job)
 		require.NoError(t, c.Pause(t.Context(), events.PauseCommand{Executor: appID, Task: "conf-echo", Resume: true}))
 		require.Equal(t, fairway.StateSuccess, final(t, c, group, id).State)
 	})

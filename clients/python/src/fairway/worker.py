@@ -72,7 +72,11 @@ REPORT_BATCH_BYTES = 256 << 10
 LOG_FLUSH_INTERVAL = 0.1
 PROGRESS_EVERY = 1.0
 LOG_FLUSH_LINES = 100
-MAX_LOG_MESSAGE = 8 << 10
+MAX_LOG_MESSAGE = 8 << 10  # bytes (UTF-8) of a line's message
+# A job's lines are split into log reports of about this many bytes
+# (executor/joblog.go minLogChunk, maxLogChunk; the TS worker's MAX_LOG_CHUNK).
+MIN_LOG_CHUNK = 64 << 10
+MAX_LOG_CHUNK = 128 << 10
 # Results (events.MaxResultSize, executor/job.go).
 MAX_RESULT_SIZE = 1 << 20
 RESULT_HEADROOM = 64 << 10
@@ -398,7 +402,8 @@ class Worker:
         self._avg_rtt = 0.0
         self._last_full = False
         self._request_id = ""
-        self._paused: set[str] = set()
+        self._paused: set[str] = set()  # tasks paused one by one
+        self._paused_all = False  # every task paused (kept apart, as the Go executor's pausedAll)
         self._early_cancels: dict[tuple[str, str], tuple[int, float]] = {}
         self._stopping = False
         self._started = False
@@ -483,13 +488,21 @@ class Worker:
                 self._subs.append(await self._t.subscribe(subject, cb=cb))
             # The server has the subscriptions before any job comes: no cancel is missed.
             await self._t.flush(REGISTER_TIMEOUT * 2)
-            await self._register()
+            registered = await self._register()
         except BaseException:
-            for s in self._subs:
-                await s.unsubscribe()
-            self._subs.clear()
+            await self._unsubscribe_all()
             self._stopped.set()
             raise
+        if not registered:
+            # Stopped (stop(), a signal) before any coordinator took the
+            # registration: never registered, so nothing to deregister.
+            reason = self._stop_pending[0] if self._stop_pending else "stop"
+            self.stop_reason = reason
+            self._stopping = True
+            log.info("worker %s stopped (%s) before it registered", self.app_id, reason)
+            await self._unsubscribe_all()
+            self._stopped.set()
+            return
         loop = asyncio.get_running_loop()
         self._bg = [loop.create_task(self._reporter.run()), loop.create_task(self._heartbeat_loop())]
         self._dispatch_task = loop.create_task(self._dispatch_loop())
@@ -500,6 +513,14 @@ class Worker:
             self.stop(reason=reason)
             if force:
                 self.stop(force=True)
+
+    async def _unsubscribe_all(self) -> None:
+        for s in self._subs:
+            try:
+                await s.unsubscribe()
+            except Exception:
+                pass
+        self._subs.clear()
 
     async def run(self, *, handle_signals: bool = True) -> None:
         """Starts the worker and returns once it stopped gracefully (:meth:`stop`, a drain, a signal).
@@ -543,8 +564,11 @@ class Worker:
         if not self._started or self._stop_event is None:
             return
         if not self._live:
-            # Still registering: stop once registered (a refusal ends start() first).
+            # Still registering: registration gives up (start() returns, the
+            # worker stopped, nothing to deregister), or, when it succeeded
+            # meanwhile, the worker stops once registered.
             self._stop_pending = (reason, self._stop_pending[1] or force) if self._stop_pending else (reason, force)
+            self._stop_event.set()
             return
         if force and self._force_event is not None:
             self._force_event.set()
@@ -594,7 +618,12 @@ class Worker:
         """Jobs held: running, or prefetched and waiting for a slot."""
         return len(self._jobs)
 
-    async def _register(self) -> None:
+    def _stop_requested(self) -> bool:
+        return self._stopping or self._stop_pending is not None
+
+    async def _register(self) -> bool:
+        """Registers, trying again while no coordinator answers; False when the worker stops first."""
+        assert self._stop_event is not None
         body = json.dumps({"executor": {
             "app_id": self.app_id, "instance": self.instance, "host": self.host, "slots": self.slots,
             "tasks": self._task_names, "started": self._started_wall,
@@ -602,20 +631,34 @@ class Worker:
         subject = self._subject("register")
         logged = 0.0
         while True:
+            if self._stop_requested():
+                return False
+            req = asyncio.ensure_future(self._t.request(subject, body, timeout=REGISTER_TIMEOUT))
+            stop = asyncio.ensure_future(self._stop_event.wait())
             try:
-                msg = await self._t.request(subject, body, timeout=REGISTER_TIMEOUT)
+                await asyncio.wait([req, stop], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                if not req.done():
+                    req.cancel()
+            if not req.done() or req.cancelled():
+                # Stopped while the request was out. A registration a
+                # coordinator took meanwhile ends as a silent instance.
+                return False
+            try:
+                msg = req.result()
             except (NoRespondersError, RequestTimeoutError) as e:
-                if self._stopping:
-                    raise
+                if self._stop_requested():
+                    return False
                 if time.monotonic() - logged > 30:
                     log.info("waiting for a coordinator on %s: %s", subject, e)
                     logged = time.monotonic()
-                await asyncio.sleep(REGISTER_RETRY)
+                await self._sleep(REGISTER_RETRY)
                 continue
             reply = json.loads(msg.data) if msg.data else {}
-            if reply.get("error"):
+            if isinstance(reply, dict) and reply.get("error"):
                 raise FairwayError.from_reply(reply["error"])
-            return
+            return True
 
     async def _register_again(self) -> None:
         since = time.monotonic() - self._registered_again_at
@@ -626,8 +669,8 @@ class Worker:
         self._registered_again_at = time.monotonic()
         log.warning("the coordinators do not know this worker instance (taken for gone, or replaced); registering again")
         try:
-            await self._register()
-            log.info("worker registered again: instance %s", self.instance)
+            if await self._register():
+                log.info("worker registered again: instance %s", self.instance)
         except Exception as e:
             log.error("registering again failed; no jobs until it succeeds: %s", e)
             await self._sleep(self.wakeup_period)
@@ -684,12 +727,7 @@ class Worker:
             for t in self._bg:
                 t.cancel()
             await asyncio.gather(*self._bg, return_exceptions=True)
-            for s in self._subs:
-                try:
-                    await s.unsubscribe()
-                except Exception:
-                    pass
-            self._subs.clear()
+            await self._unsubscribe_all()
             try:
                 await self._ask(self._subject("deregister"), {"executor": self.app_id, "instance": self.instance}, DEREGISTER_TIMEOUT)
                 log.info("worker %s deregistered (instance %s)", self.app_id, self.instance)
@@ -756,7 +794,7 @@ class Worker:
         return n
 
     def _what_to_ask(self) -> Optional[dict[str, Any]]:
-        if self._stopping or "" in self._paused:
+        if self._stopping or self._paused_all:
             return None
         target, soon = self._prefetch(time.monotonic())
         free = self.slots + target - len(self._jobs)
@@ -766,23 +804,31 @@ class Worker:
         wait = LONG_POLL if idle > 0 else min(LONG_POLL, soon)
         tasks = [t for t in self._task_names if t not in self._paused]
         task_slots: dict[str, int] = {}
+        at_cap = False
         if any(self._specs[t].concurrency for t in tasks):
             running = self._running_by_task()
-            capped = []
+            asked = []
             for t in tasks:
                 limit = self._specs[t].concurrency
                 if not limit:
-                    capped.append(t)
+                    asked.append(t)
                     continue
                 left = limit - running.get(t, 0)
                 if left <= 0:
+                    at_cap = True
                     continue
-                capped.append(t)
+                asked.append(t)
                 if left < free:
                     task_slots[t] = left
-            tasks = capped
+            tasks = asked
         if not tasks:
             return None
+        if at_cap:
+            # A task is left out at its max-concurrent: no long poll for the
+            # others, else a slot of the capped task freeing meanwhile waits
+            # for the poll's end. The loop waits for its wake instead (a job
+            # ending, notify.work, the wakeup period) and asks at once then.
+            wait = 0.0
         body: dict[str, Any] = {
             "executor": self.app_id, "instance": self.instance, "slots": free, "idle": idle,
             "tasks": tasks, "wait_ms": int(wait * 1000),
@@ -839,23 +885,43 @@ class Worker:
     async def _dispatch(self, subject: str, body: dict[str, Any], asked: float) -> int:
         msg = await self._t.request(subject, json.dumps(body).encode(), timeout=DISPATCH_TIMEOUT)
         rtt = time.monotonic() - asked
+        # An unreadable reply raises before the request id is cleared: the
+        # next request goes out under the same id and gets the jobs a
+        # coordinator may have claimed for it (as the Go executor).
         reply = json.loads(msg.data)
+        if not isinstance(reply, dict):
+            raise ValueError(f"malformed dispatch reply: a JSON {type(reply).__name__}, not an object")
         if reply.get("error"):
             raise FairwayError.from_reply(reply["error"])
+        jobs = reply.get("jobs")
+        if jobs is None:
+            jobs = []
+        if not isinstance(jobs, list):
+            raise ValueError(f"malformed dispatch reply: jobs is a JSON {type(jobs).__name__}, not an array")
         self._request_id = ""
-        jobs = reply.get("jobs") or []
-        if jobs and self._last_full:
+        good: list[dict[str, Any]] = []
+        bad: list[str] = []
+        for raw in jobs:
+            problem = _job_problem(raw)
+            if problem:
+                bad.append(problem)
+            else:
+                good.append(raw)
+        if bad:
+            # Once per reply; a job of those is the coordinators' again once its lease runs out.
+            log.error("dispatch reply: skipping %d malformed job(s) of %d (first: %s)", len(bad), len(jobs), bad[0])
+        if good and self._last_full:
             self._avg_rtt = _ewma(self._avg_rtt, rtt)
         self._last_full = len(jobs) == body["slots"]
-        if jobs:
-            self._accept(jobs)
-        return len(jobs)
+        if good:
+            self._accept(good)
+        return len(good)
 
     def _accept(self, jobs: list[dict[str, Any]]) -> None:
         running = self._running_by_task()
         now = time.monotonic()
         for raw in jobs:
-            key = (raw.get("group", ""), raw.get("id", ""))
+            key = (raw["group"], raw["id"])
             if key in self._jobs:
                 log.warning("dispatch handed out job %s, which this worker already holds; ignoring it", key[1])
                 continue
@@ -875,7 +941,7 @@ class Worker:
                 self._complete(h, "released", error="released before it started: the executor had no slot for it")
             elif spec is not None and spec.concurrency and n_task >= spec.concurrency:
                 self._complete(h, "released", error="released before it started: its task is at its max-concurrent on this executor")
-            elif task_name in self._paused or "" in self._paused:
+            elif task_name in self._paused or self._paused_all:
                 self._complete(h, "released", error="released before it started: this executor no longer takes its task")
             elif self._take_early_cancel(key, h.job.attempt, now):
                 self._complete(h, "cancelled", error="cancelled before it started")
@@ -988,52 +1054,76 @@ class Worker:
             self._complete(h, "released", error=RELEASED_UNRUN)
 
     async def _run(self, h: _Held) -> None:
+        """Runs the handler and reports its outcome; whatever fails, the job reaches _complete (its slot frees)."""
         assert h.spec is not None
-        outcome, error, result_json, snooze = "success", "", None, ""
+        reraise: Optional[BaseException] = None
+        try:
+            outcome, error, result, snooze, reraise = await self._outcome(h)
+            ran = time.monotonic() - h.started
+            self._avg_run = _ewma(self._avg_run, ran)
+            if outcome not in ("success", "snoozed"):
+                log.info("job %s (task %s, attempt %d) %s: %s", h.key[1], h.job.task, h.job.attempt, outcome, error)
+            self._complete(h, outcome, error=error, result=result, snooze=snooze, ran=ran)
+        except BaseException as e:
+            log.exception("job %s: handling its outcome failed", h.key[1])
+            if not h.reported:
+                self._complete(h, "error", error=f"the worker failed handling the outcome of job {h.key[1]}: {_describe(e)}")
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+        if reraise is not None:
+            raise reraise
+
+    async def _outcome(self, h: _Held) -> tuple[str, str, Optional[bytes], str, Optional[BaseException]]:
+        """Runs the handler: (outcome, error, result as JSON bytes, snooze, an exception to raise again after reporting)."""
+        assert h.spec is not None
+        released = "released while it ran: the executor shut down before the job finished"
         try:
             value = await h.spec.fn(h.job)
-        except asyncio.CancelledError:
-            cause = h.cause or _SHUTDOWN
-            if cause == _CANCEL:
-                outcome, error = "cancelled", "cancelled while running"
-            elif cause == _TIMEOUT:
-                outcome, error = "error", _timeout_error(h)
-            else:
-                outcome, error = "released", "released while it ran: the executor shut down before the job finished"
+        except asyncio.CancelledError as e:
+            if h.cause == _CANCEL:
+                return "cancelled", "cancelled while running", None, "", None
+            if h.cause == _TIMEOUT:
+                return "error", _timeout_error(h), None, "", None
+            if h.cause is not None:
+                return "released", released, None, "", None
+            # Not cancelled by the worker (an inner TaskGroup or future of the
+            # handler): a failed attempt, counted against max_retries, not a
+            # release that would hand it out again forever.
+            detail = _safe_str(e)
+            return "error", ("the handler raised CancelledError, though the worker did not cancel it "
+                             "(a task or future the handler awaited was cancelled)" + (f": {detail}" if detail else "")), None, "", None
         except Snooze as e:
-            outcome, snooze = "snoozed", format_duration(e.seconds)
+            return "snoozed", "", None, format_duration(e.seconds), None
         except Permanent as e:
-            outcome, error = "permanent", str(e) or type(e).__name__
+            return "permanent", (_safe_str(e) or type(e).__name__), None, "", None
         except Exception as e:
-            outcome, error = "error", str(e) or repr(e)
-        else:
-            try:
-                result_json = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as e:
-                outcome, error = "error", f"encoding the result of job {h.key[1]}: {e}"
-            else:
-                size = len(result_json.encode()) if not result_json.isascii() else len(result_json)
-                if size > MAX_RESULT_SIZE:
-                    outcome, error, result_json = "permanent", (
-                        f"the result of job {h.key[1]} is {size} bytes: a result is at most {MAX_RESULT_SIZE} bytes (1 MiB); "
-                        "store a large output elsewhere (object storage, a table) and return where it is"), None
-                elif size > self._t.max_payload - RESULT_HEADROOM:
-                    limit = self._t.max_payload - RESULT_HEADROOM
-                    outcome, error, result_json = "error", (
-                        f"the result of job {h.key[1]} is {size} bytes: more than the {limit} bytes a report can carry "
-                        f"(NATS max payload {self._t.max_payload} bytes)"), None
-            if h.cause == _CANCEL or h.cause == _SHUTDOWN:
-                # Cancelled as it returned: the cancel wins, as in the Go executor.
-                outcome, error, result_json = ("cancelled", "cancelled while running", None) if h.cause == _CANCEL else (
-                    "released", "released while it ran: the executor shut down before the job finished", None)
-        ran = time.monotonic() - h.started
-        self._avg_run = _ewma(self._avg_run, ran)
-        if outcome not in ("success", "snoozed"):
-            log.info("job %s (task %s, attempt %d) %s: %s", h.key[1], h.job.task, h.job.attempt, outcome, error)
-        self._complete(h, outcome, error=error, result_json=result_json, snooze=snooze, ran=ran)
+            return "error", _describe(e, bare=True), None, "", None
+        except BaseException as e:  # KeyboardInterrupt, SystemExit, GeneratorExit…
+            again = e if isinstance(e, (KeyboardInterrupt, SystemExit)) else None
+            return "error", f"the handler raised {_describe(e)}", None, "", again
+        if h.cause == _CANCEL:
+            # Cancelled as it returned: the cancel wins, as in the Go executor.
+            return "cancelled", "cancelled while running", None, "", None
+        if h.cause == _SHUTDOWN:
+            return "released", released, None, "", None
+        try:
+            result = _utf8(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as e:
+            return "error", f"encoding the result of job {h.key[1]}: {_describe(e, bare=True)}", None, "", None
+        size = len(result)
+        if size > MAX_RESULT_SIZE:
+            return "permanent", (
+                f"the result of job {h.key[1]} is {size} bytes: a result is at most {MAX_RESULT_SIZE} bytes (1 MiB); "
+                "store a large output elsewhere (object storage, a table) and return where it is"), None, "", None
+        limit = self._t.max_payload - RESULT_HEADROOM
+        if size > limit:
+            return "error", (
+                f"the result of job {h.key[1]} is {size} bytes: more than the {limit} bytes a report can carry "
+                f"(NATS max payload {self._t.max_payload} bytes)"), None, "", None
+        return "success", "", result, "", None
 
     def _complete(
-        self, h: _Held, outcome: str, *, error: str = "", result_json: Optional[str] = None, snooze: str = "", ran: Optional[float] = None
+        self, h: _Held, outcome: str, *, error: str = "", result: Optional[bytes] = None, snooze: str = "", ran: Optional[float] = None
     ) -> None:
         """Sends the job's pending lines and progress, then its done report, and frees its slot. Once per job."""
         if h.reported:
@@ -1041,47 +1131,64 @@ class Worker:
                 log.warning("job %s: handler returned after the job was reported; its outcome (%s) is dropped", h.key[1], outcome)
             return
         h.reported = True
-        for t in h.timers:
-            t.cancel()
-        h.timers.clear()
-        fields: dict[str, Any] = {"outcome": outcome}
-        if error:
-            fields["error"] = error
-        if snooze:
-            fields["snooze"] = snooze
-        if h.started:
-            if ran is None:
-                ran = time.monotonic() - h.started
-            fields["ran_ms"] = round(ran * 1000, 3)
-            if not h.start_sent:
-                h.start_sent = True
-                fields["started"] = _rfc3339(h.start_wall)
-        self._flush_job_logs(h)
-        self._report(h, "done", result_json=result_json, **fields)
-        del self._jobs[h.key]
-        self._free_slot(h)
-        if not self._jobs:
-            self._jobs_empty.set()  # type: ignore[union-attr]
-        self._signal()
+        try:
+            for t in h.timers:
+                t.cancel()
+            h.timers.clear()
+            fields: dict[str, Any] = {"outcome": outcome}
+            if error:
+                fields["error"] = error
+            if snooze:
+                fields["snooze"] = snooze
+            if h.started:
+                if ran is None:
+                    ran = time.monotonic() - h.started
+                fields["ran_ms"] = round(ran * 1000, 3)
+                if not h.start_sent:
+                    h.start_sent = True
+                    fields["started"] = _rfc3339(h.start_wall)
+            try:
+                self._flush_job_logs(h)
+            except Exception:
+                log.exception("job %s: sending its last log lines failed", h.key[1])
+            try:
+                self._report(h, "done", raw=(("result", result),) if result is not None else (), **fields)
+            except Exception as e:
+                log.exception("job %s: encoding its done report failed; reporting an error instead", h.key[1])
+                fallback = {k: v for k, v in fields.items() if k in ("ran_ms", "started")}
+                self._report(h, "done", outcome="error", error=f"the worker failed encoding the {outcome} report of job {h.key[1]}: {_describe(e)}", **fallback)
+        finally:
+            # Whatever failed above, the job is let go: its slot frees.
+            self._jobs.pop(h.key, None)
+            self._free_slot(h)
+            if not self._jobs:
+                self._jobs_empty.set()  # type: ignore[union-attr]
+            self._signal()
 
-    def _report(self, h: _Held, type_: str, *, result_json: Optional[str] = None, **fields: Any) -> None:
+    def _report(self, h: _Held, type_: str, *, raw: Iterable[tuple[str, bytes]] = (), **fields: Any) -> None:
+        """Queues a report; ``raw``: fields already encoded as JSON (a result, log lines)."""
+        assert self._reporter is not None
+        self._reporter.put(self._encode_report(h, type_, raw=raw, **fields))
+
+    def _encode_report(self, h: _Held, type_: str, *, raw: Iterable[tuple[str, bytes]] = (), **fields: Any) -> bytes:
         rep = {
             "type": type_, "group": h.key[0], "job_id": h.key[1], "attempt": h.job.attempt,
             "executor": self.app_id, "instance": self.instance, "time": fields.pop("time", None) or now_text(),
         }
         rep.update(fields)
-        text = json.dumps(rep, separators=(",", ":"), ensure_ascii=False)
-        if result_json is not None:
-            text = text[:-1] + ',"result":' + result_json + "}"
-        assert self._reporter is not None
-        self._reporter.put(text.encode())
+        data = _utf8(json.dumps(rep, separators=(",", ":"), ensure_ascii=False))
+        extra = b"".join(b',"' + k.encode() + b'":' + v for k, v in raw)
+        if extra:
+            data = data[:-1] + extra + b"}"
+        return data
 
     # ------------------------------------------------------------------
     # Logs and progress
 
     def _add_log(self, h: _Held, level: str, message: str) -> None:
-        if len(message) > MAX_LOG_MESSAGE:
-            message = message[:MAX_LOG_MESSAGE] + f"… [truncated: {MAX_LOG_MESSAGE} of {len(message)} characters shown]"
+        encoded = _utf8(message)
+        if len(encoded) > MAX_LOG_MESSAGE:
+            message = encoded[:MAX_LOG_MESSAGE].decode("utf-8", "ignore") + f"… [truncated: {MAX_LOG_MESSAGE} of {len(encoded)} bytes shown]"
         if len(self._lines) >= self.log_buffer:
             d = self._dropped.get(h.key)
             self._dropped[h.key] = (h, (d[1] if d else 0) + 1)
@@ -1100,6 +1207,24 @@ class Worker:
         if self._flush_handle is None:
             self._flush_handle = asyncio.get_running_loop().call_later(LOG_FLUSH_INTERVAL, self._flush_logs)
 
+    def _log_chunk(self) -> int:
+        return min(max(self._t.max_payload // 2, MIN_LOG_CHUNK), MAX_LOG_CHUNK)
+
+    def _report_logs(self, h: _Held, lines: list[dict[str, Any]]) -> None:
+        """Reports a job's lines, split into reports of at most about _log_chunk() bytes (executor/joblog.go)."""
+        chunk = self._log_chunk()
+        parts: list[bytes] = []
+        size = 0
+        for line in lines:
+            enc = _utf8(json.dumps(line, separators=(",", ":"), ensure_ascii=False))
+            if parts and size + len(enc) + 1 > chunk:
+                self._report(h, "log", raw=(("logs", b"[" + b",".join(parts) + b"]"),))
+                parts, size = [], 0
+            parts.append(enc)
+            size += len(enc) + 1
+        if parts:
+            self._report(h, "log", raw=(("logs", b"[" + b",".join(parts) + b"]"),))
+
     def _flush_logs(self, everything: bool = False) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
@@ -1113,7 +1238,7 @@ class Worker:
         self._dropped.clear()
         for h, job_lines in per_job.values():
             if not h.reported:
-                self._report(h, "log", logs=job_lines)
+                self._report_logs(h, job_lines)
         now = time.monotonic()
         for key, (h, pct) in list(self._progress.items()):
             if not everything and now - self._progress_at.get(key, 0.0) < PROGRESS_EVERY:
@@ -1134,7 +1259,7 @@ class Worker:
         if d is not None:
             mine.append(_dropped_line(h, d[1]))
         if mine:
-            self._report(h, "log", logs=mine)
+            self._report_logs(h, mine)
         p = self._progress.pop(key, None)
         if p is not None:
             self._report(h, "progress", progress=p[1])
@@ -1191,15 +1316,21 @@ class Worker:
         if not isinstance(cmd, dict):
             return
         t = cmd.get("task") or ""
+        if not isinstance(t, str):
+            return
         if cmd.get("resume"):
+            # Resuming every task leaves the tasks paused one by one paused (executor/subscriptions.go setPaused).
             if t:
                 self._paused.discard(t)
             else:
-                self._paused.clear()
+                self._paused_all = False
             log.info("resumed %s", t or "every task")
             self._signal()
             return
-        self._paused.add(t)
+        if t:
+            self._paused.add(t)
+        else:
+            self._paused_all = True
         log.info("paused %s", t or "every task")
         for h in list(self._queued):
             if not t or h.job.task == t:
@@ -1210,6 +1341,49 @@ class Worker:
             self.drain_requested = True
             log.info("an operator asked this worker to drain: no new jobs; running ones finish, then it stops")
             self.stop(reason="drain")
+
+
+def _job_problem(raw: Any) -> str:
+    """What makes a job of a dispatch reply unusable, or "" when it is fine."""
+    if not isinstance(raw, dict):
+        return f"a JSON {type(raw).__name__}, not an object"
+    for k in ("id", "group", "task"):
+        v = raw.get(k)
+        if not isinstance(v, str) or not v:
+            return f"{k} missing or not a string (job {str(raw.get('id'))[:100]!r})"
+    a = raw.get("attempt")
+    if not isinstance(a, int) or isinstance(a, bool) or a < 1:
+        return f"attempt missing or not a positive integer (job {raw['id'][:100]!r})"
+    for k in ("traceparent", "timeout"):
+        if raw.get(k) is not None and not isinstance(raw.get(k), str):
+            return f"{k} not a string (job {raw['id'][:100]!r})"
+    return ""
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 that never fails: a lone surrogate (os.fsdecode of bytes that are not UTF-8) becomes a JSON escape (\\udce9)."""
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _safe_str(e: BaseException) -> str:
+    """str(e), or "" when its __str__ fails."""
+    try:
+        return str(e)
+    except Exception:
+        return ""
+
+
+def _describe(e: BaseException, bare: bool = False) -> str:
+    """An exception's text (``bare``: its message alone when it has one), even when its __str__ fails."""
+    text = _safe_str(e)
+    if bare and text:
+        return text
+    if not text:
+        try:
+            return repr(e)
+        except Exception:
+            return type(e).__name__
+    return f"{type(e).__name__}: {text}"
 
 
 def _rfc3339(t: float) -> str:
