@@ -310,7 +310,8 @@ type dev struct {
 }
 
 // startDev runs `fairway dev` on free ports in a fresh directory (retries
-// 1 s after a failure: the suite's failing jobs retry within it), waits
+// 1 s after a failure: the suite's failing jobs retry within it; leases of
+// 10 s: a frozen executor's job is given back within the test), waits
 // until it runs, and stops it when the test ends.
 func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
 	t.Helper()
@@ -319,7 +320,7 @@ func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
 	out := &devtest.Output{}
 	args := append([]string{"dev", "--dev-dir", dir,
 		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort), "--pg-port", fmt.Sprint(pgPort),
-		"--http-addr", "", "--web-addr", "", "--retry-delay", "1s", "--log-format", "json"}, extra...)
+		"--http-addr", "", "--web-addr", "", "--retry-delay", "1s", "--lease", "10s", "--log-format", "json"}, extra...)
 	cmd := exec.Command(fairwayBin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())

@@ -275,6 +275,34 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 		require.Equal(t, fairway.StateSuccess, final(t, c, group, id).State)
 	})
 
+	t.Run("lease-enforced", func(t *testing.T) {
+		// The executor frozen (SIGSTOP) while its job runs: no heartbeat,
+		// no report. The coordinators give the job back when its lease
+		// runs out (10 s here), counted; once thawed, the executor's late
+		// report of that attempt changes nothing, and it runs jobs again.
+		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Timeout: "1s", MaxRetries: new(0),
+			Args: json.RawMessage(`{"ms":600000}`)})
+		until(t, c, group, id, "running", running)
+		ex.signal(t, syscall.SIGSTOP)
+		thawed := false
+		defer func() {
+			if !thawed {
+				_ = ex.cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}()
+		job := final(t, c, group, id)
+		require.Equal(t, fairway.StateFailed, job.State, "%+v", job)
+		require.Contains(t, job.Error, "executor lost", "given back by the coordinators: %+v", job)
+		ex.signal(t, syscall.SIGCONT)
+		thawed = true
+		next := submit(t, c, fairway.Submission{Group: group, Task: "conf-echo", Args: json.RawMessage(`{"after":"thaw"}`)})
+		require.Equal(t, fairway.StateSuccess, final(t, c, group, next).State, "the thawed executor runs jobs again")
+		job, err := c.Get(t.Context(), group, id)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateFailed, job.State, "the late report of an attempt given back changes nothing: %+v", job)
+		require.Contains(t, job.Error, "executor lost", "%+v", job)
+	})
+
 	t.Run("graceful-stop", func(t *testing.T) {
 		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":2000}`)})
 		until(t, c, group, id, "running", running)
