@@ -270,7 +270,16 @@ func (p executorProgram) launch(t *testing.T, args ...string) *runningExecutor {
 	require.NoError(t, r.cmd.Start())
 	go func() { r.exited <- r.cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill() // a no-op once it exited
+		// Stopped as a user would (a request it left parked at the leader
+		// would take the next test's job, and lose it), killed if it
+		// does not stop.
+		_ = r.cmd.Process.Signal(syscall.SIGTERM) // a no-op once it exited
+		select {
+		case err := <-r.exited:
+			r.exited <- err
+		case <-time.After(30 * time.Second):
+			_ = r.cmd.Process.Kill()
+		}
 		if t.Failed() {
 			t.Logf("the %s executor's output:\n%s", p.lang, r.out)
 		}

@@ -520,10 +520,14 @@ export class Fairway {
    */
   subscribeProgress(filter: { group?: string; task?: string }, handler: (p: Progress) => void): { stop(): void } {
     const sub: NatsSubscription = this.nc.subscribe(this.subject("progress", filter.group || "*", filter.task || "*"), {
+      // nats-core calls this from its protocol parser without a try/catch:
+      // nothing may be thrown out of it (the connection would stop reading).
       callback: (err, msg) => {
-        if (err) return;
         try {
-          handler(msg.json<Progress>());
+          if (err) return;
+          const p = msg.json<Progress>();
+          if (typeof p !== "object" || p === null || Array.isArray(p)) return;
+          handler(p);
         } catch {
           // An undecodable message, or the handler's error: skipped.
         }

@@ -209,6 +209,7 @@ export class Worker {
   #stopPromise: Promise<void> | null = null;
   #jobsEmpty: (() => void) | null = null;
   #startAbort = new AbortController();
+  #registerMaybeSent = false;
   #ready = deferred<void>();
 
   constructor(client: Fairway, opts: WorkerOptions) {
@@ -285,20 +286,44 @@ export class Worker {
     this.#state = "starting";
     this.#started = nowISO();
     const nc = this.client.nc;
-    const sub = (verb: string, cb: (msg: Msg) => void) =>
-      this.#subs.push(nc.subscribe(this.client.subject("executor", this.appId, verb), { callback: (err, msg) => { if (!err) cb(msg); } }));
+    // nats-core calls a subscription's callback from its protocol parser
+    // without a try/catch: an exception thrown there ends the connection's
+    // read loop (nothing more is read: replies, acks, the client sharing
+    // the connection). Every callback catches what it throws.
+    const guarded = (what: string, cb: (msg: Msg) => void) => (err: Error | null, msg: Msg) => {
+      if (err) return;
+      try {
+        cb(msg);
+      } catch (e) {
+        try {
+          this.#log.error(`handling a message on ${what}: ${(e as Error)?.message ?? e}`);
+        } catch {
+          // a logger that throws: nothing more to do
+        }
+      }
+    };
+    const sub = (verb: string, cb: (msg: Msg) => void) => {
+      const subject = this.client.subject("executor", this.appId, verb);
+      this.#subs.push(nc.subscribe(subject, { callback: guarded(subject, cb) }));
+    };
     sub("cancel", (m) => this.#onCancel(m));
     sub("ping", (m) => this.#onPing(m));
     sub("pause", (m) => this.#onPause(m));
     sub("drain", () => {
       this.#log.info("an operator asked this worker to drain");
-      void this.stop();
+      void this.stop().catch(() => {});
     });
-    this.#subs.push(nc.subscribe(this.client.subject("notify", "work"), { callback: () => this.#wake() }));
+    const notify = this.client.subject("notify", "work");
+    this.#subs.push(nc.subscribe(notify, { callback: guarded(notify, () => this.#wake()) }));
     try {
       await nc.flush();
       await this.#register(this.#startAbort.signal);
     } catch (err) {
+      if (this.#startAbort.signal.aborted) {
+        // stop() during the startup: not an error of the start.
+        await this.#abandonStart();
+        return;
+      }
       for (const s of this.#subs) s.unsubscribe();
       this.#subs = [];
       this.#state = "stopped";
@@ -307,8 +332,9 @@ export class Worker {
       throw err;
     }
     if (this.#state !== "starting") {
-      // stopped meanwhile
-      this.#ready.reject(new Error(`worker ${this.appId}: stopped before it registered`));
+      // Stopped while the registration was answered: registered, so deregister.
+      this.#registerMaybeSent = true;
+      await this.#abandonStart();
       return;
     }
     this.#state = "running";
@@ -361,11 +387,19 @@ export class Worker {
   stop(opts: { force?: boolean } = {}): Promise<void> {
     if (opts.force) this.#force();
     if (this.#stopPromise) return this.#stopPromise;
-    if (this.#state === "new" || this.#state === "starting") {
+    if (this.#state === "new") {
       this.#state = "stopped";
       this.#startAbort.abort(new Error("stopped before it registered"));
       this.#stopped.resolve();
       this.#stopPromise = Promise.resolve();
+      return this.#stopPromise;
+    }
+    if (this.#state === "starting") {
+      // start() unsubscribes (and deregisters, if it may have registered),
+      // then resolves #stopped.
+      this.#state = "stopped";
+      this.#startAbort.abort(new Error("stopped before it registered"));
+      this.#stopPromise = this.#stopped.promise;
       return this.#stopPromise;
     }
     if (this.#state === "stopped") return Promise.resolve();
@@ -397,12 +431,24 @@ export class Worker {
     for (;;) {
       if (signal?.aborted) throw signal.reason;
       try {
-        const msg = await this.client.nc.request(subject, JSON.stringify(body), { timeout: REGISTER_TIMEOUT_MS });
-        const reply = JSON.parse(dec(msg.data)) as { error?: { code: string; message: string; field?: string } };
-        if (reply.error) throw FairwayError.fromWire(reply.error);
+        const req = this.client.nc.request(subject, JSON.stringify(body), { timeout: REGISTER_TIMEOUT_MS });
+        req.catch(() => {}); // observed below, or abandoned on a stop
+        if (signal === this.#startAbort.signal) this.#registerMaybeSent = true;
+        const msg = await abortable(req, signal);
+        let reply: unknown;
+        try {
+          reply = JSON.parse(dec(msg.data));
+        } catch {
+          throw new Error(`worker ${this.appId}: registering on ${subject}: an unreadable reply: ${dec(msg.data).slice(0, 200)}`);
+        }
+        const error = isObject(reply) ? reply.error : undefined;
+        if (isObject(error) && typeof error.code === "string") throw FairwayError.fromWire(error as { code: string; message: string });
+        if (!isObject(reply) || (error !== undefined && error !== null)) throw new Error(`worker ${this.appId}: registering on ${subject}: an unreadable reply: ${dec(msg.data).slice(0, 200)}`);
         return;
       } catch (err) {
+        if (signal?.aborted) throw signal.reason;
         if (err instanceof FairwayError) throw err;
+        if (isNoResponders(err) && signal === this.#startAbort.signal) this.#registerMaybeSent = false; // reached no coordinator
         if (!isNoResponders(err) && !isTimeout(err)) throw new Error(`worker ${this.appId}: registering on ${subject}: ${(err as Error).message}`, { cause: err });
         if (Date.now() - loggedAt > 30_000) {
           this.#log.info(`waiting for a coordinator on ${subject}: ${(err as Error).message}`);
@@ -411,6 +457,24 @@ export class Worker {
       }
       await sleep(REGISTER_RETRY_MS, signal);
     }
+  }
+
+  /** The end of a start() that stop() interrupted: no subscriptions left, deregistered if it may have registered. */
+  async #abandonStart(): Promise<void> {
+    this.#state = "stopped";
+    for (const s of this.#subs) s.unsubscribe();
+    this.#subs = [];
+    this.#ready.reject(new Error(`worker ${this.appId}: stopped before it registered`));
+    if (this.#registerMaybeSent) {
+      try {
+        await this.#ask("deregister", { executor: this.appId, instance: this.instance }, DEREGISTER_TIMEOUT_MS);
+        this.#log.info(`deregistered instance ${this.instance} (stopped during its start)`);
+      } catch (err) {
+        this.#log.info(`could not deregister (${(err as Error).message}); the coordinators mark this worker gone after a few silent leases`);
+      }
+    }
+    this.#log.info("stopped before it started");
+    this.#stopped.resolve();
   }
 
   async #registerAgain(): Promise<void> {
@@ -515,14 +579,21 @@ export class Worker {
   // Commands.
 
   #onCancel(msg: Msg): void {
-    let cmd: { group?: string; job_id?: string; attempt?: number } = {};
+    let parsed: unknown;
     try {
-      cmd = JSON.parse(dec(msg.data));
+      parsed = JSON.parse(dec(msg.data));
     } catch {
       // checked below
     }
-    if (!cmd.group || !cmd.job_id || !(typeof cmd.attempt === "number" && cmd.attempt >= 1)) {
-      this.#log.warn(`ignoring a cancel command that does not name group, job_id and attempt: ${dec(msg.data)}`);
+    const cmd = isObject(parsed) ? (parsed as { group?: unknown; job_id?: unknown; attempt?: unknown }) : {};
+    if (
+      typeof cmd.group !== "string" ||
+      cmd.group === "" ||
+      typeof cmd.job_id !== "string" ||
+      cmd.job_id === "" ||
+      !(typeof cmd.attempt === "number" && Number.isInteger(cmd.attempt) && cmd.attempt >= 1)
+    ) {
+      this.#log.warn(`ignoring a cancel command that does not name group, job_id and attempt: ${dec(msg.data).slice(0, 200)}`);
       if (msg.reply) msg.respond(enc({ error: { code: "invalid", message: "a cancel command needs group, job_id and attempt" } }));
       return;
     }
@@ -548,20 +619,26 @@ export class Worker {
   }
 
   #onPause(msg: Msg): void {
-    let cmd: { task?: string; resume?: boolean };
+    let cmd: unknown;
     try {
       cmd = JSON.parse(dec(msg.data));
     } catch {
-      this.#log.warn(`ignoring an unreadable pause command: ${dec(msg.data)}`);
+      cmd = undefined;
+    }
+    const task = isObject(cmd) ? (cmd.task ?? "") : undefined;
+    const resume = isObject(cmd) ? (cmd.resume ?? false) : undefined;
+    if (typeof task !== "string" || (task !== "" && !/^[A-Za-z0-9_-]+$/.test(task)) || typeof resume !== "boolean") {
+      this.#log.warn(`ignoring an unreadable pause command: ${dec(msg.data).slice(0, 200)}`);
       return;
     }
-    this.#setPaused(cmd.task ?? "", !cmd.resume);
+    this.#setPaused(task, !resume);
   }
 
   #setPaused(task: string, paused: boolean): void {
     if (task === "") {
+      // Kept apart from the per-task pauses, as the Go executor does: resuming
+      // every task leaves a task paused on its own paused.
       this.#pausedAll = paused;
-      if (!paused) this.#paused.clear();
     } else if (paused) this.#paused.add(task);
     else this.#paused.delete(task);
     if (paused) {
@@ -624,6 +701,7 @@ export class Worker {
     const running = this.#countByTask();
     const tasks: string[] = [];
     let taskSlots: Record<string, number> | undefined;
+    let capped = false;
     for (const [name, t] of [...this.#tasks].sort(([a], [b]) => (a < b ? -1 : 1))) {
       if (this.#paused.has(name)) continue;
       if (t.concurrency === undefined) {
@@ -631,12 +709,19 @@ export class Worker {
         continue;
       }
       const left = t.concurrency - (running.get(name) ?? 0);
-      if (left <= 0) continue; // at its cap: not asked for
+      if (left <= 0) {
+        capped = true; // at its cap: not asked for
+        continue;
+      }
       tasks.push(name);
       if (left < free) (taskSlots ??= {})[name] = left;
     }
     if (tasks.length === 0) return none;
-    return { free, idle, waitMs, tasks, ...(taskSlots ? { taskSlots } : {}) };
+    // A task left out at its cap is asked for as soon as one of its jobs
+    // ends: a request held in a long poll for the other tasks would delay
+    // that until it returns. No long poll then: the loop waits for its wake
+    // (a job ending, notify.work, the wakeup period) instead.
+    return { free, idle, waitMs: capped ? 0 : waitMs, tasks, ...(taskSlots ? { taskSlots } : {}) };
   }
 
   #countByTask(): Map<string, number> {
@@ -667,7 +752,14 @@ export class Worker {
         try {
           const msg = await this.client.nc.request(subject, JSON.stringify(body), { timeout: DISPATCH_TIMEOUT_MS });
           const rtt = Date.now() - asked;
-          const reply = JSON.parse(dec(msg.data)) as { jobs?: Job[]; error?: { code: string; message: string } };
+          const reply = readDispatchReply(dec(msg.data));
+          if (typeof reply === "string") {
+            // Checked before the request id is given up: asked again under
+            // the same id, a request that claimed jobs gets them again.
+            this.#log.warn(`asking for jobs on ${subject}: ${reply}`);
+            await this.#waitWake(1000, true);
+            continue;
+          }
           if (reply.error?.code === "not_registered") {
             await this.#registerAgain();
             this.#dispatchId = "";
@@ -676,7 +768,7 @@ export class Worker {
           if (reply.error) throw FairwayError.fromWire(reply.error);
           this.#dispatchId = "";
           noCoordinatorAt = 0;
-          const jobs = reply.jobs ?? [];
+          const jobs = this.#goodJobs(reply.jobs);
           if (jobs.length > 0 && this.#lastFull) this.#avgRtt = ewma(this.#avgRtt, rtt);
           this.#lastFull = jobs.length === a.free;
           this.#accept(jobs);
@@ -700,6 +792,27 @@ export class Worker {
       if (!idle) continue;
       await this.#waitWake(this.#o.wakeupMs);
     }
+  }
+
+  /** The well-formed jobs of a dispatch reply; the others are skipped, and logged (once a reply). */
+  #goodJobs(jobs: unknown[]): Job[] {
+    const good: Job[] = [];
+    let bad = 0;
+    let first: unknown;
+    for (const j of jobs) {
+      if (isJob(j)) good.push(j);
+      else if (bad++ === 0) first = j;
+    }
+    if (bad > 0) {
+      let text: string;
+      try {
+        text = String(JSON.stringify(first)).slice(0, 200);
+      } catch {
+        text = String(first);
+      }
+      this.#log.error(`a dispatch reply held ${bad} malformed job${bad > 1 ? "s" : ""} (without a string id, group and task and an attempt from 1), skipped; the first: ${text}`);
+    }
+    return good;
   }
 
   #accept(jobs: Job[]): void {
@@ -726,9 +839,10 @@ export class Worker {
       } else if (this.#isPaused(job.task)) {
         mode = "release";
         reason = "released before it started: this executor no longer takes its task";
-      } else if (early) {
+      } else if (early && early.attempt === job.attempt && Date.now() - early.at <= EARLY_CANCEL_TTL_MS) {
+        // Only a cancel of exactly this attempt is taken (Go: cancelMemo.take).
         this.#cancels.delete(key);
-        if (early.attempt === job.attempt && Date.now() - early.at <= EARLY_CANCEL_TTL_MS) mode = "cancelled";
+        mode = "cancelled";
       }
       const rj: RunningJob = {
         job,
@@ -962,6 +1076,7 @@ export class Worker {
     }
     if (rj.dropped > 0) {
       rj.lines.push({ time: nowISO(), level: "warn", message: `${rj.dropped} log lines dropped: the executor's log buffer was full` });
+      this.#linesHeld++; // counted like a line: subtracted with the others below
       rj.dropped = 0;
     }
     let chunk: typeof rj.lines = [];
@@ -1047,4 +1162,61 @@ export class Worker {
 
 function timeoutOutcome(ms: number): Outcome {
   return { outcome: "error", error: `timeout: the attempt ran longer than ${formatDuration(ms)}` };
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** p, or a rejection with the signal's reason as soon as it aborts. */
+function abortable<T>(p: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/** A dispatch reply's jobs and error, or what is wrong with it. */
+function readDispatchReply(text: string): { jobs: unknown[]; error?: { code: string; message: string } } | string {
+  let reply: unknown;
+  try {
+    reply = JSON.parse(text);
+  } catch {
+    return `an unreadable dispatch reply: ${text.slice(0, 200)}`;
+  }
+  if (!isObject(reply)) return `a dispatch reply that is not an object: ${text.slice(0, 200)}`;
+  const { jobs, error } = reply;
+  if (error !== undefined && error !== null) {
+    if (!isObject(error) || typeof error.code !== "string") return `a dispatch reply with a malformed error: ${text.slice(0, 200)}`;
+    return { jobs: [], error: { code: error.code, message: typeof error.message === "string" ? error.message : error.code } };
+  }
+  if (jobs !== undefined && jobs !== null && !Array.isArray(jobs)) return `a dispatch reply whose jobs are not an array: ${text.slice(0, 200)}`;
+  return { jobs: (jobs as unknown[] | null | undefined) ?? [] };
+}
+
+function isJob(j: unknown): j is Job {
+  return (
+    isObject(j) &&
+    typeof j.id === "string" &&
+    j.id !== "" &&
+    typeof j.group === "string" &&
+    j.group !== "" &&
+    typeof j.task === "string" &&
+    j.task !== "" &&
+    typeof j.attempt === "number" &&
+    Number.isInteger(j.attempt) &&
+    j.attempt >= 1
+  );
 }

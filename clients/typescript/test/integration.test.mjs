@@ -1,8 +1,8 @@
 // Integration tests against a real `fairway dev` (FAIRWAY_TEST_NATS_URL).
 import { describe, it, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { FairwayError, PermanentError, snooze, JobAbortedError } from "../dist/index.js";
-import { GROUP, natsUrl, startWorker, until, signal } from "./helpers.mjs";
+import { FairwayError, PermanentError, snooze, JobAbortedError, Worker, connect } from "../dist/index.js";
+import { GROUP, RUN, natsUrl, startWorker, until, signal } from "./helpers.mjs";
 import test from "node:test";
 
 // Fails (never skips) when the dev's URL is not given, saying how to set it.
@@ -254,3 +254,71 @@ describe("client and worker against fairway dev", () => {
     assert.ok(page.nextCursor);
   });
 });
+
+describe("worker robustness against fairway dev", () => {
+  it("malformed commands stop no reading on the connection; the worker still runs jobs", async () => {
+    const a = await startWorker([["ts-it-cmd", async (job) => job.args]], { appId: `ts-cmd-${RUN}` });
+    // A second worker on the same connection, told to drain with junk bodies.
+    const b = new Worker(a.fw, { appId: `ts-drain-${RUN}`, heartbeatMs: 2000, wakeupMs: 2000 });
+    b.task("ts-it-cmd-drain", async () => null);
+    const bRan = b.run({ handleSignals: false });
+    await b.ready;
+    const other = await connect({ servers: natsUrl() });
+    try {
+      const junk = ["null", '"x"', "[]", "{not json", "42", ""];
+      for (const verb of ["pause", "cancel", "ping"]) {
+        for (const body of junk) other.nc.publish(other.subject("executor", a.worker.appId, verb), body);
+      }
+      for (const body of junk) other.nc.publish(other.subject("executor", b.appId, "drain"), body);
+      await other.nc.flush();
+      // The drained worker stops, deregistering (its replies are read).
+      await within(bRan, 15_000, "the drained worker's run() to resolve");
+      // The worker still takes and runs jobs, and answers a ping.
+      const job = await other.submitAndWait({ group: GROUP, task: "ts-it-cmd", args: { still: "running" } }, { timeoutMs: 20_000 });
+      assert.equal(job.state, "success");
+      assert.deepEqual(job.result, { still: "running" });
+      const pong = await other.nc.request(other.subject("executor", a.worker.appId, "ping"), "", { timeout: 2000 });
+      assert.equal(pong.string(), a.worker.instance);
+      // The client sharing the worker's connection still reads its replies.
+      assert.equal((await a.fw.get(GROUP, job.id)).state, "success");
+    } finally {
+      // Bounded: on a connection that stopped reading, these would hang.
+      await within(other.close(), 10_000, "closing").catch(() => {});
+      await within(b.stop({ force: true }), 15_000, "stopping").catch(() => {});
+      await within(a.close(), 15_000, "closing").catch(() => {});
+    }
+  });
+
+  it("jobs of a task at its concurrency run one at a time", async () => {
+    const h = await startWorker(
+      [
+        ["ts-it-cap", async () => new Promise((r) => setTimeout(r, 100)), { concurrency: 1 }],
+        ["ts-it-cap-other", async () => null],
+      ],
+      { appId: `ts-cap-${RUN}` },
+    );
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // idle: long-polling
+      const ids = await h.fw.submitMany(Array.from({ length: 3 }, (_, i) => ({ group: GROUP, task: "ts-it-cap", args: { i } })));
+      const jobs = await h.fw.waitMany(GROUP, ids, { timeoutMs: 20_000 });
+      for (const j of jobs) assert.equal(j.state, "success");
+      // One at a time (that the next starts when one ends, not a long
+      // poll later, is the unit test's check of the requests).
+      const spans = jobs.map((j) => [Date.parse(j.started), Date.parse(j.finished)]).sort((a, b) => a[0] - b[0]);
+      for (let i = 1; i < spans.length; i++) {
+        assert.ok(spans[i - 1][1] <= spans[i][0], `two jobs of a task of concurrency 1 overlapped: ${JSON.stringify(spans)}`);
+      }
+    } finally {
+      await h.close();
+    }
+  });
+});
+
+async function within(p, ms, what) {
+  let t;
+  try {
+    return await Promise.race([p, new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms)))]);
+  } finally {
+    clearTimeout(t);
+  }
+}
