@@ -357,8 +357,10 @@ type systemConfig struct {
 	fairness string
 }
 
-func newSystem(ctx context.Context, opts Options, cfg systemConfig) (s *system, err error) {
-	s = &system{opts: opts, finished: make(chan arrival, 1<<20), ranEnough: make(chan struct{})}
+func newSystem(ctx context.Context, opts Options, cfg systemConfig) (_ *system, err error) {
+	// Not the named result: a failure returns nil, and what was started
+	// must still be stopped (a coordinator process left running, else).
+	s := &system{opts: opts, finished: make(chan arrival, 1<<20), ranEnough: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.close()

@@ -33,6 +33,10 @@ const DEREGISTER_TIMEOUT_MS = 2000;
 const REPORT_FLUSH_TIMEOUT_MS = 5000;
 const RELEASE_GRACE_MS = 5000;
 const START_REPORT_DELAY_MS = 25;
+/** The reason a job's signal is aborted with once the job has ended: one
+ * shared error, not one per job (an Error's stack costs more than the
+ * rest of a short job's bookkeeping). */
+const JOB_ENDED = new JobAbortedError("shutdown", "the job has ended");
 const LOG_FLUSH_MS = 100;
 const PROGRESS_EVERY_MS = 1000;
 const LOG_FLUSH_LINES = 100;
@@ -1154,7 +1158,8 @@ export class Worker {
     this.#reporter.publish(this.#report(rj, "done", fields));
     this.#jobs.delete(rj.key);
     this.#freeSlot(rj);
-    if (!rj.abort.signal.aborted) rj.abort.abort(new JobAbortedError("shutdown", "the job has ended"));
+    if (!rj.abort.signal.aborted) rj.abort.abort(JOB_ENDED); // lets go of what listens to it
+
     if (this.#jobs.size === 0) this.#jobsEmpty?.();
     this.#wake();
   }
