@@ -76,9 +76,9 @@ func TestClients(t *testing.T) {
 	addExecutorCreds(t, fairwayBin, tenants, "py", "py-echo")
 
 	testEnv := append(os.Environ(),
-		"FAIRWAY_TEST_NATS_URL="+plain.natsURL,
-		"FAIRWAY_TEST_TENANTS_NATS_URL="+tenants.natsURL,
-		"FAIRWAY_TEST_CREDS_DIR="+filepath.Join(tenants.dir, "creds"),
+		"FAIRWAY_TEST_NATS_URL="+plain.NATSURL,
+		"FAIRWAY_TEST_TENANTS_NATS_URL="+tenants.NATSURL,
+		"FAIRWAY_TEST_CREDS_DIR="+filepath.Join(tenants.Dir, "creds"),
 		"NATS_SERVER_BIN="+filepath.Join(bin, "nats-server"),
 		"FAIRWAY_BIN="+fairwayBin,
 	)
@@ -107,7 +107,7 @@ func TestClients(t *testing.T) {
 		install.Dir = dir
 		out, err = install.CombinedOutput()
 		require.NoError(t, err, "npm install %s: %s", tgz, out)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "hello.js"), []byte(strings.ReplaceAll(code, devURL, plain.natsURL)), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "hello.js"), []byte(strings.ReplaceAll(code, devURL, plain.NATSURL)), 0o600))
 		ran := runProgram(t, dir, nil, node, "hello.js")
 		require.Contains(t, ran, "success", "the quickstart's job succeeded")
 		require.Contains(t, ran, "hello, ada")
@@ -123,7 +123,7 @@ func TestClients(t *testing.T) {
 		pkg, err := filepath.Abs(pyDir)
 		require.NoError(t, err)
 		runProgram(t, dir, nil, filepath.Join(venv, "bin", "pip"), "install", "--quiet", "--no-build-isolation", "--no-index", pkg)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "hello.py"), []byte(strings.ReplaceAll(code, devURL, plain.natsURL)), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "hello.py"), []byte(strings.ReplaceAll(code, devURL, plain.NATSURL)), 0o600))
 		out := runProgram(t, dir, nil, filepath.Join(venv, "bin", "python"), "hello.py")
 		require.Contains(t, out, "success", "the quickstart's job succeeded")
 		require.Contains(t, out, "hello, ada")
@@ -234,9 +234,7 @@ type executorProgram struct {
 
 // runningExecutor is a started conformance executor.
 type runningExecutor struct {
-	cmd      *exec.Cmd
-	out      *devtest.Output
-	exited   chan error
+	*devtest.Process
 	instance string
 }
 
@@ -245,132 +243,56 @@ type runningExecutor struct {
 func (p executorProgram) start(t *testing.T, args ...string) *runningExecutor {
 	t.Helper()
 	r := p.launch(t, args...)
-	select {
-	case <-r.out.Seen("conformance: registered "):
-	case err := <-r.exited:
-		t.Fatalf("the %s executor exited (%v) before it registered:\n%s", p.lang, err, r.out)
-	case <-time.After(waitTimeout):
-		t.Fatalf("the %s executor did not register within %s:\n%s", p.lang, waitTimeout, r.out)
-	}
+	r.WaitFor(t, "conformance: registered ")
 	// Its line may still be arriving: wait for its end.
-	r.out.Wait(t, "\n", waitTimeout)
-	m := regexp.MustCompile(`conformance: registered \S+ (\S+)\n`).FindStringSubmatch(r.out.String())
-	require.NotNil(t, m, "the registered line names the instance:\n%s", r.out)
+	r.Out.Wait(t, "\n", waitTimeout)
+	m := regexp.MustCompile(`conformance: registered \S+ (\S+)\n`).FindStringSubmatch(r.Out.String())
+	require.NotNil(t, m, "the registered line names the instance:\n%s", r.Out)
 	r.instance = m[1]
 	return r
 }
 
-// launch starts the executor without waiting for anything.
+// launch starts the executor without waiting for anything. It is stopped
+// as a user would when the test ends (a request it left parked at the
+// leader would take the next test's job, and lose it).
 func (p executorProgram) launch(t *testing.T, args ...string) *runningExecutor {
 	t.Helper()
-	r := &runningExecutor{out: &devtest.Output{}, exited: make(chan error, 1)}
-	r.cmd = exec.Command(p.cmd[0], append(slices.Clone(p.cmd[1:]), args...)...)
-	r.cmd.Env = append(os.Environ(), p.env...)
-	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
-	require.NoError(t, r.cmd.Start())
-	go func() { r.exited <- r.cmd.Wait() }()
-	t.Cleanup(func() {
-		// Stopped as a user would (a request it left parked at the leader
-		// would take the next test's job, and lose it), killed if it
-		// does not stop.
-		_ = r.cmd.Process.Signal(syscall.SIGTERM) // a no-op once it exited
-		select {
-		case err := <-r.exited:
-			r.exited <- err
-		case <-time.After(30 * time.Second):
-			_ = r.cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("the %s executor's output:\n%s", p.lang, r.out)
-		}
-	})
-	return r
+	cmd := exec.Command(p.cmd[0], append(slices.Clone(p.cmd[1:]), args...)...)
+	cmd.Env = append(os.Environ(), p.env...)
+	return &runningExecutor{Process: devtest.Start(t, cmd, syscall.SIGTERM)}
 }
 
 // signal sends sig to the executor.
 func (r *runningExecutor) signal(t *testing.T, sig os.Signal) {
 	t.Helper()
-	require.NoError(t, r.cmd.Process.Signal(sig))
+	require.NoError(t, r.Cmd.Process.Signal(sig))
 }
 
-// waitExit waits for the executor to exit and returns its status.
-func (r *runningExecutor) waitExit(t *testing.T) int {
-	t.Helper()
-	select {
-	case err := <-r.exited:
-		r.exited <- err // for the next waitExit
-		if err == nil {
-			return 0
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		t.Fatalf("waiting for the executor: %v", err)
-	case <-time.After(waitTimeout):
-		t.Fatalf("the executor did not exit within %s:\n%s", waitTimeout, r.out)
-	}
-	return -1
-}
+// dev is a running `fairway dev`, with the suite's helpers.
+type dev struct{ *devtest.Dev }
 
-// dev is a running `fairway dev`.
-type dev struct {
-	dir, natsURL string
-	pgPort       int
-}
-
-// startDev runs `fairway dev` on free ports in a fresh directory (retries
-// 1 s after a failure: the suite's failing jobs retry within it; leases of
-// 10 s: a frozen executor's job is given back within the test), waits
-// until it runs, and stops it when the test ends.
+// startDev runs `fairway dev` (retries 1 s after a failure: the suite's
+// failing jobs retry within it; leases of 10 s: a frozen executor's job
+// is given back within the test; no dashboard).
 func startDev(t *testing.T, fairwayBin string, extra ...string) *dev {
 	t.Helper()
-	dir := devtest.Dir(t, "fairway-clients-")
-	natsPort, pgPort := devtest.FreePort(t), devtest.FreePort(t)
-	out := &devtest.Output{}
-	args := append([]string{"dev", "--dev-dir", dir,
-		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort), "--pg-port", fmt.Sprint(pgPort),
-		"--http-addr", "", "--web-addr", "", "--retry-delay", "1s", "--lease", "10s", "--log-format", "json"}, extra...)
-	cmd := exec.Command(fairwayBin, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT) // fairway dev stops its PostgreSQL too
-		var err error
-		select {
-		case err = <-exited:
-		case <-time.After(waitTimeout):
-			_ = cmd.Process.Kill()
-			err = <-exited
-		}
-		if err != nil {
-			t.Logf("fairway dev did not stop cleanly: %v", err)
-		}
-	})
-	select {
-	case <-out.Seen("Fairway is running"):
-	case err := <-exited:
-		t.Fatalf("fairway dev exited (%v):\n%s", err, out)
-	case <-time.After(waitTimeout):
-		t.Fatalf("fairway dev did not start within %s:\n%s", waitTimeout, out)
-	}
-	return &dev{dir: dir, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", natsPort), pgPort: pgPort}
+	return &dev{devtest.StartDev(t, fairwayBin, append([]string{"--http-addr", "", "--web-addr", "",
+		"--retry-delay", "1s", "--lease", "10s"}, extra...)...)}
 }
 
 // databaseURL is the URL of d's PostgreSQL, as its superuser (whose
 // password fairway dev keeps in <dev-dir>/pg.password).
 func (d *dev) databaseURL(t *testing.T) string {
 	t.Helper()
-	pw, err := os.ReadFile(filepath.Join(d.dir, "pg.password"))
+	pw, err := os.ReadFile(filepath.Join(d.Dir, "pg.password"))
 	require.NoError(t, err)
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("fairway", strings.TrimSpace(string(pw))),
-		Host: fmt.Sprintf("127.0.0.1:%d", d.pgPort), Path: "/postgres", RawQuery: "sslmode=disable"}
+		Host: fmt.Sprintf("127.0.0.1:%d", d.PGPort), Path: "/postgres", RawQuery: "sslmode=disable"}
 	return u.String()
 }
 
 // creds is the path of a credential of d.
-func (d *dev) creds(name string) string { return filepath.Join(d.dir, "creds", name+".creds") }
+func (d *dev) creds(name string) string { return filepath.Join(d.Dir, "creds", name+".creds") }
 
 // client connects a Go client to d, with a credential of its when name is
 // not empty.
@@ -380,7 +302,7 @@ func (d *dev) client(t *testing.T, credsName string) (*events.Client, *nats.Conn
 	if credsName != "" {
 		opts = append(opts, nats.UserCredentials(d.creds(credsName)))
 	}
-	nc, err := nats.Connect(d.natsURL, opts...)
+	nc, err := nats.Connect(d.NATSURL, opts...)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	c, err := events.NewClient(nc, events.ClientOptions{})
@@ -393,7 +315,7 @@ func (d *dev) client(t *testing.T, credsName string) (*events.Client, *nats.Conn
 func addExecutorCreds(t *testing.T, fairwayBin string, d *dev, name, tasks string) {
 	t.Helper()
 	out, err := exec.Command(fairwayBin, "creds", "add", "executor", name, "--tasks", tasks,
-		"--groups", "acme", "--dev-dir", d.dir).CombinedOutput()
+		"--groups", "acme", "--dev-dir", d.Dir).CombinedOutput()
 	require.NoError(t, err, "creds add executor %s: %s", name, out)
 }
 

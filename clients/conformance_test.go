@@ -66,7 +66,7 @@ func running(j *fairway.Job) bool { return j.State == fairway.StateRunning }
 func conformance(t *testing.T, d *dev, p executorProgram) {
 	c, nc := d.client(t, "")
 	group, appID := "conf-"+p.lang, "conf-"+p.lang
-	ex := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "4")
+	ex := p.start(t, "--nats-url", d.NATSURL, "--app-id", appID, "--slots", "4")
 
 	t.Run("registration", func(t *testing.T) {
 		list, err := c.Executors(t.Context())
@@ -317,7 +317,7 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 		thawed := false
 		defer func() {
 			if !thawed {
-				_ = ex.cmd.Process.Signal(syscall.SIGCONT)
+				_ = ex.Cmd.Process.Signal(syscall.SIGCONT)
 			}
 		}()
 		job := final(t, c, group, id)
@@ -337,8 +337,8 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 		id := submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":2000}`)})
 		until(t, c, group, id, "running", running)
 		ex.signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, ex.waitExit(t), "exit status after SIGTERM:\n%s", ex.out)
-		require.Contains(t, ex.out.String(), "conformance: stopped")
+		require.Equal(t, 0, ex.Wait(t), "exit status after SIGTERM:\n%s", ex.Out)
+		require.Contains(t, ex.Out.String(), "conformance: stopped")
 		job := final(t, c, group, id)
 		require.Equal(t, fairway.StateSuccess, job.State, "the running job finished: %+v", job)
 		list, err := c.Executors(t.Context())
@@ -349,7 +349,7 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 	})
 
 	t.Run("forced-stop-gives-attempts-back", func(t *testing.T) {
-		ex2 := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "2")
+		ex2 := p.start(t, "--nats-url", d.NATSURL, "--app-id", appID, "--slots", "2")
 		ids := []string{
 			submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":600000}`)}),
 			submit(t, c, fairway.Submission{Group: group, Task: "conf-sleep", Args: json.RawMessage(`{"ms":600000}`)}),
@@ -358,14 +358,14 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 			until(t, c, group, id, "running", running)
 		}
 		ex2.signal(t, syscall.SIGINT)
-		ex2.out.Wait(t, "conformance: stopping", waitTimeout) // it took the first signal
+		ex2.Out.Wait(t, "conformance: stopping", waitTimeout) // it took the first signal
 		ex2.signal(t, syscall.SIGINT)
-		require.Equal(t, 0, ex2.waitExit(t), "exit status after two signals:\n%s", ex2.out)
+		require.Equal(t, 0, ex2.Wait(t), "exit status after two signals:\n%s", ex2.Out)
 		for _, id := range ids {
 			job := until(t, c, group, id, "released", func(j *fairway.Job) bool { return j.State == fairway.StateWaiting })
 			require.Zero(t, job.Retries, "released, not failed: %+v", job)
 		}
-		ex3 := p.start(t, "--nats-url", d.natsURL, "--app-id", appID, "--slots", "2")
+		ex3 := p.start(t, "--nats-url", d.NATSURL, "--app-id", appID, "--slots", "2")
 		for _, id := range ids {
 			job := until(t, c, group, id, "running again", running)
 			require.Equal(t, 1, job.Attempt, "the next instance runs it as the attempt given back: %+v", job)
@@ -377,8 +377,8 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 
 		// An operator's drain stops it as a signal does.
 		require.NoError(t, c.Drain(t.Context(), appID))
-		require.Equal(t, 0, ex3.waitExit(t), "exit status after a drain:\n%s", ex3.out)
-		require.Contains(t, ex3.out.String(), "conformance: stopped")
+		require.Equal(t, 0, ex3.Wait(t), "exit status after a drain:\n%s", ex3.Out)
+		require.Contains(t, ex3.Out.String(), "conformance: stopped")
 	})
 }
 
@@ -388,11 +388,11 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 func conformanceTenants(t *testing.T, fairwayBin string, d *dev, p executorProgram) {
 	appID := "conf-" + p.lang
 	addExecutorCreds(t, fairwayBin, d, appID, "conf-echo")
-	flags := []string{"--nats-url", d.natsURL, "--creds", d.creds("executor-" + appID), "--app-id", appID}
+	flags := []string{"--nats-url", d.NATSURL, "--creds", d.creds("executor-" + appID), "--app-id", appID}
 
 	refused := p.launch(t, append(flags, "--tasks", "conf-echo,conf-fail")...)
-	require.Equal(t, 2, refused.waitExit(t), "a task the credential does not grant:\n%s", refused.out)
-	require.Regexp(t, `conformance: refused: \w+: .*conf-fail`, refused.out.String())
+	require.Equal(t, 2, refused.Wait(t), "a task the credential does not grant:\n%s", refused.Out)
+	require.Regexp(t, `conformance: refused: \w+: .*conf-fail`, refused.Out.String())
 
 	ex := p.start(t, append(flags, "--tasks", "conf-echo")...)
 	acme, _ := d.client(t, "tenant-acme")
@@ -412,5 +412,5 @@ func conformanceTenants(t *testing.T, fairwayBin string, d *dev, p executorProgr
 	require.NoError(t, err)
 
 	ex.signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, ex.waitExit(t), "exit status after SIGTERM:\n%s", ex.out)
+	require.Equal(t, 0, ex.Wait(t), "exit status after SIGTERM:\n%s", ex.Out)
 }

@@ -401,10 +401,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		func(context.Context) error {
 			return c.subs.listen(c.subjects.NotifyPeriodic(), func(*nats.Msg) { c.periodic.kick() })
 		},
-		// Every coordinator hears every rejection, for the waits that
-		// come after it (rejections.go).
+		// Every coordinator hears every rejection: for the waits held,
+		// and those that come after it (rejections.go).
 		func(context.Context) error {
-			return c.subs.listen(c.subjects.EventFilter("", "", fairway.StateRejected), c.rejections.heard)
+			return c.subs.listen(c.subjects.EventFilter("", "", fairway.StateRejected), func(msg *nats.Msg) {
+				evs, err := events.DecodeEvents(msg.Data)
+				if err != nil {
+					return
+				}
+				c.rejections.record(evs)
+				c.waits.answerEvents(evs)
+			})
 		},
 		func(ctx context.Context) error { return c.ingest.start(ctx, c.subs, c.consumers) },
 		func(ctx context.Context) error { return c.results.start(ctx, c.subs, c.consumers) },

@@ -7,15 +7,15 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/nats-io/nats.go"
 )
 
 // A wait for a submission that was rejected before the wait came (a
 // client that publishes and then waits, while the ingest is quicker than
 // its request) would hear no rejection, and end not found. So every
-// coordinator hears every rejected event (whichever coordinator rejected
-// it) and remembers the recent ones: a wait that finds no job looks there
-// first, and again when it runs out.
+// coordinator hears every rejected event from its start (whichever
+// coordinator rejected it): it answers the waits held for those jobs, and
+// remembers the recent ones: a wait that finds no job looks there first,
+// and again when it runs out.
 
 // Bounds of the rejections remembered: the newest rejectionsKept, none
 // older than rejectionsAge (a flood of rejections costs a few MiB at
@@ -34,20 +34,17 @@ type rejections struct {
 }
 
 type rejected struct {
-	err *fairway.Error
-	at  time.Time
+	err  *fairway.Error
+	at   time.Time
+	slot int // its place in order
 }
 
 func newRejections() *rejections {
 	return &rejections{byKey: map[fairway.JobRef]rejected{}}
 }
 
-// heard records the rejections a message of events carries.
-func (r *rejections) heard(msg *nats.Msg) {
-	evs, err := events.DecodeEvents(msg.Data)
-	if err != nil {
-		return
-	}
+// record remembers the rejections among evs.
+func (r *rejections) record(evs []events.Event) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -56,14 +53,20 @@ func (r *rejections) heard(msg *nats.Msg) {
 			continue
 		}
 		key := fairway.JobRef{Group: ev.Group, ID: ev.JobID}
-		if len(r.order) < rejectionsKept {
+		slot := len(r.order)
+		if slot < rejectionsKept {
 			r.order = append(r.order, key)
 		} else {
-			delete(r.byKey, r.order[r.head])
-			r.order[r.head] = key
+			// The oldest place goes, and its key with it unless a later
+			// place holds it (the same id rejected again).
+			slot = r.head
+			if old := r.order[slot]; r.byKey[old].slot == slot {
+				delete(r.byKey, old)
+			}
+			r.order[slot] = key
 			r.head = (r.head + 1) % rejectionsKept
 		}
-		r.byKey[key] = rejected{at: now, err: &fairway.Error{Code: cmp.Or(ev.Code, fairway.CodeInvalid), Field: ev.Field, JobID: ev.JobID, Message: ev.Error}}
+		r.byKey[key] = rejected{at: now, slot: slot, err: &fairway.Error{Code: cmp.Or(ev.Code, fairway.CodeInvalid), Field: ev.Field, JobID: ev.JobID, Message: ev.Error}}
 	}
 }
 

@@ -36,8 +36,10 @@ const (
 // after job, does not subscribe anew each time.
 const waitLinger = 30 * time.Second
 
-// waitEnds are the final states, and the rejection, that end a wait.
-var waitEnds = []fairway.State{fairway.StateSuccess, fairway.StateFailed, fairway.StateCancelled, fairway.StateRejected}
+// waitEnds are the final states that end a wait, heard by a group's
+// subscriptions while it has waits. Rejections end them too: every
+// coordinator hears every rejection from its start (rejections.go).
+var waitEnds = []fairway.State{fairway.StateSuccess, fairway.StateFailed, fairway.StateCancelled}
 
 // waits are the wait requests this coordinator holds, by group and job.
 type waits struct {
@@ -110,12 +112,16 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 		return events.Reply{}, err
 	}
 	job, err := c.journal.get(ctx, group, req.ID)
+	var rej *fairway.Error
+	if errors.Is(err, fairway.ErrNotFound) {
+		rej = c.rejections.of(group, req.ID)
+	}
 	switch {
 	case err == nil && job.State.Final():
 		c.waits.answer(w, job, nil)
-	case errors.Is(err, fairway.ErrNotFound) && c.rejections.of(group, req.ID) != nil:
+	case rej != nil:
 		// Rejected before the wait came.
-		c.waits.answer(w, nil, c.rejections.of(group, req.ID))
+		c.waits.answer(w, nil, rej)
 	case err != nil && !errors.Is(err, fairway.ErrNotFound):
 		// Not found: not stored yet (a submission still on its way), or
 		// never: the wait tells at its end.
@@ -201,6 +207,12 @@ func (ws *waits) heard(msg *nats.Msg) {
 	if err != nil {
 		return
 	}
+	ws.answerEvents(evs)
+}
+
+// answerEvents answers the waits of the jobs whose final event (or
+// rejection) is among evs.
+func (ws *waits) answerEvents(evs []events.Event) {
 	for _, ev := range evs {
 		if !ev.State.Final() && ev.State != fairway.StateRejected {
 			continue

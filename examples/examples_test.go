@@ -37,7 +37,9 @@ func TestExamples(t *testing.T) {
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 
-	natsURL := startDev(t, filepath.Join(bin, "fairway"))
+	natsURL := devtest.StartDev(t, filepath.Join(bin, "fairway"),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t)),
+		"--web-addr", fmt.Sprintf("127.0.0.1:%d", devtest.FreePort(t))).NATSURL
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -103,23 +105,11 @@ func testNode(t *testing.T, client *events.Client, natsURL string) {
 	}
 
 	const appID, group = "node-tests", "examples"
-	execOut := &devtest.Output{}
 	executor := exec.Command(node, "executor.js", "--nats-url", natsURL, "--app-id", appID)
-	executor.Dir, executor.Stdout, executor.Stderr = dir, execOut, execOut
-	require.NoError(t, executor.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- executor.Wait() }()
-	t.Cleanup(func() {
-		_ = executor.Process.Kill() // a no-op once it exited
-		t.Logf("executor.js output:\n%s", execOut)
-	})
-	select {
-	case <-execOut.Seen("registered app-id " + appID):
-	case err := <-exited:
-		t.Fatalf("executor.js exited (%v):\n%s", err, execOut)
-	case <-time.After(waitTimeout):
-		t.Fatalf("executor.js did not register within %s:\n%s", waitTimeout, execOut)
-	}
+	executor.Dir = dir
+	ex := devtest.Start(t, executor, syscall.SIGTERM)
+	execOut := ex.Out
+	ex.WaitFor(t, "registered app-id "+appID)
 
 	// Jobs of node-hello, every other one through the API, run by the
 	// Node executor: the result its handler computed, its log line and its
@@ -182,12 +172,7 @@ func testNode(t *testing.T, client *events.Client, natsURL string) {
 
 	// SIGTERM: it finishes, deregisters and exits 0.
 	require.NoError(t, executor.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "executor.js must exit 0 after SIGTERM:\n%s", execOut)
-	case <-time.After(waitTimeout):
-		t.Fatalf("executor.js did not stop within %s after SIGTERM:\n%s", waitTimeout, execOut)
-	}
+	require.Equal(t, 0, ex.Wait(t), "executor.js must exit 0 after SIGTERM:\n%s", execOut)
 	require.Contains(t, execOut.String(), "deregistered instance")
 	executors, err := client.Executors(t.Context())
 	require.NoError(t, err)
@@ -210,23 +195,11 @@ func testPython(t *testing.T, client *events.Client, natsURL string) {
 	env := append(os.Environ(), "PYTHONPATH="+src)
 
 	const appID, group = "py-tests", "examples"
-	out := &devtest.Output{}
 	worker := exec.Command(python, filepath.Join("python", "worker.py"), "--nats-url", natsURL, "--app-id", appID)
-	worker.Env, worker.Stdout, worker.Stderr = env, out, out
-	require.NoError(t, worker.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- worker.Wait() }()
-	t.Cleanup(func() {
-		_ = worker.Process.Kill() // a no-op once it exited
-		t.Logf("worker.py output:\n%s", out)
-	})
-	select {
-	case <-out.Seen("worker " + appID + " registered"):
-	case err := <-exited:
-		t.Fatalf("worker.py exited (%v):\n%s", err, out)
-	case <-time.After(waitTimeout):
-		t.Fatalf("worker.py did not register within %s:\n%s", waitTimeout, out)
-	}
+	worker.Env = env
+	w := devtest.Start(t, worker, syscall.SIGTERM)
+	out := w.Out
+	w.WaitFor(t, "worker "+appID+" registered")
 
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
@@ -254,12 +227,7 @@ func testPython(t *testing.T, client *events.Client, natsURL string) {
 
 	// SIGTERM: it finishes, deregisters and exits 0.
 	require.NoError(t, worker.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-exited:
-		require.NoError(t, err, "worker.py must exit 0 after SIGTERM:\n%s", out)
-	case <-time.After(waitTimeout):
-		t.Fatalf("worker.py did not stop within %s after SIGTERM:\n%s", waitTimeout, out)
-	}
+	require.Equal(t, 0, w.Wait(t), "worker.py must exit 0 after SIGTERM:\n%s", out)
 	require.Contains(t, out.String(), "worker "+appID+" deregistered")
 }
 
@@ -272,50 +240,6 @@ func lookPath(t *testing.T, name string) string {
 		t.Fatalf("the Node.js examples need %s on PATH: install Debian's nodejs and npm (apt-get install nodejs npm)", name)
 	}
 	return path
-}
-
-// startDev runs `fairway dev` on free ports in a fresh directory, waits
-// until it says it is running, and stops it (SIGINT) when the test ends.
-// It returns the URL of its NATS server.
-func startDev(t *testing.T, fairwayBin string) string {
-	t.Helper()
-	// As root, fairway dev runs PostgreSQL as the unprivileged postgres
-	// user, which must reach the directory: t.TempDir's parent is 0700.
-	dir := devtest.Dir(t, "fairway-examples-")
-	natsPort, pgPort, httpPort, webPort := devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t), devtest.FreePort(t)
-
-	stderr := &devtest.Output{}
-	cmd := exec.Command(fairwayBin, "dev", "--dev-dir", dir,
-		"--nats-addr", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--pg-port", fmt.Sprint(pgPort),
-		"--http-addr", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--web-addr", fmt.Sprintf("127.0.0.1:%d", webPort),
-		"--log-format", "json")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT) // fairway dev stops its PostgreSQL too
-		var err error
-		select {
-		case err = <-exited:
-		case <-time.After(waitTimeout):
-			_ = cmd.Process.Kill()
-			err = <-exited
-		}
-		if err != nil {
-			t.Logf("fairway dev did not stop cleanly: %v", err)
-		}
-	})
-	select {
-	case <-stderr.Seen("Fairway is running"):
-	case err := <-exited:
-		t.Fatalf("fairway dev exited (%v):\n%s", err, stderr)
-	case <-time.After(waitTimeout):
-		t.Fatalf("fairway dev did not start within %s:\n%s", waitTimeout, stderr)
-	}
-	return fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
 }
 
 // runExample runs a program with a deadline, requires exit code 0 and

@@ -670,11 +670,7 @@ class NatsTransport(Transport):
         else:
             err = TransportError(text)
         log.warning("NATS server error: %s", text)
-        if self.on_error is not None:
-            try:
-                self.on_error(err)
-            except Exception:
-                log.exception("on_error callback failed")
+        _hook("on_error", self.on_error, err)
         # Every other -ERR ends the connection; the server closes it and
         # the reader notices.
 
@@ -686,11 +682,7 @@ class NatsTransport(Transport):
             sub.pending,
             sub.dropped,
         )
-        if self.on_slow_consumer is not None:
-            try:
-                self.on_slow_consumer(sub)
-            except Exception:
-                log.exception("on_slow_consumer callback failed")
+        _hook("on_slow_consumer", self.on_slow_consumer, sub)
 
     # ------------------------------------------------------------------
     # Reconnecting
@@ -710,11 +702,7 @@ class NatsTransport(Transport):
             f = self._pongs.popleft()
             if f is not None and not f.done():
                 f.set_exception(TransportError("disconnected before the server answered"))
-        if self.on_disconnected is not None:
-            try:
-                self.on_disconnected()
-            except Exception:
-                log.exception("on_disconnected callback failed")
+        _hook("on_disconnected", self.on_disconnected)
         self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
@@ -734,11 +722,7 @@ class NatsTransport(Transport):
                     continue
                 self.reconnects += 1
                 log.info("NATS reconnected to %s", srv)
-                if self.on_reconnected is not None:
-                    try:
-                        self.on_reconnected()
-                    except Exception:
-                        log.exception("on_reconnected callback failed")
+                _hook("on_reconnected", self.on_reconnected)
                 return
             rounds += 1
             if 0 <= self._max_reconnect <= rounds:
@@ -1040,3 +1024,13 @@ async def connect_nats(servers: Union[str, list[str]] = "nats://127.0.0.1:4222",
     if os.environ.get("FAIRWAY_NATS_DEBUG"):
         logging.getLogger("fairway.nats").setLevel(logging.DEBUG)
     return await NatsTransport(servers, **options).connect()
+
+
+def _hook(name: str, fn: Optional[Callable[..., Any]], *args: Any) -> None:
+    """Calls a user's callback, if set; what it raises is logged, never the connection's."""
+    if fn is None:
+        return
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("%s callback failed", name)
