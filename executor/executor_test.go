@@ -972,6 +972,10 @@ func TestPrefetchHoldsJobsBeyondThePool(t *testing.T) {
 			break
 		}
 	}
+	// Received, not only sent: a reply still on its way when the shutdown
+	// begins is released at once, before or after the stop request (the
+	// ordering checked below is that of a job held).
+	require.Eventually(t, func() bool { return e.Running() == 2 }, waitTimeout, time.Millisecond, "j2 runs and j4 is held")
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.Shutdown(context.Background()) }()
 	reports = b.coord.reportsUntilDone(j4.ID)
