@@ -203,6 +203,8 @@ export class Worker {
   #started = "";
   #state: "new" | "starting" | "running" | "stopping" | "stopped" = "new";
   #forced = false;
+  /** Whether the coordinators have been told (or could not be told) that this worker stops. */
+  #toldStopping = false;
   #reporter: Reporter;
   #subs: Subscription[] = [];
   #timers: NodeJS.Timeout[] = [];
@@ -524,9 +526,13 @@ export class Worker {
   }
 
   #force(): void {
-    if (this.#forced) return;
     this.#forced = true;
+    // Not before the coordinators know this instance stops: a release they
+    // heard first would count the attempt (a second signal can come while
+    // the stopping request is on its way).
+    if (!this.#toldStopping) return;
     for (const rj of this.#jobs.values()) {
+      if (rj.abort.signal.aborted) continue;
       rj.abort.abort(new JobAbortedError("shutdown", "the worker is stopping: the job is released"));
     }
   }
@@ -539,10 +545,11 @@ export class Worker {
     } catch (err) {
       this.#log.info(`could not tell the coordinators that this worker stops (${(err as Error).message}); its jobs are released all the same`);
     }
+    this.#toldStopping = true;
+    if (this.#forced) this.#force();
     // Jobs held beyond the slots never started: back to waiting at once.
     for (const rj of [...this.#queued]) rj.abort.abort(new JobAbortedError("shutdown", RELEASED_UNRUN));
     await this.#dispatchLoop; // a reply in flight: its jobs are released
-    if (this.#forced) this.#force();
     if (this.#jobs.size > 0) {
       const empty = new Promise<void>((resolve) => (this.#jobsEmpty = resolve));
       // Once forced, a handler that ignores its signal is not waited for beyond the grace.

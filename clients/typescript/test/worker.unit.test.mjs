@@ -309,3 +309,46 @@ test("worker: a task at its cap is asked for again as soon as its job ends, not 
     await w.stop({ force: true });
   }
 });
+
+test("worker: a forced stop releases the running jobs only after the coordinators heard that it stops", async () => {
+  // A second signal can come while the stopping request is on its way: a
+  // release the leader heard first would count the attempt.
+  const c = fakeCluster();
+  const order = [];
+  let answerStopping;
+  c.on.dispatch = async (body) => {
+    if (body.stopping) {
+      order.push("stopping asked");
+      await new Promise((r) => (answerStopping = r));
+      order.push("stopping answered");
+      return "{}";
+    }
+    if (order.length > 0) return '{"jobs":[]}';
+    order.push("dispatched");
+    return JSON.stringify({ jobs: [job("long", 1, { id: "held" })] });
+  };
+  const w = newWorker(c);
+  let running;
+  const started = new Promise((r) => (running = r));
+  w.task("long", (j, ctx) => {
+    running();
+    return new Promise((_, reject) => ctx.signal.addEventListener("abort", () => {
+      order.push("handler aborted");
+      reject(ctx.signal.reason);
+    }));
+  });
+  await w.start();
+  await started;
+  const graceful = w.stop();
+  await until("the stopping request", () => answerStopping);
+  const forced = w.stop({ force: true });
+  try {
+    await sleep(50); // time for a release that does not wait for the answer
+    assert.deepEqual(order, ["dispatched", "stopping asked"]);
+  } finally {
+    answerStopping();
+    await Promise.all([graceful, forced]);
+  }
+  assert.deepEqual(order, ["dispatched", "stopping asked", "stopping answered", "handler aborted"]);
+  assert.equal(c.done("held").outcome, "released", JSON.stringify(c.done("held")));
+});
