@@ -13,25 +13,40 @@ import (
 // Max is the most partitions a cluster may have.
 const Max = 1024
 
-// Of is group's partition of n (0 for n ≤ 1).
+// Check says whether n partitions may be: from 1 to Max.
+func Check(n int) error {
+	if n < 1 || n > Max {
+		return fmt.Errorf("%d partitions: a cluster has from 1 to %d", n, Max)
+	}
+	return nil
+}
+
+// Of is group's partition of n. n must pass Check (Of panics otherwise:
+// the count is checked where it is configured).
 func Of(group string, n int) int {
-	if n <= 1 {
-		return 0
+	if err := Check(n); err != nil {
+		panic(err)
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(group))
-	return int(h.Sum32() % uint32(n)) //nolint:gosec // G115: n is at most Max
+	return int(h.Sum32() % uint32(n)) //nolint:gosec // G115: n is at most Max (Check)
 }
 
-// Mapping is the NATS subject mapping that adds the partition of n after
-// prefix.kind to subjects prefix.kind.<group>.…(tokens more after the
-// group): "fairway.submit.*.*" → "fairway.submit.{{partition(4,1)}}.{{wildcard(1)}}.{{wildcard(2)}}".
-func Mapping(prefix, kind string, n, tokens int) (from, to string) {
+// Mapping is the NATS subject mapping that routes subjects
+// prefix.kind.<group> followed by tokens more tokens to the group's
+// partition of n, in a namespace of their own (so that a mapped subject
+// never matches what the unmapped ones match, and no publisher picks a
+// partition by naming it: only the mapping may publish there):
+// "fairway.submit.*.*" → "fairway.part.{{partition(4,1)}}.submit.{{wildcard(1)}}.{{wildcard(2)}}".
+func Mapping(prefix, kind string, n, tokens int) (from, to string, err error) {
+	if err := Check(n); err != nil {
+		return "", "", err
+	}
 	from = prefix + "." + kind + ".*"
-	to = fmt.Sprintf("%s.%s.{{partition(%d,1)}}.{{wildcard(1)}}", prefix, kind, n)
+	to = fmt.Sprintf("%s.part.{{partition(%d,1)}}.%s.{{wildcard(1)}}", prefix, n, kind)
 	for i := 2; i <= tokens+1; i++ {
 		from += ".*"
 		to += fmt.Sprintf(".{{wildcard(%d)}}", i)
 	}
-	return from, to
+	return from, to, nil
 }

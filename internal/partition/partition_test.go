@@ -23,10 +23,11 @@ func TestOfAgreesWithNATS(t *testing.T) {
 	}
 	for _, n := range []int{2, 3, 4, 7, 16} {
 		prefix := fmt.Sprintf("p%d", n)
-		from, to := partition.Mapping(prefix, "submit", n, 1)
+		from, to, err := partition.Mapping(prefix, "submit", n, 1)
+		require.NoError(t, err)
 		require.NoError(t, srv.GlobalAccount().AddMapping(from, to))
 		ch := make(chan *nats.Msg, len(groups))
-		sub, err := nc.ChanSubscribe(prefix+".submit.>", ch)
+		sub, err := nc.ChanSubscribe(prefix+".part.>", ch)
 		require.NoError(t, err)
 		for _, g := range groups {
 			require.NoError(t, nc.Publish(prefix+".submit."+g+".ocr", []byte(g)))
@@ -35,7 +36,7 @@ func TestOfAgreesWithNATS(t *testing.T) {
 			select {
 			case m := <-ch:
 				g := string(m.Data)
-				want := fmt.Sprintf("%s.submit.%d.%s.ocr", prefix, partition.Of(g, n), g)
+				want := fmt.Sprintf("%s.part.%d.submit.%s.ocr", prefix, partition.Of(g, n), g)
 				require.Equal(t, want, m.Subject, "group %q of %d partitions", g, n)
 			case <-time.After(10 * time.Second):
 				t.Fatalf("%d partitions: a message did not come", n)
@@ -47,7 +48,6 @@ func TestOfAgreesWithNATS(t *testing.T) {
 
 func TestOfIsStableAndSpreads(t *testing.T) {
 	require.Equal(t, 0, partition.Of("acme", 1))
-	require.Equal(t, 0, partition.Of("acme", 0))
 	// Fixed values: a change of the hash would move every group.
 	require.Equal(t, []int{partition.Of("acme", 4), partition.Of("globex", 4)}, []int{fnv4("acme"), fnv4("globex")})
 	counts := make([]int, 8)
@@ -56,6 +56,12 @@ func TestOfIsStableAndSpreads(t *testing.T) {
 	}
 	for p, c := range counts {
 		require.InDelta(t, 1000, c, 150, "partition %d of 8: %v", p, counts)
+	}
+	for _, n := range []int{0, -3, partition.Max + 1} {
+		require.ErrorContains(t, partition.Check(n), "a cluster has from 1 to 1024", "%d", n)
+		require.Panics(t, func() { partition.Of("acme", n) })
+		_, _, err := partition.Mapping("fairway", "submit", n, 1)
+		require.Error(t, err)
 	}
 }
 
@@ -70,8 +76,9 @@ func fnv4(s string) int {
 }
 
 func TestMapping(t *testing.T) {
-	from, to := partition.Mapping("fairway", "api", 4, 1)
+	from, to, err := partition.Mapping("fairway", "api", 4, 1)
+	require.NoError(t, err)
 	require.Equal(t, "fairway.api.*.*", from)
-	require.Equal(t, "fairway.api.{{partition(4,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", to)
-	require.False(t, strings.Contains(to, "wildcard(3)"))
+	require.Equal(t, "fairway.part.{{partition(4,1)}}.api.{{wildcard(1)}}.{{wildcard(2)}}", to)
+	require.False(t, strings.HasPrefix(to, "fairway.api."), "a namespace of its own")
 }
