@@ -167,6 +167,7 @@ var apiVerbs = map[string]apiVerb{
 	events.VerbRateSet:         {adminOnly, (*Coordinator).apiLimits},
 	events.VerbRateDelete:      {adminOnly, (*Coordinator).apiLimits},
 	events.VerbGroups:          {adminOnly, (*Coordinator).apiGroups},
+	events.VerbPartitions:      {adminOnly, (*Coordinator).apiPartitions},
 	events.VerbWeightSet:       {adminOnly, (*Coordinator).apiGroups},
 	events.VerbPeriodicSave:    {adminOnly, periodicVerb(events.VerbPeriodicSave)},
 	events.VerbPeriodicList:    {adminOnly, periodicVerb(events.VerbPeriodicList)},

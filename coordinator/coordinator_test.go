@@ -855,7 +855,7 @@ func TestAPIVerbsDecodeOneWay(t *testing.T) {
 	require.Contains(t, e.Message, "fairway.admin.executors")
 	e = ask("fairway.api.g.frobnicate", ``)
 	require.NotNil(t, e)
-	require.Contains(t, e.Message, "known: bulk, cancel, drain, executors, get, graph, groups, limit-delete, limit-set, limits, list, logs, pause, periodic-delete")
+	require.Contains(t, e.Message, "known: bulk, cancel, drain, executors, get, graph, groups, limit-delete, limit-set, limits, list, logs, partitions, pause, periodic-delete")
 	require.Nil(t, ask("fairway.api.g.list", ``), "an empty body is an empty request")
 }
 

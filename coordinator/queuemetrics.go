@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +35,18 @@ var (
 	groupFairShareDesc = prometheus.NewDesc("fairway_group_fair_share",
 		"Each group's weighted fair share over the last 5 minutes: its weight over the weights of the groups that ran jobs then.",
 		[]string{"group"}, nil)
+	partitionLeaderDesc = prometheus.NewDesc("fairway_partition_leader",
+		"1 while this coordinator leads the journal's partition, else 0; read at most every 5 s, as the other partition gauges.",
+		[]string{"partition"}, nil)
+	partitionEpochDesc = prometheus.NewDesc("fairway_partition_epoch",
+		"The fencing epoch of the partition's lease: it grows with each new leader (a rate of change says leaders change often).",
+		[]string{"partition"}, nil)
+	partitionJobsDesc = prometheus.NewDesc("fairway_partition_jobs",
+		"Jobs not yet final in the partition, by state (pending, waiting, stuck, scheduled, running).",
+		[]string{"partition", "state"}, nil)
+	partitionLagDesc = prometheus.NewDesc("fairway_partition_event_lag_seconds",
+		"Age of the oldest row of the partition's journal whose events its leader has not published yet (0: none): how far the events trail the changes.",
+		[]string{"partition"}, nil)
 	noExecutorDesc = prometheus.NewDesc("fairway_jobs_without_executor",
 		"Jobs not started yet (pending, waiting, stuck) of a task no live executor runs, by task; read from the partition's state and the executors' registry at most every 5 s.",
 		[]string{"task"}, nil)
@@ -53,6 +66,8 @@ type queueCollector struct {
 	counts     []fairway.QueueCount
 	noExecutor map[string]int64
 	shares     []fairway.GroupShare
+	partitions []fairway.Partition
+	leads      []bool // whether this coordinator leads each of partitions
 }
 
 // groupShareWindow is the window of the share gauges.
@@ -64,6 +79,10 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- noExecutorDesc
 	ch <- groupShareDesc
 	ch <- groupFairShareDesc
+	ch <- partitionLeaderDesc
+	ch <- partitionEpochDesc
+	ch <- partitionJobsDesc
+	ch <- partitionLagDesc
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -99,7 +118,30 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			q.shares = shares
 		}
+		if q.journal != nil {
+			ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
+			p, leads, err := q.journal.partition(ctx)
+			cancel()
+			if err != nil {
+				q.log("reading the partition's status; the last reading is served", "error", err)
+			} else {
+				q.partitions, q.leads = []fairway.Partition{p}, []bool{leads}
+			}
+		}
 		q.readAt = time.Now()
+	}
+	for i, p := range q.partitions {
+		part := strconv.Itoa(p.Partition)
+		leads := 0.0
+		if q.leads[i] {
+			leads = 1
+		}
+		ch <- prometheus.MustNewConstMetric(partitionLeaderDesc, prometheus.GaugeValue, leads, part)
+		ch <- prometheus.MustNewConstMetric(partitionEpochDesc, prometheus.GaugeValue, float64(p.Epoch), part)
+		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.LagMS)/1000, part)
+		for state, n := range p.Jobs {
+			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(n), part, string(state))
+		}
 	}
 	for _, s := range q.shares {
 		ch <- prometheus.MustNewConstMetric(groupShareDesc, prometheus.GaugeValue, s.Share, s.Group)

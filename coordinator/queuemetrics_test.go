@@ -12,7 +12,8 @@ import (
 // TestQueueGaugesReadTheLeadersState: the queue gauges are read on
 // scrape from the partition's state: the jobs of a task no live executor
 // runs are counted by task, and the waiting jobs by group, task and
-// state.
+// state, and per partition its jobs by state and whether this
+// coordinator leads it.
 func TestQueueGaugesReadTheLeadersState(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
@@ -35,8 +36,12 @@ func TestQueueGaugesReadTheLeadersState(t *testing.T) {
 				labels += "/" + l.GetValue()
 			}
 			switch f.GetName() {
-			case "fairway_jobs_without_executor", "fairway_jobs":
+			case "fairway_jobs_without_executor", "fairway_jobs", "fairway_partition_jobs", "fairway_partition_leader":
 				values[f.GetName()+labels] = m.GetGauge().GetValue()
+			case "fairway_partition_epoch":
+				require.Positive(t, m.GetGauge().GetValue(), "the lease's epoch")
+			case "fairway_partition_event_lag_seconds":
+				require.GreaterOrEqual(t, m.GetGauge().GetValue(), 0.0)
 			}
 		}
 	}
@@ -44,5 +49,7 @@ func TestQueueGaugesReadTheLeadersState(t *testing.T) {
 		"fairway_jobs_without_executor/fragile": 3,
 		"fairway_jobs/acme/waiting/fragile":     2,
 		"fairway_jobs/hooli/waiting/fragile":    1,
+		"fairway_partition_jobs/0/waiting":      3,
+		"fairway_partition_leader/0":            1,
 	}, values)
 }

@@ -53,3 +53,14 @@ func (c *Client) DeleteRateLimit(ctx context.Context, scope string) ([]fairway.R
 	}
 	return reply.Rates, nil
 }
+
+// Partitions returns the journal's partitions (operators): each one's
+// leader and lease, database, unfinished jobs and how far its events
+// trail.
+func (c *Client) Partitions(ctx context.Context) ([]fairway.Partition, error) {
+	reply, err := c.request(ctx, c.subjects.Admin(VerbPartitions), struct{}{})
+	if err != nil {
+		return nil, err
+	}
+	return reply.Partitions, nil
+}

@@ -32,6 +32,7 @@ const (
 	VerbLimits      = "limits"       // admin only; the concurrency limits
 	VerbLimitSet    = "limit-set"    // admin only; body: LimitRequest
 	VerbLimitDelete = "limit-delete" // admin only; body: LimitRequest
+	VerbPartitions  = "partitions"   // admin only; the journal's partitions
 	// Periodic task verbs (admin only).
 	VerbPeriodicSave    = "periodic-save"    // body: a fairway.PeriodicTask; creates or replaces
 	VerbPeriodicList    = "periodic-list"    // no body

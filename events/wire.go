@@ -52,6 +52,8 @@ type Reply struct {
 	Stats *fairway.Stats `json:"stats,omitempty"`
 	// Bulk answers bulk.
 	Bulk *BulkResult `json:"bulk,omitempty"`
+	// Partitions answers partitions.
+	Partitions []fairway.Partition `json:"partitions,omitempty"`
 }
 
 // LimitRequest is the body of limit-set (kind, name, max) and

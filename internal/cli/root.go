@@ -235,7 +235,7 @@ parse; with 'submit --wait', 3 the job failed and 4 it was cancelled.`,
 	})
 	root.AddCommand(
 		newDevCmd(e), newCoordinatorCmd(e), newExecutorCmd(e), newWebCmd(e), newMigrateCmd(e),
-		newSubmitCmd(e), newWorkflowCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newLimitsCmd(e), newGroupsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
+		newSubmitCmd(e), newWorkflowCmd(e), newJobsCmd(e), newEventsCmd(e), newExecutorsCmd(e), newLimitsCmd(e), newGroupsCmd(e), newPartitionsCmd(e), newConfigCmd(e), newBenchCmd(e), newPeriodicCmd(e),
 		newCalendarCmd(e), newCredsCmd(e), newDeadLettersCmd(e), newBenchNATSCmd(e), newVersionCmd(e),
 	)
 	usageErrors(root)

@@ -45,6 +45,7 @@ var routes = []route{
 	{pattern: "GET /api/stats", need: roleRead, handle: (*Server).stats},
 	{pattern: "GET /api/groups", need: roleRead, handle: (*Server).groups},
 	{pattern: "GET /api/executors", need: roleRead, operator: true, handle: (*Server).executors},
+	{pattern: "GET /api/partitions", need: roleRead, operator: true, handle: (*Server).partitions},
 	{pattern: "POST /api/executors/{app}/drain", need: roleAdmin, operator: true, handle: (*Server).drain},
 	{pattern: "GET /api/limits", need: roleRead, operator: true, handle: (*Server).limits},
 	{pattern: "PUT /api/limits/{kind}/{name}", need: roleAdmin, operator: true, handle: (*Server).limits},
@@ -673,6 +674,20 @@ func (s *Server) executors(w http.ResponseWriter, r *http.Request, _ caller) err
 		list = []fairway.Executor{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"executors": list})
+	return nil
+}
+
+func (s *Server) partitions(w http.ResponseWriter, r *http.Request, _ caller) error {
+	ctx, cancel := s.ctx(r)
+	defer cancel()
+	list, err := s.cfg.Client.Partitions(ctx)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []fairway.Partition{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"partitions": list})
 	return nil
 }
 

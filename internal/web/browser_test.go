@@ -319,6 +319,16 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.Equal(t, "1", text(t, b, "#t-failed .n"))
 	require.Equal(t, len(st.Tasks), count(t, b, "#task-table tbody tr"))
 	require.Positive(t, count(t, b, "svg.chart rect"), "the chart has bars")
+	// The partitions, as the API has them.
+	var parts struct {
+		Partitions []fairway.Partition `json:"partitions"`
+	}
+	d.get(t, "/api/partitions", &parts)
+	require.Len(t, parts.Partitions, 1)
+	require.NotEmpty(t, parts.Partitions[0].Leader)
+	require.Equal(t, 1, count(t, b, "#partition-table tbody tr"))
+	require.Equal(t, parts.Partitions[0].Leader, text(t, b, `#partition-table tr[data-partition="0"] td:nth-child(2)`))
+	require.Equal(t, parts.Partitions[0].Database, text(t, b, `#partition-table tr[data-partition="0"] td:nth-child(5)`))
 	until(t, b, "the live stream", `document.querySelector("#live").classList.contains("on")`)
 	shoot(t, b, "overview.png")
 

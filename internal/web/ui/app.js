@@ -234,7 +234,9 @@ function windowPicker(onChange) {
 }
 
 async function viewOverview(root) {
-  const st = await api("GET", "/api/stats?window=" + state.window);
+  // The partitions are the operators': a dashboard confined to a group
+  // does not ask for them.
+  const [st, parts] = await Promise.all([api("GET", "/api/stats?window=" + state.window), state.group ? null : api("GET", "/api/partitions")]);
   const fin = { success: 0, failed: 0, cancelled: 0 };
   const per = { success: st.buckets.map(() => 0), failed: st.buckets.map(() => 0), cancelled: st.buckets.map(() => 0) };
   for (const f of st.finished || []) { fin[f.state] += f.jobs; per[f.state][f.bucket] += f.jobs; }
@@ -263,6 +265,7 @@ async function viewOverview(root) {
     root.append(h("div", { class: "card" }, empty("No jobs in this window yet",
       "Submit one from a terminal: fairway submit echo --group acme --args '{\"hello\":\"world\"}'",
       "It appears here, in Jobs and in Fairness as it moves.")));
+    if (parts) root.append(partitionsCard(parts.partitions || []));
     return;
   }
   const series = [
@@ -279,6 +282,25 @@ async function viewOverview(root) {
     h("div", { class: "card" }, h("h2", {}, "Per task"),
       h("table", { id: "task-table" }, h("thead", {}, h("tr", {}, ["task", "started", "ended", "wait p50", "wait p99", "run p50", "run p99"].map((c, i) => h("th", { class: i ? "num" : "" }, c)))), h("tbody", {}, tasks))),
   );
+  if (parts) root.append(partitionsCard(parts.partitions || []));
+}
+
+// partitionsCard lists the journal's partitions: who leads each, its
+// lease, database, jobs and how far its events trail (docs/operations.md,
+// "Partitions").
+function partitionsCard(list) {
+  const jobs = (p, ...states) => states.reduce((n, s) => n + ((p.jobs || {})[s] || 0), 0);
+  const lease = (p) => !p.leader ? "-" : p.lease_left_ms > 0 ? `${fmtSecs(p.lease_left_ms / 1000)} left` : `ran out ${fmtSecs(-p.lease_left_ms / 1000)} ago`;
+  const lag = (p) => p.unpublished_rows > 0 ? `${fmtNum(p.unpublished_rows)} rows, ${fmtSecs(p.lag_ms / 1000)}` : "none";
+  return h("div", { class: "card" }, h("h2", {}, "Partitions"),
+    h("table", { id: "partition-table" },
+      h("thead", {}, h("tr", {}, ["partition", "leader", "epoch", "lease", "database", "groups", "waiting", "running", "held", "event lag"].map((c, i) => h("th", { class: i >= 5 && i <= 8 ? "num" : "" }, c)))),
+      h("tbody", {}, list.map((p) => h("tr", { dataset: { partition: String(p.partition) } },
+        h("td", {}, String(p.partition)), h("td", { class: "mono" }, p.leader || "(none yet)"), h("td", {}, String(p.epoch)), h("td", {}, lease(p)),
+        h("td", { class: "mono" }, p.database), h("td", { class: "num" }, fmtNum(p.groups)),
+        h("td", { class: "num" }, fmtNum(jobs(p, "waiting", "stuck"))), h("td", { class: "num" }, fmtNum(jobs(p, "scheduled", "running"))),
+        h("td", { class: "num" }, fmtNum(jobs(p, "pending"))),
+        h("td", {}, lag(p)))))));
 }
 
 const fmtPct = (v) => ((v || 0) * 100).toFixed(1) + "%";
