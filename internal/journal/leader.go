@@ -24,6 +24,10 @@ type LeaderConfig struct {
 	// TTL is the lease's length (default 1.5 s); Renew how often the
 	// holder renews it and the others try to take it (default 0.5 s).
 	TTL, Renew time.Duration
+	// Balance, when set, says which partitions this coordinator takes and
+	// keeps (a Balancer, with partitions over several coordinators); nil:
+	// it takes the lease whenever it can.
+	Balance Balance
 	// Poll is how often the leader reads the tail (default 50 ms); Wake
 	// reads it at once.
 	Poll time.Duration
@@ -439,11 +443,25 @@ type renewal struct {
 	lease Lease
 	ok    bool
 	err   error
+	// yielded says the lease was given up (Balance.Keep said so).
+	yielded bool
 }
 
 // acquire tries to take or renew the lease, and reads PostgreSQL's clock
 // (Now) when it gets it.
 func (l *Leader) acquire(ctx context.Context) renewal {
+	if b := l.cfg.Balance; b != nil {
+		l.mu.RLock()
+		leading, epoch := l.leading, l.lease.Epoch
+		l.mu.RUnlock()
+		switch {
+		case leading && !b.Keep(l.cfg.Partition):
+			err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, epoch, l.cfg.TTL)
+			return renewal{err: err, yielded: err == nil}
+		case !leading && !b.Take(l.cfg.Partition):
+			return renewal{}
+		}
+	}
 	sent := time.Now()
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
 	if err == nil && ok {
@@ -524,6 +542,9 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 		if l.leading && l.Now().After(l.lease.Until) {
 			l.leading = false
 		}
+	case r.yielded && l.leading:
+		l.cfg.Logger.Info("this coordinator gave journal partition up, to a coordinator with fewer than its share", "partition", l.cfg.Partition)
+		l.leading = false
 	case !ok && l.leading:
 		l.cfg.Logger.Info("another coordinator leads journal partition now", "partition", l.cfg.Partition)
 		l.leading = false

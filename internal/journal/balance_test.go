@@ -1,0 +1,163 @@
+package journal_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/stretchr/testify/require"
+)
+
+// balanced is a coordinator of the balance test: a Balancer and a Leader
+// per partition, as a coordinator over several partitions runs them.
+type balanced struct {
+	name    string
+	leaders []*journal.Leader
+	stop    func()
+}
+
+func startBalanced(t *testing.T, db journal.Querier, name string, partitions int) *balanced {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	b := journal.NewBalancer(db, journal.BalancerConfig{Holder: name, Partitions: partitions})
+	c := &balanced{name: name}
+	var wg sync.WaitGroup
+	wg.Go(func() { b.Run(ctx) })
+	for p := range partitions {
+		l := journal.NewLeader(db, journal.LeaderConfig{Partition: int16(p), Holder: name, Balance: b, SnapshotEvery: time.Hour}) //nolint:gosec // G115: a few partitions
+		c.leaders = append(c.leaders, l)
+		wg.Go(func() { l.Run(ctx) })
+	}
+	// Stopped as a process killed: nothing given up, nothing said.
+	c.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(c.stop)
+	return c
+}
+
+// leads lists the partitions c leads.
+func (c *balanced) leads() []int {
+	var out []int
+	for p, l := range c.leaders {
+		if l.View(func(*journal.State, journal.Lease) {}) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// untilLed waits until every coordinator of cs leads want[i] partitions and
+// together they lead every partition once, and says how long it took.
+func untilLed(t *testing.T, what string, partitions int, cs []*balanced, want []int) time.Duration {
+	t.Helper()
+	require.Len(t, want, len(cs))
+	began := time.Now()
+	var got []string
+	for time.Since(began) < 30*time.Second {
+		got = got[:0]
+		all := map[int]int{}
+		ok := true
+		for i, n := range want {
+			l := cs[i].leads()
+			got = append(got, fmt.Sprintf("%s %v", cs[i].name, l))
+			for _, p := range l {
+				all[p]++
+			}
+			ok = ok && len(l) == n
+		}
+		for p := range partitions {
+			ok = ok && all[p] == 1
+		}
+		if ok {
+			return time.Since(began)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within 30 s: %v", what, got)
+	return 0
+}
+
+// TestLeasesSpreadOverTheCoordinators: four partitions' leases over the
+// coordinators that run: one leads them all; a second that joins takes
+// its half; the first killed (nothing given up) leaves them all to the
+// second within the lease and a beat; a third that joins takes its half.
+// Every partition has one leader at the end of each step, and the epochs
+// only grow (each new leader fenced the last).
+func TestLeasesSpreadOverTheCoordinators(t *testing.T) {
+	db := pool(t)
+	const partitions = 4
+	c1 := startBalanced(t, db, "c1", partitions)
+	took := untilLed(t, "c1 alone leads every partition", partitions, []*balanced{c1}, []int{4})
+	t.Logf("c1 alone: leads the 4 partitions %v after its start", took.Round(time.Millisecond))
+
+	c2 := startBalanced(t, db, "c2", partitions)
+	took = untilLed(t, "c2 joins: two each", partitions, []*balanced{c1, c2}, []int{2, 2})
+	t.Logf("c2 joins: two partitions each %v after its start", took.Round(time.Millisecond))
+
+	epochs := func() map[int16]int64 {
+		out := map[int16]int64{}
+		rows, err := db.Query(t.Context(), `SELECT partition, epoch FROM fairway_journal_lease`)
+		require.NoError(t, err)
+		defer rows.Close()
+		for rows.Next() {
+			var p int16
+			var e int64
+			require.NoError(t, rows.Scan(&p, &e))
+			out[p] = e
+		}
+		return out
+	}
+	before := epochs()
+	orphaned := c1.leads()
+	c1.stop()
+	took = untilLed(t, "c1 killed: c2 leads all", partitions, []*balanced{c2}, []int{4})
+	t.Logf("c1 killed: c2 leads its partitions %v %v after the kill", orphaned, took.Round(time.Millisecond))
+	after := epochs()
+	for _, p := range orphaned {
+		require.Greater(t, after[int16(p)], before[int16(p)], "partition %d: the new leader's epoch fences the old", p) //nolint:gosec // G115: a few partitions
+	}
+
+	c3 := startBalanced(t, db, "c3", partitions)
+	took = untilLed(t, "c3 joins: two each", partitions, []*balanced{c2, c3}, []int{2, 2})
+	t.Logf("c3 joins: two partitions each %v after its start", took.Round(time.Millisecond))
+}
+
+// TestALeaseGivenUpWaitsForTheCoordinatorBelowItsShare: a lease given up
+// is left to the coordinator below its share for Grace, then any takes it
+// (that one may have died meanwhile); a lease run out without being given
+// up is taken at once, whatever the shares.
+func TestALeaseGivenUpWaitsForTheCoordinatorBelowItsShare(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	// c1 holds partition 0; "ghost" is alive and holds nothing: each has
+	// a share of one of the two partitions.
+	_, _, err := journal.Acquire(ctx, db, 0, "c1", time.Hour)
+	require.NoError(t, err)
+	_, err = db.Exec(ctx, `INSERT INTO fairway_coordinator (holder, seen) VALUES ('ghost', now() + interval '1 hour')`)
+	require.NoError(t, err)
+	lease, ok, err := journal.Acquire(ctx, db, 1, "c1", time.Hour)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, journal.Yield(ctx, db, 1, "c1", lease.Epoch, time.Second))
+	given := time.Now()
+
+	b := journal.NewBalancer(db, journal.BalancerConfig{Holder: "c1", Partitions: 2, Beat: 20 * time.Millisecond, Grace: 2 * time.Second})
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go b.Run(bctx)
+	for !b.Take(1) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, time.Since(given), 2*time.Second, "left to the coordinator below its share for the grace")
+
+	// Run out without being given up: its holder died.
+	_, err = db.Exec(ctx, `UPDATE fairway_journal_lease SET holder = 'dead', until = now() WHERE partition = 1`)
+	require.NoError(t, err)
+	ran := time.Now()
+	for !b.Take(1) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Less(t, time.Since(ran), 2*time.Second, "taken at its next look, not after the grace")
+}
