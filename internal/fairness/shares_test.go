@@ -24,6 +24,7 @@ type simSlot struct {
 	group string
 	task  string
 	ran   time.Duration
+	ex    int // the executor it is of (spreadSim)
 }
 
 type slotHeap []simSlot
