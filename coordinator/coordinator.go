@@ -513,6 +513,14 @@ func (c *Coordinator) stopLocked() {
 	}
 	c.subs.drain()
 	c.consumers.drain()
+	if c.journal != nil {
+		// The journal's lease to a follower now, not once it runs out.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := c.journal.leader.Resign(ctx); err != nil {
+			c.log.Warn("giving the journal's lease up; a follower takes it once it runs out", "error", err)
+		}
+		cancel()
+	}
 	c.cancel()
 	c.wg.Wait()
 	c.waits.stop()

@@ -212,8 +212,9 @@ func TestJournalEngineReleasesALostExecutorsJobs(t *testing.T) {
 // TestJournalEnginesFollowerTakesOverDispatch: with two coordinators on
 // the journal engine, only the partition's leader answers dispatch
 // requests (a follower can claim nothing, and must not hold requests
-// back); when the leader stops (its lease is not given up: it runs out,
-// as a killed leader's does), the follower comes to lead, answers them,
+// back); when the leader stops (it gives its lease up:
+// TestAStoppedCoordinatorGivesTheJournalsLeaseUp), the follower comes to
+// lead, answers them,
 // and the jobs submitted since run. Without the follower's taking over
 // the dispatch subject, no job would run after the stop.
 func TestJournalEnginesFollowerTakesOverDispatch(t *testing.T) {

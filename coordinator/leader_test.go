@@ -82,3 +82,27 @@ func TestOnlyTheJournalsLeaderLeadsTheMaintenance(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, c.LeadsMaintenance, waitTimeout, 20*time.Millisecond, "the journal's new leader leads the maintenance")
 }
+
+// TestAStoppedCoordinatorGivesTheJournalsLeaseUp: a coordinator that
+// stops gives the journal's lease up (it runs out now, with no holder), so
+// that a follower takes it at its next try, not once it has run out.
+func TestAStoppedCoordinatorGivesTheJournalsLeaseUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	require.Eventually(t, func() bool {
+		holder, err := journal.LeaseHolder(ctx, st.Pool(), 0)
+		require.NoError(t, err)
+		return holder != ""
+	}, waitTimeout, 20*time.Millisecond, "the coordinator leads the journal's partition")
+	c.Stop()
+	var holder string
+	var ranOut bool
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT holder, until <= now() FROM fairway_journal_lease WHERE partition = 0`).Scan(&holder, &ranOut))
+	require.Empty(t, holder)
+	require.True(t, ranOut, "the lease ran out when the coordinator stopped")
+}

@@ -161,3 +161,42 @@ func TestALeaseGivenUpWaitsForTheCoordinatorBelowItsShare(t *testing.T) {
 	}
 	require.Less(t, time.Since(ran), 2*time.Second, "taken at its next look, not after the grace")
 }
+
+// TestAResigningLeaderGivesItsLeaseUp: a leader that resigns (its
+// coordinator stops) leaves its lease run out with no holder at once and
+// takes it no more; a follower takes it with a higher epoch at its next
+// try, though the lease would have lasted an hour.
+func TestAResigningLeaderGivesItsLeaseUp(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	cfg := journal.LeaderConfig{TTL: time.Hour, Renew: 20 * time.Millisecond, Poll: 10 * time.Millisecond, SnapshotEvery: time.Hour}
+	leads := func(l *journal.Leader) (lease journal.Lease, ok bool) {
+		ok = l.View(func(_ *journal.State, le journal.Lease) { lease = le })
+		return lease, ok
+	}
+	c1Cfg := cfg
+	c1Cfg.Holder = "c1"
+	c1 := journal.NewLeader(db, c1Cfg)
+	runLeader(t, c1)
+	require.Eventually(t, func() bool { _, ok := leads(c1); return ok }, 10*time.Second, 5*time.Millisecond)
+	before, _ := leads(c1)
+
+	require.NoError(t, c1.Resign(ctx))
+	_, ok := leads(c1)
+	require.False(t, ok, "it leads no more")
+	// Ten of its renewals: it takes the lease it gave up no more (an
+	// absence, so a wait).
+	time.Sleep(10 * cfg.Renew)
+	holder, err := journal.LeaseHolder(ctx, db, 0)
+	require.NoError(t, err)
+	require.Empty(t, holder, "nobody holds it")
+	require.NoError(t, c1.Resign(ctx), "resigning again does nothing")
+
+	c2Cfg := cfg
+	c2Cfg.Holder = "c2"
+	c2 := journal.NewLeader(db, c2Cfg)
+	runLeader(t, c2)
+	require.Eventually(t, func() bool { _, ok := leads(c2); return ok }, 10*time.Second, 5*time.Millisecond, "c2 takes the lease given up")
+	after, _ := leads(c2)
+	require.Greater(t, after.Epoch, before.Epoch)
+}

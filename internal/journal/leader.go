@@ -168,6 +168,8 @@ type Leader struct {
 	// looped is when Run's loop last came round (Unix ns):
 	// renewBeside stops renewing the lease of a loop that is stuck.
 	looped atomic.Int64
+	// resigned says Resign gave the lease up: it is not taken again.
+	resigned atomic.Bool
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// changedSince the changes they made; snapshotAt is when it was taken.
 	sinceSnapshot int
@@ -328,8 +330,8 @@ func (l *Leader) Restores() int {
 }
 
 // Run follows the partition, tries to take the lease and leads while it
-// holds it, until ctx ends. A leader that ends gives nothing up explicitly: its lease runs out
-// (a process killed does the same).
+// holds it, until ctx ends. A leader that ends gives nothing up: its lease runs out
+// (a process killed does the same), unless Resign gave it up first.
 func (l *Leader) Run(ctx context.Context) {
 	var background sync.WaitGroup
 	background.Go(func() { every(ctx, l.cfg.LivePoll, l.answerLive) })
@@ -378,6 +380,27 @@ func (l *Leader) Run(ctx context.Context) {
 			l.mu.Unlock()
 		}
 	}
+}
+
+// Resign gives the lease up, for a coordinator that stops: it runs out
+// now (Yield), so that a follower takes it at its next try (every Renew)
+// rather than once it has run out; this Leader leads no more and takes it
+// no more. The appends in progress end first; later ones are refused. A
+// process killed gives nothing up: its lease runs out.
+func (l *Leader) Resign(ctx context.Context) error {
+	l.resigned.Store(true)
+	l.mu.Lock()
+	leading, epoch := l.leading, l.lease.Epoch
+	l.leading = false
+	l.mu.Unlock()
+	if !leading {
+		return nil
+	}
+	if err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, epoch, l.cfg.TTL); err != nil {
+		return err
+	}
+	l.cfg.Logger.Info("this coordinator gave journal partition up: it stops", "partition", l.cfg.Partition, "epoch", epoch)
+	return nil
 }
 
 // every calls do every d until ctx ends: the leader's work beside its
@@ -450,6 +473,9 @@ type renewal struct {
 // acquire tries to take or renew the lease, and reads PostgreSQL's clock
 // (Now) when it gets it.
 func (l *Leader) acquire(ctx context.Context) renewal {
+	if l.resigned.Load() {
+		return renewal{}
+	}
 	if b := l.cfg.Balance; b != nil {
 		l.mu.RLock()
 		leading, epoch := l.leading, l.lease.Epoch
