@@ -7,7 +7,8 @@ package fairway
 type Partition struct {
 	// Partition is its number, from 0.
 	Partition int `json:"partition"`
-	// Leader is the coordinator holding its lease ("" before any did),
+	// Leader is the coordinator holding its lease ("" when none does:
+	// never taken, Epoch 0, or given up by a coordinator that stopped),
 	// Epoch the lease's fencing epoch (it grows with each new holder),
 	// and LeaseLeftMS how long the lease has left on PostgreSQL's clock
 	// (negative: it ran out and no coordinator renewed it).

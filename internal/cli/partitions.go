@@ -24,11 +24,13 @@ groups over more.
 'partitions list' prints, per partition: the coordinator leading it, the
 lease's fencing epoch (it grows with each new leader) and the time the
 lease has left (a lease that ran out and stays so has no leader: see the
-coordinators' logs), its database, the groups with unfinished jobs,
-their jobs waiting (or waiting for a retry), running (or handed to an
-executor) and held (pending, until released), and how far its events trail its changes (the rows
-whose events are not published yet, and the age of the oldest: a lag that
-grows says the leader cannot publish to NATS).`,
+coordinators' logs; one given up by a coordinator that stopped is taken
+by another within half a second), its database, the groups with
+unfinished jobs, their jobs waiting (or waiting for a retry), running (or
+handed to an executor) and held (pending, until released), and how far
+its events trail its changes (the rows whose events are not published
+yet, and the age of the oldest: a lag that grows says the leader cannot
+publish to NATS).`,
 	}
 	list := e.withConfig(&cobra.Command{
 		Use:     "list",
@@ -60,8 +62,10 @@ func showPartitions(out io.Writer, parts []fairway.Partition) error {
 		leader, lease := p.Leader, time.Duration(p.LeaseLeftMS)*time.Millisecond
 		leaseText := lease.Round(100*time.Millisecond).String() + " left"
 		switch {
-		case leader == "":
+		case leader == "" && p.Epoch == 0:
 			leader, leaseText = "(none yet)", "-"
+		case leader == "":
+			leader, leaseText = "(none: given up)", "-" // by a coordinator that stopped, or to balance
 		case lease <= 0:
 			leaseText = "ran out " + (-lease).Round(100*time.Millisecond).String() + " ago"
 		}

@@ -18,7 +18,8 @@ type Status struct {
 	// Leading says whether this coordinator leads it.
 	Leading bool
 	// Holder, Epoch and Left are its lease's: the coordinator holding it
-	// ("" before any did), its fencing epoch, and how long it has left
+	// ("" when none does: never taken, or given up), its fencing epoch,
+	// and how long it has left
 	// on PostgreSQL's clock (negative: it ran out).
 	Holder string
 	Epoch  int64

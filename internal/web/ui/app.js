@@ -296,7 +296,7 @@ function partitionsCard(list) {
     h("table", { id: "partition-table" },
       h("thead", {}, h("tr", {}, ["partition", "leader", "epoch", "lease", "database", "groups", "waiting", "running", "held", "event lag"].map((c, i) => h("th", { class: i >= 5 && i <= 8 ? "num" : "" }, c)))),
       h("tbody", {}, list.map((p) => h("tr", { dataset: { partition: String(p.partition) } },
-        h("td", {}, String(p.partition)), h("td", { class: "mono" }, p.leader || "(none yet)"), h("td", {}, String(p.epoch)), h("td", {}, lease(p)),
+        h("td", {}, String(p.partition)), h("td", { class: "mono" }, p.leader || (p.epoch ? "(none: given up)" : "(none yet)")), h("td", {}, String(p.epoch)), h("td", {}, lease(p)),
         h("td", { class: "mono" }, p.database), h("td", { class: "num" }, fmtNum(p.groups)),
         h("td", { class: "num" }, fmtNum(jobs(p, "waiting", "stuck"))), h("td", { class: "num" }, fmtNum(jobs(p, "scheduled", "running"))),
         h("td", { class: "num" }, fmtNum(jobs(p, "pending"))),
