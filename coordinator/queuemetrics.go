@@ -139,8 +139,10 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(partitionLeaderDesc, prometheus.GaugeValue, leads, part)
 		ch <- prometheus.MustNewConstMetric(partitionEpochDesc, prometheus.GaugeValue, float64(p.Epoch), part)
 		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.LagMS)/1000, part)
-		for state, n := range p.Jobs {
-			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(n), part, string(state))
+		// Every unfinished state, 0 included: a state that empties reads 0,
+		// not a series gone.
+		for _, state := range []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateStuck, fairway.StateScheduled, fairway.StateRunning} {
+			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(p.Jobs[state]), part, string(state))
 		}
 	}
 	for _, s := range q.shares {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Balance decides which partitions' leases a coordinator takes and keeps
@@ -236,19 +237,27 @@ func (b *Balancer) Keep(partition int16) bool {
 	return false
 }
 
-// Yield gives up partition's lease held by holder under epoch: it runs out
-// now, with no holder, so that a coordinator below its share takes it.
-// The appends of the holder in progress end first (the lease's lock, as a
-// takeover takes it); those after are refused.
-func Yield(ctx context.Context, q Querier, partition int16, holder string, epoch int64, ttl time.Duration) error {
+// Yield gives up partition's lease if holder holds it: it runs out now,
+// with no holder and the next epoch, so that a coordinator below its share
+// takes it. The appends of the holder in progress end first (the lease's
+// lock, as a takeover takes it), and any of its appends that comes after
+// is refused by its epoch (an append checks the lease's time as of its
+// transaction's start, which its epoch does not depend on). It says
+// whether the holder held the lease.
+func Yield(ctx context.Context, q Querier, partition int16, holder string, ttl time.Duration) (bool, error) {
+	var yielded bool
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue("SELECT set_config('lock_timeout', $1, true)", fmt.Sprint(ttl.Milliseconds()))
 	b.Queue("SELECT pg_advisory_xact_lock($1, $2::int)", leaseLockClass, int32(partition))
-	b.Queue(`UPDATE fairway_journal_lease SET holder = '', until = now() WHERE partition = $1 AND holder = $2 AND epoch = $3`, partition, holder, epoch)
+	b.Queue(`UPDATE fairway_journal_lease SET holder = '', epoch = epoch + 1, until = now() WHERE partition = $1 AND holder = $2`, partition, holder).
+		Exec(func(tag pgconn.CommandTag) error {
+			yielded = tag.RowsAffected() == 1
+			return nil
+		})
 	b.Queue("COMMIT")
 	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("giving up the lease of journal partition %d: %w", partition, err)
+		return false, fmt.Errorf("giving up the lease of journal partition %d: %w", partition, err)
 	}
-	return nil
+	return yielded, nil
 }

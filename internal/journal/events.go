@@ -278,6 +278,34 @@ func notePublished(ctx context.Context, q Querier, partition int16, epoch int64,
 	return nil
 }
 
+// quietNote is how often at most the leader records a position reached by
+// rows that make no event (progress, weights, pauses) while none waits
+// (LeaderConfig.PublishedNote when longer).
+const quietNote = time.Second
+
+// noteQuiet records, with no event pending, the position the tail has
+// reached, if rows that make no event (progress, a weight, a pause) moved
+// it since the last record, at most every quietNote: else the published
+// position would stay behind them, and the partition's event lag
+// (Leader.Status) would grow on a quiet cluster. Every folded row's events
+// are published when none is pending. Called with l.mu held; it unlocks.
+func (l *Leader) noteQuiet(ctx context.Context) error {
+	if l.tail == nil || l.sending != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	position, epoch := l.tail.Position(), l.lease.Epoch
+	l.mu.Unlock()
+	if position == "" || position == l.noted || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
+		return nil
+	}
+	if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {
+		return err
+	}
+	l.notedAt, l.noted = time.Now(), position
+	return nil
+}
+
 // trimPublished drops the pending events of the rows that the position
 // v covers. Called with l.mu held.
 func (l *Leader) trimPublished(v *snapshotView) {
@@ -334,9 +362,12 @@ type sending struct {
 // it is due. Run's poll brings publish round to record it.
 func (l *Leader) publish(ctx context.Context) error {
 	l.mu.Lock()
-	if l.cfg.Publish == nil || !l.leading || len(l.pending) == 0 {
+	if l.cfg.Publish == nil || !l.leading {
 		l.mu.Unlock()
 		return nil
+	}
+	if len(l.pending) == 0 {
+		return l.noteQuiet(ctx) // unlocks
 	}
 	if b := l.sending; b == nil || b.epoch != l.lease.Epoch || len(l.pending) < b.n || (b.sent == b.n && len(l.pending) > b.n) {
 		position := l.tail.Position()
@@ -425,7 +456,7 @@ func (l *Leader) publish(ctx context.Context) error {
 	if err := notePublished(ctx, l.db, l.cfg.Partition, b.epoch, b.position); err != nil {
 		return err
 	}
-	l.notedAt = time.Now()
+	l.notedAt, l.noted = time.Now(), b.position
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sending != b {

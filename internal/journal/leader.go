@@ -169,7 +169,11 @@ type Leader struct {
 	// renewBeside stops renewing the lease of a loop that is stuck.
 	looped atomic.Int64
 	// resigned says Resign gave the lease up: it is not taken again.
-	resigned atomic.Bool
+	// acquiring is held by a try to take or renew the lease and by
+	// Resign, so that no try in progress takes the lease back after
+	// Resign gave it up.
+	resigned  atomic.Bool
+	acquiring sync.Mutex
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// changedSince the changes they made; snapshotAt is when it was taken.
 	sinceSnapshot int
@@ -201,7 +205,9 @@ type Leader struct {
 	sending *sending // the batch of them publish is handing on
 	// notedAt is when publish last recorded where the published events
 	// reach (LeaderConfig.PublishedNote; Run's goroutine only).
-	notedAt   time.Time
+	notedAt time.Time
+	// noted is the position publish last recorded (Run's goroutine only).
+	noted     string
 	published *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
@@ -388,18 +394,23 @@ func (l *Leader) Run(ctx context.Context) {
 // no more. The appends in progress end first; later ones are refused. A
 // process killed gives nothing up: its lease runs out.
 func (l *Leader) Resign(ctx context.Context) error {
+	l.acquiring.Lock() // no try to take or renew the lease in progress
+	defer l.acquiring.Unlock()
 	l.resigned.Store(true)
 	l.mu.Lock()
-	leading, epoch := l.leading, l.lease.Epoch
+	leading := l.leading
 	l.leading = false
 	l.mu.Unlock()
 	if !leading {
 		return nil
 	}
-	if err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, epoch, l.cfg.TTL); err != nil {
+	yielded, err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	if err != nil {
 		return err
 	}
-	l.cfg.Logger.Info("this coordinator gave journal partition up: it stops", "partition", l.cfg.Partition, "epoch", epoch)
+	if yielded {
+		l.cfg.Logger.Info("this coordinator gave journal partition up: it stops", "partition", l.cfg.Partition)
+	}
 	return nil
 }
 
@@ -473,17 +484,19 @@ type renewal struct {
 // acquire tries to take or renew the lease, and reads PostgreSQL's clock
 // (Now) when it gets it.
 func (l *Leader) acquire(ctx context.Context) renewal {
+	l.acquiring.Lock()
+	defer l.acquiring.Unlock()
 	if l.resigned.Load() {
 		return renewal{}
 	}
 	if b := l.cfg.Balance; b != nil {
 		l.mu.RLock()
-		leading, epoch := l.leading, l.lease.Epoch
+		leading := l.leading
 		l.mu.RUnlock()
 		switch {
 		case leading && !b.Keep(l.cfg.Partition):
-			err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, epoch, l.cfg.TTL)
-			return renewal{err: err, yielded: err == nil}
+			yielded, err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+			return renewal{err: err, yielded: yielded}
 		case !leading && !b.Take(l.cfg.Partition):
 			return renewal{}
 		}
@@ -568,6 +581,8 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 		if l.leading && l.Now().After(l.lease.Until) {
 			l.leading = false
 		}
+	case l.resigned.Load():
+		l.leading = false // an answer from before Resign: it leads no more
 	case r.yielded && l.leading:
 		l.cfg.Logger.Info("this coordinator gave journal partition up, to a coordinator with fewer than its share", "partition", l.cfg.Partition)
 		l.leading = false

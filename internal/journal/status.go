@@ -59,27 +59,25 @@ func (l *Leader) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// statusSQL reads a partition's lease and the rows its leader has not
-// published the events of (those the published position does not cover;
-// every row before it has, when none was published yet), oldest first.
-const statusSQL = `
-SELECT l.holder, l.epoch, extract(epoch FROM l.until - clock_timestamp())::float8,
-       u.n, coalesce(extract(epoch FROM clock_timestamp() - u.oldest)::float8, 0)
-  FROM fairway_journal_lease l,
-       LATERAL (SELECT count(*) AS n, min(j.at) AS oldest
-                  FROM fairway_journal j
-                 WHERE j.partition = l.partition
-                   AND (l.published IS NULL
-                        OR (j.xid >= pg_snapshot_xmin(l.published) AND NOT pg_visible_in_snapshot(j.xid, l.published)))) u
- WHERE l.partition = $1`
-
+// readStatus reads a partition's lease, then the rows its leader has not
+// published the events of: those the published position does not cover
+// (an index range of fairway_journal_tail from the position's xmin), or
+// every row when none was published yet.
 func readStatus(ctx context.Context, q Querier, partition int16) (Status, error) {
 	var st Status
 	var left, lag float64
-	err := q.QueryRow(ctx, statusSQL, partition).Scan(&st.Holder, &st.Epoch, &left, &st.Unpublished, &lag)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// No coordinator ever led it: every row waits for one.
-		err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM clock_timestamp() - min(at))::float8, 0) FROM fairway_journal WHERE partition = $1`, partition).
+	var published *string
+	err := q.QueryRow(ctx, `SELECT holder, epoch, extract(epoch FROM until - clock_timestamp())::float8, published::text
+  FROM fairway_journal_lease WHERE partition = $1`, partition).Scan(&st.Holder, &st.Epoch, &left, &published)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || (err == nil && published == nil):
+		// No leader yet, or none published anything: every row waits.
+		err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM clock_timestamp() - min(at))::float8, 0)
+  FROM fairway_journal WHERE partition = $1`, partition).Scan(&st.Unpublished, &lag)
+	case err == nil:
+		err = q.QueryRow(ctx, `SELECT count(*), coalesce(extract(epoch FROM clock_timestamp() - min(at))::float8, 0)
+  FROM fairway_journal
+ WHERE partition = $1 AND xid >= pg_snapshot_xmin($2::pg_snapshot) AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)`, partition, *published).
 			Scan(&st.Unpublished, &lag)
 	}
 	if err != nil {

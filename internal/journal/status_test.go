@@ -73,4 +73,13 @@ func TestAPartitionsStatus(t *testing.T) {
 		require.NoError(t, err)
 		return st.Unpublished == 0 && st.Lag == 0
 	}, 10*time.Second, 10*time.Millisecond, "published and recorded: nothing waits")
+
+	// A row that makes no event (a weight) moves the position too: the
+	// lag of a quiet partition does not grow.
+	require.NoError(t, l.SetWeight(ctx, "g0", 2))
+	require.Eventually(t, func() bool {
+		st, err := l.Status(ctx)
+		require.NoError(t, err)
+		return st.Unpublished == 0
+	}, 10*time.Second, 10*time.Millisecond, "the weight's row is covered by the recorded position")
 }
