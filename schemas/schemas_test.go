@@ -72,6 +72,7 @@ var bodies = []struct {
 	{"api-limit-request.json", typeOf[events.LimitRequest](), strict},
 	{"rate-limit.json", typeOf[fairway.RateLimit](), written},
 	{"group-share.json", typeOf[fairway.GroupShare](), written},
+	{"partition.json", typeOf[fairway.Partition](), written},
 	{"api-groups-request.json", typeOf[events.GroupsRequest](), strict},
 	{"api-weight-request.json", typeOf[events.WeightRequest](), strict},
 	{"api-rate-request.json", typeOf[events.RateRequest](), strict},
