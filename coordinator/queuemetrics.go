@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -66,8 +67,11 @@ type queueCollector struct {
 	counts     []fairway.QueueCount
 	noExecutor map[string]int64
 	shares     []fairway.GroupShare
-	partitions []fairway.Partition
-	leads      []bool // whether this coordinator leads each of partitions
+	// partition is the partition's lease and event lag, and
+	// partitionJobs its unfinished jobs by state, summed from counts
+	// (all of them, before the largest are kept).
+	partition     *journal.Status
+	partitionJobs map[fairway.State]int
 }
 
 // groupShareWindow is the window of the share gauges.
@@ -98,6 +102,10 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			q.log("reading the queue gauges; the last reading is served", "error", err)
 		} else {
 			q.counts = counts
+			q.partitionJobs = map[fairway.State]int{}
+			for _, c := range counts {
+				q.partitionJobs[c.State] += int(c.Jobs)
+			}
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
 		none, err := q.withoutExecutor(ctx, counts)
@@ -120,29 +128,29 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if q.journal != nil {
 			ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
-			p, leads, err := q.journal.partition(ctx)
+			st, err := q.journal.leader.LeaseStatus(ctx)
 			cancel()
 			if err != nil {
-				q.log("reading the partition's status; the last reading is served", "error", err)
+				q.log("reading the partition's lease; the last reading is served", "error", err)
 			} else {
-				q.partitions, q.leads = []fairway.Partition{p}, []bool{leads}
+				q.partition = &st
 			}
 		}
 		q.readAt = time.Now()
 	}
-	for i, p := range q.partitions {
-		part := strconv.Itoa(p.Partition)
+	if p := q.partition; p != nil {
+		part := strconv.Itoa(int(p.Partition))
 		leads := 0.0
-		if q.leads[i] {
+		if p.Leading {
 			leads = 1
 		}
 		ch <- prometheus.MustNewConstMetric(partitionLeaderDesc, prometheus.GaugeValue, leads, part)
 		ch <- prometheus.MustNewConstMetric(partitionEpochDesc, prometheus.GaugeValue, float64(p.Epoch), part)
-		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.LagMS)/1000, part)
+		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, p.Lag.Seconds(), part)
 		// Every unfinished state, 0 included: a state that empties reads 0,
 		// not a series gone.
 		for _, state := range []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateStuck, fairway.StateScheduled, fairway.StateRunning} {
-			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(p.Jobs[state]), part, string(state))
+			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(q.partitionJobs[state]), part, string(state))
 		}
 	}
 	for _, s := range q.shares {

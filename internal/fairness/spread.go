@@ -65,9 +65,6 @@ func NewSpread(n int) *Spread {
 	return s
 }
 
-// Partitions is how many partitions s spreads over.
-func (s *Spread) Partitions() int { return len(s.parts) }
-
 // Plan spreads k free slots over the partitions with eligible work: how
 // many jobs to ask of each (indexed by partition; all 0 when none has
 // work). It moves nothing: Served charges what each reply handed.

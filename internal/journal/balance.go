@@ -151,7 +151,7 @@ func (b *Balancer) look(ctx context.Context) error {
 				holders[p] = holder
 				continue
 			}
-			v.free[p] = freeLease{orphaned: holder != "", since: time.Duration(since * float64(time.Second))}
+			v.free[p] = freeLease{orphaned: holder != "", since: seconds(since)}
 		}
 		return rows.Err()
 	})

@@ -157,9 +157,7 @@ func TestALeaseGivenUpWaitsForTheCoordinatorBelowItsShare(t *testing.T) {
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go b.Run(bctx)
-	for !b.Take(1) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return b.Take(1) }, 10*time.Second, 10*time.Millisecond, "taken after the grace")
 	require.GreaterOrEqual(t, time.Since(given), 2*time.Second, "left to the coordinator below its share for the grace")
 
 	// Run out without being given up: its holder died. A balancer whose

@@ -290,13 +290,13 @@ const quietNote = time.Second
 // (Leader.Status) would grow on a quiet cluster. Every folded row's events
 // are published when none is pending. Called with l.mu held; it unlocks.
 func (l *Leader) noteQuiet(ctx context.Context) error {
-	if l.tail == nil || l.sending != nil {
+	if l.tail == nil || l.sending != nil || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
 		l.mu.Unlock()
 		return nil
 	}
 	position, epoch := l.tail.Position(), l.lease.Epoch
 	l.mu.Unlock()
-	if position == "" || position == l.noted || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
+	if position == "" || position == l.noted {
 		return nil
 	}
 	if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {

@@ -41,21 +41,33 @@ func (l *Leader) Status(ctx context.Context) (Status, error) {
 	if err := l.lockFolded(ctx); err != nil {
 		return Status{}, err
 	}
-	st := Status{Partition: l.cfg.Partition, Leading: l.leading, Jobs: map[fairway.State]int{}}
+	jobs := map[fairway.State]int{}
 	groups := map[string]bool{}
 	for k, n := range l.state.Counts {
 		if n > 0 {
-			st.Jobs[k.State] += n
+			jobs[k.State] += n
 			groups[k.Group] = true
 		}
 	}
 	l.mu.Unlock()
-	st.Groups = len(groups)
-	lease, err := readStatus(ctx, l.db, l.cfg.Partition)
+	st, err := l.LeaseStatus(ctx)
 	if err != nil {
 		return Status{}, err
 	}
-	st.Holder, st.Epoch, st.Left, st.Unpublished, st.Lag = lease.Holder, lease.Epoch, lease.Left, lease.Unpublished, lease.Lag
+	st.Groups, st.Jobs = len(groups), jobs
+	return st, nil
+}
+
+// LeaseStatus is Status without the jobs and groups (no fold): the
+// lease, whether this coordinator leads, and how far the events trail.
+func (l *Leader) LeaseStatus(ctx context.Context) (Status, error) {
+	st, err := readStatus(ctx, l.db, l.cfg.Partition)
+	if err != nil {
+		return Status{}, err
+	}
+	l.mu.RLock()
+	st.Partition, st.Leading = l.cfg.Partition, l.leading
+	l.mu.RUnlock()
 	return st, nil
 }
 

@@ -96,6 +96,9 @@ func abandonTx(ctx context.Context, conn *pgxpool.Conn) {
 // (internal/journal), which runs its own statements on the same database.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// Where names the database as host:port/name, without its credentials.
+func (s *Store) Where() string { return redact(s.pool.Config()) }
+
 // Interpret turns pgx and PostgreSQL errors into Fairway's, as the
 // store's own methods do (interpretError): for the journal engine's.
 func Interpret(err error) error { return interpretError(err) }

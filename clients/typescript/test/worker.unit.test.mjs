@@ -229,23 +229,19 @@ test("worker: a malformed dispatch reply is not accepted; bad jobs are skipped, 
 test("worker: the dropped-lines marker is counted in the log buffer", async () => {
   const c = fakeCluster();
   const w = newWorker(c, { logBufferSize: 0 }); // every line dropped
-  const gate = Promise.withResolvers ? Promise.withResolvers() : (() => { let resolve; const promise = new Promise((r) => (resolve = r)); return { promise, resolve }; })();
+  const j = job("logs");
+  const lines = () => c.reports.filter((r) => r.type === "log" && r.job_id === j.id).flatMap((r) => r.logs.map((l) => l.message));
   w.task("logs", async (_j, ctx) => {
     for (let i = 0; i < 3; i++) ctx.log("info", `first ${i}`);
-    await sleep(250); // a flush: the marker goes
+    await until("a flush: the first marker goes", () => lines().length > 0);
     for (let i = 0; i < 3; i++) ctx.log("info", `second ${i}`);
-    await gate.promise;
     return null;
   });
   await w.start();
   try {
-    const j = job("logs");
     c.push(j);
-    await sleep(600);
-    gate.resolve();
     await until("the done report", () => c.done(j.id));
-    const lines = c.reports.filter((r) => r.type === "log" && r.job_id === j.id).flatMap((r) => r.logs.map((l) => l.message));
-    assert.deepEqual(lines, ["3 log lines dropped: the executor's log buffer was full", "3 log lines dropped: the executor's log buffer was full"]);
+    assert.deepEqual(lines(), ["3 log lines dropped: the executor's log buffer was full", "3 log lines dropped: the executor's log buffer was full"]);
   } finally {
     await w.stop({ force: true });
   }
