@@ -290,19 +290,25 @@ const quietNote = time.Second
 // (Leader.Status) would grow on a quiet cluster. Every folded row's events
 // are published when none is pending. Called with l.mu held; it unlocks.
 func (l *Leader) noteQuiet(ctx context.Context) error {
-	if l.tail == nil || l.sending != nil || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
+	// No row folded since the last look: nothing to record (the tail's
+	// position moves with every transaction that ends in the cluster,
+	// rows of the journal or not).
+	if l.tail == nil || l.sending != nil || l.rowsFolded == l.quietRows || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
 		l.mu.Unlock()
 		return nil
 	}
-	position, epoch := l.tail.Position(), l.lease.Epoch
+	position, epoch, rows := l.tail.Position(), l.lease.Epoch, l.rowsFolded
 	l.mu.Unlock()
-	if position == "" || position == l.noted {
+	if position == "" {
 		return nil
 	}
-	if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {
-		return err
+	if position != l.noted {
+		if err := notePublished(ctx, l.db, l.cfg.Partition, epoch, position); err != nil {
+			return err
+		}
+		l.notedAt, l.noted = time.Now(), position
 	}
-	l.notedAt, l.noted = time.Now(), position
+	l.quietRows = rows
 	return nil
 }
 

@@ -206,8 +206,12 @@ type Leader struct {
 	// notedAt is when publish last recorded where the published events
 	// reach (LeaderConfig.PublishedNote; Run's goroutine only).
 	notedAt time.Time
-	// noted is the position publish last recorded (Run's goroutine only).
-	noted     string
+	// noted is the position publish last recorded, and quietRows the
+	// rows folded when noteQuiet last looked (Run's goroutine only);
+	// rowsFolded counts the rows folded (under mu).
+	noted      string
+	quietRows  uint64
+	rowsFolded uint64
 	published *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
@@ -769,6 +773,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 		}
 	})
 	l.sinceSnapshot += n
+	l.rowsFolded += uint64(n) //nolint:gosec // G115: a count of rows
 	if err == nil {
 		l.unsure = false // whatever an append that failed committed is folded now
 		l.readAt = time.Now()
