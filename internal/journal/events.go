@@ -290,9 +290,9 @@ const quietNote = time.Second
 // (Leader.Status) would grow on a quiet cluster. Every folded row's events
 // are published when none is pending. Called with l.mu held; it unlocks.
 func (l *Leader) noteQuiet(ctx context.Context) error {
-	// No row folded since the last look: nothing to record (the tail's
-	// position moves with every transaction that ends in the cluster,
-	// rows of the journal or not).
+	// No row folded since the last record (or look): nothing to record
+	// (the tail's position moves with every transaction that ends in the
+	// cluster, rows of the journal or not).
 	if l.tail == nil || l.sending != nil || l.rowsFolded == l.quietRows || time.Since(l.notedAt) < max(quietNote, l.cfg.PublishedNote) {
 		l.mu.Unlock()
 		return nil
@@ -341,6 +341,9 @@ type sending struct {
 	n, sent  int
 	position string
 	epoch    int64
+	// rows is Leader.rowsFolded when position was taken: the rows it
+	// covers.
+	rows uint64
 	// inRun are the events of the entry at sent, a run, handed on; items
 	// are its row's items, read once for the run's chunks.
 	inRun int
@@ -381,7 +384,7 @@ func (l *Leader) publish(ctx context.Context) error {
 			l.mu.Unlock()
 			return nil // a read cut by its limit: after the next fold
 		}
-		next := &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch}
+		next := &sending{n: len(l.pending), position: position, epoch: l.lease.Epoch, rows: l.rowsFolded}
 		if b != nil && b.epoch == next.epoch && b.sent == b.n && len(l.pending) > b.n {
 			// Handed on, its position not yet recorded (PublishedNote):
 			// the new batch goes on from it, and its position covers
@@ -462,7 +465,7 @@ func (l *Leader) publish(ctx context.Context) error {
 	if err := notePublished(ctx, l.db, l.cfg.Partition, b.epoch, b.position); err != nil {
 		return err
 	}
-	l.notedAt, l.noted = time.Now(), b.position
+	l.notedAt, l.noted, l.quietRows = time.Now(), b.position, b.rows
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sending != b {

@@ -207,8 +207,8 @@ type Leader struct {
 	// reach (LeaderConfig.PublishedNote; Run's goroutine only).
 	notedAt time.Time
 	// noted is the position publish last recorded, and quietRows the
-	// rows folded when noteQuiet last looked (Run's goroutine only);
-	// rowsFolded counts the rows folded (under mu).
+	// rows folded that it covers, or that noteQuiet last looked at (Run's
+	// goroutine only); rowsFolded counts the rows folded (under mu).
 	noted      string
 	quietRows  uint64
 	rowsFolded uint64
