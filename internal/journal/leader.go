@@ -212,7 +212,7 @@ type Leader struct {
 	noted      string
 	quietRows  uint64
 	rowsFolded uint64
-	published *snapshotView
+	published  *snapshotView
 	// claimable: a fold since the last LeaderConfig.Claimable call made
 	// jobs claimable (or freed a place).
 	claimable bool
