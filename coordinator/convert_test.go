@@ -122,3 +122,40 @@ func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fairway.StateSuccess, again.State, "an id of a record is taken: the submission answers its job, and makes no second one")
 }
+
+// TestACoordinatorRecordsOnePartitionAndRefusesMore: a coordinator's
+// start records a cluster of one partition in a database that recorded
+// none, so that 'fairway migrate --partitions' cannot later hash its
+// groups anew; and it refuses a database recorded with more, or one that
+// holds partitions of a cluster whose home is elsewhere.
+func TestACoordinatorRecordsOnePartitionAndRefusesMore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, nc := natstest.Start(t)
+	start := func(st *store.Store) error {
+		t.Helper()
+		c, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{Logger: testLogger(t)})
+		require.NoError(t, err)
+		err = c.Start(ctx)
+		if err == nil {
+			c.Stop()
+		}
+		return err
+	}
+	fresh := storetest.Open(t)
+	require.NoError(t, start(fresh))
+	rec, err := fresh.RecordCluster(ctx, store.Cluster{ID: "later", Partitions: 4, Home: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.Partitions, "recorded by the coordinator's start")
+	require.NotEqual(t, "later", rec.ID)
+
+	four := storetest.Open(t)
+	_, err = four.RecordCluster(ctx, store.Cluster{ID: "c4", Partitions: 4, Home: true})
+	require.NoError(t, err)
+	require.ErrorContains(t, start(four), "was created with 4 partitions: this version's coordinators lead a cluster of one partition")
+
+	part := storetest.Open(t)
+	_, err = part.RecordCluster(ctx, store.Cluster{ID: "c2", Partitions: 1, Home: false})
+	require.NoError(t, err)
+	require.ErrorContains(t, start(part), "holds partitions of a cluster whose home is another database (cluster c2)")
+}

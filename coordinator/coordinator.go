@@ -378,6 +378,9 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err := c.store.OpenJournal(ctx); err != nil {
 		return err
 	}
+	if err := checkOnePartition(ctx, c.store); err != nil {
+		return err
+	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
 	}

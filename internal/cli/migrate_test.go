@@ -57,3 +57,30 @@ func TestMigrateToJournal(t *testing.T) {
 	require.NoError(t, fresh.Pool().QueryRow(ctx, `SELECT engine FROM fairway_engine`).Scan(&engine))
 	require.Equal(t, store.EngineJournal, engine)
 }
+
+// TestMigrateRecordsThePartitions: 'fairway migrate' creates a cluster
+// with its partitions and their databases, and then refuses another
+// count; a coordinator refuses more than one partition before it records
+// anything.
+func TestMigrateRecordsThePartitions(t *testing.T) {
+	t.Parallel()
+	_, home := storetest.OpenURL(t)
+	_, other := storetest.OpenURL(t)
+
+	code, out, errOut := run(t, "migrate", "--database-url", home, "--partitions", "4", "--partition-urls", "3="+other+" 1="+other)
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `partitions \[1 3\]'s database \S+ is up to date`, out)
+	require.Regexp(t, `cluster [0-9a-f-]{36}: 4 partition\(s\), created `, out)
+
+	code, _, errOut = run(t, "migrate", "--database-url", home)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "database.partitions is 1, but this cluster was created with 4 partitions")
+
+	_, fresh := storetest.OpenURL(t)
+	code, _, errOut = run(t, "coordinator", "--database-url", fresh, "--partitions", "2", "--nats-url", "nats://127.0.0.1:1")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "database.partitions is 2: this version's coordinators lead a cluster of one partition")
+	code, out, errOut = run(t, "migrate", "--database-url", fresh)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, ": 1 partition(s)", "the coordinator recorded nothing")
+}

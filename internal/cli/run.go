@@ -33,7 +33,7 @@ import (
 )
 
 var (
-	coordinatorKeys = append([]string{"database.url", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.fairness", "scheduler.retries",
+	coordinatorKeys = append([]string{"database.url", "database.partitions", "database.partition-urls", "nats.url", "nats.prefix", "nats.replicas", "scheduler.counting-scheme", "scheduler.fairness", "scheduler.retries",
 		"scheduler.retry-delay", "coordinator.max-args-size", "coordinator.lease", "coordinator.ingest-batch", "coordinator.event-per-message",
 		"coordinator.api-workers", "coordinator.api-group-workers", "coordinator.api-queue", "coordinator.quota.api-rate", "coordinator.quota.api-burst",
 		"coordinator.quota.jobs", "coordinator.quota.submit-rate", "coordinator.quota.submit-burst",
@@ -275,6 +275,9 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	if cfg.Database.URL == "" {
 		return nil, errors.New("database.url is not set: pass --database-url or set FAIRWAY_DATABASE_URL (postgres://user:password@host:5432/db)")
 	}
+	if err := oneLeaderOnly(cfg.Database.Layout()); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, cfg.Database.URL, store.Options{Logger: e.log})
 	if err != nil {
 		return nil, err
@@ -286,6 +289,10 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	}
 	if len(applied) > 0 {
 		e.log.Info("database migrated", "versions", applied)
+	}
+	if _, err := e.checkLayout(ctx, st, nil); err != nil {
+		st.Close()
+		return nil, err
 	}
 	nc, err := connect("fairway-coordinator")
 	if err != nil {
@@ -652,6 +659,11 @@ this version.`,
 			} else {
 				fmt.Fprintf(e.stdout, "applied migrations %v\n", applied)
 			}
+			cluster, err := e.checkLayout(cmd.Context(), st, e.stdout)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "cluster %s: %d partition(s), created %s\n", cluster.ID, cluster.Partitions, cluster.Chosen.UTC().Format(time.RFC3339))
 			if !toJournal {
 				rows, err := storeaccess.Engine(st).OnRowEngine(cmd.Context())
 				if err != nil {
@@ -674,7 +686,7 @@ this version.`,
 				moved.Jobs, moved.Running, moved.Cancelled, moved.Weights, moved.Rates, moved.Took.Round(time.Millisecond))
 			return nil
 		},
-	}, "database.url")
+	}, "database.url", "database.partitions", "database.partition-urls")
 	cmd.Flags().BoolVar(&toJournal, "to-journal", false, "then move a database of the row engine onto the journal engine (every coordinator stopped; see the command's help)")
 	return cmd
 }

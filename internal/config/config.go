@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/partition"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/file"
@@ -66,6 +67,24 @@ type NATSConfig struct {
 // DatabaseConfig holds the database.* keys.
 type DatabaseConfig struct {
 	URL string // PostgreSQL connection string; empty means unset
+	// Partitions is the cluster's partition count, PartitionURLs the
+	// databases of those not in URL's (Layout).
+	Partitions    int
+	PartitionURLs map[int]string
+}
+
+// Layout is where the partitions live (Layout.Check: each partition the
+// map names is one of them).
+func (c DatabaseConfig) Layout() partition.Layout {
+	return partition.Layout{Count: c.Partitions, Home: c.URL, URLs: c.PartitionURLs}
+}
+
+// problems returns what the database.* keys get wrong together.
+func (c DatabaseConfig) problems() []error {
+	if err := c.Layout().Check(); err != nil {
+		return []error{fmt.Errorf("database.partition-urls: %w (database.partitions is %d)", err, c.Partitions)}
+	}
+	return nil
 }
 
 // SchedulerConfig holds the scheduler.* keys, which keep Docspell's meaning.
@@ -244,7 +263,7 @@ func Load(configFile string, environ []string, fs *pflag.FlagSet) (*Config, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for _, err := range cfg.NATS.problems() {
+	for _, err := range append(cfg.NATS.problems(), cfg.Database.problems()...) {
 		errs = append(errs, fmt.Errorf("config: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -347,7 +366,7 @@ func (c *Config) SetFrom(key, value, source string) error {
 	old := k.get(c)
 	err := k.set(c, value)
 	if err == nil {
-		err = errors.Join(c.NATS.problems()...) // e.g. a user in nats.url besides nats.creds
+		err = errors.Join(append(c.NATS.problems(), c.Database.problems()...)...) // e.g. a user in nats.url besides nats.creds
 	}
 	if err != nil {
 		_ = k.set(c, old) // held before: valid

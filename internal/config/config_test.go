@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 	want := &Config{
 		Log:       LogConfig{Level: "info", Format: "auto"},
 		NATS:      NATSConfig{URL: "nats://127.0.0.1:4222", Prefix: "fairway", Replicas: 1},
-		Database:  DatabaseConfig{URL: ""},
+		Database:  DatabaseConfig{URL: "", Partitions: 1, PartitionURLs: map[int]string{}},
 		Scheduler: SchedulerConfig{PoolSize: 4, CountingScheme: fairway.CountingScheme{High: 4, Low: 1}, Fairness: "jobs", Retries: 5, RetryDelay: time.Minute, LogBufferSize: 500, WakeupPeriod: 10 * time.Second},
 		Coordinator: CoordinatorConfig{MaxArgsSize: 1 << 20, Lease: 30 * time.Second, IngestBatch: 500, APIWorkers: 16, APIGroupWorkers: 1, APIQueue: 1024, APIRate: 100, APIBurst: 200, QuotaJobs: 100_000, QuotaSubmitRate: 1000, QuotaSubmitBurst: 5000, QuotaSubmitBytesRate: 16 << 20, QuotaSubmitBytesBurst: 64 << 20, MemoryLimit: 1 << 30, GCHeadroom: 64 << 20, GCHeapFloor: 256 << 20,
 			SubmitMaxBytes: 1 << 30, SubmitMaxMsgs: 10_000_000, ResultsMaxBytes: 1 << 30, ExecutorResultsMaxBytes: 64 << 20, EventsMaxBytes: 4 << 30, DeadMaxBytes: 256 << 20, DeadMaxAge: 720 * time.Hour,
@@ -154,6 +154,13 @@ func TestValidation(t *testing.T) {
 		{"FAIRWAY_TRACING_ENDPOINT=collector:4318", `tracing.endpoint = "collector:4318" (from env FAIRWAY_TRACING_ENDPOINT): not a URL`},
 		{"FAIRWAY_TRACING_SAMPLE_RATIO=1.5", `tracing.sample-ratio = "1.5" (from env FAIRWAY_TRACING_SAMPLE_RATIO): must be from 0 to 1`},
 		{"FAIRWAY_TRACING_SAMPLE_RATIO=half", `tracing.sample-ratio = "half" (from env FAIRWAY_TRACING_SAMPLE_RATIO): not a number`},
+		{"FAIRWAY_DATABASE_PARTITIONS=0", `database.partitions = "0" (from env FAIRWAY_DATABASE_PARTITIONS): must be at least 1`},
+		{"FAIRWAY_DATABASE_PARTITIONS=1025", `database.partitions = "1025" (from env FAIRWAY_DATABASE_PARTITIONS): must be at most 1024`},
+		{"FAIRWAY_DATABASE_PARTITION_URLS=postgres://h/db", `database.partition-urls = "postgres://h/db" (from env FAIRWAY_DATABASE_PARTITION_URLS): "postgres://h/db" is not P=URL`},
+		{"FAIRWAY_DATABASE_PARTITION_URLS=x=postgres://h/db", `database.partition-urls = "x=postgres://h/db" (from env FAIRWAY_DATABASE_PARTITION_URLS): "x=postgres://h/db": the partition "x" is not a number from 0 to 1023`},
+		{"FAIRWAY_DATABASE_PARTITION_URLS=1=host=h", `(from env FAIRWAY_DATABASE_PARTITION_URLS): partition 1: "host=h" is not a postgres:// URL`},
+		{"FAIRWAY_DATABASE_PARTITION_URLS=1=postgres://h/a 1=postgres://h/b", `partition 1 is named twice`},
+		{"FAIRWAY_DATABASE_PARTITION_URLS=2=postgres://h/a", `config: database.partition-urls: partition 2 has a database, but the cluster's 1 partitions are numbered 0 to 0 (database.partitions is 1)`},
 		{"FAIRWAY_TRACING_SERVICE_NAME=", `tracing.service-name = "" (from env FAIRWAY_TRACING_SERVICE_NAME): must not be empty`},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
@@ -357,6 +364,8 @@ func TestPrintMasksEveryForm(t *testing.T) {
 		{name: "database dsn", env: []string{"FAIRWAY_DATABASE_URL=host=h user=u password=secret dbname=db"}, want: "database.url: host=h user=u password=**** dbname=db # env"},
 		{name: "database dsn quoted", file: "database:\n  url: \"host=h password='a secret' dbname=db\"\n", want: "database.url: host=h password=**** dbname=db # file"},
 		{name: "database dsn spaces", flags: []string{"--database-url=host=h password = secret dbname=db"}, want: "database.url: host=h password = **** dbname=db # flag"},
+		{name: "partition urls", env: []string{"FAIRWAY_DATABASE_PARTITIONS=4", "FAIRWAY_DATABASE_PARTITION_URLS=3=postgres://u:secret@c/db  1=postgres://u:secret@b/db"},
+			want: "database.partition-urls: 1=postgres://u:****@b/db 3=postgres://u:****@c/db # env"},
 		{name: "executor http token from env", env: []string{"FAIRWAY_EXECUTOR_HTTP_TOKEN=secret-0123456789abcdef"}, want: "executor.http-token: **** # env"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,10 +386,11 @@ func TestPrintMasksEveryForm(t *testing.T) {
 // TestErrorsMaskSecrets: a bad value of a key that holds secrets is quoted
 // masked in the error.
 func TestErrorsMaskSecrets(t *testing.T) {
-	_, err := Load("", []string{"FAIRWAY_NATS_URL=http://u:secret@h:4222", "FAIRWAY_DATABASE_URL=mysql://u:secret@h/db"}, nil)
+	_, err := Load("", []string{"FAIRWAY_NATS_URL=http://u:secret@h:4222", "FAIRWAY_DATABASE_URL=mysql://u:secret@h/db", "FAIRWAY_DATABASE_PARTITION_URLS=1=mysql://u:secret@h/db"}, nil)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), `nats.url = "http://u:****@h:4222" (from env FAIRWAY_NATS_URL)`)
 	require.Contains(t, err.Error(), `database.url = "mysql://u:****@h/db" (from env FAIRWAY_DATABASE_URL)`)
+	require.Contains(t, err.Error(), `database.partition-urls = "1=mysql://u:****@h/db" (from env FAIRWAY_DATABASE_PARTITION_URLS): partition 1: "mysql://u:****@h/db" is not a postgres:// URL`)
 	require.NotContains(t, err.Error(), "secret")
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/partition"
 	"github.com/fairwayhq/fairway/internal/secret"
 )
 
@@ -97,6 +98,15 @@ var keys = []key{
 		binding: durationVar(func(c *Config) *time.Duration { return &c.Coordinator.DeadMaxAge })},
 	{name: "database.url", flag: "database-url", def: "", help: "PostgreSQL connection URL or keyword/value string (TLS: sslmode=verify-full&sslrootcert=FILE)", secret: embedsSecrets,
 		binding: stringVar(func(c *Config) *string { return &c.Database.URL }, databaseURL)},
+	{name: "database.partitions", flag: "partitions", def: "1", help: "the cluster's partitions, each with its own leader and journal (1 to 1024): fixed when the cluster is created (its first coordinator or 'fairway migrate' records it), since a group's partition is a hash of its name modulo the count; see docs/operations.md, \"Partitions\"",
+		binding: intVar(func(c *Config) *int { return &c.Database.Partitions }, 1, partition.Max)},
+	{name: "database.partition-urls", flag: "partition-urls", def: "", help: "the databases of the partitions that do not live in database.url's: P=URL pairs separated by spaces, e.g. \"1=postgres://b/fairway 3=postgres://c/fairway\" (several partitions may share a database)", secret: embedsSecrets,
+		binding: binding{typ: "P=URL ...",
+			set: func(c *Config, s string) (err error) {
+				c.Database.PartitionURLs, err = partition.ParseURLs(s)
+				return err
+			},
+			get: func(c *Config) string { return partition.FormatURLs(c.Database.PartitionURLs) }}},
 	{name: "scheduler.pool-size", flag: "pool-size", def: "4", help: "number of jobs one executor runs at the same time",
 		binding: intVar(func(c *Config) *int { return &c.Scheduler.PoolSize }, 1, -1)},
 	{name: "scheduler.prefetch", flag: "prefetch", def: "0", help: "most jobs one executor holds beyond its pool, waiting for a slot, when jobs are short (sized from their measured run times; 0: up to the pool size; -1: none)",
