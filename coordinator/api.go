@@ -209,7 +209,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
-	case !r.forwarded && c.journal.forwards(name):
+	case !r.forwarded && c.parts.first().forwards(name):
 		var data []byte
 		data, err = c.forwardToLeader(ctx, msg)
 		switch {
@@ -278,7 +278,7 @@ func jobVerb(f func(c *Coordinator, ctx context.Context, group string, req event
 }
 
 func (c *Coordinator) apiGet(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	job, err := c.journal.get(ctx, group, req.ID)
+	job, err := c.parts.of(group).get(ctx, group, req.ID)
 	return events.Reply{Job: job}, err
 }
 

@@ -57,9 +57,19 @@ func (c *Coordinator) apiStats(ctx context.Context, r request) (events.Reply, er
 	}
 	// The computation runs under the context of the request that started
 	// it (all are bounded by apiTimeout alike).
-	st, _, err := statsFlight.Do(ctx, statsKey{c.store, p}, func() (*fairway.Stats, error) {
-		return c.store.Stats(ctx, p, func(ctx context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
-			return c.journalStatsLive(ctx, p.Group, since, now, bucket)
+	// A group's from its partition's database; every group's from the
+	// one database of the partitions.
+	parts, db := c.parts, c.parts.first().store
+	switch stores := c.parts.stores(); {
+	case p.Group != "":
+		parts = partitions{c.parts.of(p.Group)}
+		db = parts[0].store
+	case len(stores) > 1:
+		return events.Reply{}, fairway.Invalid("group", "missing: the partitions are in %d databases, and the stats of every group over several databases are not built yet; ask for one group's", len(stores))
+	}
+	st, _, err := statsFlight.Do(ctx, statsKey{db, p}, func() (*fairway.Stats, error) {
+		return db.Stats(ctx, p, func(ctx context.Context, since, now time.Time, bucket time.Duration) (*store.StatsLive, error) {
+			return parts.statsLive(ctx, p.Group, since, now, bucket)
 		})
 	})
 	return events.Reply{Stats: st}, err

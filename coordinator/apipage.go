@@ -183,7 +183,7 @@ func (c *Coordinator) apiLogs(ctx context.Context, r request) (events.Reply, err
 	}
 	var reply events.Reply
 	budget, size := r.maxReply-replyEnvelope, 0
-	next, err := c.store.LogLines(ctx, store.LogsParams{Group: group, ID: req.ID, Cursor: req.Cursor, Limit: req.Limit,
+	next, err := c.parts.of(group).store.LogLines(ctx, store.LogsParams{Group: group, ID: req.ID, Cursor: req.Cursor, Limit: req.Limit,
 		MessageMax: min(store.LogMessageMaxDefault, budget/2), Live: live}, func(l fairway.LogLine) bool {
 		n := encodedSize(l) + 1
 		if size+n > budget && len(reply.Logs) > 0 {

@@ -123,12 +123,13 @@ func TestADatabaseOfRowsMovesOntoTheJournal(t *testing.T) {
 	require.Equal(t, fairway.StateSuccess, again.State, "an id of a record is taken: the submission answers its job, and makes no second one")
 }
 
-// TestACoordinatorRecordsOnePartitionAndRefusesMore: a coordinator's
-// start records a cluster of one partition in a database that recorded
-// none, so that 'fairway migrate --partitions' cannot later hash its
-// groups anew; and it refuses a database recorded with more, or one that
-// holds partitions of a cluster whose home is elsewhere.
-func TestACoordinatorRecordsOnePartitionAndRefusesMore(t *testing.T) {
+// TestACoordinatorRecordsItsPartitions: a coordinator's start records
+// the cluster's partitions in a database that recorded none (one, with no
+// PartitionStores), so that 'fairway migrate --partitions' cannot later
+// hash its groups anew; and it refuses a database recorded with another
+// count, or one that holds partitions of a cluster whose home is
+// elsewhere.
+func TestACoordinatorRecordsItsPartitions(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	_, nc := natstest.Start(t)
@@ -148,14 +149,15 @@ func TestACoordinatorRecordsOnePartitionAndRefusesMore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.Partitions, "recorded by the coordinator's start")
 	require.NotEqual(t, "later", rec.ID)
+	require.NoError(t, start(fresh), "the same count again")
 
 	four := storetest.Open(t)
 	_, err = four.RecordCluster(ctx, store.Cluster{ID: "c4", Partitions: 4, Home: true})
 	require.NoError(t, err)
-	require.ErrorContains(t, start(four), "was created with 4 partitions: this version's coordinators lead a cluster of one partition")
+	require.ErrorContains(t, start(four), "database.partitions is 1, but this cluster was created with 4 partitions")
 
 	part := storetest.Open(t)
 	_, err = part.RecordCluster(ctx, store.Cluster{ID: "c2", Partitions: 1, Home: false})
 	require.NoError(t, err)
-	require.ErrorContains(t, start(part), "holds partitions of a cluster whose home is another database (cluster c2)")
+	require.ErrorContains(t, start(part), "holds partitions of a cluster whose home is another database (cluster c2")
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +155,13 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
+	// PartitionStores are the databases of the cluster's partitions, by
+	// number: their count is the cluster's partitions (fixed when it was
+	// created: istore.CheckLayout), and several may be the same store.
+	// Empty: one partition, in the store New is given. The store New is
+	// given is the cluster's home in any case: executors, periodic tasks,
+	// limits and the maintenance lead live there.
+	PartitionStores []*store.Store
 	// HostClock, when set, replaces time.Now as this coordinator's host
 	// clock (the fault suite skews it). The journal's leader reads it only
 	// until its first renewal of the lease: what decides when a job is
@@ -274,7 +282,7 @@ type Coordinator struct {
 	sweeper    *leaseSweeper  // lease expiry, timed releases, gone executors
 	periodic   *periodicFirer // fires the periodic tasks
 	pruner     *pruner        // retention
-	journal    *journalEngine // the hot path: the journal's leader holds the unfinished jobs
+	parts      partitions     // the hot path: each partition's leader holds its unfinished jobs
 	leaderAPI  *leaderOnly    // the API requests followers forward to the leader
 
 	mu        sync.Mutex
@@ -331,22 +339,48 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// onJournal puts the services on the journal engine: the hot path goes
-// through the partition's leader (journalEngine), and the API requests
-// that need the unfinished jobs are forwarded to it.
+// onJournal puts the services on the journal engines, one a partition:
+// the hot path goes through the partitions' leader (journalEngine), and
+// the API requests that need the unfinished jobs are forwarded to it.
 func (c *Coordinator) onJournal() {
 	c.leaderAPI = &leaderOnly{nc: c.nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
 	serve := func(on bool) {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
 	}
-	c.journal = newJournalEngine(c.store, journalEngineConfig{Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock}, c.log, c.publishEvents, c.dispatcher.notifyWork, serve)
-	c.journal.stopping = c.dispatcher.parking.stopping.has
-	c.dispatcher.journal, c.results.journal, c.sweeper.journal, c.quotas.journal = c.journal, c.journal, c.journal, c.journal
-	c.periodic.journal, c.ingest.journal = c.journal, c.journal
-	c.lead.eligible = c.journal.leads.Load
+	stores := []*istore.Store{c.store}
+	if len(c.cfg.PartitionStores) > 0 {
+		stores = stores[:0]
+		for _, st := range c.cfg.PartitionStores {
+			stores = append(stores, storeaccess.Engine(st))
+		}
+	}
+	c.parts = make(partitions, len(stores))
+	for p, st := range stores {
+		cfg := journalEngineConfig{Partition: int16(p), Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock} //nolint:gosec // G115: at most partition.Max
+		for q, other := range stores {
+			cfg.Shared = cfg.Shared || (q != p && other == st)
+		}
+		leading := serve
+		if p > 0 {
+			// Led with the first, whose leader serves the requests: this
+			// one's coming to lead makes its jobs claimable (the parked
+			// requests are served again) and its reports applicable.
+			cfg.Balance, leading = followFirst{first: c.parts[0]}, func(on bool) {
+				if on {
+					c.dispatcher.notifyWork()
+				}
+			}
+		}
+		e := newJournalEngine(st, c.store, cfg, c.log.With("partition", p), c.publishEvents, c.dispatcher.notifyWork, leading)
+		e.stopping = c.dispatcher.parking.stopping.has
+		c.parts[p] = e
+	}
+	c.dispatcher.parts, c.results.parts, c.sweeper.parts, c.quotas.parts = c.parts, c.parts, c.parts, c.parts
+	c.periodic.parts, c.ingest.parts, c.pruner.parts = c.parts, c.parts, c.parts
+	c.lead.eligible = c.parts.first().leads.Load
 	c.metrics.queues.mu.Lock() // scraped from New on
-	c.metrics.queues.journal = c.journal
+	c.metrics.queues.parts = c.parts
 	c.metrics.queues.mu.Unlock()
 }
 
@@ -378,8 +412,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err := c.store.OpenJournal(ctx); err != nil {
 		return err
 	}
-	if err := checkOnePartition(ctx, c.store); err != nil {
+	// Where the partitions are, checked against what the databases
+	// recorded, and recorded (a new cluster's count, fixed from now on).
+	if _, err := istore.RecordLayout(ctx, c.store, c.parts.databases()); err != nil {
 		return err
+	}
+	for _, st := range c.parts.stores() {
+		if st != c.store {
+			if err := st.OpenJournal(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.ensureStreams(ctx); err != nil {
 		return err
@@ -425,16 +468,23 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	c.goLoop(runCtx, c.journal.run)
-	// Started means ready: the partition's state restored (2.6 s for
+	for _, e := range c.parts {
+		c.goLoop(runCtx, e.run)
+	}
+	// Started means ready: the partitions' states restored (2.6 s for
 	// 1,000,000 waiting jobs) and, on the leader, dispatch answered.
 	// Before that an executor's request finds no responder.
 	wait := time.NewTimer(startRestoreWait)
-	select {
-	case <-c.journal.leader.Restored():
-	case <-ctx.Done():
-	case <-wait.C:
-		c.log.Warn("the journal's state is not restored yet; starting anyway (reads and dispatch wait for it)", "waited", startRestoreWait.String())
+restoring:
+	for _, e := range c.parts {
+		select {
+		case <-e.leader.Restored():
+		case <-ctx.Done():
+			break restoring
+		case <-wait.C:
+			c.log.Warn("the journal's state is not restored yet; starting anyway (reads and dispatch wait for it)", "waited", startRestoreWait.String(), "partition", e.partition)
+			break restoring
+		}
 	}
 	wait.Stop()
 	c.lead.try(runCtx) // a coordinator alone leads from its start
@@ -444,13 +494,19 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	// Jobs stored in callers' transactions (store.InsertTx): the leader
 	// reads them from the journal's tail after the commit, not at the
 	// next poll.
-	c.goLoop(runCtx, func(ctx context.Context) {
-		c.store.ListenJobs(ctx, func() {
-			c.journal.leader.Wake()
-			c.relay.kick()
-			c.dispatcher.notifyWork()
+	for _, st := range c.parts.stores() {
+		c.goLoop(runCtx, func(ctx context.Context) {
+			st.ListenJobs(ctx, func() {
+				for _, e := range c.parts {
+					if e.store == st {
+						e.leader.Wake()
+					}
+				}
+				c.relay.kick()
+				c.dispatcher.notifyWork()
+			})
 		})
-	})
+	}
 	if err := c.periodic.clearDeadMarks(ctx); err != nil {
 		c.log.Warn("clearing the periodic task marks of coordinators that are gone; they clear when stale", "error", err)
 	}
@@ -516,14 +572,16 @@ func (c *Coordinator) stopLocked() {
 	}
 	c.subs.drain()
 	c.consumers.drain()
-	if c.journal != nil {
-		// The journal's lease to a follower now, not once it runs out.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := c.journal.leader.Resign(ctx); err != nil {
-			c.log.Warn("giving the journal's lease up; a follower takes it once it runs out", "error", err)
+	// The journal's leases to a follower now, not once they run out:
+	// the first last, so that the follower that takes it finds the
+	// others free (followFirst).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	for _, e := range slices.Backward(c.parts) {
+		if err := e.leader.Resign(ctx); err != nil {
+			c.log.Warn("giving the journal's lease up; a follower takes it once it runs out", "partition", e.partition, "error", err)
 		}
-		cancel()
 	}
+	cancel()
 	c.cancel()
 	c.wg.Wait()
 	c.waits.stop()

@@ -83,6 +83,21 @@ func (h *harness) newExecutor(cfg executor.Config) *executor.Executor {
 	return ex
 }
 
+// allSucceed waits until n jobs have ended, and requires each a success.
+func (h *harness) allSucceed(n int) {
+	h.t.Helper()
+	ended := map[string]events.Event{}
+	h.until(func(ev events.Event) bool {
+		if ev.State.Final() {
+			ended[ev.Group+"/"+ev.JobID] = ev
+		}
+		return len(ended) == n
+	})
+	for key, ev := range ended {
+		require.Equal(h.t, fairway.StateSuccess, ev.State, key)
+	}
+}
+
 // until collects events until one satisfies done, and returns them all.
 func (h *harness) until(done func(events.Event) bool) []events.Event {
 	h.t.Helper()

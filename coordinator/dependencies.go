@@ -83,7 +83,7 @@ func (c *Coordinator) apiWorkflow(ctx context.Context, r request) (events.Reply,
 	// One submitted row: all the jobs, or none (one that depends on a
 	// job never submitted refuses the workflow). The leader resolves the
 	// dependencies.
-	if err := c.journal.insertWorkflow(ctx, subs); err != nil {
+	if err := c.parts.of(r.group).insertWorkflow(ctx, subs); err != nil { // its jobs are r.group's (Workflow.Normalize)
 		return events.Reply{}, w.NameJob(err)
 	}
 	return events.Reply{Refs: refs}, nil

@@ -41,8 +41,13 @@ type dispatcher struct {
 	respond    func(msg *nats.Msg, reply events.Reply, err error)
 	replyError func(subject string, err error) *fairway.Error
 
-	// journal's leader claims the jobs (Coordinator.onJournal sets it).
-	journal *journalEngine
+	// parts are the journal's partitions, whose leaders claim the jobs
+	// (Coordinator.onJournal sets them).
+	parts partitions
+	// spreads are the instances' spreads over the partitions
+	// (claimSpread).
+	spreadMu sync.Mutex
+	spreads  map[registrationKey]*instanceSpread
 	// Only the journal's leader answers dispatch requests (serveDispatch).
 	leaderDispatch *leaderOnly
 
@@ -167,8 +172,10 @@ func (d *dispatcher) start(ctx context.Context, subs *subscriptions, goLoop func
 			// reads the journal's tail now rather than at its next poll
 			// (50 ms), and its fold signals the parked requests if they
 			// made work.
-			if e := d.journal; e != nil && e.leads.Load() {
-				e.leader.Wake()
+			for _, e := range d.parts {
+				if e.leads.Load() {
+					e.leader.Wake()
+				}
 			}
 			d.parking.signal()
 		}
@@ -368,7 +375,13 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxH
 	start := time.Now()
 	p := store.ClaimParams{Executor: req.Executor, Instance: req.Instance, ClaimID: req.RequestID, MaxHeld: maxHeld,
 		Reclaimed: reclaimed, Limit: req.Slots, Tasks: req.Tasks, Groups: req.Groups, Lease: d.cfg.Lease, Scheme: d.cfg.Scheme, Fairness: d.cfg.Fairness, TaskLimits: req.TaskSlots}
-	jobs, err := d.journal.claim(ctx, p)
+	var jobs []fairway.Job
+	var err error
+	if len(d.parts) == 1 {
+		jobs, err = d.parts[0].claim(ctx, p)
+	} else {
+		jobs, err = d.claimSpread(ctx, p)
+	}
 	switch {
 	case errors.Is(err, fairway.ErrNotRegistered):
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {

@@ -75,9 +75,9 @@ func newDispatcherHarnessPolling(t *testing.T, cfg dispatchConfig, poll time.Dur
 	})
 	require.NoError(t, d.start(ctx, subs, goLoop))
 	require.Len(t, subs.subs, 4, "register, deregister, work notifications, heartbeat (dispatch: while leading)")
-	d.journal = startJournalPolling(t, st, f, d.serveDispatch, poll)
+	d.parts = partitions{startJournalPolling(t, st, f, d.serveDispatch, poll)}
 	runService(t, d.parkLoop)
-	return &dispatcherHarness{st: st, e: d.journal, nc: nc, subjects: subjects, f: f, d: d}
+	return &dispatcherHarness{st: st, e: d.parts[0], nc: nc, subjects: subjects, f: f, d: d}
 }
 
 // request sends an executor protocol request under app-id appID and
@@ -124,7 +124,7 @@ func TestALeaderReadsTheJournalWhenAnotherCoordinatorStores(t *testing.T) {
 	replies := parkRequest(t, h)
 	sub := fairway.Submission{Group: "g", ID: "j1", Task: "t"}
 	require.NoError(t, sub.Normalize("", "", fairway.DefaultMaxArgsSize, 3))
-	require.NoError(t, journal.SubmitFresh(t.Context(), h.e.db, journalPartition, itemsOf([]fairway.Submission{sub})))
+	require.NoError(t, journal.SubmitFresh(t.Context(), h.e.db, h.e.partition, itemsOf([]fairway.Submission{sub})))
 	require.NoError(t, h.nc.Publish(h.subjects.NotifyWork(), []byte("another coordinator")))
 	select {
 	case msg := <-replies:

@@ -26,8 +26,10 @@ func (c *Coordinator) RunJournal(ctx context.Context) error {
 	if err := c.store.OpenJournal(ctx); err != nil {
 		return err
 	}
-	go c.journal.run(ctx)
-	for !c.journal.leads.Load() {
+	for _, e := range c.parts {
+		go e.run(ctx)
+	}
+	for !c.parts.first().leads.Load() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -40,12 +42,12 @@ func (c *Coordinator) RunJournal(ctx context.Context) error {
 // Job reads a job as the API's get does (the partition's state, or its
 // record).
 func (c *Coordinator) Job(ctx context.Context, group, id string) (*fairway.Job, error) {
-	return c.journal.get(ctx, group, id)
+	return c.parts.of(group).get(ctx, group, id)
 }
 
 // Unfinished counts group's unfinished jobs (the partition's state).
 func (c *Coordinator) Unfinished(ctx context.Context, group string) (int, error) {
-	n, err := c.journal.leader.LiveOf(ctx, []string{group})
+	n, err := c.parts.of(group).leader.LiveOf(ctx, []string{group})
 	return n[group], err
 }
 
@@ -93,3 +95,6 @@ func (c *Coordinator) Forwarded() float64 {
 
 // WaitsHeld counts the wait requests the coordinator holds.
 func (c *Coordinator) WaitsHeld() int { return c.waits.held() }
+
+// Holder names the coordinator in the partitions' leases.
+func (c *Coordinator) Holder() string { return c.lead.holder }

@@ -50,7 +50,7 @@ type ingest struct {
 	// journal stores the submissions (Coordinator.onJournal sets it); its
 	// leader resolves dependencies, keeps the due times and wakes the
 	// executors.
-	journal *journalEngine
+	parts partitions
 
 	splits atomic.Int64 // batches split in halves to find a poison
 	// rejectLog bounds the lines of rejected submissions (each has its
@@ -288,7 +288,7 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
 	var hand *parkedRequest
-	if in.journal.leads.Load() { // the leader hands over (journalEngine.insertFor)
+	if in.parts.first().leads.Load() { // the leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
 	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
@@ -383,7 +383,7 @@ func (in *ingest) storeSubmissions(ctx context.Context, msgs []jetstream.Msg, it
 	var res []store.Inserted
 	var handedOver []fairway.Job
 	var err error
-	res, handedOver, err = in.journal.insertFor(ctx, subs, hand)
+	res, handedOver, err = in.parts.insertFor(ctx, subs, hand)
 	for i, r := range res {
 		// Refused at the insert (a dependency on a job never submitted):
 		// rejected.

@@ -53,8 +53,8 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 		},
 		h.f.kickOutbox)
 	h.e = startJournal(t, st, h.f, nil)
-	h.ingest.journal = h.e
-	h.ingest.quotas.journal = h.e
+	h.ingest.parts = partitions{h.e}
+	h.ingest.quotas.parts = partitions{h.e}
 	return h
 }
 

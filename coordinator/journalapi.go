@@ -54,7 +54,7 @@ func (c *Coordinator) forwardToLeader(ctx context.Context, msg *nats.Msg) ([]byt
 	subject := c.subjects.ToLeader(msg.Subject)
 	wait := 20 * time.Millisecond
 	for {
-		if c.journal.leads.Load() {
+		if c.parts.first().leads.Load() {
 			return nil, errLeadsNow
 		}
 		reply, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Header: msg.Header, Data: msg.Data})
@@ -96,7 +96,7 @@ func (e *journalEngine) get(ctx context.Context, group, id string) (*fairway.Job
 		return e.store.Get(ctx, group, id) // its record, or not found
 	}
 	jobs := []fairway.Job{jobOfView(v)}
-	if err := e.store.MarkNoExecutor(ctx, jobs); err != nil {
+	if err := e.home.MarkNoExecutor(ctx, jobs); err != nil {
 		return nil, err
 	}
 	return &jobs[0], nil
@@ -139,11 +139,11 @@ func jobOfView(v *journal.JobView) fairway.Job {
 // executor when one holds it.
 func (c *Coordinator) journalCancel(ctx context.Context, group, id string) (*fairway.Job, error) {
 	ref := fairway.JobRef{Group: group, ID: id}
-	out, err := c.journal.leader.Cancel(ctx, []fairway.JobRef{ref}, "")
+	out, err := c.parts.of(group).leader.Cancel(ctx, []fairway.JobRef{ref}, "")
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journal.get(ctx, group, id)
+	job, err := c.parts.of(group).get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -166,11 +166,11 @@ func (c *Coordinator) journalCancel(ctx context.Context, group, id string) (*fai
 // leader: it becomes waiting, due now.
 func (c *Coordinator) journalRelease(ctx context.Context, group, id string) (*fairway.Job, error) {
 	ref := fairway.JobRef{Group: group, ID: id}
-	out, err := c.journal.leader.ReleasePending(ctx, []fairway.JobRef{ref})
+	out, err := c.parts.of(group).leader.ReleasePending(ctx, []fairway.JobRef{ref})
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journal.get(ctx, group, id)
+	job, err := c.parts.of(group).get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (c *Coordinator) journalPriority(ctx context.Context, group, id string, pri
 	if prio != fairway.PriorityHigh && prio != fairway.PriorityLow {
 		return nil, fairway.Invalid("priority", "unknown priority %q: use \"high\" or \"low\"", prio)
 	}
-	job, err := c.journal.get(ctx, group, id)
+	job, err := c.parts.of(group).get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -201,21 +201,21 @@ func (c *Coordinator) journalPriority(ctx context.Context, group, id string, pri
 		return nil, fairway.Conflict(id, "job %s is %s: only pending, waiting or stuck jobs can be re-prioritised", id, job.State)
 	}
 	ref := fairway.JobRef{Group: group, ID: id}
-	if _, err := c.journal.leader.SetPriority(ctx, []fairway.JobRef{ref}, prio); err != nil {
+	if _, err := c.parts.of(group).leader.SetPriority(ctx, []fairway.JobRef{ref}, prio); err != nil {
 		return nil, journalError(err)
 	}
-	return c.journal.get(ctx, group, id)
+	return c.parts.of(group).get(ctx, group, id)
 }
 
 // journalRetry runs a failed or cancelled job again, as the partition's
 // leader.
 func (c *Coordinator) journalRetry(ctx context.Context, group, id string) (*fairway.Job, error) {
 	ref := fairway.JobRef{Group: group, ID: id}
-	out, err := c.journal.leader.Retry(ctx, []fairway.JobRef{ref})
+	out, err := c.parts.of(group).leader.Retry(ctx, []fairway.JobRef{ref})
 	if err != nil {
 		return nil, journalError(err)
 	}
-	job, err := c.journal.get(ctx, group, id)
+	job, err := c.parts.of(group).get(ctx, group, id)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +237,7 @@ const resolutionWait = 2 * time.Second
 func (c *Coordinator) awaitResolution(ctx context.Context, ref fairway.JobRef) {
 	ctx, cancel := context.WithTimeout(ctx, resolutionWait)
 	defer cancel()
-	leader := c.journal.leader
+	leader := c.parts.of(ref.Group).leader
 	if _, err := leader.Has(ctx, ref); err != nil { // a fold: the submission is in the state
 		return
 	}
@@ -261,7 +261,7 @@ func (c *Coordinator) awaitResolution(ctx context.Context, ref fairway.JobRef) {
 // tracker a live job holds (the fold refuses it)
 // is a duplicate naming that job.
 func (c *Coordinator) journalSubmit(ctx context.Context, sub fairway.Submission) (*fairway.Job, error) {
-	res, err := c.journal.insert(ctx, []fairway.Submission{sub})
+	res, err := c.parts.of(sub.Group).insert(ctx, []fairway.Submission{sub})
 	if err != nil {
 		return nil, err
 	}
@@ -271,10 +271,10 @@ func (c *Coordinator) journalSubmit(ctx context.Context, sub fairway.Submission)
 	if res[0].Created && len(sub.DependsOn) > 0 {
 		c.awaitResolution(ctx, fairway.JobRef{Group: sub.Group, ID: sub.ID})
 	}
-	job, err := c.journal.get(ctx, sub.Group, sub.ID)
+	job, err := c.parts.of(sub.Group).get(ctx, sub.Group, sub.ID)
 	if errors.Is(err, fairway.ErrNotFound) && sub.Tracker != "" && res[0].Created {
 		var holder string
-		c.journal.leader.Follow(func(s *journal.State) { holder = s.Trackers[fairway.JobRef{Group: sub.Group, ID: sub.Tracker}] })
+		c.parts.of(sub.Group).leader.Follow(func(s *journal.State) { holder = s.Trackers[fairway.JobRef{Group: sub.Group, ID: sub.Tracker}] })
 		if holder != "" {
 			return nil, fairway.Duplicate(sub.Tracker, holder)
 		}

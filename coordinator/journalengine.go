@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +34,13 @@ import (
 // coordinator on the journal"). store.InsertTx appends to the journal in
 // the caller's transaction.
 type journalEngine struct {
-	leader     *journal.Leader
-	db         *pgxpool.Pool
-	store      *store.Store
+	partition int16
+	leader    *journal.Leader
+	db        *pgxpool.Pool
+	store     *store.Store // the partition's database: its journal, records and job logs
+	// home is the cluster's home database: the executors' registry and
+	// the limits (the partition's own database, or another).
+	home       *store.Store
 	retryDelay time.Duration
 	// scheme is the claims' counting scheme, for a hand-over's picks.
 	scheme fairway.CountingScheme
@@ -53,15 +58,20 @@ type journalEngine struct {
 	// stopping says whether an executor instance said it stops
 	// (parking.stopping): what it releases gives its attempt back.
 	stopping func(app, instance string) bool
+	// eligibleOf are the last readings of the partition's eligible
+	// weight, by request kind (eligible).
+	eligibleMu sync.Mutex
+	eligibleOf map[string]eligibleReading
 }
-
-// journalPartition is the one partition (issue 34 spreads groups over
-// more).
-const journalPartition = 0
 
 // journalEngineConfig is what the journal engine takes of the
 // coordinator's configuration.
 type journalEngineConfig struct {
+	// Partition is the engine's partition.
+	Partition int16
+	// Balance, for a partition but the first, says which leases this
+	// coordinator takes and keeps (journal.LeaderConfig.Balance).
+	Balance journal.Balance
 	// Holder names this coordinator in the lease.
 	Holder string
 	// Fairness and Scheme are the claims' (Config.Fairness, Config.Scheme).
@@ -77,14 +87,17 @@ type journalEngineConfig struct {
 	// journal.LeaderConfig; a renewal reads the tail too): tests make them
 	// long, to see what wakes the leader.
 	Poll, Renew, TTL time.Duration
+	// Shared says the partition's database holds other partitions too
+	// (journal.LeaderConfig.Shared).
+	Shared bool
 }
 
-func newJournalEngine(st *store.Store, cfg journalEngineConfig, log *slog.Logger,
+func newJournalEngine(st, home *store.Store, cfg journalEngineConfig, log *slog.Logger,
 	publish func(context.Context, []fairway.Event) error, claimable func(), serveDispatch func(bool)) *journalEngine {
 	pool := st.Pool()
-	e := &journalEngine{db: pool, store: st, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: st.Limits}}
+	e := &journalEngine{partition: cfg.Partition, db: pool, store: st, home: home, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: home.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
-		Partition: journalPartition, Holder: cfg.Holder, Fairness: cfg.Fairness,
+		Partition: cfg.Partition, Balance: cfg.Balance, Registry: home.Pool(), Shared: cfg.Shared, Holder: cfg.Holder, Fairness: cfg.Fairness,
 		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log, Clock: cfg.Clock, Poll: cfg.Poll, Renew: cfg.Renew, TTL: cfg.TTL,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
@@ -127,7 +140,7 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 		// The usual batch, with no dependency to check and no id taken,
 		// in one round trip; else the transaction below keeps what it
 		// can.
-		switch err := journal.SubmitFresh(ctx, e.db, journalPartition, itemsOf(subs)); {
+		switch err := journal.SubmitFresh(ctx, e.db, e.partition, itemsOf(subs)); {
 		case err == nil:
 			e.leader.Wake()
 			return allCreated(subs), nil
@@ -153,7 +166,7 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 			items = append(items, journal.ItemOf(s))
 		}
 	}
-	kept, err := journal.Submit(ctx, tx, journalPartition, items)
+	kept, err := journal.Submit(ctx, tx, e.partition, items)
 	if err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}

@@ -93,16 +93,7 @@ func TestJournalEngineRunsEveryJobOnce(t *testing.T) {
 	// The first hundred again: duplicates.
 	_, err := h.client.SubmitMany(t.Context(), subs[:100])
 	require.NoError(t, err)
-	ended := map[string]events.Event{}
-	h.until(func(ev events.Event) bool {
-		if ev.State.Final() {
-			ended[ev.Group+"/"+ev.JobID] = ev
-		}
-		return len(ended) == jobs
-	})
-	for key, ev := range ended {
-		require.Equal(t, fairway.StateSuccess, ev.State, key)
-	}
+	h.allSucceed(jobs)
 	mu.Lock()
 	for key, n := range runs {
 		require.Equal(t, 1, n, "job %s ran %d times", key, n)

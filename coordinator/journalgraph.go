@@ -22,11 +22,12 @@ import (
 // then read as get reads them: the unfinished ones from the state, the
 // others (those that ended meanwhile too) from their records.
 func (c *Coordinator) journalGraph(ctx context.Context, group string, req events.JobRequest) (events.Reply, error) {
-	leader := c.journal.leader
+	e := c.parts.of(group)
+	leader := e.leader
 	live := func(ctx context.Context, ids []string, first bool) (journal.Edges, error) {
 		return leader.Edges(ctx, group, ids, first)
 	}
-	nodes, truncated, err := c.store.GraphNodes(ctx, group, req.ID, maxGraphJobs, maxGraphEdges, live)
+	nodes, truncated, err := e.store.GraphNodes(ctx, group, req.ID, maxGraphJobs, maxGraphEdges, live)
 	if err != nil {
 		return events.Reply{}, journalError(err)
 	}
@@ -50,7 +51,7 @@ func (c *Coordinator) journalGraph(ctx context.Context, group string, req events
 		}
 	}
 	if len(ended) > 0 {
-		records, err := c.store.GraphRecords(ctx, group, ended)
+		records, err := e.store.GraphRecords(ctx, group, ended)
 		if err != nil {
 			return events.Reply{}, err
 		}

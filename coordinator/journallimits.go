@@ -67,7 +67,7 @@ func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
 	if err != nil {
 		return events.Reply{}, err
 	}
-	tasks, groups, err := c.journal.leader.HeldCounts(ctx)
+	tasks, groups, err := c.parts.heldCounts(ctx)
 	if err != nil {
 		return events.Reply{}, journalError(err)
 	}
@@ -94,14 +94,24 @@ func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
 // caller then writes the table the replies list; sent again after a
 // failure, either step is the same again).
 func (c *Coordinator) journalSetRate(ctx context.Context, task, group string, starts int, period time.Duration) error {
-	err := c.journal.leader.SetRateLimit(ctx, fairness.RateLimit{Task: task, Group: group, Starts: float64(starts), Period: period})
-	return journalError(err)
+	// A group's rate on its partition; a task's on every partition, each
+	// counting its own starts (a rate across partitions is not built).
+	parts := c.parts
+	if group != "" {
+		parts = partitions{c.parts.of(group)}
+	}
+	for _, e := range parts {
+		if err := e.leader.SetRateLimit(ctx, fairness.RateLimit{Task: task, Group: group, Starts: float64(starts), Period: period}); err != nil {
+			return journalError(err)
+		}
+	}
+	return nil
 }
 
 // journalSetWeight sets a group's weight on the journal: the leader's
 // weight row, then the table the groups verb lists.
 func (c *Coordinator) journalSetWeight(ctx context.Context, group string, weight float64) error {
-	if err := journalError(c.journal.leader.SetWeight(ctx, group, weight)); err != nil {
+	if err := journalError(c.parts.of(group).leader.SetWeight(ctx, group, weight)); err != nil {
 		return err
 	}
 	return c.store.SetWeight(ctx, group, weight)

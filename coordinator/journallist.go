@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,8 +31,60 @@ const journalListChunk = 200
 // journalList streams the jobs p selects to yield, the unfinished ones
 // first, then the records (see above), as store.ListRecords streams
 // records: at most p.Limit, and the cursor after the last job yield took
-// ("" when nothing is left).
+// ("" when nothing is left). A group's are its partition's; every group's
+// over several partitions are listed partition by partition, each one's
+// unfinished jobs and then the records of its database (once a
+// database), the cursor saying which partition: "p<k>.<cursor in it>".
 func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield func(fairway.Job) bool) (string, error) {
+	if p.Group != "" || len(c.parts) == 1 {
+		return c.listIn(ctx, c.parts.of(p.Group), true, p, yield)
+	}
+	bad := fairway.Invalid("cursor", "%q is not a cursor of this listing: pass the next_cursor of a previous answer", p.Cursor)
+	stage, inner := 0, ""
+	if p.Cursor != "" {
+		k, rest, ok := strings.Cut(strings.TrimPrefix(p.Cursor, "p"), ".")
+		n, err := strconv.Atoi(k)
+		if !ok || !strings.HasPrefix(p.Cursor, "p") || err != nil || n < 0 || n >= len(c.parts) {
+			return "", bad
+		}
+		stage, inner = n, rest
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.ListLimitDefault
+	}
+	taken := 0
+	counted := func(j fairway.Job) bool {
+		if !yield(j) {
+			return false
+		}
+		taken++
+		return true
+	}
+	for k := stage; k < len(c.parts); k++ {
+		e := c.parts[k]
+		records := !slices.ContainsFunc(c.parts[:k], func(o *journalEngine) bool { return o.store == e.store })
+		q := p
+		q.Cursor, q.Limit = inner, limit-taken
+		next, err := c.listIn(ctx, e, records, q, counted)
+		switch {
+		case err != nil:
+			return "", err
+		case next != "":
+			return fmt.Sprintf("p%d.%s", k, next), nil
+		case taken == limit && k+1 < len(c.parts):
+			return fmt.Sprintf("p%d.", k+1), nil
+		case taken == limit:
+			return "", nil
+		}
+		inner = ""
+	}
+	return "", nil
+}
+
+// listIn is journalList in e's partition: its unfinished jobs, then, with
+// records, the records of its database.
+func (c *Coordinator) listIn(ctx context.Context, e *journalEngine, withRecords bool, p store.ListParams, yield func(fairway.Job) bool) (string, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = store.ListLimitDefault
@@ -50,7 +103,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 			if narrowed {
 				want = max(want, journalListChunk)
 			}
-			views, err := c.journal.leader.List(ctx, filter, before, want)
+			views, err := e.leader.List(ctx, filter, before, want)
 			if err != nil {
 				return "", journalError(err)
 			}
@@ -85,7 +138,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 			}
 		}
 		before = journal.Position{}
-		if p.State != "" { // an unfinished state: no record has it
+		if p.State != "" || !withRecords { // an unfinished state: no record has it
 			return "", nil
 		}
 		if taken == limit {
@@ -94,7 +147,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 			more := false
 			probe := p
 			probe.Limit, probe.Cursor, probe.Full = 1, "", false
-			if _, err := c.store.ListRecords(ctx, probe, func(fairway.Job) bool { more = true; return false }); err != nil {
+			if _, err := e.store.ListRecords(ctx, probe, func(fairway.Job) bool { more = true; return false }); err != nil {
 				return "", err
 			}
 			if more {
@@ -108,7 +161,7 @@ func (c *Coordinator) journalList(ctx context.Context, p store.ListParams, yield
 	if records && before.Row != 0 {
 		rp.Cursor = strconv.FormatInt(before.Row, 10)
 	}
-	next, err := c.store.ListRecords(ctx, rp, yield)
+	next, err := e.store.ListRecords(ctx, rp, yield)
 	if next != "" {
 		next = "e" + next
 	}

@@ -44,6 +44,6 @@ func (e *journalEngine) appendLogs(ctx context.Context, logs []store.AttemptLog)
 // partition's state, as of every row committed before the call: its log
 // lines are then read without a record to find first.
 func (c *Coordinator) journalLogsLive(ctx context.Context, ref fairway.JobRef) (bool, error) {
-	live, err := c.journal.leader.Has(ctx, ref)
+	live, err := c.parts.of(ref.Group).leader.Has(ctx, ref)
 	return live, journalError(err)
 }

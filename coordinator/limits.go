@@ -27,7 +27,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.SetLimit(ctx, req.Kind, req.Name, *req.Max); err != nil {
 			return events.Reply{}, err
 		}
-		c.journal.limits.forget() // the claims read them again (this coordinator leads: leaderVerbs)
+		c.parts.forgetLimits() // the claims read them again (this coordinator leads: leaderVerbs)
 		c.log.Info("concurrency limit set", "kind", req.Kind, "name", req.Name, "max", *req.Max)
 		// A raised limit frees slots now.
 		c.dispatcher.notifyWork()
@@ -38,7 +38,7 @@ func (c *Coordinator) apiLimits(ctx context.Context, r request) (events.Reply, e
 		if err := c.store.DeleteLimit(ctx, req.Kind, req.Name); err != nil {
 			return events.Reply{}, err
 		}
-		c.journal.limits.forget() // the claims read them again (this coordinator leads: leaderVerbs)
+		c.parts.forgetLimits() // the claims read them again (this coordinator leads: leaderVerbs)
 		c.log.Info("concurrency limit removed", "kind", req.Kind, "name", req.Name)
 		c.dispatcher.notifyWork()
 	default:
@@ -127,6 +127,6 @@ func (c *Coordinator) apiGroups(ctx context.Context, r request) (events.Reply, e
 			window = d
 		}
 	}
-	shares, err := groupShares(ctx, c.store, c.journal, window)
+	shares, err := c.groupShares(ctx, window)
 	return events.Reply{Groups: shares}, err
 }

@@ -63,8 +63,8 @@ type periodicFirer struct {
 	kickOutbox func()
 	// journal holds the unfinished jobs (Coordinator.onJournal sets it):
 	// a task's last job is looked for in its state, a new one appended.
-	journal *journalEngine
-	kicks   chan struct{}
+	parts partitions
+	kicks chan struct{}
 }
 
 func newPeriodicFirer(cfg periodicConfig, b serviceBase, id string,
@@ -162,7 +162,7 @@ func (f *periodicFirer) fire(ctx context.Context) {
 			f.log.Info("periodic task skipped: its previous job has not ended", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
 		default:
 			f.log.Info("periodic task fired", "periodic", p.ID, "job_id", fired.JobID, "next_run", next)
-			f.journal.leader.Wake() // the leader reads the job from the tail
+			f.parts.of(p.Group).leader.Wake() // the leader reads the job from the tail
 		}
 		f.kickOutbox()
 	}
@@ -171,11 +171,12 @@ func (f *periodicFirer) fire(ctx context.Context) {
 // firePeriodic fires p's job, unless its last one, which the partition's
 // state holds, has not ended.
 func (f *periodicFirer) firePeriodic(ctx context.Context, p store.PeriodicTask, next time.Time) (*store.Fired, error) {
-	previous, err := f.journal.leader.TrackerHolder(ctx, p.Group, p.ID)
+	e := f.parts.of(p.Group)
+	previous, err := e.leader.TrackerHolder(ctx, p.Group, p.ID)
 	if err != nil {
 		return nil, journalError(err)
 	}
-	return f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next, previous)
+	return f.store.FirePeriodic(ctx, f.id, p, fairway.NewID(), f.cfg.Retries, next, previous, e.store)
 }
 
 // clearDeadMarks clears the periodic task marks left by coordinators that

@@ -43,7 +43,7 @@ func TestPeriodicFirerFiresDueTasks(t *testing.T) {
 	// MaxSleep of an hour: the loop looks at its start and when kicked.
 	fr := newPeriodicFirer(periodicConfig{Retries: 3, MaxSleep: time.Hour}, storeBase(st, serviceLogger(t)), "host/1/test", now,
 		f.kickOutbox)
-	fr.journal = e
+	fr.parts = partitions{e}
 	require.Equal(t, periodicMarkStale, fr.cfg.MarkStale)
 	fr.fire(ctx) // what the loop does at its start: 08:01, not due
 	require.Empty(t, fired())

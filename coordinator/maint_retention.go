@@ -48,6 +48,9 @@ func (c pruneConfig) withDefaults() pruneConfig {
 type pruner struct {
 	cfg pruneConfig
 	serviceBase
+	// parts are the partitions, whose databases hold the records
+	// (Coordinator.onJournal sets them).
+	parts partitions
 }
 
 func newPruner(cfg pruneConfig, b serviceBase) *pruner {
@@ -72,6 +75,13 @@ func (p *pruner) run(ctx context.Context) {
 // pruneExpired removes, batch by batch, the finished jobs past their
 // retention.
 func (p *pruner) pruneExpired(ctx context.Context) {
+	for _, st := range p.parts.stores() {
+		p.pruneIn(ctx, st)
+	}
+}
+
+// pruneIn is pruneExpired in one database.
+func (p *pruner) pruneIn(ctx context.Context, st *store.Store) {
 	for _, a := range p.cfg.Retention.ages() {
 		if a.age < 0 {
 			continue
@@ -80,7 +90,7 @@ func (p *pruner) pruneExpired(ctx context.Context) {
 		began := time.Now()
 		for ctx.Err() == nil {
 			batchBegan := time.Now()
-			n, err := p.store.Prune(ctx, a.state, a.age, "", p.cfg.Batch)
+			n, err := st.Prune(ctx, a.state, a.age, "", p.cfg.Batch)
 			took := time.Since(batchBegan)
 			total += n
 			if err != nil {

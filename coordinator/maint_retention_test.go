@@ -28,6 +28,7 @@ func TestPrunerPrunesPastRetention(t *testing.T) {
 	cfg := pruneConfig{Retention: Retention{Cancelled: time.Millisecond, Success: -1, Failed: -1, Interval: time.Second}, Batch: 1, Pause: time.Millisecond}
 
 	p := newPruner(cfg, storeBase(st, serviceLogger(t)))
+	p.parts = partitions{{store: st}} // the database of its one partition: the records' (no leader needed)
 	runService(t, p.run)
 	require.Eventually(t, func() bool {
 		return jobState(t, e, "g", "c1") == "" && jobState(t, e, "g", "c2") == ""

@@ -53,7 +53,7 @@ type leaseSweeper struct {
 	answeringSince func() time.Time
 	// journal's leader gives back the jobs of lost executors
 	// (Coordinator.onJournal sets it).
-	journal *journalEngine
+	parts partitions
 }
 
 func newLeaseSweeper(cfg sweepConfig, b serviceBase, answeringSince func() time.Time) *leaseSweeper {
@@ -141,7 +141,9 @@ func (s *leaseSweeper) run(ctx context.Context) {
 		if !gate.open(time.Now()) {
 			continue
 		}
-		s.journal.releaseLost(ctx, s.cfg.Lease)
+		for _, e := range s.parts {
+			e.releaseLost(ctx, s.cfg.Lease)
+		}
 		s.markGone(ctx)
 	}
 }

@@ -34,7 +34,7 @@ func TestLeaseSweeperReleasesLostJobs(t *testing.T) {
 
 	start := time.Now()
 	s := newLeaseSweeper(sweepConfig{Interval: 20 * time.Millisecond, Lease: lease}, storeBase(st, serviceLogger(t)), func() time.Time { return start })
-	s.journal = e
+	s.parts = partitions{e}
 	require.Equal(t, 3*lease, s.cfg.GoneAfter, "gone after goneLeases leases by default")
 	runService(t, s.run)
 

@@ -2,46 +2,36 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/internal/fairness"
+	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/partition"
 	istore "github.com/fairwayhq/fairway/internal/store"
-	"github.com/google/uuid"
 )
-
-// checkOnePartition records, in a database that recorded no cluster
-// yet, a cluster of one partition, and refuses a database whose cluster
-// has more (recorded by 'fairway migrate --partitions'), or that holds
-// partitions of a cluster whose home is another database: this
-// version's coordinator leads a cluster of one partition, in its home
-// database (istore.CheckLayout checks a whole layout).
-func checkOnePartition(ctx context.Context, st *istore.Store) error {
-	rec, err := st.RecordCluster(ctx, istore.Cluster{ID: uuid.NewString(), Partitions: 1, Home: true})
-	switch {
-	case err != nil:
-		return err
-	case !rec.Home:
-		return fmt.Errorf("this database (%s) holds partitions of a cluster whose home is another database (cluster %s): give the coordinator that cluster's home database", st.Where(), rec.ID)
-	case rec.Partitions != 1:
-		return fmt.Errorf("this database's cluster (%s) was created with %d partitions: this version's coordinators lead a cluster of one partition; the coordinators that spread more over themselves are being built (docs/architecture.md, \"Partitions\")", st.Where(), rec.Partitions)
-	}
-	return nil
-}
 
 // apiPartitions answers partitions: each partition of the journal as this
 // coordinator follows it (every coordinator does), its lease and how far
 // its events trail as PostgreSQL says.
 func (c *Coordinator) apiPartitions(ctx context.Context, _ request) (events.Reply, error) {
-	p, err := c.journal.partition(ctx)
-	if err != nil {
-		return events.Reply{}, err
+	out := make([]fairway.Partition, 0, len(c.parts))
+	for _, e := range c.parts {
+		p, err := e.status(ctx)
+		if err != nil {
+			return events.Reply{}, err
+		}
+		out = append(out, p)
 	}
-	return events.Reply{Partitions: []fairway.Partition{p}}, nil
+	return events.Reply{Partitions: out}, nil
 }
 
-// partition is the engine's partition as operators see it.
-func (e *journalEngine) partition(ctx context.Context) (fairway.Partition, error) {
+// status is the engine's partition as operators see it.
+func (e *journalEngine) status(ctx context.Context) (fairway.Partition, error) {
 	st, err := e.leader.Status(ctx)
 	if err != nil {
 		return fairway.Partition{}, err
@@ -51,4 +41,244 @@ func (e *journalEngine) partition(ctx context.Context) (fairway.Partition, error
 		Database: e.store.Where(), Groups: st.Groups, Jobs: st.Jobs,
 		UnpublishedRows: st.Unpublished, LagMS: st.Lag.Milliseconds(),
 	}, nil
+}
+
+// partitions are the journal's partitions, each with its engine (its
+// leader, its database), by number. Every coordinator follows every
+// partition; the coordinator that leads the first leads the others too
+// (followFirst), so that it answers every dispatch request and report:
+// the executors need not know the partitions (docs/architecture.md,
+// "Partitions").
+type partitions []*journalEngine
+
+// of is group's partition.
+func (ps partitions) of(group string) *journalEngine {
+	if len(ps) == 1 {
+		return ps[0]
+	}
+	return ps[partition.Of(group, len(ps))]
+}
+
+// leadsAll says whether this coordinator leads every partition.
+func (ps partitions) leadsAll() bool {
+	for _, e := range ps {
+		if !e.leads.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// first is partition 0, whose leader leads the others.
+func (ps partitions) first() *journalEngine { return ps[0] }
+
+// databases are the partitions' databases, by partition.
+func (ps partitions) databases() []*istore.Store {
+	out := make([]*istore.Store, len(ps))
+	for p, e := range ps {
+		out[p] = e.store
+	}
+	return out
+}
+
+// stores are the partitions' databases, each once, the first's first.
+func (ps partitions) stores() []*istore.Store {
+	var out []*istore.Store
+	for _, e := range ps {
+		if !slices.Contains(out, e.store) {
+			out = append(out, e.store)
+		}
+	}
+	return out
+}
+
+// followFirst is the leases' balance of a partition but the first: it
+// is led by the coordinator that leads the first. One that comes to lead
+// the first takes the others as their leases free (given up at once by
+// a coordinator that stops or lost the first, run out within their TTL
+// for one that died); one that lost it gives them up.
+type followFirst struct{ first *journalEngine }
+
+func (f followFirst) Take(int16) bool { return f.first.leads.Load() }
+func (f followFirst) Keep(int16) bool { return f.first.leads.Load() }
+
+// forgetLimits has every partition's claims read the concurrency limits
+// again.
+func (ps partitions) forgetLimits() {
+	for _, e := range ps {
+		e.limits.forget()
+	}
+}
+
+// heldCounts are the jobs held by executors per task and per group, over
+// the partitions (a group's are in its partition).
+func (ps partitions) heldCounts(ctx context.Context) (tasks, groups map[string]int, err error) {
+	tasks, groups = map[string]int{}, map[string]int{}
+	for _, e := range ps {
+		t, g, err := e.leader.HeldCounts(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, n := range t {
+			tasks[k] += n
+		}
+		for k, n := range g {
+			groups[k] += n
+		}
+	}
+	return tasks, groups, nil
+}
+
+// insertFor is journalEngine.insertFor over the partitions: subs split by
+// their group's partition, each part stored by its partition (one row
+// each), the answers in subs' order. hand, when set, is handed the jobs
+// of the first part that has any for it (one partition's leader hands
+// over in its own transaction).
+func (ps partitions) insertFor(ctx context.Context, subs []fairway.Submission, hand *parkedRequest) ([]istore.Inserted, []fairway.Job, error) {
+	if len(ps) == 1 {
+		return ps[0].insertFor(ctx, subs, hand)
+	}
+	byPart := map[*journalEngine][]int{}
+	var order []*journalEngine
+	for i, s := range subs {
+		e := ps.of(s.Group)
+		if _, ok := byPart[e]; !ok {
+			order = append(order, e)
+		}
+		byPart[e] = append(byPart[e], i)
+	}
+	out := make([]istore.Inserted, len(subs))
+	var handed []fairway.Job
+	for _, e := range order {
+		at := byPart[e]
+		part := make([]fairway.Submission, len(at))
+		for k, i := range at {
+			part[k] = subs[i]
+		}
+		var h *parkedRequest
+		if hand != nil && handed == nil {
+			h = hand
+		}
+		res, jobs, err := e.insertFor(ctx, part, h)
+		if err != nil {
+			return nil, nil, err // the parts stored before are duplicates when sent again
+		}
+		if len(jobs) > 0 {
+			handed = jobs
+		}
+		for k, i := range at {
+			out[i] = res[k]
+		}
+	}
+	return out, handed, nil
+}
+
+// eligibleTTL is how long a partition's eligible weight for one kind of
+// request (tasks and groups) is reused: a reading walks the state's
+// counts.
+const eligibleTTL = 20 * time.Millisecond
+
+// eligibleReading is one reading of a partition's eligible weight.
+type eligibleReading struct {
+	weight float64
+	at     time.Time
+}
+
+// eligible is the weight of the groups with work in this partition for
+// an executor of tasks, granted groups (nil: all): journal.State.Eligible,
+// read at most every eligibleTTL for the same tasks and groups.
+func (e *journalEngine) eligible(tasks, groups []string) float64 {
+	key := strings.Join(tasks, "\x00") + "\x01" + strings.Join(groups, "\x00")
+	if groups == nil {
+		key += "\x02" // every group, not none
+	}
+	e.eligibleMu.Lock()
+	defer e.eligibleMu.Unlock()
+	if r, ok := e.eligibleOf[key]; ok && time.Since(r.at) < eligibleTTL {
+		return r.weight
+	}
+	var w float64
+	e.leader.Follow(func(s *journal.State) { w = s.Eligible(tasks, groups) })
+	if e.eligibleOf == nil || len(e.eligibleOf) > 1024 {
+		e.eligibleOf = map[string]eligibleReading{}
+	}
+	e.eligibleOf[key] = eligibleReading{weight: w, at: time.Now()}
+	return w
+}
+
+// spreadOf is the spread of instance's requests over the partitions
+// (fairness.Spread), made at its first request.
+func (d *dispatcher) spreadOf(app, instance string) *instanceSpread {
+	d.spreadMu.Lock()
+	defer d.spreadMu.Unlock()
+	k := registrationKey{app, instance}
+	if s, ok := d.spreads[k]; ok {
+		return s
+	}
+	if d.spreads == nil || len(d.spreads) > 10000 {
+		d.spreads = map[registrationKey]*instanceSpread{} // instances gone: their spreads start afresh
+	}
+	s := &instanceSpread{spread: fairness.NewSpread(len(d.parts))}
+	d.spreads[k] = s
+	return s
+}
+
+// instanceSpread is an instance's spread, one request at a time.
+type instanceSpread struct {
+	mu     sync.Mutex
+	spread *fairness.Spread
+}
+
+// claimSpread claims for a request over the partitions: its slots spread
+// by the instance's fairness.Spread over the partitions that have work
+// for it, weighted by the weights of their groups with work (read from
+// the states: this coordinator leads them all), each partition then
+// picking by its own exact rules. A request sent again under its id (its
+// answer was lost) gets what it claimed in every partition, and claims
+// no more.
+func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]fairway.Job, error) {
+	if p.ClaimID != "" {
+		key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: p.ClaimID}
+		var again []fairway.Job
+		for _, e := range d.parts {
+			var claimed bool
+			e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
+			if !claimed {
+				continue
+			}
+			got, err := e.claim(ctx, p)
+			if err != nil {
+				return again, err
+			}
+			again = append(again, got...)
+		}
+		if len(again) > 0 {
+			return again, nil
+		}
+	}
+	is := d.spreadOf(p.Executor, p.Instance)
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	weights := make([]float64, len(d.parts))
+	for i, e := range d.parts {
+		if e.leads.Load() {
+			weights[i] = e.eligible(p.Tasks, p.Groups)
+		}
+	}
+	is.spread.Weigh(weights)
+	var jobs []fairway.Job
+	for i, n := range is.spread.Plan(p.Limit) {
+		if n == 0 {
+			continue
+		}
+		q := p
+		q.Limit = n // MaxHeld stays: each partition counts the instance's jobs of its own
+		got, err := d.parts[i].claim(ctx, q)
+		if err != nil {
+			return jobs, err
+		}
+		jobs = append(jobs, got...)
+		is.spread.Served(i, fairness.Reply{Asked: n, Handed: len(got), Cost: float64(len(got)), Competed: weights[i], Weight: weights[i]})
+	}
+	return jobs, nil
 }

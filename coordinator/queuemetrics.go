@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -56,22 +57,22 @@ var (
 // queueCollector exposes the queue gauges, read on scrape and cached.
 type queueCollector struct {
 	store *store.Store
-	// journal counts the unfinished jobs from the partition's state
+	// parts count the unfinished jobs from the partitions' states
 	// (fairway_job holds the records of ended jobs only). Set by
 	// Coordinator.onJournal; nil until then, when a scrape reads none.
-	journal *journalEngine
-	log     func(msg string, args ...any)
+	parts partitions
+	log   func(msg string, args ...any)
 
 	mu         sync.Mutex
 	readAt     time.Time
 	counts     []fairway.QueueCount
 	noExecutor map[string]int64
 	shares     []fairway.GroupShare
-	// partition is the partition's lease and event lag, and
-	// partitionJobs its unfinished jobs by state, summed from counts
-	// (all of them, before the largest are kept).
-	partition     *journal.Status
-	partitionJobs map[fairway.State]int
+	// partitions are the partitions' leases and event lags, and
+	// partitionJobs their unfinished jobs by state, summed from each
+	// one's counts (all of them, before the largest are kept).
+	partitions    []journal.Status
+	partitionJobs []map[fairway.State]int
 }
 
 // groupShareWindow is the window of the share gauges.
@@ -96,16 +97,12 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		// Each reading stands on its own, with its own time: one that
 		// fails leaves the other, and the last reading is served.
 		ctx, cancel := context.WithTimeout(context.Background(), queueMetricsTimeout)
-		counts, err := q.queueCounts(ctx)
+		counts, jobs, err := q.queueCounts(ctx)
 		cancel()
 		if err != nil {
 			q.log("reading the queue gauges; the last reading is served", "error", err)
 		} else {
-			q.counts = counts
-			q.partitionJobs = map[fairway.State]int{}
-			for _, c := range counts {
-				q.partitionJobs[c.State] += int(c.Jobs)
-			}
+			q.counts, q.partitionJobs = counts, jobs
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
 		none, err := q.withoutExecutor(ctx, counts)
@@ -119,26 +116,29 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			q.noExecutor = none
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
-		shares, err := groupShares(ctx, q.store, q.journal, groupShareWindow)
+		shares, err := groupShares(ctx, q.store, q.parts, groupShareWindow)
 		cancel()
 		if err != nil {
 			q.log("reading the groups' shares; the last reading is served", "error", err)
 		} else {
 			q.shares = shares
 		}
-		if q.journal != nil {
-			ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
-			st, err := q.journal.leader.LeaseStatus(ctx)
-			cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), queueMetricsTimeout)
+		statuses := make([]journal.Status, 0, len(q.parts))
+		for _, e := range q.parts {
+			st, err := e.leader.LeaseStatus(ctx)
 			if err != nil {
-				q.log("reading the partition's lease; the last reading is served", "error", err)
-			} else {
-				q.partition = &st
+				q.log("reading the partitions' leases; the last reading is served", "error", err)
+				statuses = q.partitions
+				break
 			}
+			statuses = append(statuses, st)
 		}
+		cancel()
+		q.partitions = statuses
 		q.readAt = time.Now()
 	}
-	if p := q.partition; p != nil {
+	for i, p := range q.partitions {
 		part := strconv.Itoa(int(p.Partition))
 		leads := 0.0
 		if p.Leading {
@@ -150,7 +150,11 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		// Every unfinished state, 0 included: a state that empties reads 0,
 		// not a series gone.
 		for _, state := range []fairway.State{fairway.StatePending, fairway.StateWaiting, fairway.StateStuck, fairway.StateScheduled, fairway.StateRunning} {
-			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(q.partitionJobs[state]), part, string(state))
+			n := 0
+			if i < len(q.partitionJobs) {
+				n = q.partitionJobs[i][state]
+			}
+			ch <- prometheus.MustNewConstMetric(partitionJobsDesc, prometheus.GaugeValue, float64(n), part, string(state))
 		}
 	}
 	for _, s := range q.shares {
@@ -172,13 +176,30 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // queueCounts reads the unfinished jobs' counts, largest first, every
-// count, from the partition's state (withoutExecutor reads them all;
-// Collect keeps the queueMetricsSeries largest).
-func (q *queueCollector) queueCounts(ctx context.Context) ([]fairway.QueueCount, error) {
-	if q.journal == nil {
-		return nil, errors.New("the coordinator is not started")
+// count, from the partitions' states (withoutExecutor reads them all;
+// Collect keeps the queueMetricsSeries largest), and each partition's
+// jobs by state.
+func (q *queueCollector) queueCounts(ctx context.Context) ([]fairway.QueueCount, []map[fairway.State]int, error) {
+	if q.parts == nil {
+		return nil, nil, errors.New("the coordinator is not started")
 	}
-	return q.journal.leader.Counts(ctx, "", 0, time.Now())
+	var out []fairway.QueueCount
+	jobs := make([]map[fairway.State]int, len(q.parts))
+	for i, e := range q.parts {
+		counts, err := e.leader.Counts(ctx, "", 0, time.Now())
+		if err != nil {
+			return nil, nil, err
+		}
+		jobs[i] = map[fairway.State]int{}
+		for _, c := range counts {
+			jobs[i][c.State] += int(c.Jobs)
+		}
+		out = append(out, counts...)
+	}
+	if len(q.parts) > 1 {
+		slices.SortStableFunc(out, func(a, b fairway.QueueCount) int { return cmp.Compare(b.Jobs, a.Jobs) })
+	}
+	return out, jobs, nil
 }
 
 // withoutExecutor counts, per task, the jobs not started yet of the tasks

@@ -21,7 +21,7 @@ func TestQueueGaugesReadTheLeadersState(t *testing.T) {
 	metrics := newMetrics(reg, st, serviceLogger(t))
 	e := startJournal(t, st, newFollowUps(), nil)
 	metrics.queues.mu.Lock()
-	metrics.queues.journal = e
+	metrics.queues.parts = partitions{e}
 	metrics.queues.mu.Unlock()
 	storeJobs(t, e, fairway.Submission{Group: "acme", Task: "fragile"}, fairway.Submission{Group: "acme", Task: "fragile"},
 		fairway.Submission{Group: "hooli", Task: "fragile"})

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ type quotas struct {
 	submits      *rateLimiter
 	byteRate     float64 // bytes of submissions per second per group; <= 0: unlimited
 	submitBytes  *rateLimiter
-	journal      *journalEngine         // counts the queued jobs (Coordinator.onJournal sets it)
+	parts        partitions             // count the queued jobs (Coordinator.onJournal sets them)
 	refused      *prometheus.CounterVec // counts the refusals, by quota (coordMetrics.quotaRefused)
 	mu           sync.Mutex
 	open         map[string]openCount
@@ -213,5 +214,20 @@ func (q *quotas) admitOne(ctx context.Context, sub fairway.Submission) error {
 // countQueued counts the unfinished jobs of groups, as the partition's
 // state this coordinator folded holds them.
 func (q *quotas) countQueued(ctx context.Context, groups []string) (map[string]int, error) {
-	return q.journal.leader.LiveOf(ctx, groups)
+	if len(q.parts) == 1 {
+		return q.parts[0].leader.LiveOf(ctx, groups)
+	}
+	out := map[string]int{}
+	byPart := map[*journalEngine][]string{}
+	for _, g := range groups {
+		byPart[q.parts.of(g)] = append(byPart[q.parts.of(g)], g)
+	}
+	for e, gs := range byPart {
+		counts, err := e.leader.LiveOf(ctx, gs)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(out, counts)
+	}
+	return out, nil
 }

@@ -58,7 +58,7 @@ type results struct {
 	dead *deadLetters
 	// journal's leader applies the reports, publishes their events and
 	// follows them up (Coordinator.onJournal sets it).
-	journal *journalEngine
+	parts partitions
 }
 
 func newResults(cfg resultsConfig, b serviceBase, dead *deadLetters) *results {
@@ -79,8 +79,12 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
 	// Only the journal's leader can apply reports: a follower leaves them
 	// in JetStream for it rather than taking and refusing them.
-	sources.gate = rs.journal.leads.Load
-	rs.journal.reopenResults = sources.reopen
+	// With several partitions, the leader fetches once it leads them all
+	// (followFirst), so that no batch waits for a partition not led yet.
+	sources.gate = rs.parts.leadsAll
+	for _, e := range rs.parts {
+		e.reopenResults = sources.reopen
+	}
 	return sources.run(ctx, subs, cons, rs.cfg.Batch, rs.apply)
 }
 
@@ -225,9 +229,58 @@ func (rs *results) apply(ctx context.Context, msgs []jetstream.Msg) {
 // the events and wakes the executors itself; the progress is published
 // here.
 func (rs *results) applyParts(ctx context.Context, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) (map[int]string, error) {
+	if len(rs.parts) == 1 {
+		return rs.applyIn(ctx, rs.parts[0], started, progress, logs, outcomes)
+	}
+	// Each partition's reports to its leader (this coordinator leads them
+	// all: followFirst); one that cannot apply them yet (its lease not
+	// taken yet) leaves the batch for a later try, where what the others
+	// applied changes nothing (a report applies to its attempt once).
+	type part struct {
+		started  []store.Start
+		progress []store.Progress
+		logs     []store.AttemptLog
+		outcomes []store.Outcome
+		at       []int // outcomes' indexes in the batch
+	}
+	parts := make([]part, len(rs.parts))
+	for _, s := range started {
+		p := &parts[rs.parts.of(s.Group).partition]
+		p.started = append(p.started, s)
+	}
+	for _, s := range progress {
+		p := &parts[rs.parts.of(s.Group).partition]
+		p.progress = append(p.progress, s)
+	}
+	for _, l := range logs {
+		p := &parts[rs.parts.of(l.Group).partition]
+		p.logs = append(p.logs, l)
+	}
+	for i, o := range outcomes {
+		p := &parts[rs.parts.of(o.Group).partition]
+		p.outcomes, p.at = append(p.outcomes, o), append(p.at, i)
+	}
+	refused := map[int]string{}
+	for i, p := range parts {
+		if len(p.started)+len(p.progress)+len(p.logs)+len(p.outcomes) == 0 {
+			continue
+		}
+		r, err := rs.applyIn(ctx, rs.parts[i], p.started, p.progress, p.logs, p.outcomes)
+		if err != nil {
+			return nil, err
+		}
+		for k, reason := range r {
+			refused[p.at[k]] = reason
+		}
+	}
+	return refused, nil
+}
+
+// applyIn is applyParts in one partition, by its leader.
+func (rs *results) applyIn(ctx context.Context, e *journalEngine, started []store.Start, progress []store.Progress, logs []store.AttemptLog, outcomes []store.Outcome) (map[int]string, error) {
 	// Lines first: their attempts are still held before the batch's ends
 	// are folded.
-	if err := rs.journal.appendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
+	if err := e.appendLogs(ctx, logs); err != nil && (errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil) {
 		// PostgreSQL is away, or the coordinator is stopping (its
 		// statement was cancelled): the batch stays in JetStream, lines
 		// included, for a later try.
@@ -235,7 +288,7 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 	} else if err != nil {
 		rs.log.Warn("dropping job log lines PostgreSQL refused", "reports", len(logs), "error", err)
 	}
-	changed, err := rs.journal.report(ctx, started, progress, outcomes)
+	changed, err := e.report(ctx, started, progress, outcomes)
 	if err == nil || len(outcomes) == 0 || errors.Is(err, fairway.ErrUnavailable) || ctx.Err() != nil {
 		rs.publishProgress(changed)
 		return nil, err
@@ -244,12 +297,12 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 	// writes each ended job's in the batch's transaction). The starts and
 	// progress go first, then the outcomes are sorted (findRefused).
 	refusal := err
-	if changed, err = rs.journal.report(ctx, started, progress, nil); err != nil {
+	if changed, err = e.report(ctx, started, progress, nil); err != nil {
 		return nil, err
 	}
 	rs.publishProgress(changed)
 	return rs.findRefused(ctx, outcomes, refusal, func(ctx context.Context, o []store.Outcome) error {
-		_, err := rs.journal.report(ctx, nil, nil, o)
+		_, err := e.report(ctx, nil, nil, o)
 		return err
 	})
 }

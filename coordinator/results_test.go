@@ -97,7 +97,7 @@ func TestResultsStoppedMidBatchKeepLogLines(t *testing.T) {
 	dead := &deadLetters{after: DeadLetterAfterDefault, subjects: subjects, nc: nc, js: js, log: log, metrics: metrics}
 	rs := newResults(resultsConfig{}, serviceBase{store: st, log: log, metrics: metrics, nc: nc, js: js, subjects: subjects}, dead)
 	e := startJournal(t, st, newFollowUps(), nil)
-	rs.journal = e
+	rs.parts = partitions{e}
 
 	err := st.RegisterExecutor(ctx, fairway.Executor{AppID: "w", Instance: "i1", Slots: 1, Tasks: []string{"t"}},
 		func(fairway.Executor) bool { return false })
@@ -183,6 +183,6 @@ func (w streamWorld) results(t *testing.T) (*results, *followUps, *journalEngine
 	metrics := newMetrics(prometheus.NewRegistry(), w.st, w.log)
 	f := newFollowUps()
 	rs := newResults(resultsConfig{}, w.base(metrics), w.deadLetters(metrics))
-	rs.journal = startJournal(t, w.st, f, nil)
-	return rs, f, rs.journal
+	rs.parts = partitions{startJournal(t, w.st, f, nil)}
+	return rs, f, rs.parts[0]
 }

@@ -79,9 +79,24 @@ func (c *Coordinator) apiPrune(ctx context.Context, r request) (events.Reply, er
 			return events.Reply{}, err
 		}
 	}
-	n, err := c.store.Prune(ctx, req.State, olderThan, req.Group, req.Limit)
-	if err != nil {
-		return events.Reply{}, err
+	stores := c.parts.stores()
+	if req.Group != "" {
+		stores = []*store.Store{c.parts.of(req.Group).store}
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = store.PruneBatchDefault
+	}
+	n := 0
+	for _, st := range stores {
+		pruned, err := st.Prune(ctx, req.State, olderThan, req.Group, limit-n)
+		n += pruned
+		if err != nil {
+			return events.Reply{Pruned: n}, err
+		}
+		if n >= limit {
+			break
+		}
 	}
 	if n > 0 {
 		c.log.Info("pruned finished jobs on request", "state", req.State, "older_than", olderThan.String(), "group", req.Group, "jobs", n)

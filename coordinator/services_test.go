@@ -124,7 +124,7 @@ func startJournal(t *testing.T, st *store.Store, f *followUps, serve func(bool))
 func startJournalPolling(t *testing.T, st *store.Store, f *followUps, serve func(bool), poll time.Duration) *journalEngine {
 	t.Helper()
 	require.NoError(t, st.OpenJournal(t.Context()))
-	e := newJournalEngine(st, journalEngineConfig{Holder: fairway.NewID(), Fairness: store.FairnessJobs,
+	e := newJournalEngine(st, st, journalEngineConfig{Holder: fairway.NewID(), Fairness: store.FairnessJobs,
 		Scheme: fairway.CountingScheme{High: 4, Low: 1}, RetryDelay: time.Hour, Poll: poll, Renew: poll, TTL: 3 * poll}, serviceLogger(t), f.publish, f.notifyWork, serve)
 	runService(t, e.run)
 	require.Eventually(t, e.leads.Load, serviceWait, 5*time.Millisecond, "the journal engine leads the partition")

@@ -111,7 +111,7 @@ func (c *Coordinator) apiWait(ctx context.Context, r request) (events.Reply, err
 	if err := c.waits.add(ctx, w); err != nil {
 		return events.Reply{}, err
 	}
-	job, err := c.journal.get(ctx, group, req.ID)
+	job, err := c.parts.of(group).get(ctx, group, req.ID)
 	var rej *fairway.Error
 	if errors.Is(err, fairway.ErrNotFound) {
 		rej = c.rejections.of(group, req.ID)
@@ -238,7 +238,7 @@ func (ws *waits) answerEvents(evs []events.Event) {
 func (ws *waits) end(w *waitRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
-	job, err := ws.c.journal.get(ctx, w.group, w.id)
+	job, err := ws.c.parts.of(w.group).get(ctx, w.group, w.id)
 	if rej := ws.c.rejections.of(w.group, w.id); errors.Is(err, fairway.ErrNotFound) && rej != nil {
 		err = rej // its rejection heard, but not by the wait's own subscriptions
 	}

@@ -155,7 +155,7 @@ func TestDevHelpGroupsItsFlags(t *testing.T) {
 	}
 	require.Equal(t, []string{"Usage", "Common flags", "Scheduling (scheduler.*)", "Executor (executor.*)",
 		"Coordinator: quotas, limits, retention (coordinator.*)", "NATS: connection and streams (nats.*)",
-		"Dashboard and HTTP (web.*)", "Logs and tracing (log.*, tracing.*)", "Other flags", "Global flags"}, sections)
+		"PostgreSQL (database.*)", "Dashboard and HTTP (web.*)", "Logs and tracing (log.*, tracing.*)", "Other flags", "Global flags"}, sections)
 	common := out[strings.Index(out, "Common flags:"):strings.Index(out, "Scheduling (scheduler.*):")]
 	for _, name := range []string{"dev-dir", "nats-addr", "pg-port", "web-addr", "tenants", "database-url", "nats-url"} {
 		require.Contains(t, common, "--"+name+" ", "a common flag")

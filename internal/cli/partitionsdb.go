@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/fairwayhq/fairway/internal/partition"
 	istore "github.com/fairwayhq/fairway/internal/store"
@@ -11,33 +10,52 @@ import (
 	"github.com/fairwayhq/fairway/store"
 )
 
-// checkLayout checks the partitions' layout (database.partitions and
-// database.partition-urls) against what its databases recorded, and
-// records it in those that recorded none (istore.CheckLayout): home is
-// database.url's store, migrated. The other databases are migrated here;
-// out, when set, is told what each applied.
-func (e *env) checkLayout(ctx context.Context, home *store.Store, out io.Writer) (istore.Cluster, error) {
-	return istore.CheckLayout(ctx, storeaccess.Engine(home), e.cfg.Database.Layout(), istore.Options{Logger: e.log},
-		func(db partition.Database, where string, applied []int) {
-			switch {
-			case out == nil && len(applied) > 0:
-				e.log.Info("partition database migrated", "partitions", db.Partitions, "database", where, "versions", applied)
-			case out == nil:
-			case len(applied) == 0:
-				fmt.Fprintf(out, "partitions %v's database %s is up to date\n", db.Partitions, where)
-			default:
-				fmt.Fprintf(out, "partitions %v's database %s: applied migrations %v\n", db.Partitions, where, applied)
+// openLayout opens and migrates the databases of the partitions' layout
+// (database.url, database.partitions, database.partition-urls: each once,
+// istore.OpenLayout): home is database.url's, parts each partition's, for
+// the coordinator, which checks and records the layout at its start
+// (istore.RecordLayout). What each database applied is logged; with out
+// set, printed there instead (the home database's is not: the caller
+// says it).
+func (e *env) openLayout(ctx context.Context, out func(db partition.Database, where string, applied []int)) (home *store.Store, parts []*store.Store, closeAll func(), err error) {
+	if out == nil {
+		out = func(db partition.Database, where string, applied []int) {
+			if len(applied) > 0 {
+				e.log.Info("database migrated", "partitions", db.Partitions, "home", db.Home, "database", where, "versions", applied)
 			}
-		})
+		}
+	}
+	h, ps, closeAll, err := istore.OpenLayout(ctx, e.cfg.Database.Layout(), istore.Options{Logger: e.log}, out)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parts = make([]*store.Store, len(ps))
+	for p, st := range ps {
+		parts[p] = storeaccess.Public(st).(*store.Store)
+	}
+	return storeaccess.Public(h).(*store.Store), parts, closeAll, nil
 }
 
-// oneLeaderOnly refuses a layout of more than one partition before
-// anything is recorded: this version's coordinator leads a cluster of
-// one. 'fairway migrate' records more (a cluster is created with its
-// count), for the coordinators that will lead them.
-func oneLeaderOnly(layout partition.Layout) error {
-	if layout.Count == 1 {
-		return nil
+// recordLayout is 'fairway migrate”s part for the partitions: the
+// databases of the partitions map migrated (said on stdout), and the
+// layout checked and recorded in each (istore.RecordLayout).
+func (e *env) recordLayout(ctx context.Context) (istore.Cluster, error) {
+	home, parts, closeAll, err := e.openLayout(ctx, func(db partition.Database, where string, applied []int) {
+		switch {
+		case db.Home:
+		case len(applied) == 0:
+			fmt.Fprintf(e.stdout, "partitions %v's database %s is up to date\n", db.Partitions, where)
+		default:
+			fmt.Fprintf(e.stdout, "partitions %v's database %s: applied migrations %v\n", db.Partitions, where, applied)
+		}
+	})
+	if err != nil {
+		return istore.Cluster{}, err
 	}
-	return fmt.Errorf("database.partitions is %d: this version's coordinators lead a cluster of one partition; the coordinators that spread more over themselves are being built (docs/architecture.md, \"Partitions\"): set database.partitions to 1", layout.Count)
+	defer closeAll()
+	engines := make([]*istore.Store, len(parts))
+	for p, st := range parts {
+		engines[p] = storeaccess.Engine(st)
+	}
+	return istore.RecordLayout(ctx, storeaccess.Engine(home), engines)
 }

@@ -275,34 +275,19 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	if cfg.Database.URL == "" {
 		return nil, errors.New("database.url is not set: pass --database-url or set FAIRWAY_DATABASE_URL (postgres://user:password@host:5432/db)")
 	}
-	if err := oneLeaderOnly(cfg.Database.Layout()); err != nil {
-		return nil, err
-	}
-	st, err := store.Open(ctx, cfg.Database.URL, store.Options{Logger: e.log})
+	st, parts, closeStores, err := e.openLayout(ctx, nil)
 	if err != nil {
-		return nil, err
-	}
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	if len(applied) > 0 {
-		e.log.Info("database migrated", "versions", applied)
-	}
-	if _, err := e.checkLayout(ctx, st, nil); err != nil {
-		st.Close()
 		return nil, err
 	}
 	nc, err := connect("fairway-coordinator")
 	if err != nil {
-		st.Close()
+		closeStores()
 		return nil, err
 	}
 	tracer, err := e.tracer()
 	if err != nil {
 		nc.Close()
-		st.Close()
+		closeStores()
 		return nil, err
 	}
 	retries := cfg.Scheduler.Retries
@@ -341,10 +326,11 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 		QuotaSubmitBytesRate: float64(cfg.Coordinator.QuotaSubmitBytesRate), QuotaSubmitBytesBurst: int(cfg.Coordinator.QuotaSubmitBytesBurst),
 		Retention: coordinator.Retention{Success: keepIfZero(cfg.Coordinator.RetentionSuccess),
 			Failed: keepIfZero(cfg.Coordinator.RetentionFailed), Cancelled: keepIfZero(cfg.Coordinator.RetentionCancelled)},
-		Logger:    e.log.With("component", "coordinator"),
-		Metrics:   e.registry(),
-		Tracer:    tracer,
-		HostClock: chaosClock(e.log), // nil but in the fault suite's build, see chaosclock.go
+		Logger:          e.log.With("component", "coordinator"),
+		Metrics:         e.registry(),
+		Tracer:          tracer,
+		HostClock:       chaosClock(e.log), // nil but in the fault suite's build, see chaosclock.go
+		PartitionStores: parts,
 	})
 	if err == nil {
 		// Not stopped by ctx: the caller stops it with stop, which in dev
@@ -353,13 +339,13 @@ func (e *env) startCoordinator(ctx context.Context, connect func(string) (*nats.
 	}
 	if err != nil {
 		nc.Close()
-		st.Close()
+		closeStores()
 		return nil, err
 	}
 	return func() {
 		coord.Stop()
 		nc.Close()
-		st.Close()
+		closeStores()
 	}, nil
 }
 
@@ -659,7 +645,7 @@ this version.`,
 			} else {
 				fmt.Fprintf(e.stdout, "applied migrations %v\n", applied)
 			}
-			cluster, err := e.checkLayout(cmd.Context(), st, e.stdout)
+			cluster, err := e.recordLayout(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -139,6 +139,22 @@ func (s *Spread) Woken(p int) {
 	s.tick()
 }
 
+// Weigh sets every partition's eligible weight at once, where they are
+// known rather than learned from replies (a coordinator that leads every
+// partition reads them from their states): one that comes back from
+// nothing starts at the clock, as Woken. Values that are not finite and
+// at least 0 count as 0; weights beyond the partitions are ignored.
+func (s *Spread) Weigh(weights []float64) {
+	for p := range min(len(weights), len(s.parts)) {
+		w := sane(weights[p])
+		if s.parts[p].weight <= 0 && w > 0 {
+			s.parts[p].vtime = s.clock
+		}
+		s.parts[p].weight = w
+	}
+	s.tick()
+}
+
 // Probe asks every partition with nothing again, as Woken does: the
 // executor's periodic wakeup calls it, since a hint can be lost and a
 // limit or a rate that frees sends none.

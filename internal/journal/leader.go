@@ -28,6 +28,14 @@ type LeaderConfig struct {
 	// keeps (a Balancer, with partitions over several coordinators); nil:
 	// it takes the lease whenever it can.
 	Balance Balance
+	// Registry is where the executors' registry is (fairway_executor, in
+	// the cluster's home database), which ReleaseLost reads; nil: the
+	// partition's own database.
+	Registry Querier
+	// Shared says the database holds other partitions too: the leader's
+	// rewrite of fairway_live_job then deletes its own partition's rows
+	// rather than emptying the table (live.go).
+	Shared bool
 	// Poll is how often the leader reads the tail (default 50 ms); Wake
 	// reads it at once.
 	Poll time.Duration

@@ -297,3 +297,24 @@ func (l *Leader) RunningJobs(ctx context.Context) ([]Running, error) {
 	}
 	return out, nil
 }
+
+// Eligible is the weight of the groups that have waiting or stuck jobs
+// of tasks (each group counted once, at its weight in the book), of
+// granted only when it is not nil: what competes in this partition for
+// an executor of those tasks (fairness.Spread, over partitions). Jobs
+// not due yet, and groups held back by a limit, count: a claim that
+// hands fewer than asked says so. Called under the leader's lock
+// (Leader.Follow).
+func (s *State) Eligible(tasks, granted []string) float64 {
+	seen := map[string]bool{}
+	var w float64
+	for k, n := range s.Counts {
+		if n <= 0 || seen[k.Group] || (k.State != fairway.StateWaiting && k.State != fairway.StateStuck) ||
+			!slices.Contains(tasks, k.Task) || (granted != nil && !slices.Contains(granted, k.Group)) {
+			continue
+		}
+		seen[k.Group] = true
+		w += s.Shares.Weight(k.Group)
+	}
+	return w
+}

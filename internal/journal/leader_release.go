@@ -114,7 +114,11 @@ func (l *Leader) ReleaseLost(ctx context.Context, lease time.Duration) (int, err
 		live     bool // live and heard within the lease
 	}
 	reg := map[string]registered{}
-	rows, err := l.db.Query(ctx, `SELECT app_id, instance, state = 'live' AND last_heartbeat >= now() - $2::interval
+	registry := l.db
+	if l.cfg.Registry != nil {
+		registry = l.cfg.Registry
+	}
+	rows, err := registry.Query(ctx, `SELECT app_id, instance, state = 'live' AND last_heartbeat >= now() - $2::interval
 FROM fairway_executor WHERE app_id = ANY ($1)`, apps, lease.String())
 	if err != nil {
 		return 0, fmt.Errorf("reading the executors' registry: %w", err)

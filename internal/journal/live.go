@@ -311,19 +311,34 @@ func (l *Leader) inLiveTx(ctx context.Context, epoch int64, write func(pgx.Tx) e
 	return tx.Commit(ctx)
 }
 
+// liveDeletePartitionSQL deletes a partition's rows of fairway_live_job
+// (those whose submitted row is in its journal), and those whose row is
+// gone: no leader writes them again.
+const liveDeletePartitionSQL = `DELETE FROM fairway_live_job l
+ WHERE NOT EXISTS (SELECT 1 FROM fairway_journal r WHERE r.id = l.journal_row AND r.partition <> $1)`
+
 // rewriteLive writes fairway_live_job anew with the jobs refs (those
 // still unfinished when read), in one transaction, a chunk of jobs read
 // under the lock at a time.
 func (l *Leader) rewriteLive(ctx context.Context, epoch int64, refs []fairway.JobRef) error {
 	written := 0
 	err := l.inLiveTx(ctx, epoch, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "TRUNCATE fairway_live_job"); err != nil {
-			return err
-		}
-		// Without the primary key while it copies: built at the end from
-		// sorted rows, it costs a fraction of an entry inserted per row.
-		if _, err := tx.Exec(ctx, "ALTER TABLE fairway_live_job DROP CONSTRAINT fairway_live_job_pkey"); err != nil {
-			return err
+		// Emptied, and without the primary key while it copies: built at
+		// the end from sorted rows, it costs a fraction of an entry
+		// inserted per row. A database shared with other partitions keeps
+		// their rows, and the key.
+		shared := l.cfg.Shared
+		if shared {
+			if _, err := tx.Exec(ctx, liveDeletePartitionSQL, l.cfg.Partition); err != nil {
+				return err
+			}
+		} else {
+			if _, err := tx.Exec(ctx, "TRUNCATE fairway_live_job"); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "ALTER TABLE fairway_live_job DROP CONSTRAINT fairway_live_job_pkey"); err != nil {
+				return err
+			}
 		}
 		var rows liveRows
 		for start := 0; start < len(refs); start += liveChunk {
@@ -340,8 +355,10 @@ func (l *Leader) rewriteLive(ctx context.Context, epoch int64, refs []fairway.Jo
 			}
 			written += rows.len()
 		}
-		if _, err := tx.Exec(ctx, "ALTER TABLE fairway_live_job ADD PRIMARY KEY (group_name, id)"); err != nil {
-			return err
+		if !shared {
+			if _, err := tx.Exec(ctx, "ALTER TABLE fairway_live_job ADD PRIMARY KEY (group_name, id)"); err != nil {
+				return err
+			}
 		}
 		_, err := tx.Exec(ctx, liveWrittenSQL, l.cfg.Partition)
 		return err

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway/internal/partition"
-	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -21,6 +20,8 @@ var (
 	recordClusterSQL string
 	//go:embed sql/journal_partitions.sql
 	journalPartitionsSQL string
+	//go:embed sql/record_here.sql
+	recordHereSQL string
 )
 
 // Cluster is what a database recorded of the cluster it belongs to
@@ -32,6 +33,9 @@ type Cluster struct {
 	Partitions int
 	Home       bool
 	Chosen     time.Time
+	// Here are the partitions whose journal is in this database, as the
+	// last start recorded them.
+	Here []int
 }
 
 // RecordCluster records c as the database's cluster unless it recorded
@@ -68,21 +72,65 @@ func (s *Store) JournalPartitions(ctx context.Context) ([]int, error) {
 	return parts, nil
 }
 
-// CheckLayout checks where the configuration puts the partitions
-// against what the databases recorded, and records it in those that
-// recorded nothing yet: the home database (home, migrated by the caller)
-// records a new cluster with the layout's count, each other database of
-// the layout (opened and migrated here, then closed; migrated is told
-// what each applied) the home's cluster. It refuses a count other than
-// the one the cluster was created with, a database of another cluster,
-// and a partition whose journal is in another database than the layout
-// says (moved without moving its journal). It returns the home's record.
-func CheckLayout(ctx context.Context, home *Store, layout partition.Layout, opts Options, migrated func(db partition.Database, where string, applied []int)) (Cluster, error) {
+// OpenLayout opens the databases of layout, each once, and migrates
+// them (migrated, when set, is told what each applied, the home's
+// included): home is the home database's store (database.url), parts
+// each partition's store (several may be the same, home among them).
+// closeAll closes them all. Nothing is recorded: RecordLayout does.
+func OpenLayout(ctx context.Context, layout partition.Layout, opts Options, migrated func(db partition.Database, where string, applied []int)) (home *Store, parts []*Store, closeAll func(), err error) {
 	if err := layout.Check(); err != nil {
+		return nil, nil, nil, err
+	}
+	var opened []*Store
+	closeAll = func() {
+		for _, st := range opened {
+			st.Close()
+		}
+	}
+	parts = make([]*Store, layout.Count)
+	for _, db := range layout.Databases() {
+		what := "database.url's database"
+		if !db.Home {
+			what = partitionList(db.Partitions) + "'s database"
+		}
+		st, err := Open(ctx, db.URL, opts)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+		opened = append(opened, st)
+		applied, err := st.Migrate(ctx)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, fmt.Errorf("%s (%s): %w", what, st.Where(), err)
+		}
+		if migrated != nil {
+			migrated(db, st.Where(), applied)
+		}
+		if db.Home {
+			home = st
+		}
+		for _, p := range db.Partitions {
+			parts[p] = st
+		}
+	}
+	return home, parts, closeAll, nil
+}
+
+// RecordLayout checks where the partitions are (parts[p] is partition
+// p's database, home the cluster's home, migrated) against what the
+// databases recorded, and records it in those that recorded nothing yet:
+// the home database a new cluster of len(parts) partitions, each other
+// database the home's cluster; and each database the partitions it holds
+// (Cluster's Here, for store.InsertTx). It refuses a count other than the
+// one the cluster was created with, a database of another cluster, and a
+// partition whose journal is in another database than parts says (moved
+// without moving its journal). It returns the home's record.
+func RecordLayout(ctx context.Context, home *Store, parts []*Store) (Cluster, error) {
+	if err := partition.Check(len(parts)); err != nil {
 		return Cluster{}, err
 	}
-	dbs := layout.Databases()
-	rec, err := home.RecordCluster(ctx, Cluster{ID: uuid.NewString(), Partitions: layout.Count, Home: true})
+	rec, err := home.RecordCluster(ctx, Cluster{ID: uuid.NewString(), Partitions: len(parts), Home: true})
 	if err != nil {
 		return Cluster{}, err
 	}
@@ -90,70 +138,60 @@ func CheckLayout(ctx context.Context, home *Store, layout partition.Layout, opts
 	case !rec.Home:
 		return Cluster{}, fmt.Errorf("database.url (%s) holds partitions of a cluster whose home is another database (cluster %s of %s): point database.url at that cluster's home database, and this one in database.partition-urls",
 			home.Where(), rec.ID, count(rec.Partitions))
-	case rec.Partitions != layout.Count:
+	case rec.Partitions != len(parts):
 		return Cluster{}, fmt.Errorf("database.partitions is %d, but this cluster was created with %s (recorded in %s on %s): a group's partition is a hash of its name modulo the count, so the count never changes; set database.partitions to %d",
-			layout.Count, count(rec.Partitions), home.Where(), rec.Chosen.UTC().Format(time.DateOnly), rec.Partitions)
+			len(parts), count(rec.Partitions), home.Where(), rec.Chosen.UTC().Format(time.DateOnly), rec.Partitions)
 	}
-	if err := checkJournals(ctx, home, dbs[0], layout); err != nil {
-		return Cluster{}, err
+	stores := []*Store{home}
+	held := map[*Store][]int{home: {}}
+	for p, st := range parts {
+		if _, ok := held[st]; !ok {
+			stores = append(stores, st)
+		}
+		held[st] = append(held[st], p)
 	}
-	for _, db := range dbs[1:] {
-		if err := joinCluster(ctx, db, rec, layout, opts, migrated); err != nil {
+	for _, st := range stores[1:] {
+		got, err := st.RecordCluster(ctx, Cluster{ID: rec.ID, Partitions: rec.Partitions, Home: false})
+		if err != nil {
 			return Cluster{}, err
+		}
+		switch {
+		case got.ID != rec.ID:
+			return Cluster{}, fmt.Errorf("%s's database (%s) belongs to another cluster (%s, created %s with %s; this one is %s): name a database of this cluster in database.partition-urls, or a new one",
+				partitionList(held[st]), st.Where(), got.ID, got.Chosen.UTC().Format(time.DateOnly), count(got.Partitions), rec.ID)
+		case got.Home:
+			return Cluster{}, fmt.Errorf("%s's database (%s) is this cluster's home database, named by another URL than database.url: leave %s out of database.partition-urls",
+				partitionList(held[st]), st.Where(), partitionList(held[st]))
+		}
+	}
+	for _, st := range stores {
+		if err := checkJournals(ctx, st, held[st], parts); err != nil {
+			return Cluster{}, err
+		}
+		if _, err := st.pool.Exec(ctx, recordHereSQL, held[st]); err != nil {
+			return Cluster{}, fmt.Errorf("recording the partitions of %s: %w", st.Where(), interpretError(err))
 		}
 	}
 	return rec, nil
 }
 
-// joinCluster opens, migrates and checks db, a database of the layout
-// other than the home one, recording it as one of cluster rec's.
-func joinCluster(ctx context.Context, db partition.Database, rec Cluster, layout partition.Layout, opts Options, migrated func(partition.Database, string, []int)) error {
-	st, err := Open(ctx, db.URL, opts)
-	if err != nil {
-		return fmt.Errorf("%s's database: %w", partitionList(db.Partitions), err)
-	}
-	defer st.Close()
-	applied, err := st.Migrate(ctx)
-	if err != nil {
-		return fmt.Errorf("%s's database (%s): %w", partitionList(db.Partitions), st.Where(), err)
-	}
-	if migrated != nil {
-		migrated(db, st.Where(), applied)
-	}
-	got, err := st.RecordCluster(ctx, Cluster{ID: rec.ID, Partitions: rec.Partitions, Home: false})
-	if err != nil {
-		return err
-	}
-	switch {
-	case got.ID != rec.ID:
-		return fmt.Errorf("%s's database (%s) belongs to another cluster (%s, created %s with %s; this one is %s): name a database of this cluster in database.partition-urls, or a new one",
-			partitionList(db.Partitions), st.Where(), got.ID, got.Chosen.UTC().Format(time.DateOnly), count(got.Partitions), rec.ID)
-	case got.Home:
-		return fmt.Errorf("%s's database (%s) is this cluster's home database, named by another URL than database.url: leave %s out of database.partition-urls",
-			partitionList(db.Partitions), st.Where(), partitionList(db.Partitions))
-	}
-	return checkJournals(ctx, st, db, layout)
-}
-
 // checkJournals refuses a database that holds the journal of a partition
-// the layout puts elsewhere.
-func checkJournals(ctx context.Context, st *Store, db partition.Database, layout partition.Layout) error {
-	parts, err := st.JournalPartitions(ctx)
+// parts puts elsewhere (here are the partitions it holds).
+func checkJournals(ctx context.Context, st *Store, here []int, parts []*Store) error {
+	found, err := st.JournalPartitions(ctx)
 	if err != nil {
 		return err
 	}
-	for _, p := range parts {
-		if !slices.Contains(db.Partitions, p) {
-			where := "database.url's database"
-			if u, ok := layout.URLs[p]; ok {
-				where = secret.Mask(u)
-			}
-			if p >= layout.Count {
-				where = fmt.Sprintf("no database: the cluster has %d partitions", layout.Count)
-			}
-			return fmt.Errorf("partition %d's journal is in %s, but the configuration puts the partition in %s: a partition's database moves with its journal (docs/operations.md, \"Partitions\"); give database.partition-urls its database back, or move the journal first",
-				p, st.Where(), where)
+	for _, p := range found {
+		if slices.Contains(here, p) {
+			continue
 		}
+		where := fmt.Sprintf("no database: the cluster has %s", count(len(parts)))
+		if p < len(parts) {
+			where = parts[p].Where()
+		}
+		return fmt.Errorf("partition %d's journal is in %s, but the configuration puts the partition in %s: a partition's database moves with its journal (docs/operations.md, \"Partitions\"); give database.partition-urls its database back, or move the journal first",
+			p, st.Where(), where)
 	}
 	return nil
 }

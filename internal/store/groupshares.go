@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -56,6 +58,27 @@ func (s *Store) GroupShares(ctx context.Context, window time.Duration, running [
 	if err != nil {
 		return nil, fmt.Errorf("reading the groups' shares: %w", interpretError(err))
 	}
+	return MergeShares(out), nil
+}
+
+// MergeShares makes one reading of the groups' shares of several
+// databases' GroupShares (the partitions'): a group's seconds summed,
+// its weight the first list's that names it (the home database's, which
+// holds the weights set), and the shares worked out again over them all.
+func MergeShares(lists ...[]fairway.GroupShare) []fairway.GroupShare {
+	at := map[string]int{}
+	var out []fairway.GroupShare
+	for _, l := range lists {
+		for _, g := range l {
+			i, ok := at[g.Group]
+			if !ok {
+				at[g.Group] = len(out)
+				out = append(out, fairway.GroupShare{Group: g.Group, Weight: g.Weight})
+				i = len(out) - 1
+			}
+			out[i].Seconds += g.Seconds
+		}
+	}
 	var seconds, weights float64
 	for _, g := range out {
 		seconds += g.Seconds
@@ -71,5 +94,6 @@ func (s *Store) GroupShares(ctx context.Context, window time.Duration, running [
 			out[i].FairShare = g.Weight / weights
 		}
 	}
-	return out, nil
+	slices.SortFunc(out, func(a, b fairway.GroupShare) int { return strings.Compare(a.Group, b.Group) })
+	return out
 }

@@ -160,43 +160,73 @@ type Fired struct {
 // client, not by a firing: those are marked) has the fold reject the new
 // one, saying so in its rejected event. It returns nil when another
 // coordinator holds the task's mark.
-func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time, previous string) (*Fired, error) {
-	var out Fired
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+//
+// jobs is the database of the group's partition (nil: this one). When it
+// is another, the job is appended there first, in a transaction of its
+// own, while coordinator's mark holds; this database's transaction then
+// advances the task. A coordinator that dies between the two has the
+// task fired again once its mark goes stale: that run is at least once,
+// not exactly once.
+func (s *Store) FirePeriodic(ctx context.Context, coordinator string, p PeriodicTask, jobID string, retries int, nextRun time.Time, previous string, jobs *Store) (*Fired, error) {
+	var sub fairway.Submission
+	if previous == "" {
+		sub = fairway.Submission{ID: jobID, Task: p.Task, Group: p.Group, Args: p.Args, Subject: p.Subject,
+			Submitter: p.Submitter, Priority: p.Priority, Tracker: p.ID, MaxRetries: &retries}
+		if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
+			return nil, fmt.Errorf("firing periodic task %s: %w", p.ID, err)
+		}
+	}
+	elsewhere := jobs != nil && jobs != s
+	owned := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) error {
 		var mine bool
-		err := tx.QueryRow(ctx, periodicOwnedSQL, p.ID, coordinator).Scan(&mine)
+		err := q.QueryRow(ctx, periodicOwnedSQL, p.ID, coordinator).Scan(&mine)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !mine) {
 			return errNotMine
 		}
-		if err != nil {
+		return err
+	}
+	var out Fired
+	err := func() error {
+		if previous != "" || !elsewhere {
+			return nil
+		}
+		if err := owned(s.pool); err != nil {
 			return err
 		}
-		switch {
-		case previous != "":
-			out.JobID, out.Skipped = previous, true
-			_, err = tx.Exec(ctx, periodicEventSQL, previous, p.Task, p.Group, string(fairway.StateSkipped), p.ID,
-				fmt.Sprintf("periodic task %s: its previous job %s has not ended; this run is skipped", p.ID, previous))
-			if err != nil {
+		return jobs.inTx(ctx, func(tx pgx.Tx) error {
+			_, err := insertJournalTx(ctx, tx, []fairway.Submission{sub})
+			return err
+		})
+	}()
+	if err == nil {
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			if err := owned(tx); err != nil {
 				return err
 			}
-		default:
-			sub := fairway.Submission{ID: jobID, Task: p.Task, Group: p.Group, Args: p.Args, Subject: p.Subject,
-				Submitter: p.Submitter, Priority: p.Priority, Tracker: p.ID, MaxRetries: &retries}
-			if err := sub.Normalize("", "", int64(len(p.Args))+1, 0); err != nil {
-				return err
+			if previous != "" {
+				out.JobID, out.Skipped = previous, true
+				_, err := tx.Exec(ctx, periodicEventSQL, previous, p.Task, p.Group, string(fairway.StateSkipped), p.ID,
+					fmt.Sprintf("periodic task %s: its previous job %s has not ended; this run is skipped", p.ID, previous))
+				if err != nil {
+					return err
+				}
+			} else {
+				if !elsewhere {
+					if _, err := insertJournalTx(ctx, tx, []fairway.Submission{sub}); err != nil {
+						return err
+					}
+				}
+				out.JobID = jobID
+				if _, err := tx.Exec(ctx, periodicEventSQL, jobID, p.Task, p.Group, string(fairway.StateFired), p.ID, nil); err != nil {
+					return err
+				}
 			}
-			if _, err := insertJournalTx(ctx, tx, []fairway.Submission{sub}); err != nil {
-				return err
-			}
-			out.JobID = jobID
-			_, err = tx.Exec(ctx, periodicEventSQL, jobID, p.Task, p.Group, string(fairway.StateFired), p.ID, nil)
-			if err != nil {
-				return err
-			}
-		}
-		_, err = tx.Exec(ctx, periodicAdvanceSQL, p.ID, nextRun)
-		return err
-	})
+			_, err := tx.Exec(ctx, periodicAdvanceSQL, p.ID, nextRun)
+			return err
+		})
+	}
 	if errors.Is(err, errNotMine) {
 		return nil, nil
 	}

@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/partition"
 	"github.com/jackc/pgx/v5"
 )
 
 var (
+	//go:embed sql/cluster_here.sql
+	clusterHereSQL string
 	//go:embed sql/notify_jobs.sql
 	notifyJobsSQL string
 	//go:embed sql/listen_jobs.sql
@@ -68,13 +72,35 @@ func insertJournalTx(ctx context.Context, tx pgx.Tx, subs []fairway.Submission) 
 			return nil, fmt.Errorf("submission %d: %w", i, unknown[i])
 		}
 	}
-	items := make([]journal.Item, len(subs))
+	// Each group's jobs in its partition's journal, which must be in
+	// this database.
+	var count int
+	var here []int
+	switch err := tx.QueryRow(ctx, clusterHereSQL).Scan(&count, &here); {
+	case errors.Is(err, pgx.ErrNoRows):
+		count, here = 1, []int{0} // a new database: one partition, until a coordinator records the cluster
+	case err != nil:
+		return nil, fmt.Errorf("reading the cluster's partitions: %w", interpretError(err))
+	}
+	byPart := map[int][]journal.Item{}
+	var order []int
 	ids := make([]string, len(subs))
 	for i, sub := range subs {
-		items[i], ids[i] = journal.ItemOf(sub), sub.ID
+		p := partition.Of(sub.Group, count)
+		if !slices.Contains(here, p) {
+			return nil, fmt.Errorf("submission %d: %w", i, fairway.Invalid("group",
+				"%q is in partition %d, whose journal is in another database than this transaction's: submit its jobs through NATS, or in a transaction of that database", sub.Group, p))
+		}
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], journal.ItemOf(sub))
+		ids[i] = sub.ID
 	}
-	if _, err := journal.Submit(ctx, tx, 0, items); err != nil {
-		return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
+	for _, p := range order {
+		if _, err := journal.Submit(ctx, tx, int16(p), byPart[p]); err != nil { //nolint:gosec // G115: at most partition.Max
+			return nil, fmt.Errorf("storing jobs in the caller's transaction: %w", interpretError(err))
+		}
 	}
 	if _, err := tx.Exec(ctx, notifyJobsSQL); err != nil {
 		return nil, fmt.Errorf("notifying the coordinators: %w", interpretError(err))

@@ -67,7 +67,7 @@ func TestSharesAndWeights(t *testing.T) {
 	}
 
 	for _, g := range []string{"acme", "globex", "acme", "globex"} {
-		require.Equal(t, fairway.StateSuccess, b.submit(g, "echo", `{}`).State)
+		require.Equal(t, fairway.StateSuccess, b.submit(g, "tick", `{}`).State)
 	}
 	require.Equal(t, http.StatusOK, b.call("GET", "/api/shares?window=15m", readToken, nil, &got))
 	require.Equal(t, "15m", got.Window)

@@ -56,6 +56,16 @@ func setup(t *testing.T, group string) *bundle {
 	require.NoError(t, err)
 	ex.Handle("echo", func(_ context.Context, job *executor.Job) error { return job.SetResult(job.Args) })
 	ex.Handle("fail", func(context.Context, *executor.Job) error { return fairway.Permanent(errBoom) })
+	// tick runs for 5 ms: a slot-time that no clock's resolution rounds
+	// to nothing (echo's may be 0 s).
+	ex.Handle("tick", func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-time.After(5 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 	require.NoError(t, ex.Start(t.Context()))
 	t.Cleanup(ex.Stop)
 	client, err := events.NewClient(nc, events.ClientOptions{})

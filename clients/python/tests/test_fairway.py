@@ -377,7 +377,9 @@ class GracefulStopTest(unittest.IsolatedAsyncioTestCase):
             await poll(lambda: self._running(client, finishing), "the job running")
             worker.stop()
             await asyncio.wait_for(worker.wait_stopped(), 30)
-            self.assertEqual((await client.get(self.group, finishing)).state, "success")
+            # The worker's report is in JetStream when it stops; the
+            # coordinator applies it a moment later.
+            self.assertEqual((await client.wait(self.group, finishing, timeout=30)).state, "success")
             executors = await client.admin("executors")
             mine = [e for e in executors.get("executors", []) if e["instance"] == worker.instance]
             self.assertEqual([e["state"] for e in mine], ["deregistered"])

@@ -10,6 +10,7 @@ CREATE TABLE fairway_cluster (
     id         text NOT NULL,
     partitions integer NOT NULL CHECK (partitions BETWEEN 1 AND 1024),
     home       boolean NOT NULL, -- database.url's, rather than a partition's of the map
+    here       smallint[] NOT NULL DEFAULT '{0}', -- the partitions whose journal is here, as the last start recorded them
     chosen     timestamptz NOT NULL DEFAULT now()
 );
 

@@ -1,0 +1,287 @@
+package coordinator_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/coordinator"
+	"github.com/fairwayhq/fairway/events"
+	"github.com/fairwayhq/fairway/executor"
+	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/partition"
+	"github.com/fairwayhq/fairway/internal/store"
+	"github.com/fairwayhq/fairway/internal/storetest"
+	public "github.com/fairwayhq/fairway/store"
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+)
+
+// partitioned starts a coordinator on three partitions: 0 and 2 in the
+// home database, 1 in a database of its own (returned second).
+func partitioned(t *testing.T) (*harness, *store.Store) {
+	t.Helper()
+	home, b := storetest.Open(t), storetest.Open(t)
+	retries := 3
+	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
+		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
+	return h, b
+}
+
+// TestPartitionsRunEveryJobOnce: on three partitions in two databases,
+// 600 jobs of 12 groups run once each on two executors; each group's
+// records are in its partition's database; every group's jobs are
+// listed across the partitions, page by page; a job of each partition is
+// read and cancelled through the API and seen in its database's
+// fairway_live while it runs, and a workflow and a periodic task run in
+// their group's partition.
+func TestPartitionsRunEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, b := partitioned(t)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	release := make(chan struct{})
+	handler := func(ctx context.Context, job *executor.Job) error {
+		mu.Lock()
+		runs[job.Group+"/"+job.ID]++
+		mu.Unlock()
+		return echo(ctx, job)
+	}
+	h.executor("ex1", 8, map[string]executor.Handler{"echo": handler, "hold": func(ctx context.Context, _ *executor.Job) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	h.executor("ex2", 8, map[string]executor.Handler{"echo": handler})
+
+	const jobs, groups = 600, 12
+	byPart := map[int]int{}
+	var subs []fairway.Submission
+	for i := range jobs {
+		g := fmt.Sprintf("tenant-%d", i%groups)
+		byPart[partition.Of(g, 3)]++
+		subs = append(subs, fairway.Submission{Group: g, ID: fmt.Sprintf("job-%04d", i), Task: "echo", Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	require.Len(t, byPart, 3, "the groups fall in every partition")
+	for i := 0; i < jobs; i += 100 {
+		_, err := h.client.SubmitMany(ctx, subs[i:i+100])
+		require.NoError(t, err)
+	}
+	h.allSucceed(jobs)
+	mu.Lock()
+	require.Len(t, runs, jobs)
+	for key, n := range runs {
+		require.Equal(t, 1, n, "job %s ran %d times", key, n)
+	}
+	mu.Unlock()
+
+	records := func(st *store.Store) int {
+		var n int
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_job`).Scan(&n))
+		return n
+	}
+	require.Equal(t, byPart[1], records(b), "partition 1's records in its database")
+	require.Equal(t, byPart[0]+byPart[2], records(h.store), "partitions 0 and 2's in the home database")
+	for _, i := range []int{0, 1, 2, 377, jobs - 1} {
+		job, err := h.client.Get(ctx, subs[i].Group, subs[i].ID)
+		require.NoError(t, err)
+		require.Equal(t, fairway.StateSuccess, job.State)
+		require.JSONEq(t, string(subs[i].Args), string(job.Result))
+	}
+
+	// Every group's jobs, page by page over the partitions.
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		require.Less(t, page, 100)
+		got, next, err := h.client.ListPage(ctx, events.ListRequest{Limit: 70, Cursor: cursor})
+		require.NoError(t, err)
+		for _, j := range got {
+			require.False(t, seen[j.Group+"/"+j.ID], "listed twice: %s/%s", j.Group, j.ID)
+			seen[j.Group+"/"+j.ID] = true
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Len(t, seen, jobs)
+
+	// A held job of each partition, seen in its database's fairway_live
+	// (two partitions write the home's), then cancelled.
+	held := map[string]string{}
+	for p := range 3 {
+		var g string
+		for i := range groups {
+			if partition.Of(fmt.Sprintf("tenant-%d", i), 3) == p {
+				g = fmt.Sprintf("tenant-%d", i)
+				break
+			}
+		}
+		held[g] = submit(t, h, fairway.Submission{Group: g, Task: "hold"})
+		require.Eventually(t, func() bool {
+			job, err := h.client.Get(ctx, g, held[g])
+			return err == nil && job.State == fairway.StateRunning
+		}, waitTimeout, 5*time.Millisecond)
+	}
+	live := func(st *store.Store) map[string]string {
+		rows, err := st.Pool().Query(ctx, `SELECT group_name, id FROM fairway_live`)
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var g, id string
+			require.NoError(t, rows.Scan(&g, &id))
+			out[g] = id
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	wantLive := func(parts ...int) map[string]string {
+		out := map[string]string{}
+		for g, id := range held {
+			for _, p := range parts {
+				if partition.Of(g, 3) == p {
+					out[g] = id
+				}
+			}
+		}
+		return out
+	}
+	require.Equal(t, wantLive(0, 2), live(h.store), "partitions 0 and 2's unfinished jobs in the home's fairway_live")
+	require.Equal(t, wantLive(1), live(b))
+	for g, id := range held {
+		_, err := h.client.Cancel(ctx, g, id)
+		require.NoError(t, err)
+		evs := h.final(id)
+		require.Equal(t, fairway.StateCancelled, evs[len(evs)-1].State)
+	}
+	require.Empty(t, live(h.store), "the jobs ended")
+	close(release)
+
+	// A workflow in a group of partition 1: the dependent after its
+	// dependency.
+	g1 := ""
+	for i := range groups {
+		if partition.Of(fmt.Sprintf("tenant-%d", i), 3) == 1 {
+			g1 = fmt.Sprintf("tenant-%d", i)
+		}
+	}
+	refs, err := h.client.SubmitWorkflow(ctx, g1, fairway.Workflow{Jobs: []fairway.WorkflowJob{
+		{Ref: "a", Submission: fairway.Submission{Task: "echo"}},
+		{Ref: "b", Submission: fairway.Submission{Task: "echo", DependsOn: []string{"a"}}},
+	}})
+	require.NoError(t, err)
+	evs := h.final(refs["b"])
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+
+	// A periodic task of that group (its task in the home database, its
+	// jobs in partition 1's) fires, and its job runs there.
+	_, err = h.client.SavePeriodic(ctx, fairway.PeriodicTask{ID: "poll-b", Enabled: true, Task: "echo", Group: g1, Timer: "*-*-* 03:00"})
+	require.NoError(t, err)
+	_, err = h.client.RunPeriodicNow(ctx, "poll-b")
+	require.NoError(t, err)
+	var firedJob string
+	h.until(func(ev events.Event) bool {
+		if ev.Periodic == "poll-b" && ev.State == fairway.StateFired {
+			firedJob = ev.JobID
+		}
+		return firedJob != ""
+	})
+	evs = h.final(firedJob)
+	require.Equal(t, fairway.StateSuccess, evs[len(evs)-1].State)
+	var inB int
+	require.NoError(t, b.Pool().QueryRow(ctx, `SELECT count(*) FROM fairway_job WHERE id = $1`, firedJob).Scan(&inB))
+	require.Equal(t, 1, inB, "the fired job's record in partition 1's database")
+
+	parts, err := h.client.Partitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, parts, 3)
+	for p, part := range parts {
+		require.Equal(t, p, part.Partition)
+		require.NotEmpty(t, part.Leader, "partition %d led", p)
+		require.Equal(t, parts[0].Leader, part.Leader, "the first's leader leads them all")
+	}
+	require.Equal(t, b.Where(), parts[1].Database)
+}
+
+// TestPartitionsFollowTheFirstLeader: two coordinators on three
+// partitions; when the one that leads stops, the other leads every
+// partition, and the jobs submitted then run.
+func TestPartitionsFollowTheFirstLeader(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	home, b := storetest.Open(t), storetest.Open(t)
+	stores := []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}
+	ns, nc := natstest.Start(t)
+	start := func() *coordinator.Coordinator {
+		own, err := nats.Connect(ns.ClientURL())
+		require.NoError(t, err)
+		t.Cleanup(own.Close)
+		c, err := coordinator.New(storetest.Public(home), own, coordinator.Config{Logger: testLogger(t), PartitionStores: stores})
+		require.NoError(t, err)
+		require.NoError(t, c.Start(ctx))
+		t.Cleanup(c.Stop)
+		return c
+	}
+	first := start()
+	second := start()
+	client, err := events.NewClient(nc, events.ClientOptions{})
+	require.NoError(t, err)
+	h := &harness{t: t, ns: ns, nc: nc, store: home, client: client, events: make(chan events.Event, 1000)}
+	sub, err := client.Subscribe(ctx, events.Filter{}, func(ev events.Event) { h.events <- ev })
+	require.NoError(t, err)
+	t.Cleanup(sub.Stop)
+	h.executor("ex1", 4, map[string]executor.Handler{"echo": echo})
+
+	// The coordinators leading the partitions ("" for a partition led by
+	// none).
+	leaders := func() map[string]bool {
+		parts, err := client.Partitions(ctx)
+		require.NoError(t, err)
+		out := map[string]bool{}
+		for _, p := range parts {
+			if p.LeaseLeftMS > 0 {
+				out[p.Leader] = true
+			} else {
+				out[""] = true
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { l := leaders(); return len(l) == 1 && !l[""] }, waitTimeout, 20*time.Millisecond, "one coordinator leads every partition")
+	var before string
+	for l := range leaders() {
+		before = l
+	}
+	// Whichever leads stops.
+	if first.Holder() == before {
+		first.Stop()
+	} else {
+		second.Stop()
+	}
+	require.Eventually(t, func() bool {
+		l := leaders()
+		return len(l) == 1 && !l[before] && !l[""]
+	}, 5*time.Second, 20*time.Millisecond, "the other leads every partition")
+	var ids []string
+	for i := range 9 {
+		ids = append(ids, submit(t, h, fairway.Submission{Group: fmt.Sprintf("g%d", i), Task: "echo"}))
+	}
+	ended := map[string]fairway.State{}
+	h.until(func(ev events.Event) bool {
+		if ev.State.Final() {
+			ended[ev.JobID] = ev.State
+		}
+		return len(ended) == len(ids)
+	})
+	for _, id := range ids {
+		require.Equal(t, fairway.StateSuccess, ended[id], id)
+	}
+}
