@@ -74,11 +74,14 @@ func TestBadTextIsInvalidNamingTheField(t *testing.T) {
 	_, err = js.Publish("fairway.submit.g.echo", []byte(`{"id":"async-good"}`))
 	require.NoError(t, err)
 	rejected = map[string]events.Event{}
+	goodStored := false
+	// The good one may be stored in a later batch than the rejections.
 	h.until(func(ev events.Event) bool {
 		if ev.State == fairway.StateRejected {
 			rejected[ev.JobID] = ev
 		}
-		return len(rejected) == len(cases)
+		goodStored = goodStored || ev.JobID == "async-good" && ev.State == fairway.StateWaiting
+		return len(rejected) == len(cases) && goodStored
 	})
 	for _, tc := range cases {
 		var id string

@@ -115,10 +115,22 @@ type Options struct {
 	// process. ExecutorEnv is added to its environment.
 	ExecutorCommand []string
 	ExecutorEnv     []string
+	// Partitions is the cluster's partition count (default 1: the
+	// cluster as it runs today). PartitionServers are more PostgreSQL
+	// servers (URLs whose user may create databases): partition p lives
+	// on server p mod (1 + len(PartitionServers)), server 0 being
+	// ServerURL's, each in a fresh database of the scenario's. Both need
+	// CoordinatorCommand; the CPU figure of server k is
+	// cpu_us_per_job_pg_<k>.
+	Partitions       int
+	PartitionServers []string
 
 	// postmaster is the pid of the PostgreSQL server when it runs on this
 	// machine (found by Run), else 0.
 	postmaster int
+	// partPostmasters are those of PartitionServers (0: not on this
+	// machine).
+	partPostmasters []int
 }
 
 func (o Options) withDefaults() Options {
@@ -218,6 +230,9 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	} else if !slices.Contains(Scenarios, scenario) {
 		return fmt.Errorf("unknown scenario %q (known: %s, all)", scenario, strings.Join(Scenarios, ", "))
 	}
+	if err := opts.checkPartitions(names); err != nil {
+		return err
+	}
 	settings, err := serverSettings(ctx, opts.ServerURL)
 	if err != nil {
 		return err
@@ -229,6 +244,9 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	} else {
 		pgCPU = "no cpu_us_per_job_pg: " + pgCPU
 	}
+	if len(opts.PartitionServers) > 0 {
+		pgCPU += "; " + opts.findPartitionPostmasters(ctx)
+	}
 	if !opts.JSON {
 		if _, err := fmt.Fprintf(opts.Out, "# PostgreSQL %s\n# %s; %s\n", settings, pgCPU, cpuProcesses(opts)); err != nil {
 			return err
@@ -239,6 +257,10 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 		res, err := runScenario(ctx, name, opts)
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", name, err)
+		}
+		if opts.Partitions > 1 {
+			res.add("partitions", opts.Partitions)
+			res.add("pg_servers", 1+len(opts.PartitionServers))
 		}
 		if opts.JSON {
 			res.add("pg_settings", settings)
@@ -327,10 +349,12 @@ type system struct {
 	killed   int
 	coordEnv []string
 	dbURL    string
-	execs    []*executor.Executor
-	client   *events.Client
-	cleanup  []func()
-	connect  func(name string) (*nats.Conn, error)
+	// partDBs are the scenario's databases on Options.PartitionServers.
+	partDBs []string
+	execs   []*executor.Executor
+	client  *events.Client
+	cleanup []func()
+	connect func(name string) (*nats.Conn, error)
 
 	started  sync.Map     // job id -> time the handler started
 	finished chan arrival // success events, stamped when they arrive
@@ -372,6 +396,9 @@ func newSystem(ctx context.Context, opts Options, cfg systemConfig) (_ *system, 
 	}
 	s.cleanup = append(s.cleanup, drop)
 	s.dbURL = dbURL
+	if err := s.createPartitionDatabases(ctx); err != nil {
+		return nil, err
+	}
 	s.store, err = store.Open(ctx, dbURL, store.Options{MaxConns: 20})
 	if err != nil {
 		return nil, err

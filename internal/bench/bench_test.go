@@ -118,3 +118,46 @@ func TestInProcessCoordinator(t *testing.T) {
 	require.NotContains(t, got, "cpu_us_per_job_coordinator", "the coordinator's CPU is the bench process's")
 	require.NotContains(t, got, "cpu_us_per_job_nats", "so is the NATS server's")
 }
+
+// TestPartitionsOverTwoServers runs the drain on four partitions spread
+// over two database servers (two databases of pgtest's cluster, which
+// the CPU figures count once), and checks where the jobs were stored:
+// partitions 0 and 2 in the first, 1 and 3 in the second, each holding
+// some of the ten groups.
+func TestPartitionsOverTwoServers(t *testing.T) {
+	fairwayBin := filepath.Join(t.TempDir(), "fairway")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", fairwayBin, "github.com/fairwayhq/fairway/cmd/fairway")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	opts := bench.Options{ServerURL: pgtest.NewDB(t), PartitionServers: []string{pgtest.NewDB(t)}, Partitions: 4, Jobs: 500,
+		Out: &bytes.Buffer{}, CoordinatorCommand: []string{fairwayBin, "coordinator"}, NATSCommand: []string{fairwayBin, "bench-nats"}}
+	var res bytes.Buffer
+	run := opts
+	run.JSON, run.Out = true, &res
+	require.NoError(t, bench.Run(t.Context(), "drain", run))
+	t.Log(strings.TrimSpace(res.String()))
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(res.Bytes(), &got))
+	require.Equal(t, 4.0, got["partitions"])
+	require.Equal(t, 2.0, got["pg_servers"])
+	first, second := got["jobs_on_pg"].(float64), got["jobs_on_pg_1"].(float64)
+	require.Positive(t, first)
+	require.Positive(t, second)
+	require.Equal(t, 500.0, first+second, "every job stored once, in its partition's database")
+	require.NotContains(t, got, "cpu_us_per_job_pg_1", "the second server is the first's cluster: measured once")
+
+	for _, c := range []struct {
+		scenario string
+		change   func(*bench.Options)
+		err      string
+	}{
+		{"scale", func(*bench.Options) {}, "scenario scale runs on one partition only"},
+		{"drain", func(o *bench.Options) { o.CoordinatorCommand = nil }, "drop --in-process"},
+		{"drain", func(o *bench.Options) { o.Partitions = 1 }, "need --partitions above 1"},
+		{"drain", func(o *bench.Options) { o.Partitions = 1025 }, "--partitions"},
+	} {
+		o := opts
+		c.change(&o)
+		require.ErrorContains(t, bench.Run(t.Context(), c.scenario, o), c.err)
+	}
+}

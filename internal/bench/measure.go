@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +43,24 @@ func (u *usage) add(o usage) {
 // coordinator and NATS server when they run in it).
 var cpuFigures = []string{"pg", "coordinator", "nats", "executor", "bench"}
 
+// figureNames are the names of cpu in cpuFigures' order, the more
+// PostgreSQL servers' (pg_<k>, Options.PartitionServers) after pg.
+func figureNames(cpu map[string]time.Duration) []string {
+	var more []int
+	for name := range cpu {
+		if k, ok := strings.CutPrefix(name, "pg_"); ok {
+			n, _ := strconv.Atoi(k)
+			more = append(more, n)
+		}
+	}
+	slices.Sort(more)
+	names := slices.Clone(cpuFigures)
+	for i, k := range more {
+		names = slices.Insert(names, 1+i, pgFigure(k))
+	}
+	return names
+}
+
 // addUsage adds the per-job figures of u: cpu_us_per_job_<process> for
 // each process measured and their total, wal_bytes_per_job and
 // commits_per_job.
@@ -49,7 +70,7 @@ func (r *Result) addUsage(u usage) {
 	}
 	per := func(v float64) float64 { return math.Round(v/float64(u.jobs)*10) / 10 }
 	var total time.Duration
-	for _, name := range cpuFigures {
+	for _, name := range figureNames(u.cpu) {
 		d, ok := u.cpu[name]
 		if !ok {
 			continue
@@ -87,17 +108,29 @@ func (h hundredths) String() string { return strconv.FormatFloat(float64(h), 'f'
 // anything else that writes meanwhile (autovacuum's analyze, another
 // database's clients) counts too.
 type phase struct {
-	cpu  cpuSampler
+	cpu     cpuSampler
+	servers []*serverProbe
+}
+
+// serverProbe is a phase's view of one PostgreSQL server: its WAL
+// position and next transaction id when the phase started.
+type serverProbe struct {
 	conn *pgx.Conn
 	lsn  string
 	xmax int64
 }
 
-// startPhase starts measuring the system's processes and its PostgreSQL.
+// startPhase starts measuring the system's processes and its PostgreSQL
+// servers (the home one, and those of Options.PartitionServers).
 func (s *system) startPhase(ctx context.Context) (*phase, error) {
 	p := &phase{}
 	if s.opts.postmaster != 0 {
 		p.cpu.add("pg", processTreeCPU(s.opts.postmaster))
+	}
+	for k, pid := range s.opts.partPostmasters {
+		if pid != 0 {
+			p.cpu.add(pgFigure(k+1), processTreeCPU(pid))
+		}
 	}
 	if s.coordPid != 0 {
 		p.cpu.add("coordinator", processCPU(s.coordPid))
@@ -109,13 +142,29 @@ func (s *system) startPhase(ctx context.Context) (*phase, error) {
 		p.cpu.add("executor", processCPU(s.execPid))
 	}
 	p.cpu.add("bench", selfCPU)
-	var err error
-	if p.conn, err = pgx.Connect(ctx, s.dbURL); err != nil {
-		return nil, err
-	}
-	s.cleanup = append(s.cleanup, func() { p.conn.Close(context.Background()) })
-	if err := p.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, pg_snapshot_xmax(pg_current_snapshot())::text::bigint").Scan(&p.lsn, &p.xmax); err != nil {
-		return nil, fmt.Errorf("reading the WAL position: %w", err)
+	seen := map[string]bool{}
+	for _, url := range append([]string{s.dbURL}, s.partDBs...) {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			return nil, err
+		}
+		// The WAL and the transaction ids are a cluster's: one of several
+		// databases on the same server is read once.
+		server := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		if seen[server] {
+			continue
+		}
+		seen[server] = true
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.cleanup = append(s.cleanup, func() { conn.Close(context.Background()) })
+		sp := &serverProbe{conn: conn}
+		if err := conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, pg_snapshot_xmax(pg_current_snapshot())::text::bigint").Scan(&sp.lsn, &sp.xmax); err != nil {
+			return nil, fmt.Errorf("reading the WAL position: %w", err)
+		}
+		p.servers = append(p.servers, sp)
 	}
 	if err := p.cpu.Start(); err != nil {
 		return nil, err
@@ -124,23 +173,35 @@ func (s *system) startPhase(ctx context.Context) (*phase, error) {
 }
 
 // stop ends the phase, in which jobs jobs were worked, and returns what it
-// cost.
+// cost (the WAL and commits of every server added up).
 func (p *phase) stop(ctx context.Context, jobs int) (usage, error) {
 	cpu, err := p.cpu.Stop()
 	if err != nil {
 		return usage{}, err
 	}
-	defer p.conn.Close(context.Background())
 	u := usage{jobs: jobs, cpu: cpu}
-	var xmax int64
-	if err := p.conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint, pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
-		p.lsn).Scan(&u.walBytes, &xmax); err != nil {
-		return usage{}, fmt.Errorf("reading the WAL position: %w", err)
-	}
-	// A transaction still running now (its id below xmax) is not counted.
-	if err := p.conn.QueryRow(ctx, `SELECT count(*) FROM generate_series($1::bigint, $2::bigint - 1) AS x
-		WHERE pg_xact_status(x::text::xid8) = 'committed'`, p.xmax, xmax).Scan(&u.commits); err != nil {
-		return usage{}, fmt.Errorf("counting the commits: %w", err)
+	for _, sp := range p.servers {
+		wal, commits, err := sp.stop(ctx)
+		if err != nil {
+			return usage{}, err
+		}
+		u.walBytes += wal
+		u.commits += commits
 	}
 	return u, nil
+}
+
+func (sp *serverProbe) stop(ctx context.Context) (walBytes, commits int64, err error) {
+	defer sp.conn.Close(context.Background())
+	var xmax int64
+	if err := sp.conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint, pg_snapshot_xmax(pg_current_snapshot())::text::bigint",
+		sp.lsn).Scan(&walBytes, &xmax); err != nil {
+		return 0, 0, fmt.Errorf("reading the WAL position: %w", err)
+	}
+	// A transaction still running now (its id below xmax) is not counted.
+	if err := sp.conn.QueryRow(ctx, `SELECT count(*) FROM generate_series($1::bigint, $2::bigint - 1) AS x
+		WHERE pg_xact_status(x::text::xid8) = 'committed'`, sp.xmax, xmax).Scan(&commits); err != nil {
+		return 0, 0, fmt.Errorf("counting the commits: %w", err)
+	}
+	return walBytes, commits, nil
 }

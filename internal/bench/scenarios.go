@@ -40,6 +40,9 @@ func drain(ctx context.Context, opts Options) (*Result, error) {
 	r.add("slots", opts.Slots)
 	r.add(s.rss())
 	r.addUsage(u)
+	if err := s.addJobsPerServer(ctx, r); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,6 +41,7 @@ func newBenchCmd(e *env) *cobra.Command {
 	var scenario, cpuProfile, memProfile string
 	var inProcess bool
 	var executorKind, clientsDir string
+	var pgClusters int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure throughput, latency, fairness and scale",
@@ -83,6 +85,13 @@ Scenarios:
             resumes, and the new leader's memory
   all       every scenario in turn
 
+--partitions P runs the cluster with P partitions (database.partitions) and
+--pg-clusters N spreads them over N PostgreSQL clusters (partition p on
+cluster p mod N): the first is dev's (or --database-url's), the others
+throwaway clusters this command starts under <dev-dir>/bench-pg-<k> and
+stops after, each measured apart (cpu_us_per_job_pg_<k>). The drain,
+latency, steady, fairness, short-jobs, ingest and shares scenarios run so.
+
 --executor python or node runs the drain and short-jobs scenarios on the
 Python or TypeScript package's executor (their conformance program, in
 <clients-dir>/python and <clients-dir>/typescript: run from the repository's
@@ -117,6 +126,13 @@ server. Durability stays on; the output names the server's settings.`,
 					}
 				}()
 				opts.ServerURL = pg.URL()
+			}
+			if pgClusters > 1 {
+				stop, err := e.startBenchClusters(ctx, pgClusters-1, &opts)
+				defer stop()
+				if err != nil {
+					return err
+				}
 			}
 			if e.cfg.Source("nats.url") != config.SourceDefault {
 				opts.NATSURL = e.cfg.NATS.URL
@@ -201,8 +217,39 @@ server. Durability stays on; the output names the server's settings.`,
 	f.BoolVar(&opts.JSON, "json", false, "print one JSON object per scenario")
 	f.StringVar(&executorKind, "executor", "go", "the executor of the drain and short-jobs scenarios: go (in this process), python or node (the package's conformance program, a process of its own)")
 	f.StringVar(&clientsDir, "clients-dir", "clients", "the directory of the Python and TypeScript packages, for --executor python|node")
+	f.IntVar(&opts.Partitions, "partitions", 1, "the cluster's partitions (database.partitions), spread over --pg-clusters")
+	f.IntVar(&pgClusters, "pg-clusters", 1, "PostgreSQL clusters that hold the partitions: the first is the bench's database server, the others throwaway local clusters started for the run")
 	f.BoolVar(&inProcess, "in-process", false, "run the coordinator and the NATS server in this process instead of their own (their memory and CPU are then not measured apart)")
 	return e.withConfig(cmd, "database.url", "nats.url", "dev.dir", "dev.pg-port")
+}
+
+// startBenchClusters starts n throwaway PostgreSQL clusters next to dev's
+// (<dev-dir>/bench-pg-<k>, on free ports) for the partitions of a bench
+// run, and names them in opts.PartitionServers. stop stops those started,
+// also when one failed to start.
+func (e *env) startBenchClusters(ctx context.Context, n int, opts *bench.Options) (stop func(), err error) {
+	var started []*pgserver.Server
+	stop = func() {
+		for _, pg := range started {
+			if err := pg.Stop(); err != nil {
+				e.log.Warn("bench: cannot stop a PostgreSQL cluster of its partitions", "error", err)
+			}
+		}
+	}
+	if opts.Partitions <= n {
+		return stop, fmt.Errorf("--pg-clusters %d needs --partitions above %d, so that each cluster holds a partition", n+1, n)
+	}
+	for k := 1; k <= n; k++ {
+		dir := filepath.Join(e.cfg.Dev.Dir, fmt.Sprintf("bench-pg-%d", k))
+		e.log.Info("bench: starting a PostgreSQL cluster for the partitions", "cluster", k+1, "dir", dir)
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: dir, Logger: e.log})
+		if err != nil {
+			return stop, fmt.Errorf("--pg-clusters: cluster %d: %w", k+1, err)
+		}
+		started = append(started, pg)
+		opts.PartitionServers = append(opts.PartitionServers, pg.URL())
+	}
+	return stop, nil
 }
 
 // benchNATSCommand is the hidden command that runs the NATS server of

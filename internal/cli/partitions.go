@@ -18,8 +18,10 @@ func newPartitionsCmd(e *env) *cobra.Command {
 		Short: "Show the journal's partitions: their leaders, databases, jobs and how far their events trail",
 		Long: `The groups' jobs live in the journal's partitions, each led by one
 coordinator at a time through a lease in its database (docs/architecture.md,
-"Partitions"). A cluster has one partition today; issue 34 spreads the
-groups over more.
+"Partitions"). A cluster has database.partitions of them, fixed when it
+was created (1 by default), each in the database the partitions map names;
+today one coordinator leads them all (partition 0's leader), the others
+stand by.
 
 'partitions list' prints, per partition: the coordinator leading it, the
 lease's fencing epoch (it grows with each new leader) and the time the
