@@ -98,3 +98,13 @@ func (c *Coordinator) WaitsHeld() int { return c.waits.held() }
 
 // Holder names the coordinator in the partitions' leases.
 func (c *Coordinator) Holder() string { return c.lead.holder }
+
+// KeepEligibleReadings makes every partition keep its readings of
+// eligible weight for d, as long as a fold does not drop them.
+func (c *Coordinator) KeepEligibleReadings(d time.Duration) {
+	for _, e := range c.parts {
+		e.eligibleMu.Lock()
+		e.eligibleTTL = d
+		e.eligibleMu.Unlock()
+	}
+}

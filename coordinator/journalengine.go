@@ -62,6 +62,8 @@ type journalEngine struct {
 	// weight, by request kind (eligible).
 	eligibleMu sync.Mutex
 	eligibleOf map[string]eligibleReading
+	// eligibleTTL replaces the package's eligibleTTL (tests: 0 keeps it).
+	eligibleTTL time.Duration
 }
 
 // journalEngineConfig is what the journal engine takes of the
@@ -98,7 +100,7 @@ func newJournalEngine(st, home *store.Store, cfg journalEngineConfig, log *slog.
 	e := &journalEngine{partition: cfg.Partition, db: pool, store: st, home: home, retryDelay: cfg.RetryDelay, scheme: cfg.Scheme, log: log, serveDispatch: serveDispatch, limits: limitsCache{read: home.Limits}}
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: cfg.Partition, Balance: cfg.Balance, Registry: home.Pool(), Shared: cfg.Shared, Holder: cfg.Holder, Fairness: cfg.Fairness,
-		Publish: publish, Claimable: claimable, Leading: e.leading, Logger: log, Clock: cfg.Clock, Poll: cfg.Poll, Renew: cfg.Renew, TTL: cfg.TTL,
+		Publish: publish, Claimable: func() { e.forgetEligible(); claimable() }, Leading: e.leading, Logger: log, Clock: cfg.Clock, Poll: cfg.Poll, Renew: cfg.Renew, TTL: cfg.TTL,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
 	return e

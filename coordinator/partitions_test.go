@@ -285,3 +285,40 @@ func TestPartitionsFollowTheFirstLeader(t *testing.T) {
 		require.Equal(t, fairway.StateSuccess, ended[id], id)
 	}
 }
+
+// TestPartitionsDispatchWhatAFoldMadeClaimable: an executor's dispatch
+// reads each partition's eligible weight and keeps the reading a moment;
+// a fold that makes a partition's jobs claimable drops it. Else a reading
+// of no work kept an executor's next request from the partition until it
+// ran out (here an hour; 20 ms in production, which left parked requests
+// waiting out their park: a latency tail of a second on four
+// partitions).
+func TestPartitionsDispatchWhatAFoldMadeClaimable(t *testing.T) {
+	t.Parallel()
+	home, b := storetest.Open(t), storetest.Open(t)
+	h, c := setupOn(t, home, coordinator.Config{PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b)}})
+	c.KeepEligibleReadings(time.Hour)
+	var first, second string
+	for i := 0; first == "" || second == ""; i++ {
+		g := fmt.Sprintf("tenant-%d", i)
+		if partition.Of(g, 2) == 0 && first == "" {
+			first = g
+		} else if partition.Of(g, 2) == 1 && second == "" {
+			second = g
+		}
+	}
+	// The first executor's dispatch reads partition 1's weight, with no
+	// work there, before it runs a job of partition 0; then it stops.
+	ex := h.executor("first", 1, map[string]executor.Handler{"echo": echo})
+	_, err := h.client.Submit(t.Context(), fairway.Submission{Group: first, ID: "a", Task: "echo", Args: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	h.until(func(ev events.Event) bool { return ev.JobID == "a" && ev.State == fairway.StateSuccess })
+	ex.Stop()
+	// A job of partition 1 stored with no executor to hand it to: the
+	// next executor's dispatch must find it.
+	_, err = h.client.Submit(t.Context(), fairway.Submission{Group: second, ID: "b", Task: "echo", Args: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	h.until(func(ev events.Event) bool { return ev.JobID == "b" && ev.State == fairway.StateWaiting })
+	h.executor("second", 1, map[string]executor.Handler{"echo": echo})
+	h.until(func(ev events.Event) bool { return ev.JobID == "b" && ev.State == fairway.StateSuccess })
+}
