@@ -372,6 +372,17 @@ func (c *Coordinator) onJournal() {
 				}
 			}
 		}
+		if p == 0 && len(stores) > 1 {
+			// The others follow it: they take their leases, or give them
+			// up, at once rather than at their next renewal (half a
+			// second: every job of theirs waited as long at a start).
+			leading = func(on bool) {
+				serve(on)
+				for _, other := range c.parts[1:] {
+					other.leader.Contend()
+				}
+			}
+		}
 		e := newJournalEngine(st, c.store, cfg, c.log.With("partition", p), c.publishEvents, c.dispatcher.notifyWork, leading)
 		e.stopping = c.dispatcher.parking.stopping.has
 		c.parts[p] = e

@@ -132,46 +132,79 @@ func (ps partitions) heldCounts(ctx context.Context) (tasks, groups map[string]i
 
 // insertFor is journalEngine.insertFor over the partitions: subs split by
 // their group's partition, each part stored by its partition (one row
-// each), the answers in subs' order. hand, when set, is handed the jobs
-// of the first part that has any for it (one partition's leader hands
-// over in its own transaction).
+// each, the partitions at once: each is a commit of its own, and one after
+// the other they made ingest a commit per partition slower, a tail of half
+// a second at 3,000 jobs/s on four), the answers in subs' order. hand,
+// when set, goes to the partition of the first submission it could run
+// (one partition's leader hands over in its own transaction); when that
+// one hands nothing, the caller puts the request back.
 func (ps partitions) insertFor(ctx context.Context, subs []fairway.Submission, hand *parkedRequest) ([]istore.Inserted, []fairway.Job, error) {
 	if len(ps) == 1 {
 		return ps[0].insertFor(ctx, subs, hand)
 	}
 	byPart := map[*journalEngine][]int{}
 	var order []*journalEngine
+	var handTo *journalEngine
 	for i, s := range subs {
 		e := ps.of(s.Group)
 		if _, ok := byPart[e]; !ok {
 			order = append(order, e)
 		}
 		byPart[e] = append(byPart[e], i)
+		if hand != nil && handTo == nil && slices.Contains(hand.req.Tasks, s.Task) {
+			handTo = e
+		}
 	}
 	out := make([]istore.Inserted, len(subs))
 	var handed []fairway.Job
-	for _, e := range order {
+	err := inParallel(len(order), func(k int) error {
+		e := order[k]
 		at := byPart[e]
 		part := make([]fairway.Submission, len(at))
-		for k, i := range at {
-			part[k] = subs[i]
+		for j, i := range at {
+			part[j] = subs[i]
 		}
 		var h *parkedRequest
-		if hand != nil && handed == nil {
+		if e == handTo {
 			h = hand
 		}
 		res, jobs, err := e.insertFor(ctx, part, h)
 		if err != nil {
-			return nil, nil, err // the parts stored before are duplicates when sent again
+			return err // the parts stored are duplicates when sent again
 		}
-		if len(jobs) > 0 {
+		if e == handTo {
 			handed = jobs
 		}
-		for k, i := range at {
-			out[i] = res[k]
+		for j, i := range at {
+			out[i] = res[j]
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, handed, nil
+}
+
+// inParallel runs f(0) … f(n-1) at once, each partition's work being
+// its own transactions (in its own database, or another partition's
+// journal), and returns the first error by index.
+func inParallel(n int, f func(k int) error) error {
+	if n == 1 {
+		return f(0)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() { errs[k] = f(k) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // eligibleTTL is how long a partition's eligible weight for one kind of
@@ -277,19 +310,25 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 	}
 	is.spread.Weigh(weights)
-	var jobs []fairway.Job
-	for i, n := range is.spread.Plan(p.Limit) {
-		if n == 0 {
-			continue
+	plan := is.spread.Plan(p.Limit)
+	var asked []int // the partitions asked, each claiming at once (a commit of its own)
+	for i, n := range plan {
+		if n > 0 {
+			asked = append(asked, i)
 		}
-		q := p
-		q.Limit = n // MaxHeld stays: each partition counts the instance's jobs of its own
-		got, err := d.parts[i].claim(ctx, q)
-		if err != nil {
-			return jobs, err
-		}
-		jobs = append(jobs, got...)
-		is.spread.Served(i, fairness.Reply{Asked: n, Handed: len(got), Cost: float64(len(got)), Competed: weights[i], Weight: weights[i]})
 	}
-	return jobs, nil
+	got := make([][]fairway.Job, len(asked))
+	err := inParallel(len(asked), func(k int) error {
+		q := p
+		q.Limit = plan[asked[k]] // MaxHeld stays: each partition counts the instance's jobs of its own
+		var err error
+		got[k], err = d.parts[asked[k]].claim(ctx, q)
+		return err
+	})
+	var jobs []fairway.Job
+	for k, i := range asked {
+		jobs = append(jobs, got[k]...)
+		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: float64(len(got[k])), Competed: weights[i], Weight: weights[i]})
+	}
+	return jobs, err
 }

@@ -260,17 +260,27 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		p := &parts[rs.parts.of(o.Group).partition]
 		p.outcomes, p.at = append(p.outcomes, o), append(p.at, i)
 	}
-	refused := map[int]string{}
+	// The partitions at once: each applies in transactions of its own.
+	var busy []int
 	for i, p := range parts {
-		if len(p.started)+len(p.progress)+len(p.logs)+len(p.outcomes) == 0 {
-			continue
+		if len(p.started)+len(p.progress)+len(p.logs)+len(p.outcomes) > 0 {
+			busy = append(busy, i)
 		}
-		r, err := rs.applyIn(ctx, rs.parts[i], p.started, p.progress, p.logs, p.outcomes)
-		if err != nil {
-			return nil, err
-		}
-		for k, reason := range r {
-			refused[p.at[k]] = reason
+	}
+	refusals := make([]map[int]string, len(busy))
+	err := inParallel(len(busy), func(k int) error {
+		p := parts[busy[k]]
+		var err error
+		refusals[k], err = rs.applyIn(ctx, rs.parts[busy[k]], p.started, p.progress, p.logs, p.outcomes)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	refused := map[int]string{}
+	for k, r := range refusals {
+		for j, reason := range r {
+			refused[parts[busy[k]].at[j]] = reason
 		}
 	}
 	return refused, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,4 +235,44 @@ func BenchmarkLeaseHandover(b *testing.B) {
 	}
 	b.ReportMetric(join.Seconds()/float64(b.N), "join_s")
 	b.ReportMetric(handover.Seconds()/float64(b.N), "handover_s")
+}
+
+// gate is a Balance that takes and keeps every partition while open.
+type gate struct{ open atomic.Bool }
+
+func (g *gate) Take(int16) bool { return g.open.Load() }
+func (g *gate) Keep(int16) bool { return g.open.Load() }
+
+// TestContendTriesTheLeaseNow: a leader whose Balance changed its mind
+// takes the lease, and gives it up, as soon as it is told (Contend), not
+// at its next renewal (an hour here): the partitions a coordinator leads
+// with its first follow it at once.
+func TestContendTriesTheLeaseNow(t *testing.T) {
+	db := pool(t)
+	g := &gate{}
+	leading := make(chan bool, 4)
+	l := journal.NewLeader(db, journal.LeaderConfig{Partition: 1, Holder: "c1", Balance: g, Renew: time.Hour, TTL: 3 * time.Hour,
+		SnapshotEvery: time.Hour, Leading: func(on bool) { leading <- on }})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	<-l.Restored() // after its first try, which the gate refused
+	require.False(t, l.View(func(*journal.State, journal.Lease) {}), "the gate said no")
+
+	told := func(want bool) {
+		t.Helper()
+		select {
+		case on := <-leading:
+			require.Equal(t, want, on)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("not told leading=%v within 20 s of Contend", want)
+		}
+	}
+	g.open.Store(true)
+	l.Contend()
+	told(true)
+	g.open.Store(false)
+	l.Contend()
+	told(false)
 }

@@ -138,6 +138,8 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
+	// contend makes the lease's next try come now (Contend).
+	contend chan struct{}
 	// readWanted: a Wake since the last catch-up asked for a read of the
 	// tail (wakeToPublish does not).
 	readWanted atomic.Bool
@@ -252,7 +254,7 @@ type pendingResolution struct {
 // NewLeader makes a Leader of cfg.Partition on db (a pool).
 func NewLeader(db Querier, cfg LeaderConfig) *Leader {
 	cfg = cfg.withDefaults()
-	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), restored: make(chan struct{}), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
+	return &Leader{cfg: cfg, db: db, wake: make(chan struct{}, 1), contend: make(chan struct{}, 1), restored: make(chan struct{}), heldSubs: map[fairway.JobRef]heldSubmission{}, recent: newRecentRows(cfg.RecentBytes)}
 }
 
 // pgReading is PostgreSQL's clock (at) read at an instant of this
@@ -297,6 +299,16 @@ func (l *Leader) raiseFloor(at int64) int64 {
 func (l *Leader) Wake() {
 	l.readWanted.Store(true)
 	l.wakeToPublish()
+}
+
+// Contend makes the next try to take, renew or give up the lease come
+// now rather than at the next Renew: what LeaderConfig.Balance says has
+// changed (partitions led with the first: it came to lead, or stopped).
+func (l *Leader) Contend() {
+	select {
+	case l.contend <- struct{}{}:
+	default:
+	}
 }
 
 // wakeToPublish makes Run's loop come round now without reading the tail
@@ -360,7 +372,19 @@ func (l *Leader) Run(ctx context.Context) {
 	l.looped.Store(time.Now().UnixNano())
 	l.renewed(ctx, l.acquire(ctx))
 	renewals := make(chan renewal, 1)
-	background.Go(func() { every(ctx, l.cfg.Renew, func(ctx context.Context) { l.renewBeside(ctx, renewals) }) })
+	background.Go(func() {
+		tick := time.NewTicker(l.cfg.Renew)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			case <-l.contend:
+			}
+			l.renewBeside(ctx, renewals)
+		}
+	})
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
 	read := true
