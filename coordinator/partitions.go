@@ -328,7 +328,27 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	var jobs []fairway.Job
 	for k, i := range asked {
 		jobs = append(jobs, got[k]...)
-		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: float64(len(got[k])), Competed: weights[i], Weight: weights[i]})
+		cost := float64(len(got[k]))
+		if p.Fairness == FairnessTime {
+			cost = d.parts[i].expectedSeconds(got[k])
+		}
+		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: cost, Competed: weights[i], Weight: weights[i]})
 	}
 	return jobs, err
+}
+
+// expectedSeconds is what jobs are expected to run, as the partition's
+// shares of time charge them (fairness.Book.CostMS): what a reply costs
+// its partition in the executor's spread when shares count time. Charged
+// one per job instead, a partition of long jobs took as many slots as one
+// of short jobs, and its groups nine tenths of the time where they were
+// owed half (the bench's shares scenario on four partitions).
+func (e *journalEngine) expectedSeconds(jobs []fairway.Job) float64 {
+	var ms float64
+	e.leader.Follow(func(s *journal.State) {
+		for _, j := range jobs {
+			ms += s.Shares.CostMS(j.Group, j.Task)
+		}
+	})
+	return ms / 1000
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
+	"github.com/fairwayhq/fairway/internal/partition"
 	"github.com/fairwayhq/fairway/internal/storetest"
+	public "github.com/fairwayhq/fairway/store"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -96,17 +98,30 @@ func submitSleeps(t *testing.T, c *events.Client, group, task string, ms, n int)
 // the handlers over a window after the run times are learned.
 func TestSharesOfSlotTimeEndToEnd(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		weightA float64
-		wantA   float64
+		name       string
+		weightA    float64
+		wantA      float64
+		partitions int
 	}{
-		{"equal weights", 1, 0.5},
-		{"weights 3 and 1", 3, 0.75},
+		{"equal weights", 1, 0.5, 1},
+		{"weights 3 and 1", 3, 0.75, 1},
+		// a and b on partitions of their own: the executor's slots spread
+		// over the partitions by what their replies are expected to run.
+		{"weights 3 and 1 on two partitions", 3, 0.75, 2},
 	} {
 		{
 			t.Run(tc.name, func(t *testing.T) {
 				retries := 0
-				h, _ := setupWith(t, coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries})
+				cfg := coordinator.Config{Fairness: coordinator.FairnessTime, Retries: &retries}
+				var h *harness
+				if tc.partitions > 1 {
+					require.NotEqual(t, partition.Of("a", tc.partitions), partition.Of("b", tc.partitions))
+					st := storetest.Open(t)
+					cfg.PartitionStores = []*public.Store{storetest.Public(st), storetest.Public(st)}
+					h, _ = setupOn(t, st, cfg)
+				} else {
+					h, _ = setupWith(t, cfg)
+				}
 				if tc.weightA != 1 {
 					_, err := h.client.SetWeight(t.Context(), "a", tc.weightA)
 					require.NoError(t, err)
