@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -270,28 +271,56 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			items = append(items, it)
 		}
 	}
+	// retry marks the messages to be tried again: their partition's
+	// database did not answer (admitting them counts its groups' jobs;
+	// storing them appends to its journal). The other partitions' go on.
+	retry := make([]bool, len(msgs))
+	var err error
 	if len(valid) > 0 {
-		refusals, err := in.quotas.admit(ctx, valid)
-		if err != nil {
-			endIngestSpans(items, nil, err)
-			in.dead.retryLater(ctx, msgs, err)
-			return
-		}
-		for k, i := range validAt {
-			if refusals[k] != nil {
-				r := rejection(valid[k], valid[k].Group, valid[k].Task, refusals[k])
-				items[i].rej = &r
-			} else {
-				items[i].sub = &valid[k]
+		for _, idx := range in.parts.split(valid) {
+			part := make([]fairway.Submission, len(idx))
+			for k, i := range idx {
+				part[k] = valid[i]
+			}
+			refusals, aerr := in.quotas.admit(ctx, part)
+			if aerr != nil {
+				if err == nil {
+					err = aerr
+				}
+				for _, i := range idx {
+					retry[items[validAt[i]].msg] = true
+				}
+				continue
+			}
+			for k, i := range idx {
+				if refusals[k] != nil {
+					r := rejection(valid[i], valid[i].Group, valid[i].Task, refusals[k])
+					items[validAt[i]].rej = &r
+				} else {
+					items[validAt[i]].sub = &valid[i]
+				}
 			}
 		}
+	}
+	if err != nil {
+		// Only what could be admitted is stored.
+		var kept, dropped []ingestItem
+		for _, it := range items {
+			if retry[it.msg] {
+				dropped = append(dropped, it)
+			} else {
+				kept = append(kept, it)
+			}
+		}
+		endIngestSpans(dropped, nil, err)
+		items = kept
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
 	var hand *parkedRequest
 	if in.parts.first().leads.Load() { // the leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
-	added, handedOver, err := in.storeSubmissions(ctx, msgs, items, handled, hand)
+	added, handedOver, failed, serr := in.storeByPartition(ctx, msgs, items, handled, hand)
 	if hand != nil {
 		if len(handedOver) > 0 {
 			in.handedOver(ctx, hand, handedOver, received)
@@ -301,22 +330,105 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		}
 	}
+	if serr != nil {
+		if err == nil {
+			err = serr
+		}
+		for m := range retry {
+			retry[m] = retry[m] || failed[m]
+		}
+	}
 	if err != nil {
-		in.dead.retryLater(ctx, msgs, err)
-		return
+		var again []jetstream.Msg
+		for m, msg := range msgs {
+			if retry[m] {
+				again = append(again, msg)
+			}
+		}
+		in.dead.retryLater(ctx, again, err)
+		if len(again) == len(msgs) {
+			return
+		}
 	}
 	chaosAfterIngestCommit(in.log, len(added)) // a no-op but in the fault suite's build, see chaoshook.go
 	// Acknowledged once every submission of the message is stored (or
 	// refused with its event): a redelivery before is a duplicate, and
 	// changes nothing.
 	for m, msg := range msgs {
-		if handled[m] {
+		if handled[m] || retry[m] {
 			continue
 		}
 		if err := msg.Ack(); err != nil {
 			in.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
+}
+
+// storeByPartition is storeSubmissions for each partition's messages (a
+// message is one group's, so in one partition), the partitions at once: a
+// partition whose database is unavailable leaves its messages to be tried
+// again (retry, by message; err is the first such error) while the
+// others' are stored and acknowledged. Stored as one batch, a primary
+// down held every partition's submissions back with its own. hand goes to
+// the partition of the first submission it could run now.
+func (in *ingest) storeByPartition(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool,
+	hand *parkedRequest) (added []fairway.Submission, handed []fairway.Job, retry []bool, err error) {
+	retry = make([]bool, len(msgs))
+	if len(in.parts) == 1 {
+		added, handed, err = in.storeSubmissions(ctx, msgs, items, handled, hand)
+		if err != nil {
+			for m := range retry {
+				retry[m] = true
+			}
+		}
+		return added, handed, retry, err
+	}
+	byPart := map[*journalEngine][]ingestItem{}
+	var order []*journalEngine
+	var handTo *journalEngine
+	now := time.Now()
+	for _, it := range items {
+		group, _, _ := in.subjects.ParseSubmit(msgs[it.msg].Subject())
+		e := in.parts.of(group)
+		if _, ok := byPart[e]; !ok {
+			order = append(order, e)
+		}
+		byPart[e] = append(byPart[e], it)
+		if hand != nil && handTo == nil && it.sub != nil && handable(*it.sub, now) && slices.Contains(hand.req.Tasks, it.sub.Task) {
+			handTo = e
+		}
+	}
+	type stored struct {
+		added  []fairway.Submission
+		handed []fairway.Job
+		err    error
+	}
+	results := make([]stored, len(order))
+	_ = inParallel(len(order), func(k int) error {
+		var h *parkedRequest
+		if order[k] == handTo {
+			h = hand
+		}
+		r := &results[k]
+		r.added, r.handed, r.err = in.storeSubmissions(ctx, msgs, byPart[order[k]], handled, h)
+		return nil // each partition's error is its own
+	})
+	for k, e := range order {
+		r := results[k]
+		added = append(added, r.added...)
+		if e == handTo {
+			handed = r.handed
+		}
+		if r.err != nil {
+			if err == nil {
+				err = r.err
+			}
+			for _, it := range byPart[e] {
+				retry[it.msg] = true
+			}
+		}
+	}
+	return added, handed, retry, err
 }
 
 // idleExecutorFor takes a parked dispatch request that can run a job of

@@ -60,16 +60,6 @@ func (ps partitions) of(group string) *journalEngine {
 	return ps[partition.Of(group, len(ps))]
 }
 
-// leadsAll says whether this coordinator leads every partition.
-func (ps partitions) leadsAll() bool {
-	for _, e := range ps {
-		if !e.leads.Load() {
-			return false
-		}
-	}
-	return true
-}
-
 // first is partition 0, whose leader leads the others.
 func (ps partitions) first() *journalEngine { return ps[0] }
 
@@ -102,6 +92,32 @@ type followFirst struct{ first *journalEngine }
 
 func (f followFirst) Take(int16) bool { return f.first.leads.Load() }
 func (f followFirst) Keep(int16) bool { return f.first.leads.Load() }
+
+// split groups the indexes of subs by their group's partition, in the
+// order the partitions first appear (one group of all with one
+// partition).
+func (ps partitions) split(subs []fairway.Submission) [][]int {
+	if len(ps) == 1 {
+		all := make([]int, len(subs))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	at := map[*journalEngine]int{}
+	var out [][]int
+	for i, s := range subs {
+		e := ps.of(s.Group)
+		k, ok := at[e]
+		if !ok {
+			k = len(out)
+			at[e] = k
+			out = append(out, nil)
+		}
+		out[k] = append(out[k], i)
+	}
+	return out
+}
 
 // forgetLimits has every partition's claims read the concurrency limits
 // again.

@@ -322,3 +322,70 @@ func TestPartitionsDispatchWhatAFoldMadeClaimable(t *testing.T) {
 	h.executor("second", 1, map[string]executor.Handler{"echo": echo})
 	h.until(func(ev events.Event) bool { return ev.JobID == "b" && ev.State == fairway.StateSuccess })
 }
+
+// TestPartitionsGoOnWhileADatabaseIsDown: partition 1's database refuses
+// every connection (its primary down); the jobs of partitions 0 and 2,
+// submitted in the same messages as partition 1's, run meanwhile; once
+// it is back, partition 1's run too, each once.
+func TestPartitionsGoOnWhileADatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, b := partitioned(t)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	h.executor("ex", 8, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
+		mu.Lock()
+		runs[job.ID]++
+		mu.Unlock()
+		return echo(ctx, job)
+	}})
+	// Partition 1's database goes down: no new connection, the open ones
+	// cut.
+	name := b.Pool().Config().ConnConfig.Database
+	down := func(allow bool) {
+		_, err := h.store.Pool().Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, name, allow))
+		require.NoError(t, err)
+		if !allow {
+			_, err = h.store.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name)
+			require.NoError(t, err)
+		}
+	}
+	down(false)
+	t.Cleanup(func() {
+		_, _ = h.store.Pool().Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, name))
+	})
+
+	var subs []fairway.Submission
+	others := map[string]bool{}
+	for i := range 60 {
+		g := fmt.Sprintf("tenant-%d", i%6)
+		id := fmt.Sprintf("job-%02d", i)
+		subs = append(subs, fairway.Submission{Group: g, ID: id, Task: "echo", Args: json.RawMessage(`{}`)})
+		if partition.Of(g, 3) != 1 {
+			others[id] = true
+		}
+	}
+	require.NotEmpty(t, others)
+	require.Less(t, len(others), len(subs), "some groups are in partition 1")
+	_, err := h.client.SubmitMany(ctx, subs) // stored in the submit stream; the coordinator's ingest takes them in batches of messages
+	require.NoError(t, err)
+	done := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess && others[ev.JobID] {
+			done[ev.JobID] = true
+		}
+		return len(done) == len(others)
+	})
+	down(true)
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess {
+			done[ev.JobID] = true
+		}
+		return len(done) == len(subs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range subs {
+		require.Equal(t, 1, runs[s.ID], "job %s", s.ID)
+	}
+}

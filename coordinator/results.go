@@ -79,9 +79,13 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
 	// Only the journal's leader can apply reports: a follower leaves them
 	// in JetStream for it rather than taking and refusing them.
-	// With several partitions, the leader fetches once it leads them all
-	// (followFirst), so that no batch waits for a partition not led yet.
-	sources.gate = rs.parts.leadsAll
+	// With several partitions, the leader of the first fetches, as it
+	// leads the others (followFirst): a partition it does not lead (its
+	// database down, or its lease not taken yet) leaves its part of a
+	// batch to be tried again, the others applied (applyParts). Fetching
+	// only while it led them all, a primary down stopped every
+	// partition's reports.
+	sources.gate = rs.parts.first().leads.Load
 	for _, e := range rs.parts {
 		e.reopenResults = sources.reopen
 	}
