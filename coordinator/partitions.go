@@ -287,6 +287,41 @@ func (d *dispatcher) spreadOf(app, instance string) *instanceSpread {
 type instanceSpread struct {
 	mu     sync.Mutex
 	spread *fairness.Spread
+	// unsure are the claims, by partition, that failed for this instance
+	// while others handed jobs: PostgreSQL may have committed one before
+	// the connection broke, and the instance asks again under another
+	// id. Its next request gets what they claimed (reclaimUnsure).
+	unsure map[int]string
+}
+
+// reclaimUnsure hands an instance the jobs its unsure claims took, from
+// the partitions that answer now (at most limit of them), and forgets
+// those claims.
+func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p istore.ClaimParams) []fairway.Job {
+	var jobs []fairway.Job
+	for part, id := range is.unsure {
+		e := d.parts[part]
+		if !e.leads.Load() {
+			continue
+		}
+		key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: id}
+		var claimed, read bool
+		read = e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
+		if !read {
+			continue
+		}
+		if claimed {
+			q := p
+			q.ClaimID = id
+			got, err := e.claim(ctx, q)
+			if err != nil {
+				continue // tried again at the next request
+			}
+			jobs = append(jobs, got...)
+		}
+		delete(is.unsure, part)
+	}
+	return jobs
 }
 
 // claimSpread claims for a request over the partitions: its slots spread
@@ -319,6 +354,10 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	is := d.spreadOf(p.Executor, p.Instance)
 	is.mu.Lock()
 	defer is.mu.Unlock()
+	reclaimed := is.reclaimUnsure(ctx, d, p)
+	if p.Limit -= len(reclaimed); p.Limit <= 0 {
+		return reclaimed, nil
+	}
 	weights := make([]float64, len(d.parts))
 	for i, e := range d.parts {
 		if e.leads.Load() {
@@ -334,14 +373,16 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 	}
 	got := make([][]fairway.Job, len(asked))
+	failed := make([]bool, len(asked))
 	err := inParallel(len(asked), func(k int) error {
 		q := p
 		q.Limit = plan[asked[k]] // MaxHeld stays: each partition counts the instance's jobs of its own
 		var err error
 		got[k], err = d.parts[asked[k]].claim(ctx, q)
+		failed[k] = err != nil
 		return err
 	})
-	var jobs []fairway.Job
+	jobs := reclaimed
 	for k, i := range asked {
 		jobs = append(jobs, got[k]...)
 		cost := float64(len(got[k]))
@@ -349,6 +390,22 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			cost = d.parts[i].expectedSeconds(got[k])
 		}
 		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: cost, Competed: weights[i], Weight: weights[i]})
+	}
+	if err != nil && len(jobs) > 0 {
+		for k, i := range asked {
+			if failed[k] && p.ClaimID != "" {
+				if is.unsure == nil {
+					is.unsure = map[int]string{}
+				}
+				is.unsure[i] = p.ClaimID
+			}
+		}
+		// A partition that failed (its database down) claimed nothing;
+		// what the others claimed is handed out. Answered with the error
+		// instead, the executor never got them, and they stayed held by
+		// it, unstarted, until MaxHold (an hour).
+		d.log.Warn("claiming in a partition failed; handing out what the others claimed", "executor", p.Executor, "jobs", len(jobs), "error", err)
+		err = nil
 	}
 	return jobs, err
 }

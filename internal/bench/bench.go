@@ -39,7 +39,7 @@ import (
 )
 
 // Scenarios lists the scenarios in the order "all" runs them.
-var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest", "shares", "failover"}
+var Scenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "scale", "history", "features", "ingest", "shares", "failover", "partition-down"}
 
 // Options configures a benchmark run.
 type Options struct {
@@ -226,7 +226,7 @@ func Run(ctx context.Context, scenario string, opts Options) error {
 	opts = opts.withDefaults()
 	names := []string{scenario}
 	if scenario == "all" {
-		names = Scenarios
+		names = opts.allScenarios()
 	} else if !slices.Contains(Scenarios, scenario) {
 		return fmt.Errorf("unknown scenario %q (known: %s, all)", scenario, strings.Join(Scenarios, ", "))
 	}
@@ -303,6 +303,8 @@ func runScenario(ctx context.Context, name string, opts Options) (*Result, error
 		return sharesScenario(ctx, opts)
 	case "failover":
 		return failover(ctx, opts)
+	case "partition-down":
+		return partitionDown(ctx, opts)
 	default:
 		return scale(ctx, opts)
 	}

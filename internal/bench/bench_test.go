@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/pgtest"
@@ -146,11 +147,26 @@ func TestPartitionsOverTwoServers(t *testing.T) {
 	require.Equal(t, 500.0, first+second, "every job stored once, in its partition's database")
 	require.NotContains(t, got, "cpu_us_per_job_pg_1", "the second server is the first's cluster: measured once")
 
+	// The second server's database refuses connections for a third of
+	// the run: every job succeeds all the same, each run once.
+	res.Reset()
+	down := run
+	down.Rate, down.Duration = 300, 3*time.Second
+	require.NoError(t, bench.Run(t.Context(), "partition-down", down))
+	t.Log(strings.TrimSpace(res.String()))
+	got = nil
+	require.NoError(t, json.Unmarshal(res.Bytes(), &got))
+	require.Equal(t, got["jobs"], got["succeeded"], "every job succeeded")
+	require.Equal(t, 0.0, got["runs_beyond_one"], "none ran twice")
+	require.Positive(t, got["others_jobs_per_s_down"], "the other partitions ran meanwhile")
+	require.Positive(t, got["down_resume_ms"], "the downed partitions resumed")
+
 	for _, c := range []struct {
 		scenario string
 		change   func(*bench.Options)
 		err      string
 	}{
+		{"partition-down", func(o *bench.Options) { o.PartitionServers = nil }, "needs --partitions 2 or more over --pg-clusters 2 or more"},
 		{"scale", func(*bench.Options) {}, "scenario scale runs on one partition only"},
 		{"drain", func(o *bench.Options) { o.CoordinatorCommand = nil }, "drop --in-process"},
 		{"drain", func(o *bench.Options) { o.Partitions = 1 }, "need --partitions above 1"},

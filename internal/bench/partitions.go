@@ -3,11 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fairwayhq/fairway/internal/partition"
+	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -16,7 +19,22 @@ import (
 // NATS. The others write the home database directly (scale, history), or
 // kill the one leader (failover), or measure what a partition does not
 // share (features' limits are per partition).
-var partitionScenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "ingest", "shares"}
+var partitionScenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "ingest", "shares", "partition-down"}
+
+// allScenarios are those "all" runs: with one partition every one but
+// partition-down; with several, those that run on them (partition-down
+// with a second server to take down).
+func (o Options) allScenarios() []string {
+	var out []string
+	for _, name := range Scenarios {
+		switch {
+		case o.Partitions <= 1 && name != "partition-down",
+			o.Partitions > 1 && slices.Contains(partitionScenarios, name) && (name != "partition-down" || len(o.PartitionServers) > 0):
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 // checkPartitions refuses what a run of several partitions cannot do.
 func (o Options) checkPartitions(names []string) error {
@@ -113,17 +131,142 @@ func (s *system) addJobsPerServer(ctx context.Context, r *Result) error {
 		return nil
 	}
 	for k, url := range append([]string{s.dbURL}, s.partDBs...) {
-		conn, err := pgx.Connect(ctx, url)
+		st, err := store.Open(ctx, url, store.Options{MaxConns: 1})
 		if err != nil {
 			return err
 		}
-		var n int64
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM fairway_job").Scan(&n)
-		conn.Close(context.Background())
+		n, err := st.CountJobsWithPrefix(ctx, "")
+		st.Close()
 		if err != nil {
 			return fmt.Errorf("counting the jobs of %s: %w", pgFigure(k), err)
 		}
 		r.add("jobs_on_"+pgFigure(k), n)
 	}
 	return nil
+}
+
+// partitionDown: --rate jobs a second over the drain's ten groups for
+// --duration, in three equal parts: all databases up; the last server's
+// database refusing every connection (its open ones cut, as a primary
+// down); up again. It measures the other partitions' successes a second
+// in the first two parts (their dip), how long the downed partitions'
+// first success took after it came back, and that every job succeeded,
+// each run once.
+func partitionDown(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Partitions <= 1 || len(opts.PartitionServers) == 0 {
+		return nil, fmt.Errorf("scenario partition-down takes a server down: it needs --partitions 2 or more over --pg-clusters 2 or more")
+	}
+	s, err := newSystem(ctx, opts, systemConfig{slots: opts.Slots})
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	last := len(opts.PartitionServers)
+	downGroup := func(g string) bool { return opts.partitionServer(partition.Of(g, opts.Partitions)) == last }
+	admin, err := pgx.Connect(ctx, opts.PartitionServers[last-1])
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close(context.Background())
+	dbName := ""
+	if cfg, err := pgx.ParseConfig(s.partDBs[last-1]); err == nil {
+		dbName = cfg.Database
+	}
+	setDown := func(down bool) error {
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, dbName, !down)); err != nil {
+			return fmt.Errorf("taking the database %s down (%t): %w", dbName, down, err)
+		}
+		if down {
+			_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
+			return err
+		}
+		return nil
+	}
+	defer func() { _ = setDown(false) }()
+
+	const tick = 10 * time.Millisecond
+	perTick := max(opts.Rate*int(tick)/int(time.Second), 1)
+	ticks := int(opts.Duration / tick)
+	third := ticks / 3
+	start := time.Now()
+	var wentDown, cameBack time.Time
+	next := start
+	downJobs := 0
+	for t := range ticks {
+		switch t {
+		case third:
+			if err := setDown(true); err != nil {
+				return nil, err
+			}
+			wentDown = time.Now()
+		case 2 * third:
+			if err := setDown(false); err != nil {
+				return nil, err
+			}
+			cameBack = time.Now()
+		}
+		subs := submissions(perTick, func(i int) string { return fmt.Sprintf("g%d", (t*perTick+i)%10) })
+		for _, sub := range subs {
+			if downGroup(sub.Group) {
+				downJobs++
+			}
+		}
+		if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+			return nil, err
+		}
+		next = next.Add(tick)
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d) // pacing the load generator, not synchronisation
+		}
+	}
+	total := perTick * ticks
+	// Until every job succeeded: a job run twice sends its success twice.
+	var arrivals []arrival
+	unique := map[string]bool{}
+	deadline := time.After(5 * time.Minute)
+	for len(unique) < total {
+		select {
+		case a := <-s.finished:
+			arrivals = append(arrivals, a)
+			unique[a.ev.JobID] = true
+		case <-deadline:
+			return nil, fmt.Errorf("only %d of %d jobs succeeded within 5 minutes", len(unique), total)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	others := func(from, to time.Time) float64 {
+		n := 0
+		for _, a := range arrivals {
+			if !downGroup(a.ev.Group) && !a.at.Before(from) && a.at.Before(to) {
+				n++
+			}
+		}
+		return float64(n) / to.Sub(from).Seconds()
+	}
+	// The first half second of each part is left out: the runs of the part
+	// before still end in it.
+	settle := 500 * time.Millisecond
+	before, during := others(start.Add(settle), wentDown), others(wentDown.Add(settle), cameBack)
+	resumed := time.Duration(0)
+	for _, a := range arrivals {
+		if downGroup(a.ev.Group) && a.at.After(cameBack) && (resumed == 0 || a.at.Sub(cameBack) < resumed) {
+			resumed = a.at.Sub(cameBack)
+		}
+	}
+	twice := map[string]int{}
+	for _, a := range arrivals {
+		twice[a.ev.Group]++
+	}
+	s.opts.Logger.Info("bench: successes by group", "counts", fmt.Sprint(twice))
+	r := &Result{Scenario: "partition-down", Jobs: total}
+	r.add("down_share_pct", math.Round(float64(downJobs)/float64(total)*1000)/10)
+	r.add("others_jobs_per_s_up", before)
+	r.add("others_jobs_per_s_down", during)
+	r.add("others_dip_pct", math.Round((1-during/before)*1000)/10)
+	r.add("down_resume_ms", float64(resumed.Microseconds())/1000)
+	r.add("succeeded", len(unique))
+	r.add("successes_beyond_one", len(arrivals)-len(unique))
+	r.add("runs_beyond_one", s.ran.Load()-int64(len(unique)))
+	return r, nil
 }

@@ -83,6 +83,10 @@ Scenarios:
   failover  --jobs waiting (200 bytes of arguments each), two coordinators in their own processes; the
             journal's leader SIGKILLed while it dispatches: when dispatch
             resumes, and the new leader's memory
+  partition-down  --rate jobs/s for --duration over 4+ partitions on 2+ PostgreSQL
+            clusters (--partitions, --pg-clusters): in its middle third the last
+            cluster's database refuses every connection; the other partitions'
+            throughput meanwhile, when the downed ones resume, nothing lost or run twice
   all       every scenario in turn
 
 --partitions P runs the cluster with P partitions (database.partitions) and
@@ -90,7 +94,8 @@ Scenarios:
 cluster p mod N): the first is dev's (or --database-url's), the others
 throwaway clusters this command starts under <dev-dir>/bench-pg-<k> and
 stops after, each measured apart (cpu_us_per_job_pg_<k>). The drain,
-latency, steady, fairness, short-jobs, ingest and shares scenarios run so.
+latency, steady, fairness, short-jobs, ingest, shares and partition-down
+scenarios run so.
 
 --executor python or node runs the drain and short-jobs scenarios on the
 Python or TypeScript package's executor (their conformance program, in
@@ -199,7 +204,7 @@ server. Durability stays on; the output names the server's settings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest, shares, failover (the journal's leader killed) or all")
+	f.StringVar(&scenario, "scenario", "drain", "drain, latency, steady, fairness, short-jobs, scale, history, features, ingest, shares, failover (the journal's leader killed), partition-down (a partition's database down) or all")
 	f.IntVar(&opts.Groups, "groups", 1, "groups that submit the ingest scenario's burst")
 	f.BoolVar(&opts.TenantStreams, "tenant-streams", false, "the ingest scenario gives each group a submit stream of its own, as tenants have in operator mode")
 	f.BoolVar(&opts.Single, "single", false, "the ingest scenario publishes each submission as a message of its own (as clients in other languages do), not 100 to a message")

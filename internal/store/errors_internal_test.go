@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
@@ -35,4 +38,26 @@ func TestConnectionLostIsUnavailable(t *testing.T) {
 	} {
 		require.NotErrorIs(t, interpretError(err), fairway.ErrUnavailable, name)
 	}
+}
+
+// TestRefusedConnectionIsUnavailable: a connection the server refuses
+// with an error of its own (here its database takes no connections, as
+// when it is taken down) is unavailable, not a statement refused.
+func TestRefusedConnectionIsUnavailable(t *testing.T) {
+	admin, err := pgx.Connect(t.Context(), pgtest.NewDB(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	url := pgtest.NewDB(t)
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	_, err = admin.Exec(t.Context(), fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS false`, cfg.Database))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, cfg.Database))
+	})
+	_, err = pgx.ConnectConfig(t.Context(), cfg)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "the server's own refusal")
+	require.Equal(t, "55000", pgErr.Code)
+	require.ErrorIs(t, interpretError(fmt.Errorf("storing 3 submissions: %w", err)), fairway.ErrUnavailable)
 }

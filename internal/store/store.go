@@ -116,6 +116,13 @@ func interpretError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	// No connection was made (the server down, or refusing this
+	// database's connections): whatever PostgreSQL said, no statement ran.
+	// (Taken for a statement it refused, a submission of a partition whose
+	// database refused connections was refused as poison, and lost.)
+	if errors.As(err, new(*pgconn.ConnectError)) {
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL unreachable: " + err.Error()}
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
@@ -126,7 +133,7 @@ func interpretError(err error) error {
 		}
 		return fmt.Errorf("PostgreSQL: %s (%s)", pgErr.Message, pgErr.Code)
 	}
-	if pgconn.SafeToRetry(err) || errors.As(err, new(*pgconn.ConnectError)) {
+	if pgconn.SafeToRetry(err) {
 		return &fairway.Error{Code: fairway.CodeUnavailable, Message: "PostgreSQL unreachable: " + err.Error()}
 	}
 	// The connection broke during the statement (the server died, as in a

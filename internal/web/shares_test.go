@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway"
 	"github.com/stretchr/testify/require"
@@ -69,10 +70,18 @@ func TestSharesAndWeights(t *testing.T) {
 	for _, g := range []string{"acme", "globex", "acme", "globex"} {
 		require.Equal(t, fairway.StateSuccess, b.submit(g, "tick", `{}`).State)
 	}
-	require.Equal(t, http.StatusOK, b.call("GET", "/api/shares?window=15m", readToken, nil, &got))
+	// The shares are read from the finished jobs' records, which the
+	// journal's leader writes in batches after their events: no event says
+	// when, so the read is tried until both groups' runs are in.
+	var shares map[string]fairway.GroupShare
+	require.Eventually(t, func() bool {
+		if b.call("GET", "/api/shares?window=15m", readToken, nil, &got) != http.StatusOK {
+			return false
+		}
+		shares = byGroup(got.Groups)
+		return len(shares) == 2 && shares["acme"].Seconds > 0 && shares["globex"].Seconds > 0
+	}, 20*time.Second, 20*time.Millisecond, "both groups' runs in the shares")
 	require.Equal(t, "15m", got.Window)
-	shares := byGroup(got.Groups)
-	require.Len(t, shares, 2, "%+v", got.Groups)
 	require.InDelta(t, 1, shares["acme"].Share+shares["globex"].Share, 1e-9)
 	require.Positive(t, shares["acme"].Seconds)
 	require.Equal(t, 1.0, shares["acme"].Weight)
