@@ -287,39 +287,63 @@ func (d *dispatcher) spreadOf(app, instance string) *instanceSpread {
 type instanceSpread struct {
 	mu     sync.Mutex
 	spread *fairness.Spread
-	// unsure are the claims, by partition, that failed for this instance
-	// while others handed jobs: PostgreSQL may have committed one before
-	// the connection broke, and the instance asks again under another
-	// id. Its next request gets what they claimed (reclaimUnsure).
-	unsure map[int]string
+	// unsure are claim ids, by partition, that may have claimed jobs for
+	// this instance which it never got: a claim there failed (PostgreSQL
+	// may have committed it before the connection broke), or the
+	// partition was not led when the request was answered under that id
+	// (an earlier try of it may have claimed there). The instance asks
+	// again under another id, so its next requests get them
+	// (reclaimUnsure); the oldest maxUnsure a partition are kept.
+	unsure map[int][]string
+}
+
+// maxUnsure bounds the unsure claim ids an instance keeps per partition.
+const maxUnsure = 16
+
+// markUnsure records claim id as unsure in partition part.
+func (is *instanceSpread) markUnsure(part int, id string) {
+	if is.unsure == nil {
+		is.unsure = map[int][]string{}
+	}
+	if ids := is.unsure[part]; len(ids) < maxUnsure && !slices.Contains(ids, id) {
+		is.unsure[part] = append(ids, id)
+	}
 }
 
 // reclaimUnsure hands an instance the jobs its unsure claims took, from
-// the partitions that answer now (at most limit of them), and forgets
-// those claims.
+// the partitions this coordinator leads now, and forgets those ids.
 func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p istore.ClaimParams) []fairway.Job {
 	var jobs []fairway.Job
-	for part, id := range is.unsure {
+	for part, ids := range is.unsure {
 		e := d.parts[part]
 		if !e.leads.Load() {
 			continue
 		}
-		key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: id}
-		var claimed, read bool
-		read = e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
-		if !read {
-			continue
-		}
-		if claimed {
+		var left []string
+		for _, id := range ids {
+			key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: id}
+			var claimed bool
+			if !e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 }) {
+				left = append(left, id)
+				continue
+			}
+			if !claimed {
+				continue
+			}
 			q := p
 			q.ClaimID = id
 			got, err := e.claim(ctx, q)
 			if err != nil {
-				continue // tried again at the next request
+				left = append(left, id) // tried again at the next request
+				continue
 			}
 			jobs = append(jobs, got...)
 		}
-		delete(is.unsure, part)
+		if len(left) == 0 {
+			delete(is.unsure, part)
+		} else {
+			is.unsure[part] = left
+		}
 	}
 	return jobs
 }
@@ -332,6 +356,9 @@ func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p is
 // answer was lost) gets what it claimed in every partition, and claims
 // no more.
 func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]fairway.Job, error) {
+	is := d.spreadOf(p.Executor, p.Instance)
+	is.mu.Lock()
+	defer is.mu.Unlock()
 	if p.ClaimID != "" {
 		key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: p.ClaimID}
 		var again []fairway.Job
@@ -348,12 +375,10 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			again = append(again, got...)
 		}
 		if len(again) > 0 {
+			is.markNotLed(d, p.ClaimID)
 			return again, nil
 		}
 	}
-	is := d.spreadOf(p.Executor, p.Instance)
-	is.mu.Lock()
-	defer is.mu.Unlock()
 	reclaimed := is.reclaimUnsure(ctx, d, p)
 	if p.Limit -= len(reclaimed); p.Limit <= 0 {
 		return reclaimed, nil
@@ -391,13 +416,10 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: cost, Competed: weights[i], Weight: weights[i]})
 	}
-	if err != nil && len(jobs) > 0 {
+	if err != nil && len(jobs) > 0 && p.ClaimID != "" {
 		for k, i := range asked {
-			if failed[k] && p.ClaimID != "" {
-				if is.unsure == nil {
-					is.unsure = map[int]string{}
-				}
-				is.unsure[i] = p.ClaimID
+			if failed[k] {
+				is.markUnsure(i, p.ClaimID)
 			}
 		}
 		// A partition that failed (its database down) claimed nothing;
@@ -407,7 +429,23 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		d.log.Warn("claiming in a partition failed; handing out what the others claimed", "executor", p.Executor, "jobs", len(jobs), "error", err)
 		err = nil
 	}
+	if err == nil {
+		is.markNotLed(d, p.ClaimID)
+	}
 	return jobs, err
+}
+
+// markNotLed records claim id as unsure in the partitions this
+// coordinator does not lead as it answers the request.
+func (is *instanceSpread) markNotLed(d *dispatcher, id string) {
+	if id == "" {
+		return
+	}
+	for i, e := range d.parts {
+		if !e.leads.Load() {
+			is.markUnsure(i, id)
+		}
+	}
 }
 
 // expectedSeconds is what jobs are expected to run, as the partition's
