@@ -314,6 +314,10 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 		}
 		endIngestSpans(dropped, nil, err)
 		items = kept
+		if len(items) == 0 {
+			in.retryMarked(ctx, msgs, retry, err)
+			return
+		}
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
 	var hand *parkedRequest
@@ -338,17 +342,8 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			retry[m] = retry[m] || failed[m]
 		}
 	}
-	if err != nil {
-		var again []jetstream.Msg
-		for m, msg := range msgs {
-			if retry[m] {
-				again = append(again, msg)
-			}
-		}
-		in.dead.retryLater(ctx, again, err)
-		if len(again) == len(msgs) {
-			return
-		}
+	if err != nil && in.retryMarked(ctx, msgs, retry, err) == len(msgs) {
+		return
 	}
 	chaosAfterIngestCommit(in.log, len(added)) // a no-op but in the fault suite's build, see chaoshook.go
 	// Acknowledged once every submission of the message is stored (or
@@ -362,6 +357,19 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 			in.log.Debug("ack of a stored submission failed; a redelivery is a duplicate and changes nothing", "error", err)
 		}
 	}
+}
+
+// retryMarked leaves the messages retry marks in JetStream, to be tried
+// again after an outage, and returns how many.
+func (in *ingest) retryMarked(ctx context.Context, msgs []jetstream.Msg, retry []bool, err error) int {
+	var again []jetstream.Msg
+	for m, msg := range msgs {
+		if retry[m] {
+			again = append(again, msg)
+		}
+	}
+	in.dead.retryLater(ctx, again, err)
+	return len(again)
 }
 
 // storeByPartition is storeSubmissions for each partition's messages (a
