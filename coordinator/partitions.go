@@ -422,10 +422,11 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 				is.markUnsure(i, p.ClaimID)
 			}
 		}
-		// A partition that failed (its database down) claimed nothing;
-		// what the others claimed is handed out. Answered with the error
-		// instead, the executor never got them, and they stayed held by
-		// it, unstarted, until MaxHold (an hour).
+		// What the others claimed is handed out; a partition that failed
+		// (its database down) may have committed its claim all the same,
+		// which its id, kept above, hands out at a next request. Answered
+		// with the error instead, the executor never got the others', and
+		// they stayed held by it, unstarted, until MaxHold (an hour).
 		d.log.Warn("claiming in a partition failed; handing out what the others claimed", "executor", p.Executor, "jobs", len(jobs), "error", err)
 		err = nil
 	}
