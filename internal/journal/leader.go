@@ -373,17 +373,7 @@ func (l *Leader) Run(ctx context.Context) {
 	l.renewed(ctx, l.acquire(ctx))
 	renewals := make(chan renewal, 1)
 	background.Go(func() {
-		tick := time.NewTicker(l.cfg.Renew)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			case <-l.contend:
-			}
-			l.renewBeside(ctx, renewals)
-		}
+		everyOr(ctx, l.cfg.Renew, l.contend, func(ctx context.Context) { l.renewBeside(ctx, renewals) })
 	})
 	due := time.NewTimer(time.Hour)
 	defer due.Stop()
@@ -453,7 +443,10 @@ func (l *Leader) Resign(ctx context.Context) error {
 // every calls do every d until ctx ends: the leader's work beside its
 // fold, which neither holds the fold back nor waits for it (fairway_live,
 // the journal's retention).
-func every(ctx context.Context, d time.Duration, do func(context.Context)) {
+func every(ctx context.Context, d time.Duration, do func(context.Context)) { everyOr(ctx, d, nil, do) }
+
+// everyOr is every, also calling do when now says so (nil: never).
+func everyOr(ctx context.Context, d time.Duration, now <-chan struct{}, do func(context.Context)) {
 	tick := time.NewTicker(d)
 	defer tick.Stop()
 	for {
@@ -461,8 +454,9 @@ func every(ctx context.Context, d time.Duration, do func(context.Context)) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			do(ctx)
+		case <-now:
 		}
+		do(ctx)
 	}
 }
 
