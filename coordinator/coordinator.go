@@ -316,7 +316,7 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	}
 	c.consumers = &consumers{js: js, nc: nc, goLoop: c.goLoop}
 	c.quotas = newQuotas(cfg.QuotaJobs, cfg.QuotaSubmitRate, cfg.QuotaSubmitBurst, cfg.QuotaSubmitBytesRate, cfg.QuotaSubmitBytesBurst, c.metrics.quotaRefused)
-	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics}
+	c.dead = &deadLetters{after: cfg.DeadLetterAfter, subjects: c.subjects, nc: nc, js: js, log: c.log, metrics: c.metrics, retryLog: newLogLimit(2)}
 	// What every service is built on (serviceBase).
 	base := serviceBase{store: st, log: c.log, metrics: c.metrics, tracer: c.tracer, nc: nc, js: js, subjects: c.subjects}
 	c.relay = newRelay(relayConfig{PerMessage: cfg.EventPerMessage}, base, c.dead)

@@ -28,6 +28,10 @@ type deadLetters struct {
 	js       jetstream.JetStream
 	log      *slog.Logger
 	metrics  *coordMetrics
+	// retryLog bounds the lines of retryLater: while a database is down,
+	// every batch of its messages fails (hundreds a second under load).
+	// Nil: every line.
+	retryLog *logLimit
 }
 
 // deliveries is how often msg has been delivered (1 when unknown).
@@ -92,7 +96,7 @@ func (d *deadLetters) publish(ctx context.Context, kind, subject, reason string,
 // retryLater leaves messages in JetStream for a later try, when PostgreSQL
 // is unavailable or the coordinator is stopping.
 func (d *deadLetters) retryLater(ctx context.Context, msgs []jetstream.Msg, err error) {
-	if ctx.Err() == nil {
+	if ctx.Err() == nil && (d.retryLog == nil || d.retryLog.allow(d.log, "storing in PostgreSQL failed")) {
 		d.log.Error("storing in PostgreSQL failed; the messages stay in JetStream and are retried", "error", err, "messages", len(msgs))
 	}
 	for _, msg := range msgs {

@@ -77,7 +77,7 @@ func (c *Coordinator) forwardToLeader(ctx context.Context, msg *nats.Msg) ([]byt
 // journalError is err of a journal verb as the API says it.
 func journalError(err error) error {
 	switch {
-	case errors.Is(err, journal.ErrNotRestored), errors.Is(err, journal.ErrNotLeading), errors.Is(err, journal.ErrFenced):
+	case errors.Is(err, journal.ErrNotRestored), errors.Is(err, journal.ErrNotLeading), errors.Is(err, journal.ErrFenced), errors.Is(err, journal.ErrUnreachable):
 		return &fairway.Error{Code: fairway.CodeUnavailable, Message: err.Error()}
 	}
 	return err

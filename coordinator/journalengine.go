@@ -101,10 +101,16 @@ func newJournalEngine(st, home *store.Store, cfg journalEngineConfig, log *slog.
 	e.leader = journal.NewLeader(pool, journal.LeaderConfig{
 		Partition: cfg.Partition, Balance: cfg.Balance, Registry: home.Pool(), Shared: cfg.Shared, Holder: cfg.Holder, Fairness: cfg.Fairness,
 		Publish: publish, Claimable: func() { e.forgetEligible(); claimable() }, Leading: e.leading, Logger: log, Clock: cfg.Clock, Poll: cfg.Poll, Renew: cfg.Renew, TTL: cfg.TTL,
+		Unreachable:       store.Unreachable,
 		BeforeClaimAppend: func() { chaosBeforeClaimAppend(log) }, // a no-op but in the fault suite's build
 	})
 	return e
 }
+
+// serves says whether this coordinator hands out the partition's work
+// now: it leads it, and its database answered the last call (a read of
+// its state would wait behind its leader's try to reach it).
+func (e *journalEngine) serves() bool { return e.leads.Load() && e.leader.Reachable() }
 
 // leading is told when this coordinator comes to lead the partition and
 // when it stops: it answers dispatch requests and fetches reports only
@@ -138,11 +144,16 @@ func (e *journalEngine) insertWorkflow(ctx context.Context, subs []fairway.Submi
 }
 
 func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submission, whole bool) ([]store.Inserted, error) {
+	if !e.leader.Reachable() { // the ingest tries them again later (journal.Leader.Observe)
+		return nil, fmt.Errorf("storing %d submissions in partition %d: %w", len(subs), e.partition, store.Interpret(journal.ErrUnreachable))
+	}
 	if !slices.ContainsFunc(subs, func(s fairway.Submission) bool { return len(s.DependsOn) > 0 }) {
 		// The usual batch, with no dependency to check and no id taken,
 		// in one round trip; else the transaction below keeps what it
 		// can.
-		switch err := journal.SubmitFresh(ctx, e.db, e.partition, itemsOf(subs)); {
+		err := journal.SubmitFresh(ctx, e.db, e.partition, itemsOf(subs))
+		e.leader.Observe(err)
+		switch {
 		case err == nil:
 			e.leader.Wake()
 			return allCreated(subs), nil
@@ -151,6 +162,7 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 		}
 	}
 	tx, err := e.db.Begin(ctx)
+	e.leader.Observe(err)
 	if err != nil {
 		return nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 	}
@@ -221,22 +233,45 @@ func allCreated(subs []fairway.Submission) []store.Inserted {
 // jobs are claimable (LeaderConfig.Claimable, also when it comes to lead)
 // or its wait ends.
 func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairway.Job, error) {
+	jobs, _, err := e.claimAnswered(ctx, p)
+	return jobs, err
+}
+
+// claimAnswered is claim that also says whether the partition's leader
+// answered: it then handed out every job p.ClaimID ever claimed here and
+// still holds unstarted (journal.Leader.Claim). It did not when this
+// coordinator does not lead the partition, its lease is gone, or its
+// database could not be reached at the last try: nothing was claimed.
+func (e *journalEngine) claimAnswered(ctx context.Context, p store.ClaimParams) (jobs []fairway.Job, answered bool, err error) {
 	limits, err := e.limits.get(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{
 		Executor: p.Executor, Instance: p.Instance, Limit: p.Limit, ClaimID: p.ClaimID, MaxHeld: p.MaxHeld,
 		Tasks: p.Tasks, Groups: p.Groups, Scheme: p.Scheme, TaskCaps: p.TaskLimits, ConcurrencyLimits: limits,
 	})
-	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) {
-		return nil, nil
+	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) || errors.Is(err, journal.ErrUnreachable) {
+		return nil, false, nil // nothing claimed here; the request's id is kept for the partition (markUnserved)
 	}
 	if err != nil {
-		return nil, store.Interpret(err)
+		return nil, false, store.Interpret(err)
 	}
 	chaosAfterClaimCommit(e.log, len(claimed)) // a no-op but in the fault suite's build, see chaoshook.go
-	return claimedJobs(claimed, p.Executor), nil
+	return claimedJobs(claimed, p.Executor), true, nil
+}
+
+// claimedUnder hands out the jobs claim id took in this partition for
+// p's instance and that it still holds unstarted, as the leader knows
+// them once it has read what an append of its that failed may have
+// committed. It claims nothing more. ok is false when the leader cannot
+// say: it does not lead, or PostgreSQL did not answer.
+func (e *journalEngine) claimedUnder(ctx context.Context, p store.ClaimParams, id string) (jobs []fairway.Job, ok bool) {
+	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{Executor: p.Executor, Instance: p.Instance, ClaimID: id}) // Limit 0
+	if err != nil {
+		return nil, false
+	}
+	return claimedJobs(claimed, p.Executor), true
 }
 
 // claimedJobs are the jobs of a claim for executor, as a dispatch reply
@@ -417,7 +452,7 @@ func (e *journalEngine) releaseLost(ctx context.Context, lease time.Duration) {
 		lost += overdue
 	}
 	switch {
-	case errors.Is(err, journal.ErrNotLeading):
+	case errors.Is(err, journal.ErrNotLeading), errors.Is(err, journal.ErrUnreachable):
 	case err != nil:
 		if ctx.Err() == nil {
 			e.log.Warn("releasing the jobs of lost executors (journal)", "error", err)

@@ -290,51 +290,78 @@ type instanceSpread struct {
 	// unsure are claim ids, by partition, that may have claimed jobs for
 	// this instance which it never got: a claim there failed (PostgreSQL
 	// may have committed it before the connection broke), or the
-	// partition was not led when the request was answered under that id
-	// (an earlier try of it may have claimed there). The instance asks
+	// partition was not served (not led, or its database unreachable)
+	// when the request was answered under that id (an earlier try of it
+	// may have claimed there). The instance asks
 	// again under another id, so its next requests get them
-	// (reclaimUnsure); the oldest maxUnsure a partition are kept.
-	unsure map[int][]string
+	// (reclaimUnsure). At most maxUnsure a partition are kept, a failed
+	// claim's before the others.
+	unsure map[int][]unsureClaim
+}
+
+// unsureClaim is a claim id in instanceSpread.unsure; failed says a
+// claim under it failed in the partition (not merely unled).
+type unsureClaim struct {
+	id     string
+	failed bool
 }
 
 // maxUnsure bounds the unsure claim ids an instance keeps per partition.
 const maxUnsure = 16
 
-// markUnsure records claim id as unsure in partition part.
-func (is *instanceSpread) markUnsure(part int, id string) {
+// markUnsure records claim id as unsure in partition part: failed, a
+// claim under it failed there. A failed claim's id takes the place of
+// the oldest unled one when the partition's are maxUnsure already.
+func (is *instanceSpread) markUnsure(part int, id string, failed bool) {
 	if is.unsure == nil {
-		is.unsure = map[int][]string{}
+		is.unsure = map[int][]unsureClaim{}
 	}
-	if ids := is.unsure[part]; len(ids) < maxUnsure && !slices.Contains(ids, id) {
-		is.unsure[part] = append(ids, id)
+	ids := is.unsure[part]
+	if k := slices.IndexFunc(ids, func(u unsureClaim) bool { return u.id == id }); k >= 0 {
+		ids[k].failed = ids[k].failed || failed
+		return
+	}
+	if len(ids) >= maxUnsure {
+		k := slices.IndexFunc(ids, func(u unsureClaim) bool { return !u.failed })
+		if !failed || k < 0 {
+			return
+		}
+		ids = slices.Delete(ids, k, k+1)
+	}
+	is.unsure[part] = append(ids, unsureClaim{id, failed})
+}
+
+// forget drops claim id from partition part's unsure ids.
+func (is *instanceSpread) forget(part int, id string) {
+	ids := is.unsure[part]
+	if k := slices.IndexFunc(ids, func(u unsureClaim) bool { return u.id == id }); k >= 0 {
+		if ids = slices.Delete(ids, k, k+1); len(ids) == 0 {
+			delete(is.unsure, part)
+		} else {
+			is.unsure[part] = ids
+		}
 	}
 }
 
 // reclaimUnsure hands an instance the jobs its unsure claims took, from
-// the partitions this coordinator leads now, and forgets those ids.
+// the partitions this coordinator leads now, and forgets the ids it has
+// an answer for. It asks the partition's leader, which first reads what
+// an append of its that failed may have committed: its state, read
+// straight, may not hold that claim yet (its database down since), and
+// the id, taken for one that claimed nothing, was forgotten while its
+// jobs stayed held by an instance that never got them.
 func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p istore.ClaimParams) []fairway.Job {
 	var jobs []fairway.Job
 	for part, ids := range is.unsure {
 		e := d.parts[part]
-		if !e.leads.Load() {
+		if !e.serves() {
 			continue
 		}
-		var left []string
-		for _, id := range ids {
-			key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: id}
-			var claimed bool
-			if !e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 }) {
-				left = append(left, id)
-				continue
-			}
-			if !claimed {
-				continue
-			}
-			q := p
-			q.ClaimID = id
-			got, err := e.claim(ctx, q)
-			if err != nil {
-				left = append(left, id) // tried again at the next request
+		var left []unsureClaim
+		for _, u := range ids {
+			got, ok := e.claimedUnder(ctx, p, u.id)
+			if !ok {
+				left = append(left, u) // tried again at the next request
 				continue
 			}
 			jobs = append(jobs, got...)
@@ -362,20 +389,25 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	if p.ClaimID != "" {
 		key := journal.ClaimKey{Instance: journal.Instance{Executor: p.Executor, Instance: p.Instance}, Claim: p.ClaimID}
 		var again []fairway.Job
-		for _, e := range d.parts {
+		answered := make([]bool, len(d.parts))
+		for i, e := range d.parts {
+			if !e.serves() {
+				continue // its id is kept for it (markUnserved)
+			}
 			var claimed bool
 			e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
 			if !claimed {
 				continue
 			}
-			got, err := e.claim(ctx, p)
+			got, ok, err := e.claimAnswered(ctx, p)
 			if err != nil {
 				return again, err
 			}
+			answered[i] = ok
 			again = append(again, got...)
 		}
 		if len(again) > 0 {
-			is.markNotLed(d, p.ClaimID)
+			is.markUnserved(d, p.ClaimID, answered)
 			return again, nil
 		}
 	}
@@ -385,7 +417,7 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	}
 	weights := make([]float64, len(d.parts))
 	for i, e := range d.parts {
-		if e.leads.Load() {
+		if e.serves() {
 			weights[i] = e.eligible(p.Tasks, p.Groups)
 		}
 	}
@@ -399,11 +431,12 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	}
 	got := make([][]fairway.Job, len(asked))
 	failed := make([]bool, len(asked))
+	answered := make([]bool, len(d.parts))
 	err := inParallel(len(asked), func(k int) error {
 		q := p
 		q.Limit = plan[asked[k]] // MaxHeld stays: each partition counts the instance's jobs of its own
 		var err error
-		got[k], err = d.parts[asked[k]].claim(ctx, q)
+		got[k], answered[asked[k]], err = d.parts[asked[k]].claimAnswered(ctx, q)
 		failed[k] = err != nil
 		return err
 	})
@@ -416,12 +449,14 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: cost, Competed: weights[i], Weight: weights[i]})
 	}
-	if err != nil && len(jobs) > 0 && p.ClaimID != "" {
+	if err != nil && p.ClaimID != "" {
 		for k, i := range asked {
 			if failed[k] {
-				is.markUnsure(i, p.ClaimID)
+				is.markUnsure(i, p.ClaimID, true)
 			}
 		}
+	}
+	if err != nil && len(jobs) > 0 {
 		// What the others claimed is handed out; a partition that failed
 		// (its database down) may have committed its claim all the same,
 		// which its id, kept above, hands out at a next request. Answered
@@ -431,20 +466,29 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		err = nil
 	}
 	if err == nil {
-		is.markNotLed(d, p.ClaimID)
+		is.markUnserved(d, p.ClaimID, answered)
 	}
 	return jobs, err
 }
 
-// markNotLed records claim id as unsure in the partitions this
-// coordinator does not lead as it answers the request.
-func (is *instanceSpread) markNotLed(d *dispatcher, id string) {
+// markUnserved records claim id as unsure in the partitions this
+// coordinator does not serve as it answers the request
+// (journalEngine.serves) and that did not answer it. One that answered
+// handed out every job the id ever claimed there, and its id is
+// forgotten: kept, it handed them out again at a later request, and an
+// executor that had run them meanwhile, its reports waiting for the
+// database, ran them twice (the bench's partition-down scenario, a
+// partition found unreachable between its claim and the answer).
+func (is *instanceSpread) markUnserved(d *dispatcher, id string, answered []bool) {
 	if id == "" {
 		return
 	}
 	for i, e := range d.parts {
-		if !e.leads.Load() {
-			is.markUnsure(i, id)
+		switch {
+		case answered[i]:
+			is.forget(i, id)
+		case !e.serves():
+			is.markUnsure(i, id, false)
 		}
 	}
 }

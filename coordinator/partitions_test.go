@@ -17,6 +17,7 @@ import (
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	public "github.com/fairwayhq/fairway/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 )
@@ -339,14 +340,8 @@ func TestPartitionsGoOnWhileADatabaseIsDown(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	h, b := partitioned(t)
-	var mu sync.Mutex
-	runs := map[string]int{}
-	h.executor("ex", 8, map[string]executor.Handler{"echo": func(ctx context.Context, job *executor.Job) error {
-		mu.Lock()
-		runs[job.ID]++
-		mu.Unlock()
-		return echo(ctx, job)
-	}})
+	var runs runCounter
+	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
 	// Partition 1's database goes down: no new connection, the open ones
 	// cut.
 	name := b.Pool().Config().ConnConfig.Database
@@ -385,15 +380,127 @@ func TestPartitionsGoOnWhileADatabaseIsDown(t *testing.T) {
 		return len(done) == len(others)
 	})
 	down(true)
+	h.succeeded(done, len(subs))
+	runs.requireOnce(t, subs)
+}
+
+// TestPartitionsHandOutAClaimWhoseCommitWasLost: a claim in partition 1
+// commits, but its connection is cut before the coordinator hears so
+// (the commit waits for a synchronous standby that never answers, the
+// backend is then terminated: PostgreSQL keeps what it committed
+// locally), and partition 1's database then refuses connections for a
+// while. The executor's next requests, answered from the other
+// partitions meanwhile, must still get the jobs that claim took once the
+// database is back: every job runs, once. (Before, the claim's id was
+// forgotten at the next request, the leader's state not yet holding the
+// claim, and its jobs stayed held by an executor that never got them:
+// the bench's partition-down scenario lost a few jobs so.)
+func TestPartitionsHandOutAClaimWhoseCommitWasLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	home := storetest.Open(t)
+	b, admin := storetest.OwnCluster(t)
+	retries := 3
+	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
+		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
+	adm, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adm.Close(context.Background()) })
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		_, err := adm.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	exec(`SET synchronous_commit = local`) // the test's own commits do not wait
+	dbName := b.Pool().Config().ConnConfig.Database
+
+	// Eight jobs each in partition 1 and in the others, stored before any
+	// executor asks.
+	var subs []fairway.Submission
+	inOne := 0
+	for i := 0; inOne < 8 || len(subs)-inOne < 8; i++ {
+		g := fmt.Sprintf("tenant-%d", i)
+		if (partition.Of(g, 3) == 1 && inOne == 8) || (partition.Of(g, 3) != 1 && len(subs)-inOne == 8) {
+			continue
+		}
+		if partition.Of(g, 3) == 1 {
+			inOne++
+		}
+		subs = append(subs, fairway.Submission{Group: g, ID: "job-" + g, Task: "echo", Args: json.RawMessage(`{}`)})
+	}
+	_, err = h.client.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+	stored := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting {
+			stored[ev.JobID] = true
+		}
+		return len(stored) == len(subs)
+	})
+
+	// Every commit in partition 1's cluster now waits for a standby.
+	exec(`ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'`)
+	exec(`SELECT pg_reload_conf()`)
+	var runs runCounter
+	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
+	// The executor's first request claims in every partition; partition
+	// 1's claim, an append holding the lease's lock shared (journal's
+	// leaseLockClass, "JRNL", partition 1), waits at its commit.
+	require.Eventually(t, func() bool {
+		var n int
+		err := adm.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+ WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.classid = $1 AND l.objid = 1 AND l.mode = 'ShareLock'`, 0x4a524e4c).Scan(&n)
+		return err == nil && n > 0
+	}, waitTimeout, 5*time.Millisecond, "no claim in partition 1 waits at its commit")
+	// The database goes down: no new connection, the open ones (the
+	// claim's among them) cut; then commits no longer wait.
+	exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS false`, dbName))
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
+	exec(`ALTER SYSTEM RESET synchronous_standby_names`)
+	exec(`SELECT pg_reload_conf()`)
+	// The other partitions' jobs run meanwhile, the executor asking again
+	// and again.
+	done := map[string]bool{}
+	h.succeeded(done, len(subs)-inOne)
+	exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, dbName))
+	h.succeeded(done, len(subs))
+	runs.requireOnce(t, subs)
+}
+
+// succeeded adds to done the jobs whose success it sees, until done
+// holds n.
+func (h *harness) succeeded(done map[string]bool, n int) {
+	h.t.Helper()
 	h.until(func(ev events.Event) bool {
 		if ev.State == fairway.StateSuccess {
 			done[ev.JobID] = true
 		}
-		return len(done) == len(subs)
+		return len(done) == n
 	})
-	mu.Lock()
-	defer mu.Unlock()
+}
+
+// runCounter counts the runs of each job (by id) of its echo handler.
+type runCounter struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (c *runCounter) echo(ctx context.Context, job *executor.Job) error {
+	c.mu.Lock()
+	if c.runs == nil {
+		c.runs = map[string]int{}
+	}
+	c.runs[job.ID]++
+	c.mu.Unlock()
+	return echo(ctx, job)
+}
+
+// requireOnce requires that each of subs ran once.
+func (c *runCounter) requireOnce(t *testing.T, subs []fairway.Submission) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, s := range subs {
-		require.Equal(t, 1, runs[s.ID], "job %s", s.ID)
+		require.Equal(t, 1, c.runs[s.ID], "job %s", s.ID)
 	}
 }

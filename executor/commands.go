@@ -80,8 +80,9 @@ func (e *Executor) onCancel(msg *nats.Msg) {
 	}
 }
 
-// cancelMemo remembers cancel commands for jobs not held yet, each for the
-// attempt it names, for ttl, at most max of them; every entry lives equally
+// cancelMemo remembers job attempts, for ttl, at most max of them: the
+// cancel commands for jobs not held yet (Executor.cancels), and the
+// attempts this executor ran (Executor.ran). Every entry lives equally
 // long, so the queue is in expiry order.
 type cancelMemo struct {
 	ttl   time.Duration
@@ -126,6 +127,12 @@ func (m *cancelMemo) take(id fairway.JobRef, attempt int, now time.Time) bool {
 	}
 	delete(m.byID, id)
 	return true
+}
+
+// has reports whether exactly this job attempt is remembered.
+func (m *cancelMemo) has(id fairway.JobRef, attempt int, now time.Time) bool {
+	entry, ok := m.byID[id]
+	return ok && now.Sub(entry.at) <= m.ttl && entry.attempt == attempt
 }
 
 // checkCancel refuses a cancel command that does not name one attempt of

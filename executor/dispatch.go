@@ -264,6 +264,10 @@ func (e *Executor) accept(jobs []fairway.Job) {
 			e.logger.Warn("dispatch handed out a job this executor already holds; ignoring it", "job_id", fj.ID, "attempt", fj.Attempt)
 			continue
 		}
+		if e.ran.has(fj.Ref(), fj.Attempt, time.Now()) {
+			e.logger.Warn("dispatch handed out a job attempt this executor already ran; ignoring it (its report is on its way)", "job_id", fj.ID, "attempt", fj.Attempt)
+			continue
+		}
 		mode, reason := modeRun, ""
 		switch {
 		case e.life.stopping():

@@ -70,6 +70,8 @@ const (
 	stoppingTimeout    = 2 * time.Second                  // how long Shutdown waits for the leader to take note that it stops, before releasing jobs
 	earlyCancelTTL     = time.Minute                      // how long a cancel for an unknown job is remembered
 	earlyCancelMax     = 10000                            // how many such cancels are remembered
+	ranTTL             = 10 * time.Minute                 // how long an attempt this executor ran is remembered (Executor.ran)
+	ranMax             = 50000                            // how many such attempts are remembered
 )
 
 // Handler runs one job. It returns nil on success; an error fails the
@@ -139,6 +141,10 @@ type Executor struct {
 	baseCtx       context.Context
 	jobs          map[fairway.JobRef]*runningJob
 	cancels       cancelMemo
+	// ran remembers the attempts this executor ran: one handed out again
+	// (its reports not yet stored, the coordinator handed out what it
+	// still took for held) is not run again.
+	ran cancelMemo
 	// runningN counts the jobs holding one of the pool's slots; queued are
 	// the jobs held beyond them (prefetched), waiting for one, in order.
 	// prefetchMax bounds those (Config.Prefetch); avgRun and avgRTT, the
@@ -203,6 +209,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		logs:         newLogBuffer(cfg.LogBufferSize),
 		jobs:         make(map[fairway.JobRef]*runningJob),
 		cancels:      cancelMemo{ttl: earlyCancelTTL, max: earlyCancelMax},
+		ran:          cancelMemo{ttl: ranTTL, max: ranMax},
 		wake:         make(chan struct{}, 1),
 		stopCh:       make(chan struct{}),
 		forceCh:      make(chan struct{}),

@@ -1064,3 +1064,36 @@ func TestAHeldJobWhoseSlotDoesNotFreeGoesBack(t *testing.T) {
 	tokens <- struct{}{}
 	require.Equal(t, events.OutcomeSuccess, b.coord.done(running.ID).Outcome)
 }
+
+// TestAnAttemptHandedOutAgainIsNotRunAgain: a job attempt the executor
+// ran, handed out again (a coordinator that took it for still held, its
+// reports not yet stored), is not run twice; the job's next attempt is.
+func TestAnAttemptHandedOutAgainIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	runs := map[int]int{}
+	e := newExecutor(t, b, executor.Config{WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"work": func(_ context.Context, job *executor.Job) error {
+			mu.Lock()
+			runs[job.Attempt]++
+			mu.Unlock()
+			return nil
+		},
+	})
+	require.NoError(t, e.Start(context.Background()))
+	b.coord.nextDispatch() // idle now
+
+	job := newJob("work", `{}`) // attempt 1
+	b.coord.add(job)
+	b.coord.notify()
+	require.Equal(t, events.OutcomeSuccess, b.coord.done(job.ID).Outcome)
+	next := job
+	next.Attempt = 2
+	b.coord.add(job, next) // attempt 1 again, then attempt 2
+	b.coord.notify()
+	require.Equal(t, 2, b.coord.done(job.ID).Attempt, "the next report is the second attempt's")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[int]int{1: 1, 2: 1}, runs)
+}

@@ -376,6 +376,7 @@ func (e *Executor) complete(rj *runningJob, out outcome) {
 	rj.cancel(errJobDone)
 	e.mu.Lock()
 	delete(e.jobs, job.Ref())
+	e.ran.add(job.Ref(), job.Attempt, now)
 	e.freeSlot(rj)
 	e.mu.Unlock()
 	e.signal()

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fairwayhq/fairway/internal/bench"
 	"github.com/fairwayhq/fairway/internal/pgtest"
@@ -145,6 +146,19 @@ func TestPartitionsOverTwoServers(t *testing.T) {
 	require.Positive(t, second)
 	require.Equal(t, 500.0, first+second, "every job stored once, in its partition's database")
 	require.NotContains(t, got, "cpu_us_per_job_pg_1", "the second server is the first's cluster: measured once")
+
+	// The second server's database refuses connections for the middle
+	// second: every job runs all the same, once.
+	res.Reset()
+	run.Rate, run.Duration = 500, 3*time.Second
+	require.NoError(t, bench.Run(t.Context(), "partition-down", run))
+	t.Log(strings.TrimSpace(res.String()))
+	got = nil
+	require.NoError(t, json.Unmarshal(res.Bytes(), &got))
+	require.Equal(t, got["jobs"], got["succeeded"], "every job succeeded")
+	require.Zero(t, got["runs_beyond_one"], "no job ran twice")
+	require.Positive(t, got["down_resume_ms"], "the downed partitions ran jobs once their database was back")
+	require.Positive(t, got["others_jobs_per_s_down"], "the others ran jobs while it was down")
 
 	for _, c := range []struct {
 		scenario string

@@ -192,6 +192,7 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 	var wentDown, cameBack time.Time
 	next := start
 	downJobs := 0
+	groupOf := map[string]string{}
 	for t := range ticks {
 		switch t {
 		case third:
@@ -211,8 +212,12 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 				downJobs++
 			}
 		}
-		if _, err := s.client.SubmitMany(ctx, subs); err != nil {
+		ids, err := s.client.SubmitMany(ctx, subs)
+		if err != nil {
 			return nil, err
+		}
+		for i, id := range ids {
+			groupOf[id] = subs[i].Group
 		}
 		next = next.Add(tick)
 		if d := time.Until(next); d > 0 {
@@ -230,7 +235,7 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 			arrivals = append(arrivals, a)
 			unique[a.ev.JobID] = true
 		case <-deadline:
-			return nil, fmt.Errorf("only %d of %d jobs succeeded within 5 minutes", len(unique), total)
+			return nil, fmt.Errorf("only %d of %d jobs succeeded within 5 minutes; %s", len(unique), total, s.missing(ctx, groupOf, unique))
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -259,6 +264,22 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 		twice[a.ev.Group]++
 	}
 	s.opts.Logger.Info("bench: successes by group", "counts", fmt.Sprint(twice))
+	// Second by second from the start, the other partitions' successes
+	// and the downed ones': where a dip is, and how it ends.
+	var othersBySecond, downBySecond []int
+	for _, a := range arrivals {
+		k := int(a.at.Sub(start) / time.Second)
+		for len(othersBySecond) <= k {
+			othersBySecond, downBySecond = append(othersBySecond, 0), append(downBySecond, 0)
+		}
+		if downGroup(a.ev.Group) {
+			downBySecond[k]++
+		} else {
+			othersBySecond[k]++
+		}
+	}
+	s.opts.Logger.Info("bench: successes a second", "others", fmt.Sprint(othersBySecond), "downed", fmt.Sprint(downBySecond),
+		"down_from_s", wentDown.Sub(start).Seconds(), "up_from_s", cameBack.Sub(start).Seconds())
 	r := &Result{Scenario: "partition-down", Jobs: total}
 	r.add("down_share_pct", math.Round(float64(downJobs)/float64(total)*1000)/10)
 	r.add("others_jobs_per_s_up", before)
@@ -269,4 +290,28 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 	r.add("successes_beyond_one", len(arrivals)-len(unique))
 	r.add("runs_beyond_one", s.ran.Load()-int64(len(unique)))
 	return r, nil
+}
+
+// missing says what became of the jobs submitted (id → group) that have
+// not succeeded: the state of the first few, as the API reports it.
+func (s *system) missing(ctx context.Context, groupOf map[string]string, succeeded map[string]bool) string {
+	var ids []string
+	for id := range groupOf {
+		if !succeeded[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d not succeeded:", len(ids))
+	for _, id := range ids[:min(len(ids), 20)] {
+		j, err := s.client.Get(ctx, groupOf[id], id)
+		switch {
+		case err != nil:
+			fmt.Fprintf(&b, " %s (%s): %v;", id, groupOf[id], err)
+		default:
+			fmt.Fprintf(&b, " %s (%s): %s, attempt %d, executor %q;", id, groupOf[id], j.State, j.Attempt, j.Executor)
+		}
+	}
+	return b.String()
 }

@@ -97,6 +97,11 @@ type LeaderConfig struct {
 	// leader times the jobs by PostgreSQL's clock, as the rows' times are
 	// (Leader.Now).
 	Clock func() time.Time
+	// Unreachable, when set, says whether an error of a call to the
+	// partition's database means it could not be reached (down, refusing
+	// connections, the connection lost): the leader then tries it at its
+	// probes only (Leader.Observe). Nil: never.
+	Unreachable func(error) bool
 	// JournalAge is how long the journal keeps its rows at least (an hour
 	// by default): the leader deletes older ones, every PruneEvery (a
 	// minute), but those that carry an unfinished job's arguments
@@ -129,8 +134,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 // holds the partition's state, restored once from the last snapshot and
 // then the fold of every row the tail reads, leader or not (a hot
 // follower: taking over restores nothing), and while it leads it
-// snapshots the state as it goes. A coordinator will run one per
-// partition (none does yet: docs/journal.md, step 3);
+// snapshots the state as it goes. A coordinator runs one per partition;
 // the one that holds the lease leads, the others try to take it every
 // Renew and take over within the lease's TTL when the leader stops
 // renewing it (dead, frozen, cut off from PostgreSQL).
@@ -202,6 +206,12 @@ type Leader struct {
 	// find the jobs that row claimed for it, else they stay held by an
 	// attempt nobody runs (fault scenario journal-postgres-failover).
 	unsure bool
+	// unreachable: the partition's database could not be reached at the
+	// last call observed (Observe); probeGap and probeAt pace Run's reads
+	// meanwhile (probe).
+	unreachable atomic.Bool
+	probeGap    time.Duration
+	probeAt     time.Time
 	// held are the submissions of the jobs this leader's claims handed
 	// out, read by the claim, while they are held: their records need
 	// them (a job held before this leader led is read at its end).
@@ -383,8 +393,14 @@ func (l *Leader) Run(ctx context.Context) {
 		// Restored and caught up at once, then at each tick or wake (a
 		// wake to publish reads nothing: wakeToPublish).
 		wanted := l.readWanted.Swap(false)
-		if err := l.catchUp(ctx, read || wanted); err != nil && ctx.Err() == nil {
-			l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
+		if l.probe(time.Now()) {
+			err := l.catchUp(ctx, read || wanted)
+			if read || wanted {
+				l.Observe(err)
+			}
+			if err != nil && ctx.Err() == nil && l.Reachable() {
+				l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
+			}
 		}
 		l.tellClaimable()
 		due.Reset(l.untilDue())
@@ -533,6 +549,9 @@ func (l *Leader) acquire(ctx context.Context) renewal {
 	}
 	sent := time.Now()
 	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	if ctx.Err() == nil {
+		l.Observe(err) // the probe that finds the database back
+	}
 	if err == nil && ok {
 		l.pgClock.Store(&pgReading{at: lease.At, mono: sent.Add(time.Since(sent) / 2)})
 	}
@@ -930,6 +949,9 @@ func (l *Leader) unlockLeading() {
 // lock less for each. After an append that failed (unsure), it folds
 // first: that append may have committed.
 func (l *Leader) lockLed(ctx context.Context) error {
+	if !l.Reachable() {
+		return ErrUnreachable
+	}
 	l.mu.Lock()
 	if !l.leading || l.state == nil {
 		l.mu.Unlock()
@@ -938,6 +960,7 @@ func (l *Leader) lockLed(ctx context.Context) error {
 	if l.unsure {
 		if err := l.fold(ctx, nil); err != nil {
 			l.mu.Unlock()
+			l.Observe(err)
 			return err
 		}
 	}
@@ -999,6 +1022,7 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 		l.refused(n)
 	case err != nil:
 		l.unsure = true
+		l.Observe(err)
 	}
 	return read, err
 }

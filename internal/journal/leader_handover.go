@@ -86,6 +86,7 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 		return true, nil, nil
 	case err != nil:
 		l.unsure = true
+		l.Observe(err)
 		return false, nil, err
 	}
 	// Stored whatever follows: the submissions are acknowledged, and the

@@ -1544,3 +1544,33 @@ func claimedJobs(t *testing.T, group, instance string, n int) (*pgxpool.Pool, *j
 	require.Len(t, jobs, n)
 	return db, l, jobs
 }
+
+// TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes: once a call
+// to its database failed as unreachable (LeaderConfig.Unreachable),
+// claims and reports fail at once with ErrUnreachable, trying nothing;
+// the lease's next renewal finds the database answering, and the leader
+// serves again. Another error changes nothing.
+func TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 4, "acme")
+	cut := errors.New("test: the connection was cut")
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
+		Unreachable: func(err error) bool { return errors.Is(err, cut) }})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
+
+	l.Observe(errors.New("test: a statement refused"))
+	require.True(t, l.Reachable(), "an error that is not unreachability")
+	l.Observe(fmt.Errorf("reading the journal: %w", cut))
+	require.False(t, l.Reachable())
+	_, err := l.Claim(ctx, claimParams("e", "i", 4))
+	require.ErrorIs(t, err, journal.ErrUnreachable)
+	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "acme", ID: "j00", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}}})
+	require.ErrorIs(t, err, journal.ErrUnreachable)
+
+	require.Eventually(t, l.Reachable, 10*time.Second, 5*time.Millisecond, "a renewal finds the database answering")
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+}

@@ -163,6 +163,9 @@ const liveDeleteSQL = `DELETE FROM fairway_live_job l USING unnest($1::text[], $
 // answerLive writes fairway_live_job when a reader waits for it, while
 // leading (every LivePoll: Run).
 func (l *Leader) answerLive(ctx context.Context) {
+	if !l.Reachable() {
+		return // at the next poll after a probe found the database back
+	}
 	l.mu.RLock()
 	leading := l.leading
 	l.mu.RUnlock()

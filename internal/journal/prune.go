@@ -65,6 +65,8 @@ func (l *Leader) PruneJournal(ctx context.Context) (int64, error) {
 		return 0, ErrNotLeading
 	case !restored:
 		return 0, nil // it does not know yet which rows its jobs need
+	case !l.Reachable():
+		return 0, ErrUnreachable
 	}
 	age := fmt.Sprintf("%d milliseconds", l.cfg.JournalAge.Milliseconds())
 	var deleted int64
@@ -90,7 +92,7 @@ func (l *Leader) prune(ctx context.Context) {
 	began := time.Now()
 	n, err := l.PruneJournal(ctx)
 	switch {
-	case errors.Is(err, ErrNotLeading) || ctx.Err() != nil:
+	case errors.Is(err, ErrNotLeading) || errors.Is(err, ErrUnreachable) || ctx.Err() != nil:
 	case err != nil:
 		l.cfg.Logger.Warn("pruning the journal", "partition", l.cfg.Partition, "error", err)
 	case n > 0:

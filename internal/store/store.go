@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/secret"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -103,6 +104,14 @@ func (s *Store) Where() string { return redact(s.pool.Config()) }
 // store's own methods do (interpretError): for the journal engine's.
 func Interpret(err error) error { return interpretError(err) }
 
+// Unreachable says whether err means PostgreSQL could not be reached: no
+// connection made (refused, or timed out, as to a host gone), the
+// connection lost, the server shutting down or out of connections
+// (journal.LeaderConfig.Unreachable).
+func Unreachable(err error) bool {
+	return err != nil && (errors.As(err, new(*pgconn.ConnectError)) || errors.Is(interpretError(err), fairway.ErrUnavailable))
+}
+
 // interpretError turns pgx and PostgreSQL errors into Fairway's: a
 // connection failure is unavailable, the rest keep their text.
 func interpretError(err error) error {
@@ -115,6 +124,9 @@ func interpretError(err error) error {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, journal.ErrUnreachable) { // not tried: the last try could not reach it
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: err.Error()}
 	}
 	// No connection was made (the server down, or refusing this
 	// database's connections): whatever PostgreSQL said, no statement ran.

@@ -5,8 +5,11 @@ package storetest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/fairwayhq/fairway/internal/pgserver"
 	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storeaccess"
@@ -53,4 +56,41 @@ func OpenURL(t testing.TB) (*store.Store, string) {
 	}
 	t.Cleanup(s.Close)
 	return s, url
+}
+
+// OwnCluster returns a store on a migrated database in a PostgreSQL
+// cluster of its own, and the URL of that cluster's superuser on its
+// postgres database, for a test that changes what every database of a
+// server shares (ALTER SYSTEM). The cluster is stopped and removed when
+// t ends. It costs an initdb, a second or two.
+func OwnCluster(t testing.TB) (s *store.Store, adminURL string) {
+	t.Helper()
+	ctx := t.Context()
+	base, err := os.MkdirTemp("", "fairway-own-cluster-")
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	// Run as root, PostgreSQL runs as another user, which must enter base.
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(base, "pg"), Database: "fairway"})
+	if err != nil {
+		t.Fatalf("storetest: starting a cluster of the test's own: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("storetest: %v", err)
+		}
+	})
+	s, err = store.Open(ctx, srv.URL(), store.Options{})
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return s, srv.URLFor("postgres")
 }
