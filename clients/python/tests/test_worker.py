@@ -370,3 +370,28 @@ class CapTest(WorkerTestCase):
         t0 = time.monotonic()
         await self.done(w, t, 2)
         self.assertLess(time.monotonic() - t0, 0.6)
+
+
+class RanTest(WorkerTestCase):
+    async def test_an_attempt_handed_out_again_is_not_run_again(self) -> None:
+        reg = fairway.Registry()
+        ran: list[tuple[str, int]] = []
+
+        @reg.task("t")
+        async def t_(j: fairway.Job) -> Any:
+            ran.append((j.id, j.attempt))
+
+        w, t = self.make(reg, slots=4, prefetch=0)
+        again = job("a", "t")
+        again["attempt"] = 2
+        # Attempt 1, then attempt 1 again (a coordinator that took it for
+        # still held, its report not yet stored), then attempt 2.
+        t.replies = [{"jobs": [job("a", "t")]}]
+        with self.assertLogs("fairway.worker", "WARNING") as cm:
+            await w.start()
+            await self.done(w, t, 1)
+            t.replies = [{"jobs": [job("a", "t")]}, {"jobs": [again]}]
+            await self.done(w, t, 2)
+        self.assertEqual(ran, [("a", 1), ("a", 2)])
+        self.assertEqual([r["attempt"] for r in t.reports("done")], [1, 2])
+        self.assertEqual(len([m for m in cm.output if "already ran" in m]), 1)

@@ -44,6 +44,9 @@ const MAX_LOG_MESSAGE = 8 << 10;
 const MAX_LOG_CHUNK = 128 << 10;
 const EARLY_CANCEL_TTL_MS = 60_000;
 const EARLY_CANCEL_MAX = 10_000;
+/** How long an attempt this worker ran is remembered (not run again if handed out again), and how many. */
+const RAN_TTL_MS = 600_000;
+const RAN_MAX = 50_000;
 const HEARTBEAT_TRIES = 3;
 
 /** What a task handler gets besides the job. */
@@ -191,6 +194,8 @@ export class Worker {
   readonly #jobs = new Map<string, RunningJob>();
   readonly #queued: RunningJob[] = [];
   readonly #cancels = new Map<string, { attempt: number; at: number }>();
+  /** The attempts this worker ran, oldest first: one handed out again (its reports not yet stored, a coordinator took it for still held) is not run again. */
+  readonly #ran = new Map<string, { attempt: number; at: number }>();
   readonly #paused = new Set<string>();
   #pausedAll = false;
   #runningN = 0;
@@ -826,12 +831,27 @@ export class Worker {
     return good;
   }
 
+  /** Remembers that this worker ran this attempt, for RAN_TTL_MS, at most RAN_MAX of them. */
+  #rememberRan(key: string, attempt: number, now: number): void {
+    this.#ran.delete(key);
+    for (const [k, v] of this.#ran) {
+      if (this.#ran.size < RAN_MAX && now - v.at <= RAN_TTL_MS) break;
+      this.#ran.delete(k);
+    }
+    this.#ran.set(key, { attempt, at: now });
+  }
+
   #accept(jobs: Job[]): void {
     const running = this.#countByTask();
     for (const job of jobs) {
       const key = jobKey(job.group, job.id);
       if (this.#jobs.has(key)) {
         this.#log.warn(`dispatch handed out job ${job.id}, which this worker already holds; ignoring it`);
+        continue;
+      }
+      const ran = this.#ran.get(key);
+      if (ran && ran.attempt === job.attempt && Date.now() - ran.at <= RAN_TTL_MS) {
+        this.#log.warn(`dispatch handed out attempt ${job.attempt} of job ${job.id}, which this worker already ran; ignoring it (its report is on its way)`);
         continue;
       }
       let mode: "run" | "release" | "cancelled" = "run";
@@ -1164,6 +1184,7 @@ export class Worker {
     if (ranMs !== undefined) fields.ran_ms = ranMs;
     this.#reporter.publish(this.#report(rj, "done", fields));
     this.#jobs.delete(rj.key);
+    this.#rememberRan(rj.key, rj.job.attempt, now);
     this.#freeSlot(rj);
     if (!rj.abort.signal.aborted) rj.abort.abort(JOB_ENDED); // lets go of what listens to it
 

@@ -348,3 +348,28 @@ test("worker: a forced stop releases the running jobs only after the coordinator
   assert.deepEqual(order, ["dispatched", "stopping asked", "stopping answered", "handler aborted"]);
   assert.equal(c.done("held").outcome, "released", JSON.stringify(c.done("held")));
 });
+
+test("worker: an attempt it ran, handed out again, is not run again; the next attempt is", async () => {
+  const c = fakeCluster();
+  const warned = [];
+  const w = newWorker(c, { logger: { ...quiet, warn: (m) => warned.push(m) } });
+  const runs = [];
+  w.task("echo", async (j) => {
+    runs.push(j.attempt);
+    return "ok";
+  });
+  await w.start();
+  try {
+    c.push(job("echo", 1, { id: "jr" }));
+    await until("attempt 1's done report", () => c.done("jr"));
+    // Handed out again (a coordinator that took it for still held, its
+    // report not yet stored), then its next attempt.
+    c.push(job("echo", 1, { id: "jr" }), job("echo", 2, { id: "jr" }));
+    await until("attempt 2's done report", () => c.reports.find((r) => r.type === "done" && r.job_id === "jr" && r.attempt === 2));
+    assert.deepEqual(runs, [1, 2]);
+    assert.equal(c.reports.filter((r) => r.type === "done" && r.job_id === "jr").length, 2);
+    assert.equal(warned.filter((m) => m.includes("already ran")).length, 1);
+  } finally {
+    await w.stop({ force: true });
+  }
+});

@@ -58,6 +58,8 @@ DEREGISTER_TIMEOUT = 2.0
 STOPPING_TIMEOUT = 2.0
 EARLY_CANCEL_TTL = 60.0
 EARLY_CANCEL_MAX = 10_000
+RAN_TTL = 600.0  # how long an attempt this worker ran is remembered (not run again if handed out again)
+RAN_MAX = 50_000  # how many such attempts are remembered
 HEARTBEAT_TRIES = 3
 HELD_WAIT_MIN = 1.0
 START_REPORT_DELAY = 0.025
@@ -405,6 +407,10 @@ class Worker:
         self._paused: set[str] = set()  # tasks paused one by one
         self._paused_all = False  # every task paused (kept apart, as the Go executor's pausedAll)
         self._early_cancels: dict[tuple[str, str], tuple[int, float]] = {}
+        # The attempts this worker ran, oldest first: one handed out again (its
+        # reports not yet stored, a coordinator took it for still held) is not
+        # run again.
+        self._ran: dict[tuple[str, str], tuple[int, float]] = {}
         self._stopping = False
         self._started = False
         self._registered_again_at = 0.0
@@ -925,6 +931,10 @@ class Worker:
             if key in self._jobs:
                 log.warning("dispatch handed out job %s, which this worker already holds; ignoring it", key[1])
                 continue
+            ran = self._ran.get(key)
+            if ran is not None and ran[0] == raw["attempt"] and now - ran[1] <= RAN_TTL:
+                log.warning("dispatch handed out attempt %d of job %s, which this worker already ran; ignoring it (its report is on its way)", ran[0], key[1])
+                continue
             h = _Held(key, raw)
             h.job = Job(self, h, raw)
             task_name = h.job.task
@@ -957,6 +967,17 @@ class Worker:
                 h.held_for = self._held_wait()
                 h.timers.append(asyncio.get_running_loop().call_later(h.held_for, self._cancel_job, h, _HELD))
                 self._queued.append(h)
+
+    def _remember_ran(self, key: tuple[str, str], attempt: int) -> None:
+        """Remembers that this worker ran this attempt, for RAN_TTL, at most RAN_MAX of them."""
+        now = time.monotonic()
+        self._ran.pop(key, None)
+        while self._ran:
+            oldest = next(iter(self._ran))
+            if len(self._ran) < RAN_MAX and now - self._ran[oldest][1] <= RAN_TTL:
+                break
+            del self._ran[oldest]
+        self._ran[key] = (attempt, now)
 
     def _take_early_cancel(self, key: tuple[str, str], attempt: int, now: float) -> bool:
         e = self._early_cancels.get(key)
@@ -1160,6 +1181,7 @@ class Worker:
         finally:
             # Whatever failed above, the job is let go: its slot frees.
             self._jobs.pop(h.key, None)
+            self._remember_ran(h.key, h.job.attempt)
             self._free_slot(h)
             if not self._jobs:
                 self._jobs_empty.set()  # type: ignore[union-attr]
