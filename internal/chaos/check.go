@@ -75,11 +75,11 @@ func (r Result) OK() bool {
 // waitFinal waits until every job of ids is in a final state in
 // PostgreSQL, or until ctx ends. It polls: PostgreSQL is the ground truth
 // and no single event says "all done" across outages.
-func waitFinal(ctx context.Context, db *store.Store, ids []string) error {
+func waitFinal(ctx context.Context, db databases, ids []string) error {
 	for {
-		n, err := db.CountFinal(ctx, ids)
+		n, err := db.countFinal(ctx, ids)
 		if err == nil && n == len(ids) {
-			if outbox, err := db.OutboxLen(ctx); err == nil && outbox == 0 {
+			if outbox, err := db.outboxLen(ctx); err == nil && outbox == 0 {
 				return nil
 			}
 		}
@@ -169,17 +169,57 @@ type jobRow struct {
 	retries int
 }
 
-func readJobs(ctx context.Context, db *store.Store) (map[string]jobRow, int, error) {
-	all, err := db.AllJobAttempts(ctx)
-	if err != nil {
-		return nil, 0, err
+func readJobs(ctx context.Context, dbs databases) (map[string]jobRow, int, error) {
+	jobs := map[string]jobRow{}
+	for _, db := range dbs { // a job lives in its partition's database only
+		all, err := db.AllJobAttempts(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, j := range all {
+			jobs[j.ID] = jobRow{state: j.State, attempt: j.Attempt, retries: j.Retries}
+		}
 	}
-	jobs := make(map[string]jobRow, len(all))
-	for _, j := range all {
-		jobs[j.ID] = jobRow{state: j.State, attempt: j.Attempt, retries: j.Retries}
-	}
-	outbox, err := db.OutboxLen(ctx)
+	outbox, err := dbs.outboxLen(ctx)
 	return jobs, outbox, err
+}
+
+// databases are the cluster's database and those of its other
+// partitions (Cluster.DBs): the accounting adds up what each holds.
+type databases []*store.Store
+
+// countFinal counts the jobs of ids in a final state, in every database.
+func (dbs databases) countFinal(ctx context.Context, ids []string) (int, error) {
+	total := 0
+	for _, db := range dbs {
+		n, err := db.CountFinal(ctx, ids)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// outboxLen counts the events written and not yet published, in every
+// database.
+func (dbs databases) outboxLen(ctx context.Context) (int, error) {
+	total := 0
+	for _, db := range dbs {
+		n, err := db.OutboxLen(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// Close closes every database.
+func (dbs databases) Close() {
+	for _, db := range dbs {
+		db.Close()
+	}
 }
 
 // account checks the guarantees for the submitted jobs.

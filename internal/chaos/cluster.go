@@ -240,6 +240,9 @@ type Cluster struct {
 	bin   Binaries
 	dir   string
 	dbURL string
+	// partitionURLs are the databases that hold partitions besides
+	// dbURL's (ClusterOptions.PartitionURLs).
+	partitionURLs []string
 
 	NATS         []*Proc
 	natsPorts    []int
@@ -267,6 +270,10 @@ type ClusterOptions struct {
 	// Coordinator and Executor, when set, give coordinator or executor i
 	// (from 0) its own options.
 	Coordinator, Executor func(i int) ProcOptions
+	// PartitionURLs are the databases that hold partitions besides the
+	// cluster's own (the coordinators learn of them from their
+	// environment): the accounting reads the jobs in all of them.
+	PartitionURLs []string
 }
 
 // ProcOptions change how one coordinator or executor runs.
@@ -277,7 +284,7 @@ type ProcOptions struct {
 
 // NewCluster starts NATS, coordinators and executors against dbURL.
 func NewCluster(ctx context.Context, bin Binaries, dir, dbURL string, opts ClusterOptions) (_ *Cluster, err error) {
-	c := &Cluster{bin: bin, dir: dir, dbURL: dbURL, Trace: newTrace()}
+	c := &Cluster{bin: bin, dir: dir, dbURL: dbURL, partitionURLs: opts.PartitionURLs, Trace: newTrace()}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -536,6 +543,21 @@ func (c *Cluster) Close() {
 // Fairway's tables only through it.
 func (c *Cluster) DB(ctx context.Context) (*store.Store, error) {
 	return store.Open(ctx, c.dbURL, store.Options{MaxConns: 4})
+}
+
+// DBs opens the cluster's database and those of its other partitions,
+// for the accounting.
+func (c *Cluster) DBs(ctx context.Context) (databases, error) {
+	var dbs databases
+	for _, u := range append([]string{c.dbURL}, c.partitionURLs...) {
+		db, err := store.Open(ctx, u, store.Options{MaxConns: 4})
+		if err != nil {
+			dbs.Close()
+			return nil, err
+		}
+		dbs = append(dbs, db)
+	}
+	return dbs, nil
 }
 
 // freePort returns a port on 127.0.0.1 that nothing listens on now and

@@ -33,6 +33,7 @@ func harderScenarios() []Scenario {
 	return []Scenario{
 		killAfterIngestCommit(base),
 		postgresFailover(base),
+		partitionPostgresFailover(base),
 		partition("partition-coordinator", base, true),
 		partition("partition-executor", base, false),
 		fullDiskPostgres(base),
@@ -328,20 +329,75 @@ func postgresFailover(base ClusterOptions) Scenario {
 			r.state = p
 			return p.url, nil
 		},
-		Inject: func(ctx context.Context, r *Run, repeats int) error {
-			p := r.state.(*pgPair)
-			if err := between(ctx, 2*time.Second); err != nil {
+		Inject: killPrimaryAndPromote("the"),
+	}
+}
+
+// killPrimaryAndPromote is the Inject of a scenario whose r.state is a
+// pgPair: 2 s into the load it SIGKILLs the primary and promotes the
+// replica, once (the old primary is not brought back as a replica);
+// whose names the pair in the note.
+func killPrimaryAndPromote(whose string) func(ctx context.Context, r *Run, _ int) error {
+	return func(ctx context.Context, r *Run, _ int) error {
+		p := r.state.(*pgPair)
+		if err := between(ctx, 2*time.Second); err != nil {
+			return err
+		}
+		r.fault()
+		if err := killPostgres(p.primaryDir); err != nil {
+			return err
+		}
+		killed := time.Now()
+		if _, err := runAsPostgres(ctx, "pg_ctl", "-D", p.replicaDir, "-w", "promote"); err != nil {
+			return err
+		}
+		r.note("%s primary SIGKILLed, its replica promoted in %s; 1 fault: one failover per run (the old primary is not brought back as a replica)", whose, time.Since(killed).Round(time.Millisecond))
+		return nil
+	}
+}
+
+// partitionPostgresFailover: the cluster has two partitions, the first
+// in the suite's database, the second on a primary and its synchronous
+// streaming replica (a multi-host URL); that primary is SIGKILLed and
+// its replica promoted under load. The other partition's jobs go on; the
+// second's resume on the promoted replica, each run once, none lost.
+func partitionPostgresFailover(base ClusterOptions) Scenario {
+	return Scenario{
+		Name: "partition-postgres-failover", Cluster: base,
+		Setup: func(ctx context.Context, r *Run, opts *ClusterOptions, dbURL string) (string, error) {
+			p, err := startPGPair(ctx, r)
+			if err != nil {
+				return "", err
+			}
+			r.state = p
+			env := []string{"FAIRWAY_DATABASE_PARTITIONS=2", "FAIRWAY_DATABASE_PARTITION_URLS=1=" + p.url}
+			opts.Coordinator = func(int) ProcOptions { return ProcOptions{Env: env} }
+			opts.PartitionURLs = []string{p.url}
+			return dbURL, nil
+		},
+		Inject: killPrimaryAndPromote("partition 1's (partition 0 in the suite's database)"),
+		// Each database holds jobs: the workload's groups fall in both
+		// partitions, and the coordinators took the partitions as told.
+		Check: func(r *Run, _ Result) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			dbs, err := r.C.DBs(ctx)
+			if err != nil {
 				return err
 			}
-			r.fault()
-			if err := killPostgres(p.primaryDir); err != nil {
-				return err
+			defer dbs.Close()
+			var held []int
+			for _, db := range dbs {
+				n, err := db.CountJobsWithPrefix(ctx, "")
+				if err != nil {
+					return err
+				}
+				held = append(held, n)
 			}
-			killed := time.Now()
-			if _, err := runAsPostgres(ctx, "pg_ctl", "-D", p.replicaDir, "-w", "promote"); err != nil {
-				return err
+			if len(held) != 2 || held[0] == 0 || held[1] == 0 {
+				return fmt.Errorf("the jobs by database (the suite's, then the failed-over pair's): %v; each partition should hold some", held)
 			}
-			r.note("primary SIGKILLed, replica promoted in %s; %d fault(s): one failover per run (the old primary is not brought back as a replica)", time.Since(killed).Round(time.Millisecond), 1)
+			r.note("jobs by database: %d in partition 0's, %d in partition 1's (failed over)", held[0], held[1])
 			return nil
 		},
 	}

@@ -416,7 +416,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	for id := range submitted {
 		ids = append(ids, id)
 	}
-	db, err := c.DB(ctx)
+	db, err := c.DBs(ctx)
 	if err != nil {
 		return res, run.notes, err
 	}

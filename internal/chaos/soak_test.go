@@ -167,7 +167,7 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	db, err := c.DB(ctx)
+	db, err := c.DBs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
