@@ -124,7 +124,8 @@ func TestInProcessCoordinator(t *testing.T) {
 // over two database servers (two databases of pgtest's cluster, which
 // the CPU figures count once), and checks where the jobs were stored:
 // partitions 0 and 2 in the first, 1 and 3 in the second, each holding
-// some of the ten groups.
+// some of the ten groups. Then the second server's database down, and the
+// coordinator leading them all killed.
 func TestPartitionsOverTwoServers(t *testing.T) {
 	fairwayBin := filepath.Join(t.TempDir(), "fairway")
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", fairwayBin, "github.com/fairwayhq/fairway/cmd/fairway")
@@ -159,6 +160,17 @@ func TestPartitionsOverTwoServers(t *testing.T) {
 	require.Zero(t, got["runs_beyond_one"], "no job ran twice")
 	require.Positive(t, got["down_resume_ms"], "the downed partitions ran jobs once their database was back")
 	require.Positive(t, got["others_jobs_per_s_down"], "the others ran jobs while it was down")
+
+	// The coordinator that leads every partition killed: the other takes
+	// them all, and every partition's jobs start again.
+	res.Reset()
+	run.Jobs = 2000
+	require.NoError(t, bench.Run(t.Context(), "failover", run))
+	t.Log(strings.TrimSpace(res.String()))
+	got = nil
+	require.NoError(t, json.Unmarshal(res.Bytes(), &got))
+	require.Positive(t, got["resume_ms"])
+	require.GreaterOrEqual(t, got["resume_ms_every_partition"], got["resume_ms"], "the last partition resumes after the first")
 
 	for _, c := range []struct {
 		scenario string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/partition"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -37,11 +38,11 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 	if len(opts.CoordinatorCommand) == 0 {
 		return nil, errors.New("failover kills a coordinator: run the coordinators in their own processes (without --in-process)")
 	}
-	starts := make(chan time.Time, 1<<16)
-	work := func(ctx context.Context, _ *executor.Job) error {
+	starts := make(chan start, 1<<16)
+	work := func(ctx context.Context, job *executor.Job) error {
 		now := time.Now()
 		select {
-		case starts <- now:
+		case starts <- start{at: now, partition: partition.Of(job.Group, max(opts.Partitions, 1))}:
 		default:
 		}
 		t := time.NewTimer(failoverJobTime)
@@ -113,6 +114,7 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 	// out jobs. The stall is the longest wait between two starts from the
 	// kill until a second after it, once the lease changed hands.
 	prev, stallFrom, stallTo := killed, killed, killed
+	var after []start // the starts after the kill
 	deadline := time.After(time.Minute)
 	for resumed := false; ; {
 		var quiet <-chan time.Time // a second after the stall: the measure is done
@@ -120,10 +122,12 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 			quiet = time.After(time.Until(stallTo.Add(time.Second)))
 		}
 		select {
-		case at := <-starts:
+		case st := <-starts:
+			at := st.at
 			if !at.After(killed) {
 				continue
 			}
+			after = append(after, st)
 			if at.Sub(prev) > stallTo.Sub(stallFrom) {
 				stallFrom, stallTo, resumed = prev, at, true
 			}
@@ -149,10 +153,38 @@ func failover(ctx context.Context, opts Options) (*Result, error) {
 	}
 	r := &Result{Scenario: "failover", Jobs: opts.Jobs}
 	r.add("resume_ms", ms(stallTo.Sub(killed)))
+	if opts.Partitions > 1 {
+		// Every partition's first start from the resume on: the new
+		// leader takes partition 0's lease, then the others' at once
+		// (journal.Leader.Contend).
+		first := map[int]time.Time{}
+		for _, st := range after {
+			if !st.at.Before(stallTo) && first[st.partition].IsZero() {
+				first[st.partition] = st.at
+			}
+		}
+		if len(first) < opts.Partitions {
+			return nil, fmt.Errorf("after the resume, jobs of %d of %d partitions started within a second", len(first), opts.Partitions)
+		}
+		var last time.Time
+		for _, at := range first {
+			if at.After(last) {
+				last = at
+			}
+		}
+		r.add("resume_ms_every_partition", ms(last.Sub(killed)))
+	}
 	r.add("stall_ms", ms(stallTo.Sub(stallFrom)))
 	r.add("waiting_at_kill", waiting)
 	r.add("follower_rss_mib", peakRSSMiB(follower))
 	return r, nil
+}
+
+// start is a job's start in the failover scenario: when, and its
+// group's partition.
+type start struct {
+	at        time.Time
+	partition int
 }
 
 // waitFor polls f every 50 ms until it returns something, for a minute.

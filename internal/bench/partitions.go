@@ -16,10 +16,11 @@ import (
 
 // partitionScenarios are the scenarios that run on a cluster of several
 // partitions (Options.Partitions): those that reach Fairway only through
-// NATS. The others write the home database directly (scale, history), or
-// kill the one leader (failover), or measure what a partition does not
-// share (features' limits are per partition).
-var partitionScenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "ingest", "shares", "partition-down"}
+// NATS, and failover (the coordinator leading every partition killed).
+// The others write the home database directly (scale, history), or
+// measure what a partition does not share (features' limits are per
+// partition).
+var partitionScenarios = []string{"drain", "latency", "steady", "fairness", "short-jobs", "ingest", "shares", "partition-down", "failover"}
 
 // allScenarios are those "all" runs: with one partition every one but
 // partition-down; with several, those that run on them (partition-down
