@@ -395,7 +395,7 @@ func (l *Leader) Run(ctx context.Context) {
 		wanted := l.readWanted.Swap(false)
 		if l.probe(time.Now()) {
 			err := l.catchUp(ctx, read || wanted)
-			if read || wanted {
+			if err != nil {
 				l.Observe(err)
 			}
 			if err != nil && ctx.Err() == nil && l.Reachable() {
@@ -690,7 +690,9 @@ func (l *Leader) catchUp(ctx context.Context, read bool) error {
 	l.mu.Lock()
 	err := l.restore(ctx)
 	if err == nil && (read || l.unsure || l.tail.Position() == "") {
-		err = l.fold(ctx, nil)
+		if err = l.fold(ctx, nil); err == nil {
+			l.Observe(nil) // the database answers (a probe, while it was unreachable)
+		}
 	}
 	if err == nil {
 		// With nothing to publish, the snapshot goes with the fold, under

@@ -1548,14 +1548,15 @@ func claimedJobs(t *testing.T, group, instance string, n int) (*pgxpool.Pool, *j
 // TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes: once a call
 // to its database failed as unreachable (LeaderConfig.Unreachable),
 // claims and reports fail at once with ErrUnreachable, trying nothing;
-// the lease's next renewal finds the database answering, and the leader
-// serves again. Another error changes nothing.
+// the leader's next probe (its poll, here: the renewals are an hour
+// apart) finds the database answering, and it serves again. Another
+// error changes nothing.
 func TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes(t *testing.T) {
 	ctx := t.Context()
 	db := pool(t)
 	submitJobs(t, db, 4, "acme")
 	cut := errors.New("test: the connection was cut")
-	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: 100 * time.Millisecond, Poll: 10 * time.Millisecond,
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: 10 * time.Millisecond,
 		Unreachable: func(err error) bool { return errors.Is(err, cut) }})
 	go l.Run(ctx)
 	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
@@ -1569,7 +1570,7 @@ func TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes(t *testing.T) {
 	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "acme", ID: "j00", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}}})
 	require.ErrorIs(t, err, journal.ErrUnreachable)
 
-	require.Eventually(t, l.Reachable, 10*time.Second, 5*time.Millisecond, "a renewal finds the database answering")
+	require.Eventually(t, l.Reachable, 10*time.Second, 5*time.Millisecond, "a probe finds the database answering")
 	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
 	require.NoError(t, err)
 	require.Len(t, jobs, 4)
