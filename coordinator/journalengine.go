@@ -261,19 +261,6 @@ func (e *journalEngine) claimAnswered(ctx context.Context, p store.ClaimParams) 
 	return claimedJobs(claimed, p.Executor), true, nil
 }
 
-// claimedUnder hands out the jobs claim id took in this partition for
-// p's instance and that it still holds unstarted, as the leader knows
-// them once it has read what an append of its that failed may have
-// committed. It claims nothing more. ok is false when the leader cannot
-// say: it does not lead, or PostgreSQL did not answer.
-func (e *journalEngine) claimedUnder(ctx context.Context, p store.ClaimParams, id string) (jobs []fairway.Job, ok bool) {
-	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{Executor: p.Executor, Instance: p.Instance, ClaimID: id}) // Limit 0
-	if err != nil {
-		return nil, false
-	}
-	return claimedJobs(claimed, p.Executor), true
-}
-
 // claimedJobs are the jobs of a claim for executor, as a dispatch reply
 // carries them.
 func claimedJobs(claimed []journal.ClaimedJob, executor string) []fairway.Job {

@@ -317,7 +317,7 @@ func (is *instanceSpread) markUnsure(part int, id string, failed bool) {
 		is.unsure = map[int][]unsureClaim{}
 	}
 	ids := is.unsure[part]
-	if k := slices.IndexFunc(ids, func(u unsureClaim) bool { return u.id == id }); k >= 0 {
+	if k := unsureIndex(ids, id); k >= 0 {
 		ids[k].failed = ids[k].failed || failed
 		return
 	}
@@ -331,10 +331,15 @@ func (is *instanceSpread) markUnsure(part int, id string, failed bool) {
 	is.unsure[part] = append(ids, unsureClaim{id, failed})
 }
 
+// unsureIndex is where claim id is in ids, -1 if not there.
+func unsureIndex(ids []unsureClaim, id string) int {
+	return slices.IndexFunc(ids, func(u unsureClaim) bool { return u.id == id })
+}
+
 // forget drops claim id from partition part's unsure ids.
 func (is *instanceSpread) forget(part int, id string) {
 	ids := is.unsure[part]
-	if k := slices.IndexFunc(ids, func(u unsureClaim) bool { return u.id == id }); k >= 0 {
+	if k := unsureIndex(ids, id); k >= 0 {
 		if ids = slices.Delete(ids, k, k+1); len(ids) == 0 {
 			delete(is.unsure, part)
 		} else {
@@ -359,8 +364,12 @@ func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p is
 		}
 		var left []unsureClaim
 		for _, u := range ids {
-			got, ok := e.claimedUnder(ctx, p, u.id)
-			if !ok {
+			// A claim of none under the old id: the leader hands out
+			// what it took, once it has read what a failed append of its
+			// may have committed.
+			q := istore.ClaimParams{Executor: p.Executor, Instance: p.Instance, ClaimID: u.id}
+			got, answered, err := e.claimAnswered(ctx, q)
+			if !answered || err != nil {
 				left = append(left, u) // tried again at the next request
 				continue
 			}

@@ -31,7 +31,9 @@ func (l *Leader) Reachable() bool { return !l.unreachable.Load() }
 func (l *Leader) Observe(err error) {
 	switch {
 	case err == nil:
-		if l.unreachable.Swap(false) {
+		// Read first: the usual call, the database answering, writes
+		// nothing shared.
+		if l.unreachable.Load() && l.unreachable.Swap(false) {
 			l.cfg.Logger.Info("the journal partition's PostgreSQL answers again", "partition", l.cfg.Partition)
 		}
 	case l.cfg.Unreachable != nil && l.cfg.Unreachable(err):
