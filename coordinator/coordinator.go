@@ -387,6 +387,10 @@ func (c *Coordinator) onJournal() {
 		e.stopping = c.dispatcher.parking.stopping.has
 		c.parts[p] = e
 	}
+	c.dispatcher.cluster = newClusterLimits(c.parts)
+	for _, e := range c.parts {
+		e.cluster = c.dispatcher.cluster
+	}
 	c.dispatcher.parts, c.results.parts, c.sweeper.parts, c.quotas.parts = c.parts, c.parts, c.parts, c.parts
 	c.periodic.parts, c.ingest.parts, c.pruner.parts = c.parts, c.parts, c.parts
 	c.lead.eligible = c.parts.first().leads.Load

@@ -44,6 +44,8 @@ type dispatcher struct {
 	// parts are the journal's partitions, whose leaders claim the jobs
 	// (Coordinator.onJournal sets them).
 	parts partitions
+	// cluster counts the limits over the partitions (nil: one).
+	cluster *clusterLimits
 	// spreads are the instances' spreads over the partitions
 	// (claimSpread).
 	spreadMu sync.Mutex

@@ -55,6 +55,9 @@ type journalEngine struct {
 	// limits are the operators' concurrency limits, as the leader's
 	// claims read them.
 	limits limitsCache
+	// cluster counts the limits over the partitions (nil: one), for a
+	// hand-over's claim.
+	cluster *clusterLimits
 	// stopping says whether an executor instance said it stops
 	// (parking.stopping): what it releases gives its attempt back.
 	stopping func(app, instance string) bool
@@ -292,9 +295,26 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 			return nil, nil, err
 		}
 		req := r.req
+		taskCaps, maxHeld := req.TaskSlots, r.maxHeld
+		if c := e.cluster; c != nil {
+			// Over several partitions, the request's caps and the task
+			// limits left over the cluster go to this partition alone,
+			// and what the instance holds in the others counts.
+			plan := make([]int, len(c.parts))
+			plan[e.partition] = req.Slots
+			caps, release := c.split(limits, store.ClaimParams{Tasks: req.Tasks, Groups: req.Groups, TaskLimits: req.TaskSlots}, plan, true)
+			defer release()
+			if caps != nil {
+				taskCaps = caps[e.partition]
+			}
+			if maxHeld = c.maxHeld(req.Executor, req.Instance, r.maxHeld, int(e.partition)); r.maxHeld > 0 && maxHeld <= 0 {
+				out, err := e.insert(ctx, subs)
+				return out, nil, err
+			}
+		}
 		stored, claimed, err := e.leader.HandOver(ctx, itemsOf(subs), journal.ClaimParams{
-			Executor: req.Executor, Instance: req.Instance, Limit: req.Slots, ClaimID: req.RequestID, MaxHeld: r.maxHeld,
-			Tasks: req.Tasks, Groups: req.Groups, Scheme: e.scheme, TaskCaps: req.TaskSlots, ConcurrencyLimits: limits,
+			Executor: req.Executor, Instance: req.Instance, Limit: req.Slots, ClaimID: req.RequestID, MaxHeld: maxHeld,
+			Tasks: req.Tasks, Groups: req.Groups, Scheme: e.scheme, TaskCaps: taskCaps, ConcurrencyLimits: limits,
 		})
 		switch {
 		case stored:

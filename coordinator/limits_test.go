@@ -26,21 +26,7 @@ func TestLimitsNeverStrandSlots(t *testing.T) {
 	gate := make(chan struct{})
 	var running, peak atomic.Int32
 	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 4})
-	ex.Handle("slow", func(ctx context.Context, _ *executor.Job) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for {
-			if p := peak.Load(); n <= p || peak.CompareAndSwap(p, n) {
-				break
-			}
-		}
-		select {
-		case <-gate:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}, executor.MaxConcurrent(1))
+	ex.Handle("slow", gated(gate, &running, &peak), executor.MaxConcurrent(1))
 	ex.Handle("quick", echo)
 	require.NoError(t, ex.Start(t.Context()))
 
@@ -171,6 +157,23 @@ func TestARequestLeavingACappedTaskOutDoesNotWait(t *testing.T) {
 		req := <-requests
 		if !slices.Contains(req.Tasks, "slow") {
 			require.Zero(t, req.WaitMS, "%+v", req)
+		}
+	}
+}
+
+// gated is a handler that counts its jobs running (and the most at
+// once, peak) and ends each when gate gives it a value or closes.
+func gated(gate <-chan struct{}, running, peak *atomic.Int32) executor.Handler {
+	return func(ctx context.Context, _ *executor.Job) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		select {
+		case <-gate:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

@@ -424,6 +424,14 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 	if p.Limit -= len(reclaimed); p.Limit <= 0 {
 		return reclaimed, nil
 	}
+	if p.MaxHeld > 0 {
+		// What the instance holds over the partitions bounds the request;
+		// each partition alone counts only its own.
+		p.Limit = min(p.Limit, d.cluster.maxHeld(p.Executor, p.Instance, p.MaxHeld, -1))
+		if p.MaxHeld = 0; p.Limit <= 0 {
+			return reclaimed, nil
+		}
+	}
 	weights := make([]float64, len(d.parts))
 	for i, e := range d.parts {
 		if e.serves() {
@@ -438,12 +446,24 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			asked = append(asked, i)
 		}
 	}
+	limits, err := d.cluster.limits(ctx)
+	if err != nil {
+		if len(reclaimed) > 0 {
+			return reclaimed, nil
+		}
+		return nil, err
+	}
+	caps, release := d.cluster.split(limits, p, plan, false)
+	defer release()
 	got := make([][]fairway.Job, len(asked))
 	failed := make([]bool, len(asked))
 	answered := make([]bool, len(d.parts))
-	err := inParallel(len(asked), func(k int) error {
+	err = inParallel(len(asked), func(k int) error {
 		q := p
-		q.Limit = plan[asked[k]] // MaxHeld stays: each partition counts the instance's jobs of its own
+		q.Limit = plan[asked[k]]
+		if caps != nil {
+			q.TaskLimits = caps[asked[k]]
+		}
 		var err error
 		got[k], answered[asked[k]], err = d.parts[asked[k]].claimAnswered(ctx, q)
 		failed[k] = err != nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -503,4 +504,99 @@ func (c *runCounter) requireOnce(t *testing.T, subs []fairway.Submission) {
 	for _, s := range subs {
 		require.Equal(t, 1, c.runs[s.ID], "job %s", s.ID)
 	}
+}
+
+// TestPartitionsCountLimitsOverTheCluster: on three partitions, a task's
+// concurrency limit of two bounds its jobs over the cluster (each
+// partition counting only its own let six run at once), and an
+// executor's max-concurrent of one is asked of the partitions together
+// (each given the request's cap handed one job apiece, and the executor
+// released the extra ones back to waiting).
+func TestPartitionsCountLimitsOverTheCluster(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, _ := partitioned(t)
+	_, err := h.client.SetLimit(ctx, "task", "capped", 2)
+	require.NoError(t, err)
+
+	const each, groups = 12, 12
+	byPart := map[int]bool{}
+	var subs []fairway.Submission
+	for i := range each {
+		g := fmt.Sprintf("tenant-%d", i%groups)
+		byPart[partition.Of(g, 3)] = true
+		subs = append(subs, fairway.Submission{Group: g, ID: fmt.Sprintf("capped-%02d", i), Task: "capped"},
+			fairway.Submission{Group: g, ID: fmt.Sprintf("solo-%02d", i), Task: "solo"})
+	}
+	require.Len(t, byPart, 3, "the groups fall in every partition")
+	_, err = h.client.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+
+	gate := make(chan struct{})
+	var running, peak atomic.Int32
+	ex := h.newExecutor(executor.Config{AppID: "ex1", PoolSize: 12})
+	ex.Handle("capped", gated(gate, &running, &peak))
+	ex.Handle("solo", echo, executor.MaxConcurrent(1))
+	require.NoError(t, ex.Start(ctx))
+
+	// The solo jobs run one after the other, a dispatch request each,
+	// while two capped jobs hold their slots: none of those requests gets
+	// a third capped job, nor a second solo one.
+	capped, solo := 0, 0
+	released := func(ev events.Event) {
+		if ev.State == fairway.StateWaiting && ev.PreviousState == fairway.StateScheduled {
+			t.Errorf("job %s handed out and released back to waiting: %s", ev.JobID, ev.Error)
+		}
+	}
+	h.until(func(ev events.Event) bool {
+		released(ev)
+		switch {
+		case ev.Task == "capped" && ev.State == fairway.StateRunning:
+			capped++
+		case ev.Task == "solo" && ev.State == fairway.StateSuccess:
+			solo++
+		}
+		return capped >= 2 && solo == each
+	})
+	require.Equal(t, int32(2), running.Load())
+	limits, err := h.client.Limits(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, limits[0].Held, "the held jobs of every partition")
+
+	close(gate)
+	done := 0
+	h.until(func(ev events.Event) bool {
+		released(ev)
+		if ev.Task == "capped" && ev.State == fairway.StateSuccess {
+			done++
+		}
+		return done == each
+	})
+	require.Equal(t, int32(2), peak.Load(), "never more than the limit of two over the partitions")
+}
+
+// TestPartitionsBoundWhatAnInstanceHoldsOverTheCluster: an instance of
+// five registered slots holds at most fifty jobs (maxHeldPerSlot) over
+// three partitions, however often it asks without reporting: each
+// partition counting only its own let it gather a hundred.
+func TestPartitionsBoundWhatAnInstanceHoldsOverTheCluster(t *testing.T) {
+	t.Parallel()
+	h, _ := partitioned(t)
+	var subs []fairway.Submission
+	for i := range 100 {
+		subs = append(subs, fairway.Submission{Group: fmt.Sprintf("tenant-%d", i%12), Task: "echo"})
+	}
+	_, err := h.client.SubmitMany(t.Context(), subs)
+	require.NoError(t, err)
+	registerRaw(t, h, "i")
+	held := 0
+	for range 40 {
+		reply, _ := dispatchRequest(t, h, 0)
+		require.Nil(t, reply.Error)
+		if len(reply.Jobs) == 0 && held > 0 {
+			break
+		}
+		held += len(reply.Jobs)
+	}
+	require.Equal(t, 50, held)
 }

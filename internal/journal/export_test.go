@@ -11,6 +11,9 @@ import (
 // LeaderConfig.LiveEvery (live.go).
 func (l *Leader) WriteLive(ctx context.Context) error { return l.writeLive(ctx) }
 
+// WakeUnread is a Wake whose read of the tail has not come yet.
+func (l *Leader) WakeUnread() { l.wakes.Add(1) }
+
 // ForgetLive drops the list of jobs changed since the last write of
 // fairway_live_job: the next write rewrites it.
 func (l *Leader) ForgetLive() {

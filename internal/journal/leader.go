@@ -147,6 +147,12 @@ type Leader struct {
 	// readWanted: a Wake since the last catch-up asked for a read of the
 	// tail (wakeToPublish does not).
 	readWanted atomic.Bool
+	// wakes counts the Wakes, and readTo is wakes as of the start of the
+	// last catch-up that read the tail to its end: while they differ, a
+	// row that a Wake announced (a submission this coordinator committed)
+	// may not be folded yet, and HandOver hands nothing over (its picks,
+	// made from its own batch, would pass over that row's jobs).
+	wakes, readTo atomic.Uint64
 	// pgClock is PostgreSQL's clock as the last renewal of the lease read
 	// it (Now); nil before the first. floor is the latest time Now gave
 	// or a folded row bears (Unix µs): Now never goes below it.
@@ -307,6 +313,7 @@ func (l *Leader) raiseFloor(at int64) int64 {
 
 // Wake makes the leader read the tail now (rows were appended).
 func (l *Leader) Wake() {
+	l.wakes.Add(1)
 	l.readWanted.Store(true)
 	l.wakeToPublish()
 }
@@ -392,11 +399,15 @@ func (l *Leader) Run(ctx context.Context) {
 		l.looped.Store(time.Now().UnixNano())
 		// Restored and caught up at once, then at each tick or wake (a
 		// wake to publish reads nothing: wakeToPublish).
+		wakes := l.wakes.Load()
 		wanted := l.readWanted.Swap(false)
 		if l.probe(time.Now()) {
 			err := l.catchUp(ctx, read || wanted)
 			if err != nil {
 				l.Observe(err)
+			}
+			if err == nil && (read || wanted) {
+				l.readTo.Store(wakes)
 			}
 			if err != nil && ctx.Err() == nil && l.Reachable() {
 				l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)

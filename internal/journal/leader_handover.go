@@ -24,7 +24,8 @@ var ErrNoHandOver = errors.New("journal: no hand-over")
 // usual way takes three (the submission's commit, the leader's read of
 // it, the claim's commit).
 //
-// It hands over only what Claim would take: when no job of the state is
+// It hands over only what Claim would take: when the state holds every
+// submission this coordinator announced (Wake) and no job of it is
 // claimable for p (its executor is idle for certain, whatever ingest
 // believed), and with no concurrency or rate limits in force (the picks
 // are then made from the new jobs alone, by Queues.Claim itself, on a
@@ -52,6 +53,13 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 			return false, nil, ErrNoHandOver
 		}
 		seen[ref] = true
+	}
+	if l.wakes.Load() != l.readTo.Load() {
+		// A submission committed before may not be folded yet: the
+		// picks would pass over its jobs (a group's later job started
+		// before its earlier one, seen at an executor's max-concurrent
+		// of one).
+		return false, nil, ErrNoHandOver
 	}
 	l.claims.Lock() // the claims' lane, as Claim's
 	defer l.claims.Unlock()
