@@ -76,8 +76,8 @@ func (c *clusterLimits) heldTask(task string) int {
 // takes p's own). What is left of a task's limit goes to the partitions
 // asked that have its work (journalEngine.eligible; with anyWork, every
 // partition asked: a hand-over's, whose work is the batch it stores), in
-// proportion to what they are asked. release ends the reservation of what the caps
-// allow of the limits; call it once the claims have returned.
+// proportion to what they are asked. release ends the reservation of what
+// the caps allow of the limits; call it once the claims have returned.
 func (c *clusterLimits) split(limits []fairway.Limit, p istore.ClaimParams, plan []int, anyWork bool) (caps []map[string]int, release func()) {
 	release = func() {}
 	if c == nil {
@@ -115,8 +115,8 @@ func (c *clusterLimits) split(limits []fairway.Limit, p istore.ClaimParams, plan
 		if limit := bounded[t]; limit >= 0 {
 			left = max(limit-c.heldTask(t)-c.inflight[t], 0)
 		}
-		if cap, ok := p.TaskLimits[t]; ok && (left < 0 || cap < left) {
-			left = max(cap, 0)
+		if own, ok := p.TaskLimits[t]; ok && (left < 0 || own < left) {
+			left = max(own, 0)
 		}
 		got := c.share(t, left, p.Groups, plan, anyWork)
 		for i, n := range got {
@@ -169,12 +169,13 @@ func (c *clusterLimits) share(task string, left int, groups []string, plan []int
 	// The rest, one each, by the largest remainder; among equal ones the
 	// turn's partition first.
 	order := slices.Clone(asked)
+	n, turn := len(plan), c.turn%len(plan)
 	slices.SortStableFunc(order, func(a, b int) int {
 		ra, rb := left*plan[a]%total, left*plan[b]%total
 		if ra != rb {
 			return cmp.Compare(rb, ra)
 		}
-		return cmp.Compare((a-c.turn+len(plan)*2)%len(plan), (b-c.turn+len(plan)*2)%len(plan))
+		return cmp.Compare((a-turn+n)%n, (b-turn+n)%n)
 	})
 	for _, i := range order[:left-given] {
 		got[i]++
