@@ -4,48 +4,77 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/fairwayhq/fairway"
+	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
 	istore "github.com/fairwayhq/fairway/internal/store"
 )
 
 // Limits over the partitions (docs/architecture.md, "Partitions"). Each
 // partition's leader counts the jobs held in its own state: a group's
-// limit is exact there (a group lives in one partition), a task's is not,
-// nor an executor's caps of a request (its free slots of a task with a
-// max-concurrent) nor its max-held. A request asking several partitions
-// at once, each allowed the whole, got up to the partitions' count times
-// what it may. This coordinator leads every partition, so it counts them
-// all: what is left of a task's limit over the cluster, and of the
-// request's caps, is split over the partitions the request asks before
-// they claim, and what the claims in flight may take of a task's limit
-// is reserved until they end (each claim folds its row before it
-// returns: the jobs it took are counted held by then).
+// limit and rate are exact there (a group lives in one partition), a
+// task's are not, nor an executor's caps of a request (its free slots of
+// a task with a max-concurrent) nor its max-held. A request asking
+// several partitions at once, each allowed the whole, got up to the
+// partitions' count times what it may. This coordinator leads every
+// partition, so it counts them all: what is left of a task's limit over
+// the cluster, of its rate's tokens, and of the request's caps, is split
+// over the partitions the request asks before they claim, and what the
+// claims in flight may take of a task's limit and tokens is reserved
+// until they end (each claim folds its row before it returns: the jobs
+// it took are counted held by then, and take their tokens).
 
-// clusterLimits splits the task limits and the executors' caps over the
-// partitions (nil with one partition: the partition's own count is
-// exact).
+// clusterLimits splits the task limits, the tasks' rates and the
+// executors' caps over the partitions (nil with one partition: the
+// partition's own count is exact).
 type clusterLimits struct {
 	parts partitions
+	// notify wakes the parked dispatch requests: a task's rate refilled
+	// a token they may take.
+	notify func()
 
 	mu sync.Mutex
 	// inflight are the jobs of a task's limit the claims in flight may
-	// take, by task.
-	inflight map[string]int
+	// take, by task; rateInflight those of its rate's tokens.
+	inflight, rateInflight map[string]int
+	// buckets are the tasks' rates over the cluster, by task: each
+	// partition's own bucket counts only its starts, and so lets the
+	// whole rate start in each. Kept in this coordinator's memory (it
+	// leads every partition); a new one starts from the emptiest
+	// partition's bucket, which holds at least the cluster's tokens.
+	buckets map[string]*clusterBucket
+	// wakeAt is when the wake for a rate's next token is due (zero:
+	// none pending).
+	wakeAt time.Time
 	// turn rotates which partition gets the last job of a split among
 	// partitions asked alike, so that a limit of one alternates.
 	turn int
 }
 
+// clusterBucket is a task's rate over the cluster: its tokens as of at.
+type clusterBucket struct {
+	limit  fairness.RateLimit
+	tokens float64
+	at     time.Time
+}
+
+// refill brings b to now.
+func (b *clusterBucket) refill(now time.Time) {
+	b.tokens = math.Min(b.limit.Starts, b.tokens+max(now.Sub(b.at).Seconds(), 0)*b.limit.Starts/b.limit.Period.Seconds())
+	b.at = now
+}
+
 // newClusterLimits counts the limits over parts; nil for one partition.
-func newClusterLimits(parts partitions) *clusterLimits {
+func newClusterLimits(parts partitions, notify func()) *clusterLimits {
 	if len(parts) < 2 {
 		return nil
 	}
-	return &clusterLimits{parts: parts, inflight: map[string]int{}}
+	return &clusterLimits{parts: parts, notify: notify, inflight: map[string]int{}, rateInflight: map[string]int{}, buckets: map[string]*clusterBucket{}}
 }
 
 // heldElsewhere is what instance holds in the partitions but except.
@@ -69,74 +98,190 @@ func (c *clusterLimits) heldTask(task string) int {
 	return n
 }
 
+// bucket is task's rate over the cluster as of now, nil when it has
+// none (the partitions' states say: a rate is set on each). Called with
+// c.mu held.
+func (c *clusterLimits) bucket(task string, now time.Time) *clusterBucket {
+	var (
+		limit  fairness.RateLimit
+		tokens = math.Inf(1)
+		found  bool
+	)
+	for _, e := range c.parts {
+		e.leader.Follow(func(s *journal.State) {
+			if t, l, ok := s.Rates.TaskTokens(task, e.leader.Now().UnixMicro()); ok {
+				limit, found, tokens = l, true, math.Min(tokens, t)
+			}
+		})
+	}
+	b := c.buckets[task]
+	switch {
+	case !found:
+		delete(c.buckets, task)
+		return nil
+	case b == nil:
+		b = &clusterBucket{limit: limit, tokens: tokens, at: now}
+		c.buckets[task] = b
+	case b.limit != limit:
+		b.limit = limit // changed: a lower limit caps the tokens at the refill
+	}
+	b.refill(now)
+	return b
+}
+
+// wakeFor has the parked requests woken when b gains its next token
+// (once: the earliest such time pending). Called with c.mu held.
+func (c *clusterLimits) wakeFor(b *clusterBucket, now time.Time) {
+	need := math.Floor(b.tokens) + 1 - b.tokens
+	at := now.Add(time.Duration(need * float64(b.limit.Period) / b.limit.Starts))
+	if !c.wakeAt.IsZero() && !at.Before(c.wakeAt) {
+		return
+	}
+	c.wakeAt = at
+	time.AfterFunc(at.Sub(now), func() {
+		c.mu.Lock()
+		if c.wakeAt.Equal(at) {
+			c.wakeAt = time.Time{}
+		}
+		c.mu.Unlock()
+		if c.notify != nil {
+			c.notify()
+		}
+	})
+}
+
+// ratedTasks are the tasks of tasks with a rate over the cluster, as the
+// first partition's state says (a task's rate is set on every
+// partition).
+func (c *clusterLimits) ratedTasks(tasks []string) []string {
+	var out []string
+	c.parts[0].leader.Follow(func(s *journal.State) {
+		if s.Rates.Empty() {
+			return
+		}
+		for _, t := range tasks {
+			if _, ok := s.Rates.Limits[[2]string{t, ""}]; ok {
+				out = append(out, t)
+			}
+		}
+	})
+	return out
+}
+
 // split is what each partition may take of the tasks p asks for that a
-// task limit (limits) or the request's caps (p.TaskLimits) bound, when
-// partition i is asked plan[i] jobs: caps[i] is partition i's
-// ClaimParams.TaskLimits (nil caps: nothing bounds them, each partition
-// takes p's own). What is left of a task's limit goes to the partitions
-// asked that have its work (journalEngine.eligible; with anyWork, every
-// partition asked: a hand-over's, whose work is the batch it stores), in
-// proportion to what they are asked. release ends the reservation of what
-// the caps allow of the limits; call it once the claims have returned.
-func (c *clusterLimits) split(limits []fairway.Limit, p istore.ClaimParams, plan []int, anyWork bool) (caps []map[string]int, release func()) {
-	release = func() {}
+// task limit (limits), a task's rate or the request's caps
+// (p.TaskLimits) bound, when partition i is asked plan[i] jobs: caps[i]
+// is partition i's ClaimParams.TaskLimits (nil caps: nothing bounds
+// them, each partition takes p's own). What is left of a task's limit
+// and its rate goes to the partitions asked that have its work
+// (journalEngine.eligible; with anyWork, every partition asked: a
+// hand-over's, whose work is the batch it stores), in proportion to what
+// they are asked. release, once the claims have returned with the jobs
+// claimed, ends the reservations and takes the rates' tokens.
+func (c *clusterLimits) split(limits []fairway.Limit, p istore.ClaimParams, plan []int, anyWork bool) (caps []map[string]int, release func(claimed []fairway.Job)) {
+	release = func([]fairway.Job) {}
 	if c == nil {
 		return nil, release
 	}
-	bounded := map[string]int{} // task → its limit over the cluster (-1: the request's cap alone)
-	for _, t := range p.Tasks {
-		if _, ok := p.TaskLimits[t]; ok {
-			bounded[t] = -1
-		}
-	}
+	limitOf := map[string]int{}
 	for _, l := range limits {
 		if l.Kind == "task" && slices.Contains(p.Tasks, l.Name) {
-			bounded[l.Name] = l.Max
+			limitOf[l.Name] = l.Max
 		}
 	}
-	if len(bounded) == 0 {
-		return nil, release
+	rated := c.ratedTasks(p.Tasks)
+	if len(limitOf) == 0 && len(rated) == 0 && !slices.ContainsFunc(p.Tasks, func(t string) bool { _, ok := p.TaskLimits[t]; return ok }) {
+		return nil, release // the usual request: nothing to count over the partitions
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	type bound struct {
+		limit  bool           // a concurrency limit counts
+		bucket *clusterBucket // a rate counts
+	}
+	bounded := map[string]bound{}
+	for _, t := range p.Tasks {
+		_, limited := limitOf[t]
+		_, capped := p.TaskLimits[t]
+		var b *clusterBucket
+		if slices.Contains(rated, t) {
+			b = c.bucket(t, now)
+		}
+		if limited || capped || b != nil {
+			bounded[t] = bound{limit: limited, bucket: b}
+		}
 	}
 	caps = make([]map[string]int, len(c.parts))
+	total := 0
 	for i, n := range plan {
 		if n > 0 {
+			total += n
 			caps[i] = maps.Clone(p.TaskLimits)
 			if caps[i] == nil {
 				caps[i] = map[string]int{}
 			}
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reserved := map[string]int{}
+	reserved, taking := map[string]int{}, map[string]int{}
 	c.turn++
 	for _, t := range slices.Sorted(maps.Keys(bounded)) {
-		left := -1
-		if limit := bounded[t]; limit >= 0 {
-			left = max(limit-c.heldTask(t)-c.inflight[t], 0)
+		bd := bounded[t]
+		left := total
+		if bd.limit {
+			left = min(left, max(limitOf[t]-c.heldTask(t)-c.inflight[t], 0))
 		}
-		if own, ok := p.TaskLimits[t]; ok && (left < 0 || own < left) {
-			left = max(own, 0)
+		if own, ok := p.TaskLimits[t]; ok {
+			left = min(left, max(own, 0))
 		}
-		got := c.share(t, left, p.Groups, plan, anyWork)
-		for i, n := range got {
+		if b := bd.bucket; b != nil {
+			tokens := max(int(math.Floor(b.tokens))-c.rateInflight[t], 0)
+			if tokens < left {
+				left = tokens
+				c.wakeFor(b, now) // a claim may take more once a token comes
+			}
+		}
+		for i, n := range c.share(t, left, p.Groups, plan, anyWork) {
 			if caps[i] != nil {
 				caps[i][t] = n
 			}
-			if bounded[t] >= 0 {
+			if bd.limit {
 				reserved[t] += n
+			}
+			if bd.bucket != nil {
+				taking[t] += n
 			}
 		}
 	}
 	for t, n := range reserved {
 		c.inflight[t] += n
 	}
-	return caps, func() {
+	for t, n := range taking {
+		c.rateInflight[t] += n
+	}
+	return caps, func(claimed []fairway.Job) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for t, n := range reserved {
 			if c.inflight[t] -= n; c.inflight[t] <= 0 {
 				delete(c.inflight, t)
+			}
+		}
+		if len(taking) == 0 {
+			return
+		}
+		now := time.Now()
+		for t, n := range taking {
+			if c.rateInflight[t] -= n; c.rateInflight[t] <= 0 {
+				delete(c.rateInflight, t)
+			}
+			if b := c.buckets[t]; b != nil {
+				b.refill(now)
+				for _, j := range claimed {
+					if j.Task == t {
+						b.tokens--
+					}
+				}
 			}
 		}
 	}

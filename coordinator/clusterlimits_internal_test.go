@@ -21,8 +21,8 @@ func TestClusterLimitsSplitWhatIsLeft(t *testing.T) {
 	for i := range parts {
 		parts[i] = &journalEngine{leader: journal.NewLeader(nil, journal.LeaderConfig{Partition: int16(i)})}
 	}
-	c := newClusterLimits(parts)
-	require.Nil(t, newClusterLimits(parts[:1]), "one partition counts its own")
+	c := newClusterLimits(parts, nil)
+	require.Nil(t, newClusterLimits(parts[:1], nil), "one partition counts its own")
 	limits := []fairway.Limit{{Kind: "task", Name: "t", Max: 1}, {Kind: "task", Name: "other", Max: 0}, {Kind: "group", Name: "t", Max: 0}}
 	p := istore.ClaimParams{Tasks: []string{"t", "free"}}
 	sum := func(caps []map[string]int, task string) (n int, at int) {
@@ -43,14 +43,14 @@ func TestClusterLimitsSplitWhatIsLeft(t *testing.T) {
 	again, release2 := c.split(limits, p, []int{3, 3, 3}, true)
 	n, _ = sum(again, "t")
 	require.Zero(t, n, "the first claim's job is reserved while it is in flight")
-	release()
-	release2()
+	release(nil)
+	release2(nil)
 	require.Empty(t, c.inflight)
 	caps, release = c.split(limits, p, []int{3, 3, 3}, true)
 	n, second := sum(caps, "t")
 	require.Equal(t, 1, n)
 	require.NotEqual(t, first, second, "the turn goes to another partition")
-	release()
+	release(nil)
 
 	limits[0].Max = 5
 	caps, release = c.split(limits, p, []int{4, 2, 0}, true)
@@ -58,14 +58,14 @@ func TestClusterLimitsSplitWhatIsLeft(t *testing.T) {
 	require.Equal(t, 2, caps[1]["t"])
 	require.Nil(t, caps[2], "a partition not asked")
 	require.Equal(t, 5, c.inflight["t"])
-	release()
+	release(nil)
 
 	p = istore.ClaimParams{Tasks: []string{"u"}, TaskLimits: map[string]int{"u": 2}}
 	caps, release = c.split(nil, p, []int{1, 1, 1}, true)
 	n, _ = sum(caps, "u")
 	require.Equal(t, 2, n, "the request's cap of two over three partitions")
 	require.Empty(t, c.inflight, "a request's own cap reserves nothing over the cluster")
-	release()
+	release(nil)
 	caps, _ = c.split(nil, istore.ClaimParams{Tasks: []string{"free"}}, []int{1, 1, 1}, true)
 	require.Nil(t, caps)
 }

@@ -387,7 +387,7 @@ func (c *Coordinator) onJournal() {
 		e.stopping = c.dispatcher.parking.stopping.has
 		c.parts[p] = e
 	}
-	c.dispatcher.cluster = newClusterLimits(c.parts)
+	c.dispatcher.cluster = newClusterLimits(c.parts, c.dispatcher.parking.signal)
 	for _, e := range c.parts {
 		e.cluster = c.dispatcher.cluster
 	}

@@ -288,7 +288,7 @@ func claimedJobs(claimed []journal.ClaimedJob, executor string) []fairway.Job {
 // this coordinator leads, and the picks are those a claim would make),
 // and returns the jobs handed over for r's reply; else it is insert, and
 // none are.
-func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission, r *parkedRequest) ([]store.Inserted, []fairway.Job, error) {
+func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission, r *parkedRequest) (_ []store.Inserted, handed []fairway.Job, _ error) {
 	if r != nil && e.leads.Load() {
 		limits, err := e.limits.get(ctx)
 		if err != nil {
@@ -303,7 +303,7 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 			plan := make([]int, len(c.parts))
 			plan[e.partition] = req.Slots
 			caps, release := c.split(limits, store.ClaimParams{Tasks: req.Tasks, Groups: req.Groups, TaskLimits: req.TaskSlots}, plan, true)
-			defer release()
+			defer func() { release(handed) }()
 			if caps != nil {
 				taskCaps = caps[e.partition]
 			}
@@ -319,7 +319,8 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 		switch {
 		case stored:
 			chaosAfterClaimCommit(e.log, len(claimed))
-			return allCreated(subs), claimedJobs(claimed, req.Executor), nil // no id was taken (HandOver)
+			handed = claimedJobs(claimed, req.Executor)
+			return allCreated(subs), handed, nil // no id was taken (HandOver)
 		case err != nil && !errors.Is(err, journal.ErrNoHandOver) && !errors.Is(err, journal.ErrNotLeading):
 			return nil, nil, fmt.Errorf("storing %d submissions: %w", len(subs), store.Interpret(err))
 		}

@@ -95,7 +95,8 @@ func (c *Coordinator) limitsReply(ctx context.Context) (events.Reply, error) {
 // failure, either step is the same again).
 func (c *Coordinator) journalSetRate(ctx context.Context, task, group string, starts int, period time.Duration) error {
 	// A group's rate on its partition; a task's on every partition, each
-	// counting its own starts (a rate across partitions is not built).
+	// counting its own starts, and the dispatch counts it over the
+	// partitions (clusterLimits).
 	parts := c.parts
 	if group != "" {
 		parts = partitions{c.parts.of(group)}

@@ -454,7 +454,6 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		return nil, err
 	}
 	caps, release := d.cluster.split(limits, p, plan, false)
-	defer release()
 	got := make([][]fairway.Job, len(asked))
 	failed := make([]bool, len(asked))
 	answered := make([]bool, len(d.parts))
@@ -469,6 +468,11 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		failed[k] = err != nil
 		return err
 	})
+	var claimed []fairway.Job
+	for k := range asked {
+		claimed = append(claimed, got[k]...)
+	}
+	release(claimed) // the claims have folded their rows: their jobs count held
 	jobs := reclaimed
 	for k, i := range asked {
 		jobs = append(jobs, got[k]...)

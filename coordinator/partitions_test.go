@@ -3,7 +3,9 @@ package coordinator_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -599,4 +601,56 @@ func TestPartitionsBoundWhatAnInstanceHoldsOverTheCluster(t *testing.T) {
 		held += len(reply.Jobs)
 	}
 	require.Equal(t, 50, held)
+}
+
+// TestPartitionsCountATaskRateOverTheCluster: on three partitions, a
+// task's rate of 4 a second starts 4 of its jobs at once, then about 4 a
+// second over the cluster: the ninth start comes at least a second after
+// the first (1.25 s: five tokens refilled). Each partition counting its
+// own starts let twelve start at once.
+func TestPartitionsCountATaskRateOverTheCluster(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, _ := partitioned(t)
+	// Set on every partition: answered unavailable until each is led.
+	require.Eventually(t, func() bool {
+		_, err := h.client.SetRateLimit(ctx, "task:rated", "4/s")
+		if errors.Is(err, fairway.ErrUnavailable) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}, waitTimeout, 20*time.Millisecond, "the rate set on every partition")
+	var subs []fairway.Submission
+	byPart := map[int]bool{}
+	for i := range 12 {
+		g := fmt.Sprintf("tenant-%d", i)
+		byPart[partition.Of(g, 3)] = true
+		subs = append(subs, fairway.Submission{Group: g, Task: "rated"})
+	}
+	require.Len(t, byPart, 3, "the groups fall in every partition")
+	_, err := h.client.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var starts []time.Time
+	h.executor("ex1", 12, map[string]executor.Handler{"rated": func(context.Context, *executor.Job) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return nil
+	}})
+	done := 0
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess {
+			done++
+		}
+		return done == len(subs)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, starts, len(subs))
+	slices.SortFunc(starts, time.Time.Compare)
+	require.GreaterOrEqual(t, starts[8].Sub(starts[0]), time.Second,
+		"the ninth start waits for five tokens of a rate of 4/s over the partitions; starts: %v", starts)
 }

@@ -270,6 +270,20 @@ func (b *RateBook) Fill(r *Rates, keys []string, now int64) {
 	}
 }
 
+// TaskTokens is the tokens of task's rate over the cluster (the bucket
+// of a RateLimit of Group "") as of now (microseconds), and that limit;
+// ok false when the task has none.
+func (b *RateBook) TaskTokens(task string, now int64) (tokens float64, l RateLimit, ok bool) {
+	if l, ok = b.Limits[[2]string{task, ""}]; !ok {
+		return 0, l, false
+	}
+	tokens = l.Starts
+	if bk, in := b.Buckets["t:"+task]; in {
+		tokens = math.Min(l.Starts, bk.Tokens+max(float64(now-bk.At)/1e6, 0)*l.Starts/l.Period.Seconds())
+	}
+	return tokens, l, true
+}
+
 // Started is a job of Task in Group that a claimed row started.
 type Started struct{ Task, Group string }
 

@@ -148,9 +148,9 @@ type Leader struct {
 	// tail (wakeToPublish does not).
 	readWanted atomic.Bool
 	// wakes counts the Wakes, and readTo is wakes as of the start of the
-	// last catch-up that read the tail: while they differ, a row that a
-	// Wake announced (a submission this coordinator committed) may not be
-	// folded yet, and HandOver hands nothing over (its picks, made from
+	// last read of the tail: while they differ, a row that a Wake
+	// announced (a submission this coordinator committed) may not be
+	// folded yet, and HandOver reads the tail first (its picks, made from
 	// its own batch, would pass over that row's jobs). A read returns at
 	// most readBytes: behind a backlog that large, the state's own work
 	// for the executor is what keeps HandOver from handing over.

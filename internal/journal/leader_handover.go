@@ -24,8 +24,8 @@ var ErrNoHandOver = errors.New("journal: no hand-over")
 // usual way takes three (the submission's commit, the leader's read of
 // it, the claim's commit).
 //
-// It hands over only what Claim would take: when the state holds every
-// submission this coordinator announced (Wake) and no job of it is
+// It hands over only what Claim would take: when no job of the state
+// (read to the tail first when a Wake announced rows it may not hold) is
 // claimable for p (its executor is idle for certain, whatever ingest
 // believed), and with no concurrency or rate limits in force (the picks
 // are then made from the new jobs alone, by Queues.Claim itself, on a
@@ -54,19 +54,23 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 		}
 		seen[ref] = true
 	}
-	if l.wakes.Load() != l.readTo.Load() {
-		// A submission committed before may not be folded yet: the
-		// picks would pass over its jobs (a group's later job started
-		// before its earlier one, seen at an executor's max-concurrent
-		// of one).
-		return false, nil, ErrNoHandOver
-	}
 	l.claims.Lock() // the claims' lane, as Claim's
 	defer l.claims.Unlock()
 	if err := l.lockLed(ctx); err != nil {
 		return false, nil, err
 	}
 	defer l.mu.Unlock()
+	if wakes := l.wakes.Load(); wakes != l.readTo.Load() {
+		// A submission committed before may not be folded yet: read it
+		// first, or the picks, made from the batch alone, pass over its
+		// jobs (a group's later job started before its earlier one, seen
+		// at an executor's max-concurrent of one).
+		if err := l.fold(ctx, nil); err != nil {
+			l.Observe(err)
+			return false, nil, ErrNoHandOver
+		}
+		l.readTo.Store(wakes)
+	}
 	refs, claimItems, ok := l.handOverPicks(items, p)
 	if !ok {
 		return false, nil, ErrNoHandOver

@@ -138,13 +138,21 @@ func TestAHandOverClaimsWhatAClaimWould(t *testing.T) {
 		limited.ConcurrencyLimits = []fairway.Limit{{Kind: "task", Name: "t", Max: 1}}
 		_, _, err = l.HandOver(ctx, []journal.Item{{Group: "acme", ID: "c", Task: "t"}}, limited)
 		require.ErrorIs(t, err, journal.ErrNoHandOver, "a concurrency limit")
-		l.WakeUnread() // a submission announced, not read yet: the picks would pass over it
-		_, _, err = l.HandOver(ctx, []journal.Item{{Group: "acme", ID: "w", Task: "t"}}, p)
-		require.ErrorIs(t, err, journal.ErrNoHandOver, "a submission not folded yet")
 		require.Equal(t, before, rows(), "nothing stored")
 		var ids int
-		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job_id WHERE id IN ('fresh', 'd', 'b', 'c', 'w')`).Scan(&ids))
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_job_id WHERE id IN ('fresh', 'd', 'b', 'c')`).Scan(&ids))
 		require.Zero(t, ids, "no id taken")
+
+		// A job of t submitted and announced, not read yet: the hand-over
+		// reads it first, and a claim takes it first (picked from the
+		// batch alone, the later job started before it).
+		submit(t, db, []journal.Item{{Group: "acme", ID: "early", Task: "t"}})
+		l.WakeUnread()
+		_, _, err = l.HandOver(ctx, []journal.Item{{Group: "acme", ID: "later", Task: "t"}}, p)
+		require.ErrorIs(t, err, journal.ErrNoHandOver, "a submission not folded yet")
+		claimed, err := l.Claim(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, []string{"acme/early"}, refsOf(claimed))
 	})
 }
 
