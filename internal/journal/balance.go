@@ -36,8 +36,14 @@ type BalancerConfig struct {
 	Beat, Gone time.Duration
 	// Grace is how long a lease given up waits for a coordinator below
 	// its share before any takes it (default 1 s).
-	Grace  time.Duration
-	Logger *slog.Logger
+	Grace time.Duration
+	// Databases are the partitions' databases, by partition, where they
+	// are not all the Balancer's own (nil: every lease is there): each
+	// partition's lease lives in its own database, and the Balancer
+	// reads each database's leases. One that does not answer leaves its
+	// partitions out of the look (neither free nor held) until it does.
+	Databases []Querier
+	Logger    *slog.Logger
 }
 
 // Balancer spreads the partitions' leases over the coordinators that run
@@ -49,8 +55,8 @@ type BalancerConfig struct {
 // died, or stood still past it) is taken by the first coordinator to try,
 // whatever the shares, so that its partition is led again within the
 // lease; the shares are mended after. The coordinators say they are alive
-// in fairway_coordinator (the cluster's database, which holds the leases
-// too while the partitions share one database).
+// in fairway_coordinator (the cluster's database); each partition's lease
+// is in its own database (BalancerConfig.Databases).
 type Balancer struct {
 	db  Querier
 	cfg BalancerConfig
@@ -115,11 +121,34 @@ func (b *Balancer) Run(ctx context.Context) {
 const beatSQL = `INSERT INTO fairway_coordinator (holder, seen) VALUES ($1, now())
 ON CONFLICT (holder) DO UPDATE SET seen = EXCLUDED.seen`
 
-// balanceSQL reads the live coordinators and the leases in one round trip.
+// balanceSQL reads the live coordinators and the leases of the
+// partitions $2 in one round trip.
 const balanceSQL = `
 SELECT 'c', holder, false, 0::float8, 0::smallint FROM fairway_coordinator WHERE seen > now() - $1::interval
 UNION ALL
-SELECT 'l', holder, until > now(), extract(epoch FROM now() - until)::float8, partition FROM fairway_journal_lease WHERE partition < $2`
+SELECT 'l', holder, until > now(), extract(epoch FROM now() - until)::float8, partition FROM fairway_journal_lease WHERE partition = ANY($2::smallint[])`
+
+// leasesSQL reads the leases of the partitions $1 in another database.
+const leasesSQL = `SELECT 'l', holder, until > now(), extract(epoch FROM now() - until)::float8, partition FROM fairway_journal_lease WHERE partition = ANY($1::smallint[])`
+
+// databases groups the partitions by the database that holds their
+// lease, the Balancer's own first.
+func (b *Balancer) databases() (dbs []Querier, parts [][]int16) {
+	dbs, parts = []Querier{b.db}, [][]int16{nil}
+	for p := range b.cfg.Partitions {
+		q := b.db
+		if p < len(b.cfg.Databases) && b.cfg.Databases[p] != nil {
+			q = b.cfg.Databases[p]
+		}
+		k := slices.Index(dbs, q)
+		if k < 0 {
+			k = len(dbs)
+			dbs, parts = append(dbs, q), append(parts, nil)
+		}
+		parts[k] = append(parts[k], int16(p)) //nolint:gosec // G115: at most partition.Max
+	}
+	return dbs, parts
+}
 
 // look says this coordinator is alive, reads the others and the leases,
 // and works out what it takes and keeps.
@@ -133,7 +162,7 @@ func (b *Balancer) look(ctx context.Context) error {
 	holders := map[int16]string{}
 	v := balanceView{read: true, free: map[int16]freeLease{}}
 	taken := map[int16]bool{}
-	bt.Queue(balanceSQL, b.cfg.Gone.String(), b.cfg.Partitions).Query(func(rows pgx.Rows) error {
+	read := func(rows pgx.Rows) error {
 		for rows.Next() {
 			var kind, holder string
 			var held bool
@@ -154,13 +183,30 @@ func (b *Balancer) look(ctx context.Context) error {
 			v.free[p] = freeLease{orphaned: holder != "", since: seconds(since)}
 		}
 		return rows.Err()
-	})
+	}
+	dbs, parts := b.databases()
+	bt.Queue(balanceSQL, b.cfg.Gone.String(), parts[0]).Query(read)
 	if err := b.db.SendBatch(ctx, bt).Close(); err != nil {
 		return fmt.Errorf("reading the coordinators and the partitions' leases: %w", err)
 	}
-	for p := range b.cfg.Partitions {
-		if !taken[int16(p)] { //nolint:gosec // G115: at most partition.Max
-			v.free[int16(p)] = freeLease{} //nolint:gosec // G115: as above
+	seen := slices.Clone(parts[0])
+	for k, q := range dbs[1:] {
+		rows, err := q.Query(ctx, leasesSQL, parts[k+1])
+		if err == nil {
+			err = read(rows)
+			rows.Close()
+		}
+		if err != nil {
+			// Its partitions are left out: taken for free, every
+			// coordinator would try them; taken for held, none would.
+			b.cfg.Logger.Warn("balancing the partitions: a database of theirs did not answer; its partitions wait for it", "partitions", parts[k+1], "error", err)
+			continue
+		}
+		seen = append(seen, parts[k+1]...)
+	}
+	for _, p := range seen {
+		if !taken[p] {
+			v.free[p] = freeLease{}
 		}
 	}
 	if !slices.Contains(live, b.cfg.Holder) {

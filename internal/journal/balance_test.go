@@ -22,12 +22,23 @@ type balanced struct {
 
 func startBalanced(t testing.TB, db journal.Querier, name string, partitions int) *balanced {
 	t.Helper()
+	dbs := make([]journal.Querier, partitions)
+	for p := range dbs {
+		dbs[p] = db
+	}
+	return startBalancedOver(t, dbs, name)
+}
+
+// startBalancedOver is startBalanced with each partition in its database,
+// dbs[p]; the coordinators say they are alive in dbs[0].
+func startBalancedOver(t testing.TB, dbs []journal.Querier, name string) *balanced {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	b := journal.NewBalancer(db, journal.BalancerConfig{Holder: name, Partitions: partitions})
+	b := journal.NewBalancer(dbs[0], journal.BalancerConfig{Holder: name, Partitions: len(dbs), Databases: dbs})
 	c := &balanced{name: name}
 	var wg sync.WaitGroup
 	wg.Go(func() { b.Run(ctx) })
-	for p := range partitions {
+	for p, db := range dbs {
 		l := journal.NewLeader(db, journal.LeaderConfig{Partition: int16(p), Holder: name, Balance: b, SnapshotEvery: time.Hour}) //nolint:gosec // G115: a few partitions
 		c.leaders = append(c.leaders, l)
 		wg.Go(func() { l.Run(ctx) })
@@ -123,6 +134,29 @@ func TestLeasesSpreadOverTheCoordinators(t *testing.T) {
 	c3 := startBalanced(t, db, "c3", partitions)
 	took = untilLed(t, "c3 joins: two each", partitions, []*balanced{c2, c3}, []int{2, 2})
 	t.Logf("c3 joins: two partitions each %v after its start", took.Round(time.Millisecond))
+}
+
+// TestLeasesSpreadOverTheCoordinatorsAndDatabases: four partitions in two
+// databases (0 and 2 in the first, which holds the coordinators' rows, 1
+// and 3 in the second), each lease in its partition's database: a
+// second coordinator that joins takes its half, and the first killed
+// leaves them all to it. A Balancer reading the first database's leases
+// alone took the second's partitions for never taken: the joining one
+// tried them (held by the first) and never got its share.
+func TestLeasesSpreadOverTheCoordinatorsAndDatabases(t *testing.T) {
+	a, b := pool(t), pool(t)
+	dbs := []journal.Querier{a, b, a, b}
+	c1 := startBalancedOver(t, dbs, "c1")
+	untilLed(t, "c1 alone leads every partition", len(dbs), []*balanced{c1}, []int{4})
+	c2 := startBalancedOver(t, dbs, "c2")
+	took := untilLed(t, "c2 joins: two each", len(dbs), []*balanced{c1, c2}, []int{2, 2})
+	t.Logf("c2 joins: two partitions each %v after its start", took.Round(time.Millisecond))
+	c1.stop()
+	took = untilLed(t, "c1 killed: c2 leads all", len(dbs), []*balanced{c2}, []int{4})
+	t.Logf("c1 killed: c2 leads every partition %v after the kill", took.Round(time.Millisecond))
+	var n int
+	require.NoError(t, b.QueryRow(t.Context(), `SELECT count(*) FROM fairway_journal_lease WHERE partition IN (1, 3) AND holder = 'c2'`).Scan(&n))
+	require.Equal(t, 2, n, "the second database holds its partitions' leases")
 }
 
 // TestALeaseGivenUpWaitsForTheCoordinatorBelowItsShare: a lease given up
