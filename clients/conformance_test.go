@@ -181,9 +181,13 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 		// And what the coordinators see it hold (scheduled or running),
 		// sampled until every job ended. Their view lags the executor's
 		// by the reports on their way (a job ended and its slot taken
-		// again before its report is stored counts twice), hence a
-		// bound of 3 × slots: an executor that took jobs beyond its
-		// slots and prefetch would hold all 60.
+		// again before its report is stored counts twice): with 4 slots
+		// of 30 ms jobs, each 30 ms of lag counts 4 more. A bound of
+		// 3 × slots (12) failed on a loaded machine at 18, while the
+		// Python worker logged no job beyond its slots and prefetch
+		// (it releases one it gets, saying so); hence half the jobs:
+		// an executor that took jobs beyond its slots and prefetch
+		// would hold all 60.
 		most := 0
 		deadline := time.Now().Add(waitTimeout)
 		for {
@@ -200,7 +204,7 @@ func conformance(t *testing.T, d *dev, p executorProgram) {
 				}
 			}
 			most = max(most, len(held))
-			require.LessOrEqual(t, len(held), 12, "jobs held by an executor of 4 slots:\n%s", strings.Join(held, "\n"))
+			require.LessOrEqual(t, len(held), 30, "jobs held by an executor of 4 slots:\n%s", strings.Join(held, "\n"))
 			if ended >= len(ids) {
 				break
 			}
