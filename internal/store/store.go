@@ -45,8 +45,21 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Open connects to the database at url. It does not migrate: call Migrate.
-func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+// connectTimeout bounds a new connection's set-up (TCP, TLS and the
+// authentication) when the database URL names no connect_timeout: pgx,
+// like libpq, waits for ever, and a primary that stopped answering
+// without closing its connections (a host gone, a network cut) held
+// every call that needed a new connection for minutes.
+var connectTimeout = 10 * time.Second
+
+// keepAlive probes an idle connection, one waiting for an answer
+// included, after 15 s of silence, every 5 s, and drops it after 3
+// probes unanswered: a connection to a primary cut off fails within
+// about 30 s, where the operating system's defaults took minutes.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
+
+// poolConfig is the pool's configuration of url: Open's.
+func poolConfig(url string, opts Options) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %s", secret.Mask(err.Error())) // pgconn masks only the passwords it recognises
@@ -54,6 +67,20 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg.MaxConns = opts.MaxConns
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 10
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	d := &net.Dialer{KeepAliveConfig: keepAlive}
+	cfg.ConnConfig.DialFunc = d.DialContext
+	return cfg, nil
+}
+
+// Open connects to the database at url. It does not migrate: call Migrate.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := poolConfig(url, opts)
+	if err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
