@@ -65,8 +65,7 @@ type clusterBucket struct {
 
 // refill brings b to now.
 func (b *clusterBucket) refill(now time.Time) {
-	b.tokens = math.Min(b.limit.Starts, b.tokens+max(now.Sub(b.at).Seconds(), 0)*b.limit.Starts/b.limit.Period.Seconds())
-	b.at = now
+	b.tokens, b.at = b.limit.Refilled(b.tokens, now.Sub(b.at).Seconds()), now
 }
 
 // newClusterLimits counts the limits over parts; nil for one partition.
@@ -326,6 +325,25 @@ func (c *clusterLimits) share(task string, left int, groups []string, plan []int
 		got[i]++
 	}
 	return got
+}
+
+// handOver is what a hand-over in partition part may take for r: the
+// request's caps and the task limits left over the cluster, all for that
+// partition, and r's max-held less what its instance holds in the others
+// (nil c: r's own); release as split's.
+func (c *clusterLimits) handOver(limits []fairway.Limit, r *parkedRequest, part int16) (taskCaps map[string]int, maxHeld int, release func([]fairway.Job)) {
+	req := r.req
+	if c == nil {
+		return req.TaskSlots, r.maxHeld, func([]fairway.Job) {}
+	}
+	plan := make([]int, len(c.parts))
+	plan[part] = req.Slots
+	caps, release := c.split(limits, istore.ClaimParams{Tasks: req.Tasks, Groups: req.Groups, TaskLimits: req.TaskSlots}, plan, true)
+	taskCaps = req.TaskSlots
+	if caps != nil {
+		taskCaps = caps[part]
+	}
+	return taskCaps, c.maxHeld(req.Executor, req.Instance, r.maxHeld, int(part)), release
 }
 
 // maxHeld is what instance may hold in partition except, of maxHeld

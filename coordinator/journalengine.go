@@ -295,22 +295,12 @@ func (e *journalEngine) insertFor(ctx context.Context, subs []fairway.Submission
 			return nil, nil, err
 		}
 		req := r.req
-		taskCaps, maxHeld := req.TaskSlots, r.maxHeld
-		if c := e.cluster; c != nil {
-			// Over several partitions, the request's caps and the task
-			// limits left over the cluster go to this partition alone,
-			// and what the instance holds in the others counts.
-			plan := make([]int, len(c.parts))
-			plan[e.partition] = req.Slots
-			caps, release := c.split(limits, store.ClaimParams{Tasks: req.Tasks, Groups: req.Groups, TaskLimits: req.TaskSlots}, plan, true)
-			defer func() { release(handed) }()
-			if caps != nil {
-				taskCaps = caps[e.partition]
-			}
-			if maxHeld = c.maxHeld(req.Executor, req.Instance, r.maxHeld, int(e.partition)); r.maxHeld > 0 && maxHeld <= 0 {
-				out, err := e.insert(ctx, subs)
-				return out, nil, err
-			}
+		taskCaps, maxHeld, release := e.cluster.handOver(limits, r, e.partition)
+		defer func() { release(handed) }()
+		if r.maxHeld > 0 && maxHeld <= 0 {
+			// It holds what it may over the partitions: stored, not handed.
+			out, err := e.insert(ctx, subs)
+			return out, nil, err
 		}
 		stored, claimed, err := e.leader.HandOver(ctx, itemsOf(subs), journal.ClaimParams{
 			Executor: req.Executor, Instance: req.Instance, Limit: req.Slots, ClaimID: req.RequestID, MaxHeld: maxHeld,

@@ -468,11 +468,13 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		failed[k] = err != nil
 		return err
 	})
-	var claimed []fairway.Job
-	for k := range asked {
-		claimed = append(claimed, got[k]...)
+	if caps != nil { // else nothing was reserved
+		var claimed []fairway.Job
+		for k := range asked {
+			claimed = append(claimed, got[k]...)
+		}
+		release(claimed) // the claims have folded their rows: their jobs count held
 	}
-	release(claimed) // the claims have folded their rows: their jobs count held
 	jobs := reclaimed
 	for k, i := range asked {
 		jobs = append(jobs, got[k]...)

@@ -24,6 +24,12 @@ type RateLimit struct {
 	Period      time.Duration
 }
 
+// Refilled is a bucket of l that held tokens, elapsed seconds later (a
+// negative elapsed refills nothing): at most l.Starts.
+func (l RateLimit) Refilled(tokens, elapsed float64) float64 {
+	return math.Min(l.Starts, tokens+max(elapsed, 0)*l.Starts/l.Period.Seconds())
+}
+
 // Rates is what a claim knows of the rate limits: the limits, and the
 // buckets it read (tokens now) or took from.
 type Rates struct {
@@ -121,7 +127,7 @@ func (r *Rates) Read(key string, tokens, elapsed *float64, asof time.Time) {
 		r.tokens[key] = l.Starts
 		return
 	}
-	r.tokens[key] = math.Min(l.Starts, *tokens+max(*elapsed, 0)*l.Starts/l.Period.Seconds())
+	r.tokens[key] = l.Refilled(*tokens, *elapsed)
 }
 
 // LimitOfKey is the limit whose bucket key is k.
@@ -279,7 +285,7 @@ func (b *RateBook) TaskTokens(task string, now int64) (tokens float64, l RateLim
 	}
 	tokens = l.Starts
 	if bk, in := b.Buckets["t:"+task]; in {
-		tokens = math.Min(l.Starts, bk.Tokens+max(float64(now-bk.At)/1e6, 0)*l.Starts/l.Period.Seconds())
+		tokens = l.Refilled(bk.Tokens, float64(now-bk.At)/1e6)
 	}
 	return tokens, l, true
 }
@@ -303,7 +309,7 @@ func (b *RateBook) Take(jobs []Started, at int64) {
 			l := limits[i]
 			tokens := l.Starts
 			if bk, ok := b.Buckets[k]; ok {
-				tokens = math.Min(l.Starts, bk.Tokens+max(float64(at-bk.At)/1e6, 0)*l.Starts/l.Period.Seconds())
+				tokens = l.Refilled(bk.Tokens, float64(at-bk.At)/1e6)
 			}
 			b.Buckets[k] = Bucket{Tokens: tokens - 1, At: at}
 		}
