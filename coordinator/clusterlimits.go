@@ -54,6 +54,41 @@ type clusterLimits struct {
 	// turn rotates which partition gets the last job of a split among
 	// partitions asked alike, so that a limit of one alternates.
 	turn int
+
+	// lastMu guards last: what each partition's state said at the last
+	// read of it, by partition and reading, which stands for what it says
+	// while it does not answer (partitionCounts.read).
+	lastMu sync.Mutex
+	last   []map[string]float64
+}
+
+// maxLast bounds the readings kept of a partition.
+const maxLast = 10000
+
+// read is f of partition i's state, read now when the partition answers
+// (journalEngine.answers); else what it was at the last read under key
+// (0 if never read): a partition whose database is frozen holds its
+// lock over a fold that waits for it, and its held jobs are still held
+// (their executors run them), so its last counts stand for it.
+func (c *clusterLimits) read(i int, key string, f func(*journal.State) float64) float64 {
+	e := c.parts[i]
+	c.lastMu.Lock()
+	defer c.lastMu.Unlock()
+	if c.last == nil {
+		c.last = make([]map[string]float64, len(c.parts))
+	}
+	if !e.answers() {
+		return c.last[i][key]
+	}
+	var v float64
+	if !e.leader.Follow(func(s *journal.State) { v = f(s) }) {
+		return c.last[i][key]
+	}
+	if c.last[i] == nil || len(c.last[i]) > maxLast {
+		c.last[i] = map[string]float64{}
+	}
+	c.last[i][key] = v
+	return v
 }
 
 // clusterBucket is a task's rate over the cluster: its tokens as of at.
@@ -80,9 +115,9 @@ func newClusterLimits(parts partitions, notify func()) *clusterLimits {
 func (c *clusterLimits) heldElsewhere(executor, instance string, except int) int {
 	key := journal.Instance{Executor: executor, Instance: instance}
 	n := 0
-	for i, e := range c.parts {
+	for i := range c.parts {
 		if i != except {
-			e.leader.Follow(func(s *journal.State) { n += len(s.Held[key]) })
+			n += int(c.read(i, "held\x00"+executor+"\x00"+instance, func(s *journal.State) float64 { return float64(len(s.Held[key])) }))
 		}
 	}
 	return n
@@ -91,8 +126,8 @@ func (c *clusterLimits) heldElsewhere(executor, instance string, except int) int
 // heldTask is the jobs of task executors hold over the partitions.
 func (c *clusterLimits) heldTask(task string) int {
 	n := 0
-	for _, e := range c.parts {
-		e.leader.Follow(func(s *journal.State) { n += s.HeldTasks[task] })
+	for i := range c.parts {
+		n += int(c.read(i, "task\x00"+task, func(s *journal.State) float64 { return float64(s.HeldTasks[task]) }))
 	}
 	return n
 }
@@ -107,6 +142,9 @@ func (c *clusterLimits) bucket(task string, now time.Time) *clusterBucket {
 		found  bool
 	)
 	for _, e := range c.parts {
+		if !e.answers() {
+			continue // its bucket holds at least the cluster's tokens: the others' bound them
+		}
 		e.leader.Follow(func(s *journal.State) {
 			if t, l, ok := s.Rates.TaskTokens(task, e.leader.Now().UnixMicro()); ok {
 				limit, found, tokens = l, true, math.Min(tokens, t)

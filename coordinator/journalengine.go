@@ -113,7 +113,13 @@ func newJournalEngine(st, home *store.Store, cfg journalEngineConfig, log *slog.
 // serves says whether this coordinator hands out the partition's work
 // now: it leads it, and its database answered the last call (a read of
 // its state would wait behind its leader's try to reach it).
-func (e *journalEngine) serves() bool { return e.leads.Load() && e.leader.Reachable() }
+func (e *journalEngine) serves() bool { return e.leads.Load() && e.answers() }
+
+// answers says whether the partition's database answered the last call
+// and no call holding the leader's lock waits for it (journal.Leader
+// Stalled: a primary frozen while its host still answers TCP): a read of
+// its state, or a call of its leader's, would wait behind it.
+func (e *journalEngine) answers() bool { return e.leader.Reachable() && !e.leader.Stalled() }
 
 // leading is told when this coordinator comes to lead the partition and
 // when it stops: it answers dispatch requests and fetches reports only
@@ -150,6 +156,21 @@ func (e *journalEngine) insertSubs(ctx context.Context, subs []fairway.Submissio
 	if !e.leader.Reachable() { // the ingest tries them again later (journal.Leader.Observe)
 		return nil, fmt.Errorf("storing %d submissions in partition %d: %w", len(subs), e.partition, store.Interpret(journal.ErrUnreachable))
 	}
+	// Bounded: a frozen primary held the ingest's batch, and with it the
+	// other partitions' submissions, for as long as it stayed frozen.
+	ctx, cancel := e.leader.Bound(ctx)
+	defer cancel()
+	out, err := e.insertBounded(ctx, subs, whole)
+	if err != nil {
+		if late := journal.Answered(ctx, err); errors.Is(late, journal.ErrNoAnswer) {
+			e.leader.Observe(late) // unreachable until a probe of the leader's is answered
+			return nil, fmt.Errorf("storing %d submissions in partition %d: %w", len(subs), e.partition, store.Interpret(late))
+		}
+	}
+	return out, err
+}
+
+func (e *journalEngine) insertBounded(ctx context.Context, subs []fairway.Submission, whole bool) ([]store.Inserted, error) {
 	if !slices.ContainsFunc(subs, func(s fairway.Submission) bool { return len(s.DependsOn) > 0 }) {
 		// The usual batch, with no dependency to check and no id taken,
 		// in one round trip; else the transaction below keeps what it

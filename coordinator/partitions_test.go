@@ -17,6 +17,7 @@ import (
 	"github.com/fairwayhq/fairway/executor"
 	"github.com/fairwayhq/fairway/internal/natsserver/natstest"
 	"github.com/fairwayhq/fairway/internal/partition"
+	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/fairwayhq/fairway/internal/storetest"
 	public "github.com/fairwayhq/fairway/store"
@@ -385,6 +386,65 @@ func TestPartitionsGoOnWhileADatabaseIsDown(t *testing.T) {
 	down(true)
 	h.succeeded(done, len(subs))
 	runs.requireOnce(t, subs)
+}
+
+// TestPartitionsGoOnWhileADatabaseIsFrozen: partition 1's database stops
+// answering while its host still takes the connections and their bytes
+// (a primary's processes frozen, as pgtest.Freezer does): the other
+// partitions' jobs must still run, and once it answers again every job
+// runs, once. Before, partition 1's leader held its lock over a read of
+// the tail that never came back, and every dispatch request read that
+// partition's weight under the lock: no partition dispatched again.
+func TestPartitionsGoOnWhileADatabaseIsFrozen(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	home := storetest.Open(t)
+	_, bURL := storetest.OpenURL(t)
+	freezer, through := pgtest.NewFreezer(t, bURL)
+	b, err := store.Open(ctx, through, store.Options{})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	retries := 3
+	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
+		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
+	var runs runCounter
+	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
+
+	submit := func(round string) (subs []fairway.Submission, others map[string]bool) {
+		others = map[string]bool{}
+		for i := range 60 {
+			g := fmt.Sprintf("tenant-%d", i%6)
+			id := fmt.Sprintf("%s-%02d", round, i)
+			subs = append(subs, fairway.Submission{Group: g, ID: id, Task: "echo", Args: json.RawMessage(`{}`)})
+			if partition.Of(g, 3) != 1 {
+				others[id] = true
+			}
+		}
+		require.NotEmpty(t, others)
+		require.Less(t, len(others), len(subs), "some groups are in partition 1")
+		_, err := h.client.SubmitMany(ctx, subs)
+		require.NoError(t, err)
+		return subs, others
+	}
+	before, _ := submit("before")
+	h.succeeded(map[string]bool{}, len(before)) // every partition runs
+
+	freezer.Freeze()
+	frozenAt := time.Now()
+	frozen, others := submit("frozen")
+	done := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateSuccess && others[ev.JobID] {
+			done[ev.JobID] = true
+		}
+		return len(done) == len(others)
+	})
+	t.Logf("the other partitions ran their %d jobs %s after partition 1's database froze", len(others), time.Since(frozenAt).Round(time.Millisecond))
+	freezer.Thaw()
+	thawedAt := time.Now()
+	h.succeeded(done, len(frozen))
+	t.Logf("partition 1 ran its %d jobs %s after its database thawed", len(frozen)-len(others), time.Since(thawedAt).Round(time.Millisecond))
+	runs.requireOnce(t, append(before, frozen...))
 }
 
 // TestPartitionsHandOutAClaimWhoseCommitWasLost: a claim in partition 1

@@ -175,7 +175,9 @@ func (q *quotas) admit(ctx context.Context, subs []fairway.Submission) ([]error,
 			}
 		}
 		for _, g := range stale {
-			q.open[g] = openCount{n: counts[g], at: now}
+			if n, ok := counts[g]; ok {
+				q.open[g] = openCount{n: n, at: now}
+			}
 		}
 		q.mu.Unlock()
 	}
@@ -223,6 +225,9 @@ func (q *quotas) countQueued(ctx context.Context, groups []string) (map[string]i
 		byPart[q.parts.of(g)] = append(byPart[q.parts.of(g)], g)
 	}
 	for e, gs := range byPart {
+		if !e.answers() {
+			continue // its groups keep their last counts (admit); their submissions wait for its database
+		}
 		counts, err := e.leader.LiveOf(ctx, gs)
 		if err != nil {
 			return nil, err

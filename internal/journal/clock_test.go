@@ -89,6 +89,7 @@ func TestARecordKeepsWhenItsHandlerEnded(t *testing.T) {
 	took := map[string]time.Duration{}
 	rows, err := db.Query(ctx, `SELECT id, started, finished FROM fairway_job`)
 	require.NoError(t, err)
+	defer rows.Close() // a failure within the loop: the pool's Close waited for it for ever
 	for rows.Next() {
 		var id string
 		var started, finished time.Time
@@ -107,6 +108,7 @@ func TestARecordKeepsWhenItsHandlerEnded(t *testing.T) {
 	var stats []time.Duration
 	rows, err = db.Query(ctx, `SELECT finished - started FROM fairway_record_stat`)
 	require.NoError(t, err)
+	defer rows.Close()
 	for rows.Next() {
 		var d time.Duration
 		require.NoError(t, rows.Scan(&d))

@@ -102,6 +102,14 @@ type LeaderConfig struct {
 	// connections, the connection lost): the leader then tries it at its
 	// probes only (Leader.Observe). Nil: never.
 	Unreachable func(error) bool
+	// CallTimeout bounds a call to the partition's database (a fold, an
+	// append, a renewal of the lease; 10 s by default; a restore and a
+	// snapshot, which read or write the whole state, get six times as
+	// long): one that gets no answer within it fails with ErrNoAnswer,
+	// and the database is taken for unreachable (Observe). Unbounded, a
+	// frozen primary held the leader's lock, and every dispatch request
+	// with it, for as long as it stayed frozen.
+	CallTimeout time.Duration
 	// JournalAge is how long the journal keeps its rows at least (an hour
 	// by default): the leader deletes older ones, every PruneEvery (a
 	// minute), but those that carry an unfinished job's arguments
@@ -121,6 +129,7 @@ func (c LeaderConfig) withDefaults() LeaderConfig {
 	c.LivePoll = cmp.Or(c.LivePoll, 100*time.Millisecond)
 	c.JournalAge = cmp.Or(c.JournalAge, time.Hour)
 	c.PruneEvery = cmp.Or(c.PruneEvery, time.Minute)
+	c.CallTimeout = cmp.Or(c.CallTimeout, 10*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,6 +199,9 @@ type Leader struct {
 	// looped is when Run's loop last came round (Unix ns):
 	// renewBeside stops renewing the lease of a loop that is stuck.
 	looped atomic.Int64
+	// lockedCall is when the call to the database made holding mu that
+	// is in progress began (Unix ns; 0: none): Stalled.
+	lockedCall atomic.Int64
 	// resigned says Resign gave the lease up: it is not taken again.
 	// acquiring is held by a try to take or renew the lease and by
 	// Resign, so that no try in progress takes the lease back after
@@ -554,14 +566,19 @@ func (l *Leader) acquire(ctx context.Context) renewal {
 		l.mu.RUnlock()
 		switch {
 		case leading && !b.Keep(l.cfg.Partition):
+			ctx, cancel := bounded(ctx, l.cfg.CallTimeout)
+			defer cancel()
 			yielded, err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
-			return renewal{err: err, yielded: yielded}
+			return renewal{err: answered(ctx, err), yielded: yielded}
 		case !leading && !b.Take(l.cfg.Partition):
 			return renewal{}
 		}
 	}
 	sent := time.Now()
-	lease, ok, err := Acquire(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	call, cancel := bounded(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	lease, ok, err := Acquire(call, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	err = answered(call, err)
 	if ctx.Err() == nil {
 		l.Observe(err) // the probe that finds the database back
 	}
@@ -669,15 +686,18 @@ func (l *Leader) restore(ctx context.Context) error {
 		return nil
 	}
 	began := time.Now()
+	ctx, cancel := bounded(ctx, wholeState*l.cfg.CallTimeout)
+	defer cancel()
+	defer l.callLocked()()
 	state, tail, err := LoadSnapshot(ctx, l.db, l.cfg.Partition)
 	if err != nil {
-		return err
+		return answered(ctx, err)
 	}
 	if l.cfg.Publish != nil {
 		// The rows after the snapshot whose events were published make
 		// none again.
 		if l.published, err = readPublished(ctx, l.db, l.cfg.Partition); err != nil {
-			return err
+			return answered(ctx, err)
 		}
 	}
 	l.state, l.tail = state, tail
@@ -754,8 +774,11 @@ func (l *Leader) snapshotIfDue(ctx context.Context) error {
 	if !l.leading || !l.snapshotWanted() || len(l.pending) > 0 {
 		return nil
 	}
+	ctx, cancel := bounded(ctx, wholeState*l.cfg.CallTimeout)
+	defer cancel()
+	defer l.callLocked()()
 	if err := SaveSnapshot(ctx, l.db, l.state, l.tail); err != nil {
-		return err
+		return answered(ctx, err)
 	}
 	l.sinceSnapshot, l.changedSince, l.snapshotAt = 0, 0, time.Now()
 	return nil
@@ -792,6 +815,9 @@ func snapshotDue(cfg LeaderConfig, rows, changes, jobs int, elapsed time.Duratio
 // (Tail.Queue), and keeps the queues up to date with the changes. Called
 // with l.mu held.
 func (l *Leader) fold(ctx context.Context, read *TailRead) error {
+	ctx, cancel := bounded(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	defer l.callLocked()()
 	if !l.leading && !l.readAt.IsZero() && time.Since(l.readAt) > l.cfg.JournalAge/2 {
 		// The rows after its position may be pruned (prune.go): from the
 		// last snapshot instead.
@@ -834,6 +860,12 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	})
 	l.sinceSnapshot += n
 	l.rowsFolded += uint64(n) //nolint:gosec // G115: a count of rows
+	err = answered(ctx, err)
+	if err != nil {
+		// Before the lock is let go: what waits for it finds the
+		// database unreachable (lockLed), rather than trying it again.
+		l.Observe(err)
+	}
 	if err == nil {
 		l.unsure = false // whatever an append that failed committed is folded now
 		l.readAt = time.Now()
@@ -972,6 +1004,10 @@ func (l *Leader) lockLed(ctx context.Context) error {
 		l.mu.Unlock()
 		return ErrNotLeading
 	}
+	if !l.Reachable() { // found so by the call it waited behind (a fold that got no answer)
+		l.mu.Unlock()
+		return ErrUnreachable
+	}
 	if l.unsure {
 		if err := l.fold(ctx, nil); err != nil {
 			l.mu.Unlock()
@@ -1000,7 +1036,12 @@ func (l *Leader) appendLaned(ctx context.Context, batches []batch) (*TailRead, e
 	return l.append(ctx, batches, true)
 }
 
-func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*TailRead, error) {
+func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (read *TailRead, err error) {
+	ctx, cancel := bounded(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	if !unlock {
+		defer l.callLocked()()
+	}
 	// What the records need of the state is read under the lock; the
 	// rows' bodies and the records' arguments are made without it.
 	var ends []ended
@@ -1008,12 +1049,13 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 	if slices.ContainsFunc(batches, func(b batch) bool {
 		return slices.ContainsFunc(b.items, func(it Item) bool { return mayEnd(b.kind, it) })
 	}) {
-		var err error
 		if ends, err = l.state.endedBy(batches); err != nil {
 			return nil, err
 		}
 		if len(ends) > 0 {
 			if submitted, err = l.submissions(ctx, ends); err != nil {
+				err = answered(ctx, err)
+				l.Observe(err)
 				return nil, err
 			}
 		}
@@ -1026,6 +1068,7 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (*Tai
 		l.mu.Unlock()
 	}
 	read, n, err := l.send(ctx, epoch, batches, ends, submitted, queue)
+	err = answered(ctx, err)
 	if unlock {
 		l.mu.Lock()
 	}

@@ -205,8 +205,12 @@ func (l *Leader) readArgs(ctx context.Context, jobs []ClaimedJob, at []submitted
 	for _, a := range at {
 		want.add(a.row, a.index)
 	}
-	submitted, err := l.submittedRows(ctx, want)
+	call, cancel := bounded(ctx, l.cfg.CallTimeout)
+	defer cancel()
+	submitted, err := l.submittedRows(call, want)
 	if err != nil {
+		err = answered(call, err)
+		l.Observe(err)
 		return fmt.Errorf("reading the claimed jobs' arguments: %w", err)
 	}
 	for i := range jobs {

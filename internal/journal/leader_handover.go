@@ -88,7 +88,10 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 	}
 	queue, epoch := l.tail.QueueLater(), l.lease.Epoch
 	l.mu.Unlock() // over the round trip, as a claim's append
-	read, err := submitHanded(ctx, l.db, l.cfg.Partition, epoch, items, body, claimBody, queue)
+	call, cancel := bounded(ctx, l.cfg.CallTimeout)
+	read, err := submitHanded(call, l.db, l.cfg.Partition, epoch, items, body, claimBody, queue)
+	err = answered(call, err)
+	cancel()
 	l.mu.Lock()
 	switch {
 	case errors.Is(err, ErrNoHandOver):

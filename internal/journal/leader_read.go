@@ -33,7 +33,9 @@ type JobView struct {
 // (ErrNotRestored if ctx ends first), takes the state's lock and folds
 // every row committed before the call: what a read does so that a change
 // acknowledged before it, by any coordinator, is seen (read your writes).
-// The caller unlocks l.mu, unless it returns an error.
+// ErrUnreachable, trying nothing, while the partition's database could
+// not be reached at the last try (Observe). The caller unlocks l.mu,
+// unless it returns an error.
 func (l *Leader) lockFolded(ctx context.Context) error {
 	select {
 	case <-l.restored:
@@ -41,8 +43,13 @@ func (l *Leader) lockFolded(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrNotRestored, ctx.Err())
 	}
 	l.mu.Lock()
+	if !l.Reachable() { // found so by the call it may have waited behind
+		l.mu.Unlock()
+		return ErrUnreachable
+	}
 	if err := l.fold(ctx, nil); err != nil {
 		l.mu.Unlock()
+		l.Observe(err)
 		return err
 	}
 	return nil

@@ -149,11 +149,14 @@ func interpretError(err error) error {
 	if errors.As(err, &fe) {
 		return err
 	}
+	// Not tried (the last try could not reach it), or no answer in time
+	// (a frozen primary: the call may have committed; whatever made it
+	// tries again, under the same ids).
+	if errors.Is(err, journal.ErrUnreachable) || errors.Is(err, journal.ErrNoAnswer) {
+		return &fairway.Error{Code: fairway.CodeUnavailable, Message: err.Error()}
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
-	}
-	if errors.Is(err, journal.ErrUnreachable) { // not tried: the last try could not reach it
-		return &fairway.Error{Code: fairway.CodeUnavailable, Message: err.Error()}
 	}
 	// No connection was made (the server down, or refusing this
 	// database's connections): whatever PostgreSQL said, no statement ran.
