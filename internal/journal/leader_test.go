@@ -15,6 +15,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/internal/fairness"
 	"github.com/fairwayhq/fairway/internal/journal"
+	"github.com/fairwayhq/fairway/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -1570,6 +1571,44 @@ func TestALeaderThatCannotReachItsDatabaseTriesItAtItsProbes(t *testing.T) {
 	_, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: journal.Item{Group: "acme", ID: "j00", Attempt: 1, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}}})
 	require.ErrorIs(t, err, journal.ErrUnreachable)
 
+	require.Eventually(t, l.Reachable, 10*time.Second, 5*time.Millisecond, "a probe finds the database answering")
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
+	require.NoError(t, err)
+	require.Len(t, jobs, 4)
+}
+
+// TestALeaderBoundsTheCallsItsDatabaseDoesNotAnswer: the partition's
+// database stops answering while its host still takes the bytes (a
+// primary frozen: pgtest.Freezer). The leader's fold that waits on it is
+// Stalled once it has waited longer than a fold takes, and fails once
+// its bound (CallTimeout) runs out, with ErrNoAnswer: the database is
+// then unreachable, and a claim fails at once, trying nothing. Once the
+// database answers again a probe finds it, and the leader serves again.
+// Unbounded, the fold held the leader's lock, and every claim and read
+// behind it, for as long as the database stayed frozen.
+func TestALeaderBoundsTheCallsItsDatabaseDoesNotAnswer(t *testing.T) {
+	ctx := t.Context()
+	freezer, through := pgtest.NewFreezer(t, pgtest.NewDB(t))
+	db, err := pgxpool.New(ctx, through)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	submitJobs(t, db, 4, "acme")
+	l := journal.NewLeader(db, journal.LeaderConfig{Holder: "c1", TTL: time.Hour, Renew: time.Hour, Poll: 10 * time.Millisecond,
+		CallTimeout: time.Second})
+	go l.Run(ctx)
+	require.Eventually(t, func() bool { return l.View(func(*journal.State, journal.Lease) {}) }, 10*time.Second, 5*time.Millisecond, "c1 leads")
+
+	freezer.Freeze()
+	stalled := false
+	require.Eventually(t, func() bool {
+		stalled = stalled || l.Stalled()
+		return !l.Reachable()
+	}, 10*time.Second, 5*time.Millisecond, "a call that got no answer within its bound marks the database unreachable")
+	require.True(t, stalled, "the fold waiting on the database was stalled before its bound ran out")
+	_, err = l.Claim(ctx, claimParams("e", "i", 4))
+	require.ErrorIs(t, err, journal.ErrUnreachable, "tried nothing")
+
+	freezer.Thaw()
 	require.Eventually(t, l.Reachable, 10*time.Second, 5*time.Millisecond, "a probe finds the database answering")
 	jobs, err := l.Claim(ctx, claimParams("e", "i", 4))
 	require.NoError(t, err)
