@@ -81,7 +81,7 @@ func (c *clusterLimits) read(i int, key string, f func(*journal.State) float64) 
 		return c.last[i][key]
 	}
 	var v float64
-	if !e.leader.FollowUnlessStalled(func(s *journal.State) { v = f(s) }) {
+	if !e.leader.Follow(func(s *journal.State) { v = f(s) }) {
 		return c.last[i][key]
 	}
 	if c.last[i] == nil || len(c.last[i]) > maxLast {
@@ -145,7 +145,7 @@ func (c *clusterLimits) bucket(task string, now time.Time) *clusterBucket {
 		if !e.answers() {
 			continue // its bucket holds at least the cluster's tokens: the others' bound them
 		}
-		e.leader.FollowUnlessStalled(func(s *journal.State) {
+		e.leader.Follow(func(s *journal.State) {
 			if t, l, ok := s.Rates.TaskTokens(task, e.leader.Now().UnixMicro()); ok {
 				limit, found, tokens = l, true, math.Min(tokens, t)
 			}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
-	"github.com/fairwayhq/fairway/internal/journal"
 	"github.com/fairwayhq/fairway/internal/store"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -325,18 +324,15 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 	if in.parts.first().leads.Load() { // the leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
-	answerHand := func(handedOver []fairway.Job) {
+	added, handedOver, failed, serr := in.storeByPartition(ctx, msgs, items, handled, hand)
+	if hand != nil {
 		if len(handedOver) > 0 {
 			in.handedOver(ctx, hand, handedOver, received)
-			return
+		} else {
+			for _, r := range in.parking.putBack([]*parkedRequest{hand}) {
+				in.handedOver(ctx, r, nil, received) // answered empty: its instance parked a newer request
+			}
 		}
-		for _, r := range in.parking.putBack([]*parkedRequest{hand}) {
-			in.handedOver(ctx, r, nil, received) // answered empty: its instance parked a newer request
-		}
-	}
-	added, handedOver, failed, handLeft, serr := in.storeByPartition(ctx, msgs, items, handled, hand, answerHand)
-	if hand != nil && !handLeft {
-		answerHand(handedOver)
 	}
 	if serr != nil {
 		if err == nil {
@@ -382,12 +378,9 @@ func (in *ingest) retryMarked(ctx context.Context, msgs []jetstream.Msg, retry [
 // again (retry, by message; err is the first such error) while the
 // others' are stored and acknowledged. Stored as one batch, a primary
 // down held every partition's submissions back with its own. hand goes to
-// the partition of the first submission it could run now, that answers.
-// A partition that stalls (inParallelUnlessStalled) is not waited for:
-// its messages are tried again, and when hand went there, answer answers
-// it once its hand-over ends (handLeft: the caller must not).
+// the partition of the first submission it could run now.
 func (in *ingest) storeByPartition(ctx context.Context, msgs []jetstream.Msg, items []ingestItem, handled []bool,
-	hand *parkedRequest, answer func([]fairway.Job)) (added []fairway.Submission, handed []fairway.Job, retry []bool, handLeft bool, err error) {
+	hand *parkedRequest) (added []fairway.Submission, handed []fairway.Job, retry []bool, err error) {
 	retry = make([]bool, len(msgs))
 	if len(in.parts) == 1 {
 		added, handed, err = in.storeSubmissions(ctx, msgs, items, handled, hand)
@@ -396,7 +389,7 @@ func (in *ingest) storeByPartition(ctx context.Context, msgs []jetstream.Msg, it
 				retry[m] = true
 			}
 		}
-		return added, handed, retry, false, err
+		return added, handed, retry, err
 	}
 	byPart := map[*journalEngine][]ingestItem{}
 	var order []*journalEngine
@@ -409,57 +402,27 @@ func (in *ingest) storeByPartition(ctx context.Context, msgs []jetstream.Msg, it
 			order = append(order, e)
 		}
 		byPart[e] = append(byPart[e], it)
-		// Not to a partition that does not answer: a hand-over left to
-		// itself there would leave the request's reply without its jobs.
-		if hand != nil && handTo == nil && it.sub != nil && handable(*it.sub, now) && slices.Contains(hand.req.Tasks, it.sub.Task) && e.answers() {
+		if hand != nil && handTo == nil && it.sub != nil && handable(*it.sub, now) && slices.Contains(hand.req.Tasks, it.sub.Task) {
 			handTo = e
 		}
 	}
 	type stored struct {
-		added   []fairway.Submission
-		handed  []fairway.Job
-		handled []bool // its own copy: a part left to itself writes where nothing reads
-		err     error
+		added  []fairway.Submission
+		handed []fairway.Job
+		err    error
 	}
-	results := make([]*stored, len(order))
-	ends := make([]chan struct{}, len(order)) // closed as each part ends
-	for k := range ends {
-		ends[k] = make(chan struct{})
-	}
-	_, left := inParallelUnlessStalled(order, func(k int) error {
-		defer close(ends[k])
+	results := make([]stored, len(order))
+	_ = inParallel(len(order), func(k int) error {
 		var h *parkedRequest
 		if order[k] == handTo {
 			h = hand
 		}
-		r := &stored{handled: slices.Clone(handled)}
-		r.added, r.handed, r.err = in.storeSubmissions(ctx, msgs, byPart[order[k]], r.handled, h)
-		results[k] = r
+		r := &results[k]
+		r.added, r.handed, r.err = in.storeSubmissions(ctx, msgs, byPart[order[k]], handled, h)
 		return nil // each partition's error is its own
 	})
 	for k, e := range order {
-		if left[k] {
-			// Its database stalled: its messages are tried again (a
-			// submission its insert stores meanwhile is a duplicate then).
-			if e == handTo {
-				handLeft = true
-				go func() {
-					<-ends[k]
-					answer(results[k].handed)
-				}()
-			}
-			if err == nil {
-				err = fmt.Errorf("storing submissions in partition %d: %w", e.partition, store.Interpret(journal.ErrNoAnswer))
-			}
-			for _, it := range byPart[e] {
-				retry[it.msg] = true
-			}
-			continue
-		}
 		r := results[k]
-		for _, it := range byPart[e] {
-			handled[it.msg] = r.handled[it.msg]
-		}
 		added = append(added, r.added...)
 		if e == handTo {
 			handed = r.handed
@@ -473,7 +436,7 @@ func (in *ingest) storeByPartition(ctx context.Context, msgs []jetstream.Msg, it
 			}
 		}
 	}
-	return added, handed, retry, handLeft, err
+	return added, handed, retry, err
 }
 
 // idleExecutorFor takes a parked dispatch request that can run a job of

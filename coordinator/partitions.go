@@ -3,7 +3,6 @@ package coordinator
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -168,16 +167,13 @@ func (ps partitions) insertFor(ctx context.Context, subs []fairway.Submission, h
 			order = append(order, e)
 		}
 		byPart[e] = append(byPart[e], i)
-		if hand != nil && handTo == nil && slices.Contains(hand.req.Tasks, s.Task) && e.answers() {
+		if hand != nil && handTo == nil && slices.Contains(hand.req.Tasks, s.Task) {
 			handTo = e
 		}
 	}
-	type stored struct {
-		res    []istore.Inserted
-		handed []fairway.Job
-	}
-	results := make([]*stored, len(order))
-	errs, left := inParallelLeaving(order, func(k int) error {
+	out := make([]istore.Inserted, len(subs))
+	var handed []fairway.Job
+	err := inParallel(len(order), func(k int) error {
 		e := order[k]
 		at := byPart[e]
 		part := make([]fairway.Submission, len(at))
@@ -189,24 +185,19 @@ func (ps partitions) insertFor(ctx context.Context, subs []fairway.Submission, h
 			h = hand
 		}
 		res, jobs, err := e.insertFor(ctx, part, h)
-		results[k] = &stored{res: res, handed: jobs}
-		return err
-	}, slices.Index(order, handTo))
-	out := make([]istore.Inserted, len(subs))
-	var handed []fairway.Job
-	for k, e := range order {
-		switch {
-		case left[k]: // its database stalled: tried again, as a failed part
-			return nil, nil, fmt.Errorf("storing %d submissions in partition %d: %w", len(byPart[e]), e.partition, istore.Interpret(journal.ErrNoAnswer))
-		case errs[k] != nil:
-			return nil, nil, errs[k] // the parts stored are duplicates when sent again
+		if err != nil {
+			return err // the parts stored are duplicates when sent again
 		}
 		if e == handTo {
-			handed = results[k].handed
+			handed = jobs
 		}
-		for j, i := range byPart[e] {
-			out[i] = results[k].res[j]
+		for j, i := range at {
+			out[i] = res[j]
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return out, handed, nil
 }
@@ -230,66 +221,6 @@ func inParallel(n int, f func(k int) error) error {
 		}
 	}
 	return nil
-}
-
-// stragglerPoll is how often a call over the partitions looks whether
-// the partitions it still waits for answer (inParallelUnlessStalled).
-const stragglerPoll = 50 * time.Millisecond
-
-// inParallelUnlessStalled is inParallel over partitions parts[k], but it
-// stops waiting for f(k) once parts[k] does not answer
-// (journalEngine.answers: a call of its leader's has waited on its
-// database for longer than a fold takes, a primary frozen while its host
-// still answers TCP): f(k) goes on alone until its call's bound, left[k]
-// says so, and its result is not the caller's (f must write it where
-// the caller does not read it then; errs[k] is nil). Waited for, a
-// frozen primary held every partition's part of a dispatch request or a
-// batch of submissions for that bound (10 s).
-func inParallelUnlessStalled(parts []*journalEngine, f func(k int) error) (errs []error, left []bool) {
-	return inParallelLeaving(parts, f, -1)
-}
-
-// inParallelLeaving is inParallelUnlessStalled that never leaves f(keep)
-// to itself: a hand-over, whose request must not be answered before it
-// ends (its claim, committed later, took jobs that request never got).
-func inParallelLeaving(parts []*journalEngine, f func(k int) error, keep int) (errs []error, left []bool) {
-	n := len(parts)
-	errs, left = make([]error, n), make([]bool, n)
-	ended := make([]bool, n)
-	done := make(chan struct {
-		k   int
-		err error
-	}, n)
-	for k := range n {
-		go func() {
-			err := f(k)
-			done <- struct {
-				k   int
-				err error
-			}{k, err}
-		}()
-	}
-	tick := time.NewTicker(stragglerPoll)
-	defer tick.Stop()
-	for waiting := n; waiting > 0; {
-		select {
-		case d := <-done:
-			errs[d.k], ended[d.k] = d.err, true
-			waiting--
-		case <-tick.C:
-			stalled := true
-			for k := range n {
-				stalled = stalled && (ended[k] || (k != keep && !parts[k].answers()))
-			}
-			if stalled {
-				for k := range n {
-					left[k] = !ended[k]
-				}
-				return errs, left
-			}
-		}
-	}
-	return errs, left
 }
 
 // eligibleTTL is how long a partition's eligible weight for one kind of
@@ -327,9 +258,7 @@ func (e *journalEngine) eligible(tasks, groups []string) float64 {
 		return r.weight
 	}
 	var w float64
-	if !e.leader.FollowUnlessStalled(func(s *journal.State) { w = s.Eligible(tasks, groups) }) {
-		return 0 // its database frozen: not asked
-	}
+	e.leader.Follow(func(s *journal.State) { w = s.Eligible(tasks, groups) })
 	if e.eligibleOf == nil || len(e.eligibleOf) > 1024 {
 		e.eligibleOf = map[string]eligibleReading{}
 	}
@@ -368,42 +297,6 @@ type instanceSpread struct {
 	// (reclaimUnsure). At most maxUnsure a partition are kept, a failed
 	// claim's before the others.
 	unsure map[int][]unsureClaim
-	// inflight are the claims left to themselves (their partition
-	// stalled: inParallelUnlessStalled), by partition and claim id, each
-	// closed when it ends: asked for under its id before it ended, a
-	// claim that then committed kept its jobs from the instance.
-	inflight map[int]map[string]<-chan struct{}
-}
-
-// claiming records that a claim under id in partition part goes on
-// alone; ended is closed when it ends.
-func (is *instanceSpread) claiming(part int, id string, ended <-chan struct{}) {
-	if is.inflight == nil {
-		is.inflight = map[int]map[string]<-chan struct{}{}
-	}
-	if is.inflight[part] == nil {
-		is.inflight[part] = map[string]<-chan struct{}{}
-	}
-	is.inflight[part][id] = ended
-}
-
-// stillClaiming says whether a claim under id left to itself in
-// partition part has not ended yet (and forgets it once it has).
-func (is *instanceSpread) stillClaiming(part int, id string) bool {
-	ended, ok := is.inflight[part][id]
-	if !ok {
-		return false
-	}
-	select {
-	case <-ended:
-		delete(is.inflight[part], id)
-		if len(is.inflight[part]) == 0 {
-			delete(is.inflight, part)
-		}
-		return false
-	default:
-		return true
-	}
 }
 
 // unsureClaim is a claim id in instanceSpread.unsure; failed says a
@@ -471,10 +364,6 @@ func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p is
 		}
 		var left []unsureClaim
 		for _, u := range ids {
-			if is.stillClaiming(part, u.id) {
-				left = append(left, u) // asked for once it has ended
-				continue
-			}
 			// A claim of none under the old id: the leader hands out
 			// what it took, once it has read what a failed append of its
 			// may have committed.
@@ -515,10 +404,7 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 				continue // its id is kept for it (markUnserved)
 			}
 			var claimed bool
-			if !e.leader.FollowUnlessStalled(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 }) {
-				is.markUnsure(i, p.ClaimID, false) // asked again once it answers
-				continue
-			}
+			e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
 			if !claimed {
 				continue
 			}
@@ -568,55 +454,20 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		return nil, err
 	}
 	caps, release := d.cluster.split(limits, p, plan, false)
-	// Each claim's outcome is its own: one left to itself (its partition
-	// stalled) writes where nothing reads it any more.
-	type outcome struct {
-		jobs     []fairway.Job
-		answered bool
-	}
-	outcomes := make([]*outcome, len(asked))
-	askedParts := make([]*journalEngine, len(asked))
-	ends := make([]chan struct{}, len(asked)) // closed as each claim ends
-	for k, i := range asked {
-		askedParts[k], ends[k] = d.parts[i], make(chan struct{})
-	}
-	errs, left := inParallelUnlessStalled(askedParts, func(k int) error {
+	got := make([][]fairway.Job, len(asked))
+	failed := make([]bool, len(asked))
+	answered := make([]bool, len(d.parts))
+	err = inParallel(len(asked), func(k int) error {
 		q := p
 		q.Limit = plan[asked[k]]
 		if caps != nil {
 			q.TaskLimits = caps[asked[k]]
 		}
-		defer close(ends[k])
-		o := &outcome{}
 		var err error
-		o.jobs, o.answered, err = d.parts[asked[k]].claimAnswered(ctx, q)
-		outcomes[k] = o
+		got[k], answered[asked[k]], err = d.parts[asked[k]].claimAnswered(ctx, q)
+		failed[k] = err != nil
 		return err
 	})
-	got := make([][]fairway.Job, len(asked))
-	failed := make([]bool, len(asked))
-	answered := make([]bool, len(d.parts))
-	for k := range asked {
-		switch {
-		case left[k]:
-			// Its claim may commit once the database answers: its id is
-			// kept for the partition, as a failed one's, and asked for only
-			// once that claim has ended (reclaimUnsure). Not an error: the
-			// request waits for work as one the partition did not serve.
-			if p.ClaimID != "" {
-				is.markUnsure(asked[k], p.ClaimID, true)
-				is.claiming(asked[k], p.ClaimID, ends[k])
-			}
-		default:
-			got[k], answered[asked[k]] = outcomes[k].jobs, outcomes[k].answered
-			if errs[k] != nil {
-				failed[k] = true
-				if err == nil {
-					err = errs[k]
-				}
-			}
-		}
-	}
 	if caps != nil { // else nothing was reserved
 		var claimed []fairway.Job
 		for k := range asked {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -58,67 +57,6 @@ const stallAfter = 250 * time.Millisecond
 func (l *Leader) Stalled() bool {
 	since := l.lockedCall.Load()
 	return since != 0 && time.Since(time.Unix(0, since)) > stallAfter
-}
-
-// stallPoll is how often FollowUnlessStalled looks whether the call it
-// waits behind is Stalled.
-const stallPoll = 10 * time.Millisecond
-
-// FollowUnlessStalled is Follow, unless the state's lock is held by a
-// call to the database that is Stalled, or becomes so while this waits
-// for it: false then, and f was not called. A reader that must not wait
-// on a frozen primary (a dispatch request reading each partition's
-// weight) uses it: Follow waited behind such a call for its whole bound.
-func (l *Leader) FollowUnlessStalled(f func(s *State)) (ok bool) {
-	if l.mu.TryRLock() {
-		defer l.mu.RUnlock()
-		if l.state == nil {
-			return false
-		}
-		f(l.state)
-		return true
-	}
-	// The lock is taken by a goroutine of its own, which lets it go at
-	// once if this one has given up meanwhile.
-	const waiting, locked, gaveUp = 0, 1, 2
-	var mu sync.Mutex
-	state := waiting
-	got := make(chan struct{})
-	go func() {
-		l.mu.RLock()
-		mu.Lock()
-		defer mu.Unlock()
-		if state == gaveUp {
-			l.mu.RUnlock()
-			return
-		}
-		state = locked
-		close(got)
-	}()
-	tick := time.NewTicker(stallPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-got:
-			defer l.mu.RUnlock()
-			if l.state == nil {
-				return false
-			}
-			f(l.state)
-			return true
-		case <-tick.C:
-			if !l.Stalled() {
-				continue
-			}
-			mu.Lock()
-			if state == waiting {
-				state = gaveUp
-				mu.Unlock()
-				return false
-			}
-			mu.Unlock() // locked: got is closed
-		}
-	}
 }
 
 // callLocked marks a call to the database made holding the lock, until
