@@ -1079,13 +1079,7 @@ func TestDispatchIsBoundedByTheRegistration(t *testing.T) {
 	}
 	_, err = h.client.SubmitMany(t.Context(), subs)
 	require.NoError(t, err)
-	stored := 0
-	h.until(func(ev events.Event) bool {
-		if ev.State == fairway.StateWaiting {
-			stored++
-		}
-		return stored == len(subs)
-	})
+	h.stored(len(subs))
 
 	reply, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Slots: 100, Tasks: []string{"echo", "other"}})
 	require.NotNil(t, reply.Error, "no instance")

@@ -57,6 +57,10 @@ type dispatcher struct {
 	// refusedLog bounds the lines about refused protocol messages, which a
 	// rogue credential can send as many of as it likes.
 	refusedLog *logLimit
+	// unavailableLog bounds the lines about claims answered unavailable
+	// (the partition's database down: every executor asks again each
+	// second, under the same id).
+	unavailableLog *logLimit
 
 	regMu sync.Mutex
 	regs  map[registrationKey]registration // what instances registered, briefly (registrationTTL)
@@ -113,7 +117,7 @@ func newDispatcher(cfg dispatchConfig, b serviceBase, tasks *taskCache,
 	respond func(*nats.Msg, events.Reply, error), replyError func(string, error) *fairway.Error) *dispatcher {
 	return &dispatcher{cfg: cfg.withDefaults(), serviceBase: b,
 		tasks: tasks, parking: newParking(), notifyID: []byte(fairway.NewID()),
-		respond: respond, replyError: replyError, refusedLog: newLogLimit(10),
+		respond: respond, replyError: replyError, refusedLog: newLogLimit(10), unavailableLog: newLogLimit(1),
 		leaderDispatch: &leaderOnly{nc: b.nc, log: b.log, subject: b.subjects.ExecAll(events.ExecDispatch), what: "dispatch requests"}}
 }
 
@@ -389,6 +393,11 @@ func (d *dispatcher) claim(ctx context.Context, req events.DispatchRequest, maxH
 		if d.refusedLog.allow(d.log, "dispatch requests of instances not registered") {
 			d.log.Warn("dispatch request from an executor instance that is not registered; told it to register again",
 				"executor", req.Executor, "instance", req.Instance)
+		}
+		return nil, err
+	case errors.Is(err, fairway.ErrUnavailable):
+		if ctx.Err() == nil && d.unavailableLog.allow(d.log, "claims answered unavailable") {
+			d.log.Warn("claiming jobs: answered unavailable; the executor asks again under the same id", "executor", req.Executor, "error", err)
 		}
 		return nil, err
 	case err != nil:

@@ -251,13 +251,24 @@ func allCreated(subs []fairway.Submission) []store.Inserted {
 	return out
 }
 
-// claim claims jobs for a dispatch request from the leader's memory.
-// A coordinator that does not lead (yet: it restores the partition at its
-// start) claims none: the request waits, parked, until the leader says
-// jobs are claimable (LeaderConfig.Claimable, also when it comes to lead)
-// or its wait ends.
+// claim claims jobs for a dispatch request from the leader's memory, on
+// one partition (dispatcher.claimSpread claims over several). When the
+// leader did not answer (this coordinator no longer leads, or the
+// partition's database could not be reached at the last try), the
+// request is answered fairway.ErrUnavailable, never empty: its id may
+// have claimed jobs whose answer was lost.
 func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairway.Job, error) {
-	jobs, _, err := e.claimAnswered(ctx, p)
+	jobs, answered, err := e.claimAnswered(ctx, p)
+	if err == nil && !answered {
+		// Not an empty answer: the executor would drop the request's id,
+		// and a claim or a hand-over made under it whose commit's answer
+		// was lost (the database restarted at the commit) kept its jobs
+		// held by an instance that never got them, until MaxHold (an
+		// hour; the fault suite's restart-postgres). Answered
+		// unavailable, the executor asks again under the same id, which
+		// hands them out once the leader answers.
+		return nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("claiming in journal partition %d: its leader cannot answer now (its PostgreSQL unreachable, or its lease changing hands); ask again under the same request id", e.partition)}
+	}
 	return jobs, err
 }
 

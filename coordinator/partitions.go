@@ -406,6 +406,16 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			var claimed bool
 			e.leader.Follow(func(s *journal.State) { claimed = len(s.ClaimedBy(key)) > 0 })
 			if !claimed {
+				if e.leader.MayHoldClaim(key) {
+					// An append of the leader's failed and was not read
+					// back: a hand-over to this request among them, its
+					// commit's answer lost. reclaimUnsure asks below,
+					// the leader folding first; else the request was
+					// answered with the others' jobs, its id dropped,
+					// and that hand-over's jobs stayed held by an
+					// instance that never got them.
+					is.markUnsure(i, p.ClaimID, true)
+				}
 				continue
 			}
 			got, ok, err := e.claimAnswered(ctx, p)

@@ -466,16 +466,7 @@ func TestPartitionsHandOutAClaimWhoseCommitWasLost(t *testing.T) {
 	retries := 3
 	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
 		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
-	adm, err := pgx.Connect(ctx, admin)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = adm.Close(context.Background()) })
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := adm.Exec(ctx, sql, args...)
-		require.NoError(t, err)
-	}
-	exec(`SET synchronous_commit = local`) // the test's own commits do not wait
-	dbName := b.Pool().Config().ConnConfig.Database
+	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
 
 	// Eight jobs each in partition 1 and in the others, stored before any
 	// executor asks.
@@ -491,43 +482,160 @@ func TestPartitionsHandOutAClaimWhoseCommitWasLost(t *testing.T) {
 		}
 		subs = append(subs, fairway.Submission{Group: g, ID: "job-" + g, Task: "echo", Args: json.RawMessage(`{}`)})
 	}
-	_, err = h.client.SubmitMany(ctx, subs)
+	_, err := h.client.SubmitMany(ctx, subs)
 	require.NoError(t, err)
-	stored := map[string]bool{}
-	h.until(func(ev events.Event) bool {
-		if ev.State == fairway.StateWaiting {
-			stored[ev.JobID] = true
-		}
-		return len(stored) == len(subs)
-	})
+	h.stored(len(subs))
 
 	// Every commit in partition 1's cluster now waits for a standby.
-	exec(`ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'`)
-	exec(`SELECT pg_reload_conf()`)
+	cut.holdCommits()
 	var runs runCounter
 	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
 	// The executor's first request claims in every partition; partition
-	// 1's claim, an append holding the lease's lock shared (journal's
-	// leaseLockClass, "JRNL", partition 1), waits at its commit.
-	require.Eventually(t, func() bool {
-		var n int
-		err := adm.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
- WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.classid = $1 AND l.objid = 1 AND l.mode = 'ShareLock'`, 0x4a524e4c).Scan(&n)
-		return err == nil && n > 0
-	}, waitTimeout, 5*time.Millisecond, "no claim in partition 1 waits at its commit")
-	// The database goes down: no new connection, the open ones (the
-	// claim's among them) cut; then commits no longer wait.
-	exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS false`, dbName))
-	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
-	exec(`ALTER SYSTEM RESET synchronous_standby_names`)
-	exec(`SELECT pg_reload_conf()`)
+	// 1's claim waits at its commit, and is cut there.
+	cut.atCommit(1)
 	// The other partitions' jobs run meanwhile, the executor asking again
 	// and again.
 	done := map[string]bool{}
 	h.succeeded(done, len(subs)-inOne)
-	exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, dbName))
+	cut.back()
 	h.succeeded(done, len(subs))
 	runs.requireOnce(t, subs)
+}
+
+// TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage: on one
+// partition, a claim commits but its connection is cut before the
+// coordinator hears so, and the database then refuses connections for
+// longer than a dispatch request is held (a restart, a failover). Every
+// job must still run, once. Before, the executor's requests during the
+// outage were answered empty (the leader, finding its database
+// unreachable, claimed nothing), so the executor dropped the request's
+// id, and the jobs that claim took stayed held by it, unstarted, for an
+// hour (MaxHold): the fault suite's restart-postgres and
+// postgres-failover each lost one so.
+func TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// One partition, on a cluster of its own: the executors' registry
+	// (in the home database) stays writable while the partition's
+	// commits are held.
+	home := storetest.Open(t)
+	b, admin := storetest.OwnCluster(t)
+	retries := 3
+	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
+		PartitionStores: []*public.Store{storetest.Public(b)}})
+	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
+	var subs []fairway.Submission
+	for i := range 8 {
+		subs = append(subs, fairway.Submission{Group: fmt.Sprintf("tenant-%d", i), ID: fmt.Sprintf("job-%d", i), Task: "echo", Args: json.RawMessage(`{}`)})
+	}
+	_, err := h.client.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+	h.stored(len(subs))
+
+	// The executor's dispatch requests, seen as the coordinator sees them.
+	requests := make(chan events.DispatchRequest, 100)
+	sub, err := h.nc.Subscribe("fairway.exec.ex.dispatch", func(msg *nats.Msg) {
+		var req events.DispatchRequest
+		if json.Unmarshal(msg.Data, &req) == nil {
+			requests <- req
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, h.nc.Flush())
+
+	cut.holdCommits()
+	var runs runCounter
+	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
+	// The executor's first request claims; the claim waits at its commit,
+	// and is cut there.
+	cut.atCommit(0)
+	for len(requests) > 0 { // those before the outage
+		<-requests
+	}
+	// The outage spans three more requests of the executor: more than
+	// one's hold (a second), after which it was answered empty.
+	for range 3 {
+		select {
+		case <-requests:
+		case <-time.After(waitTimeout):
+			t.Fatal("the executor asked for no jobs during the outage")
+		}
+	}
+	cut.back()
+	done := map[string]bool{}
+	h.succeeded(done, len(subs))
+	runs.requireOnce(t, subs)
+}
+
+// commitCutter makes a claim's commit succeed in PostgreSQL while its
+// connection is cut before the coordinator hears so (the commit waits for
+// a synchronous standby that never answers; the backend is then
+// terminated, and PostgreSQL keeps what it committed locally), the
+// database then refusing connections until back.
+type commitCutter struct {
+	t    *testing.T
+	adm  *pgx.Conn
+	name string // the database's
+}
+
+func newCommitCutter(t *testing.T, adminURL, dbName string) *commitCutter {
+	t.Helper()
+	adm, err := pgx.Connect(t.Context(), adminURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = adm.Close(context.Background()) })
+	c := &commitCutter{t: t, adm: adm, name: dbName}
+	c.exec(`SET synchronous_commit = local`) // the test's own commits do not wait
+	return c
+}
+
+func (c *commitCutter) exec(sql string, args ...any) {
+	c.t.Helper()
+	_, err := c.adm.Exec(c.t.Context(), sql, args...)
+	require.NoError(c.t, err)
+}
+
+// holdCommits makes every commit in the cluster wait for a standby.
+func (c *commitCutter) holdCommits() {
+	c.t.Helper()
+	c.exec(`ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'`)
+	c.exec(`SELECT pg_reload_conf()`)
+}
+
+// atCommit waits for an append of the partition's leader (holding the
+// lease's lock shared: journal's leaseLockClass, "JRNL") to wait at its
+// commit, then takes the database down: no new connection, the open ones
+// (the append's among them) cut; commits no longer wait.
+func (c *commitCutter) atCommit(partition int) {
+	c.t.Helper()
+	require.Eventually(c.t, func() bool {
+		var n int
+		err := c.adm.QueryRow(c.t.Context(), `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+ WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.classid = $1 AND l.objid = $2 AND l.mode = 'ShareLock'`, 0x4a524e4c, partition).Scan(&n)
+		return err == nil && n > 0
+	}, waitTimeout, 5*time.Millisecond, "no append in partition %d waits at its commit", partition)
+	c.exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS false`, c.name))
+	c.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, c.name)
+	c.exec(`ALTER SYSTEM RESET synchronous_standby_names`)
+	c.exec(`SELECT pg_reload_conf()`)
+}
+
+// back lets connections in again.
+func (c *commitCutter) back() {
+	c.t.Helper()
+	c.exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, c.name))
+}
+
+// stored waits until n jobs were seen stored (waiting).
+func (h *harness) stored(n int) {
+	h.t.Helper()
+	seen := map[string]bool{}
+	h.until(func(ev events.Event) bool {
+		if ev.State == fairway.StateWaiting {
+			seen[ev.JobID] = true
+		}
+		return len(seen) == n
+	})
 }
 
 // succeeded adds to done the jobs whose success it sees, until done
@@ -650,6 +758,7 @@ func TestPartitionsBoundWhatAnInstanceHoldsOverTheCluster(t *testing.T) {
 	}
 	_, err := h.client.SubmitMany(t.Context(), subs)
 	require.NoError(t, err)
+	h.stored(len(subs)) // before any request: an empty answer ends the loop
 	registerRaw(t, h, "i")
 	held := 0
 	for range 40 {

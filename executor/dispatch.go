@@ -65,7 +65,16 @@ func (e *Executor) dispatchLoop() {
 					e.noCoordinatorAt = time.Now()
 				}
 			default:
-				e.logger.Warn("asking for jobs", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
+				if !errors.Is(err, fairway.ErrUnavailable) {
+					e.logger.Warn("asking for jobs", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
+				} else if time.Since(e.noCoordinatorAt) >= noCoordinatorLog {
+					// The leader cannot answer now (its database down, or
+					// the lead changing hands): asked again each second,
+					// under the same id, which hands out what an earlier
+					// try claimed. Said once a minute.
+					e.logger.Warn("the coordinators cannot hand out jobs now; asking again every second", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
+					e.noCoordinatorAt = time.Now()
+				}
 				t := time.NewTimer(dispatchBackoff)
 				select {
 				case <-e.stopCh:

@@ -81,7 +81,9 @@ type LeaderConfig struct {
 	// serves what only the leader can (executors' dispatch requests)
 	// while it leads, so that a follower holds none of them back.
 	Leading func(bool)
-	Logger  *slog.Logger
+	// Logger is the leader's, scoped by the caller to the partition (its
+	// lines name no partition of their own).
+	Logger *slog.Logger
 	// BeforeClaimAppend, when set, is called by a claim that took jobs,
 	// right before it appends its row: the fault suite's hook
 	// (internal/chaos, a coordinator built with the tag fairwaychaos)
@@ -379,6 +381,18 @@ func (l *Leader) Follow(f func(s *State)) (ok bool) {
 	return true
 }
 
+// MayHoldClaim says whether claim key may hold jobs in the partition:
+// the state holds jobs it claimed, or an append of the leader's failed
+// and may have committed (a claim or a hand-over under key among them),
+// not read back since. A coordinator that answers a request sent again
+// under key without asking the leader then keeps key for the partition
+// (coordinator's reclaimUnsure), for a claim under it that folds first.
+func (l *Leader) MayHoldClaim(key ClaimKey) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.state != nil && (l.unsure || len(l.state.ClaimedBy(key)) > 0)
+}
+
 // Restored is closed once this coordinator has restored the partition's
 // state (and, leading it, serves its dispatch requests).
 func (l *Leader) Restored() <-chan struct{} { return l.restored }
@@ -424,7 +438,7 @@ func (l *Leader) Run(ctx context.Context) {
 				l.readTo.Store(wakes)
 			}
 			if err != nil && ctx.Err() == nil && l.Reachable() {
-				l.cfg.Logger.Warn("reading the journal", "partition", l.cfg.Partition, "error", err)
+				l.cfg.Logger.Warn("reading the journal", "error", err)
 			}
 		}
 		l.tellClaimable()
@@ -476,7 +490,7 @@ func (l *Leader) Resign(ctx context.Context) error {
 		return err
 	}
 	if yielded {
-		l.cfg.Logger.Info("this coordinator gave journal partition up: it stops", "partition", l.cfg.Partition)
+		l.cfg.Logger.Info("this coordinator gave journal partition up: it stops")
 	}
 	return nil
 }
@@ -602,7 +616,7 @@ const stuckLoop = 30 * time.Second
 func (l *Leader) renewBeside(ctx context.Context, out chan renewal) {
 	if stuck := time.Since(time.Unix(0, l.looped.Load())); stuck > stuckLoop {
 		l.cfg.Logger.Warn("the journal's loop has not come round: not renewing the lease, so that another coordinator takes over",
-			"partition", l.cfg.Partition, "for", stuck.Round(time.Second).String())
+			"for", stuck.Round(time.Second).String())
 		return
 	}
 	r := l.acquire(ctx)
@@ -626,7 +640,7 @@ func (l *Leader) trimFollowed(ctx context.Context) {
 	v, err := readPublished(ctx, l.db, l.cfg.Partition)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.cfg.Logger.Warn("reading where the journal's events were published", "partition", l.cfg.Partition, "error", err)
+			l.cfg.Logger.Warn("reading where the journal's events were published", "error", err)
 		}
 		return
 	}
@@ -654,7 +668,7 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
-			l.cfg.Logger.Warn("renewing the journal lease: PostgreSQL did not answer", "partition", l.cfg.Partition, "error", err)
+			l.cfg.Logger.Warn("renewing the journal lease: PostgreSQL did not answer", "error", err)
 		}
 		// The lease may run out meanwhile: lead no longer than it lasts.
 		if l.leading && l.Now().After(l.lease.Until) {
@@ -663,10 +677,10 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 	case l.resigned.Load():
 		l.leading = false // an answer from before Resign: it leads no more
 	case r.yielded && l.leading:
-		l.cfg.Logger.Info("this coordinator gave journal partition up, to a coordinator with fewer than its share", "partition", l.cfg.Partition)
+		l.cfg.Logger.Info("this coordinator gave journal partition up, to a coordinator with fewer than its share")
 		l.leading = false
 	case !ok && l.leading:
-		l.cfg.Logger.Info("another coordinator leads journal partition now", "partition", l.cfg.Partition)
+		l.cfg.Logger.Info("another coordinator leads journal partition now")
 		l.leading = false
 	case ok && (!l.leading || lease.Epoch != l.lease.Epoch):
 		l.leading, l.lease = true, lease
@@ -674,7 +688,7 @@ func (l *Leader) applyRenewal(ctx context.Context, r renewal) {
 		l.resolve, l.owed = nil, true
 		l.live.dirty = nil // rewritten whole (live.go)
 		l.claimable = true // the requests that waited for a leader
-		l.cfg.Logger.Info("this coordinator leads journal partition now", "partition", l.cfg.Partition, "epoch", lease.Epoch)
+		l.cfg.Logger.Info("this coordinator leads journal partition now", "epoch", lease.Epoch)
 	case ok:
 		l.lease = lease
 	}
@@ -706,7 +720,7 @@ func (l *Leader) restore(ctx context.Context) error {
 		close(l.restored)
 	}
 	l.restores++
-	l.cfg.Logger.Info("journal partition restored", "partition", l.cfg.Partition, "jobs", state.Jobs.Len(), "in", time.Since(began).String())
+	l.cfg.Logger.Info("journal partition restored", "jobs", state.Jobs.Len(), "in", time.Since(began).String())
 	return nil
 }
 
@@ -821,7 +835,7 @@ func (l *Leader) fold(ctx context.Context, read *TailRead) error {
 	if !l.leading && !l.readAt.IsZero() && time.Since(l.readAt) > l.cfg.JournalAge/2 {
 		// The rows after its position may be pruned (prune.go): from the
 		// last snapshot instead.
-		l.cfg.Logger.Warn("journal partition not read for a long time: restoring from its last snapshot", "partition", l.cfg.Partition,
+		l.cfg.Logger.Warn("journal partition not read for a long time: restoring from its last snapshot",
 			"last read", l.readAt.Format(time.RFC3339), "journal kept", l.cfg.JournalAge.String())
 		l.state, l.pending, l.sending, l.readAt = nil, nil, nil, time.Time{}
 		if err := l.restore(ctx); err != nil {
@@ -1091,7 +1105,7 @@ func (l *Leader) append(ctx context.Context, batches []batch, unlock bool) (read
 // held.
 func (l *Leader) refused(rows int) {
 	l.leading = false
-	l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "partition", l.cfg.Partition, "rows", rows)
+	l.cfg.Logger.Info("another coordinator leads journal partition now: an append was refused", "rows", rows)
 }
 
 // send appends batches (a row each) with epoch and the records of ends,

@@ -111,13 +111,13 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 	// could not).
 	if err := l.fold(ctx, read); err != nil {
 		l.Wake()
-		l.cfg.Logger.Warn("reading the journal after a hand-over; its jobs go to the executor's next request", "partition", l.cfg.Partition, "error", err)
+		l.cfg.Logger.Warn("reading the journal after a hand-over; its jobs go to the executor's next request", "error", err)
 		return true, nil, nil
 	}
 	l.wakeToPublish()
 	claimed, err = l.claimed(ctx, refs, claimItems)
 	if err != nil {
-		l.cfg.Logger.Warn("reading the arguments of jobs handed over; they go to the executor's next request", "partition", l.cfg.Partition, "error", err)
+		l.cfg.Logger.Warn("reading the arguments of jobs handed over; they go to the executor's next request", "error", err)
 		return true, nil, nil
 	}
 	return true, claimed, nil

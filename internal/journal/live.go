@@ -179,7 +179,7 @@ func (l *Leader) answerLive(ctx context.Context) {
 		err = l.writeLive(ctx)
 	}
 	if err != nil && ctx.Err() == nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrNotLeading) {
-		l.cfg.Logger.Warn("writing fairway_live_job", "partition", l.cfg.Partition, "error", err)
+		l.cfg.Logger.Warn("writing fairway_live_job", "error", err)
 	}
 }
 
@@ -369,6 +369,6 @@ func (l *Leader) rewriteLive(ctx context.Context, epoch int64, refs []fairway.Jo
 	if err != nil {
 		return fmt.Errorf("rewriting fairway_live_job: %w", err)
 	}
-	l.cfg.Logger.Debug("rewrote fairway_live_job", "partition", l.cfg.Partition, "jobs", written)
+	l.cfg.Logger.Debug("rewrote fairway_live_job", "jobs", written)
 	return nil
 }

@@ -94,8 +94,8 @@ func (l *Leader) prune(ctx context.Context) {
 	switch {
 	case errors.Is(err, ErrNotLeading) || errors.Is(err, ErrUnreachable) || ctx.Err() != nil:
 	case err != nil:
-		l.cfg.Logger.Warn("pruning the journal", "partition", l.cfg.Partition, "error", err)
+		l.cfg.Logger.Warn("pruning the journal", "error", err)
 	case n > 0:
-		l.cfg.Logger.Info("pruned the journal", "partition", l.cfg.Partition, "rows", n, "older than", l.cfg.JournalAge.String(), "in", time.Since(began).String())
+		l.cfg.Logger.Info("pruned the journal", "rows", n, "older than", l.cfg.JournalAge.String(), "in", time.Since(began).String())
 	}
 }

@@ -95,11 +95,11 @@ func (l *Leader) Observe(err error) {
 		// Read first: the usual call, the database answering, writes
 		// nothing shared.
 		if l.unreachable.Load() && l.unreachable.Swap(false) {
-			l.cfg.Logger.Info("the journal partition's PostgreSQL answers again", "partition", l.cfg.Partition)
+			l.cfg.Logger.Info("the journal partition's PostgreSQL answers again")
 		}
 	case errors.Is(err, ErrNoAnswer), l.cfg.Unreachable != nil && l.cfg.Unreachable(err):
 		if !l.unreachable.Swap(true) {
-			l.cfg.Logger.Warn("the journal partition's PostgreSQL cannot be reached: tried again at the leader's probes only", "partition", l.cfg.Partition, "error", err)
+			l.cfg.Logger.Warn("the journal partition's PostgreSQL cannot be reached: tried again at the leader's probes only", "error", err)
 		}
 	}
 }
