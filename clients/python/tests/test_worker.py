@@ -324,6 +324,29 @@ class DispatchReplyTest(WorkerTestCase):
         self.assertEqual(ids[1], ids[2])
         self.assertNotEqual(ids[2], ids[3])
 
+    async def test_unavailable_keeps_the_request_id_and_is_said_once(self) -> None:
+        reg = fairway.Registry()
+
+        @reg.task("t")
+        async def t_(j: fairway.Job) -> Any:
+            return None
+
+        w, t = self.make(reg, slots=8, prefetch=0)
+        unavailable = {"error": {"code": "unavailable", "message": "claiming in journal partition 0: its leader cannot answer now"}}
+        t.replies = [unavailable, unavailable, {"jobs": [job("a1", "t")]}]
+        with self.assertLogs("fairway.worker", "WARNING") as cm:
+            await w.start()
+            done = await self.done(w, t, 1)
+            await until(lambda: len(t.dispatches()) >= 4, "a request after the jobs")
+        self.assertEqual(sorted(done), ["a1"])
+        # Asked again under the same id until a reply handed jobs out: a
+        # claim whose answer was lost is handed out then.
+        ids = [b["request_id"] for b in t.dispatches()]
+        self.assertEqual(ids[0], ids[1])
+        self.assertEqual(ids[1], ids[2])
+        self.assertNotEqual(ids[2], ids[3])
+        self.assertEqual(len([m for m in cm.output if "cannot hand out jobs now" in m]), 1, cm.output)
+
 
 class PauseTest(WorkerTestCase):
     async def test_resume_all_keeps_a_task_paused_on_its_own(self) -> None:

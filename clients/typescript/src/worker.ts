@@ -798,6 +798,16 @@ export class Worker {
           } else if (isTimeout(err)) {
             // Unanswered: asked again at once, under the same id.
             continue;
+          } else if (err instanceof FairwayError && err.code === "unavailable") {
+            // The leader cannot answer now (its database down, the lead
+            // changing hands): asked again each second under the same id,
+            // which hands out what an earlier try claimed. Said once a minute.
+            if (Date.now() - noCoordinatorAt > 60_000) {
+              this.#log.warn(`the coordinators cannot hand out jobs now; asking again every second: ${err.message}`);
+              noCoordinatorAt = Date.now();
+            }
+            await this.#waitWake(1000, true);
+            continue;
           } else {
             this.#log.warn(`asking for jobs on ${subject}: ${(err as Error).message}`);
             await this.#waitWake(1000, true);

@@ -226,6 +226,35 @@ test("worker: a malformed dispatch reply is not accepted; bad jobs are skipped, 
   }
 });
 
+test("worker: an unavailable reply keeps the request id and is said once", async () => {
+  const c = fakeCluster();
+  const unavailable = JSON.stringify({ error: { code: "unavailable", message: "claiming in journal partition 0: its leader cannot answer now" } });
+  const replies = [unavailable, unavailable, JSON.stringify({ jobs: [job("echo", 1, { id: "good" })] })];
+  const seen = [];
+  c.on.dispatch = async (body) => {
+    if (body.stopping) return "{}";
+    seen.push(body.request_id);
+    if (replies.length > 0) return replies.shift();
+    await sleep(50);
+    return '{"jobs":[]}';
+  };
+  const warnings = [];
+  const w = newWorker(c, { logger: { ...quiet, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) } });
+  w.task("echo", async () => {});
+  await w.start();
+  try {
+    await until("the job's done report", () => c.done("good"), 8000);
+    await until("a request after the jobs", () => seen.length >= 4, 8000);
+    // Asked again under the same id until a reply handed jobs out: a
+    // claim whose answer was lost is handed out then.
+    assert.equal(new Set(seen.slice(0, 3)).size, 1, `request ids ${seen}`);
+    assert.notEqual(seen[3], seen[2]);
+    assert.equal(warnings.filter((m) => /cannot hand out jobs now/.test(m)).length, 1, warnings.join("\n"));
+  } finally {
+    await w.stop({ force: true });
+  }
+});
+
 test("worker: the dropped-lines marker is counted in the log buffer", async () => {
   const c = fakeCluster();
   const w = newWorker(c, { logBufferSize: 0 }); // every line dropped

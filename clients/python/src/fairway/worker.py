@@ -34,6 +34,7 @@ from .errors import (
     RequestTimeoutError,
     Snooze,
     TransportError,
+    UnavailableError,
 )
 from .transport import Msg, Subscription, Transport
 
@@ -414,7 +415,7 @@ class Worker:
         self._stopping = False
         self._started = False
         self._registered_again_at = 0.0
-        self._no_coordinator_at = 0.0
+        self._no_coordinator_at = -math.inf
         self._subs: list[Subscription] = []
         self._bg: list[asyncio.Task[Any]] = []
         self._dispatch_task: Optional[asyncio.Task[None]] = None
@@ -876,6 +877,16 @@ class Worker:
                         self._no_coordinator_at = time.monotonic()
                 except ConnectionClosedError:
                     return
+                except UnavailableError as e:
+                    # The leader cannot answer now (its database down, the
+                    # lead changing hands): asked again each second under the
+                    # same request id, which hands out what an earlier try
+                    # claimed. Said once a minute.
+                    if time.monotonic() - self._no_coordinator_at > 60:
+                        log.warning("the coordinators cannot hand out jobs now; asking again every second: %s", e)
+                        self._no_coordinator_at = time.monotonic()
+                    await self._sleep(DISPATCH_BACKOFF)
+                    continue
                 except Exception as e:
                     log.warning("asking for jobs: %s", e)
                     await self._sleep(DISPATCH_BACKOFF)
@@ -905,6 +916,7 @@ class Worker:
         if not isinstance(jobs, list):
             raise ValueError(f"malformed dispatch reply: jobs is a JSON {type(jobs).__name__}, not an array")
         self._request_id = ""
+        self._no_coordinator_at = -math.inf
         good: list[dict[str, Any]] = []
         bad: list[str] = []
         for raw in jobs:
