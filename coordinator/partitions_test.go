@@ -532,17 +532,7 @@ func TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage(t *testing.T) {
 	require.NoError(t, err)
 	h.stored(len(subs))
 
-	// The executor's dispatch requests, seen as the coordinator sees them.
-	requests := make(chan events.DispatchRequest, 100)
-	sub, err := h.nc.Subscribe("fairway.exec.ex.dispatch", func(msg *nats.Msg) {
-		var req events.DispatchRequest
-		if json.Unmarshal(msg.Data, &req) == nil {
-			requests <- req
-		}
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	require.NoError(t, h.nc.Flush())
+	requests := h.dispatchRequests("ex")
 
 	cut.holdCommits()
 	var runs runCounter
@@ -550,22 +540,88 @@ func TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage(t *testing.T) {
 	// The executor's first request claims; the claim waits at its commit,
 	// and is cut there.
 	cut.atCommit(0)
-	for len(requests) > 0 { // those before the outage
-		<-requests
-	}
 	// The outage spans three more requests of the executor: more than
 	// one's hold (a second), after which it was answered empty.
-	for range 3 {
-		select {
-		case <-requests:
-		case <-time.After(waitTimeout):
-			t.Fatal("the executor asked for no jobs during the outage")
-		}
-	}
+	awaitRequests(t, requests, 3)
 	cut.back()
 	done := map[string]bool{}
 	h.succeeded(done, len(subs))
 	runs.requireOnce(t, subs)
+}
+
+// TestPartitionsHandOutAHandOverWhoseCommitWasLost: on three
+// partitions, an idle executor's parked request is handed a submission
+// of partition 1 (the hand-over at ingest: the submitted and claimed rows
+// in one transaction, the tail read in the same round trip), and the
+// connection is cut at its commit, the database then refusing
+// connections for several of the executor's requests. The job must
+// still run, once. (Here the commit's answer comes before the cut, and
+// the read after it fails: the leader gives the handed jobs to the
+// executor's next request. A hand-over whose commit's answer is lost
+// too is what journal.Leader.MayHoldClaim covers for a request sent
+// again; no test makes that order happen.)
+func TestPartitionsHandOutAHandOverWhoseCommitWasLost(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	home := storetest.Open(t)
+	b, admin := storetest.OwnCluster(t)
+	retries := 3
+	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
+		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
+	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
+	requests := h.dispatchRequests("ex")
+
+	var runs runCounter
+	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
+	awaitRequests(t, requests, 1) // registered (in the home database), and asking
+	require.Eventually(t, func() bool { return coord.Parked() == 1 }, waitTimeout, 5*time.Millisecond, "the idle executor's request is held")
+	group := ""
+	for i := 0; group == ""; i++ {
+		if g := fmt.Sprintf("tenant-%d", i); partition.Of(g, 3) == 1 {
+			group = g
+		}
+	}
+	subs := []fairway.Submission{{Group: group, ID: "handed", Task: "echo", Args: json.RawMessage(`{}`)}}
+	cut.holdCommits()
+	_, err := h.client.SubmitMany(ctx, subs)
+	require.NoError(t, err)
+	cut.atCommit(1)
+	awaitRequests(t, requests, 3)
+	cut.back()
+	h.succeeded(map[string]bool{}, len(subs))
+	runs.requireOnce(t, subs)
+}
+
+// dispatchRequests are executor's dispatch requests, seen as the
+// coordinators see them, from now on.
+func (h *harness) dispatchRequests(executor string) chan events.DispatchRequest {
+	h.t.Helper()
+	requests := make(chan events.DispatchRequest, 100)
+	sub, err := h.nc.Subscribe("fairway.exec."+executor+".dispatch", func(msg *nats.Msg) {
+		var req events.DispatchRequest
+		if json.Unmarshal(msg.Data, &req) == nil {
+			requests <- req
+		}
+	})
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(h.t, h.nc.Flush())
+	return requests
+}
+
+// awaitRequests drops the requests seen so far, then waits for n more.
+func awaitRequests(t *testing.T, requests chan events.DispatchRequest, n int) {
+	t.Helper()
+	for len(requests) > 0 {
+		<-requests
+	}
+	for i := range n {
+		select {
+		case <-requests:
+		case <-time.After(waitTimeout):
+			t.Fatalf("the executor sent %d dispatch requests of the %d awaited within %s", i, n, waitTimeout)
+		}
+	}
 }
 
 // commitCutter makes a claim's commit succeed in PostgreSQL while its
