@@ -461,12 +461,7 @@ func TestPartitionsGoOnWhileADatabaseIsFrozen(t *testing.T) {
 func TestPartitionsHandOutAClaimWhoseCommitWasLost(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	home := storetest.Open(t)
-	b, admin := storetest.OwnCluster(t)
-	retries := 3
-	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
-		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
-	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
+	h, _, cut := onCutCluster(t, 3)
 
 	// Eight jobs each in partition 1 and in the others, stored before any
 	// executor asks.
@@ -518,12 +513,7 @@ func TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage(t *testing.T) {
 	// One partition, on a cluster of its own: the executors' registry
 	// (in the home database) stays writable while the partition's
 	// commits are held.
-	home := storetest.Open(t)
-	b, admin := storetest.OwnCluster(t)
-	retries := 3
-	h, _ := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
-		PartitionStores: []*public.Store{storetest.Public(b)}})
-	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
+	h, _, cut := onCutCluster(t, 1)
 	var subs []fairway.Submission
 	for i := range 8 {
 		subs = append(subs, fairway.Submission{Group: fmt.Sprintf("tenant-%d", i), ID: fmt.Sprintf("job-%d", i), Task: "echo", Args: json.RawMessage(`{}`)})
@@ -563,12 +553,7 @@ func TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage(t *testing.T) {
 func TestPartitionsHandOutAHandOverWhoseCommitWasLost(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	home := storetest.Open(t)
-	b, admin := storetest.OwnCluster(t)
-	retries := 3
-	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
-		PartitionStores: []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}})
-	cut := newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
+	h, coord, cut := onCutCluster(t, 3)
 	requests := h.dispatchRequests("ex")
 
 	var runs runCounter
@@ -622,6 +607,23 @@ func awaitRequests(t *testing.T, requests chan events.DispatchRequest, n int) {
 			t.Fatalf("the executor sent %d dispatch requests of the %d awaited within %s", i, n, waitTimeout)
 		}
 	}
+}
+
+// onCutCluster runs a coordinator over partitions partitions (1 or 3)
+// whose partition 1 (with one, 0) is in a PostgreSQL cluster of its own,
+// behind a commitCutter; the others and the executors' registry are in
+// the home database.
+func onCutCluster(t *testing.T, partitions int) (*harness, *coordinator.Coordinator, *commitCutter) {
+	t.Helper()
+	home := storetest.Open(t)
+	b, admin := storetest.OwnCluster(t)
+	stores := []*public.Store{storetest.Public(b)}
+	if partitions == 3 {
+		stores = []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}
+	}
+	retries := 3
+	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries, PartitionStores: stores})
+	return h, coord, newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
 }
 
 // commitCutter makes a claim's commit succeed in PostgreSQL while its

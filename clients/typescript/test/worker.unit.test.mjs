@@ -189,6 +189,19 @@ test("worker: stop() while no coordinator answers the registration ends promptly
   assert.equal(c.subs.length, 0);
 });
 
+/** Answers c's dispatch requests with replies in turn, then with none (held 50 ms); returns the request ids seen. */
+function scriptDispatch(c, replies) {
+  const seen = [];
+  c.on.dispatch = async (body) => {
+    if (body.stopping) return "{}";
+    seen.push(body.request_id);
+    if (replies.length > 0) return replies.shift();
+    await sleep(50);
+    return '{"jobs":[]}';
+  };
+  return seen;
+}
+
 test("worker: a malformed dispatch reply is not accepted; bad jobs are skipped, good ones run", async () => {
   const c = fakeCluster();
   const replies = [
@@ -200,14 +213,7 @@ test("worker: a malformed dispatch reply is not accepted; bad jobs are skipped, 
       jobs: [null, 7, "s", [], { id: "b1", group: "g", task: "echo" }, { id: 5, group: "g", task: "echo", attempt: 1 }, { id: "b3", group: "g", task: "echo", attempt: "1" }, job("echo", 1, { id: "good" })],
     }),
   ];
-  const seen = [];
-  c.on.dispatch = async (body) => {
-    if (body.stopping) return "{}";
-    seen.push(body.request_id);
-    if (replies.length > 0) return replies.shift();
-    await sleep(50);
-    return '{"jobs":[]}';
-  };
+  const seen = scriptDispatch(c, replies);
   const errors = [];
   const w = newWorker(c, { logger: { ...quiet, warn: (m) => errors.push(m), error: (m) => errors.push(m) } });
   const ran = [];
@@ -230,14 +236,7 @@ test("worker: an unavailable reply keeps the request id and is said once", async
   const c = fakeCluster();
   const unavailable = JSON.stringify({ error: { code: "unavailable", message: "claiming in journal partition 0: its leader cannot answer now" } });
   const replies = [unavailable, unavailable, JSON.stringify({ jobs: [job("echo", 1, { id: "good" })] })];
-  const seen = [];
-  c.on.dispatch = async (body) => {
-    if (body.stopping) return "{}";
-    seen.push(body.request_id);
-    if (replies.length > 0) return replies.shift();
-    await sleep(50);
-    return '{"jobs":[]}';
-  };
+  const seen = scriptDispatch(c, replies);
   const warnings = [];
   const w = newWorker(c, { logger: { ...quiet, warn: (m) => warnings.push(m), error: (m) => warnings.push(m) } });
   w.task("echo", async () => {});
