@@ -255,3 +255,52 @@ func TestAPullCutByItsTimeoutLeavesNoInterestInItsInbox(t *testing.T) {
 	require.NoError(t, nc.Flush()) // the server delivers before it answers the flush
 	require.Empty(t, p.ch, "a late answer to the cut pull came to the puller")
 }
+
+// TestAMessageHandedBackIsFetchedAgainWithoutASweep: messages handed back
+// to JetStream with a delay (a database down: deadLetters.retryLater) are
+// fetched again once due, each once more, with no sweep to find them.
+// Before, JetStream held them for the next pull of their group, which
+// only the next announcement or sweep brought: a partition's submissions
+// stored up to 10 s after its database answered again.
+func TestAMessageHandedBackIsFetchedAgainWithoutASweep(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
+	s.sweepEvery = time.Hour // the first sweep only, at start, before anything is published
+	delays := map[string]time.Duration{"a1": 100 * time.Millisecond, "a2": 400 * time.Millisecond}
+	again := make(chan string, 4)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	ctx, cs, subs := startServices(t, w.js, w.nc)
+	require.NoError(t, s.run(ctx, subs, cs, 10, func(_ context.Context, msgs []jetstream.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, msg := range msgs {
+			id := string(msg.Data())
+			seen[id]++
+			if seen[id] == 1 {
+				require.NoError(t, msg.NakWithDelay(delays[id]))
+				continue
+			}
+			require.NoError(t, msg.Ack())
+			again <- id
+		}
+	}))
+	for _, id := range []string{"a1", "a2"} {
+		_, err := w.js.Publish(t.Context(), w.subjects.Submit("a", "t"), []byte(id))
+		require.NoError(t, err)
+	}
+	got := map[string]bool{}
+	for len(got) < 2 {
+		select {
+		case id := <-again:
+			got[id] = true
+		case <-time.After(serviceWait):
+			t.Fatalf("handed back, fetched again: %v of a1 and a2", got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]int{"a1": 2, "a2": 2}, seen, "each delivered twice")
+}

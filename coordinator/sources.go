@@ -169,6 +169,11 @@ type source struct {
 	// that failed in a row (each waits longer before the next).
 	used     time.Time
 	failures int
+	// againAt is when the last of its messages handed back to JetStream
+	// with a delay (retryAfterOutage) is handed out again, and again the
+	// timer that rings the source then (nil: none pending).
+	againAt time.Time
+	again   *time.Timer
 }
 
 const (
@@ -359,7 +364,7 @@ func (s *streamSources) forgetIdle() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, src := range s.sources {
-		if src.queued || src.fetching || src.full || time.Since(src.used) < sourceInactive {
+		if src.queued || src.fetching || src.full || src.again != nil || time.Since(src.used) < sourceInactive {
 			continue
 		}
 		delete(s.sources, key)
@@ -517,7 +522,7 @@ func (s *streamSources) fetch(ctx context.Context, p *puller, src *source, batch
 	first := true
 	var last jetstream.Msg
 	n, drained, err = p.pull(ctx, src.key.stream, src.name, batch, s.fetchBytes, wait, func(msg jetstream.Msg) {
-		w := s.inbox.add(src.key.group, msg)
+		w := s.inbox.add(src.key.group, handedBack{Msg: msg, s: s, src: src})
 		if first {
 			src.weight, first = w, false
 		}
@@ -567,4 +572,65 @@ func (s *streamSources) sweep(ctx context.Context) {
 	if err := streams.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		s.log.Warn("listing the streams of "+s.layout.what, "subject", s.layout.ownAll, "error", err)
 	}
+}
+
+// redeliverMargin is how long after a message handed back to JetStream
+// is due again its source is fetched: JetStream hands it out again from
+// its due time, and a fetch a little early finds nothing.
+const redeliverMargin = 100 * time.Millisecond
+
+// handedBack is a fetched message whose source is fetched again when it
+// is handed back to JetStream (Nak, NakWithDelay): JetStream hands a
+// message out again only to a pull, and a source is pulled only when
+// rung, by an announcement (a message stored, not one handed back) or a
+// sweep (every sourceSweepEvery). A batch that failed while a database
+// was down waited for the next sweep, up to 10 s after its delay
+// (TestAMessageHandedBackIsFetchedAgainWithoutASweep).
+type handedBack struct {
+	jetstream.Msg
+	s   *streamSources
+	src *source
+}
+
+func (m handedBack) Nak() error {
+	err := m.Msg.Nak()
+	m.s.fetchAgain(m.src, 0)
+	return err
+}
+
+func (m handedBack) NakWithDelay(delay time.Duration) error {
+	err := m.Msg.NakWithDelay(delay)
+	m.s.fetchAgain(m.src, delay)
+	return err
+}
+
+// fetchAgain rings src once a message handed back with delay is due
+// again (redeliverMargin after), with one timer a source: the timer rings
+// at the latest due time of its messages handed back, which a fetch then
+// brings together.
+func (s *streamSources) fetchAgain(src *source, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := time.Now().Add(delay + redeliverMargin)
+	if !at.After(src.againAt) {
+		return
+	}
+	src.againAt = at
+	if src.again == nil {
+		src.again = time.AfterFunc(time.Until(at), func() { s.dueAgain(src) })
+	}
+}
+
+// dueAgain is src's timer of fetchAgain: it rings the source, or waits
+// for the latest due time if one came since it was set.
+func (s *streamSources) dueAgain(src *source) {
+	s.mu.Lock()
+	if wait := time.Until(src.againAt); wait > 0 {
+		src.again.Reset(wait)
+		s.mu.Unlock()
+		return
+	}
+	src.again = nil
+	s.mu.Unlock()
+	s.ring(src.key)
 }
