@@ -75,11 +75,21 @@ func (e *Executor) dispatchLoop() {
 					e.logger.Warn("the coordinators cannot hand out jobs now; asking again every second", "subject", e.subjects.Exec(e.cfg.AppID, events.ExecDispatch), "error", err)
 					e.noCoordinatorAt = time.Now()
 				}
-				t := time.NewTimer(dispatchBackoff)
+				// A wakeup ends the pause after unavailable: work was
+				// stored, so the partition answers again. (Not after other
+				// errors: one that lasts would ask at the rate of the
+				// notifications.)
+				var wake <-chan struct{}
+				if errors.Is(err, fairway.ErrUnavailable) {
+					wake = e.wake
+				}
+				t := time.NewTimer(e.backoff)
 				select {
 				case <-e.stopCh:
 					t.Stop()
 					return
+				case <-wake:
+					t.Stop()
 				case <-t.C:
 				}
 				continue

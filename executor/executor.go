@@ -156,7 +156,10 @@ type Executor struct {
 	avgRun, avgRTT float64
 	subs           []*nats.Subscription
 
-	wake         chan struct{} // capacity 1: new work may be available
+	wake chan struct{} // capacity 1: new work may be available
+	// backoff is the pause after a failed dispatch (dispatchBackoff; a
+	// test's own).
+	backoff      time.Duration
 	stopCh       chan struct{} // closed when Shutdown begins
 	forceCh      chan struct{} // closed when a Shutdown's context ends first
 	dispatchDone chan struct{} // closed when the dispatch loop has returned
@@ -211,6 +214,7 @@ func New(nc *nats.Conn, cfg Config) (*Executor, error) {
 		cancels:      cancelMemo{ttl: earlyCancelTTL, max: earlyCancelMax},
 		ran:          cancelMemo{ttl: ranTTL, max: ranMax},
 		wake:         make(chan struct{}, 1),
+		backoff:      dispatchBackoff,
 		stopCh:       make(chan struct{}),
 		forceCh:      make(chan struct{}),
 		dispatchDone: make(chan struct{}),

@@ -734,6 +734,32 @@ func TestRegistersAgainWhenNotKnown(t *testing.T) {
 	require.NoError(t, e.Shutdown(context.Background()))
 }
 
+// TestAWakeupEndsThePauseAfterUnavailable: a dispatch request answered
+// unavailable (the partition's database down) is asked again under its
+// id after a pause, which a notification of work ends: work was stored,
+// so the database answers again.
+func TestAWakeupEndsThePauseAfterUnavailable(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ran := make(chan string, 1)
+	e := newExecutor(t, b, executor.Config{PoolSize: 1, WakeupPeriod: time.Hour}, map[string]executor.Handler{
+		"noop": func(_ context.Context, job *executor.Job) error { ran <- job.ID; return nil },
+	})
+	e.SetDispatchBackoff(time.Hour) // only the wakeup can end it
+	b.coord.mu.Lock()
+	b.coord.dispatchErr = &fairway.Error{Code: fairway.CodeUnavailable, Message: "the partition's leader cannot answer now"}
+	b.coord.mu.Unlock()
+	require.NoError(t, e.Start(t.Context()))
+	first := b.coord.nextDispatch() // answered unavailable
+	job := newJob("noop", `{}`)
+	b.coord.add(job)
+	b.coord.notify()
+	again := b.coord.nextDispatch()
+	require.Equal(t, first.RequestID, again.RequestID, "asked again under its id")
+	require.Equal(t, job.ID, recv(t, ran, "the job stored meanwhile"))
+	require.NoError(t, e.Shutdown(context.Background()))
+}
+
 // TestUnansweredDispatchIsSentAgainUnderItsID: a dispatch request that got
 // no answer (the coordinator may have claimed jobs for it) is sent again
 // with the same id; after an answer, a new request has a new id.

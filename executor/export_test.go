@@ -20,3 +20,7 @@ func (e *Executor) PrefetchTarget() int {
 	defer e.mu.Unlock()
 	return e.prefetchTarget()
 }
+
+// SetDispatchBackoff sets the pause after a failed dispatch, before
+// Start: a test that must see what ends it sooner.
+func (e *Executor) SetDispatchBackoff(d time.Duration) { e.backoff = d }

@@ -18,6 +18,8 @@ from fairway.errors import MaxPayloadError, NoRespondersError, RequestTimeoutErr
 from fairway.transport import Msg
 
 GROUP = "g"
+# A dispatch reply of a coordinator whose partition's leader cannot answer.
+UNAVAILABLE = {"error": {"code": "unavailable", "message": "claiming in journal partition 0: its leader cannot answer now"}}
 SURROGATE = os.fsdecode(b"caf\xe9")  # 'caf\udce9': a lone surrogate, as a file name that is not UTF-8 decodes
 
 
@@ -324,16 +326,19 @@ class DispatchReplyTest(WorkerTestCase):
         self.assertEqual(ids[1], ids[2])
         self.assertNotEqual(ids[2], ids[3])
 
-    async def test_unavailable_keeps_the_request_id_and_is_said_once(self) -> None:
+    def noop_worker(self) -> tuple[Any, Any]:
+        """A worker of one task "t" that does nothing, and its transport."""
         reg = fairway.Registry()
 
         @reg.task("t")
         async def t_(j: fairway.Job) -> Any:
             return None
 
-        w, t = self.make(reg, slots=8, prefetch=0)
-        unavailable = {"error": {"code": "unavailable", "message": "claiming in journal partition 0: its leader cannot answer now"}}
-        t.replies = [unavailable, unavailable, {"jobs": [job("a1", "t")]}]
+        return self.make(reg, slots=8, prefetch=0)
+
+    async def test_unavailable_keeps_the_request_id_and_is_said_once(self) -> None:
+        w, t = self.noop_worker()
+        t.replies = [UNAVAILABLE, UNAVAILABLE, {"jobs": [job("a1", "t")]}]
         with self.assertLogs("fairway.worker", "WARNING") as cm:
             await w.start()
             done = await self.done(w, t, 1)
@@ -346,6 +351,23 @@ class DispatchReplyTest(WorkerTestCase):
         self.assertEqual(ids[1], ids[2])
         self.assertNotEqual(ids[2], ids[3])
         self.assertEqual(len([m for m in cm.output if "cannot hand out jobs now" in m]), 1, cm.output)
+
+    async def test_a_wakeup_ends_the_pause_after_unavailable(self) -> None:
+        w, t = self.noop_worker()
+        t.replies = [UNAVAILABLE, {"jobs": [job("a1", "t")]}]
+        backoff = worker_mod.DISPATCH_BACKOFF
+        worker_mod.DISPATCH_BACKOFF = 3600.0  # only the wakeup can end it
+        try:
+            with self.assertLogs("fairway.worker", "WARNING"):
+                await w.start()
+                await until(lambda: len(t.dispatches()) >= 1, "the request answered unavailable")
+                t.subs["work"].cb(Msg("fairway.notify.work", "", b""))
+                done = await self.done(w, t, 1)
+        finally:
+            worker_mod.DISPATCH_BACKOFF = backoff
+        self.assertEqual(sorted(done), ["a1"])
+        ids = [b["request_id"] for b in t.dispatches()]
+        self.assertEqual(ids[0], ids[1], "asked again under its id")
 
 
 class PauseTest(WorkerTestCase):

@@ -181,6 +181,8 @@ const jobKey = (group: string, id: string) => `${group}\u0000${id}`;
  * ```
  */
 export class Worker {
+  /** @internal The pause after a failed dispatch request, ms (a test sets it). */
+  static dispatchBackoffMs = 1000;
   readonly client: Fairway;
   readonly appId: string;
   readonly slots: number;
@@ -806,11 +808,13 @@ export class Worker {
               this.#log.warn(`the coordinators cannot hand out jobs now; asking again every second: ${err.message}`);
               noCoordinatorAt = Date.now();
             }
-            await this.#waitWake(1000, true);
+            // A wakeup ends the pause: work was stored, so the partition
+            // answers again (executor/dispatch.go).
+            await this.#waitWake(Worker.dispatchBackoffMs);
             continue;
           } else {
             this.#log.warn(`asking for jobs on ${subject}: ${(err as Error).message}`);
-            await this.#waitWake(1000, true);
+            await this.#waitWake(Worker.dispatchBackoffMs, true);
             continue;
           }
         }

@@ -254,6 +254,27 @@ test("worker: an unavailable reply keeps the request id and is said once", async
   }
 });
 
+test("worker: a wakeup ends the pause after an unavailable reply", async () => {
+  const c = fakeCluster();
+  const unavailable = JSON.stringify({ error: { code: "unavailable", message: "claiming in journal partition 0: its leader cannot answer now" } });
+  const j = job("echo");
+  const seen = scriptDispatch(c, [unavailable, JSON.stringify({ jobs: [j] })]);
+  const w = newWorker(c, { wakeupMs: 3_600_000 });
+  w.task("echo", async () => {});
+  const backoff = Worker.dispatchBackoffMs;
+  Worker.dispatchBackoffMs = 3_600_000; // only the wakeup can end it
+  await w.start();
+  try {
+    await until("the request answered unavailable", () => seen.length >= 1, 8000);
+    c.push(); // a notification of work: the pause ends, the job is asked for
+    await until("the job's done report", () => c.done(j.id), 8000);
+    assert.equal(seen[1], seen[0], `asked again under its id: ${seen}`);
+  } finally {
+    Worker.dispatchBackoffMs = backoff;
+    await w.stop({ force: true });
+  }
+});
+
 test("worker: the dropped-lines marker is counted in the log buffer", async () => {
   const c = fakeCluster();
   const w = newWorker(c, { logBufferSize: 0 }); // every line dropped

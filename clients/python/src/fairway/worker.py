@@ -690,6 +690,18 @@ class Worker:
         except asyncio.TimeoutError:
             pass
 
+    async def _pause(self, seconds: float) -> None:
+        """Sleeps, or less on a wakeup (notify.work, a job's end) or when the worker stops."""
+        assert self._wake is not None and self._stop_event is not None
+        wake = asyncio.ensure_future(self._wake.wait())
+        stop = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait({wake, stop}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            wake.cancel()
+            stop.cancel()
+        self._wake.clear()
+
     async def _ask(self, subject: str, body: dict[str, Any], timeout: float) -> None:
         msg = await self._t.request(subject, json.dumps(body).encode(), timeout=timeout)
         if msg.data:
@@ -885,7 +897,9 @@ class Worker:
                     if time.monotonic() - self._no_coordinator_at > 60:
                         log.warning("the coordinators cannot hand out jobs now; asking again every second: %s", e)
                         self._no_coordinator_at = time.monotonic()
-                    await self._sleep(DISPATCH_BACKOFF)
+                    # A wakeup ends the pause: work was stored, so the
+                    # partition answers again (executor/dispatch.go).
+                    await self._pause(DISPATCH_BACKOFF)
                     continue
                 except Exception as e:
                     log.warning("asking for jobs: %s", e)
