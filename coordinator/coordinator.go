@@ -347,6 +347,14 @@ func (c *Coordinator) onJournal() {
 	serve := func(on bool) {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
+		if on {
+			// What a predecessor was handed comes back after ackWait.
+			for _, s := range []*atomic.Pointer[streamSources]{&c.ingest.sources, &c.results.sources} {
+				if s := s.Load(); s != nil {
+					s.sweepAfter(afterTakeOver)
+				}
+			}
+		}
 	}
 	stores := []*istore.Store{c.store}
 	if len(c.cfg.PartitionStores) > 0 {

@@ -36,9 +36,11 @@ import (
 type ingest struct {
 	cfg ingestConfig
 	serviceBase
-	dead   *deadLetters
-	quotas *quotas
-	tasks  *taskCache // refuses the tasks no executor runs
+	// sources are where it reads the submissions, once started.
+	sources atomic.Pointer[streamSources]
+	dead    *deadLetters
+	quotas  *quotas
+	tasks   *taskCache // refuses the tasks no executor runs
 	// parking holds the idle executors' dispatch requests (the
 	// dispatcher's), and handedOver answers one with the jobs stored for
 	// it (dispatcher.handedOver).
@@ -128,6 +130,7 @@ func (in *ingest) start(ctx context.Context, subs *subscriptions, cons *consumer
 	if in.cfg.SweepEvery > 0 {
 		sources.sweepEvery = in.cfg.SweepEvery
 	}
+	in.sources.Store(sources)
 	return sources.run(ctx, subs, cons, in.cfg.Batch, in.handle)
 }
 

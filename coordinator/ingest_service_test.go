@@ -304,3 +304,51 @@ func TestAMessageHandedBackIsFetchedAgainWithoutASweep(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, map[string]int{"a1": 2, "a2": 2}, seen, "each delivered twice")
 }
+
+// TestASweepAskedForFindsWhatADeadCoordinatorHeld: a message handed to a
+// coordinator that died unacknowledged is handed out again after the ack
+// wait, but only to a pull, and the group is pulled only when rung: a
+// sweep asked for then (streamSources.sweepAfter, when a coordinator
+// takes the lead) finds it, where the periodic sweep alone came up to
+// sourceSweepEvery later.
+func TestASweepAskedForFindsWhatADeadCoordinatorHeld(t *testing.T) {
+	t.Parallel()
+	w := newStreamWorld(t)
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
+	s.sweepEvery = time.Hour
+	s.consumerConfig.AckWait = 500 * time.Millisecond
+	src := s.newSource(sourceKey{stream: w.subjects.SubmitStream(), group: "a"})
+
+	// The dead coordinator: the group's consumer hands it the message,
+	// which it never acknowledges.
+	cfg := s.consumerConfig
+	cfg.Durable, cfg.FilterSubject = src.name, src.filter
+	cons, err := w.js.CreateOrUpdateConsumer(t.Context(), w.subjects.SubmitStream(), cfg)
+	require.NoError(t, err)
+	_, err = w.js.Publish(t.Context(), w.subjects.Submit("a", "t"), []byte("a1"))
+	require.NoError(t, err)
+	held, err := cons.Fetch(1, jetstream.FetchMaxWait(serviceWait))
+	require.NoError(t, err)
+	for range held.Messages() {
+	}
+	require.NoError(t, held.Error())
+
+	got := make(chan string, 1)
+	ctx, cs, subs := startServices(t, w.js, w.nc)
+	require.NoError(t, s.run(ctx, subs, cs, 10, func(_ context.Context, msgs []jetstream.Msg) {
+		for _, msg := range msgs {
+			require.NoError(t, msg.Ack())
+			got <- string(msg.Data())
+		}
+	}))
+	// The first sweep rang the group while the message was held: its
+	// fetch found nothing. The sweep asked for comes after the ack wait.
+	s.sweepAfter(time.Second)
+	select {
+	case id := <-got:
+		require.Equal(t, "a1", id)
+	case <-time.After(serviceWait):
+		t.Fatal("the message the dead coordinator held was not fetched")
+	}
+}

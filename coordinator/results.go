@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairwayhq/fairway"
@@ -59,6 +60,8 @@ type results struct {
 	// journal's leader applies the reports, publishes their events and
 	// follows them up (Coordinator.onJournal sets it).
 	parts partitions
+	// sources are where it reads the reports, once started.
+	sources atomic.Pointer[streamSources]
 }
 
 func newResults(cfg resultsConfig, b serviceBase, dead *deadLetters) *results {
@@ -86,6 +89,7 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	// only while it led them all, a primary down stopped every
 	// partition's reports.
 	sources.gate = rs.parts.first().leads.Load
+	rs.sources.Store(sources)
 	for _, e := range rs.parts {
 		e.reopenResults = sources.reopen
 	}

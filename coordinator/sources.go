@@ -60,6 +60,8 @@ type streamSources struct {
 	fetchBytes     int
 	fetchers       int
 	sweepEvery     time.Duration
+	// sweepNow asks the sweep's loop for a sweep now (sweepAfter).
+	sweepNow chan struct{}
 	// gate, when set, says whether to fetch at all (the journal engine's
 	// reports: only its leader can apply them); reopen wakes the fetchers
 	// when it opens.
@@ -218,6 +220,7 @@ func newStreamSources(js jetstream.JetStream, nc *nats.Conn, layout streamLayout
 		fetchBytes: fetchBytes,
 		fetchers:   sourceFetchers,
 		sweepEvery: sourceSweepEvery,
+		sweepNow:   make(chan struct{}, 1),
 		sources:    map[sourceKey]*source{},
 		byGroup:    map[string][]*source{},
 	}
@@ -262,7 +265,10 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 	}
 	// The first sweep runs on the loop too: a start does not wait for the
 	// streams' state (thousands of tenant streams are a long listing), and
-	// the announcements are heard meanwhile.
+	// the announcements are heard meanwhile. A second comes when what a
+	// coordinator that died (this one's earlier run, say) was handed is
+	// handed out again.
+	s.sweepAfter(afterTakeOver)
 	goLoop(ctx, func(ctx context.Context) {
 		t := time.NewTicker(s.sweepEvery)
 		defer t.Stop()
@@ -273,11 +279,32 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 				return
 			case <-t.C:
 				s.forgetIdle()
+			case <-s.sweepNow:
 			}
 		}
 	})
 	return nil
 }
+
+// sweepAfter has the streams swept once more, d from now: a coordinator
+// that comes to lead, its predecessor maybe dead, sweeps when what that
+// one was handed (submissions, reports) is handed out again, after
+// ackWait. A sweep every sourceSweepEvery alone found them up to 10 s
+// later: the reports of jobs run under a leader SIGKILLed were applied
+// 14–18 s after, in the fault suite's partition-kill-leader.
+func (s *streamSources) sweepAfter(d time.Duration) {
+	time.AfterFunc(d, func() {
+		select {
+		case s.sweepNow <- struct{}{}:
+		default: // one is asked already
+		}
+	})
+}
+
+// afterTakeOver is how long after it comes to lead a coordinator sweeps
+// the streams (sweepAfter): what its predecessor was handed is handed
+// out again after ackWait, from its delivery.
+const afterTakeOver = ackWait + 500*time.Millisecond
 
 // run starts the sources (start) and a loop of cons that hands handle
 // batches of up to batch weight taken from the inbox round-robin, until

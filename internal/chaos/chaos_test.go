@@ -23,7 +23,8 @@ var (
 // and checks that no acknowledged job is lost, none runs twice at once,
 // each has exactly one final state, and every committed change has its
 // event.
-// suiteSetup makes the suite's directory (kept when the test fails), builds
+// suiteSetup makes the suite's directory (kept when the test fails, or when
+// FAIRWAYCHAOS_KEEP is set: the processes' logs of a run that passed), builds
 // the binaries and starts PostgreSQL.
 func suiteSetup(t *testing.T, prefix string) (dir string, bin Binaries, pg *PG) {
 	t.Helper()
@@ -36,7 +37,7 @@ func suiteSetup(t *testing.T, prefix string) (dir string, bin Binaries, pg *PG) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
+		if !t.Failed() && os.Getenv("FAIRWAYCHAOS_KEEP") == "" {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Logf("removing %s: %v", dir, err)
 			}

@@ -34,6 +34,7 @@ func harderScenarios() []Scenario {
 		killAfterIngestCommit(base),
 		postgresFailover(base),
 		partitionPostgresFailover(base),
+		partitionKillLeader(base),
 		partition("partition-coordinator", base, true),
 		partition("partition-executor", base, false),
 		fullDiskPostgres(base),
