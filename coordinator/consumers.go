@@ -81,8 +81,13 @@ type consumers struct {
 const (
 	// ackWait is how long a message handed to a coordinator waits for its
 	// ack before JetStream hands it to another (JetStream's default is
-	// 30 s).
-	ackWait = 10 * time.Second
+	// 30 s): what a coordinator that died was handed comes back then. One
+	// that holds a message longer says it still works on it
+	// (streamSources.keepAlive), so the ack wait bounds how long a death
+	// holds messages back, not how long a batch may take (before, 10 s:
+	// the reports a SIGKILLed leader had fetched were applied 11.7 s after
+	// its death).
+	ackWait = 3 * time.Second
 	// pullMaxBytes is a pull's bytes, at least (two max_payloads if
 	// larger).
 	pullMaxBytes = 16 << 20

@@ -246,7 +246,7 @@ func (in *fairInbox) queued(group string) int {
 // add queues msg under group, behind the group's earlier messages, and
 // returns its weight. It never waits: roomFor says whether to fetch.
 func (in *fairInbox) add(group string, msg jetstream.Msg) int {
-	it := inboxItem{group: group, msg: msg, weight: max(in.weight(msg), 1)}
+	it := inboxItem{group: group, msg: msg, weight: max(in.weight(msg), 1), added: time.Now()}
 	in.mu.Lock()
 	in.q.push(group, it)
 	in.mu.Unlock()
@@ -332,6 +332,21 @@ func (in *fairInbox) batchGroups(batch []inboxItem) []string {
 	return groups
 }
 
+// older returns the queued messages that came before t.
+func (in *fairInbox) older(t time.Time) []jetstream.Msg {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []jetstream.Msg
+	for _, items := range in.q.queues {
+		for _, it := range items {
+			if it.added.Before(t) {
+				out = append(out, it.msg)
+			}
+		}
+	}
+	return out
+}
+
 // nakAll hands every queued message back to JetStream at once, for
 // another coordinator.
 func (in *fairInbox) nakAll() {
@@ -351,7 +366,8 @@ const ingestQuantum = 100
 type inboxItem struct {
 	group  string
 	msg    jetstream.Msg
-	weight int // in.weight(msg), read once
+	weight int       // in.weight(msg), read once
+	added  time.Time // when it came (fairInbox.older)
 }
 
 // signal wakes the waiter of a capacity-1 channel, if none is pending.

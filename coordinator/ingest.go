@@ -69,7 +69,7 @@ type ingestConfig struct {
 	// Window caps one group's submissions read ahead, unacknowledged:
 	// the room a group has in the inbox (see streamSources). Defaults to
 	// two batches, less for a group whose submission rate would keep them
-	// there longer than a quarter of ackWait.
+	// there longer than rateHold.
 	Window int
 	// SweepEvery is how often the submit streams are swept for groups
 	// whose announcements were missed (tests make it long, to see the
@@ -86,12 +86,17 @@ type ingestConfig struct {
 	Retries int
 }
 
+// rateHold is how long, about, a group over its submission rate has its
+// submissions wait in the inbox (ingestConfig.Window): the rest wait in
+// NATS.
+const rateHold = 2500 * time.Millisecond
+
 func (c ingestConfig) withDefaults() ingestConfig {
 	c.Batch = cmp.Or(c.Batch, IngestBatchDefault)
 	if c.Window <= 0 {
 		c.Window = 2 * c.Batch
 		if c.Rate > 0 {
-			c.Window = max(1, min(c.Window, int(c.Rate*ackWait.Seconds()/4)))
+			c.Window = max(1, min(c.Window, int(c.Rate*rateHold.Seconds())))
 		}
 	}
 	c.MaxArgsSize = cmp.Or(c.MaxArgsSize, fairway.DefaultMaxArgsSize)

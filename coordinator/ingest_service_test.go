@@ -264,10 +264,7 @@ func TestAPullCutByItsTimeoutLeavesNoInterestInItsInbox(t *testing.T) {
 // stored up to 10 s after its database answered again.
 func TestAMessageHandedBackIsFetchedAgainWithoutASweep(t *testing.T) {
 	t.Parallel()
-	w := newStreamWorld(t)
-	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
-	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
-	s.sweepEvery = time.Hour // the first sweep only, at start, before anything is published
+	w, s, _ := submitSourcesOfA(t, ackWait) // the first sweep only, at start, before anything is published
 	delays := map[string]time.Duration{"a1": 100 * time.Millisecond, "a2": 400 * time.Millisecond}
 	again := make(chan string, 4)
 	var mu sync.Mutex
@@ -313,12 +310,7 @@ func TestAMessageHandedBackIsFetchedAgainWithoutASweep(t *testing.T) {
 // sourceSweepEvery later.
 func TestASweepAskedForFindsWhatADeadCoordinatorHeld(t *testing.T) {
 	t.Parallel()
-	w := newStreamWorld(t)
-	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
-	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
-	s.sweepEvery = time.Hour
-	s.consumerConfig.AckWait = 500 * time.Millisecond
-	src := s.newSource(sourceKey{stream: w.subjects.SubmitStream(), group: "a"})
+	w, s, src := submitSourcesOfA(t, 500*time.Millisecond)
 
 	// The dead coordinator: the group's consumer hands it the message,
 	// which it never acknowledges.
@@ -351,4 +343,55 @@ func TestASweepAskedForFindsWhatADeadCoordinatorHeld(t *testing.T) {
 	case <-time.After(serviceWait):
 		t.Fatal("the message the dead coordinator held was not fetched")
 	}
+}
+
+// TestMessagesHeldLongerThanTheAckWaitAreKeptAlive: a batch whose
+// handling outlasts the consumers' ack wait (a database that stalls) is
+// not handed to another coordinator meanwhile: the coordinator says it
+// still works on it (streamSources.keepAlive). The ack wait then bounds
+// only how long a dead coordinator's messages wait.
+func TestMessagesHeldLongerThanTheAckWaitAreKeptAlive(t *testing.T) {
+	t.Parallel()
+	w, s, src := submitSourcesOfA(t, 600*time.Millisecond)
+	s.keepAliveEvery = 150 * time.Millisecond
+
+	handling, release := make(chan struct{}), make(chan struct{})
+	ctx, cs, subs := startServices(t, w.js, w.nc)
+	require.NoError(t, s.run(ctx, subs, cs, 10, func(_ context.Context, msgs []jetstream.Msg) {
+		close(handling)
+		<-release // a slow batch: past the ack wait
+		for _, msg := range msgs {
+			require.NoError(t, msg.Ack())
+		}
+	}))
+	_, err := w.js.Publish(t.Context(), w.subjects.Submit("a", "t"), []byte("a1"))
+	require.NoError(t, err)
+	select {
+	case <-handling:
+	case <-time.After(serviceWait):
+		t.Fatal("the message was not handled")
+	}
+	// Another coordinator pulls from the group's consumer for three ack
+	// waits: it must get nothing.
+	other, err := w.js.Consumer(t.Context(), w.subjects.SubmitStream(), src.name)
+	require.NoError(t, err)
+	got, err := other.Fetch(1, jetstream.FetchMaxWait(3*s.consumerConfig.AckWait))
+	require.NoError(t, err)
+	for msg := range got.Messages() {
+		t.Errorf("handed to another coordinator while held: %s", msg.Data())
+	}
+	close(release)
+}
+
+// submitSourcesOfA are the submit streams' sources of a new stream world,
+// not started, swept at start only, their consumers' ack wait wait, and
+// group a's source (its consumer's name and filter).
+func submitSourcesOfA(t *testing.T, wait time.Duration) (streamWorld, *streamSources, *source) {
+	t.Helper()
+	w := newStreamWorld(t)
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	s := newStreamSources(w.js, w.nc, submitLayout(w.subjects), w.log, inbox, 1<<20)
+	s.sweepEvery = time.Hour
+	s.consumerConfig.AckWait = wait
+	return w, s, s.newSource(sourceKey{stream: w.subjects.SubmitStream(), group: "a"})
 }

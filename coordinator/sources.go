@@ -62,6 +62,15 @@ type streamSources struct {
 	sweepEvery     time.Duration
 	// sweepNow asks the sweep's loop for a sweep now (sweepAfter).
 	sweepNow chan struct{}
+	// keepAliveEvery is how often keepAlive runs (the const's, but in a
+	// test whose consumers' ack wait is shorter).
+	keepAliveEvery time.Duration
+	// handling are the messages handed to handle, since when (keepAlive).
+	handling struct {
+		sync.Mutex
+		msgs  []jetstream.Msg
+		since time.Time
+	}
 	// gate, when set, says whether to fetch at all (the journal engine's
 	// reports: only its leader can apply them); reopen wakes the fetchers
 	// when it opens.
@@ -217,12 +226,13 @@ func newStreamSources(js jetstream.JetStream, nc *nats.Conn, layout streamLayout
 			// stream itself, and one in flight is handed out again.
 			MemoryStorage: true,
 		},
-		fetchBytes: fetchBytes,
-		fetchers:   sourceFetchers,
-		sweepEvery: sourceSweepEvery,
-		sweepNow:   make(chan struct{}, 1),
-		sources:    map[sourceKey]*source{},
-		byGroup:    map[string][]*source{},
+		fetchBytes:     fetchBytes,
+		fetchers:       sourceFetchers,
+		sweepEvery:     sourceSweepEvery,
+		sweepNow:       make(chan struct{}, 1),
+		keepAliveEvery: keepAliveEvery,
+		sources:        map[sourceKey]*source{},
+		byGroup:        map[string][]*source{},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	inbox.room = s.roomFor
@@ -270,6 +280,18 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 	// handed out again.
 	s.sweepAfter(afterTakeOver)
 	goLoop(ctx, func(ctx context.Context) {
+		t := time.NewTicker(s.keepAliveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				s.keepAlive(now.Add(-s.keepAliveEvery))
+			}
+		}
+	})
+	goLoop(ctx, func(ctx context.Context) {
 		t := time.NewTicker(s.sweepEvery)
 		defer t.Stop()
 		for {
@@ -291,7 +313,8 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 // one was handed (submissions, reports) is handed out again, after
 // ackWait. A sweep every sourceSweepEvery alone found them up to 10 s
 // later: the reports of jobs run under a leader SIGKILLed were applied
-// 14–18 s after, in the fault suite's partition-kill-leader.
+// 14–18 s after (the ack wait then 10 s), in the fault suite's
+// partition-kill-leader.
 func (s *streamSources) sweepAfter(d time.Duration) {
 	time.AfterFunc(d, func() {
 		select {
@@ -323,10 +346,38 @@ func (s *streamSources) run(ctx context.Context, subs *subscriptions, cons *cons
 			if !ok {
 				return
 			}
+			s.handling.Lock()
+			s.handling.msgs, s.handling.since = msgs, time.Now()
+			s.handling.Unlock()
 			handle(ctx, msgs)
+			s.handling.Lock()
+			s.handling.msgs = nil
+			s.handling.Unlock()
 		}
 	})
 	return nil
+}
+
+// keepAliveEvery is how often a coordinator tells JetStream that it still
+// works on the messages it has held longer than that (keepAlive): a third
+// of ackWait.
+const keepAliveEvery = ackWait / 3
+
+// keepAlive tells JetStream that this coordinator still works on the
+// messages it holds since before t, in its inbox or in handle (a batch
+// waiting on a slow database): JetStream then waits ackWait more before
+// it hands them to another. Messages are held for milliseconds when all
+// is well, so this costs nothing then.
+func (s *streamSources) keepAlive(t time.Time) {
+	msgs := s.inbox.older(t)
+	s.handling.Lock()
+	if s.handling.since.Before(t) {
+		msgs = append(msgs, s.handling.msgs...)
+	}
+	s.handling.Unlock()
+	for _, msg := range msgs {
+		_ = msg.InProgress() // one lost: JetStream hands it out again, a duplicate the store finds
+	}
 }
 
 // reopen wakes the fetchers that wait for the gate (streamSources.gate).
