@@ -332,14 +332,15 @@ func (in *fairInbox) batchGroups(batch []inboxItem) []string {
 	return groups
 }
 
-// older returns the queued messages that came before t.
-func (in *fairInbox) older(t time.Time) []jetstream.Msg {
+// older returns the queued messages that came before t, and not before
+// since.
+func (in *fairInbox) older(t, since time.Time) []jetstream.Msg {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var out []jetstream.Msg
 	for _, items := range in.q.queues {
 		for _, it := range items {
-			if it.added.Before(t) {
+			if it.added.Before(t) && !it.added.Before(since) {
 				out = append(out, it.msg)
 			}
 		}

@@ -237,3 +237,17 @@ func TestFairInboxTakesAgainAfterADeferral(t *testing.T) {
 		t.Fatal("take waited for ever after a deferral without a wait")
 	}
 }
+
+// TestFairInboxOlderKeepsToItsWindow: the messages keepAlive keeps alive
+// are those queued before its time and not before its cap
+// (keepAliveFor): one held past the cap is let go to another coordinator.
+func TestFairInboxOlderKeepsToItsWindow(t *testing.T) {
+	inbox := newFairInbox(10, 1<<20, 1<<20, func(jetstream.Msg) int { return 1 })
+	before := time.Now()
+	inbox.add("a", pulledMsg{m: &nats.Msg{Subject: "fairway.submit.a.t", Data: []byte(`{"id":"1"}`)}})
+	inbox.add("b", pulledMsg{m: &nats.Msg{Subject: "fairway.submit.b.t", Data: []byte(`{"id":"2"}`)}})
+	after := time.Now().Add(time.Millisecond)
+	require.Len(t, inbox.older(after, before.Add(-time.Minute)), 2, "queued within the window")
+	require.Empty(t, inbox.older(before, before.Add(-time.Minute)), "queued after the window's end")
+	require.Empty(t, inbox.older(after.Add(time.Hour), after), "queued before the window's start: past the cap")
+}

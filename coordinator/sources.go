@@ -363,15 +363,23 @@ func (s *streamSources) run(ctx context.Context, subs *subscriptions, cons *cons
 // of ackWait.
 const keepAliveEvery = ackWait / 3
 
+// keepAliveFor is how long a coordinator keeps a message it holds alive
+// at most (keepAlive): a batch waits on a database call for at most its
+// bound (journal.LeaderConfig.CallTimeout, 10 s) a call, so one held
+// longer is in a coordinator that no longer works on it, whatever it
+// says, and goes to another after the ack wait.
+const keepAliveFor = time.Minute
+
 // keepAlive tells JetStream that this coordinator still works on the
-// messages it holds since before t, in its inbox or in handle (a batch
-// waiting on a slow database): JetStream then waits ackWait more before
-// it hands them to another. Messages are held for milliseconds when all
-// is well, so this costs nothing then.
+// messages it holds since before t (for at most keepAliveFor), in its
+// inbox or in handle (a batch waiting on a slow database): JetStream then
+// waits ackWait more before it hands them to another. Messages are held
+// for milliseconds when all is well, so this costs nothing then.
 func (s *streamSources) keepAlive(t time.Time) {
-	msgs := s.inbox.older(t)
+	since := time.Now().Add(-keepAliveFor)
+	msgs := s.inbox.older(t, since)
 	s.handling.Lock()
-	if s.handling.since.Before(t) {
+	if s.handling.since.Before(t) && !s.handling.since.Before(since) {
 		msgs = append(msgs, s.handling.msgs...)
 	}
 	s.handling.Unlock()
