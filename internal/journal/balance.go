@@ -63,6 +63,14 @@ type Balancer struct {
 
 	mu   sync.Mutex
 	view balanceView
+	// lapsed are the holders of leases found run out without being given
+	// up, with when (look's goroutine only): a coordinator that stopped
+	// renewing is not counted in the shares while its row says it is
+	// alive (for Gone after its last beat). Counted, the coordinator that
+	// took its leases gave one back to it at the next beat, as to one
+	// below its share, and took it again after Grace: a partition without
+	// a leader for a second more.
+	lapsed map[string]time.Time
 }
 
 // balanceView is the Balancer's last look at the coordinators and leases.
@@ -97,7 +105,7 @@ func NewBalancer(db Querier, cfg BalancerConfig) *Balancer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Balancer{db: db, cfg: cfg}
+	return &Balancer{db: db, cfg: cfg, lapsed: map[string]time.Time{}}
 }
 
 // Run says this coordinator is alive and looks at the leases, every Beat,
@@ -181,6 +189,9 @@ func (b *Balancer) look(ctx context.Context) error {
 				continue
 			}
 			v.free[p] = freeLease{orphaned: holder != "", since: seconds(since)}
+			if holder != "" {
+				b.lapsed[holder] = time.Now()
+			}
 		}
 		return rows.Err()
 	}
@@ -209,6 +220,12 @@ func (b *Balancer) look(ctx context.Context) error {
 			v.free[p] = freeLease{}
 		}
 	}
+	for holder, at := range b.lapsed {
+		if time.Since(at) > b.cfg.Gone {
+			delete(b.lapsed, holder)
+		}
+	}
+	live = slices.DeleteFunc(live, func(c string) bool { _, lapsed := b.lapsed[c]; return lapsed && c != b.cfg.Holder })
 	if !slices.Contains(live, b.cfg.Holder) {
 		live = append(live, b.cfg.Holder)
 	}
