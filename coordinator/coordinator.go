@@ -284,6 +284,7 @@ type Coordinator struct {
 	pruner     *pruner        // retention
 	parts      partitions     // the hot path: each partition's leader holds its unfinished jobs
 	leaderAPI  *leaderOnly    // the API requests followers forward to the leader
+	peers      *peers         // notices another coordinator gone, for what it held
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -336,8 +337,28 @@ func New(pub *store.Store, nc *nats.Conn, cfg Config) (*Coordinator, error) {
 	c.ingest = newIngest(ingestConfig{Batch: cfg.IngestBatch, MaxArgsSize: cfg.MaxArgsSize, Retries: *cfg.Retries, Rate: cfg.QuotaSubmitRate},
 		base, c.dead, c.quotas, c.tasks, c.dispatcher.parking, c.dispatcher.handedOver, c.relay.kick)
 	c.onJournal()
+	c.peers = &peers{nc: nc, subject: c.subjects.CoordinatorBeat(), holder: c.lead.holder, gone: func() {
+		c.log.Info("a coordinator is gone (not heard for 3 s): sweeping the streams for what it held")
+		c.sweepAfter(afterPeerGone)
+	}}
 	return c, nil
 }
+
+// sweepAfter has ingest and the results sweep their streams, d from now,
+// for what a coordinator that died or stopped held (streamSources.sweepAfter).
+func (c *Coordinator) sweepAfter(d time.Duration) {
+	for _, s := range []*atomic.Pointer[streamSources]{&c.ingest.sources, &c.results.sources} {
+		if s := s.Load(); s != nil {
+			s.sweepAfter(d)
+		}
+	}
+}
+
+// afterPeerGone is how long after a peer is found gone the streams are
+// swept: its last beat came at most peerBeat before it died and was found
+// peerGone after it at least, and what it held comes back ackWait after
+// its death at most.
+const afterPeerGone = ackWait - peerGone + peerBeat + 500*time.Millisecond
 
 // onJournal puts the services on the journal engines, one a partition:
 // the hot path goes through the partitions' leader (journalEngine), and
@@ -349,11 +370,7 @@ func (c *Coordinator) onJournal() {
 		c.leaderAPI.serve(on)
 		if on {
 			// What a predecessor was handed comes back after ackWait.
-			for _, s := range []*atomic.Pointer[streamSources]{&c.ingest.sources, &c.results.sources} {
-				if s := s.Load(); s != nil {
-					s.sweepAfter(afterTakeOver)
-				}
-			}
+			c.sweepAfter(afterTakeOver)
 		}
 	}
 	stores := []*istore.Store{c.store}
@@ -484,6 +501,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		},
 		func(ctx context.Context) error { return c.ingest.start(ctx, c.subs, c.consumers) },
 		func(ctx context.Context) error { return c.results.start(ctx, c.subs, c.consumers) },
+		func(ctx context.Context) error { return c.peers.start(ctx, c.subs, c.goLoop) },
 	}
 	for _, step := range steps {
 		if err := step(runCtx); err != nil {

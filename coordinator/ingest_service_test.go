@@ -395,3 +395,35 @@ func submitSourcesOfA(t *testing.T, wait time.Duration) (streamWorld, *streamSou
 	s.consumerConfig.AckWait = wait
 	return w, s, s.newSource(sourceKey{stream: w.subjects.SubmitStream(), group: "a"})
 }
+
+// TestAPeerNotHeardIsGone: coordinators hear each other's beats; one
+// that stops beating (killed, cut off, stopped) is found gone by the
+// others, who then sweep for what it held; one that beats is not.
+func TestAPeerNotHeardIsGone(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	subject := events.NewSubjects("").CoordinatorBeat()
+	gone := make(chan string, 4)
+	start := func(ctx context.Context, name string) {
+		t.Helper()
+		_, cs, subs := startServices(t, nil, nc)
+		p := &peers{nc: nc, subject: subject, holder: name, gone: func() { gone <- name }}
+		require.NoError(t, p.start(ctx, subs, cs.goLoop))
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	start(t.Context(), "a")
+	start(ctx, "b")
+	// Both beat: neither is gone for five beats.
+	select {
+	case who := <-gone:
+		t.Fatalf("%s found a beating peer gone", who)
+	case <-time.After(5 * peerBeat):
+	}
+	stop() // b stops beating
+	select {
+	case who := <-gone:
+		require.Equal(t, "a", who, "a finds b gone")
+	case <-time.After(serviceWait):
+		t.Fatal("a did not find b gone")
+	}
+}

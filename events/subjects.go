@@ -297,6 +297,12 @@ func (s Subjects) ToLeader(subject string) string {
 	return s.join("leader", strings.TrimPrefix(subject, s.Prefix+"."))
 }
 
+// CoordinatorBeat is where each coordinator says, every second, that it
+// is alive (core NATS, the coordinators' own: its body is the
+// coordinator's name), so that the others notice one gone and sweep the
+// streams for what it held.
+func (s Subjects) CoordinatorBeat() string { return s.join("coordinators", "beat") }
+
 // ToLeaderAll matches every request forwarded to the leader.
 func (s Subjects) ToLeaderAll() string { return s.join("leader", ">") }
 
