@@ -88,7 +88,11 @@ type LeaderConfig struct {
 	// right before it appends its row: the fault suite's hook
 	// (internal/chaos, a coordinator built with the tag fairwaychaos)
 	// freezes the leader there, to resume past its lease and try to
-	// commit.
+	// commit. Not by a hand-over (HandOver): frozen past JetStream's ack
+	// wait, its submissions are redelivered and stored by another
+	// coordinator meanwhile, and the resumed hand-over finds their ids
+	// taken and appends nothing, which exercises no fencing (its refusal
+	// is TestADeposedLeadersHandOverIsRefused's).
 	BeforeClaimAppend func()
 	// LivePoll is how often the leader looks for a reader of
 	// fairway_live, the operators' view of the unfinished jobs, that waits

@@ -83,9 +83,6 @@ func (l *Leader) HandOver(ctx context.Context, items []Item, p ClaimParams) (sto
 	if err != nil {
 		return false, nil, err
 	}
-	if l.cfg.BeforeClaimAppend != nil {
-		l.cfg.BeforeClaimAppend()
-	}
 	queue, epoch := l.tail.QueueLater(), l.lease.Epoch
 	l.mu.Unlock() // over the round trip, as a claim's append
 	call, cancel := bounded(ctx, l.cfg.CallTimeout)

@@ -156,6 +156,35 @@ func TestAHandOverClaimsWhatAClaimWould(t *testing.T) {
 	})
 }
 
+// TestADeposedLeadersHandOverIsRefused: a hand-over by a leader whose
+// lease another took (frozen past it, say) stores its submissions, as
+// ingest must, but its claim is refused in the same transaction: it hands
+// out nothing, leads no more, and the successor claims the jobs, as first
+// attempts.
+func TestADeposedLeadersHandOverIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, l := handOverWorld(t)
+	expireLease(t, db)
+	c2 := leading(t, db, "c2")
+	p := claimParams("e", "i", 5)
+	stored, got, err := l.HandOver(ctx, []journal.Item{{Group: "acme", ID: "h1", Task: "t"}, {Group: "globex", ID: "h2", Task: "t"}}, p)
+	require.NoError(t, err)
+	require.True(t, stored, "the submissions are stored all the same")
+	require.Empty(t, got, "nothing handed out by the deposed leader")
+	_, err = l.Claim(ctx, p)
+	require.ErrorIs(t, err, journal.ErrNotLeading, "it leads no more")
+
+	_, err = c2.Has(ctx, fairway.JobRef{Group: "globex", ID: "h2"}) // folded
+	require.NoError(t, err)
+	claimed, err := c2.Claim(ctx, p)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"acme/h1", "globex/h2"}, refsOf(claimed))
+	for _, j := range claimed {
+		require.EqualValues(t, 1, j.Attempt, "%s: the refused claim made no attempt", j.Ref.ID)
+	}
+}
+
 func refsOf(jobs []journal.ClaimedJob) []string {
 	out := make([]string, len(jobs))
 	for i, j := range jobs {
