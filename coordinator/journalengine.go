@@ -258,8 +258,8 @@ func allCreated(subs []fairway.Submission) []store.Inserted {
 // request is answered fairway.ErrUnavailable, never empty: its id may
 // have claimed jobs whose answer was lost.
 func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairway.Job, error) {
-	jobs, answered, err := e.claimAnswered(ctx, p)
-	if err == nil && !answered {
+	jobs, unanswered, err := e.claimAnswered(ctx, p)
+	if err == nil && unanswered != nil {
 		// Not an empty answer: the executor would drop the request's id,
 		// and a claim or a hand-over made under it whose commit's answer
 		// was lost (the database restarted at the commit) kept its jobs
@@ -267,33 +267,50 @@ func (e *journalEngine) claim(ctx context.Context, p store.ClaimParams) ([]fairw
 		// hour; the fault suite's restart-postgres). Answered
 		// unavailable, the executor asks again under the same id, which
 		// hands them out once the leader answers.
-		return nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("claiming in journal partition %d: its leader cannot answer now (its PostgreSQL unreachable, or its lease changing hands); ask again under the same request id", e.partition)}
+		return nil, &fairway.Error{Code: fairway.CodeUnavailable, Message: fmt.Sprintf("claiming in journal partition %d: its leader cannot answer now (%s); ask again under the same request id", e.partition, unansweredWhy(unanswered))}
 	}
 	return jobs, err
 }
 
 // claimAnswered is claim that also says whether the partition's leader
-// answered: it then handed out every job p.ClaimID ever claimed here and
-// still holds unstarted (journal.Leader.Claim). It did not when this
-// coordinator does not lead the partition, its lease is gone, or its
-// database could not be reached at the last try: nothing was claimed.
-func (e *journalEngine) claimAnswered(ctx context.Context, p store.ClaimParams) (jobs []fairway.Job, answered bool, err error) {
+// answered (unanswered nil): it then handed out every job p.ClaimID ever
+// claimed here and still holds unstarted (journal.Leader.Claim). It did
+// not when this coordinator does not lead the partition, its lease is
+// gone, or its database could not be reached at the last try: nothing
+// was claimed, and unanswered says which (journal.ErrNotLeading,
+// ErrFenced or ErrUnreachable).
+func (e *journalEngine) claimAnswered(ctx context.Context, p store.ClaimParams) (jobs []fairway.Job, unanswered, err error) {
 	limits, err := e.limits.get(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	claimed, err := e.leader.Claim(ctx, journal.ClaimParams{
 		Executor: p.Executor, Instance: p.Instance, Limit: p.Limit, ClaimID: p.ClaimID, MaxHeld: p.MaxHeld,
 		Tasks: p.Tasks, Groups: p.Groups, Scheme: p.Scheme, TaskCaps: p.TaskLimits, ConcurrencyLimits: limits,
 	})
 	if errors.Is(err, journal.ErrNotLeading) || errors.Is(err, journal.ErrFenced) || errors.Is(err, journal.ErrUnreachable) {
-		return nil, false, nil // nothing claimed here; the request's id is kept for the partition (markUnserved)
+		return nil, err, nil // nothing claimed here; the request's id is kept for the partition (markUnserved)
 	}
 	if err != nil {
-		return nil, false, store.Interpret(err)
+		return nil, nil, store.Interpret(err)
 	}
 	chaosAfterClaimCommit(e.log, len(claimed)) // a no-op but in the fault suite's build, see chaoshook.go
-	return claimedJobs(claimed, p.Executor), true, nil
+	return claimedJobs(claimed, p.Executor), nil, nil
+}
+
+// unansweredWhy says, for a claim's reply and the coordinator's log, why
+// a partition's leader did not answer (claimAnswered's unanswered).
+func unansweredWhy(err error) string {
+	switch {
+	case errors.Is(err, journal.ErrFenced):
+		return "another coordinator took its lease at this claim: it leads now"
+	case errors.Is(err, journal.ErrNotLeading):
+		return "this coordinator does not lead it: its lease is changing hands"
+	case errors.Is(err, journal.ErrUnreachable):
+		return "its PostgreSQL could not be reached at the last try"
+	default:
+		return err.Error()
+	}
 }
 
 // claimedJobs are the jobs of a claim for executor, as a dispatch reply

@@ -368,8 +368,8 @@ func (is *instanceSpread) reclaimUnsure(ctx context.Context, d *dispatcher, p is
 			// what it took, once it has read what a failed append of its
 			// may have committed.
 			q := istore.ClaimParams{Executor: p.Executor, Instance: p.Instance, ClaimID: u.id}
-			got, answered, err := e.claimAnswered(ctx, q)
-			if !answered || err != nil {
+			got, unanswered, err := e.claimAnswered(ctx, q)
+			if unanswered != nil || err != nil {
 				left = append(left, u) // tried again at the next request
 				continue
 			}
@@ -418,11 +418,11 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 				}
 				continue
 			}
-			got, ok, err := e.claimAnswered(ctx, p)
+			got, unanswered, err := e.claimAnswered(ctx, p)
 			if err != nil {
 				return again, err
 			}
-			answered[i] = ok
+			answered[i] = unanswered == nil
 			again = append(again, got...)
 		}
 		if len(again) > 0 {
@@ -473,8 +473,9 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		if caps != nil {
 			q.TaskLimits = caps[asked[k]]
 		}
-		var err error
-		got[k], answered[asked[k]], err = d.parts[asked[k]].claimAnswered(ctx, q)
+		var unanswered, err error
+		got[k], unanswered, err = d.parts[asked[k]].claimAnswered(ctx, q)
+		answered[asked[k]] = unanswered == nil && err == nil
 		failed[k] = err != nil
 		return err
 	})
