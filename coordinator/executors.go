@@ -7,6 +7,7 @@ import (
 
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
+	istore "github.com/fairwayhq/fairway/internal/store"
 	"github.com/nats-io/nats.go"
 )
 
@@ -14,7 +15,11 @@ import (
 // which the dispatcher answers (dispatcher.go).
 
 // registration returns what the instance registered, if it is the live
-// registered instance of its app-id (else a not-registered error).
+// registered instance of its app-id (else a not-registered error). While
+// the home database (the registry's) cannot be reached, an instance read
+// before keeps what was read (a registration is written there: none
+// changes meanwhile), read again every homeRetry, so that the partitions
+// in other databases go on dispatching.
 func (d *dispatcher) registration(ctx context.Context, app, instance string) (registration, error) {
 	key := registrationKey{app, instance}
 	d.regMu.Lock()
@@ -24,6 +29,13 @@ func (d *dispatcher) registration(ctx context.Context, app, instance string) (re
 		return r, nil
 	}
 	slots, tasks, err := d.store.Registration(ctx, app, instance)
+	if ok && istore.Unreachable(err) {
+		r.at = time.Now().Add(homeRetry - registrationTTL)
+		d.regMu.Lock()
+		d.regs[key] = r
+		d.regMu.Unlock()
+		return r, nil
+	}
 	if err != nil {
 		return registration{}, err
 	}

@@ -108,3 +108,20 @@ func (c *Coordinator) KeepEligibleReadings(d time.Duration) {
 		e.eligibleMu.Unlock()
 	}
 }
+
+// ExpireHomeReadings makes the next dispatch read again what it keeps of
+// the home database: the instances' registrations and the concurrency
+// limits (as when their time-to-live ends).
+func (c *Coordinator) ExpireHomeReadings() {
+	c.dispatcher.regMu.Lock()
+	for k, r := range c.dispatcher.regs {
+		r.at = time.Time{}
+		c.dispatcher.regs[k] = r
+	}
+	c.dispatcher.regMu.Unlock()
+	for _, e := range c.parts {
+		e.limits.mu.Lock()
+		e.limits.at = time.Time{}
+		e.limits.mu.Unlock()
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/fairwayhq/fairway"
 	"github.com/fairwayhq/fairway/events"
 	"github.com/fairwayhq/fairway/internal/fairness"
+	istore "github.com/fairwayhq/fairway/internal/store"
 )
 
 // Limits, rates and weights on the journal engine (docs/journal.md, "The
@@ -28,27 +29,43 @@ const limitsTTL = time.Second
 
 // limitsCache holds the concurrency limits the leader's claims read (the
 // held counts store.Limits reads with them are fairway_job's, none on the
-// journal: the claims count the state's).
+// journal: the claims count the state's). They live in the cluster's home
+// database: while it cannot be reached, the claims of every partition go
+// on with the limits last read (none can change meanwhile: a change is
+// written there), tried again every homeRetry.
 type limitsCache struct {
 	read func(context.Context) ([]fairway.Limit, error)
 
 	mu     sync.Mutex
 	limits []fairway.Limit
+	read1  bool      // the limits were read once
 	at     time.Time // zero: read them again
+	// failed is when a read last found the home unreachable.
+	failed time.Time
 }
 
-// get returns the limits, read again when older than limitsTTL.
+// homeRetry is how often what is read from the home database (the
+// limits, an instance's registration) is read again while the home
+// cannot be reached and what was last read serves meanwhile.
+const homeRetry = time.Second
+
+// get returns the limits, read again when older than limitsTTL; the ones
+// last read while the home database cannot be reached.
 func (c *limitsCache) get(ctx context.Context) ([]fairway.Limit, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.at.IsZero() && time.Since(c.at) < limitsTTL {
+	if !c.at.IsZero() && time.Since(c.at) < limitsTTL || c.read1 && time.Since(c.failed) < homeRetry {
 		return c.limits, nil
 	}
 	limits, err := c.read(ctx)
 	if err != nil {
+		if c.read1 && istore.Unreachable(err) {
+			c.failed = time.Now()
+			return c.limits, nil
+		}
 		return nil, err
 	}
-	c.limits, c.at = limits, time.Now()
+	c.limits, c.at, c.read1, c.failed = limits, time.Now(), true, time.Time{}
 	return limits, nil
 }
 

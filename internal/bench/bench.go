@@ -124,6 +124,11 @@ type Options struct {
 	// cpu_us_per_job_pg_<k>.
 	Partitions       int
 	PartitionServers []string
+	// DownCluster is the server the partition-down scenario takes down:
+	// 1 is ServerURL's (the cluster's home database: the executors'
+	// registry, the limits, the periodic tasks), k that of
+	// PartitionServers[k-2]; 0, the last.
+	DownCluster int
 
 	// postmaster is the pid of the PostgreSQL server when it runs on this
 	// machine (found by Run), else 0.

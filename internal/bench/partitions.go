@@ -148,8 +148,8 @@ func (s *system) addJobsPerServer(ctx context.Context, r *Result) error {
 
 // partitionDown: --rate jobs a second over the drain's ten groups for
 // --duration, in three equal parts: all databases up; the last server's
-// database refusing every connection (its open ones cut, as a primary
-// down); up again. It measures the other partitions' successes a second
+// database (or --down-cluster's: 1 is the home's) refusing every
+// connection (its open ones cut, as a primary down); up again. It measures the other partitions' successes a second
 // in the first two parts (their dip), how long the downed partitions'
 // first success took after it came back, and that every job succeeded,
 // each run once.
@@ -162,15 +162,25 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer s.close()
-	last := len(opts.PartitionServers)
-	downGroup := func(g string) bool { return opts.partitionServer(partition.Of(g, opts.Partitions)) == last }
-	admin, err := pgx.Connect(ctx, opts.PartitionServers[last-1])
+	down := len(opts.PartitionServers) // the server's index: 0 the home's
+	if opts.DownCluster != 0 {
+		if opts.DownCluster < 1 || opts.DownCluster > 1+len(opts.PartitionServers) {
+			return nil, fmt.Errorf("--down-cluster %d: the clusters are 1 (the home database's) to %d", opts.DownCluster, 1+len(opts.PartitionServers))
+		}
+		down = opts.DownCluster - 1
+	}
+	downGroup := func(g string) bool { return opts.partitionServer(partition.Of(g, opts.Partitions)) == down }
+	serverURL, downDB := opts.ServerURL, s.dbURL
+	if down > 0 {
+		serverURL, downDB = opts.PartitionServers[down-1], s.partDBs[down-1]
+	}
+	admin, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
 		return nil, err
 	}
 	defer admin.Close(context.Background())
 	dbName := ""
-	if cfg, err := pgx.ParseConfig(s.partDBs[last-1]); err == nil {
+	if cfg, err := pgx.ParseConfig(downDB); err == nil {
 		dbName = cfg.Database
 	}
 	setDown := func(down bool) error {

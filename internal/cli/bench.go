@@ -85,8 +85,9 @@ Scenarios:
             resumes, and the new leader's memory
   partition-down  --rate jobs/s for --duration over 4+ partitions on 2+ PostgreSQL
             clusters (--partitions, --pg-clusters): in its middle third the last
-            cluster's database refuses every connection; the other partitions'
-            throughput meanwhile, when the downed ones resume, nothing lost or run twice
+            cluster's database (--down-cluster's: 1 is the home) refuses every
+            connection; the other partitions' throughput meanwhile, when the
+            downed ones resume, nothing lost or run twice
   all       every scenario in turn
 
 --partitions P runs the cluster with P partitions (database.partitions) and
@@ -213,6 +214,7 @@ server. Durability stays on; the output names the server's settings.`,
 	f.IntVar(&opts.ShortJobs, "short-jobs", 1000, "jobs of 5 ms in the short-jobs scenario")
 	f.IntVar(&opts.Rate, "rate", 5000, "jobs per second in the steady scenario")
 	f.DurationVar(&opts.Duration, "duration", 10*time.Second, "length of the steady scenario")
+	f.IntVar(&opts.DownCluster, "down-cluster", 0, "the PostgreSQL cluster the partition-down scenario takes down: 1 is the first (the home database), the default the last")
 	f.IntSliceVar(&opts.ScaleSizes, "scale-sizes", []int{10_000, 100_000, 1_000_000}, "queue lengths of the scale scenario")
 	f.IntVar(&opts.History, "history", 1_000_000, "finished jobs kept in the history scenario")
 	f.IntVar(&opts.NoisyTenants, "noisy-tenants", 10, "tenants that each submit 2,000 jobs before B in the fairness scenario's second case (-1 skips it)")

@@ -157,6 +157,10 @@ type Leader struct {
 	cfg  LeaderConfig
 	db   Querier
 	wake chan struct{}
+	// trimFailedLog is when trimFollowed last logged a failed read (Run's
+	// goroutine only): at most one line a minute while the database is
+	// down, where the renewals come every half second.
+	trimFailedLog time.Time
 	// contend makes the lease's next try come now (Contend).
 	contend chan struct{}
 	// readWanted: a Wake since the last catch-up asked for a read of the
@@ -643,8 +647,9 @@ func (l *Leader) trimFollowed(ctx context.Context) {
 	}
 	v, err := readPublished(ctx, l.db, l.cfg.Partition)
 	if err != nil {
-		if ctx.Err() == nil {
-			l.cfg.Logger.Warn("reading where the journal's events were published", "error", err)
+		if ctx.Err() == nil && time.Since(l.trimFailedLog) >= time.Minute {
+			l.trimFailedLog = time.Now()
+			l.cfg.Logger.Warn("reading where the journal's events were published (logged once a minute while it fails)", "error", err)
 		}
 		return
 	}
