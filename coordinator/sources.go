@@ -62,6 +62,13 @@ type streamSources struct {
 	sweepEvery     time.Duration
 	// sweepNow asks the sweep's loop for a sweep now (sweepAfter).
 	sweepNow chan struct{}
+	// sweeps are the sweeps asked for (sweepAfter), when due, soonest
+	// first, and their one timer.
+	sweeps struct {
+		sync.Mutex
+		due   []time.Time
+		timer *time.Timer
+	}
 	// keepAliveEvery is how often keepAlive runs (the const's, but in a
 	// test whose consumers' ack wait is shorter).
 	keepAliveEvery time.Duration
@@ -314,14 +321,61 @@ func (s *streamSources) start(ctx context.Context, subs *subscriptions, goLoop f
 // ackWait. A sweep every sourceSweepEvery alone found them up to 10 s
 // later: the reports of jobs run under a leader SIGKILLed were applied
 // 14–18 s after (the ack wait then 10 s), in the fault suite's
-// partition-kill-leader.
+// partition-kill-leader. Sweeps asked for within sweepsCoalesce of one
+// another are one, at the later time (a coordinator that starts and
+// comes to lead at once asks twice for the same moment; a sweep lists
+// every tenant's stream).
 func (s *streamSources) sweepAfter(d time.Duration) {
-	time.AfterFunc(d, func() {
+	at := time.Now().Add(d)
+	sw := &s.sweeps
+	sw.Lock()
+	defer sw.Unlock()
+	k := slices.IndexFunc(sw.due, func(due time.Time) bool { return at.Sub(due).Abs() <= sweepsCoalesce })
+	if k >= 0 {
+		sw.due[k] = later(sw.due[k], at)
+	} else {
+		sw.due = append(sw.due, at)
+	}
+	slices.SortFunc(sw.due, time.Time.Compare)
+	if sw.timer == nil {
+		sw.timer = time.AfterFunc(time.Until(sw.due[0]), s.sweepDue)
+	} else {
+		sw.timer.Reset(time.Until(sw.due[0]))
+	}
+}
+
+// sweepsCoalesce is how close two sweeps asked for are made one.
+const sweepsCoalesce = time.Second
+
+// sweepDue asks the sweep's loop for the sweeps due (sweepAfter's timer),
+// and sets the timer for the next.
+func (s *streamSources) sweepDue() {
+	sw := &s.sweeps
+	sw.Lock()
+	now := time.Now()
+	n := 0
+	for n < len(sw.due) && !sw.due[n].After(now) {
+		n++
+	}
+	sw.due = sw.due[n:]
+	if len(sw.due) > 0 {
+		sw.timer.Reset(time.Until(sw.due[0]))
+	}
+	sw.Unlock()
+	if n > 0 {
 		select {
 		case s.sweepNow <- struct{}{}:
 		default: // one is asked already
 		}
-	})
+	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // afterTakeOver is how long after it comes to lead a coordinator sweeps
