@@ -184,7 +184,7 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 	}
 	// The claims of mail jobs, beside their starts: when the starts fall
 	// short, the log says whether the limiter or the executors held them.
-	var claimed, released atomic.Int64
+	var stored, claimed, released atomic.Int64
 	sub, err := client.Subscribe(t.Context(), events.Filter{Task: "mail"}, func(ev events.Event) {
 		switch ev.State {
 		case fairway.StateScheduled:
@@ -192,6 +192,8 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 		case fairway.StateWaiting:
 			if ev.PreviousState != "" {
 				released.Add(1)
+			} else {
+				stored.Add(1)
 			}
 		}
 	})
@@ -206,8 +208,8 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 	busy := float64(log.slotTime(start.Add(time.Second), start.Add(window))["g"]) / float64(10*(window-time.Second))
 	// A full bucket of 20 at the start, then 20 a second.
 	want := 20 + 20*window.Seconds()
-	t.Logf("%d mail jobs started in %s (want %.0f ±5%%), %d claimed (scheduled events, the window and a little after), %d back to waiting; the slots were busy %.1f%% of the time",
-		mails, window, want, claimed.Load(), released.Load(), 100*busy)
+	t.Logf("%d mail jobs started in %s (want %.0f ±5%%), %d stored of 1000 and %d claimed (events, the window and a little after), %d back to waiting; the slots were busy %.1f%% of the time",
+		mails, window, want, stored.Load(), claimed.Load(), released.Load(), 100*busy)
 	// Never more, whatever the load: the buckets are counted under the
 	// fairness lock. Fewer when the machine starves the claims (a bucket
 	// that nobody takes from for over a second fills up and stops): on a
@@ -216,6 +218,9 @@ func TestRateLimitAcrossCoordinators(t *testing.T) {
 	// busy (not reproduced here; the claims logged above say where the next
 	// one goes). The bound below catches what starves the task for good (a
 	// bucket never refilled gives 20 starts, a task passed over for ever 0).
+	// Once 96 (2026-12-02, beside the journal's tests; not reproduced in
+	// ten runs since, alone or so): the stored count logged above says
+	// whether ingest or the claims held the rest back.
 	require.LessOrEqual(t, float64(mails), 1.05*want, "the rate limit was exceeded")
 	require.GreaterOrEqual(t, float64(mails), 0.4*want, "the rate-limited task was starved")
 	// 93-95% on a quiet machine (the executors' own round trips); 89% under load.
