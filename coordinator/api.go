@@ -209,7 +209,7 @@ func (c *Coordinator) handle(ctx context.Context, msg *nats.Msg, r request, name
 		err = fairway.Invalid("verb", "%s through %s instead: the group leads the subject", name, c.subjects.API("<group>", name))
 	case v.scope == adminOnly && !r.admin:
 		err = fairway.Invalid("verb", "%s is an operator verb: ask on %s", name, c.subjects.Admin(name))
-	case !r.forwarded && c.parts.first().forwards(name):
+	case !r.forwarded && leaderVerbs[name] && !c.routes():
 		var data []byte
 		data, err = c.forwardToLeader(ctx, msg)
 		switch {

@@ -284,6 +284,7 @@ type Coordinator struct {
 	pruner     *pruner        // retention
 	parts      partitions     // the hot path: each partition's leader holds its unfinished jobs
 	leaderAPI  *leaderOnly    // the API requests followers forward to the leader
+	clead      *clusterLead   // which coordinator leads the cluster
 	peers      *peers         // notices another coordinator gone, for what it held
 
 	mu        sync.Mutex
@@ -365,12 +366,19 @@ const afterPeerGone = ackWait - peerGone + peerBeat + 500*time.Millisecond
 // the API requests that need the unfinished jobs are forwarded to it.
 func (c *Coordinator) onJournal() {
 	c.leaderAPI = &leaderOnly{nc: c.nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
-	serve := func(on bool) {
+	c.clead = &clusterLead{js: c.js, bucket: c.subjects.LeadBucket(), holder: c.lead.holder, replicas: max(c.cfg.StreamOptions.Replicas, 1), log: c.log}
+	c.clead.changed = func(on bool) {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
 		if on {
 			// What a predecessor was handed comes back after ackWait.
 			c.sweepAfter(afterTakeOver)
+		}
+		// The partitions take their leases, or give them up, now rather
+		// than at their next renewal (half a second: every job of theirs
+		// waited as long at a start).
+		for _, e := range c.parts {
+			e.leader.Contend()
 		}
 	}
 	stores := []*istore.Store{c.store}
@@ -386,26 +394,13 @@ func (c *Coordinator) onJournal() {
 		for q, other := range stores {
 			cfg.Shared = cfg.Shared || (q != p && other == st)
 		}
-		leading := serve
-		if p > 0 {
-			// Led with the first, whose leader serves the requests: this
-			// one's coming to lead makes its jobs claimable (the parked
-			// requests are served again) and its reports applicable.
-			cfg.Balance, leading = followFirst{first: c.parts[0]}, func(on bool) {
-				if on {
-					c.dispatcher.notifyWork()
-				}
-			}
-		}
-		if p == 0 && len(stores) > 1 {
-			// The others follow it: they take their leases, or give them
-			// up, at once rather than at their next renewal (half a
-			// second: every job of theirs waited as long at a start).
-			leading = func(on bool) {
-				serve(on)
-				for _, other := range c.parts[1:] {
-					other.leader.Contend()
-				}
+		// Led by the cluster's leader, which serves the requests: a
+		// partition's coming to lead makes its jobs claimable (the parked
+		// requests are served again) and its reports applicable.
+		cfg.Balance = followCluster{lead: c.clead}
+		leading := func(on bool) {
+			if on {
+				c.dispatcher.notifyWork()
 			}
 		}
 		e := newJournalEngine(st, c.store, cfg, c.log.With("partition", p), c.publishEvents, c.dispatcher.notifyWork, leading)
@@ -418,7 +413,8 @@ func (c *Coordinator) onJournal() {
 	}
 	c.dispatcher.parts, c.results.parts, c.sweeper.parts, c.quotas.parts = c.parts, c.parts, c.parts, c.parts
 	c.periodic.parts, c.ingest.parts, c.pruner.parts = c.parts, c.parts, c.parts
-	c.lead.eligible = c.parts.first().leads.Load
+	c.results.routes, c.ingest.routes = c.routes, c.routes
+	c.lead.eligible = c.routes
 	c.metrics.queues.mu.Lock() // scraped from New on
 	c.metrics.queues.parts = c.parts
 	c.metrics.queues.mu.Unlock()
@@ -509,6 +505,8 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	c.clead.try(runCtx) // a coordinator alone leads from its start
+	c.goLoop(runCtx, c.clead.run)
 	for _, e := range c.parts {
 		c.goLoop(runCtx, e.run)
 	}
@@ -613,15 +611,17 @@ func (c *Coordinator) stopLocked() {
 	}
 	c.subs.drain()
 	c.consumers.drain()
-	// The journal's leases to a follower now, not once they run out:
-	// the first last, so that the follower that takes it finds the
-	// others free (followFirst).
+	// The journal's leases to a follower now, not once they run out,
+	// then the cluster's lead, so that the coordinator that takes it
+	// finds them free (followCluster).
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	c.clead.stopLeading()
 	for _, e := range slices.Backward(c.parts) {
 		if err := e.leader.Resign(ctx); err != nil {
 			c.log.Warn("giving the journal's lease up; a follower takes it once it runs out", "partition", e.partition, "error", err)
 		}
 	}
+	c.clead.release(ctx)
 	cancel()
 	c.cancel()
 	c.wg.Wait()

@@ -26,6 +26,8 @@ func (c *Coordinator) RunJournal(ctx context.Context) error {
 	if err := c.store.OpenJournal(ctx); err != nil {
 		return err
 	}
+	c.clead.try(ctx) // the cluster's lead, which the partitions follow
+	go c.clead.run(ctx)
 	for _, e := range c.parts {
 		go e.run(ctx)
 	}
@@ -125,3 +127,6 @@ func (c *Coordinator) ExpireHomeReadings() {
 		e.limits.mu.Unlock()
 	}
 }
+
+// LeadsPartition says whether this coordinator leads partition p.
+func (c *Coordinator) LeadsPartition(p int) bool { return c.parts[p].leads.Load() }

@@ -54,6 +54,9 @@ type ingest struct {
 	// leader resolves dependencies, keeps the due times and wakes the
 	// executors.
 	parts partitions
+	// routes says whether this coordinator serves the dispatch requests
+	// (Coordinator.routes): only it holds parked requests to hand over to.
+	routes func() bool
 
 	splits atomic.Int64 // batches split in halves to find a poison
 	// rejectLog bounds the lines of rejected submissions (each has its
@@ -329,7 +332,7 @@ func (in *ingest) handle(ctx context.Context, msgs []jetstream.Msg) {
 	}
 	handled := make([]bool, len(msgs)) // dead-lettered or handed back by storeSubmissions
 	var hand *parkedRequest
-	if in.parts.first().leads.Load() { // the leader hands over (journalEngine.insertFor)
+	if in.routes() { // the leader hands over (journalEngine.insertFor)
 		hand = in.idleExecutorFor(items)
 	}
 	added, handedOver, failed, serr := in.storeByPartition(ctx, msgs, items, handled, hand)

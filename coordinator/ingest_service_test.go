@@ -54,6 +54,7 @@ func newIngestHarness(t *testing.T, cfg ingestConfig) *ingestHarness {
 		h.f.kickOutbox)
 	h.e = startJournal(t, st, h.f, nil)
 	h.ingest.parts = partitions{h.e}
+	h.ingest.routes = h.e.leads.Load // the one coordinator: it leads its partition, and the cluster
 	h.ingest.quotas.parts = partitions{h.e}
 	return h
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,9 +39,13 @@ var leaderVerbs = map[string]bool{
 	events.VerbBulk:        true,
 }
 
-// forwards says whether this coordinator forwards verb's requests to the
-// partition's leader: it changes jobs, and this coordinator follows.
-func (e *journalEngine) forwards(verb string) bool { return leaderVerbs[verb] && !e.leads.Load() }
+// routes says whether this coordinator leads the cluster (clusterLead)
+// and one of its partitions: it answers the dispatch requests and the
+// reports, and the API requests that change jobs (leaderVerbs), which
+// the other coordinators forward to it.
+func (c *Coordinator) routes() bool {
+	return c.clead.leads.Load() && slices.ContainsFunc(c.parts, func(e *journalEngine) bool { return e.leads.Load() })
+}
 
 // errLeadsNow: the coordinator that was to forward a request leads the
 // partition now, and answers it itself.
@@ -54,7 +59,7 @@ func (c *Coordinator) forwardToLeader(ctx context.Context, msg *nats.Msg) ([]byt
 	subject := c.subjects.ToLeader(msg.Subject)
 	wait := 20 * time.Millisecond
 	for {
-		if c.parts.first().leads.Load() {
+		if c.routes() {
 			return nil, errLeadsNow
 		}
 		reply, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: subject, Header: msg.Header, Data: msg.Data})

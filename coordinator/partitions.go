@@ -46,10 +46,10 @@ func (e *journalEngine) status(ctx context.Context) (fairway.Partition, error) {
 
 // partitions are the journal's partitions, each with its engine (its
 // leader, its database), by number. Every coordinator follows every
-// partition; the coordinator that leads the first leads the others too
-// (followFirst), so that it answers every dispatch request and report:
-// the executors need not know the partitions (docs/architecture.md,
-// "Partitions").
+// partition; the coordinator that leads the cluster (clusterLead) leads
+// them all (followCluster), so that it answers every dispatch request
+// and report: the executors need not know the partitions
+// (docs/architecture.md, "Partitions").
 type partitions []*journalEngine
 
 // of is group's partition.
@@ -60,7 +60,8 @@ func (ps partitions) of(group string) *journalEngine {
 	return ps[partition.Of(group, len(ps))]
 }
 
-// first is partition 0, whose leader leads the others.
+// first is partition 0, in the home database but with
+// database.partition-urls naming another.
 func (ps partitions) first() *journalEngine { return ps[0] }
 
 // databases are the partitions' databases, by partition.
@@ -82,16 +83,6 @@ func (ps partitions) stores() []*istore.Store {
 	}
 	return out
 }
-
-// followFirst is the leases' balance of a partition but the first: it
-// is led by the coordinator that leads the first. One that comes to lead
-// the first takes the others as their leases free (given up at once by
-// a coordinator that stops or lost the first, run out within their TTL
-// for one that died); one that lost it gives them up.
-type followFirst struct{ first *journalEngine }
-
-func (f followFirst) Take(int16) bool { return f.first.leads.Load() }
-func (f followFirst) Keep(int16) bool { return f.first.leads.Load() }
 
 // split groups the indexes of subs by their group's partition, in the
 // order the partitions first appear (one group of all with one

@@ -389,83 +389,110 @@ func TestPartitionsGoOnWhileADatabaseIsDown(t *testing.T) {
 }
 
 // TestPartitionsGoOnWhileTheHomeDatabaseIsDown: the cluster's home
-// database (the executors' registry and the concurrency limits; here
-// partition 1 too, partitions 0 and 2 being in another) refuses every
-// connection: partitions 0 and 2 go on, the dispatch keeping what it read
-// of the instance's registration and of the limits (none can change
-// while the home is down); once it is back, partition 1's jobs run too,
-// each once. Before, every dispatch failed once those readings were a few
-// seconds old. (With partition 0 in the home, as by default, its leader
-// leads the others and the home's outage stops them all: operations.md.)
+// database (the executors' registry and the concurrency limits) refuses
+// every connection; the partitions in another database go on, past the
+// lease of those in the home, the dispatch keeping what it read of the
+// instance's registration and of the limits (none can change while the
+// home is down); once it is back, the home's partitions' jobs run too,
+// each once. Two layouts: partition 0 in the home (the default), and
+// only partition 1 there. Before, every dispatch failed once those
+// readings were a few seconds old, and with partition 0 in the home,
+// its leader, which led the others, gave them all up once its lease ran
+// out (the cluster's lead is a NATS key now: clusterLead).
 func TestPartitionsGoOnWhileTheHomeDatabaseIsDown(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	home, b := storetest.Open(t), storetest.Open(t)
-	retries := 3
-	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries,
-		PartitionStores: []*public.Store{storetest.Public(b), storetest.Public(home), storetest.Public(b)}})
-	var runs runCounter
-	h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
-	// A job of every group first: the instance's registration and the
-	// limits are read while the home answers.
-	groups := []string{"tenant-0", "tenant-1", "tenant-2", "tenant-3", "tenant-4", "tenant-5"}
-	var subs []fairway.Submission
-	for _, g := range groups {
-		subs = append(subs, fairway.Submission{Group: g, ID: "first-" + g, Task: "echo", Args: json.RawMessage(`{}`)})
-	}
-	_, err := h.client.SubmitMany(ctx, subs)
-	require.NoError(t, err)
-	done := map[string]bool{}
-	h.succeeded(done, len(subs))
-
-	name := home.Pool().Config().ConnConfig.Database
-	down := func(allow bool) {
-		_, err := b.Pool().Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, name, allow))
-		require.NoError(t, err)
-		if allow {
-			return
-		}
-		// Until none is left: a connection being made as the database
-		// closed may outlive one round of terminations.
-		require.Eventually(t, func() bool {
-			var left int
-			err := b.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&left)
-			return err == nil && left == 0
-		}, waitTimeout, 10*time.Millisecond, "the home database's connections cut")
-	}
-	down(false)
-	t.Cleanup(func() {
-		_, _ = b.Pool().Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, name))
-	})
-	coord.ExpireHomeReadings() // the next dispatch reads the home again, and finds it down
-
-	others := map[string]bool{}
-	var more []fairway.Submission
-	for i := range 60 {
-		g := groups[i%len(groups)]
-		id := fmt.Sprintf("job-%02d", i)
-		more = append(more, fairway.Submission{Group: g, ID: id, Task: "echo", Args: json.RawMessage(`{}`)})
-		if partition.Of(g, 3) != 1 {
-			others[id] = true
-		}
-	}
-	require.NotEmpty(t, others, "some groups are in partitions 0 and 2")
-	require.Less(t, len(others), len(more), "some groups are in the home's partition")
-	_, err = h.client.SubmitMany(ctx, more)
-	require.NoError(t, err)
-	ran := map[string]bool{}
-	h.until(func(ev events.Event) bool {
-		if ev.State == fairway.StateSuccess {
-			done[ev.JobID] = true
-			if others[ev.JobID] {
-				ran[ev.JobID] = true
+	for _, tc := range []struct {
+		name string
+		home []bool // by partition: in the home database
+	}{{"partition 0 in the home", []bool{true, false, true}}, {"partition 1 in the home", []bool{false, true, false}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			home, b := storetest.Open(t), storetest.Open(t)
+			var stores []*public.Store
+			for _, inHome := range tc.home {
+				if inHome {
+					stores = append(stores, storetest.Public(home))
+				} else {
+					stores = append(stores, storetest.Public(b))
+				}
 			}
-		}
-		return len(ran) == len(others)
-	})
-	down(true)
-	h.succeeded(done, len(subs)+len(more))
-	runs.requireOnce(t, append(subs, more...))
+			retries := 3
+			h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries, PartitionStores: stores})
+			var runs runCounter
+			h.executor("ex", 8, map[string]executor.Handler{"echo": runs.echo})
+			// A job of every group first: the instance's registration and
+			// the limits are read while the home answers.
+			groups := []string{"tenant-0", "tenant-1", "tenant-2", "tenant-3", "tenant-4", "tenant-5"}
+			var subs []fairway.Submission
+			for _, g := range groups {
+				subs = append(subs, fairway.Submission{Group: g, ID: "first-" + g, Task: "echo", Args: json.RawMessage(`{}`)})
+			}
+			_, err := h.client.SubmitMany(ctx, subs)
+			require.NoError(t, err)
+			done := map[string]bool{}
+			h.succeeded(done, len(subs))
+
+			name := home.Pool().Config().ConnConfig.Database
+			down := func(allow bool) {
+				_, err := b.Pool().Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, name, allow))
+				require.NoError(t, err)
+				if allow {
+					return
+				}
+				// Until none is left: a connection being made as the
+				// database closed may outlive one round of terminations.
+				require.Eventually(t, func() bool {
+					var left int
+					err := b.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1`, name).Scan(&left)
+					return err == nil && left == 0
+				}, waitTimeout, 10*time.Millisecond, "the home database's connections cut")
+			}
+			down(false)
+			t.Cleanup(func() {
+				_, _ = b.Pool().Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS true`, name))
+			})
+			// The home's partitions' leases run out; the next dispatch
+			// reads the home again, and finds it down.
+			require.Eventually(t, func() bool {
+				for p, inHome := range tc.home {
+					if inHome && coord.LeadsPartition(p) {
+						return false
+					}
+				}
+				return true
+			}, waitTimeout, 10*time.Millisecond, "the home's partitions no longer led")
+			coord.ExpireHomeReadings()
+
+			others := map[string]bool{}
+			var more []fairway.Submission
+			for i := range 60 {
+				g := groups[i%len(groups)]
+				id := fmt.Sprintf("job-%02d", i)
+				more = append(more, fairway.Submission{Group: g, ID: id, Task: "echo", Args: json.RawMessage(`{}`)})
+				if !tc.home[partition.Of(g, 3)] {
+					others[id] = true
+				}
+			}
+			require.NotEmpty(t, others, "some groups are in the other database")
+			require.Less(t, len(others), len(more), "some groups are in the home's partitions")
+			_, err = h.client.SubmitMany(ctx, more)
+			require.NoError(t, err)
+			ran := map[string]bool{}
+			h.until(func(ev events.Event) bool {
+				if ev.State == fairway.StateSuccess {
+					done[ev.JobID] = true
+					if others[ev.JobID] {
+						ran[ev.JobID] = true
+					}
+				}
+				return len(ran) == len(others)
+			})
+			down(true)
+			h.succeeded(done, len(subs)+len(more))
+			runs.requireOnce(t, append(subs, more...))
+		})
+	}
 }
 
 // TestPartitionsGoOnWhileADatabaseIsFrozen: partition 1's database stops

@@ -60,6 +60,9 @@ type results struct {
 	// journal's leader applies the reports, publishes their events and
 	// follows them up (Coordinator.onJournal sets it).
 	parts partitions
+	// routes says whether this coordinator leads the cluster and a
+	// partition (Coordinator.routes).
+	routes func() bool
 	// sources are where it reads the reports, once started.
 	sources atomic.Pointer[streamSources]
 }
@@ -80,15 +83,15 @@ func (rs *results) start(ctx context.Context, subs *subscriptions, cons *consume
 	// an earlier version may hold messages up to max_payload.
 	fetchBytes := max(2*events.ReportMaxBytes, int(cons.nc.MaxPayload()))
 	sources := newStreamSources(cons.js, cons.nc, resultLayout(rs.subjects), rs.log, inbox, fetchBytes)
-	// Only the journal's leader can apply reports: a follower leaves them
-	// in JetStream for it rather than taking and refusing them.
-	// With several partitions, the leader of the first fetches, as it
-	// leads the others (followFirst): a partition it does not lead (its
+	// Only the journal's leaders can apply reports: a follower leaves
+	// them in JetStream for the cluster's leader (clusterLead), which
+	// leads the partitions, rather than taking and refusing them. It
+	// fetches once it leads one: a partition it does not lead (its
 	// database down, or its lease not taken yet) leaves its part of a
 	// batch to be tried again, the others applied (applyParts). Fetching
 	// only while it led them all, a primary down stopped every
 	// partition's reports.
-	sources.gate = rs.parts.first().leads.Load
+	sources.gate = rs.routes
 	rs.sources.Store(sources)
 	for _, e := range rs.parts {
 		e.reopenResults = sources.reopen
@@ -241,7 +244,7 @@ func (rs *results) applyParts(ctx context.Context, started []store.Start, progre
 		return rs.applyIn(ctx, rs.parts[0], started, progress, logs, outcomes)
 	}
 	// Each partition's reports to its leader (this coordinator leads them
-	// all: followFirst); one that cannot apply them yet (its lease not
+	// all: followCluster); one that cannot apply them yet (its lease not
 	// taken yet) leaves the batch for a later try, where what the others
 	// applied changes nothing (a report applies to its attempt once).
 	type part struct {

@@ -222,6 +222,10 @@ func (s Subjects) Dead(kind string) string { return s.join("dead", kind) }
 // DeadAll matches every dead letter.
 func (s Subjects) DeadAll() string { return s.join("dead", ">") }
 
+// LeadBucket is the name of the JetStream key-value bucket where the
+// coordinators keep which of them leads the cluster (nats-api.md).
+func (s Subjects) LeadBucket() string { return s.streamName("LEAD") }
+
 func (s Subjects) streamName(kind string) string {
 	return strings.ToUpper(s.Prefix) + "_" + kind
 }
