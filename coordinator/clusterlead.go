@@ -47,12 +47,16 @@ type clusterLead struct {
 	mu  sync.Mutex // the loop's state, and Resign's
 	kv  jetstream.KeyValue
 	rev uint64
-	// missing counts the reads in a row that found no holder: a
-	// coordinator that has seen a holder (sawHolder) creates the key at
-	// its second, so that the leader whose key ran out while NATS could
-	// not be written (a restart, an election) writes it again first.
-	missing   int
-	sawHolder bool
+	// missing counts the reads in a row that found no holder, and
+	// lastHolder is the holder last read: while that one still beats
+	// (alive: it is heard on the coordinators' beat), a coordinator
+	// creates the key only at its second read without a holder, so that
+	// the leader whose key ran out while NATS could not be written (a
+	// restart, an election) writes it again first; a leader not heard
+	// (dead) is followed at the first.
+	missing    int
+	lastHolder string
+	alive      func(holder string) bool
 	// failedLog is when a failure to reach the bucket was last logged.
 	failedLog time.Time
 	// held says this coordinator wrote the key last (at rev); stopped
@@ -125,6 +129,7 @@ func (cl *clusterLead) try(ctx context.Context) {
 			cl.rev = rev
 			return
 		}
+		cl.held = false
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			// NATS did not answer: the key may run out meanwhile, and
 			// whoever creates it then leads; until this coordinator reads
@@ -139,13 +144,13 @@ func (cl *clusterLead) try(ctx context.Context) {
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		cl.othersLead.Store(false)
-		if cl.missing++; cl.missing < 2 && cl.sawHolder && !cl.leads.Load() {
+		if cl.missing++; cl.missing < 2 && !cl.leads.Load() && cl.lastHolder != "" && cl.alive != nil && cl.alive(cl.lastHolder) {
 			return
 		}
 		rev, err := cl.kv.Create(ctx, clusterLeadKey, []byte(cl.holder))
 		switch {
 		case err == nil:
-			cl.rev = rev
+			cl.rev, cl.held = rev, true
 			cl.set(true)
 		case errors.Is(err, jetstream.ErrKeyExists): // another was first: read at the next try
 		default:
@@ -160,17 +165,17 @@ func (cl *clusterLead) try(ctx context.Context) {
 		rev, err := cl.kv.Update(ctx, clusterLeadKey, []byte(cl.holder), entry.Revision())
 		switch {
 		case err == nil:
-			cl.rev = rev
+			cl.rev, cl.held = rev, true
 			cl.set(true)
 		case errors.Is(err, jetstream.ErrKeyExists): // another was first: read at the next try
 		default:
 			cl.failed("taking the cluster's lead", err)
 		}
 	case string(entry.Value()) == cl.holder:
-		cl.rev = entry.Revision()
+		cl.rev, cl.held = entry.Revision(), true
 		cl.set(true)
 	default:
-		cl.missing, cl.sawHolder = 0, true
+		cl.missing, cl.lastHolder, cl.held = 0, string(entry.Value()), false
 		cl.othersLead.Store(true)
 		cl.set(false)
 	}
@@ -179,7 +184,6 @@ func (cl *clusterLead) try(ctx context.Context) {
 // set records whether this coordinator leads, and tells changed when
 // that changes. Called with cl.mu held.
 func (cl *clusterLead) set(leads bool) {
-	cl.held = leads
 	if leads {
 		cl.missing = 0
 		cl.othersLead.Store(false)
@@ -230,4 +234,5 @@ func (cl *clusterLead) release(ctx context.Context) {
 	if _, err := cl.kv.Update(ctx, clusterLeadKey, nil, cl.rev); err != nil {
 		cl.log.Warn("giving the cluster's lead up; another coordinator takes it once it runs out", "error", err)
 	}
+	cl.held = false
 }

@@ -366,7 +366,8 @@ const afterPeerGone = ackWait - peerGone + peerBeat + 500*time.Millisecond
 // the API requests that need the unfinished jobs are forwarded to it.
 func (c *Coordinator) onJournal() {
 	c.leaderAPI = &leaderOnly{nc: c.nc, log: c.log, subject: c.subjects.ToLeaderAll(), what: "forwarded API requests"}
-	c.clead = &clusterLead{js: c.js, bucket: c.subjects.LeadBucket(), holder: c.lead.holder, replicas: max(c.cfg.StreamOptions.Replicas, 1), log: c.log}
+	c.clead = &clusterLead{js: c.js, bucket: c.subjects.LeadBucket(), holder: c.lead.holder, replicas: max(c.cfg.StreamOptions.Replicas, 1), log: c.log,
+		alive: func(holder string) bool { return c.peers.alive(holder) }}
 	c.clead.changed = func(on bool) {
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)

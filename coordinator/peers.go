@@ -87,3 +87,12 @@ func (p *peers) check(now time.Time) bool {
 	}
 	return gone
 }
+
+// alive says whether holder was heard within the last beat and a half
+// (a live coordinator beats every peerBeat).
+func (p *peers) alive(holder string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.seen[holder]
+	return ok && time.Since(at) < 3*peerBeat/2
+}
