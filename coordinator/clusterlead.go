@@ -44,7 +44,7 @@ type clusterLead struct {
 	// not be read).
 	leads, othersLead atomic.Bool
 
-	mu  sync.Mutex // the loop's state, and Resign's
+	mu  sync.Mutex // the loop's state (try), stopLeading's and release's
 	kv  jetstream.KeyValue
 	rev uint64
 	// missing counts the reads in a row that found no holder, and
@@ -98,8 +98,9 @@ func (cl *clusterLead) run(ctx context.Context) {
 	}
 }
 
-// try writes the key again if this coordinator holds it, else reads it
-// and creates it when it has been found without a holder twice.
+// try writes the key again if this coordinator holds it, else reads it:
+// it creates the key found missing (at the second such read while the
+// last holder still beats), and takes one given up.
 func (cl *clusterLead) try(ctx context.Context) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
