@@ -369,6 +369,11 @@ func (c *Coordinator) onJournal() {
 	c.clead = &clusterLead{js: c.js, bucket: c.subjects.LeadBucket(), holder: c.lead.holder, replicas: max(c.cfg.StreamOptions.Replicas, 1), log: c.log,
 		alive: func(holder string) bool { return c.peers.alive(holder) }}
 	c.clead.changed = func(on bool) {
+		if on {
+			c.metrics.clusterLeader.Set(1)
+		} else {
+			c.metrics.clusterLeader.Set(0)
+		}
 		c.dispatcher.serveDispatch(on)
 		c.leaderAPI.serve(on)
 		if on {

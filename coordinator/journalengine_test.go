@@ -226,7 +226,7 @@ func TestJournalEnginesFollowerTakesOverDispatch(t *testing.T) {
 // gauges (fairway_jobs, fairway_oldest_due_seconds,
 // fairway_jobs_without_executor) count the partition's unfinished jobs
 // from its state; the records are of ended jobs only, and they counted
-// none before.
+// none before. fairway_cluster_leader says the coordinator leads.
 func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -257,7 +257,7 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 				labels += "," + l.GetName() + "=" + l.GetValue()
 			}
 			switch f.GetName() {
-			case "fairway_jobs", "fairway_jobs_without_executor":
+			case "fairway_jobs", "fairway_jobs_without_executor", "fairway_cluster_leader":
 				values[f.GetName()+labels] = m.GetGauge().GetValue()
 			case "fairway_oldest_due_seconds":
 				require.Positive(t, m.GetGauge().GetValue(), "the waiting jobs have been due since their submission")
@@ -270,7 +270,8 @@ func TestJournalEngineGaugesCountTheUnfinishedJobs(t *testing.T) {
 		"fairway_jobs,group=acme,state=waiting,task=nobody": 2,
 		"fairway_jobs_without_executor,task=nobody":         5,
 		"fairway_oldest_due_seconds,group=acme,task=nobody": 1,
-	}, values, "the ended job is not counted")
+		"fairway_cluster_leader":                            1,
+	}, values, "the ended job is not counted; the coordinator alone leads the cluster")
 }
 
 // TestJournalEngineKeepsJobLogs: on the journal, a job's log lines are

@@ -13,21 +13,22 @@ import (
 // coordMetrics are a coordinator's Prometheus metrics (Config.Metrics). Names
 // start with fairway_; those of the executor with fairway_executor_.
 type coordMetrics struct {
-	queues       *queueCollector        // the queue gauges (fairway_jobs and others), read on scrape
-	events       *prometheus.CounterVec // published events, by task, group and state
-	outboxLag    prometheus.Gauge       // age of the oldest event of the last batch published
-	ingestBatch  prometheus.Histogram   // submissions per ingest batch
-	ingestTime   prometheus.Histogram   // seconds per ingest batch
-	claimJobs    prometheus.Histogram   // jobs per claim
-	claimTime    prometheus.Histogram   // seconds per claim
-	reportBatch  prometheus.Histogram   // reports per batch applied
-	reportTime   prometheus.Histogram   // seconds per report batch
-	deadLetters  *prometheus.CounterVec // messages moved to the dead-letter stream, by kind
-	quotaRefused *prometheus.CounterVec // submissions refused by a quota, by which
-	handedOver   prometheus.Counter     // jobs stored scheduled for an idle executor
-	rateDeferred prometheus.Counter     // submissions a batch passed over: their group is over its rate
-	ingestSplits prometheus.Counter     // batches PostgreSQL refused, split to find the submission it refuses
-	forwarded    prometheus.Counter     // API requests forwarded to the journal's leader
+	clusterLeader prometheus.Gauge       // 1 while this coordinator leads the cluster (clusterLead)
+	queues        *queueCollector        // the queue gauges (fairway_jobs and others), read on scrape
+	events        *prometheus.CounterVec // published events, by task, group and state
+	outboxLag     prometheus.Gauge       // age of the oldest event of the last batch published
+	ingestBatch   prometheus.Histogram   // submissions per ingest batch
+	ingestTime    prometheus.Histogram   // seconds per ingest batch
+	claimJobs     prometheus.Histogram   // jobs per claim
+	claimTime     prometheus.Histogram   // seconds per claim
+	reportBatch   prometheus.Histogram   // reports per batch applied
+	reportTime    prometheus.Histogram   // seconds per report batch
+	deadLetters   *prometheus.CounterVec // messages moved to the dead-letter stream, by kind
+	quotaRefused  *prometheus.CounterVec // submissions refused by a quota, by which
+	handedOver    prometheus.Counter     // jobs stored scheduled for an idle executor
+	rateDeferred  prometheus.Counter     // submissions a batch passed over: their group is over its rate
+	ingestSplits  prometheus.Counter     // batches PostgreSQL refused, split to find the submission it refuses
+	forwarded     prometheus.Counter     // API requests forwarded to the journal's leader
 }
 
 // newMetrics registers a coordinator's metrics with reg; with nil, they
@@ -43,6 +44,8 @@ func newMetrics(reg prometheus.Registerer, st *store.Store, log *slog.Logger) *c
 		events: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fairway_events_total",
 			Help: "Job state changes published as events, by task, group and new state; the final states (success, failed, cancelled) count finished jobs."},
 			[]string{"task", "group", "state"})),
+		clusterLeader: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_cluster_leader",
+			Help: "1 while this coordinator leads the cluster (answers dispatch requests and reports, takes the partitions' leases), else 0."})),
 		outboxLag: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "fairway_outbox_lag_seconds",
 			Help: "Age of the oldest event of the last batch this coordinator published: how far events trail the changes they report."})),
 		ingestBatch: hist("fairway_ingest_batch_size", "Submissions per batch stored by ingest.", metrics.BatchBuckets),
