@@ -194,6 +194,8 @@ func (cl *clusterLead) set(leads bool) {
 	}
 	if leads {
 		cl.log.Info("this coordinator leads the cluster now: it answers dispatch requests and reports, and takes the partitions' leases")
+	} else if cl.stopped {
+		cl.log.Info("this coordinator no longer leads the cluster: it stops")
 	} else {
 		cl.log.Info("another coordinator leads the cluster now")
 	}
