@@ -149,10 +149,10 @@ func (s *system) addJobsPerServer(ctx context.Context, r *Result) error {
 // partitionDown: --rate jobs a second over the drain's ten groups for
 // --duration, in three equal parts: all databases up; the last server's
 // database (or --down-cluster's: 1 is the home's) refusing every
-// connection (its open ones cut, as a primary down); up again. It measures the other partitions' successes a second
-// in the first two parts (their dip), how long the downed partitions'
-// first success took after it came back, and that every job succeeded,
-// each run once.
+// connection (its open ones cut, as a primary down); up again. It
+// measures the other partitions' successes a second in the first two
+// parts (their dip), how long the downed partitions' first success took
+// after it came back, and that every job succeeded, each run once.
 func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Partitions <= 1 || len(opts.PartitionServers) == 0 {
 		return nil, fmt.Errorf("scenario partition-down takes a server down: it needs --partitions 2 or more over --pg-clusters 2 or more")
@@ -183,13 +183,18 @@ func partitionDown(ctx context.Context, opts Options) (*Result, error) {
 	if cfg, err := pgx.ParseConfig(downDB); err == nil {
 		dbName = cfg.Database
 	}
-	setDown := func(down bool) error {
-		if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, dbName, !down)); err != nil {
-			return fmt.Errorf("taking the database %s down (%t): %w", dbName, down, err)
+	setDown := func(off bool) error {
+		if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS %t`, dbName, !off)); err != nil {
+			return fmt.Errorf("taking the database %s down (%t): %w", dbName, off, err)
 		}
-		if down {
-			_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbName)
-			return err
+		// Until none is left: a connection being made as the database
+		// closed may outlive one round of terminations.
+		for off {
+			var left int
+			if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = $1`, dbName).Scan(&left); err != nil || left == 0 {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond) // polling the server's state: no event says a backend ended
 		}
 		return nil
 	}
