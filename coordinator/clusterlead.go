@@ -148,30 +148,14 @@ func (cl *clusterLead) try(ctx context.Context) {
 		if cl.missing++; cl.missing < 2 && !cl.leads.Load() && cl.lastHolder != "" && cl.alive != nil && cl.alive(cl.lastHolder) {
 			return
 		}
-		rev, err := cl.kv.Create(ctx, clusterLeadKey, []byte(cl.holder))
-		switch {
-		case err == nil:
-			cl.rev, cl.held = rev, true
-			cl.set(true)
-		case errors.Is(err, jetstream.ErrKeyExists): // another was first: read at the next try
-		default:
-			cl.failed("taking the cluster's lead", err)
-		}
+		cl.took(cl.kv.Create(ctx, clusterLeadKey, []byte(cl.holder)))
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 		cl.kv = nil // removed: made again at the next try
 	case err != nil:
 		cl.failed("reading the cluster's lead", err)
 	case len(entry.Value()) == 0: // given up at a stop (release): taken at once
 		cl.othersLead.Store(false)
-		rev, err := cl.kv.Update(ctx, clusterLeadKey, []byte(cl.holder), entry.Revision())
-		switch {
-		case err == nil:
-			cl.rev, cl.held = rev, true
-			cl.set(true)
-		case errors.Is(err, jetstream.ErrKeyExists): // another was first: read at the next try
-		default:
-			cl.failed("taking the cluster's lead", err)
-		}
+		cl.took(cl.kv.Update(ctx, clusterLeadKey, []byte(cl.holder), entry.Revision()))
 	case string(entry.Value()) == cl.holder:
 		cl.rev, cl.held = entry.Revision(), true
 		cl.set(true)
@@ -179,6 +163,20 @@ func (cl *clusterLead) try(ctx context.Context) {
 		cl.missing, cl.lastHolder, cl.held = 0, string(entry.Value()), false
 		cl.othersLead.Store(true)
 		cl.set(false)
+	}
+}
+
+// took applies the answer to a try to take the key (created, or updated
+// from a holder given up): this coordinator leads, or another was first
+// (read at the next try), or NATS did not answer. Called with cl.mu held.
+func (cl *clusterLead) took(rev uint64, err error) {
+	switch {
+	case err == nil:
+		cl.rev, cl.held = rev, true
+		cl.set(true)
+	case errors.Is(err, jetstream.ErrKeyExists):
+	default:
+		cl.failed("taking the cluster's lead", err)
 	}
 }
 
