@@ -215,9 +215,13 @@ type Leader struct {
 	// resigned says Resign gave the lease up: it is not taken again.
 	// acquiring is held by a try to take or renew the lease and by
 	// Resign, so that no try in progress takes the lease back after
-	// Resign gave it up.
+	// Resign gave it up. mayHold says the last try may have left this
+	// coordinator holding the lease (it took or renewed it, or its
+	// answer was lost), whether or not Run's loop applied the answer
+	// yet: Resign gives it up then. Both under acquiring.
 	resigned  atomic.Bool
 	acquiring sync.Mutex
+	mayHold   bool
 	// sinceSnapshot counts the rows folded since the last snapshot, and
 	// changedSince the changes they made; snapshotAt is when it was taken.
 	sinceSnapshot int
@@ -485,18 +489,24 @@ func (l *Leader) Run(ctx context.Context) {
 func (l *Leader) Resign(ctx context.Context) error {
 	l.acquiring.Lock() // no try to take or renew the lease in progress
 	defer l.acquiring.Unlock()
-	l.resigned.Store(true)
+	// Under mu with leading's change: an answer applied after this sees
+	// resigned. Whether to give the lease up is the last try's answer,
+	// not leading: a renewal answered but not applied yet holds it too
+	// (read from leading, a renewal applied between resigned and the
+	// read cleared it, and the lease stayed held for its TTL: CI's
+	// TestAResigningLeaderGivesItsLeaseUp, 1 run in 20 under load).
 	l.mu.Lock()
-	leading := l.leading
+	l.resigned.Store(true)
 	l.leading = false
 	l.mu.Unlock()
-	if !leading {
+	if !l.mayHold {
 		return nil
 	}
 	yielded, err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
 	if err != nil {
 		return err
 	}
+	l.mayHold = false
 	if yielded {
 		l.cfg.Logger.Info("this coordinator gave journal partition up: it stops")
 	}
@@ -591,6 +601,7 @@ func (l *Leader) acquire(ctx context.Context) renewal {
 			ctx, cancel := bounded(ctx, l.cfg.CallTimeout)
 			defer cancel()
 			yielded, err := Yield(ctx, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+			l.mayHold = err != nil // not yielded: another held it
 			return renewal{err: answered(ctx, err), yielded: yielded}
 		case !leading && !b.Take(l.cfg.Partition):
 			return renewal{}
@@ -600,6 +611,7 @@ func (l *Leader) acquire(ctx context.Context) renewal {
 	call, cancel := bounded(ctx, l.cfg.CallTimeout)
 	defer cancel()
 	lease, ok, err := Acquire(call, l.db, l.cfg.Partition, l.cfg.Holder, l.cfg.TTL)
+	l.mayHold = ok || err != nil // an error may have come after the commit
 	err = answered(call, err)
 	if ctx.Err() == nil {
 		l.Observe(err) // the probe that finds the database back
