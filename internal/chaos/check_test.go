@@ -116,6 +116,32 @@ func TestReadsOfAJobAreCheckedForLinearizability(t *testing.T) {
 		"absent once seen":                            {[]porcupine.Operation{read(0, 1, at(fairway.StateWaiting, 0)), read(2, 3, absent)}, false},
 		"a final state that changes":                  {[]porcupine.Operation{read(0, 1, at(fairway.StateFailed, 1)), read(2, 3, at(fairway.StateSuccess, 1))}, false},
 	} {
-		require.Equal(t, tc.want, porcupine.CheckOperations(jobModel, tc.ops), name)
+		require.Equal(t, tc.want, porcupine.CheckOperations(jobModel(nil), tc.ops), name)
 	}
+
+	// A release without counting (a second SIGTERM) puts the job back
+	// under the attempt before: forward for that attempt, once the
+	// executor said it released it, and for no other.
+	givenBack := []porcupine.Operation{read(0, 1, at(fairway.StateRunning, 2)), read(2, 3, at(fairway.StateWaiting, 1)),
+		read(4, 5, at(fairway.StateRunning, 2)), read(6, 7, at(fairway.StateSuccess, 2))}
+	released := func(id string, attempt int) bool { return id == "j" && attempt == 2 }
+	require.True(t, porcupine.CheckOperations(jobModel(released), givenBack), "attempt 2 released")
+	require.False(t, porcupine.CheckOperations(jobModel(nil), givenBack), "no release said")
+	require.False(t, porcupine.CheckOperations(jobModel(func(string, int) bool { return false }), givenBack), "another attempt released")
+	require.False(t, porcupine.CheckOperations(jobModel(released), []porcupine.Operation{read(0, 1, at(fairway.StateRunning, 2)), read(2, 3, at(fairway.StateWaiting, 0))}),
+		"released, it waits under the attempt before, not an older one")
+}
+
+// TestTheTraceSaysWhichAttemptsWereReleased: an attempt whose run ended
+// "released" is one the model lets go back a number.
+func TestTheTraceSaysWhichAttemptsWereReleased(t *testing.T) {
+	tr := newTrace()
+	at := time.Now().Format(time.RFC3339Nano)
+	tr.add("a", fmt.Appendf(nil, `{"time":%q,"msg":"job started","job_id":"j","attempt":2}`, at))
+	tr.add("a", fmt.Appendf(nil, `{"time":%q,"msg":"job finished","job_id":"j","attempt":2,"outcome":"released"}`, at))
+	tr.add("a", fmt.Appendf(nil, `{"time":%q,"msg":"job started","job_id":"k","attempt":1}`, at))
+	tr.add("a", fmt.Appendf(nil, `{"time":%q,"msg":"job finished","job_id":"k","attempt":1,"outcome":"success"}`, at))
+	require.True(t, tr.released("j", 2))
+	require.False(t, tr.released("j", 1))
+	require.False(t, tr.released("k", 1))
 }

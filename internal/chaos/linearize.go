@@ -61,43 +61,60 @@ func (o observation) progress() [2]int {
 }
 
 // jobModel is the model of one job's reads: the state is the last
-// observation a linearization has made.
-var jobModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byJob := map[string][]porcupine.Operation{}
-		for _, op := range history {
-			id := op.Input.(jobRead).id
-			byJob[id] = append(byJob[id], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(byJob))
-		for _, ops := range byJob {
-			out = append(out, ops)
-		}
-		return out
-	},
-	Init: func() any { return observation{absent: true} },
-	Step: func(state, _, output any) (bool, any) {
-		last, seen := state.(observation), output.(observation)
-		switch {
-		case !last.absent && seen.absent:
-			return false, state // stored jobs do not vanish
-		case last.state.Final() && seen != last:
-			return false, state // a final state is final
-		}
-		p, q := last.progress(), seen.progress()
-		if c := cmp.Compare(q[0], p[0]); c < 0 || c == 0 && q[1] < p[1] {
-			return false, state
-		}
-		return true, seen
-	},
-	DescribeOperation: func(input, output any) string {
-		o := output.(observation)
-		if o.absent {
-			return input.(jobRead).id + ": absent"
-		}
-		return fmt.Sprintf("%s: %s (attempt %d)", input.(jobRead).id, o.state, o.attempt)
-	},
+// observation a linearization has made. givenBack says whether the
+// job's attempt was released by its executor without counting (a second
+// SIGTERM, graceful-shutdown): the job then waits again under the number
+// before, so a read may see it go from attempt n, claimed or running, to
+// waiting under n-1, for the attempts givenBack names only (nil: none).
+func jobModel(givenBack func(id string, attempt int) bool) porcupine.Model {
+	return porcupine.Model{
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			byJob := map[string][]porcupine.Operation{}
+			for _, op := range history {
+				id := op.Input.(jobRead).id
+				byJob[id] = append(byJob[id], op)
+			}
+			out := make([][]porcupine.Operation, 0, len(byJob))
+			for _, ops := range byJob {
+				out = append(out, ops)
+			}
+			return out
+		},
+		Init: func() any { return observation{absent: true} },
+		Step: func(state, input, output any) (bool, any) {
+			last, seen := state.(observation), output.(observation)
+			switch {
+			case !last.absent && seen.absent:
+				return false, state // stored jobs do not vanish
+			case last.state.Final() && seen != last:
+				return false, state // a final state is final
+			case givenBack != nil && last.held() && seen.waiting() && seen.attempt == last.attempt-1 &&
+				givenBack(input.(jobRead).id, last.attempt):
+				return true, seen
+			}
+			p, q := last.progress(), seen.progress()
+			if c := cmp.Compare(q[0], p[0]); c < 0 || c == 0 && q[1] < p[1] {
+				return false, state
+			}
+			return true, seen
+		},
+		DescribeOperation: func(input, output any) string {
+			o := output.(observation)
+			if o.absent {
+				return input.(jobRead).id + ": absent"
+			}
+			return fmt.Sprintf("%s: %s (attempt %d)", input.(jobRead).id, o.state, o.attempt)
+		},
+	}
 }
+
+// held says the observation saw the job claimed or running.
+func (o observation) held() bool {
+	return !o.absent && (o.state == fairway.StateScheduled || o.state == fairway.StateRunning)
+}
+
+// waiting says the observation saw the job wait for a claim.
+func (o observation) waiting() bool { return !o.absent && o.state == fairway.StateWaiting }
 
 // readers read random jobs among those submitted, from several clients at
 // once, until stopped.
@@ -164,13 +181,14 @@ func (r *readers) read(ctx context.Context, client int, j submittedJob) {
 
 // check checks the reads recorded: the jobs whose reads are not
 // linearizable (with one's reads, for diagnosis), and how many reads
-// there were.
-func (r *readers) check() (bad int, example string, reads int) {
+// there were. givenBack is jobModel's.
+func (r *readers) check(givenBack func(id string, attempt int) bool) (bad int, example string, reads int) {
 	r.mu.Lock()
 	ops := r.ops
 	r.mu.Unlock()
-	for _, part := range jobModel.Partition(ops) {
-		if porcupine.CheckOperationsTimeout(jobModel, part, 10*time.Second) == porcupine.Ok {
+	model := jobModel(givenBack)
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(model, part, 10*time.Second) == porcupine.Ok {
 			continue
 		}
 		bad++
@@ -186,7 +204,7 @@ func describeReads(ops []porcupine.Operation) string {
 	s := ""
 	for _, op := range ops {
 		s += fmt.Sprintf(" [%s..%s] %s;", time.Duration(op.Call).Round(time.Millisecond), time.Duration(op.Return).Round(time.Millisecond),
-			jobModel.DescribeOperation(op.Input, op.Output))
+			jobModel(nil).DescribeOperation(op.Input, op.Output))
 	}
 	return s
 }

@@ -428,7 +428,7 @@ func RunScenario(ctx context.Context, bin Binaries, pg *PG, dir string, sc Scena
 	}
 	stopReads()
 	<-readsDone
-	res.NotLinearizable, res.NotLinearizableJob, res.Reads = rd.check()
+	res.NotLinearizable, res.NotLinearizableJob, res.Reads = rd.check(run.C.Trace.released)
 	if rd.failed > 0 {
 		run.note("%d reads got no answer (outages); they say nothing", rd.failed)
 	}

@@ -69,6 +69,16 @@ func (t *Trace) add(executor string, line []byte) {
 	t.notify = make(chan struct{})
 }
 
+// released says whether an executor said it released attempt of job id
+// (its run ended "released": given back without counting).
+func (t *Trace) released(id string, attempt int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.ContainsFunc(t.runs, func(e *execution) bool {
+		return e.jobID == id && e.attempt == attempt && e.outcome == "released"
+	})
+}
+
 func (t *Trace) changed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
