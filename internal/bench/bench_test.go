@@ -151,9 +151,10 @@ func TestPartitionsOverTwoServers(t *testing.T) {
 
 	// The second server's database refuses connections for the middle
 	// 1.5 s: every job runs all the same, once. The others' rate is
-	// measured over its last second (with the middle second of 3 s, half
-	// a second: CI, loaded by the fault suite beside, saw none in it once).
-	// The bench's progress (the successes second by second) to the log.
+	// measured over the outage's last second (over 3 s in all, it was
+	// measured over half a second, and CI, loaded by the fault suite
+	// running beside it, once saw no success in it). The bench's progress
+	// (the successes second by second) goes to the test's log.
 	res.Reset()
 	run.Rate, run.Duration = 500, 4500*time.Millisecond
 	run.Logger, run.ComponentLogger = slog.New(slog.NewTextHandler(t.Output(), nil)), slog.New(slog.DiscardHandler)
