@@ -26,8 +26,10 @@ var reportOrder = []Kind{Started, Progress, Released, Ended}
 // transaction (a row per kind present, in reportOrder, each with its
 // reports in the order given, and the records of the jobs they end), and
 // folds them. It returns, for each report, whether it applied: a report
-// of an attempt its job no longer runs (a stale attempt, another instance's, a job that ended or
-// was released) changes nothing, and the executor is told so. The answer
+// of an attempt its job no longer runs (a stale attempt, another
+// instance's, a job that ended or was released) changes nothing, and the
+// executor is told so; one of a job that has ended is not even appended.
+// The answer
 // is worked out before the append from the leader's state, and it is
 // exact: only the leader appends these kinds, one batch after the other
 // (a claim in flight meanwhile changes waiting jobs only), and a
@@ -58,15 +60,32 @@ func (l *Leader) Report(ctx context.Context, reports []Report) ([]bool, error) {
 		if len(idx) == 0 {
 			continue
 		}
-		items := make([]Item, len(idx))
-		for k, i := range idx {
-			items[k] = reports[i].Item
+		items := make([]Item, 0, len(idx))
+		for _, i := range idx {
+			it := reports[i].Item
 			if l.cfg.Fairness != fairness.ByTime {
-				items[k].RanMS = 0 // learned only when shares count time
+				it.RanMS = 0 // learned only when shares count time
 			}
-			applied[i] = views.apply(l.state, kind, items[k])
+			applied[i] = views.apply(l.state, kind, it)
+			// A report of a job that has ended (gone from the state) is
+			// not appended: it changes nothing, whoever leads, since an
+			// end is final. The results sent again after a failed batch
+			// (a partition's database down leaves the whole batch to be
+			// tried again, every 2 s) were appended each time in every
+			// other partition, and folded as nothing. Any other report
+			// that does not apply is appended as before: its append
+			// checks the lease, and a deposed leader, whose state may be
+			// behind, does not answer it.
+			if applied[i] || l.state.Jobs.Get(fairway.JobRef{Group: it.Group, ID: it.ID}) != nil {
+				items = append(items, it)
+			}
 		}
-		batches = append(batches, batch{kind: kind, items: items})
+		if len(items) > 0 {
+			batches = append(batches, batch{kind: kind, items: items})
+		}
+	}
+	if len(batches) == 0 {
+		return applied, nil
 	}
 	read, err := l.appendLaned(ctx, batches)
 	if err != nil {

@@ -554,6 +554,47 @@ func TestALeaderAppliesReports(t *testing.T) {
 	require.ErrorContains(t, err, "a report of kind")
 }
 
+// TestALeaderAppendsNoReportOfAJobThatEnded: the reports of a job that
+// has ended, sent again (a batch of results tried again after another
+// partition's database failed it), append no row and say they changed
+// nothing; a stale report of a job that still lives is appended as
+// before (its append checks the lease).
+func TestALeaderAppendsNoReportOfAJobThatEnded(t *testing.T) {
+	ctx := t.Context()
+	db := pool(t)
+	submitJobs(t, db, 2, "acme")
+	l := leading(t, db, "c1")
+	jobs, err := l.Claim(ctx, claimParams("e", "i", 2))
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	rows := func() int {
+		var n int
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM fairway_journal WHERE kind IN ('started', 'ended')`).Scan(&n))
+		return n
+	}
+	item := func(j journal.ClaimedJob) journal.Item {
+		return journal.Item{Group: j.Ref.Group, ID: j.Ref.ID, Attempt: j.Attempt, Executor: "e", Instance: "i", Outcome: journal.OutcomeSuccess}
+	}
+	ended := []journal.Report{{Kind: journal.Started, Item: item(jobs[0])}, {Kind: journal.Ended, Item: item(jobs[0])}}
+	applied, err := l.Report(ctx, ended)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, applied)
+	before := rows()
+	require.Equal(t, 2, before, "a start and an end")
+
+	applied, err = l.Report(ctx, ended)
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, false}, applied, "sent again: nothing changes")
+	require.Equal(t, before, rows(), "and nothing is appended")
+
+	stale := item(jobs[1])
+	stale.Attempt++ // an attempt the job does not run: the job lives
+	applied, err = l.Report(ctx, []journal.Report{{Kind: journal.Ended, Item: stale}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, applied)
+	require.Equal(t, before+1, rows(), "a stale report of a living job is appended, its lease checked")
+}
+
 // TestALeaderRecordsTheJobsItEnds: a job's record (its row in fairway_job)
 // is written once, at its end, in the transaction that appends the row
 // that ends it: a success with its result, a failure with its error and
