@@ -155,6 +155,12 @@ type Config struct {
 	Clock func() time.Time
 	// Retention is how long finished jobs are kept, by final state.
 	Retention Retention
+	// JournalLeaseTTL is how long a partition's lease lasts unrenewed
+	// (renewed every third of it): how long a leader that died holds its
+	// partitions. 0: 1.5 s. Longer only where a database may hold its
+	// commits longer than that while this coordinator must stay its
+	// leader (tests that hold them).
+	JournalLeaseTTL time.Duration
 	// PartitionStores are the databases of the cluster's partitions, by
 	// number: their count is the cluster's partitions (fixed when it was
 	// created: istore.CheckLayout), and several may be the same store.
@@ -404,7 +410,8 @@ func (c *Coordinator) onJournal() {
 	}
 	c.parts = make(partitions, len(stores))
 	for p, st := range stores {
-		cfg := journalEngineConfig{Partition: int16(p), Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock} //nolint:gosec // G115: at most partition.Max
+		cfg := journalEngineConfig{Partition: int16(p), Holder: c.lead.holder, Fairness: c.cfg.Fairness, Scheme: c.cfg.Scheme, RetryDelay: c.cfg.RetryDelay, Clock: c.cfg.HostClock, //nolint:gosec // G115: at most partition.Max
+			TTL: c.cfg.JournalLeaseTTL, Renew: c.cfg.JournalLeaseTTL / 3}
 		for q, other := range stores {
 			cfg.Shared = cfg.Shared || (q != p && other == st)
 		}

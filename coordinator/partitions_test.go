@@ -729,7 +729,11 @@ func onCutCluster(t *testing.T, partitions int) (*harness, *coordinator.Coordina
 		stores = []*public.Store{storetest.Public(home), storetest.Public(b), storetest.Public(home)}
 	}
 	retries := 3
-	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries, PartitionStores: stores})
+	// A lease that outlasts the held commits: with the 1.5 s default, a
+	// renewal held at its commit let the lease run out before the
+	// executor's first claim when the machine was slow (CI, once), and
+	// that claim was refused rather than held at its commit.
+	h, coord := setupOn(t, home, coordinator.Config{RetryDelay: 20 * time.Millisecond, Retries: &retries, PartitionStores: stores, JournalLeaseTTL: 30 * time.Second})
 	return h, coord, newCommitCutter(t, admin, b.Pool().Config().ConnConfig.Database)
 }
 
