@@ -229,6 +229,9 @@ func (c Config) validate() error {
 	if c.Lease < time.Second {
 		errs = append(errs, fmt.Errorf("lease %s: must be at least 1s", c.Lease))
 	}
+	if c.JournalLeaseTTL != 0 && c.JournalLeaseTTL < 300*time.Millisecond {
+		errs = append(errs, fmt.Errorf("journal lease TTL %s: must be 0 (1.5s) or at least 300ms", c.JournalLeaseTTL))
+	}
 	if err := c.Retention.validate(); err != nil {
 		errs = append(errs, err)
 	}

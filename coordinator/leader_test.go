@@ -106,3 +106,18 @@ func TestAStoppedCoordinatorGivesTheJournalsLeaseUp(t *testing.T) {
 	require.Empty(t, holder)
 	require.True(t, ranOut, "the lease ran out when the coordinator stopped")
 }
+
+// TestAJournalLeaseTTLTooShortIsRefused: a lease renewed every third of
+// a TTL below 300 ms would be renewed more often than PostgreSQL answers
+// on a loaded machine; a negative one is nonsense. New says which field.
+func TestAJournalLeaseTTLTooShortIsRefused(t *testing.T) {
+	t.Parallel()
+	_, nc := natstest.Start(t)
+	st := storetest.Open(t)
+	for _, ttl := range []time.Duration{-time.Second, 100 * time.Millisecond} {
+		_, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{JournalLeaseTTL: ttl, Logger: testLogger(t)})
+		require.ErrorContains(t, err, "journal lease TTL "+ttl.String()+": must be 0 (1.5s) or at least 300ms")
+	}
+	_, err := coordinator.New(storetest.Public(st), nc, coordinator.Config{JournalLeaseTTL: 300 * time.Millisecond, Logger: testLogger(t)})
+	require.NoError(t, err)
+}
