@@ -98,14 +98,17 @@ func jobModel(givenBack func(id string, attempt int) bool) porcupine.Model {
 			}
 			return true, seen
 		},
-		DescribeOperation: func(input, output any) string {
-			o := output.(observation)
-			if o.absent {
-				return input.(jobRead).id + ": absent"
-			}
-			return fmt.Sprintf("%s: %s (attempt %d)", input.(jobRead).id, o.state, o.attempt)
-		},
+		DescribeOperation: describeRead,
 	}
+}
+
+// describeRead says what one read of a job saw.
+func describeRead(input, output any) string {
+	o := output.(observation)
+	if o.absent {
+		return input.(jobRead).id + ": absent"
+	}
+	return fmt.Sprintf("%s: %s (attempt %d)", input.(jobRead).id, o.state, o.attempt)
 }
 
 // held says the observation saw the job claimed or running.
@@ -204,7 +207,7 @@ func describeReads(ops []porcupine.Operation) string {
 	s := ""
 	for _, op := range ops {
 		s += fmt.Sprintf(" [%s..%s] %s;", time.Duration(op.Call).Round(time.Millisecond), time.Duration(op.Return).Round(time.Millisecond),
-			jobModel(nil).DescribeOperation(op.Input, op.Output))
+			describeRead(op.Input, op.Output))
 	}
 	return s
 }
