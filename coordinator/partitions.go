@@ -3,6 +3,7 @@ package coordinator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -433,9 +434,74 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			return reclaimed, nil
 		}
 	}
+	answered := make([]bool, len(d.parts)) // the partitions that answered the request
+	failed := make([]bool, len(d.parts))
+	got, limited, err := d.claimRound(ctx, is, p, answered, failed)
+	if err != nil && !limited && len(got) == 0 {
+		// Every partition asked failed (one partition's database just
+		// went down, and the request's few slots were all planned
+		// there): the slots are planned again over the others, once.
+		// Answered with the error instead, the executor paused its
+		// requests for a second while the others had work (the bench's
+		// partition-down scenario, the others' stalls at the cut).
+		again, _, err2 := d.claimRound(ctx, is, p, answered, failed)
+		got = again
+		switch {
+		case err2 != nil:
+			err = errors.Join(err, err2) // what was claimed is handed out below
+		case d.servesBut(failed):
+			// What the others claimed is handed out, and if they had
+			// nothing the request waits for work (parked) like any
+			// other: the failed partition's claim id is kept for the
+			// instance (markUnsure), as below.
+			d.log.Warn("claiming in a partition failed; the request's slots were planned again over the others", "executor", p.Executor, "jobs", len(again), "error", err)
+			err = nil
+		}
+	}
+	jobs := append(reclaimed, got...)
+	if err != nil && limited {
+		if len(reclaimed) > 0 {
+			return reclaimed, nil
+		}
+		return nil, err
+	}
+	if err != nil && len(jobs) > 0 {
+		// What the others claimed is handed out; a partition that failed
+		// (its database down) may have committed its claim all the same,
+		// which its id, kept in claimRound, hands out at a next request.
+		// Answered with the error instead, the executor never got the
+		// others', and they stayed held by it, unstarted, until MaxHold
+		// (an hour).
+		d.log.Warn("claiming in a partition failed; handing out what the others claimed", "executor", p.Executor, "jobs", len(jobs), "error", err)
+		err = nil
+	}
+	if err == nil {
+		is.markUnserved(d, p.ClaimID, answered)
+	}
+	return jobs, err
+}
+
+// servesBut says whether this coordinator serves a partition but those
+// in but.
+func (d *dispatcher) servesBut(but []bool) bool {
+	for i, e := range d.parts {
+		if !but[i] && e.serves() {
+			return true
+		}
+	}
+	return false
+}
+
+// claimRound plans a request's slots over the partitions this coordinator
+// serves, but those that failed already in this request (failed), and
+// claims in each at once: the jobs they handed, the partitions that
+// answered (set in answered) and failed (set in failed, their claim id
+// kept as unsure), and the first error. limited says the error was the
+// limits' read, before any claim.
+func (d *dispatcher) claimRound(ctx context.Context, is *instanceSpread, p istore.ClaimParams, answered, failed []bool) (jobs []fairway.Job, limited bool, err error) {
 	weights := make([]float64, len(d.parts))
 	for i, e := range d.parts {
-		if e.serves() {
+		if e.serves() && !failed[i] {
 			weights[i] = e.eligible(p.Tasks, p.Groups)
 		}
 	}
@@ -447,17 +513,15 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			asked = append(asked, i)
 		}
 	}
+	if len(asked) == 0 {
+		return nil, false, nil
+	}
 	limits, err := d.cluster.limits(ctx)
 	if err != nil {
-		if len(reclaimed) > 0 {
-			return reclaimed, nil
-		}
-		return nil, err
+		return nil, true, err
 	}
 	caps, release := d.cluster.split(limits, p, plan, false)
 	got := make([][]fairway.Job, len(asked))
-	failed := make([]bool, len(asked))
-	answered := make([]bool, len(d.parts))
 	err = inParallel(len(asked), func(k int) error {
 		q := p
 		q.Limit = plan[asked[k]]
@@ -466,8 +530,8 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 		var unanswered, err error
 		got[k], unanswered, err = d.parts[asked[k]].claimAnswered(ctx, q)
-		answered[asked[k]] = unanswered == nil && err == nil
-		failed[k] = err != nil
+		answered[asked[k]] = answered[asked[k]] || unanswered == nil && err == nil
+		failed[asked[k]] = err != nil
 		return err
 	})
 	if caps != nil { // else nothing was reserved
@@ -477,7 +541,6 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 		}
 		release(claimed) // the claims have folded their rows: their jobs count held
 	}
-	jobs := reclaimed
 	for k, i := range asked {
 		jobs = append(jobs, got[k]...)
 		cost := float64(len(got[k]))
@@ -485,27 +548,11 @@ func (d *dispatcher) claimSpread(ctx context.Context, p istore.ClaimParams) ([]f
 			cost = d.parts[i].expectedSeconds(got[k])
 		}
 		is.spread.Served(i, fairness.Reply{Asked: plan[i], Handed: len(got[k]), Cost: cost, Competed: weights[i], Weight: weights[i]})
-	}
-	if err != nil && p.ClaimID != "" {
-		for k, i := range asked {
-			if failed[k] {
-				is.markUnsure(i, p.ClaimID, true)
-			}
+		if failed[i] && p.ClaimID != "" {
+			is.markUnsure(i, p.ClaimID, true)
 		}
 	}
-	if err != nil && len(jobs) > 0 {
-		// What the others claimed is handed out; a partition that failed
-		// (its database down) may have committed its claim all the same,
-		// which its id, kept above, hands out at a next request. Answered
-		// with the error instead, the executor never got the others', and
-		// they stayed held by it, unstarted, until MaxHold (an hour).
-		d.log.Warn("claiming in a partition failed; handing out what the others claimed", "executor", p.Executor, "jobs", len(jobs), "error", err)
-		err = nil
-	}
-	if err == nil {
-		is.markUnserved(d, p.ClaimID, answered)
-	}
-	return jobs, err
+	return jobs, false, err
 }
 
 // markUnserved records claim id as unsure in the partitions this

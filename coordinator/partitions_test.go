@@ -604,6 +604,70 @@ func TestPartitionsHandOutAClaimWhoseCommitWasLost(t *testing.T) {
 	runs.requireOnce(t, subs)
 }
 
+// TestPartitionsPlanAgainWhenEveryClaimAskedFailed: a dispatch request
+// whose slots were all planned in partition 1 (the only one with work
+// then) has its claim cut at its commit, partition 1's database then
+// refusing connections; meanwhile a job came in partition 0. The request
+// is answered with that job (its slots planned again over the others),
+// not unavailable, and once partition 1 is back a next request gets
+// what the cut claim took: both jobs handed out once. Before, the
+// request was answered unavailable and the executor paused its requests
+// for a second while the others had work (the bench's partition-down
+// scenario, the others' stalls at the cut).
+func TestPartitionsPlanAgainWhenEveryClaimAskedFailed(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	h, _, cut := onCutCluster(t, 3)
+	registerRaw(t, h, "i")
+	in := func(p int) string {
+		for i := 0; ; i++ {
+			if g := fmt.Sprintf("tenant-%d", i); partition.Of(g, 3) == p {
+				return g
+			}
+		}
+	}
+	submit := func(group, id string) {
+		t.Helper()
+		_, err := h.client.SubmitMany(ctx, []fairway.Submission{{Group: group, ID: id, Task: "echo", Args: json.RawMessage(`{}`)}})
+		require.NoError(t, err)
+		h.stored(1)
+	}
+	submit(in(1), "cut")
+
+	cut.holdCommits()
+	replies := make(chan events.DispatchReply, 1)
+	go func() {
+		reply, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 1, Tasks: []string{"echo"}, RequestID: "r1", WaitMS: 5000})
+		replies <- reply
+	}()
+	// Its one slot is planned in partition 1, whose claim waits at its
+	// commit; a job comes in partition 0 meanwhile (the home database,
+	// whose commits are not held); then the claim is cut.
+	require.Eventually(t, func() bool { return cut.waitingAtCommit(1) }, waitTimeout, 5*time.Millisecond, "the claim in partition 1 waits at its commit")
+	submit(in(0), "other")
+	cut.atCommit(1)
+	var reply events.DispatchReply
+	select {
+	case reply = <-replies:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request was not answered")
+	}
+	require.Nil(t, reply.Error, "answered from the others, not unavailable")
+	require.Len(t, reply.Jobs, 1)
+	require.Equal(t, "other", reply.Jobs[0].ID)
+
+	cut.back()
+	var again []string
+	require.Eventually(t, func() bool {
+		r, _ := sendDispatch(t, h, events.DispatchRequest{Executor: "raw", Instance: "i", Slots: 1, Tasks: []string{"echo"}, RequestID: fmt.Sprintf("r%d", 2+len(again))})
+		for _, j := range r.Jobs {
+			again = append(again, j.ID)
+		}
+		return len(again) > 0
+	}, waitTimeout, 50*time.Millisecond, "the cut claim's job is handed out once partition 1 is back")
+	require.Equal(t, []string{"cut"}, again, "what the cut claim took, and nothing handed out twice")
+}
+
 // TestAClaimWhoseCommitWasLostIsHandedOutAfterAnOutage: on one
 // partition, a claim commits but its connection is cut before the
 // coordinator hears so, and the database then refuses connections for
@@ -777,16 +841,21 @@ func (c *commitCutter) holdCommits() {
 // (the append's among them) cut; commits no longer wait.
 func (c *commitCutter) atCommit(partition int) {
 	c.t.Helper()
-	require.Eventually(c.t, func() bool {
-		var n int
-		err := c.adm.QueryRow(c.t.Context(), `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
- WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.classid = $1 AND l.objid = $2 AND l.mode = 'ShareLock'`, 0x4a524e4c, partition).Scan(&n)
-		return err == nil && n > 0
-	}, waitTimeout, 5*time.Millisecond, "no append in partition %d waits at its commit", partition)
+	require.Eventually(c.t, func() bool { return c.waitingAtCommit(partition) }, waitTimeout, 5*time.Millisecond, "no append in partition %d waits at its commit", partition)
 	c.exec(fmt.Sprintf(`ALTER DATABASE %q ALLOW_CONNECTIONS false`, c.name))
 	c.exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, c.name)
 	c.exec(`ALTER SYSTEM RESET synchronous_standby_names`)
 	c.exec(`SELECT pg_reload_conf()`)
+}
+
+// waitingAtCommit says whether an append of the partition's leader
+// (holding the lease's lock shared: journal's leaseLockClass, "JRNL")
+// waits at its commit.
+func (c *commitCutter) waitingAtCommit(partition int) bool {
+	var n int
+	err := c.adm.QueryRow(c.t.Context(), `SELECT count(*) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+ WHERE a.wait_event = 'SyncRep' AND l.locktype = 'advisory' AND l.classid = $1 AND l.objid = $2 AND l.mode = 'ShareLock'`, 0x4a524e4c, partition).Scan(&n)
+	return err == nil && n > 0
 }
 
 // back lets connections in again.
